@@ -1,0 +1,366 @@
+package batch
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"capnproto.org/go/capnp/v3"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// RecordHeader is one record header: a key and an opaque value.
+type RecordHeader struct {
+	Key   string
+	Value []byte
+}
+
+// Record is one decoded record. Key is nil when the record has no key; Value
+// is never nil after decoding (an empty value decodes as an empty slice).
+// Key, Value and header values alias the batch buffer: copy them to keep them
+// past the buffer's lifetime.
+type Record struct {
+	Offset    uint64
+	Timestamp int64 // Unix ms
+	Key       []byte
+	Value     []byte
+	Headers   []RecordHeader
+}
+
+// Size returns the bytes the record counts against the record limit: key,
+// value and every header key and value.
+func RecordSize(key, value []byte, headers []RecordHeader) int {
+	n := len(key) + len(value)
+	for _, h := range headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// Limits bound what Validate accepts. Zero fields mean no limit.
+type Limits struct {
+	MaxRecordBytes int // key + value + headers of one record
+	MaxBatchBytes  int // whole batch, header included
+}
+
+// Validate checks the whole batch b as the server does before an append
+// (DESIGN §3.2): length within limits, magic, CRC, lastOffsetDelta =
+// recordCount-1, no compression or control bit, then walks the record list
+// in place to check that offsetDelta runs 0..n-1 and every record is within
+// MaxRecordBytes. Integrity failures wrap ErrCorrupt, size failures
+// ErrTooLarge.
+func Validate(b []byte, lim Limits) (Header, error) {
+	if lim.MaxBatchBytes > 0 && len(b) > lim.MaxBatchBytes {
+		return Header{}, fmt.Errorf("%w: batch of %d bytes, limit %d", ErrTooLarge, len(b), lim.MaxBatchBytes)
+	}
+	h, err := CheckHeader(b)
+	if err != nil {
+		return h, err
+	}
+	list, _, err := recordList(b)
+	if err != nil {
+		return h, err
+	}
+	if uint32(list.Len()) != h.RecordCount {
+		return h, fmt.Errorf("%w: %d records in the list, header says %d", ErrCorrupt, list.Len(), h.RecordCount)
+	}
+	for i := 0; i < list.Len(); i++ {
+		r := list.At(i)
+		if r.OffsetDelta() != uint32(i) {
+			return h, fmt.Errorf("%w: record %d has offsetDelta %d", ErrCorrupt, i, r.OffsetDelta())
+		}
+		size, err := wireRecordSize(r)
+		if err != nil {
+			return h, fmt.Errorf("%w: record %d: %v", ErrCorrupt, i, err)
+		}
+		if lim.MaxRecordBytes > 0 && size > lim.MaxRecordBytes {
+			return h, fmt.Errorf("%w: record %d is %d bytes (key+value+headers), limit %d", ErrTooLarge, i, size, lim.MaxRecordBytes)
+		}
+	}
+	return h, nil
+}
+
+func wireRecordSize(r api.Record) (int, error) {
+	k, err := r.Key()
+	if err != nil {
+		return 0, err
+	}
+	v, err := r.Value()
+	if err != nil {
+		return 0, err
+	}
+	n := len(k) + len(v)
+	if !r.HasHeaders() {
+		return n, nil
+	}
+	hs, err := r.Headers()
+	if err != nil {
+		return 0, err
+	}
+	for j := 0; j < hs.Len(); j++ {
+		hk, err := hs.At(j).KeyBytes()
+		if err != nil {
+			return 0, err
+		}
+		hv, err := hs.At(j).Value()
+		if err != nil {
+			return 0, err
+		}
+		n += len(hk) + len(hv)
+	}
+	return n, nil
+}
+
+// recordList decodes the Cap'n Proto record list of batch b in place.
+func recordList(b []byte) (api.Record_List, *capnp.Message, error) {
+	if len(b) < HeaderSize+8 {
+		return api.Record_List{}, nil, fmt.Errorf("%w: no record list", ErrCorrupt)
+	}
+	body := b[HeaderSize:]
+	// Single-segment stream framing: u32 segmentCount-1, u32 words.
+	if binary.LittleEndian.Uint32(body) != 0 {
+		return api.Record_List{}, nil, fmt.Errorf("%w: record list has more than one segment", ErrCorrupt)
+	}
+	words := binary.LittleEndian.Uint32(body[4:])
+	if uint64(words)*8 != uint64(len(body)-8) {
+		return api.Record_List{}, nil, fmt.Errorf("%w: record list of %d words in %d bytes", ErrCorrupt, words, len(body)-8)
+	}
+	msg := &capnp.Message{Arena: capnp.SingleSegment(body[8:])}
+	// Each record is read a bounded number of times; 4x the data in words
+	// rejects pointer-loop amplification without limiting real batches.
+	msg.ResetReadLimit(uint64(len(body)) * 4)
+	rs, err := api.ReadRootRecordSet(msg)
+	if err != nil {
+		return api.Record_List{}, nil, fmt.Errorf("%w: record list root: %v", ErrCorrupt, err)
+	}
+	list, err := rs.Records()
+	if err != nil {
+		return api.Record_List{}, nil, fmt.Errorf("%w: record list: %v", ErrCorrupt, err)
+	}
+	return list, msg, nil
+}
+
+// Iter iterates the records of one batch without copying them.
+//
+//	it, err := batch.NewIter(b)
+//	for it.Next() { r := it.Record() ... }
+//	if err := it.Err(); err != nil { ... }
+type Iter struct {
+	h    Header
+	list api.Record_List
+	i    int
+	rec  Record
+	err  error
+}
+
+// NewIter returns an iterator over the records of the whole batch b. It
+// checks the header's shape but not the CRC: call Validate first for bytes
+// from outside.
+func NewIter(b []byte) (*Iter, error) {
+	it := &Iter{}
+	if err := it.Reset(b); err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
+// Reset points it at the batch b, reusing its memory.
+func (it *Iter) Reset(b []byte) error {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return err
+	}
+	if h.Size() != len(b) {
+		return fmt.Errorf("%w: batchLength says %d bytes, have %d", ErrCorrupt, h.Size(), len(b))
+	}
+	list, _, err := recordList(b)
+	if err != nil {
+		return err
+	}
+	*it = Iter{h: h, list: list, rec: Record{Headers: it.rec.Headers[:0]}}
+	return nil
+}
+
+// Header returns the batch header.
+func (it *Iter) Header() Header { return it.h }
+
+// Next advances to the next record and reports whether there is one.
+func (it *Iter) Next() bool {
+	if it.err != nil || it.i >= it.list.Len() {
+		return false
+	}
+	r := it.list.At(it.i)
+	it.i++
+	rec := &it.rec
+	rec.Offset = it.h.BaseOffset + uint64(r.OffsetDelta())
+	rec.Timestamp = it.h.FirstTimestamp + r.TimestampDelta()
+	rec.Key = nil
+	if r.HasKey() {
+		if rec.Key, it.err = r.Key(); it.err != nil {
+			return false
+		}
+		if rec.Key == nil {
+			rec.Key = []byte{}
+		}
+	}
+	if rec.Value, it.err = r.Value(); it.err != nil {
+		return false
+	}
+	if rec.Value == nil {
+		rec.Value = []byte{}
+	}
+	rec.Headers = rec.Headers[:0]
+	if r.HasHeaders() {
+		hs, err := r.Headers()
+		if err != nil {
+			it.err = err
+			return false
+		}
+		for j := 0; j < hs.Len(); j++ {
+			hk, _ := hs.At(j).Key()
+			hv, _ := hs.At(j).Value()
+			rec.Headers = append(rec.Headers, RecordHeader{Key: hk, Value: hv})
+		}
+	}
+	return true
+}
+
+// Record returns the current record. It is overwritten by the next call to
+// Next (including its Headers slice).
+func (it *Iter) Record() *Record { return &it.rec }
+
+// Err returns the first decoding error, wrapped in ErrCorrupt.
+func (it *Iter) Err() error {
+	if it.err != nil {
+		return fmt.Errorf("%w: record %d: %v", ErrCorrupt, it.i-1, it.err)
+	}
+	return nil
+}
+
+// Builder accumulates records and encodes them as one batch. The zero value
+// is ready to use. Add keeps references to key, value and headers until
+// Build: do not modify them in between.
+type Builder struct {
+	recs     []pending
+	bytes    int
+	firstTs  int64
+	maxTs    int64
+	producer int64
+}
+
+type pending struct {
+	key, value []byte
+	headers    []RecordHeader
+	ts         int64
+}
+
+// Add appends a record. key nil means no key; timestampMs 0 means now.
+func (b *Builder) Add(key, value []byte, headers []RecordHeader, timestampMs int64) {
+	if timestampMs == 0 {
+		timestampMs = time.Now().UnixMilli()
+	}
+	if len(b.recs) == 0 || timestampMs < b.firstTs {
+		if len(b.recs) == 0 {
+			b.maxTs = timestampMs
+		}
+		b.firstTs = timestampMs
+	}
+	if timestampMs > b.maxTs {
+		b.maxTs = timestampMs
+	}
+	b.recs = append(b.recs, pending{key: key, value: value, headers: headers, ts: timestampMs})
+	b.bytes += RecordSize(key, value, headers)
+}
+
+// Len returns the number of records added since the last Reset.
+func (b *Builder) Len() int { return len(b.recs) }
+
+// EstimatedSize returns an upper estimate in bytes of the batch Build would
+// produce now.
+func (b *Builder) EstimatedSize() int {
+	return HeaderSize + 16 + len(b.recs)*(48+16) + b.bytes + 8*len(b.recs)
+}
+
+// Reset forgets every added record, keeping memory for reuse.
+func (b *Builder) Reset() {
+	clear(b.recs)
+	b.recs = b.recs[:0]
+	b.bytes = 0
+}
+
+// Build encodes the added records as one batch with baseOffset 0, leader
+// epoch 0, producerId -1, and a valid CRC. It fails with no records.
+func (b *Builder) Build() ([]byte, error) {
+	if len(b.recs) == 0 {
+		return nil, fmt.Errorf("batch: build: no records")
+	}
+	msg, seg, err := capnp.NewMessage(capnp.SingleSegment(make([]byte, 0, b.EstimatedSize())))
+	if err != nil {
+		return nil, err
+	}
+	rs, err := api.NewRootRecordSet(seg)
+	if err != nil {
+		return nil, err
+	}
+	list, err := rs.NewRecords(int32(len(b.recs)))
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range b.recs {
+		r := list.At(i)
+		r.SetOffsetDelta(uint32(i))
+		r.SetTimestampDelta(p.ts - b.firstTs)
+		if p.key != nil {
+			if err := r.SetKey(p.key); err != nil {
+				return nil, err
+			}
+		}
+		if err := r.SetValue(nonNil(p.value)); err != nil {
+			return nil, err
+		}
+		if len(p.headers) > 0 {
+			hl, err := r.NewHeaders(int32(len(p.headers)))
+			if err != nil {
+				return nil, err
+			}
+			for j, h := range p.headers {
+				if err := hl.At(j).SetKey(h.Key); err != nil {
+					return nil, err
+				}
+				if err := hl.At(j).SetValue(nonNil(h.Value)); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	data := seg.Data()
+	_ = msg
+	out := make([]byte, HeaderSize+8+len(data))
+	binary.LittleEndian.PutUint32(out[HeaderSize:], 0)
+	binary.LittleEndian.PutUint32(out[HeaderSize+4:], uint32(len(data)/8))
+	copy(out[HeaderSize+8:], data)
+	h := Header{
+		BatchLength:     uint32(len(out) - LengthFieldEnd),
+		Magic:           Magic,
+		LastOffsetDelta: uint32(len(b.recs) - 1),
+		FirstTimestamp:  b.firstTs,
+		MaxTimestamp:    b.maxTs,
+		ProducerID:      -1,
+		ProducerEpoch:   -1,
+		BaseSequence:    -1,
+		RecordCount:     uint32(len(b.recs)),
+	}
+	putHeader(out, h)
+	binary.LittleEndian.PutUint32(out[offCRC:], Checksum(out))
+	return out, nil
+}
+
+// nonNil returns b, or an empty non-nil slice so capnp stores an empty
+// (not null) Data: an empty value is a value.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

@@ -1,0 +1,196 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a numeric error code from the catalog, sent on the wire in
+// Error.code. Codes are stable: never renumber one, only add.
+type Code uint16
+
+// The error catalog (DESIGN §4). Code 0 means "no error" and is never sent.
+const (
+	CodeNone               Code = 0
+	CodeUnknown            Code = 1
+	CodeUnknownTopic       Code = 2
+	CodeInvalidTopicName   Code = 3
+	CodeOffsetOutOfRange   Code = 4
+	CodeMessageTooLarge    Code = 5
+	CodeCorruptBatch       Code = 6
+	CodeNotLeader          Code = 7
+	CodeDiskFull           Code = 8
+	CodeThrottled          Code = 9
+	CodeGroupRebalancing   Code = 10
+	CodeFencedGeneration   Code = 11
+	CodeUnsupportedVersion Code = 12
+	CodeInvalidRequest     Code = 13
+	CodeTopicExists        Code = 14
+	CodeUnknownPartition   Code = 15
+	CodePartitionFailed    Code = 16
+	CodeShuttingDown       Code = 17
+	CodeInvalidConfig      Code = 18
+	CodeStorageError       Code = 19
+	CodeTooManyRequests    Code = 20
+)
+
+// CatalogEntry describes one code: its NAME as printed in logs and by the
+// CLI, whether a client may retry the same request unchanged, and the
+// default message.
+type CatalogEntry struct {
+	Code      Code
+	Name      string
+	Retriable bool
+	Message   string
+}
+
+// Catalog lists every code. Index by code: Catalog[CodeUnknownTopic].
+var Catalog = [...]CatalogEntry{
+	CodeNone:               {CodeNone, "NONE", false, "no error"},
+	CodeUnknown:            {CodeUnknown, "UNKNOWN", false, "unexpected server error"},
+	CodeUnknownTopic:       {CodeUnknownTopic, "UNKNOWN_TOPIC", false, "topic does not exist"},
+	CodeInvalidTopicName:   {CodeInvalidTopicName, "INVALID_TOPIC_NAME", false, "invalid topic name"},
+	CodeOffsetOutOfRange:   {CodeOffsetOutOfRange, "OFFSET_OUT_OF_RANGE", false, "offset outside the partition's valid range"},
+	CodeMessageTooLarge:    {CodeMessageTooLarge, "MESSAGE_TOO_LARGE", false, "record, batch or frame over its limit"},
+	CodeCorruptBatch:       {CodeCorruptBatch, "CORRUPT_BATCH", false, "batch failed validation"},
+	CodeNotLeader:          {CodeNotLeader, "NOT_LEADER", true, "this node does not lead the partition"},
+	CodeDiskFull:           {CodeDiskFull, "DISK_FULL", true, "free disk space below the floor"},
+	CodeThrottled:          {CodeThrottled, "THROTTLED", true, "request throttled"},
+	CodeGroupRebalancing:   {CodeGroupRebalancing, "GROUP_REBALANCING", true, "consumer group is rebalancing"},
+	CodeFencedGeneration:   {CodeFencedGeneration, "FENCED_GENERATION", false, "stale consumer group generation"},
+	CodeUnsupportedVersion: {CodeUnsupportedVersion, "UNSUPPORTED_VERSION", false, "unsupported protocol version"},
+	CodeInvalidRequest:     {CodeInvalidRequest, "INVALID_REQUEST", false, "malformed or invalid request"},
+	CodeTopicExists:        {CodeTopicExists, "TOPIC_EXISTS", false, "topic already exists"},
+	CodeUnknownPartition:   {CodeUnknownPartition, "UNKNOWN_PARTITION", false, "partition does not exist"},
+	CodePartitionFailed:    {CodePartitionFailed, "PARTITION_FAILED", false, "partition is failed (corruption or I/O error); see the server log"},
+	CodeShuttingDown:       {CodeShuttingDown, "SHUTTING_DOWN", true, "server is shutting down"},
+	CodeInvalidConfig:      {CodeInvalidConfig, "INVALID_CONFIG", false, "invalid configuration value"},
+	CodeStorageError:       {CodeStorageError, "STORAGE_ERROR", true, "storage write failed"},
+	CodeTooManyRequests:    {CodeTooManyRequests, "TOO_MANY_REQUESTS", true, "too many requests in flight on this connection"},
+}
+
+// Entry returns the catalog entry of c, or the UNKNOWN entry for a code this
+// build does not know (a newer server).
+func (c Code) Entry() CatalogEntry {
+	if int(c) < len(Catalog) && Catalog[c].Name != "" {
+		return Catalog[c]
+	}
+	return CatalogEntry{Code: c, Name: fmt.Sprintf("CODE_%d", uint16(c)), Message: "error code unknown to this client"}
+}
+
+// String returns the code's NAME.
+func (c Code) String() string { return c.Entry().Name }
+
+// Retriable reports whether the same request may succeed when retried.
+func (c Code) Retriable() bool { return c.Entry().Retriable }
+
+// Error is an error from the catalog with a specific message and, for range
+// errors (OFFSET_OUT_OF_RANGE, commit beyond the high watermark), the valid
+// range [RangeStart, RangeEnd]. Test for a code with errors.Is against the
+// sentinel of that code, for example errors.Is(err, api.ErrUnknownTopic).
+type Error struct {
+	Code       Code
+	Message    string
+	RangeStart uint64
+	RangeEnd   uint64
+	HasRange   bool
+}
+
+// NewError returns an *Error with code c and a formatted message.
+func NewError(c Code, format string, args ...any) *Error {
+	return &Error{Code: c, Message: fmt.Sprintf(format, args...)}
+}
+
+// NewRangeError returns an *Error carrying the valid range [start, end].
+func NewRangeError(c Code, start, end uint64, format string, args ...any) *Error {
+	return &Error{Code: c, Message: fmt.Sprintf(format, args...), RangeStart: start, RangeEnd: end, HasRange: true}
+}
+
+// Error formats as "NAME: message".
+func (e *Error) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = e.Code.Entry().Message
+	}
+	return e.Code.String() + ": " + msg
+}
+
+// Retriable reports whether the request may be retried unchanged.
+func (e *Error) Retriable() bool { return e.Code.Retriable() }
+
+// Is matches any *Error with the same code, so errors.Is(err, ErrDiskFull)
+// works for errors built with NewError.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if errors.As(target, &t) {
+		return t.Code == e.Code
+	}
+	return false
+}
+
+// Sentinels, one per code, for errors.Is.
+var (
+	ErrUnknown            = &Error{Code: CodeUnknown}
+	ErrUnknownTopic       = &Error{Code: CodeUnknownTopic}
+	ErrInvalidTopicName   = &Error{Code: CodeInvalidTopicName}
+	ErrOffsetOutOfRange   = &Error{Code: CodeOffsetOutOfRange}
+	ErrMessageTooLarge    = &Error{Code: CodeMessageTooLarge}
+	ErrCorruptBatch       = &Error{Code: CodeCorruptBatch}
+	ErrNotLeader          = &Error{Code: CodeNotLeader}
+	ErrDiskFull           = &Error{Code: CodeDiskFull}
+	ErrThrottled          = &Error{Code: CodeThrottled}
+	ErrGroupRebalancing   = &Error{Code: CodeGroupRebalancing}
+	ErrFencedGeneration   = &Error{Code: CodeFencedGeneration}
+	ErrUnsupportedVersion = &Error{Code: CodeUnsupportedVersion}
+	ErrInvalidRequest     = &Error{Code: CodeInvalidRequest}
+	ErrTopicExists        = &Error{Code: CodeTopicExists}
+	ErrUnknownPartition   = &Error{Code: CodeUnknownPartition}
+	ErrPartitionFailed    = &Error{Code: CodePartitionFailed}
+	ErrShuttingDown       = &Error{Code: CodeShuttingDown}
+	ErrInvalidConfig      = &Error{Code: CodeInvalidConfig}
+	ErrStorageError       = &Error{Code: CodeStorageError}
+	ErrTooManyRequests    = &Error{Code: CodeTooManyRequests}
+)
+
+// AsError converts err into an *Error: an *Error anywhere in its chain is
+// returned as is; anything else becomes CodeUnknown with err's text.
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: CodeUnknown, Message: err.Error()}
+}
+
+// IsRetriable reports whether err carries a retriable catalog code.
+func IsRetriable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Retriable()
+}
+
+// ToWire fills the wire Error w from err (which must be non-nil).
+func ToWire(w WireError, err error) error {
+	e := AsError(err)
+	w.SetCode(uint16(e.Code))
+	w.SetRangeStart(e.RangeStart)
+	w.SetRangeEnd(e.RangeEnd)
+	msg := e.Message
+	if msg == "" {
+		msg = e.Code.Entry().Message
+	}
+	return w.SetText(msg)
+}
+
+// FromWire returns the error carried by w, or nil when w is unset or code 0.
+func FromWire(w WireError) error {
+	if !w.IsValid() || w.Code() == 0 {
+		return nil
+	}
+	msg, _ := w.Text()
+	e := &Error{Code: Code(w.Code()), Message: msg, RangeStart: w.RangeStart(), RangeEnd: w.RangeEnd()}
+	e.HasRange = e.RangeStart != 0 || e.RangeEnd != 0
+	return e
+}

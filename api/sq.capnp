@@ -1,0 +1,241 @@
+# SQ data-plane schema: the frame exchanged on the Cap'n Proto TCP port
+# (default 6064) and the record list carried inside every batch.
+#
+# Wire layout of one frame on the stream (see DESIGN §4):
+#
+#   [Cap'n Proto message, standard stream framing, root Frame]
+#   [recordsLength raw bytes: zero or more batches, DESIGN §3.2]
+#
+# Only publish requests and fetch responses carry a records tail; for every
+# other frame recordsLength is 0.
+@0x9a75c6f4cee24081;
+
+using Go = import "/go.capnp";
+$Go.package("api");
+$Go.import("github.com/seedqueue/sq/api");
+
+# ---------------------------------------------------------------- records
+
+# Header is one record header: a UTF-8 key and an opaque value.
+struct Header {
+  key   @0 :Text;
+  value @1 :Data;
+}
+
+# Record is one record inside a batch. Its offset is the batch's baseOffset
+# plus offsetDelta; its timestamp (Unix ms) is the batch's firstTimestamp plus
+# timestampDelta. A null key means "no key"; an empty value is a valid value.
+struct Record {
+  offsetDelta    @0 :UInt32;
+  timestampDelta @1 :Int64;
+  key            @2 :Data;
+  value          @3 :Data;
+  headers        @4 :List(Header);
+}
+
+# RecordSet is the root of the Cap'n Proto message that follows the 64-byte
+# batch header.
+struct RecordSet {
+  records @0 :List(Record);
+}
+
+# ---------------------------------------------------------------- frame
+
+# WireError is a failure from the catalog in package api (errors.go). code 0 is
+# never sent: a response without an error has error unset.
+struct WireError {
+  code    @0 :UInt16;
+  text    @1 :Text;
+  # For OFFSET_OUT_OF_RANGE and commit-range errors: the valid range
+  # [rangeStart, rangeEnd]. Zero otherwise.
+  rangeStart @2 :UInt64;
+  rangeEnd   @3 :UInt64;
+}
+
+# Durability is what a publish acknowledgement guarantees.
+enum Durability {
+  none    @0;  # not yet written (never sent in an acknowledgement)
+  written @1;  # written to the log file (page cache); lost on power loss
+  synced  @2;  # fdatasync'd: survives power loss
+}
+
+struct HandshakeRequest {
+  clientId        @0 :Text;
+  protocolVersion @1 :UInt16;
+}
+
+struct HandshakeResponse {
+  protocolVersion  @0 :UInt16;
+  serverVersion    @1 :Text;
+  nodeId           @2 :Text;
+  maxRecordBytes   @3 :UInt32;  # largest key+value+headers of one record
+  maxBatchBytes    @4 :UInt32;  # largest records tail of one frame
+  maxFrameBytes    @5 :UInt32;  # largest Cap'n Proto part of one frame
+  maxInFlight      @6 :UInt32;  # requests the server serves at once per connection
+  error            @7 :WireError;
+}
+
+# TopicConfig carries per-topic settings. Zero or empty fields mean "server
+# default" in a create request; describe returns the effective values.
+struct TopicConfig {
+  syncPolicy     @0 :Text;   # "every-batch", "none", or an interval "N"/"Nms"
+  segmentBytes   @1 :Int64;
+  retentionBytes @2 :Int64;  # -1 unlimited
+  retentionMs    @3 :Int64;  # -1 unlimited
+  maxRecordBytes @4 :Int32;
+  segmentMs      @5 :Int64;
+}
+
+struct PartitionInfo {
+  partition      @0 :UInt32;
+  logStartOffset @1 :UInt64;
+  highWatermark  @2 :UInt64;
+  logEndOffset   @3 :UInt64;
+  sizeBytes      @4 :Int64;
+  segmentCount   @5 :UInt32;
+  error          @6 :WireError;   # set when the partition is failed (corrupt, I/O error)
+}
+
+struct TopicInfo {
+  name       @0 :Text;
+  partitions @1 :UInt32;
+  config     @2 :TopicConfig;
+  partitionInfos @3 :List(PartitionInfo);
+}
+
+struct MetadataRequest {
+  topics @0 :List(Text);   # empty: all topics
+}
+
+struct MetadataResponse {
+  nodeId      @0 :Text;
+  dataAddress @1 :Text;
+  topics      @2 :List(TopicInfo);   # partitionInfos left empty
+  error       @3 :WireError;
+}
+
+struct CreateTopicRequest {
+  name       @0 :Text;
+  partitions @1 :UInt32;
+  config     @2 :TopicConfig;
+}
+
+struct CreateTopicResponse {
+  topic @0 :TopicInfo;
+  error @1 :WireError;
+}
+
+struct DescribeTopicRequest {
+  name @0 :Text;
+}
+
+struct DescribeTopicResponse {
+  topic @0 :TopicInfo;
+  error @1 :WireError;
+}
+
+struct ListTopicsRequest {}
+
+struct ListTopicsResponse {
+  topics @0 :List(TopicInfo);  # partitionInfos left empty
+  error  @1 :WireError;
+}
+
+# PublishRequest appends the one batch in the records tail (recordsLength
+# bytes) to one partition. The server assigns offsets.
+struct PublishRequest {
+  topic         @0 :Text;
+  partition     @1 :UInt32;
+  recordsLength @2 :UInt32;
+}
+
+struct PublishResponse {
+  topic         @0 :Text;
+  partition     @1 :UInt32;
+  baseOffset    @2 :UInt64;   # offset of the batch's first record
+  recordCount   @3 :UInt32;
+  logAppendTime @4 :Int64;    # Unix ms, broker clock
+  durability    @5 :Durability;
+  error         @6 :WireError;
+}
+
+# FetchRequest reads batches from offset. The response holds at least one
+# whole batch when any exists at or above offset below the high watermark,
+# even when it exceeds maxBytes (KIP-74); it may start before offset when
+# offset lies inside a batch. maxWaitMs > 0 waits up to that long for data
+# (long poll) when none is readable.
+struct FetchRequest {
+  topic     @0 :Text;
+  partition @1 :UInt32;
+  offset    @2 :UInt64;
+  maxBytes  @3 :UInt32;
+  maxWaitMs @4 :UInt32;
+}
+
+struct FetchResponse {
+  topic          @0 :Text;
+  partition      @1 :UInt32;
+  highWatermark  @2 :UInt64;
+  logStartOffset @3 :UInt64;
+  recordsLength  @4 :UInt32;
+  error          @5 :WireError;
+}
+
+struct OffsetCommit {
+  topic     @0 :Text;
+  partition @1 :UInt32;
+  offset    @2 :UInt64;   # next offset the group will read
+  metadata  @3 :Text;
+  error     @4 :WireError;    # response only
+}
+
+# CommitOffsetsRequest stores committed offsets for a group. A standalone
+# consumer sends generation -1 and an empty memberId.
+struct CommitOffsetsRequest {
+  group      @0 :Text;
+  memberId   @1 :Text;
+  generation @2 :Int32;
+  offsets    @3 :List(OffsetCommit);
+}
+
+struct CommitOffsetsResponse {
+  offsets @0 :List(OffsetCommit);  # one per request entry, with its error
+  error   @1 :WireError;
+}
+
+struct FetchOffsetsRequest {
+  group @0 :Text;
+  topic @1 :Text;  # empty: every topic the group has offsets for
+}
+
+struct FetchOffsetsResponse {
+  offsets @0 :List(OffsetCommit);  # only partitions with a committed offset
+  error   @1 :WireError;
+}
+
+# Frame is the root of every data-plane message. A response carries the
+# correlationId of its request; responses may arrive in any order.
+struct Frame {
+  correlationId @0 :UInt64;
+  union {
+    handshakeRequest      @1  :HandshakeRequest;
+    handshakeResponse     @2  :HandshakeResponse;
+    metadataRequest       @3  :MetadataRequest;
+    metadataResponse      @4  :MetadataResponse;
+    createTopicRequest    @5  :CreateTopicRequest;
+    createTopicResponse   @6  :CreateTopicResponse;
+    describeTopicRequest  @7  :DescribeTopicRequest;
+    describeTopicResponse @8  :DescribeTopicResponse;
+    listTopicsRequest     @9  :ListTopicsRequest;
+    listTopicsResponse    @10 :ListTopicsResponse;
+    publishRequest        @11 :PublishRequest;
+    publishResponse       @12 :PublishResponse;
+    fetchRequest          @13 :FetchRequest;
+    fetchResponse         @14 :FetchResponse;
+    commitOffsetsRequest  @15 :CommitOffsetsRequest;
+    commitOffsetsResponse @16 :CommitOffsetsResponse;
+    fetchOffsetsRequest   @17 :FetchOffsetsRequest;
+    fetchOffsetsResponse  @18 :FetchOffsetsResponse;
+    errorResponse         @19 :WireError;  # a request the server could not parse or route
+  }
+}
