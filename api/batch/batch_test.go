@@ -43,11 +43,11 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	type rec struct {
-		off    uint64
-		ts     int64
-		key    []byte
-		value  string
-		hdrs   int
+		off   uint64
+		ts    int64
+		key   []byte
+		value string
+		hdrs  int
 	}
 	want := []rec{{42, 5000, nil, "no key", 0}, {43, 4000, []byte{}, "", 0}, {44, 6000, []byte("k"), "v", 2}}
 	i := 0
