@@ -1,0 +1,19 @@
+// Package ring is the file-I/O seam of SQ's storage (DESIGN §3.4).
+//
+// It has two halves:
+//
+//   - FS and File: every metadata and read call that segment makes
+//     (create, open, remove, rename, list, mkdir, stat, fsync of a
+//     directory), in the style of pebble's vfs. OS is the real
+//     implementation; tests may substitute their own.
+//   - Backend: the calls on the write path (gather write, fdatasync,
+//     preallocation, truncation). NewPortable returns the portable backend
+//     built on pwritev(2), fdatasync(2), fallocate(2) and ftruncate(2). An
+//     io_uring backend will implement the same interface: Sync takes several
+//     files so that one group commit can submit all its writes and syncs in
+//     one io_uring_enter(2).
+//
+// Errors are the operating system's, wrapped with the operation and file
+// name (*os.PathError or an error prefixed "ring: "), so errors.Is(err,
+// syscall.ENOSPC) and similar tests work.
+package ring

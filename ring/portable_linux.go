@@ -1,0 +1,90 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// iovMax is the most iovecs one pwritev(2) accepts on Linux (UIO_MAXIOV).
+const iovMax = 1024
+
+// WriteAt writes bufs at off with pwritev(2), looping over short writes,
+// EINTR and batches of more than 1024 buffers.
+func (*Portable) WriteAt(f File, bufs [][]byte, off int64) (int64, error) {
+	fd := int(f.Fd())
+	var total int64
+	bufs = skipEmpty(bufs)
+	for len(bufs) > 0 {
+		chunk := bufs
+		if len(chunk) > iovMax {
+			chunk = chunk[:iovMax]
+		}
+		n, err := unix.Pwritev(fd, chunk, off+total)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return total, &os.PathError{Op: "pwritev", Path: f.Name(), Err: err}
+		}
+		if n == 0 {
+			return total, fmt.Errorf("ring: pwritev %s: %w", f.Name(), io.ErrShortWrite)
+		}
+		total += int64(n)
+		bufs = advance(bufs, n)
+	}
+	return total, nil
+}
+
+// Sync calls fdatasync(2) on every file.
+func (*Portable) Sync(files ...File) error {
+	var errs []error
+	for _, f := range files {
+		for {
+			err := unix.Fdatasync(int(f.Fd()))
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				errs = append(errs, &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err})
+			}
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Allocate calls fallocate(2) with mode 0. Where the file system does not
+// support it (EOPNOTSUPP), it grows the file with ftruncate(2) instead, which
+// reserves no blocks.
+func (*Portable) Allocate(f File, off, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	for {
+		err := unix.Fallocate(int(f.Fd()), 0, off, n)
+		switch err {
+		case nil:
+			return nil
+		case unix.EINTR:
+			continue
+		case unix.EOPNOTSUPP:
+			fi, serr := f.Stat()
+			if serr != nil {
+				return serr
+			}
+			if fi.Size() >= off+n {
+				return nil
+			}
+			return f.Truncate(off + n)
+		default:
+			return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+		}
+	}
+}
+
+// Truncate calls ftruncate(2).
+func (*Portable) Truncate(f File, size int64) error { return f.Truncate(size) }
