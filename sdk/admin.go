@@ -1,0 +1,266 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// TopicConfig holds per-topic settings. In CreateTopic a zero or empty field
+// means "server default"; DescribeTopic returns the effective values.
+type TopicConfig struct {
+	SyncPolicy     string // "every-batch", "none", or an interval "N"/"Nms" (milliseconds)
+	SegmentBytes   int64  // segment file size in bytes
+	RetentionBytes int64  // per-partition retention in bytes; -1 unlimited
+	RetentionMs    int64  // retention in milliseconds; -1 unlimited
+	MaxRecordBytes int32  // largest key+value+headers of one record, bytes
+	SegmentMs      int64  // roll the active segment after this many milliseconds
+}
+
+// PartitionInfo describes one partition of a topic (DescribeTopic only).
+type PartitionInfo struct {
+	Partition      uint32
+	LogStartOffset uint64 // first offset still stored
+	HighWatermark  uint64 // first offset not yet readable
+	LogEndOffset   uint64 // offset the next appended record gets
+	SizeBytes      int64  // bytes on disk
+	SegmentCount   uint32
+	Err            error // set when the partition is failed (*api.Error, PARTITION_FAILED)
+}
+
+// TopicInfo describes one topic. PartitionInfos is filled by DescribeTopic
+// and CreateTopic only; Metadata and ListTopics leave it empty.
+type TopicInfo struct {
+	Name           string
+	Partitions     uint32 // partition count; partitions are numbered 0..Partitions-1
+	Config         TopicConfig
+	PartitionInfos []PartitionInfo
+}
+
+// Metadata is the server's answer to a metadata request.
+type Metadata struct {
+	NodeID      string
+	DataAddress string // the data-plane address clients should use
+	Topics      []TopicInfo
+}
+
+// CreateTopic creates topic name with the given partition count (>= 1) and
+// config. It fails with api.ErrTopicExists, api.ErrInvalidTopicName or
+// api.ErrInvalidConfig (test with errors.Is), or ErrConnection.
+func (c *Client) CreateTopic(ctx context.Context, name string, partitions uint32, cfg TopicConfig) (TopicInfo, error) {
+	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
+		req, err := f.NewCreateTopicRequest()
+		if err != nil {
+			return err
+		}
+		req.SetPartitions(partitions)
+		if err := req.SetName(name); err != nil {
+			return err
+		}
+		wc, err := req.NewConfig()
+		if err != nil {
+			return err
+		}
+		return topicConfigToWire(wc, cfg)
+	}, nil, 0)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	if err := expect(r.f, api.Frame_Which_createTopicResponse); err != nil {
+		return TopicInfo{}, err
+	}
+	resp, err := r.f.CreateTopicResponse()
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	if err := respErr(resp.Error()); err != nil {
+		return TopicInfo{}, err
+	}
+	if !resp.HasTopic() {
+		return TopicInfo{Name: name, Partitions: partitions, Config: cfg}, nil
+	}
+	t, err := resp.Topic()
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return topicFromWire(t)
+}
+
+// DescribeTopic returns the topic's effective config and per-partition
+// state. It fails with api.ErrUnknownTopic when the topic does not exist.
+func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicInfo, error) {
+	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
+		req, err := f.NewDescribeTopicRequest()
+		if err != nil {
+			return err
+		}
+		return req.SetName(name)
+	}, nil, 0)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	if err := expect(r.f, api.Frame_Which_describeTopicResponse); err != nil {
+		return TopicInfo{}, err
+	}
+	resp, err := r.f.DescribeTopicResponse()
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	if err := respErr(resp.Error()); err != nil {
+		return TopicInfo{}, err
+	}
+	t, err := resp.Topic()
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return topicFromWire(t)
+}
+
+// ListTopics returns every topic (PartitionInfos left empty).
+func (c *Client) ListTopics(ctx context.Context) ([]TopicInfo, error) {
+	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
+		_, err := f.NewListTopicsRequest()
+		return err
+	}, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := expect(r.f, api.Frame_Which_listTopicsResponse); err != nil {
+		return nil, err
+	}
+	resp, err := r.f.ListTopicsResponse()
+	if err != nil {
+		return nil, err
+	}
+	if err := respErr(resp.Error()); err != nil {
+		return nil, err
+	}
+	list, err := resp.Topics()
+	if err != nil {
+		return nil, err
+	}
+	return topicsFromWire(list)
+}
+
+// Metadata returns the named topics with their partition counts, or every
+// topic when none is named. A named topic that does not exist is either
+// absent from the result or reported as api.ErrUnknownTopic, as the server
+// chooses; Producer treats both as UNKNOWN_TOPIC.
+func (c *Client) Metadata(ctx context.Context, topics ...string) (Metadata, error) {
+	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
+		req, err := f.NewMetadataRequest()
+		if err != nil {
+			return err
+		}
+		if len(topics) == 0 {
+			return nil
+		}
+		tl, err := req.NewTopics(int32(len(topics)))
+		if err != nil {
+			return err
+		}
+		for i, t := range topics {
+			if err := tl.Set(i, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil, 0)
+	if err != nil {
+		return Metadata{}, err
+	}
+	if err := expect(r.f, api.Frame_Which_metadataResponse); err != nil {
+		return Metadata{}, err
+	}
+	resp, err := r.f.MetadataResponse()
+	if err != nil {
+		return Metadata{}, err
+	}
+	if err := respErr(resp.Error()); err != nil {
+		return Metadata{}, err
+	}
+	var md Metadata
+	md.NodeID, _ = resp.NodeId()
+	md.DataAddress, _ = resp.DataAddress()
+	list, err := resp.Topics()
+	if err != nil {
+		return Metadata{}, err
+	}
+	md.Topics, err = topicsFromWire(list)
+	return md, err
+}
+
+// respErr converts a response's error field into an error (nil when unset).
+func respErr(we api.WireError, err error) error {
+	if err != nil {
+		return fmt.Errorf("sdk: decode response error: %w", err)
+	}
+	return api.FromWire(we)
+}
+
+func topicConfigToWire(w api.TopicConfig, cfg TopicConfig) error {
+	w.SetSegmentBytes(cfg.SegmentBytes)
+	w.SetRetentionBytes(cfg.RetentionBytes)
+	w.SetRetentionMs(cfg.RetentionMs)
+	w.SetMaxRecordBytes(cfg.MaxRecordBytes)
+	w.SetSegmentMs(cfg.SegmentMs)
+	if cfg.SyncPolicy == "" {
+		return nil
+	}
+	return w.SetSyncPolicy(cfg.SyncPolicy)
+}
+
+func topicsFromWire(list api.TopicInfo_List) ([]TopicInfo, error) {
+	out := make([]TopicInfo, 0, list.Len())
+	for i := 0; i < list.Len(); i++ {
+		t, err := topicFromWire(list.At(i))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func topicFromWire(t api.TopicInfo) (TopicInfo, error) {
+	var ti TopicInfo
+	var err error
+	if ti.Name, err = t.Name(); err != nil {
+		return TopicInfo{}, err
+	}
+	ti.Partitions = t.Partitions()
+	if t.HasConfig() {
+		wc, err := t.Config()
+		if err != nil {
+			return TopicInfo{}, err
+		}
+		ti.Config.SyncPolicy, _ = wc.SyncPolicy()
+		ti.Config.SegmentBytes = wc.SegmentBytes()
+		ti.Config.RetentionBytes = wc.RetentionBytes()
+		ti.Config.RetentionMs = wc.RetentionMs()
+		ti.Config.MaxRecordBytes = wc.MaxRecordBytes()
+		ti.Config.SegmentMs = wc.SegmentMs()
+	}
+	if !t.HasPartitionInfos() {
+		return ti, nil
+	}
+	pl, err := t.PartitionInfos()
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	ti.PartitionInfos = make([]PartitionInfo, pl.Len())
+	for i := range ti.PartitionInfos {
+		p := pl.At(i)
+		ti.PartitionInfos[i] = PartitionInfo{
+			Partition:      p.Partition(),
+			LogStartOffset: p.LogStartOffset(),
+			HighWatermark:  p.HighWatermark(),
+			LogEndOffset:   p.LogEndOffset(),
+			SizeBytes:      p.SizeBytes(),
+			SegmentCount:   p.SegmentCount(),
+			Err:            respErr(p.Error()),
+		}
+	}
+	return ti, nil
+}

@@ -1,0 +1,276 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// DefaultAddr is the data-plane address used when a config leaves Addr
+// empty: the server's default --capnp-host.
+const DefaultAddr = "127.0.0.1:6064"
+
+// Defaults of ClientConfig (and of the same fields of ProducerConfig and
+// ConsumerConfig).
+const (
+	DefaultDialTimeout         = 10 * time.Second
+	DefaultRequestTimeout      = 30 * time.Second
+	DefaultReconnectBackoff    = 50 * time.Millisecond
+	DefaultReconnectBackoffMax = 2 * time.Second
+)
+
+// ClientConfig configures a Client. The zero value is valid: every zero
+// field takes the default named in its comment.
+type ClientConfig struct {
+	// Addr is the server's data-plane address, host:port. Default
+	// DefaultAddr ("127.0.0.1:6064").
+	Addr string
+	// ClientID names this client in the server's logs and metrics. Default
+	// "sq-go".
+	ClientID string
+	// DialTimeout bounds one TCP dial plus handshake. Default 10s.
+	DialTimeout time.Duration
+	// RequestTimeout bounds one request from send to response, on top of a
+	// fetch's MaxWait, when the caller's context has no earlier deadline.
+	// Default 30s.
+	RequestTimeout time.Duration
+	// ReconnectBackoff is the wait before the first redial after a failed
+	// dial; it doubles per consecutive failure up to ReconnectBackoffMax,
+	// with jitter. Defaults 50ms and 2s.
+	ReconnectBackoff    time.Duration
+	ReconnectBackoffMax time.Duration
+	// Logger receives connection events. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c ClientConfig) withDefaults() ClientConfig {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.ClientID == "" {
+		c.ClientID = "sq-go"
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.ReconnectBackoff <= 0 {
+		c.ReconnectBackoff = DefaultReconnectBackoff
+	}
+	if c.ReconnectBackoffMax < c.ReconnectBackoff {
+		c.ReconnectBackoffMax = max(DefaultReconnectBackoffMax, c.ReconnectBackoff)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// Limits are the server's data-plane limits stated in its handshake. Zero
+// values in the handshake are replaced by the api defaults.
+type Limits struct {
+	MaxRecordBytes uint32 // key + value + headers of one record
+	MaxBatchBytes  uint32 // one batch, and the records tail of a publish
+	MaxFrameBytes  uint32 // the Cap'n Proto part of one frame
+	MaxInFlight    uint32 // requests the server serves at once per connection
+	ServerVersion  string
+	NodeID         string
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxRecordBytes == 0 {
+		l.MaxRecordBytes = api.DefaultMaxRecordBytes
+	}
+	if l.MaxBatchBytes == 0 {
+		l.MaxBatchBytes = api.DefaultMaxBatchBytes
+	}
+	if l.MaxFrameBytes == 0 {
+		l.MaxFrameBytes = api.DefaultMaxFrameBytes
+	}
+	if l.MaxInFlight == 0 {
+		l.MaxInFlight = defaultMaxInFlight
+	}
+	return l
+}
+
+// Client is a low-level data-plane client: one multiplexed TCP connection
+// on which requests are pipelined (up to the server's maxInFlight) and
+// answered in any order. When the connection is lost, requests in flight
+// fail with ErrConnection and the next request redials, waiting an
+// exponential, capped, jittered backoff after consecutive failed dials.
+// Client never retries a request itself; Producer and Consumer do.
+//
+// A Client is safe for concurrent use.
+type Client struct {
+	cfg ClientConfig
+
+	dialSem chan struct{} // held while dialing, so one goroutine dials
+	closed  chan struct{}
+
+	mu        sync.Mutex
+	cur       *conn
+	limits    Limits
+	failures  int       // consecutive failed dials
+	nextDial  time.Time // no dial before this
+	closeOnce sync.Once
+}
+
+// Dial connects to cfg.Addr and performs the handshake. It fails with an
+// error wrapping ErrConnection when the server cannot be reached (it does not
+// wait for a server to come up), or with the server's *api.Error (for example
+// UNSUPPORTED_VERSION).
+func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
+	c := &Client{
+		cfg:     cfg.withDefaults(),
+		dialSem: make(chan struct{}, 1),
+		closed:  make(chan struct{}),
+	}
+	if _, err := c.conn(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Limits returns the limits of the server's latest handshake.
+func (c *Client) Limits() Limits {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.limits
+}
+
+// Close closes the connection. Requests in flight fail with ErrClosed.
+// Close is idempotent and always returns nil.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.mu.Lock()
+		cur := c.cur
+		c.cur = nil
+		c.mu.Unlock()
+		if cur != nil {
+			cur.close(ErrClosed)
+		}
+		// Wait for a dial in progress to notice the close.
+		c.dialSem <- struct{}{}
+	})
+	return nil
+}
+
+func (c *Client) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// conn returns the live connection, dialing a new one if there is none.
+func (c *Client) conn(ctx context.Context) (*conn, error) {
+	if cn := c.live(); cn != nil {
+		return cn, nil
+	}
+	select {
+	case c.dialSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.closed:
+		return nil, ErrClosed
+	}
+	defer func() { <-c.dialSem }()
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	if cn := c.live(); cn != nil {
+		return cn, nil
+	}
+	c.mu.Lock()
+	wait := time.Until(c.nextDial)
+	old := c.cur
+	c.cur = nil
+	c.mu.Unlock()
+	if old != nil {
+		old.close(errors.New("replaced"))
+	}
+	if err := sleep(ctx, wait); err != nil {
+		return nil, err
+	}
+	cn, err := dialConn(ctx, c.cfg.Addr, c.cfg.ClientID, c.cfg.DialTimeout, c.cfg.Logger)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.failures++
+		d := backoff(c.failures, c.cfg.ReconnectBackoff, c.cfg.ReconnectBackoffMax)
+		c.nextDial = time.Now().Add(d)
+		c.cfg.Logger.Warn("sdk: connect failed", "addr", c.cfg.Addr, "attempt", c.failures, "retry_in", d, "err", err)
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		var p permanent
+		if errors.As(err, &p) {
+			return nil, p.error
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrConnection, c.cfg.Addr, err)
+	}
+	if c.isClosed() {
+		cn.close(ErrClosed)
+		return nil, ErrClosed
+	}
+	if c.failures > 0 {
+		c.cfg.Logger.Info("sdk: reconnected", "addr", c.cfg.Addr, "after_attempts", c.failures)
+	}
+	c.failures = 0
+	c.nextDial = time.Time{}
+	c.cur = cn
+	c.limits = cn.limits
+	return cn, nil
+}
+
+// live returns the current connection if it has not failed.
+func (c *Client) live() *conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur != nil && !c.cur.broken() {
+		return c.cur
+	}
+	return nil
+}
+
+// roundTrip sends one request on the live connection (dialing if needed),
+// bounded by ctx and RequestTimeout+extra, and returns its response.
+func (c *Client) roundTrip(ctx context.Context, extra time.Duration, build func(api.Frame) error, tail []byte, maxTailBytes uint32) (response, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout+extra)
+	defer cancel()
+	cn, err := c.conn(ctx)
+	if err != nil {
+		return response{}, err
+	}
+	r, err := cn.roundTrip(ctx, build, tail, maxTailBytes)
+	if err != nil {
+		if c.isClosed() {
+			return response{}, ErrClosed
+		}
+		return response{}, err
+	}
+	if r.f.Which() == api.Frame_Which_errorResponse {
+		we, _ := r.f.ErrorResponse()
+		return response{}, wireErr(we)
+	}
+	return r, nil
+}
+
+// expect checks that a response frame is of the wanted kind.
+func expect(f api.Frame, want api.Frame_Which) error {
+	if got := f.Which(); got != want {
+		return fmt.Errorf("%w: got %v, want %v", ErrUnexpectedResponse, got, want)
+	}
+	return nil
+}

@@ -1,0 +1,324 @@
+package sdk
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"sync"
+	"time"
+
+	"capnproto.org/go/capnp/v3"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// defaultMaxInFlight bounds the requests in flight on one connection when
+// the server states no maxInFlight in its handshake.
+const defaultMaxInFlight = 64
+
+// response is what the reader hands to the goroutine waiting for a request:
+// the response frame and its records tail, or the connection's failure.
+type response struct {
+	f    api.Frame
+	tail []byte
+	err  error
+}
+
+// call is one request waiting for its response.
+type call struct {
+	maxTailBytes uint32        // largest records tail accepted in the response
+	ch           chan response // buffered 1: the reader never blocks on it
+}
+
+// outFrame is one frame queued for the writer goroutine.
+type outFrame struct {
+	msg  *capnp.Message
+	tail []byte
+}
+
+// conn is one handshaken data-plane connection: one writer goroutine sends
+// frames (each frame and its tail in one writev), one reader goroutine
+// dispatches responses by correlation id. A conn is never reused after it
+// fails; the Client dials a new one.
+type conn struct {
+	nc     net.Conn
+	fr     *api.FrameReader
+	limits Limits
+	log    *slog.Logger
+
+	sem  chan struct{} // one token per request in flight, cap maxInFlight
+	out  chan outFrame
+	done chan struct{} // closed when the connection failed or was closed
+
+	mu      sync.Mutex
+	err     error // why the connection ended; set once, with done closed
+	nextID  uint64
+	pending map[uint64]*call
+
+	wg sync.WaitGroup
+}
+
+// dialConn connects to addr and performs the handshake. The handshake is
+// bounded by ctx and by timeout.
+func dialConn(ctx context.Context, addr, clientID string, timeout time.Duration, log *slog.Logger) (*conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	_ = nc.SetDeadline(deadline)
+	// The buffered reader is shared by the handshake's FrameReader and the
+	// one built from the server's limits (bufio.NewReaderSize returns br
+	// itself), so nothing read ahead is lost between the two.
+	br := bufio.NewReaderSize(nc, 64<<10)
+	limits, err := handshake(nc, br, clientID)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c := &conn{
+		nc:      nc,
+		limits:  limits,
+		log:     log,
+		fr:      api.NewFrameReader(br, limits.MaxFrameBytes, math.MaxUint32),
+		sem:     make(chan struct{}, limits.MaxInFlight),
+		out:     make(chan outFrame),
+		done:    make(chan struct{}),
+		pending: make(map[uint64]*call),
+		nextID:  1,
+	}
+	c.wg.Add(2)
+	go c.readLoop()
+	go c.writeLoop()
+	return c, nil
+}
+
+// handshake sends the handshake request on nc and reads the server's limits.
+func handshake(nc net.Conn, br *bufio.Reader, clientID string) (Limits, error) {
+	msg, f, err := api.NewFrameMessage(0)
+	if err != nil {
+		return Limits{}, err
+	}
+	req, err := f.NewHandshakeRequest()
+	if err != nil {
+		return Limits{}, err
+	}
+	if err := req.SetClientId(clientID); err != nil {
+		return Limits{}, err
+	}
+	req.SetProtocolVersion(api.ProtocolVersion)
+	if err := api.WriteFrame(nc, msg); err != nil {
+		return Limits{}, fmt.Errorf("handshake: %w", err)
+	}
+	fr := api.NewFrameReader(br, api.DefaultMaxFrameBytes, 0)
+	_, rf, err := fr.ReadFrame()
+	if err != nil {
+		return Limits{}, fmt.Errorf("handshake: %w", err)
+	}
+	if rf.Which() == api.Frame_Which_errorResponse {
+		we, _ := rf.ErrorResponse()
+		return Limits{}, permanent{fmt.Errorf("handshake: %w", wireErr(we))}
+	}
+	if rf.Which() != api.Frame_Which_handshakeResponse {
+		return Limits{}, permanent{fmt.Errorf("handshake: %w: %v", ErrUnexpectedResponse, rf.Which())}
+	}
+	hr, err := rf.HandshakeResponse()
+	if err != nil {
+		return Limits{}, err
+	}
+	we, _ := hr.Error()
+	if err := api.FromWire(we); err != nil {
+		return Limits{}, permanent{fmt.Errorf("handshake: %w", err)}
+	}
+	lim := Limits{
+		MaxRecordBytes: hr.MaxRecordBytes(),
+		MaxBatchBytes:  hr.MaxBatchBytes(),
+		MaxFrameBytes:  hr.MaxFrameBytes(),
+		MaxInFlight:    hr.MaxInFlight(),
+	}
+	lim.ServerVersion, _ = hr.ServerVersion()
+	lim.NodeID, _ = hr.NodeId()
+	return lim.withDefaults(), nil
+}
+
+// permanent marks a handshake failure that redialing will not cure (for
+// example UNSUPPORTED_VERSION): it is not wrapped in ErrConnection.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+// wireErr converts an errorResponse into an error, never nil.
+func wireErr(we api.WireError) error {
+	if err := api.FromWire(we); err != nil {
+		return err
+	}
+	return api.NewError(api.CodeInvalidRequest, "server could not parse the request")
+}
+
+// roundTrip sends one request, built by build on a fresh frame, with tail as
+// its records tail, and waits for the response. maxTailBytes bounds the
+// response's records tail. It respects the server's maxInFlight.
+func (c *conn) roundTrip(ctx context.Context, build func(api.Frame) error, tail []byte, maxTailBytes uint32) (response, error) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return response{}, ctx.Err()
+	case <-c.done:
+		return response{}, c.failure()
+	}
+	cl := &call{maxTailBytes: maxTailBytes, ch: make(chan response, 1)}
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		<-c.sem
+		return response{}, c.failure()
+	}
+	id := c.nextID
+	c.nextID++
+	c.pending[id] = cl
+	c.mu.Unlock()
+
+	msg, f, err := api.NewFrameMessage(id)
+	if err == nil {
+		err = build(f)
+	}
+	if err != nil {
+		c.forget(id)
+		return response{}, fmt.Errorf("sdk: encode request: %w", err)
+	}
+	select {
+	case c.out <- outFrame{msg: msg, tail: tail}:
+	case <-ctx.Done():
+		c.forget(id)
+		return response{}, ctx.Err()
+	case <-c.done:
+		return response{}, c.failure()
+	}
+	// Once sent, the in-flight token is returned by the reader when the
+	// response arrives (the server is still working on the request even if
+	// this caller gives up), or by the end of the connection.
+	select {
+	case r := <-cl.ch:
+		return r, r.err
+	case <-ctx.Done():
+		return response{}, ctx.Err()
+	}
+}
+
+// forget unregisters a request that was never handed to the writer.
+func (c *conn) forget(id uint64) {
+	c.mu.Lock()
+	_, ok := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if ok {
+		<-c.sem
+	}
+}
+
+// failure returns why the connection ended, wrapped in ErrConnection.
+func (c *conn) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Errorf("%w: %v", ErrConnection, c.err)
+}
+
+// broken reports whether the connection has ended.
+func (c *conn) broken() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// fail ends the connection once: every waiting request gets ErrConnection.
+func (c *conn) fail(cause error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = cause
+	pending := c.pending
+	c.pending = nil
+	close(c.done)
+	c.mu.Unlock()
+	c.nc.Close()
+	err := fmt.Errorf("%w: %v", ErrConnection, cause)
+	for _, cl := range pending {
+		cl.ch <- response{err: err}
+	}
+}
+
+// close ends the connection and waits for its goroutines.
+func (c *conn) close(cause error) {
+	c.fail(cause)
+	c.wg.Wait()
+}
+
+func (c *conn) writeLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case of := <-c.out:
+			var err error
+			if len(of.tail) > 0 {
+				err = api.WriteFrame(c.nc, of.msg, of.tail)
+			} else {
+				err = api.WriteFrame(c.nc, of.msg)
+			}
+			if err != nil {
+				c.fail(fmt.Errorf("write: %w", err))
+				return
+			}
+		case <-c.done:
+			return
+		}
+	}
+}
+
+func (c *conn) readLoop() {
+	defer c.wg.Done()
+	for {
+		_, f, err := c.fr.ReadFrame()
+		if err != nil {
+			c.fail(fmt.Errorf("read: %w", err))
+			return
+		}
+		id := f.CorrelationId()
+		n := api.TailLength(f)
+		c.mu.Lock()
+		cl := c.pending[id]
+		delete(c.pending, id)
+		c.mu.Unlock()
+		limit := c.limits.MaxBatchBytes
+		if cl != nil {
+			limit = cl.maxTailBytes
+		}
+		if n > limit {
+			c.fail(fmt.Errorf("%w: response %d has a records tail of %d bytes, limit %d", api.ErrFrameTooLarge, id, n, limit))
+			return
+		}
+		tail, err := c.fr.ReadTail(n, nil)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		if cl == nil {
+			c.log.Warn("sdk: response for no pending request", "correlation_id", id, "kind", f.Which().String())
+			continue
+		}
+		<-c.sem
+		cl.ch <- response{f: f, tail: tail}
+	}
+}

@@ -1,0 +1,381 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/batch"
+)
+
+// Durability is what a publish acknowledgement guarantees (DESIGN §3.3).
+type Durability uint8
+
+const (
+	// DurabilityNone: not known to be written (never in a successful Ack).
+	DurabilityNone Durability = iota
+	// DurabilityWritten: written to the log file (page cache); lost on
+	// power loss. Topics with sync policy "none" or an interval.
+	DurabilityWritten
+	// DurabilitySynced: fdatasync'd; survives power loss. Sync policy
+	// "every-batch".
+	DurabilitySynced
+)
+
+// String returns "none", "written" or "synced".
+func (d Durability) String() string {
+	switch d {
+	case DurabilityWritten:
+		return "written"
+	case DurabilitySynced:
+		return "synced"
+	default:
+		return "none"
+	}
+}
+
+// Header is one record header: a UTF-8 key and an opaque value.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Message is one record read from a partition. Key, Value and header values
+// are copies owned by the caller. Key is nil when the record has no key;
+// Value is never nil (an empty value is an empty slice).
+type Message struct {
+	Topic     string
+	Partition uint32
+	Offset    uint64
+	Timestamp int64 // Unix ms, set by the producer
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+}
+
+// PublishResult is the server's acknowledgement of one batch.
+type PublishResult struct {
+	Topic         string
+	Partition     uint32
+	BaseOffset    uint64 // offset of the batch's first record; record i has BaseOffset+i
+	RecordCount   uint32
+	LogAppendTime int64 // Unix ms, broker clock
+	Durability    Durability
+}
+
+// Publish appends one batch (built with batch.Builder) to a partition and
+// returns the server's acknowledgement. The batch must not be modified
+// until Publish returns. Publish does not retry: an error wrapping
+// ErrConnection means the batch may or may not have been appended.
+// A batch over Limits().MaxBatchBytes fails with an api.ErrMessageTooLarge
+// error without being sent.
+func (c *Client) Publish(ctx context.Context, topic string, partition uint32, batchBytes []byte) (PublishResult, error) {
+	if lim := c.Limits(); len(batchBytes) > int(lim.MaxBatchBytes) {
+		return PublishResult{}, api.NewError(api.CodeMessageTooLarge, "batch of %d bytes over the server's maxBatchBytes %d", len(batchBytes), lim.MaxBatchBytes)
+	}
+	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
+		req, err := f.NewPublishRequest()
+		if err != nil {
+			return err
+		}
+		req.SetPartition(partition)
+		req.SetRecordsLength(uint32(len(batchBytes)))
+		return req.SetTopic(topic)
+	}, batchBytes, 0)
+	if err != nil {
+		return PublishResult{}, err
+	}
+	if err := expect(r.f, api.Frame_Which_publishResponse); err != nil {
+		return PublishResult{}, err
+	}
+	resp, err := r.f.PublishResponse()
+	if err != nil {
+		return PublishResult{}, err
+	}
+	if err := respErr(resp.Error()); err != nil {
+		return PublishResult{}, err
+	}
+	return PublishResult{
+		Topic:         topic,
+		Partition:     partition,
+		BaseOffset:    resp.BaseOffset(),
+		RecordCount:   resp.RecordCount(),
+		LogAppendTime: resp.LogAppendTime(),
+		Durability:    Durability(resp.Durability()),
+	}, nil
+}
+
+// DefaultFetchMaxBytes is FetchRequest.MaxBytes when zero: 1 MiB.
+const DefaultFetchMaxBytes = 1 << 20
+
+// FetchRequest reads one partition from Offset.
+type FetchRequest struct {
+	Topic     string
+	Partition uint32
+	Offset    uint64        // first offset wanted
+	MaxBytes  uint32        // soft cap on the response's batches; default 1 MiB. At least one whole batch is returned (KIP-74).
+	MaxWait   time.Duration // long poll: wait up to this long for data when none is readable; 0 answers at once. Millisecond resolution.
+}
+
+// FetchResult is one partition's fetch response, decoded.
+type FetchResult struct {
+	Topic          string
+	Partition      uint32
+	HighWatermark  uint64 // first offset not yet readable
+	LogStartOffset uint64 // first offset still stored
+	// Messages are the records at or above the requested offset, in offset
+	// order (records before it, in a batch that starts earlier, are dropped).
+	Messages []Message
+	// NextOffset is the offset to fetch next: after the last record
+	// returned, or the requested offset when none was.
+	NextOffset uint64
+}
+
+// Fetch reads records of one partition. It checks every batch's CRC
+// (failures wrap batch.ErrCorrupt) and fails with api.ErrOffsetOutOfRange
+// (an *api.Error with the valid range) when Offset is outside
+// [LogStartOffset, HighWatermark], api.ErrUnknownTopic or
+// api.ErrUnknownPartition.
+func (c *Client) Fetch(ctx context.Context, req FetchRequest) (FetchResult, error) {
+	if req.MaxBytes == 0 {
+		req.MaxBytes = DefaultFetchMaxBytes
+	}
+	waitMs := uint32(min(req.MaxWait.Milliseconds(), int64(^uint32(0))))
+	// The response's tail may hold several batches up to MaxBytes, or one
+	// batch over it of at most maxBatchBytes.
+	maxTail := max(req.MaxBytes, c.Limits().MaxBatchBytes)
+	r, err := c.roundTrip(ctx, req.MaxWait, func(f api.Frame) error {
+		fr, err := f.NewFetchRequest()
+		if err != nil {
+			return err
+		}
+		fr.SetPartition(req.Partition)
+		fr.SetOffset(req.Offset)
+		fr.SetMaxBytes(req.MaxBytes)
+		fr.SetMaxWaitMs(waitMs)
+		return fr.SetTopic(req.Topic)
+	}, nil, maxTail)
+	if err != nil {
+		return FetchResult{}, err
+	}
+	if err := expect(r.f, api.Frame_Which_fetchResponse); err != nil {
+		return FetchResult{}, err
+	}
+	resp, err := r.f.FetchResponse()
+	if err != nil {
+		return FetchResult{}, err
+	}
+	if err := respErr(resp.Error()); err != nil {
+		return FetchResult{}, err
+	}
+	res := FetchResult{
+		Topic:          req.Topic,
+		Partition:      req.Partition,
+		HighWatermark:  resp.HighWatermark(),
+		LogStartOffset: resp.LogStartOffset(),
+		NextOffset:     req.Offset,
+	}
+	res.Messages, res.NextOffset, err = decodeBatches(r.tail, req.Topic, req.Partition, req.Offset)
+	return res, err
+}
+
+// decodeBatches decodes the whole batches in buf, keeping records at or
+// above from, and returns them with the offset after the last batch. A
+// partial batch at the end of buf is ignored.
+func decodeBatches(buf []byte, topic string, partition uint32, from uint64) ([]Message, uint64, error) {
+	var (
+		msgs []Message
+		a    arena
+		next = from
+		it   batch.Iter
+	)
+	for len(buf) > 0 {
+		b, rest, h, err := batch.Split(buf, 0)
+		if errors.Is(err, batch.ErrShort) {
+			break
+		}
+		if err != nil {
+			return nil, from, fmt.Errorf("sdk: fetch %s/%d at %d: %w", topic, partition, from, err)
+		}
+		buf = rest
+		if h.NextOffset() <= next {
+			continue
+		}
+		if _, err := batch.CheckHeader(b); err != nil {
+			return nil, from, fmt.Errorf("sdk: fetch %s/%d batch at %d: %w", topic, partition, h.BaseOffset, err)
+		}
+		if err := it.Reset(b); err != nil {
+			return nil, from, fmt.Errorf("sdk: fetch %s/%d batch at %d: %w", topic, partition, h.BaseOffset, err)
+		}
+		for it.Next() {
+			r := it.Record()
+			if r.Offset < from {
+				continue
+			}
+			m := Message{
+				Topic:     topic,
+				Partition: partition,
+				Offset:    r.Offset,
+				Timestamp: r.Timestamp,
+				Key:       a.copy(r.Key),
+				Value:     a.copy(r.Value),
+			}
+			if m.Value == nil {
+				m.Value = []byte{}
+			}
+			if len(r.Headers) > 0 {
+				m.Headers = make([]Header, len(r.Headers))
+				for i, rh := range r.Headers {
+					m.Headers[i] = Header{Key: rh.Key, Value: a.copy(rh.Value)}
+				}
+			}
+			msgs = append(msgs, m)
+		}
+		if err := it.Err(); err != nil {
+			return nil, from, fmt.Errorf("sdk: fetch %s/%d batch at %d: %w", topic, partition, h.BaseOffset, err)
+		}
+		next = h.NextOffset()
+	}
+	return msgs, next, nil
+}
+
+// arena copies many small byte slices into a few larger allocations, so
+// the messages of one fetch do not pin the network buffer and do not cost
+// one allocation each.
+type arena struct{ buf []byte }
+
+const arenaChunk = 64 << 10
+
+func (a *arena) copy(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	if len(b) == 0 {
+		return []byte{}
+	}
+	if len(b) > arenaChunk/4 {
+		return append([]byte(nil), b...)
+	}
+	if cap(a.buf)-len(a.buf) < len(b) {
+		a.buf = make([]byte, 0, arenaChunk)
+	}
+	n := len(a.buf)
+	a.buf = append(a.buf, b...)
+	return a.buf[n : n+len(b) : n+len(b)]
+}
+
+// OffsetCommit is one committed offset of a consumer group.
+type OffsetCommit struct {
+	Topic     string
+	Partition uint32
+	Offset    uint64 // the next offset the group will read
+	Metadata  string // opaque to the server
+	Err       error  // per-entry result of CommitOffsets; nil on success
+}
+
+// CommitOffsets stores committed offsets for group as a standalone consumer
+// (no member id, generation -1: accepted only while the group has no
+// members, DESIGN §6). It returns one entry per input with its Err set when
+// that offset was refused (for example OFFSET_OUT_OF_RANGE beyond the high
+// watermark); the error return is for the request as a whole.
+func (c *Client) CommitOffsets(ctx context.Context, group string, offsets []OffsetCommit) ([]OffsetCommit, error) {
+	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
+		req, err := f.NewCommitOffsetsRequest()
+		if err != nil {
+			return err
+		}
+		if err := req.SetGroup(group); err != nil {
+			return err
+		}
+		if err := req.SetMemberId(""); err != nil {
+			return err
+		}
+		req.SetGeneration(-1)
+		list, err := req.NewOffsets(int32(len(offsets)))
+		if err != nil {
+			return err
+		}
+		for i, o := range offsets {
+			w := list.At(i)
+			w.SetPartition(o.Partition)
+			w.SetOffset(o.Offset)
+			if err := w.SetTopic(o.Topic); err != nil {
+				return err
+			}
+			if o.Metadata != "" {
+				if err := w.SetMetadata(o.Metadata); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := expect(r.f, api.Frame_Which_commitOffsetsResponse); err != nil {
+		return nil, err
+	}
+	resp, err := r.f.CommitOffsetsResponse()
+	if err != nil {
+		return nil, err
+	}
+	if err := respErr(resp.Error()); err != nil {
+		return nil, err
+	}
+	list, err := resp.Offsets()
+	if err != nil {
+		return nil, err
+	}
+	return offsetsFromWire(list)
+}
+
+// FetchOffsets returns the committed offsets of group for topic (every
+// topic when topic is empty). A partition without a committed offset is
+// absent from the result.
+func (c *Client) FetchOffsets(ctx context.Context, group, topic string) ([]OffsetCommit, error) {
+	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
+		req, err := f.NewFetchOffsetsRequest()
+		if err != nil {
+			return err
+		}
+		if err := req.SetGroup(group); err != nil {
+			return err
+		}
+		return req.SetTopic(topic)
+	}, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := expect(r.f, api.Frame_Which_fetchOffsetsResponse); err != nil {
+		return nil, err
+	}
+	resp, err := r.f.FetchOffsetsResponse()
+	if err != nil {
+		return nil, err
+	}
+	if err := respErr(resp.Error()); err != nil {
+		return nil, err
+	}
+	list, err := resp.Offsets()
+	if err != nil {
+		return nil, err
+	}
+	return offsetsFromWire(list)
+}
+
+func offsetsFromWire(list api.OffsetCommit_List) ([]OffsetCommit, error) {
+	out := make([]OffsetCommit, list.Len())
+	for i := range out {
+		w := list.At(i)
+		t, err := w.Topic()
+		if err != nil {
+			return nil, err
+		}
+		md, _ := w.Metadata()
+		out[i] = OffsetCommit{Topic: t, Partition: w.Partition(), Offset: w.Offset(), Metadata: md, Err: respErr(w.Error())}
+	}
+	return out, nil
+}

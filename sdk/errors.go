@@ -1,0 +1,43 @@
+package sdk
+
+import (
+	"errors"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// Errors of the SDK itself. Errors from the server are *api.Error values from
+// the catalog in package api: test them with errors.Is against the api
+// sentinels (for example errors.Is(err, api.ErrUnknownTopic)).
+var (
+	// ErrClosed is returned by every method called on, or in flight during,
+	// Close of a Client, Producer or Consumer.
+	ErrClosed = errors.New("sdk: closed")
+
+	// ErrConnection wraps every failure to reach the server: a failed dial
+	// or handshake, or a connection lost while a request was in flight. It
+	// is retriable: the next request redials (with backoff). A request
+	// whose connection was lost may or may not have been carried out by the
+	// server.
+	ErrConnection = errors.New("sdk: connection failed")
+
+	// ErrNoGroup is returned by Consumer.Commit when the consumer has no
+	// ConsumerGroup, so there is nowhere to commit to.
+	ErrNoGroup = errors.New("sdk: consumer has no consumer group")
+
+	// ErrInvalidConfig reports a configuration the SDK rejects before
+	// contacting the server (for example an empty ConsumerConfig.Topic).
+	ErrInvalidConfig = errors.New("sdk: invalid configuration")
+
+	// ErrUnexpectedResponse reports a response frame of the wrong kind for
+	// its request: a server speaking another protocol revision.
+	ErrUnexpectedResponse = errors.New("sdk: unexpected response")
+)
+
+// IsRetriable reports whether a request that failed with err may succeed when
+// sent again unchanged: a connection failure (ErrConnection) or a catalog
+// error whose code is retriable (api.IsRetriable: NOT_LEADER, DISK_FULL,
+// THROTTLED, SHUTTING_DOWN, STORAGE_ERROR, TOO_MANY_REQUESTS, ...).
+func IsRetriable(err error) bool {
+	return errors.Is(err, ErrConnection) || api.IsRetriable(err)
+}

@@ -1,0 +1,343 @@
+package sdk
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"capnproto.org/go/capnp/v3"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/batch"
+)
+
+// fakeServer is an in-memory SQ data-plane server for the SDK's tests. It
+// answers every request in its own goroutine, so responses can leave in any
+// order. Its state survives stop/start, so a test can restart it on the same
+// port.
+type fakeServer struct {
+	t      testing.TB
+	limits Limits
+
+	mu       sync.Mutex
+	addr     string
+	ln       net.Listener
+	conns    map[net.Conn]struct{}
+	stopped  chan struct{}
+	topics   map[string]*fakeTopic
+	groups   map[string]map[topicPartition]uint64
+	failures map[topicPartition][]api.Code // injected publish errors, in order
+	hook     func(api.Frame)               // called before each request is handled
+	changed  chan struct{}                 // closed and replaced on every append
+	requests map[api.Frame_Which]int
+	wg       sync.WaitGroup
+}
+
+type fakeTopic struct {
+	cfg   TopicConfig
+	parts []*fakePartition
+}
+
+type fakePartition struct {
+	batches  [][]byte
+	logStart uint64
+	next     uint64
+}
+
+func newFakeServer(t testing.TB) *fakeServer {
+	s := &fakeServer{
+		t:        t,
+		limits:   Limits{MaxRecordBytes: 1 << 10, MaxBatchBytes: 16 << 10, MaxFrameBytes: 64 << 10, MaxInFlight: 16, ServerVersion: "fake", NodeID: "fake-1"},
+		topics:   map[string]*fakeTopic{},
+		groups:   map[string]map[topicPartition]uint64{},
+		failures: map[topicPartition][]api.Code{},
+		changed:  make(chan struct{}),
+		requests: map[api.Frame_Which]int{},
+	}
+	s.start("127.0.0.1:0")
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *fakeServer) start(addr string) {
+	var ln net.Listener
+	var err error
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ln, err = net.Listen("tcp", addr)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // the port may linger briefly after a stop
+	}
+	if err != nil {
+		s.t.Fatalf("fake server listen: %v", err)
+	}
+	s.mu.Lock()
+	s.ln = ln
+	s.addr = ln.Addr().String()
+	s.conns = map[net.Conn]struct{}{}
+	s.stopped = make(chan struct{})
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.accept(ln)
+}
+
+// stop closes the listener and every connection and waits for all
+// goroutines. The stored data is kept.
+func (s *fakeServer) stop() {
+	s.mu.Lock()
+	if s.ln == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.ln.Close()
+	s.ln = nil
+	close(s.stopped)
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// restart stops the server and starts it again on the same address.
+func (s *fakeServer) restart() {
+	s.stop()
+	s.start(s.addr)
+}
+
+func (s *fakeServer) accept(ln net.Listener) {
+	defer s.wg.Done()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.ln != ln {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[nc] = struct{}{}
+		stopped := s.stopped
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.serve(nc, stopped)
+	}
+}
+
+func (s *fakeServer) serve(nc net.Conn, stopped chan struct{}) {
+	defer s.wg.Done()
+	defer nc.Close()
+	var wmu sync.Mutex
+	var reqs sync.WaitGroup
+	defer reqs.Wait()
+	fr := api.NewFrameReader(nc, s.limits.MaxFrameBytes, s.limits.MaxBatchBytes)
+	for {
+		_, f, err := fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		tail, err := fr.ReadTail(api.TailLength(f), nil)
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.requests[f.Which()]++
+		hook := s.hook
+		s.mu.Unlock()
+		reqs.Add(1)
+		go func() {
+			defer reqs.Done()
+			if hook != nil {
+				hook(f)
+			}
+			msg, rtail := s.handle(f, tail, stopped)
+			if msg == nil {
+				return
+			}
+			wmu.Lock()
+			defer wmu.Unlock()
+			if err := api.WriteFrame(nc, msg, rtail...); err != nil {
+				nc.Close()
+			}
+		}()
+	}
+}
+
+func (s *fakeServer) count(w api.Frame_Which) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests[w]
+}
+
+func (s *fakeServer) setHook(h func(api.Frame)) {
+	s.mu.Lock()
+	s.hook = h
+	s.mu.Unlock()
+}
+
+// failPublish makes the next publishes to tp fail with codes, in order.
+func (s *fakeServer) failPublish(topic string, partition uint32, codes ...api.Code) {
+	s.mu.Lock()
+	tp := topicPartition{topic, partition}
+	s.failures[tp] = append(s.failures[tp], codes...)
+	s.mu.Unlock()
+}
+
+func (s *fakeServer) createTopic(name string, partitions int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &fakeTopic{cfg: TopicConfig{SyncPolicy: "every-batch", SegmentBytes: 1 << 30, RetentionBytes: -1, RetentionMs: -1}}
+	for range partitions {
+		t.parts = append(t.parts, &fakePartition{})
+	}
+	s.topics[name] = t
+}
+
+// truncate drops the batches entirely below offset, as retention would.
+func (s *fakeServer) truncate(topic string, partition uint32, offset uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.topics[topic].parts[partition]
+	for len(p.batches) > 0 {
+		h, _ := batch.ParseHeader(p.batches[0])
+		if h.NextOffset() > offset {
+			break
+		}
+		p.batches = p.batches[1:]
+		p.logStart = h.NextOffset()
+	}
+}
+
+// append stores a batch as the engine would; it returns the base offset.
+func (s *fakeServer) appendBatch(topic string, partition uint32, b []byte) (uint64, error) {
+	if _, err := batch.Validate(b, batch.Limits{MaxRecordBytes: int(s.limits.MaxRecordBytes), MaxBatchBytes: int(s.limits.MaxBatchBytes)}); err != nil {
+		if errors.Is(err, batch.ErrTooLarge) {
+			return 0, api.NewError(api.CodeMessageTooLarge, "%v", err)
+		}
+		return 0, api.NewError(api.CodeCorruptBatch, "%v", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.topics[topic]
+	if !ok {
+		return 0, api.NewError(api.CodeUnknownTopic, "no topic %q", topic)
+	}
+	if int(partition) >= len(t.parts) {
+		return 0, api.NewError(api.CodeUnknownPartition, "no partition %d", partition)
+	}
+	tp := topicPartition{topic, partition}
+	if codes := s.failures[tp]; len(codes) > 0 {
+		s.failures[tp] = codes[1:]
+		return 0, api.NewError(codes[0], "injected")
+	}
+	p := t.parts[partition]
+	cp := append([]byte(nil), b...)
+	batch.SetBaseOffset(cp, p.next)
+	h, _ := batch.ParseHeader(cp)
+	base := p.next
+	p.next = h.NextOffset()
+	p.batches = append(p.batches, cp)
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return base, nil
+}
+
+// records returns every stored record of a partition as "key=value" strings.
+func (s *fakeServer) records(topic string, partition uint32) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, b := range s.topics[topic].parts[partition].batches {
+		it, err := batch.NewIter(b)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for it.Next() {
+			r := it.Record()
+			out = append(out, fmt.Sprintf("%d:%s=%s", r.Offset, r.Key, r.Value))
+		}
+	}
+	return out
+}
+
+// fetch returns the batches at or above offset up to maxBytes (at least
+// one), waiting up to wait for data.
+func (s *fakeServer) fetch(topic string, partition uint32, offset uint64, maxBytes uint32, wait time.Duration, stopped chan struct{}) (hw, logStart uint64, out [][]byte, err error) {
+	deadline := time.Now().Add(wait)
+	for {
+		s.mu.Lock()
+		t, ok := s.topics[topic]
+		if !ok {
+			s.mu.Unlock()
+			return 0, 0, nil, api.NewError(api.CodeUnknownTopic, "no topic %q", topic)
+		}
+		if int(partition) >= len(t.parts) {
+			s.mu.Unlock()
+			return 0, 0, nil, api.NewError(api.CodeUnknownPartition, "no partition %d", partition)
+		}
+		p := t.parts[partition]
+		hw, logStart = p.next, p.logStart
+		if offset < p.logStart || offset > p.next {
+			s.mu.Unlock()
+			return hw, logStart, nil, api.NewRangeError(api.CodeOffsetOutOfRange, p.logStart, p.next, "offset %d outside [%d, %d]", offset, p.logStart, p.next)
+		}
+		size := 0
+		for _, b := range p.batches {
+			h, _ := batch.ParseHeader(b)
+			if h.NextOffset() <= offset {
+				continue
+			}
+			if len(out) > 0 && size+len(b) > int(maxBytes) {
+				break
+			}
+			out = append(out, b)
+			size += len(b)
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		if len(out) > 0 || !time.Now().Before(deadline) {
+			return hw, logStart, out, nil
+		}
+		t2 := time.NewTimer(time.Until(deadline))
+		select {
+		case <-changed:
+		case <-t2.C:
+		case <-stopped:
+		}
+		t2.Stop()
+		select {
+		case <-stopped:
+			return hw, logStart, nil, nil
+		default:
+		}
+	}
+}
+
+// newResponse returns a frame message with the request's correlation id.
+func newResponse(req api.Frame) (*capnp.Message, api.Frame) {
+	msg, f, err := api.NewFrameMessage(req.CorrelationId())
+	if err != nil {
+		panic(err)
+	}
+	return msg, f
+}
+
+func setErr(newErr func() (api.WireError, error), err error) {
+	if err == nil {
+		return
+	}
+	w, e := newErr()
+	if e != nil {
+		panic(e)
+	}
+	if e := api.ToWire(w, err); e != nil {
+		panic(e)
+	}
+}

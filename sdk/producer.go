@@ -1,0 +1,397 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/batch"
+)
+
+// Defaults of ProducerConfig.
+const (
+	DefaultRetries         = 10
+	DefaultRetryBackoff    = 100 * time.Millisecond
+	DefaultRetryBackoffMax = 2 * time.Second
+	DefaultMetadataMaxAge  = 5 * time.Minute
+)
+
+// ProducerConfig configures a Producer. The zero value is valid: every zero
+// field takes the default named in its comment.
+type ProducerConfig struct {
+	// Addr is the server's data-plane address. Default "127.0.0.1:6064".
+	Addr string
+	// ClientID names this producer to the server. Default "sq-go".
+	ClientID string
+	// Partitioner places keyed records. Default HashPartitioner (FNV-1a 32
+	// of the key, modulo the partition count).
+	Partitioner Partitioner
+	// Retries is how many times a batch that failed with a retriable error
+	// (IsRetriable: connection loss, NOT_LEADER, DISK_FULL, THROTTLED, ...)
+	// is sent again. Default 10; negative disables retries.
+	Retries int
+	// RetryBackoff is the wait before the first retry; it doubles per
+	// retry, with jitter, up to RetryBackoffMax. Defaults 100ms and 2s.
+	RetryBackoff    time.Duration
+	RetryBackoffMax time.Duration
+	// MetadataMaxAge is how long a topic's partition count is cached before
+	// it is read again. It is also refreshed after UNKNOWN_TOPIC or
+	// UNKNOWN_PARTITION. Default 5m.
+	MetadataMaxAge time.Duration
+	// DialTimeout, RequestTimeout, ReconnectBackoff and
+	// ReconnectBackoffMax are as in ClientConfig.
+	DialTimeout         time.Duration
+	RequestTimeout      time.Duration
+	ReconnectBackoff    time.Duration
+	ReconnectBackoffMax time.Duration
+	// Logger receives retries and connection events. Default: discard.
+	Logger *slog.Logger
+}
+
+// ProducerMessage is one record to send. Build it with NewProducerMessage
+// and WithKey/WithHeaders, or as a struct literal.
+type ProducerMessage struct {
+	Topic     string
+	Key       []byte // nil: no key (spread over partitions)
+	Value     []byte
+	Headers   []Header
+	Timestamp int64 // Unix ms; 0 means the time of the send
+}
+
+// NewProducerMessage returns a keyless message for topic.
+func NewProducerMessage(topic string, value []byte) ProducerMessage {
+	return ProducerMessage{Topic: topic, Value: value}
+}
+
+// WithKey returns m with key set (nil removes the key).
+func (m ProducerMessage) WithKey(key []byte) ProducerMessage {
+	m.Key = key
+	return m
+}
+
+// WithHeaders returns m with headers h.
+func (m ProducerMessage) WithHeaders(h ...Header) ProducerMessage {
+	m.Headers = h
+	return m
+}
+
+// Ack is the outcome of one record. When Err is nil the record is stored at
+// Offset of Partition with the stated Durability; otherwise Err says why it
+// was not (Partition and Offset are then meaningless, except that Partition
+// is the one chosen when the failure came from the server).
+type Ack struct {
+	Topic      string
+	Partition  uint32
+	Offset     uint64
+	Durability Durability
+	Err        error
+}
+
+// Producer sends records to topics. Keyed records go to the partition the
+// Partitioner picks (default: FNV-1a 32 of the key modulo the partition
+// count), so one key keeps its order; records without a key are spread
+// round-robin, one partition per Send or SendBatch call for each topic
+// (sticky, so a batch of keyless records stays one batch).
+//
+// Delivery is at-least-once: a batch that fails with a retriable error or a
+// lost connection is sent again (Retries), and when only the acknowledgement
+// was lost the records are stored twice. Idempotent producers, which will
+// remove such duplicates, do not exist yet. Within one Send or SendBatch
+// call a partition's batches are sent one after the other, each after the
+// previous one was acknowledged, so retries never reorder a partition's
+// records; concurrent calls are independent of each other.
+//
+// A Producer is safe for concurrent use.
+type Producer struct {
+	client *Client
+	cfg    ProducerConfig
+
+	mu   sync.Mutex
+	meta map[string]topicMeta
+	rr   map[string]uint32 // next keyless partition per topic
+}
+
+type topicMeta struct {
+	partitions uint32
+	fetched    time.Time
+}
+
+// NewProducer connects to cfg.Addr. It fails as Dial does.
+func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
+	if cfg.Partitioner == nil {
+		cfg.Partitioner = HashPartitioner{}
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = DefaultRetries
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = DefaultRetryBackoff
+	}
+	if cfg.RetryBackoffMax < cfg.RetryBackoff {
+		cfg.RetryBackoffMax = max(DefaultRetryBackoffMax, cfg.RetryBackoff)
+	}
+	if cfg.MetadataMaxAge <= 0 {
+		cfg.MetadataMaxAge = DefaultMetadataMaxAge
+	}
+	c, err := Dial(ctx, ClientConfig{
+		Addr:                cfg.Addr,
+		ClientID:            cfg.ClientID,
+		DialTimeout:         cfg.DialTimeout,
+		RequestTimeout:      cfg.RequestTimeout,
+		ReconnectBackoff:    cfg.ReconnectBackoff,
+		ReconnectBackoffMax: cfg.ReconnectBackoffMax,
+		Logger:              cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger = c.cfg.Logger
+	return &Producer{client: c, cfg: cfg, meta: map[string]topicMeta{}, rr: map[string]uint32{}}, nil
+}
+
+// Client returns the producer's underlying Client (for admin requests).
+func (p *Producer) Client() *Client { return p.client }
+
+// Close closes the connection; sends in flight fail with ErrClosed.
+func (p *Producer) Close() error { return p.client.Close() }
+
+// Send sends one record and waits for its acknowledgement. key nil means no
+// key. The error is the Ack's Err.
+func (p *Producer) Send(ctx context.Context, topic string, key, value []byte) (Ack, error) {
+	acks, _ := p.SendBatch(ctx, []ProducerMessage{{Topic: topic, Key: key, Value: value}})
+	return acks[0], acks[0].Err
+}
+
+// SendBatch sends msgs, which may span topics and partitions, and waits for
+// all of them. It builds one batch per partition (split to stay under the
+// server's maxBatchBytes) and sends the partitions in parallel. It returns
+// one Ack per message, in the order of msgs, each with its own Err; the
+// error is nil when every record was stored, and otherwise counts the
+// failures and wraps the first one.
+//
+// A record over the server's maxRecordBytes fails with an
+// api.ErrMessageTooLarge error without being sent, and the others are sent.
+// When a partition's batch fails for good, its later batches in this call
+// fail with the same error, so no record lands after a gap of its own call.
+func (p *Producer) SendBatch(ctx context.Context, msgs []ProducerMessage) ([]Ack, error) {
+	acks := make([]Ack, len(msgs))
+	for i := range msgs {
+		acks[i].Topic = msgs[i].Topic
+	}
+	groups := p.assign(ctx, msgs, acks)
+	var wg sync.WaitGroup
+	for tp, idx := range groups {
+		wg.Go(func() { p.sendPartition(ctx, tp, idx, msgs, acks) })
+	}
+	wg.Wait()
+	var first error
+	failed := 0
+	for _, a := range acks {
+		if a.Err != nil {
+			failed++
+			if first == nil {
+				first = a.Err
+			}
+		}
+	}
+	if failed > 0 {
+		return acks, fmt.Errorf("sdk: %d of %d records failed: %w", failed, len(msgs), first)
+	}
+	return acks, nil
+}
+
+// topicPartition names one partition.
+type topicPartition struct {
+	topic     string
+	partition uint32
+}
+
+// assign picks each message's partition and groups message indices by
+// partition, in input order. Messages that cannot be sent get their Err.
+func (p *Producer) assign(ctx context.Context, msgs []ProducerMessage, acks []Ack) map[topicPartition][]int {
+	maxRecord := int(p.client.Limits().MaxRecordBytes)
+	groups := map[topicPartition][]int{}
+	counts := map[string]uint32{}
+	sticky := map[string]uint32{}
+	errs := map[string]error{}
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Topic == "" {
+			acks[i].Err = api.NewError(api.CodeInvalidTopicName, "empty topic name")
+			continue
+		}
+		if err, ok := errs[m.Topic]; ok {
+			acks[i].Err = err
+			continue
+		}
+		n, ok := counts[m.Topic]
+		if !ok {
+			var err error
+			if n, err = p.partitions(ctx, m.Topic); err != nil {
+				errs[m.Topic] = err
+				acks[i].Err = err
+				continue
+			}
+			counts[m.Topic] = n
+		}
+		if size := batch.RecordSize(m.Key, m.Value, toRecordHeaders(m.Headers)); size > maxRecord {
+			acks[i].Err = api.NewError(api.CodeMessageTooLarge, "record of %d bytes (key+value+headers) over the server's maxRecordBytes %d", size, maxRecord)
+			continue
+		}
+		var part uint32
+		if m.Key != nil {
+			part = p.cfg.Partitioner.Partition(m.Topic, m.Key, n) % n
+		} else {
+			s, ok := sticky[m.Topic]
+			if !ok {
+				s = p.nextKeyless(m.Topic, n)
+				sticky[m.Topic] = s
+			}
+			part = s
+		}
+		acks[i].Partition = part
+		tp := topicPartition{m.Topic, part}
+		groups[tp] = append(groups[tp], i)
+	}
+	return groups
+}
+
+// nextKeyless returns the partition for the keyless records of one call.
+func (p *Producer) nextKeyless(topic string, n uint32) uint32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.rr[topic]
+	p.rr[topic] = v + 1
+	return v % n
+}
+
+// partitions returns topic's partition count, from the cache or from the
+// server. A topic absent from the metadata is UNKNOWN_TOPIC.
+func (p *Producer) partitions(ctx context.Context, topic string) (uint32, error) {
+	p.mu.Lock()
+	tm, ok := p.meta[topic]
+	p.mu.Unlock()
+	if ok && time.Since(tm.fetched) < p.cfg.MetadataMaxAge {
+		return tm.partitions, nil
+	}
+	md, err := p.metadataWithRetry(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range md.Topics {
+		if t.Name == topic && t.Partitions > 0 {
+			p.mu.Lock()
+			p.meta[topic] = topicMeta{partitions: t.Partitions, fetched: time.Now()}
+			p.mu.Unlock()
+			return t.Partitions, nil
+		}
+	}
+	return 0, api.NewError(api.CodeUnknownTopic, "topic %q does not exist", topic)
+}
+
+func (p *Producer) metadataWithRetry(ctx context.Context, topic string) (Metadata, error) {
+	for attempt := 1; ; attempt++ {
+		md, err := p.client.Metadata(ctx, topic)
+		if err == nil || !p.retry(ctx, err, attempt, "metadata "+topic) {
+			return md, err
+		}
+	}
+}
+
+// invalidate drops topic's cached partition count.
+func (p *Producer) invalidate(topic string) {
+	p.mu.Lock()
+	delete(p.meta, topic)
+	p.mu.Unlock()
+}
+
+// retry reports whether a request that failed with err on its attempt-th
+// try should be sent again, after waiting the backoff.
+func (p *Producer) retry(ctx context.Context, err error, attempt int, what string) bool {
+	if !IsRetriable(err) || p.cfg.Retries < 0 || attempt > p.cfg.Retries {
+		return false
+	}
+	d := backoff(attempt, p.cfg.RetryBackoff, p.cfg.RetryBackoffMax)
+	p.cfg.Logger.Debug("sdk: retrying", "request", what, "attempt", attempt, "in", d, "err", err)
+	return sleep(ctx, d) == nil
+}
+
+// sendPartition sends the messages idx (all for tp, in order) as one or
+// more batches, each after the previous one was acknowledged.
+func (p *Producer) sendPartition(ctx context.Context, tp topicPartition, idx []int, msgs []ProducerMessage, acks []Ack) {
+	maxBatch := int(p.client.Limits().MaxBatchBytes)
+	var (
+		b       batch.Builder
+		pending []int
+		failed  error
+	)
+	flush := func() {
+		if len(pending) == 0 {
+			return
+		}
+		defer func() { b.Reset(); pending = pending[:0] }()
+		if failed == nil {
+			failed = p.sendBatch(ctx, tp, &b, pending, acks)
+			return
+		}
+		for _, i := range pending {
+			acks[i].Err = failed
+		}
+	}
+	for _, i := range idx {
+		m := &msgs[i]
+		hs := toRecordHeaders(m.Headers)
+		if b.Len() > 0 && b.EstimatedSize()+recordOverhead+batch.RecordSize(m.Key, m.Value, hs) > maxBatch {
+			flush()
+		}
+		b.Add(m.Key, m.Value, hs, m.Timestamp)
+		pending = append(pending, i)
+	}
+	flush()
+}
+
+// recordOverhead is what EstimatedSize adds per record beyond its bytes.
+const recordOverhead = 48 + 16 + 8
+
+// sendBatch builds and publishes one batch with retries and fills the acks
+// of its records. It returns the batch's error, also stored in the acks.
+func (p *Producer) sendBatch(ctx context.Context, tp topicPartition, b *batch.Builder, idx []int, acks []Ack) error {
+	data, err := b.Build()
+	var res PublishResult
+	for attempt := 1; err == nil; attempt++ {
+		res, err = p.client.Publish(ctx, tp.topic, tp.partition, data)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, api.ErrUnknownTopic) || errors.Is(err, api.ErrUnknownPartition) {
+			p.invalidate(tp.topic)
+		}
+		if !p.retry(ctx, err, attempt, fmt.Sprintf("publish %s/%d", tp.topic, tp.partition)) {
+			break
+		}
+	}
+	for j, i := range idx {
+		if err != nil {
+			acks[i].Err = err
+			continue
+		}
+		acks[i].Offset = res.BaseOffset + uint64(j)
+		acks[i].Durability = res.Durability
+	}
+	return err
+}
+
+func toRecordHeaders(hs []Header) []batch.RecordHeader {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]batch.RecordHeader, len(hs))
+	for i, h := range hs {
+		out[i] = batch.RecordHeader{Key: h.Key, Value: h.Value}
+	}
+	return out
+}
