@@ -1,0 +1,217 @@
+package segment
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/seedqueue/sq/api/batch"
+)
+
+// Append writes batches at the end of the log with one gather write.
+//
+// The batches must already be validated (batch.Validate). Append patches
+// their baseOffset fields in place, consecutively from NextOffset, so the
+// caller's buffers are modified. If the active segment would grow past
+// SegmentBytes, or a relative offset or position would overflow u32, it
+// first rolls to a new segment and fsyncs the directory before returning.
+// It does not fdatasync the data: call Sync.
+//
+// On error nothing is published: NextOffset and the write position are
+// unchanged and the next Append overwrites the same bytes. After a failed
+// sync (ErrFailed) every Append fails until the Log is reopened.
+func (l *Log) Append(batches [][]byte) (AppendInfo, error) {
+	l.mu.RLock()
+	closed, failed, next, act := l.closed, l.failed, l.next, l.active()
+	l.mu.RUnlock()
+	switch {
+	case closed:
+		return AppendInfo{}, ErrClosed
+	case failed != nil:
+		return AppendInfo{}, failed
+	case len(batches) == 0:
+		return AppendInfo{BaseOffset: next, NextOffset: next, Segment: act.base, Position: act.end}, nil
+	}
+	var total int64
+	var count uint64
+	for i, b := range batches {
+		h, err := batch.ParseHeader(b)
+		if err != nil || h.Size() != len(b) || h.RecordCount == 0 {
+			return AppendInfo{}, fmt.Errorf("segment: append: batch %d of %d bytes is not one whole batch (header %v)", i, len(b), err)
+		}
+		total += int64(len(b))
+		count += uint64(h.RecordCount)
+	}
+	info := AppendInfo{BaseOffset: next, NextOffset: next + count, Bytes: total}
+	if l.needsRoll(act, total, next, count) {
+		s, err := l.roll(next)
+		if err != nil {
+			return AppendInfo{}, err
+		}
+		act, info.Rolled = s, true
+	}
+	if act.end+total > math.MaxUint32 {
+		return AppendInfo{}, fmt.Errorf("segment: append of %d bytes does not fit a segment's u32 positions", total)
+	}
+	if err := l.grow(act, act.end+total); err != nil {
+		return AppendInfo{}, err
+	}
+	off := next
+	for _, b := range batches {
+		batch.SetBaseOffset(b, off)
+		h, _ := batch.ParseHeader(b)
+		off = h.NextOffset()
+	}
+	bufs := batches
+	if act.dirty > act.end+total {
+		// An earlier failed write left bytes past this append's end that
+		// could pass for batches after a crash; zero them in the same write.
+		bufs = append(bufs[:len(bufs):len(bufs)], make([]byte, act.dirty-act.end-total))
+	}
+	pos := act.end
+	if n, err := l.be.WriteAt(act.file, bufs, pos); err != nil {
+		act.dirty = max(act.dirty, pos+n)
+		return AppendInfo{}, fmt.Errorf("segment: append to %s at byte %d: wrote %d of %d bytes: %w", act.logPath, pos, n, total, err)
+	}
+	act.dirty = 0
+	add := l.indexBatches(act, batches, pos, next)
+	l.mu.Lock()
+	act.index = append(act.index, add...)
+	act.end = pos + total
+	act.next = off
+	l.next = off
+	l.size += total
+	l.mu.Unlock()
+	info.Segment, info.Position = act.base, pos
+	return info, nil
+}
+
+// needsRoll reports whether an append of total bytes and count records must
+// go to a new segment.
+func (l *Log) needsRoll(act *segment, total int64, next, count uint64) bool {
+	if act.end == 0 {
+		return false
+	}
+	return act.end+total > l.opts.SegmentBytes ||
+		act.end+total > math.MaxUint32 ||
+		next+count-act.base > math.MaxUint32
+}
+
+// indexBatches returns the sparse index entries of batches written at pos
+// and writes them to the .index file. A failed index write is logged, not
+// returned: the data is written, and recovery rebuilds an index that
+// disagrees with its log.
+func (l *Log) indexBatches(s *segment, batches [][]byte, pos int64, off uint64) []indexEntry {
+	var add []indexEntry
+	entries := s.index
+	for _, b := range batches {
+		if l.ix.wants(entries, pos) {
+			e := indexEntry{rel: uint32(off - s.base), pos: uint32(pos)}
+			add = append(add, e)
+			entries = append(entries[:len(entries):len(entries)], e)
+		}
+		h, _ := batch.ParseHeader(b)
+		pos += int64(len(b))
+		off = h.NextOffset()
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	at := int64(len(s.index)) * indexEntrySize
+	if _, err := l.be.WriteAt(s.idx, [][]byte{encodeIndex(add)}, at); err != nil {
+		l.opts.Logger.Warn("segment: index write failed; recovery will rebuild it", "file", s.idxPath, "err", err)
+	}
+	return add
+}
+
+// grow makes sure s's file is allocated and mapped up to at least need
+// bytes, growing in PreallocBytes steps, and remaps it if it grew. Readers
+// holding the old mapping keep it until they release it.
+func (l *Log) grow(s *segment, need int64) error {
+	if need <= s.alloc && s.m != nil {
+		return nil
+	}
+	step := l.opts.PreallocBytes
+	size := max((need+step-1)/step*step, step)
+	if need <= l.opts.SegmentBytes && size > l.opts.SegmentBytes {
+		size = max(l.opts.SegmentBytes, need)
+	}
+	if size > s.alloc {
+		if err := l.be.Allocate(s.file, s.alloc, size-s.alloc); err != nil {
+			return fmt.Errorf("segment: preallocate %s to %d bytes: %w", s.logPath, size, err)
+		}
+	} else {
+		size = s.alloc
+	}
+	m, err := newMapping(s.file, size)
+	if err != nil {
+		return err
+	}
+	s.alloc = size
+	s.mapMu.Lock()
+	old := s.m
+	s.m = m
+	s.mapMu.Unlock()
+	if old != nil {
+		old.release()
+	}
+	return nil
+}
+
+// roll creates the segment with base offset base, makes its name durable,
+// and makes it the active segment. The old active segment is sealed: its
+// preallocated tail is trimmed if no reader has it mapped, and its file
+// stays open until the next Sync.
+func (l *Log) roll(base uint64) (*segment, error) {
+	s, err := l.createSegment(base)
+	if err != nil {
+		return nil, err
+	}
+	old := l.active()
+	old.mapMu.Lock()
+	if old.m != nil && old.m.refs.Load() == 1 {
+		old.m.release()
+		old.m = nil
+		if err := l.be.Truncate(old.file, old.end); err != nil {
+			l.opts.Logger.Warn("segment: trimming a sealed segment failed", "file", old.logPath, "err", err)
+		}
+	}
+	old.mapMu.Unlock()
+	var idxErr error
+	if old.idx != nil {
+		idxErr = old.idx.Close()
+	}
+	l.mu.Lock()
+	old.idx = nil
+	l.segs = append(l.segs, s)
+	l.unsynced = append(l.unsynced, old)
+	l.mu.Unlock()
+	if idxErr != nil {
+		l.opts.Logger.Warn("segment: closing an index failed", "file", old.idxPath, "err", idxErr)
+	}
+	return s, nil
+}
+
+// createSegment creates the .log and .index files of a new segment and
+// fsyncs the directory. On error it removes what it created.
+func (l *Log) createSegment(base uint64) (*segment, error) {
+	s := &segment{base: base, next: base, logPath: logPath(l.dir, base), idxPath: indexPath(l.dir, base)}
+	var err error
+	if s.file, err = l.fs.Create(s.logPath); err == nil {
+		if s.idx, err = l.fs.Create(s.idxPath); err == nil {
+			err = l.fs.SyncDir(l.dir)
+		}
+	}
+	if err != nil {
+		for _, f := range []interface{ Close() error }{s.file, s.idx} {
+			if f != nil {
+				f.Close()
+			}
+		}
+		// Best effort: a leftover empty file is removed or reused at the
+		// next recovery.
+		_ = l.fs.Remove(s.idxPath)
+		_ = l.fs.Remove(s.logPath)
+		return nil, fmt.Errorf("segment: create segment %d: %w", base, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,90 @@
+// Package segment stores one partition's log: a directory of segment files
+// holding record batches back to back, their sparse offset indexes, and a
+// recovery point (DESIGN §3.1, §3.3, §3.5, §3.6).
+//
+// # Files
+//
+//	<partition dir>/
+//	    00000000000000000000.log     batches (api/batch format), back to back
+//	    00000000000000000000.index   sparse index: u32 relative offset, u32 position
+//	    00000000000000001234.log     next segment, base offset 1234
+//	    00000000000000001234.index
+//	    recovery-point               last durable position (below)
+//	    *.sqtmp                      temporary; deleted at Open
+//
+// A segment is named by its base offset, the offset of its first record, in
+// 20 decimal digits. The last segment is active; the others are sealed.
+// Each .index entry is 8 bytes, little-endian:
+//
+//	0  u32  relative offset  batch baseOffset - segment base offset
+//	4  u32  position         byte position of the batch in the .log
+//
+// There is an entry for the first batch of the segment and then for the
+// first batch at least IndexIntervalBytes after the previous entry, so
+// entries strictly increase from (0, 0). A read looks up the last entry at
+// or below the wanted offset and scans batch headers forward from there.
+//
+// The recovery-point file is 36 bytes, little-endian: "SQRP", u32 version 1,
+// u64 next offset, u64 segment base offset, u64 byte position in that
+// segment, u32 CRC-32C of the preceding 32 bytes. It is written as
+// recovery-point.sqtmp, fsynced, renamed over the old one and the directory
+// fsynced.
+//
+// # Writing
+//
+// One goroutine appends. Append assigns offsets, writes all batches of one
+// call with one gather write at the end of the active segment and publishes
+// the new end under a lock; Sync fdatasyncs. The active segment grows by
+// fallocate in PreallocBytes steps, so its file is longer than its data and
+// the tail reads as zeros until Close trims it. A segment rolls before it
+// would pass SegmentBytes or overflow its u32 relative offsets or positions;
+// the new files are created and the directory fsynced before the Append
+// returns. At a roll the sealed segment's preallocated tail is trimmed if no
+// reader has it mapped; otherwise its zero tail stays (recovery reads zero
+// magic as the end of the data).
+//
+// # Reading
+//
+// Read returns slices of read-only MAP_SHARED mappings (zero copy). The
+// active segment is mapped at its preallocated size and remapped when it
+// grows; sealed segments are mapped on first read. Mappings are reference
+// counted: a View keeps the mappings it uses alive until Release. A reader
+// never touches bytes at or after the published end of the data, nor after
+// its limit (the high watermark). Faults on a mapping (an I/O error) become
+// a *CorruptError through debug.SetPanicOnFault.
+//
+// # Recovery and crash safety
+//
+// The recovery point is a position the last Sync made durable. At Open,
+// everything below it is trusted but spot-checked: each sealed segment is
+// scanned from its last index entry to its end, which must reach the next
+// segment's base offset exactly, and the segment holding the recovery point
+// is scanned from the index entry before it up to it, which must land on a
+// batch boundary with the recorded offset. Any failure there, a missing
+// segment, or a file shorter than the recovery point is corruption: Open
+// returns a *CorruptError naming the file and byte position and truncates
+// nothing. (Batches below the recovery point that the spot checks do not
+// cover are not re-verified at Open; their CRCs are checked by consumers.)
+//
+// Above the recovery point every batch is read and checked with
+// batch.CheckHeader (CRC-32C) and for an unbroken baseOffset sequence. The
+// first batch that is short, longer than the file or MaxBatchBytes, has zero
+// magic, fails its check or breaks the sequence ends the log: the segment is
+// truncated there and fsynced, and later segments are removed, before
+// anything is mapped. Under the every-batch sync policy nothing past that
+// point was acknowledged, because each acknowledgement waited for a Sync
+// covering all earlier writes. Indexes that disagree with their log are
+// rebuilt. The scanned segments are then fdatasynced, since their bytes may
+// have survived only in the page cache of a crashed process, and a new
+// recovery point is written.
+//
+// A failed write leaves the end where it was; the next Append overwrites
+// the same bytes and zeroes any that the failed write left beyond its own
+// end, so they cannot pass for batches after a crash. A failed Sync makes
+// the Log refuse appends until it is reopened.
+//
+// Disk assumptions: a completed fdatasync makes the written range and the
+// file size durable; rename and directory fsync are atomic and durable; a
+// torn write leaves any mix of old, new and zero bytes, which the CRC and
+// the offset sequence detect.
+package segment

@@ -1,0 +1,108 @@
+package segment
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/seedqueue/sq/ring"
+)
+
+// segment is one .log file and its .index.
+type segment struct {
+	base    uint64 // offset of the first batch; the file name
+	logPath string
+	idxPath string
+
+	// Guarded by Log.mu: written by the append goroutine (and recovery)
+	// with mu held, read by readers and Sync under mu.RLock.
+	end   int64        // bytes of whole batches: the write position
+	next  uint64       // offset after the last batch
+	index []indexEntry // sparse index, append-only while active
+
+	// Owned by the append goroutine while the segment is active; a sealed
+	// segment's file stays open until the Sync that covers its last write.
+	file  ring.File // the .log, read-write; nil once sealed and synced
+	idx   ring.File // the .index, read-write; nil once sealed
+	alloc int64     // fallocated size of file in bytes
+	dirty int64     // end of bytes a failed write may have left past end
+
+	mapMu sync.Mutex
+	m     *mapping // current read mapping; nil until first read if sealed
+}
+
+// Log is one partition's log: a directory of segments (DESIGN §3.1). Append,
+// Sync, Checkpoint and Close are called from one goroutine at a time (the
+// partition's append goroutine; Sync and Checkpoint may also come from a
+// ticker goroutine); Read and the accessors are safe from any goroutine.
+type Log struct {
+	dir  string
+	fs   ring.FS
+	be   ring.Backend
+	opts Options
+	ix   indexer
+
+	mu       sync.RWMutex
+	segs     []*segment // sorted by base; the last is active
+	next     uint64     // log end offset
+	size     int64      // bytes of batches in all segments
+	closed   bool
+	failed   error      // sticky: a sync failed
+	unsynced []*segment // sealed segments whose last writes are not synced
+
+	syncMu       sync.Mutex    // serializes Sync, Checkpoint and Close
+	synced       recoveryPoint // last synced position
+	checkpointed recoveryPoint // last recovery point written
+}
+
+// AppendInfo describes one successful Append.
+type AppendInfo struct {
+	BaseOffset uint64 // offset of the first appended record
+	NextOffset uint64 // log end offset after the append
+	Segment    uint64 // base offset of the segment written
+	Position   int64  // byte position of the first batch in the segment's .log
+	Bytes      int64  // bytes written
+	Rolled     bool   // a new segment was created (its name is durable)
+}
+
+// LogStartOffset returns the first offset still stored.
+func (l *Log) LogStartOffset() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.segs[0].base
+}
+
+// NextOffset returns the log end offset: the offset the next appended record
+// will get.
+func (l *Log) NextOffset() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.next
+}
+
+// SizeBytes returns the bytes of batches on disk, not counting preallocated
+// space.
+func (l *Log) SizeBytes() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.size
+}
+
+// SegmentCount returns the number of segments, the active one included.
+func (l *Log) SegmentCount() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segs)
+}
+
+// Dir returns the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// active returns the active segment. Callers hold mu or are the append
+// goroutine.
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// find returns the index in l.segs of the segment holding offset off
+// (the last with base <= off). l.mu must be held; off >= segs[0].base.
+func (l *Log) find(off uint64) int {
+	return sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > off }) - 1
+}

@@ -1,0 +1,224 @@
+package segment
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/seedqueue/sq/api/batch"
+)
+
+// View is the result of Read: whole batches, back to back, as slices of
+// read-only mappings of the segment files (zero copy). Each element of Bufs
+// holds one or more whole batches from one segment; walk them with
+// batch.Split. The slices stay valid until Release and must not be written.
+type View struct {
+	Bufs       [][]byte // whole batches; one element per segment touched
+	Bytes      int      // total length of Bufs
+	NextOffset uint64   // offset after the last batch in Bufs; the offset asked for if empty
+	maps       []*mapping
+}
+
+// Release gives the mappings back. The View and its Bufs must not be used
+// afterwards. Release is idempotent but not safe for concurrent calls on the
+// same View.
+func (v *View) Release() {
+	for _, m := range v.maps {
+		m.release()
+	}
+	v.maps, v.Bufs = nil, nil
+}
+
+// readSeg is what Read needs of one segment, taken under Log.mu.
+type readSeg struct {
+	s     *segment
+	end   int64
+	index []indexEntry
+	m     *mapping
+}
+
+// Read returns the batches from the one containing offset (it may start
+// before offset) onward, across segment boundaries, while they total at most
+// maxBytes, but always at least one whole batch if any exists, and only
+// batches whose baseOffset is below limit (the caller passes the high
+// watermark; limit is clamped to NextOffset). It never touches bytes at or
+// after limit.
+//
+// An offset below LogStartOffset returns *OffsetOutOfRangeError; an offset at
+// or after limit returns an empty View. A batch that does not parse, or an
+// I/O fault on the mapping, returns *CorruptError. Read is safe concurrently
+// with Append, Sync and other Reads. The caller must Release the View.
+func (l *Log) Read(offset uint64, maxBytes int, limit uint64) (*View, error) {
+	segs, limit, err := l.snapshot(offset, maxBytes, limit)
+	if err != nil || len(segs) == 0 {
+		return &View{NextOffset: offset}, err
+	}
+	v := &View{NextOffset: offset}
+	used, err := collect(v, segs, offset, maxBytes, limit)
+	for i, rs := range segs {
+		if i < used && err == nil {
+			v.maps = append(v.maps, rs.m)
+		} else {
+			rs.m.release()
+		}
+	}
+	if err != nil {
+		v.Release()
+		return nil, err
+	}
+	return v, nil
+}
+
+// snapshot takes, under the read lock, the segments a read of offset may
+// touch and a reference on each one's mapping.
+func (l *Log) snapshot(offset uint64, maxBytes int, limit uint64) ([]readSeg, uint64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return nil, 0, ErrClosed
+	}
+	if start := l.segs[0].base; offset < start {
+		return nil, 0, &OffsetOutOfRangeError{Offset: offset, Start: start, End: l.next}
+	}
+	limit = min(limit, l.next)
+	if offset >= limit {
+		return nil, limit, nil
+	}
+	var segs []readSeg
+	var room int64 // an upper bound of the bytes the read may take so far
+	for i := l.find(offset); i < len(l.segs) && l.segs[i].base < limit; i++ {
+		s := l.segs[i]
+		if s.end == 0 {
+			continue
+		}
+		var from int64
+		if len(segs) == 0 {
+			from = int64(lookup(s.index, uint32(offset-s.base)).pos)
+		}
+		m, err := l.acquire(s)
+		if err != nil {
+			for _, rs := range segs {
+				rs.m.release()
+			}
+			return nil, 0, err
+		}
+		segs = append(segs, readSeg{s: s, end: s.end, index: s.index, m: m})
+		if room += s.end - from; room >= int64(maxBytes) {
+			break
+		}
+	}
+	return segs, limit, nil
+}
+
+// acquire returns s's mapping with a reference for the caller, mapping a
+// sealed segment on its first read. Called with Log.mu read-locked, so Close
+// cannot release the segment's own reference meanwhile.
+func (l *Log) acquire(s *segment) (*mapping, error) {
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	if s.m == nil {
+		f, err := l.fs.Open(s.logPath)
+		if err != nil {
+			return nil, fmt.Errorf("segment: read: %w", err)
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, fmt.Errorf("segment: read: %w", err)
+		}
+		if fi.Size() < s.end {
+			return nil, &CorruptError{File: s.logPath, Position: fi.Size(), Err: fmt.Errorf("file is %d bytes, data ends at %d", fi.Size(), s.end)}
+		}
+		if s.m, err = newMapping(f, fi.Size()); err != nil {
+			return nil, err
+		}
+	}
+	s.m.acquire()
+	return s.m, nil
+}
+
+// collect fills v from segs and returns how many of segs it used. It runs
+// with panics on memory faults enabled, so that an I/O error under a
+// mapping becomes a *CorruptError instead of a crash.
+func collect(v *View, segs []readSeg, offset uint64, maxBytes int, limit uint64) (used int, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	cur := segs[0].s.logPath
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(interface{ Addr() uintptr })
+			if !ok {
+				panic(r)
+			}
+			err = &CorruptError{File: cur, Position: -1, Err: fmt.Errorf("I/O fault reading the mapping at address %#x", f.Addr())}
+		}
+	}()
+	pos, err := locate(segs[0], offset)
+	if err != nil {
+		return 0, err
+	}
+	for i, rs := range segs {
+		cur = rs.s.logPath
+		if i > 0 {
+			pos = 0
+		}
+		start := pos
+		full := false
+		for pos < rs.end {
+			h, err := headerAt(rs, pos)
+			if err != nil {
+				return 0, err
+			}
+			if h.BaseOffset >= limit || (v.Bytes > 0 && v.Bytes+h.Size() > maxBytes) {
+				full = true
+				break
+			}
+			pos += int64(h.Size())
+			v.Bytes += h.Size()
+			v.NextOffset = h.NextOffset()
+		}
+		if pos > start {
+			v.Bufs = append(v.Bufs, rs.m.data[start:pos:pos])
+			used = i + 1
+		}
+		if full {
+			break
+		}
+	}
+	return used, nil
+}
+
+// locate returns the position in rs of the batch containing offset: the
+// sparse index entry at or before it, then a forward scan of headers.
+func locate(rs readSeg, offset uint64) (int64, error) {
+	e := lookup(rs.index, uint32(offset-rs.s.base))
+	pos := int64(e.pos)
+	for first := true; pos < rs.end; first = false {
+		h, err := headerAt(rs, pos)
+		if err != nil {
+			return 0, err
+		}
+		if first && h.BaseOffset != rs.s.base+uint64(e.rel) {
+			return 0, &CorruptError{File: rs.s.logPath, Position: pos, Err: fmt.Errorf("index entry %+v points at a batch with baseOffset %d", e, h.BaseOffset)}
+		}
+		if h.NextOffset() > offset {
+			return pos, nil
+		}
+		pos += int64(h.Size())
+	}
+	return 0, &CorruptError{File: rs.s.logPath, Position: pos, Err: fmt.Errorf("offset %d not found before the end of data", offset)}
+}
+
+// headerAt parses the header of the batch at pos of rs and checks that the
+// batch lies within the data.
+func headerAt(rs readSeg, pos int64) (batch.Header, error) {
+	if pos+batch.HeaderSize > rs.end {
+		return batch.Header{}, &CorruptError{File: rs.s.logPath, Position: pos, Err: fmt.Errorf("header crosses the end of data at %d", rs.end)}
+	}
+	h, err := batch.ParseHeader(rs.m.data[pos:rs.end])
+	if err == nil && (h.BatchLength < batch.HeaderSize-batch.LengthFieldEnd || pos+int64(h.Size()) > rs.end) {
+		err = fmt.Errorf("batch of %d bytes crosses the end of data at %d", h.Size(), rs.end)
+	}
+	if err != nil {
+		return h, &CorruptError{File: rs.s.logPath, Position: pos, Err: err}
+	}
+	return h, nil
+}

@@ -1,0 +1,145 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/seedqueue/sq/ring"
+)
+
+// Sync makes everything appended so far durable: it fdatasyncs the active
+// segment and every segment sealed since the last Sync, in one Backend.Sync
+// call, and records the synced position for Checkpoint. Appends that run
+// concurrently with Sync may or may not be covered.
+//
+// A failed sync puts the Log in a failed state: the error wraps ErrFailed
+// and the cause, and every later Append and Sync returns it until the Log
+// is reopened (after EIO the kernel may have dropped the dirty pages, so a
+// later successful sync would prove nothing; DESIGN §3.3).
+func (l *Log) Sync() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	return l.syncLocked()
+}
+
+func (l *Log) syncLocked() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	if l.failed != nil {
+		l.mu.Unlock()
+		return l.failed
+	}
+	act := l.active()
+	rp := recoveryPoint{next: l.next, base: act.base, pos: act.end}
+	pending := l.unsynced
+	l.unsynced = nil
+	l.mu.Unlock()
+	if rp == l.synced && len(pending) == 0 {
+		return nil
+	}
+	files := make([]ring.File, 0, len(pending)+1)
+	for _, s := range pending {
+		files = append(files, s.file)
+	}
+	files = append(files, act.file)
+	if err := l.be.Sync(files...); err != nil {
+		err = fmt.Errorf("%w: sync: %w", ErrFailed, err)
+		l.mu.Lock()
+		l.failed = err
+		l.unsynced = append(pending, l.unsynced...)
+		l.mu.Unlock()
+		return err
+	}
+	var errs []error
+	for _, s := range pending {
+		errs = append(errs, s.file.Close())
+		s.file = nil
+	}
+	l.synced = rp
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("segment: sync: closing sealed segments: %w", err)
+	}
+	return nil
+}
+
+// Checkpoint writes the recovery point, the last position Sync made
+// durable, so that the next Open scans only what follows it (DESIGN §3.6):
+// tmp file, fsync, rename, fsync of the directory. It does nothing if the
+// synced position has not moved since the last Checkpoint.
+func (l *Log) Checkpoint() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.RLock()
+	closed := l.closed
+	l.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	return l.checkpointLocked()
+}
+
+func (l *Log) checkpointLocked() error {
+	if l.synced == l.checkpointed {
+		return nil
+	}
+	if err := writeRecoveryPoint(l.fs, l.dir, l.synced); err != nil {
+		return err
+	}
+	l.checkpointed = l.synced
+	return nil
+}
+
+// Close syncs, trims the active segment's preallocated tail to its real end,
+// writes the recovery point, drops the Log's mappings and closes its files.
+// Views still held stay valid until released. Append must not run
+// concurrently with Close. After a failed sync Close skips the trim and the
+// checkpoint, closes everything and returns the sync error.
+func (l *Log) Close() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	err := l.syncLocked()
+	if errors.Is(err, ErrClosed) {
+		return err
+	}
+	l.mu.Lock()
+	l.closed = true
+	segs, pending := l.segs, l.unsynced
+	l.unsynced = nil
+	l.mu.Unlock()
+	for _, s := range segs {
+		s.mapMu.Lock()
+		if s.m != nil {
+			s.m.release()
+			s.m = nil
+		}
+		s.mapMu.Unlock()
+	}
+	act := segs[len(segs)-1]
+	if err == nil {
+		err = l.be.Truncate(act.file, act.end)
+		if err == nil {
+			err = l.be.Sync(act.file)
+		}
+		if err == nil {
+			err = l.checkpointLocked()
+		}
+	}
+	errs := []error{err}
+	for _, s := range append(pending, act) {
+		if s.file != nil {
+			errs = append(errs, s.file.Close())
+			s.file = nil
+		}
+		if s.idx != nil {
+			errs = append(errs, s.idx.Close())
+			s.idx = nil
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("segment: close %s: %w", l.dir, err)
+	}
+	return nil
+}
