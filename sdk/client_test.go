@@ -253,4 +253,3 @@ func TestBackoffBounds(t *testing.T) {
 		}
 	}
 }
-

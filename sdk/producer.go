@@ -321,59 +321,43 @@ func (p *Producer) retry(ctx context.Context, err error, attempt int, what strin
 }
 
 // sendPartition sends the messages idx (all for tp, in order) as one or
-// more batches, each after the previous one was acknowledged.
+// more batches under maxBatchBytes, each after the previous one was
+// acknowledged.
 func (p *Producer) sendPartition(ctx context.Context, tp topicPartition, idx []int, msgs []ProducerMessage, acks []Ack) {
 	maxBatch := int(p.client.Limits().MaxBatchBytes)
 	var (
-		b       batch.Builder
 		pending []int
+		size    = batchOverhead
 		failed  error
 	)
 	flush := func() {
 		if len(pending) == 0 {
 			return
 		}
-		defer func() { b.Reset(); pending = pending[:0] }()
 		if failed == nil {
-			failed = p.sendBatch(ctx, tp, &b, pending, acks)
-			return
+			failed = p.sendBatch(ctx, tp, msgs, pending, acks)
+		} else {
+			for _, i := range pending {
+				acks[i].Err = failed
+			}
 		}
-		for _, i := range pending {
-			acks[i].Err = failed
-		}
+		pending, size = nil, batchOverhead
 	}
 	for _, i := range idx {
-		m := &msgs[i]
-		hs := toRecordHeaders(m.Headers)
-		if b.Len() > 0 && b.EstimatedSize()+recordOverhead+batch.RecordSize(m.Key, m.Value, hs) > maxBatch {
+		n := recordEstimate(&msgs[i])
+		if len(pending) > 0 && size+n > maxBatch {
 			flush()
 		}
-		b.Add(m.Key, m.Value, hs, m.Timestamp)
 		pending = append(pending, i)
+		size += n
 	}
 	flush()
 }
 
-// recordOverhead is what EstimatedSize adds per record beyond its bytes.
-const recordOverhead = 48 + 16 + 8
-
-// sendBatch builds and publishes one batch with retries and fills the acks
+// sendBatch encodes and publishes one batch with retries and fills the acks
 // of its records. It returns the batch's error, also stored in the acks.
-func (p *Producer) sendBatch(ctx context.Context, tp topicPartition, b *batch.Builder, idx []int, acks []Ack) error {
-	data, err := b.Build()
-	var res PublishResult
-	for attempt := 1; err == nil; attempt++ {
-		res, err = p.client.Publish(ctx, tp.topic, tp.partition, data)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, api.ErrUnknownTopic) || errors.Is(err, api.ErrUnknownPartition) {
-			p.invalidate(tp.topic)
-		}
-		if !p.retry(ctx, err, attempt, fmt.Sprintf("publish %s/%d", tp.topic, tp.partition)) {
-			break
-		}
-	}
+func (p *Producer) sendBatch(ctx context.Context, tp topicPartition, msgs []ProducerMessage, idx []int, acks []Ack) error {
+	res, err := p.publish(ctx, tp, msgs, idx)
 	for j, i := range idx {
 		if err != nil {
 			acks[i].Err = err
@@ -383,6 +367,26 @@ func (p *Producer) sendBatch(ctx context.Context, tp topicPartition, b *batch.Bu
 		acks[i].Durability = res.Durability
 	}
 	return err
+}
+
+// publish encodes the batch and sends it, retrying retriable failures.
+func (p *Producer) publish(ctx context.Context, tp topicPartition, msgs []ProducerMessage, idx []int) (PublishResult, error) {
+	data, err := encodeBatch(msgs, idx)
+	if err != nil {
+		return PublishResult{}, fmt.Errorf("sdk: build batch: %w", err)
+	}
+	for attempt := 1; ; attempt++ {
+		res, err := p.client.Publish(ctx, tp.topic, tp.partition, data)
+		if err == nil {
+			return res, nil
+		}
+		if errors.Is(err, api.ErrUnknownTopic) || errors.Is(err, api.ErrUnknownPartition) {
+			p.invalidate(tp.topic)
+		}
+		if !p.retry(ctx, err, attempt, fmt.Sprintf("publish %s/%d", tp.topic, tp.partition)) {
+			return PublishResult{}, err
+		}
+	}
 }
 
 func toRecordHeaders(hs []Header) []batch.RecordHeader {
