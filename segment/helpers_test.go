@@ -84,34 +84,43 @@ func appendBatches(t testing.TB, l *Log, count, perAppend, recs, valueBytes int)
 // batch headers.
 func checkBufs(t testing.TB, bufs [][]byte) []batch.Header {
 	t.Helper()
+	hs, err := walkBufs(bufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hs
+}
+
+// walkBufs is checkBufs for goroutines other than the test's.
+func walkBufs(bufs [][]byte) ([]batch.Header, error) {
 	var hs []batch.Header
 	for _, buf := range bufs {
 		for len(buf) > 0 {
 			b, rest, h, err := batch.Split(buf, 0)
 			if err != nil {
-				t.Fatalf("Split: %v", err)
+				return nil, fmt.Errorf("split: %w", err)
 			}
 			if _, err := batch.Validate(b, batch.Limits{}); err != nil {
-				t.Fatalf("batch at offset %d: %v", h.BaseOffset, err)
+				return nil, fmt.Errorf("batch at offset %d: %w", h.BaseOffset, err)
 			}
 			it, err := batch.NewIter(b)
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			for it.Next() {
 				r := it.Record()
 				if want := fmt.Sprintf("rec-%d-", r.Offset); string(r.Value[:min(len(want), len(r.Value))]) != want {
-					t.Fatalf("record at offset %d has value %q", r.Offset, r.Value)
+					return nil, fmt.Errorf("record at offset %d has value %q", r.Offset, r.Value)
 				}
 			}
 			if err := it.Err(); err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			hs = append(hs, h)
 			buf = rest
 		}
 	}
-	return hs
+	return hs, nil
 }
 
 // readable returns the offsets readable from the log start up to the log
@@ -150,3 +159,5 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return !errors.Is(err, os.ErrNotExist)
 }
+
+func osFS() ring.FS { return ring.OS }

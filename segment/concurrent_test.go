@@ -1,0 +1,71 @@
+package segment
+
+import (
+	"sync"
+	"testing"
+)
+
+// TestConcurrentReads runs readers against a log that is appending and
+// rolling; run with -race. Every read must see whole, intact, contiguous
+// batches below the limit it passed.
+func TestConcurrentReads(t *testing.T) {
+	l := openLog(t, t.TempDir(), smallOptions())
+	defer l.Close()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for r := 0; r < 4; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			var off uint64
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				hw := l.NextOffset()
+				v, err := l.Read(off, 300*(r+1), hw)
+				if err != nil {
+					errs <- err
+					return
+				}
+				hs, err := walkBufs(v.Bufs)
+				if err != nil {
+					errs <- err
+					v.Release()
+					return
+				}
+				for i, h := range hs {
+					if h.BaseOffset >= hw || (i == 0 && (h.BaseOffset > off || h.NextOffset() <= off)) {
+						t.Errorf("read at %d limit %d got batch [%d, %d)", off, hw, h.BaseOffset, h.NextOffset())
+					}
+				}
+				off = v.NextOffset
+				v.Release()
+				if off >= 400 {
+					off = uint64(r) // read the log again from (almost) the start
+				}
+			}
+		}(r)
+	}
+	for i := 0; i < 200; i++ {
+		appendBatches(t, l, 1, 1+i%3, 2, 30)
+		if i%10 == 0 {
+			if err := l.Sync(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	close(done)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if l.SegmentCount() < 10 {
+		t.Fatalf("only %d segments: the test did not roll much", l.SegmentCount())
+	}
+	readable(t, l)
+}
