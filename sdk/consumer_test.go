@@ -1,0 +1,279 @@
+package sdk
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// produce sends n keyed records "v<i>" to topic and returns their acks.
+func produce(t *testing.T, s *fakeServer, topic string, n int) []Ack {
+	t.Helper()
+	p := newTestProducer(t, s)
+	var msgs []ProducerMessage
+	for i := range n {
+		msgs = append(msgs, NewProducerMessage(topic, []byte(fmt.Sprint("v", i))).WithKey([]byte(fmt.Sprint("k", i))))
+	}
+	acks, err := p.SendBatch(testCtx(t), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	return acks
+}
+
+func TestConsumerTopicRequired(t *testing.T) {
+	_, err := NewConsumer(testCtx(t), ConsumerConfig{})
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Topic") {
+		t.Fatalf("NewConsumer without topic: %v", err)
+	}
+}
+
+func TestConsumerUnknownTopic(t *testing.T) {
+	s := newFakeServer(t)
+	_, err := NewConsumer(testCtx(t), ConsumerConfig{Addr: s.addr, Topic: "nope"})
+	if !errors.Is(err, api.ErrUnknownTopic) {
+		t.Fatalf("NewConsumer on a missing topic: %v", err)
+	}
+}
+
+func TestPollAcrossPartitionsInOrder(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 4)
+	acks := produce(t, s, "t", 200)
+	c := newTestConsumer(t, s, ConsumerConfig{Topic: "t", MaxPollRecords: 7})
+	msgs := pollN(t, c, 200)
+	if len(msgs) != 200 {
+		t.Fatalf("got %d messages", len(msgs))
+	}
+	next := map[uint32]uint64{}
+	byPos := map[string]string{}
+	for _, a := range acks {
+		byPos[fmt.Sprint(a.Partition, "/", a.Offset)] = ""
+	}
+	for _, m := range msgs {
+		if m.Topic != "t" || m.Offset != next[m.Partition] {
+			t.Fatalf("message %+v out of order: want offset %d", m, next[m.Partition])
+		}
+		next[m.Partition]++
+		if strings.TrimPrefix(string(m.Key), "k") != strings.TrimPrefix(string(m.Value), "v") {
+			t.Fatalf("key %q with value %q", m.Key, m.Value)
+		}
+		delete(byPos, fmt.Sprint(m.Partition, "/", m.Offset))
+	}
+	if len(next) != 4 || len(byPos) != 0 {
+		t.Fatalf("partitions read %v, %d acked records not read", next, len(byPos))
+	}
+	// Idle: an empty result after about MaxWait, no error.
+	start := time.Now()
+	more, err := c.Poll(testCtx(t))
+	if err != nil || len(more) != 0 {
+		t.Fatalf("idle Poll = %d messages, %v", len(more), err)
+	}
+	if time.Since(start) < 40*time.Millisecond {
+		t.Fatalf("idle Poll returned after %v, want about MaxWait", time.Since(start))
+	}
+}
+
+func TestConsumerHeadersAndEmptyValues(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	p := newTestProducer(t, s)
+	msgs := []ProducerMessage{
+		NewProducerMessage("t", nil).WithKey([]byte{}),
+		NewProducerMessage("t", []byte("x")).WithHeaders(Header{Key: "trace", Value: []byte("abc")}, Header{Key: "empty"}),
+	}
+	if _, err := p.SendBatch(testCtx(t), msgs); err != nil {
+		t.Fatal(err)
+	}
+	c := newTestConsumer(t, s, ConsumerConfig{Topic: "t"})
+	got := pollN(t, c, 2)
+	if got[0].Key == nil || len(got[0].Key) != 0 || got[0].Value == nil || len(got[0].Value) != 0 || got[0].Headers != nil {
+		t.Fatalf("message 0 = %#v", got[0])
+	}
+	if got[1].Key != nil || len(got[1].Headers) != 2 || got[1].Headers[0].Key != "trace" || string(got[1].Headers[0].Value) != "abc" || got[1].Headers[1].Key != "empty" {
+		t.Fatalf("message 1 = %#v", got[1])
+	}
+}
+
+func TestStartFrom(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	produce(t, s, "t", 10)
+	for _, tc := range []struct {
+		start StartPosition
+		first uint64
+		name  string
+	}{
+		{StartEarliest, 0, "earliest"},
+		{StartAt(6), 6, "offset 6"},
+		{StartLatest, 10, "latest"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.start.String() != tc.name {
+				t.Fatalf("String() = %q", tc.start.String())
+			}
+			c := newTestConsumer(t, s, ConsumerConfig{Topic: "t", StartFrom: tc.start})
+			if tc.start == StartLatest {
+				if msgs, err := c.Poll(testCtx(t)); err != nil || len(msgs) != 0 {
+					t.Fatalf("Poll at latest = %v, %v", msgs, err)
+				}
+				produce(t, s, "t", 1)
+			}
+			msgs := pollN(t, c, 1)
+			if msgs[0].Offset != tc.first {
+				t.Fatalf("first offset %d, want %d", msgs[0].Offset, tc.first)
+			}
+		})
+	}
+}
+
+func TestCommitAndResume(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 2)
+	produce(t, s, "t", 20)
+	cfg := ConsumerConfig{Topic: "t", ConsumerGroup: "g", MaxPollRecords: 5}
+	c := newTestConsumer(t, s, cfg)
+	first, err := c.Poll(testCtx(t))
+	if err != nil || len(first) == 0 {
+		t.Fatalf("Poll = %d, %v", len(first), err)
+	}
+	if err := c.Commit(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Poll(testCtx(t)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Poll after Close: %v", err)
+	}
+	// The second consumer resumes after the first Poll's records, even with
+	// StartFrom latest (committed offsets win).
+	cfg.StartFrom = StartLatest
+	cfg.MaxPollRecords = 100
+	c2 := newTestConsumer(t, s, cfg)
+	rest := pollN(t, c2, 20-len(first))
+	seen := map[string]bool{}
+	for _, m := range append(first, rest...) {
+		k := fmt.Sprint(m.Partition, "/", m.Offset)
+		if seen[k] {
+			t.Fatalf("record %s read twice", k)
+		}
+		seen[k] = true
+	}
+	if len(seen) != 20 {
+		t.Fatalf("read %d distinct records, want 20", len(seen))
+	}
+}
+
+func TestCommitWithoutGroup(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	c := newTestConsumer(t, s, ConsumerConfig{Topic: "t"})
+	if err := c.Commit(testCtx(t)); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("Commit = %v, want ErrNoGroup", err)
+	}
+}
+
+// TestAutoCommit checks that auto-commit never covers records not yet
+// returned, commits at the next Poll, and commits at Close.
+func TestAutoCommit(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	produce(t, s, "t", 10)
+	c := newTestConsumer(t, s, ConsumerConfig{Topic: "t", ConsumerGroup: "g", AutoCommit: true, AutoCommitInterval: time.Nanosecond, MaxPollRecords: 3})
+	committed := func() (uint64, bool) {
+		cl := dialTest(t, s)
+		defer cl.Close()
+		offs, err := cl.FetchOffsets(testCtx(t), "g", "t")
+		if err != nil || len(offs) > 1 {
+			t.Fatalf("FetchOffsets = %+v, %v", offs, err)
+		}
+		if len(offs) == 0 {
+			return 0, false
+		}
+		return offs[0].Offset, true
+	}
+	msgs := pollN(t, c, 1)
+	if len(msgs) != 3 {
+		t.Fatalf("first Poll returned %d records, want 3", len(msgs))
+	}
+	if off, ok := committed(); ok && off != 0 {
+		t.Fatalf("committed %d after the first Poll, want nothing beyond 0", off)
+	}
+	msgs = pollN(t, c, 1) // commits the first Poll's 3 records
+	if off, _ := committed(); off != 3 {
+		t.Fatalf("committed %d after the second Poll, want 3", off)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := committed(); off != 3+uint64(len(msgs)) {
+		t.Fatalf("committed %d after Close, want %d", off, 3+len(msgs))
+	}
+}
+
+func TestOffsetOutOfRangeMovesToLogStart(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	p := newTestProducer(t, s)
+	for i := range 5 { // five batches of two records
+		msgs := []ProducerMessage{NewProducerMessage("t", []byte(fmt.Sprint(2*i))), NewProducerMessage("t", []byte(fmt.Sprint(2*i+1)))}
+		if _, err := p.SendBatch(testCtx(t), msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.truncate("t", 0, 4) // retention removed offsets 0..3
+	var logs logBuffer
+	c := newTestConsumer(t, s, ConsumerConfig{Topic: "t", StartFrom: StartAt(1), Logger: logs.logger()})
+	msgs := pollN(t, c, 6)
+	if msgs[0].Offset != 4 || string(msgs[0].Value) != "4" {
+		t.Fatalf("first message %+v, want offset 4", msgs[0])
+	}
+	if !strings.Contains(logs.String(), "records lost to retention") || !strings.Contains(logs.String(), "skipped=3") {
+		t.Fatalf("no loss warning logged:\n%s", logs.String())
+	}
+}
+
+func TestConsumerReconnectsAfterRestart(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 2)
+	produce(t, s, "t", 10)
+	c := newTestConsumer(t, s, ConsumerConfig{Topic: "t"})
+	first := pollN(t, c, 10)
+	s.restart()
+	produce(t, s, "t", 10)
+	second := pollN(t, c, 10)
+	seen := map[string]bool{}
+	for _, m := range append(first, second...) {
+		k := fmt.Sprint(m.Partition, "/", m.Offset)
+		if seen[k] {
+			t.Fatalf("record %s read twice after reconnect", k)
+		}
+		seen[k] = true
+	}
+	if len(seen) != 20 {
+		t.Fatalf("%d distinct records", len(seen))
+	}
+}
+
+func TestConsumerReportsPermanentError(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	c := newTestConsumer(t, s, ConsumerConfig{Topic: "t"})
+	s.mu.Lock()
+	delete(s.topics, "t")
+	s.mu.Unlock()
+	var err error
+	waitFor(t, 5*time.Second, "the error", func() bool {
+		_, err = c.Poll(testCtx(t))
+		return err != nil
+	})
+	if !errors.Is(err, api.ErrUnknownTopic) {
+		t.Fatalf("Poll after the topic was deleted: %v", err)
+	}
+}
