@@ -1,0 +1,45 @@
+# SQ (SeedQueue) build, test and code generation.
+#
+#   make run       build and start one node with the defaults (data in ./data)
+#   make test      the whole test suite (what CI runs)
+#   make check     gofmt + go vet
+#   make build     build bin/sq-server and bin/sq
+#   make generate  regenerate the Cap'n Proto code (needs Debian's capnproto)
+
+GO        ?= go
+BIN       := bin
+TEST_TIMEOUT ?= 12m
+CAPNP_GO_VERSION := v3.1.0-alpha.2
+
+.PHONY: all build run test check fmt vet generate tools clean
+
+all: check build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/sq-server ./cmd/sq
+
+run: build
+	./$(BIN)/sq-server serve
+
+test: check
+	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+
+check: fmt vet
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+tools:
+	@command -v capnp >/dev/null || { echo "capnp missing: apt-get install capnproto"; exit 1; }
+	$(GO) install capnproto.org/go/capnp/v3/capnpc-go@$(CAPNP_GO_VERSION)
+
+generate: tools
+	cd api && PATH="$$($(GO) env GOPATH)/bin:$$PATH" capnp compile \
+		-I"$$($(GO) list -m -f '{{.Dir}}' capnproto.org/go/capnp/v3)/std" -ogo sq.capnp
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/engine"
+)
+
+// config is the server configuration assembled from flags and SQ_*
+// environment variables.
+type config struct {
+	GRPCHost     string
+	CapnpHost    string
+	HTTPHost     string
+	NodeID       string
+	DataDir      string
+	Seeds        string
+	ClusterID    string
+	SyncPolicy   string
+	S3Bucket     string
+	S3Endpoint   string
+	S3Region     string
+	MaxRecord    int
+	MaxBatch     int
+	MaxFrame     int
+	SegmentBytes int64
+	LogLevel     string
+	LogFormat    string
+}
+
+// flagSpec ties one flag to its environment variable.
+type flagSpec struct {
+	name, env, usage string
+}
+
+// The flags of the server, in the order of the README's table. Each flag
+// may also be set by its environment variable; the flag wins.
+var flagSpecs = []flagSpec{
+	{"grpc-host", "SQ_GRPC_HOST", "gRPC control-plane listen address (control plane not served in this build)"},
+	{"capnp-host", "SQ_CAPNP_HOST", "Cap'n Proto data-plane listen address (port 0 picks a free port)"},
+	{"http-host", "SQ_HTTP_HOST", "HTTP health/metrics listen address (not served in this build)"},
+	{"node-id", "SQ_NODE_ID", "unique node identifier"},
+	{"data-dir", "SQ_DATA_DIR", "data directory (created if missing; locked while served)"},
+	{"seeds", "SQ_SEEDS", "comma-separated seed node addresses (clustering not in this build)"},
+	{"cluster-id", "SQ_CLUSTER_ID", "cluster identifier"},
+	{"sync-policy", "SQ_SYNC_POLICY", "default sync policy of topics: every-batch, none, or an interval in ms (N or Nms)"},
+	{"s3-bucket", "SQ_S3_BUCKET", "S3 bucket for tiered storage (tiered storage not in this build)"},
+	{"s3-endpoint", "SQ_S3_ENDPOINT", "S3 endpoint, for MinIO etc. (tiered storage not in this build)"},
+	{"s3-region", "SQ_S3_REGION", "S3 region (tiered storage not in this build)"},
+	{"max-record-bytes", "SQ_MAX_RECORD_BYTES", "largest record (key+value+headers) in bytes"},
+	{"max-batch-bytes", "SQ_MAX_BATCH_BYTES", "largest batch in bytes"},
+	{"max-frame-bytes", "SQ_MAX_FRAME_BYTES", "largest Cap'n Proto frame (without records) in bytes"},
+	{"segment-bytes", "SQ_SEGMENT_BYTES", "default segment size of topics in bytes"},
+	{"log-level", "SQ_LOG_LEVEL", "log level: debug, info, warn, error"},
+	{"log-format", "SQ_LOG_FORMAT", "log format: text or json"},
+}
+
+func bindFlags(fs *pflag.FlagSet, c *config) {
+	fs.StringVar(&c.GRPCHost, "grpc-host", "127.0.0.1:6060", "")
+	fs.StringVar(&c.CapnpHost, "capnp-host", "127.0.0.1:6064", "")
+	fs.StringVar(&c.HTTPHost, "http-host", "127.0.0.1:6062", "")
+	fs.StringVar(&c.NodeID, "node-id", "node-1", "")
+	fs.StringVar(&c.DataDir, "data-dir", "./data", "")
+	fs.StringVar(&c.Seeds, "seeds", "", "")
+	fs.StringVar(&c.ClusterID, "cluster-id", "default", "")
+	fs.StringVar(&c.SyncPolicy, "sync-policy", "every-batch", "")
+	fs.StringVar(&c.S3Bucket, "s3-bucket", "", "")
+	fs.StringVar(&c.S3Endpoint, "s3-endpoint", "", "")
+	fs.StringVar(&c.S3Region, "s3-region", "", "")
+	fs.IntVar(&c.MaxRecord, "max-record-bytes", api.DefaultMaxRecordBytes, "")
+	fs.IntVar(&c.MaxBatch, "max-batch-bytes", api.DefaultMaxBatchBytes, "")
+	fs.IntVar(&c.MaxFrame, "max-frame-bytes", api.DefaultMaxFrameBytes, "")
+	fs.Int64Var(&c.SegmentBytes, "segment-bytes", engine.DefaultSegmentBytes, "")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "")
+	for _, s := range flagSpecs {
+		f := fs.Lookup(s.name)
+		f.Usage = s.usage + " (env " + s.env + ")"
+	}
+}
+
+// applyEnv sets every flag not given on the command line from its
+// environment variable, so a flag wins over its variable.
+func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
+	var errs []error
+	for _, s := range flagSpecs {
+		f := fs.Lookup(s.name)
+		if f == nil || f.Changed {
+			continue
+		}
+		if v := getenv(s.env); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %v", s.env, v, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *config) validate() error {
+	var errs []error
+	if _, err := engine.ParseSyncPolicy(c.SyncPolicy); err != nil {
+		errs = append(errs, fmt.Errorf("--sync-policy: %v", err))
+	}
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("--node-id must not be empty"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir must not be empty"))
+	}
+	if c.MaxRecord < 1 || c.MaxBatch < 1 || c.MaxFrame < 1024 {
+		errs = append(errs, fmt.Errorf("--max-record-bytes (%d) and --max-batch-bytes (%d) must be positive, --max-frame-bytes (%d) at least 1024", c.MaxRecord, c.MaxBatch, c.MaxFrame))
+	}
+	if c.MaxRecord > c.MaxBatch {
+		errs = append(errs, fmt.Errorf("--max-record-bytes %d is larger than --max-batch-bytes %d", c.MaxRecord, c.MaxBatch))
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func (c *config) logger() *slog.Logger {
+	level, _ := parseLevel(c.LogLevel)
+	ho := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, ho))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, ho))
+}
+
+func envTable() string {
+	var b strings.Builder
+	for _, s := range flagSpecs {
+		b.WriteString("  --" + s.name + strings.Repeat(" ", 20-len(s.name)) + s.env + "\n")
+	}
+	return b.String()
+}

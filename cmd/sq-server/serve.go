@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/net/dataplane"
+)
+
+// version is the server version, set at build time with
+// -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+// shutdownTimeout bounds the graceful stop: in-flight requests get this
+// long to finish before connections are closed.
+const shutdownTimeout = 30 * time.Second
+
+func newRootCommand() *cobra.Command {
+	var c config
+	root := &cobra.Command{
+		Use:           "sq-server",
+		Short:         "SQ (SeedQueue) broker node",
+		Long:          "sq-server runs one SQ broker node. Every flag can also be set with its environment variable; a flag wins.\n\n" + envTable(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	bindFlags(root.PersistentFlags(), &c)
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the broker until SIGINT or SIGTERM",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags(), os.Getenv); err != nil {
+				return err
+			}
+			if err := c.validate(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return run(ctx, &c, c.logger())
+		},
+	}
+	root.AddCommand(serve)
+	return root
+}
+
+// run opens the engine, serves the data plane until ctx ends, then stops
+// gracefully: refuse new work, finish in-flight requests, sync, trim, close.
+func run(ctx context.Context, c *config, log *slog.Logger) error {
+	log.Info("starting sq-server", "version", version, "node_id", c.NodeID, "cluster_id", c.ClusterID, "data_dir", c.DataDir)
+	for _, part := range []struct{ flag, value, what string }{
+		{"--grpc-host", c.GRPCHost, "gRPC control plane"},
+		{"--http-host", c.HTTPHost, "HTTP health and metrics"},
+		{"--seeds", c.Seeds, "clustering"},
+		{"--s3-bucket", c.S3Bucket, "tiered storage"},
+	} {
+		if part.value != "" {
+			log.Info("not served in this build; setting accepted and ignored", "flag", part.flag, "value", part.value, "part", part.what)
+		}
+	}
+	eng, err := engine.Open(engine.Options{
+		DataDir:        c.DataDir,
+		SyncPolicy:     c.SyncPolicy,
+		SegmentBytes:   c.SegmentBytes,
+		MaxRecordBytes: c.MaxRecord,
+		MaxBatchBytes:  c.MaxBatch,
+		Logger:         log,
+	})
+	if err != nil {
+		return err
+	}
+	srv, err := dataplane.New(eng, dataplane.Options{
+		Addr:          c.CapnpHost,
+		NodeID:        c.NodeID,
+		ServerVersion: version,
+		MaxFrameBytes: uint32(c.MaxFrame),
+		Logger:        log,
+	})
+	if err != nil {
+		eng.Close()
+		return err
+	}
+	ln, err := net.Listen("tcp", c.CapnpHost)
+	if err != nil {
+		eng.Close()
+		return fmt.Errorf("data plane: listen on %s: %w", c.CapnpHost, err)
+	}
+	log.Info("data plane listening", "addr", ln.Addr().String())
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: refusing new work, finishing requests in flight")
+	case err = <-serveErr:
+		log.Error("data plane stopped", "err", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if serr := srv.Shutdown(sctx); serr != nil && !errors.Is(serr, context.Canceled) {
+		log.Warn("data plane shutdown", "err", serr)
+	}
+	if cerr := eng.Close(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	if err == nil {
+		log.Info("stopped cleanly")
+	}
+	return err
+}

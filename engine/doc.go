@@ -1,0 +1,37 @@
+// Package engine is SQ's storage engine above the segment files: topics
+// with N partitions and their persisted metadata, appends with group commit
+// under each topic's sync policy, fetch by offset with long polling, the
+// high watermark, and committed consumer-group offsets.
+//
+// # Layout of the data directory (DESIGN §3.1)
+//
+//	<data-dir>/
+//	  LOCK                       flock'd while an Engine owns the directory
+//	  format-version             on-disk format version ("1")
+//	  meta/topics/<topic>.json   topic config (tmp -> fsync -> rename -> fsync dir)
+//	  topics/<topic>/<p>/        one segment.Log per partition
+//	  groups/offsets.log         committed offsets (checksummed records, compacted by snapshot)
+//
+// # Write path (DESIGN §3.3)
+//
+// Each partition has one append goroutine. It takes every batch queued
+// since its last commit (group commit), assigns offsets, writes them with
+// one gather write, applies the sync policy, then advances the high
+// watermark and acknowledges:
+//
+//   - every-batch: fdatasync before the acknowledgement; concurrent batches
+//     share one fdatasync. Acknowledged means on disk.
+//   - interval (N or Nms): acknowledged after the write; the append goroutine
+//     syncs every N ms. Loss window: the interval plus one sync.
+//   - none: acknowledged after the write; the kernel decides. Loss window
+//     unbounded (in practice the kernel's dirty-page writeback, ~30 s).
+//
+// A failed write fails every batch of that commit and leaves the log end
+// unchanged. A failed fdatasync fails every batch of that commit and puts
+// the partition into a failed, read-only state until the server restarts:
+// after EIO the kernel may have dropped the dirty pages, so a later
+// successful sync would prove nothing (the "fsyncgate" lesson).
+//
+// Readers never see offsets at or above the high watermark, which is
+// published atomically after the write (and sync, under every-batch).
+package engine

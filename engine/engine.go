@@ -1,0 +1,373 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/batch"
+	"github.com/seedqueue/sq/segment"
+)
+
+// Engine owns a data directory: its topics, partitions and group offsets.
+// All methods are safe for concurrent use. Errors meant for clients are
+// *api.Error values with catalog codes.
+type Engine struct {
+	opts Options
+	log  *slog.Logger
+	lock *dirLock
+
+	mu       sync.RWMutex
+	topics   map[string]*topic
+	createMu sync.Mutex // serialises topic creation
+
+	offsets *offsetStore
+
+	closeOnce sync.Once
+	closing   chan struct{}
+	closeErr  error
+}
+
+type topic struct {
+	meta   topicMeta
+	limits batch.Limits
+	parts  []*partition
+}
+
+// Open locks opts.DataDir (creating it if needed), recovers every topic's
+// partitions and the group offsets, and returns the running engine. A
+// partition whose files are corrupt below its recovery point is opened in
+// the failed state (reported by DescribeTopic and every request) while the
+// others serve. Open fails with ErrDataDirLocked when another process
+// holds the directory.
+func Open(opts Options) (*Engine, error) {
+	opts.Defaults()
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("engine: invalid options: %w", err)
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("engine: create data directory: %w", err)
+	}
+	lock, err := lockDataDir(opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{opts: opts, log: opts.Logger, lock: lock, topics: map[string]*topic{}, closing: make(chan struct{})}
+	if err := e.open(); err != nil {
+		e.closeTopics()
+		lock.release()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Engine) open() error {
+	removeTemps(e.opts.DataDir, e.log)
+	if err := checkFormatVersion(e); err != nil {
+		return err
+	}
+	for _, d := range []string{e.metaDir(), filepath.Join(e.opts.DataDir, "topics"), filepath.Join(e.opts.DataDir, "groups")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("engine: create %s: %w", d, err)
+		}
+	}
+	metas, err := e.loadTopicMetas()
+	if err != nil {
+		return err
+	}
+	for _, m := range metas {
+		t, err := e.openTopic(m)
+		if err != nil {
+			return err
+		}
+		e.topics[m.Name] = t
+	}
+	e.reportOrphanTopicDirs()
+	e.offsets, err = openOffsetStore(filepath.Join(e.opts.DataDir, "groups"), e.opts.FS, e.log)
+	if err != nil {
+		return err
+	}
+	e.clampOffsets()
+	e.log.Info("storage recovered", "data_dir", e.opts.DataDir, "topics", len(e.topics), "io_backend", e.opts.Backend.Name())
+	return nil
+}
+
+func (e *Engine) segmentOptions(c TopicConfig) segment.Options {
+	return segment.Options{
+		SegmentBytes:       c.SegmentBytes,
+		IndexIntervalBytes: e.opts.IndexIntervalBytes,
+		PreallocBytes:      e.opts.PreallocBytes,
+		MaxBatchBytes:      e.opts.MaxBatchBytes,
+		Logger:             e.log,
+	}
+}
+
+// openTopic opens every partition of m. A partition that fails to open is
+// kept in the failed state with the error; the topic still serves the rest.
+func (e *Engine) openTopic(m topicMeta) (*topic, error) {
+	policy, err := ParseSyncPolicy(m.Config.SyncPolicy)
+	if err != nil {
+		return nil, fmt.Errorf("engine: topic %s: %w", m.Name, err)
+	}
+	t := &topic{meta: m, limits: batch.Limits{MaxRecordBytes: int(m.Config.MaxRecordBytes), MaxBatchBytes: e.opts.MaxBatchBytes}}
+	for i := 0; i < m.Partitions; i++ {
+		dir := filepath.Join(e.topicDir(m.Name), strconv.Itoa(i))
+		lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config))
+		p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log)
+		if err != nil {
+			code := api.CodeStorageError
+			if errors.Is(err, segment.ErrCorrupt) {
+				code = api.CodePartitionFailed
+			}
+			p.fail(api.NewError(code, "partition %s/%d failed to open: %v", m.Name, i, err))
+		}
+		t.parts = append(t.parts, p)
+	}
+	return t, nil
+}
+
+// reportOrphanTopicDirs logs topic directories without metadata: the
+// remains of a create that crashed before its metadata was written. They
+// hold no acknowledged record and are removed by the next create of the
+// same name.
+func (e *Engine) reportOrphanTopicDirs() {
+	ents, err := os.ReadDir(filepath.Join(e.opts.DataDir, "topics"))
+	if err != nil {
+		return
+	}
+	for _, ent := range ents {
+		if _, ok := e.topics[ent.Name()]; !ok {
+			e.log.Warn("ignoring topic directory without metadata", "path", filepath.Join(e.opts.DataDir, "topics", ent.Name()))
+		}
+	}
+}
+
+// Limits returns the data-plane limits of this engine.
+func (e *Engine) Limits() Limits {
+	return Limits{MaxRecordBytes: e.opts.MaxRecordBytes, MaxBatchBytes: e.opts.MaxBatchBytes}
+}
+
+// BackendName names the I/O backend in use ("portable" or "uring").
+func (e *Engine) BackendName() string { return e.opts.Backend.Name() }
+
+// DataDir returns the data directory.
+func (e *Engine) DataDir() string { return e.opts.DataDir }
+
+func (e *Engine) isClosing() bool {
+	select {
+	case <-e.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// CreateTopic creates a topic with partitions partitions (1 to
+// MaxPartitions) and config cfg (zero fields take the server defaults).
+// Errors: INVALID_TOPIC_NAME, INVALID_CONFIG, TOPIC_EXISTS,
+// STORAGE_ERROR.
+func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (TopicInfo, error) {
+	if err := ValidateTopicName(name); err != nil {
+		return TopicInfo{}, err
+	}
+	if partitions < 1 || partitions > MaxPartitions {
+		return TopicInfo{}, api.NewError(api.CodeInvalidConfig, "partitions %d out of range [1, %d]", partitions, MaxPartitions)
+	}
+	cfg, err := e.resolveConfig(cfg)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	e.createMu.Lock()
+	defer e.createMu.Unlock()
+	if e.isClosing() {
+		return TopicInfo{}, api.NewError(api.CodeShuttingDown, "server is shutting down")
+	}
+	e.mu.RLock()
+	_, exists := e.topics[name]
+	e.mu.RUnlock()
+	if exists {
+		return TopicInfo{}, api.NewError(api.CodeTopicExists, "topic %q already exists", name)
+	}
+	// A directory without metadata is the remains of a crashed create.
+	dir := e.topicDir(name)
+	if err := os.RemoveAll(dir); err != nil {
+		return TopicInfo{}, storageError("create topic", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return TopicInfo{}, storageError("create topic", err)
+	}
+	m := topicMeta{Name: name, Partitions: partitions, Config: cfg, CreatedMs: e.opts.Now().UnixMilli()}
+	t, err := e.openTopic(m)
+	if err == nil {
+		for _, p := range t.parts {
+			if fe := p.failed.Load(); fe != nil {
+				err = fe
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = syncDir(e.opts.FS, filepath.Join(e.opts.DataDir, "topics"))
+	}
+	if err == nil {
+		// The metadata file is the commit point of the create.
+		err = e.writeTopicMeta(m)
+	}
+	if err != nil {
+		if t != nil {
+			closeParts(t.parts)
+		}
+		os.RemoveAll(dir)
+		return TopicInfo{}, storageError("create topic", err)
+	}
+	e.mu.Lock()
+	e.topics[name] = t
+	e.mu.Unlock()
+	e.log.Info("topic created", "topic", name, "partitions", partitions, "sync_policy", cfg.SyncPolicy)
+	return t.info(true), nil
+}
+
+func (t *topic) info(withPartitions bool) TopicInfo {
+	ti := TopicInfo{Name: t.meta.Name, PartitionCount: t.meta.Partitions, Config: t.meta.Config}
+	if withPartitions {
+		for _, p := range t.parts {
+			ti.Partitions = append(ti.Partitions, p.info())
+		}
+	}
+	return ti
+}
+
+func (e *Engine) topic(name string) (*topic, error) {
+	e.mu.RLock()
+	t, ok := e.topics[name]
+	e.mu.RUnlock()
+	if !ok {
+		if err := ValidateTopicName(name); err != nil {
+			return nil, err
+		}
+		return nil, api.NewError(api.CodeUnknownTopic, "topic %q does not exist", name)
+	}
+	return t, nil
+}
+
+func (e *Engine) partition(topicName string, p int) (*topic, *partition, error) {
+	t, err := e.topic(topicName)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p < 0 || p >= len(t.parts) {
+		return nil, nil, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", topicName, len(t.parts)-1, p)
+	}
+	return t, t.parts[p], nil
+}
+
+// DescribeTopic returns the topic's config and, per partition, log start,
+// high watermark, log end, size and segment count. Errors: UNKNOWN_TOPIC,
+// INVALID_TOPIC_NAME.
+func (e *Engine) DescribeTopic(name string) (TopicInfo, error) {
+	t, err := e.topic(name)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return t.info(true), nil
+}
+
+// ListTopics returns every topic sorted by name, without partition details.
+func (e *Engine) ListTopics() []TopicInfo {
+	e.mu.RLock()
+	out := make([]TopicInfo, 0, len(e.topics))
+	for _, t := range e.topics {
+		out = append(out, t.info(false))
+	}
+	e.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Append validates the batch b (DESIGN §3.2), appends it to the partition
+// and returns once the topic's sync policy is satisfied. The engine takes
+// ownership of b (it patches the base offset in place). Errors:
+// UNKNOWN_TOPIC, UNKNOWN_PARTITION, MESSAGE_TOO_LARGE, CORRUPT_BATCH,
+// DISK_FULL, STORAGE_ERROR, PARTITION_FAILED, SHUTTING_DOWN, or ctx's
+// error (the batch may still be appended after a cancelled wait).
+func (e *Engine) Append(ctx context.Context, topicName string, partition int, b []byte) (AppendResult, error) {
+	t, p, err := e.partition(topicName, partition)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	h, err := batch.Validate(b, t.limits)
+	if err != nil {
+		if errors.Is(err, batch.ErrTooLarge) {
+			return AppendResult{}, api.NewError(api.CodeMessageTooLarge, "%v", err)
+		}
+		return AppendResult{}, api.NewError(api.CodeCorruptBatch, "%v", err)
+	}
+	return p.append(ctx, b, h.RecordCount)
+}
+
+// Fetch returns whole batches of the partition starting with the batch
+// that holds offset, up to maxBytes but at least one batch (KIP-74), all
+// below the high watermark. When offset equals the high watermark it waits
+// up to maxWait (capped at 30 s) for new records and then returns an empty
+// result. The caller must Release the result. Errors: UNKNOWN_TOPIC,
+// UNKNOWN_PARTITION, OFFSET_OUT_OF_RANGE (with the valid range),
+// PARTITION_FAILED, SHUTTING_DOWN, or ctx's error.
+func (e *Engine) Fetch(ctx context.Context, topicName string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*FetchResult, error) {
+	_, p, err := e.partition(topicName, partition)
+	if err != nil {
+		return nil, err
+	}
+	if maxWait > defaultFetchMaxWait {
+		maxWait = defaultFetchMaxWait
+	}
+	if maxBytes < 1 {
+		maxBytes = 1
+	}
+	return p.fetch(ctx, offset, maxBytes, maxWait, e.closing)
+}
+
+// Close refuses new work, finishes the appends already queued, syncs,
+// trims and checkpoints every partition, closes the group offsets and
+// releases the directory lock. It is idempotent.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() {
+		close(e.closing)
+		e.createMu.Lock()
+		defer e.createMu.Unlock()
+		err := e.closeTopics()
+		if e.offsets != nil {
+			err = errors.Join(err, e.offsets.close())
+		}
+		e.closeErr = errors.Join(err, e.lock.release())
+	})
+	return e.closeErr
+}
+
+func (e *Engine) closeTopics() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for _, t := range e.topics {
+		errs = append(errs, closeParts(t.parts))
+	}
+	return errors.Join(errs...)
+}
+
+// closeParts closes partitions in parallel: each sync is independent.
+func closeParts(parts []*partition) error {
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Go(func() { errs[i] = p.close() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

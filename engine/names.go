@@ -1,0 +1,32 @@
+package engine
+
+import (
+	"github.com/seedqueue/sq/api"
+)
+
+// MaxTopicNameLength is the longest topic name, in bytes (as Kafka: 249).
+const MaxTopicNameLength = 249
+
+// ValidateTopicName checks the topic-name rules: 1 to 249 characters of
+// [a-zA-Z0-9._-], not "." or "..", and not starting with "__" (reserved
+// for internal topics). The error is an *api.Error with
+// INVALID_TOPIC_NAME saying which rule failed.
+func ValidateTopicName(name string) error {
+	switch {
+	case name == "":
+		return api.NewError(api.CodeInvalidTopicName, "topic name is empty")
+	case len(name) > MaxTopicNameLength:
+		return api.NewError(api.CodeInvalidTopicName, "topic name is %d characters, at most %d allowed", len(name), MaxTopicNameLength)
+	case name == "." || name == "..":
+		return api.NewError(api.CodeInvalidTopicName, "topic name %q is not allowed", name)
+	case len(name) >= 2 && name[:2] == "__":
+		return api.NewError(api.CodeInvalidTopicName, "topic name %q: the \"__\" prefix is reserved for internal topics", name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return api.NewError(api.CodeInvalidTopicName, "topic name %q has %q at position %d: only [a-zA-Z0-9._-] allowed", name, rune(c), i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/ring"
+)
+
+// Default settings. Sizes in bytes, durations as named.
+const (
+	DefaultSegmentBytes       = 1 << 30                                      // 1 GiB
+	DefaultIndexIntervalBytes = 4 << 10                                      // 4 KiB
+	DefaultPreallocBytes      = 16 << 20                                     // 16 MiB fallocate step
+	DefaultRetentionMs        = int64(7 * 24 * time.Hour / time.Millisecond) // 7 days
+	DefaultSegmentMs          = int64(7 * 24 * time.Hour / time.Millisecond) // 7 days
+	// MaxPartitions bounds the partitions of one topic.
+	MaxPartitions = 10000
+	// minSegmentBytes keeps a segment larger than the largest batch header
+	// plus index bookkeeping; tests use small segments to exercise rolls.
+	minSegmentBytes = 4 << 10
+	// maxSegmentBytes keeps file positions within the index's u32.
+	maxSegmentBytes = 1<<32 - 1
+)
+
+// Options configure an Engine. The zero value is valid after Defaults,
+// except DataDir, which is required.
+type Options struct {
+	// DataDir is the root of the data directory (required).
+	DataDir string
+	// SyncPolicy is the default policy of topics that set none:
+	// "every-batch" (default), "none", or an interval "N"/"Nms".
+	SyncPolicy string
+	// SegmentBytes is the default segment size (1 GiB).
+	SegmentBytes int64
+	// IndexIntervalBytes is the sparse index interval (4 KiB).
+	IndexIntervalBytes int
+	// PreallocBytes is the fallocate step of active segments (16 MiB).
+	PreallocBytes int64
+	// MaxRecordBytes bounds key+value+headers of one record (1 MiB).
+	MaxRecordBytes int
+	// MaxBatchBytes bounds one batch (16 MiB).
+	MaxBatchBytes int
+	// RetentionMs and SegmentMs are the defaults of new topics (7 days).
+	RetentionMs int64
+	SegmentMs   int64
+	// FS and Backend are the file-system seam and write backend
+	// (default: the OS and the portable pwrite/fdatasync backend).
+	FS      ring.FS
+	Backend ring.Backend
+	// Logger receives the engine's logs (default slog.Default()).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Defaults fills every zero field with its default.
+func (o *Options) Defaults() {
+	if o.SyncPolicy == "" {
+		o.SyncPolicy = "every-batch"
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.IndexIntervalBytes == 0 {
+		o.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if o.PreallocBytes == 0 {
+		o.PreallocBytes = DefaultPreallocBytes
+	}
+	if o.MaxRecordBytes == 0 {
+		o.MaxRecordBytes = api.DefaultMaxRecordBytes
+	}
+	if o.MaxBatchBytes == 0 {
+		o.MaxBatchBytes = api.DefaultMaxBatchBytes
+	}
+	if o.RetentionMs == 0 {
+		o.RetentionMs = DefaultRetentionMs
+	}
+	if o.SegmentMs == 0 {
+		o.SegmentMs = DefaultSegmentMs
+	}
+	if o.FS == nil {
+		o.FS = ring.OS
+	}
+	if o.Backend == nil {
+		o.Backend = ring.NewPortable()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Validate reports every invalid field at once (errors.Join).
+func (o *Options) Validate() error {
+	var errs []error
+	if o.DataDir == "" {
+		errs = append(errs, errors.New("data directory is required"))
+	}
+	if _, err := ParseSyncPolicy(o.SyncPolicy); err != nil {
+		errs = append(errs, err)
+	}
+	if o.SegmentBytes < minSegmentBytes || o.SegmentBytes > maxSegmentBytes {
+		errs = append(errs, fmt.Errorf("segment size %d out of range [%d, %d]", o.SegmentBytes, minSegmentBytes, int64(maxSegmentBytes)))
+	}
+	if o.MaxRecordBytes < 1 || o.MaxBatchBytes < 1 {
+		errs = append(errs, fmt.Errorf("record and batch limits must be positive (record %d, batch %d)", o.MaxRecordBytes, o.MaxBatchBytes))
+	}
+	if o.MaxBatchBytes > 1<<30 {
+		errs = append(errs, fmt.Errorf("batch limit %d over 1 GiB", o.MaxBatchBytes))
+	}
+	if int64(o.MaxBatchBytes) > o.SegmentBytes {
+		errs = append(errs, fmt.Errorf("batch limit %d larger than the segment size %d", o.MaxBatchBytes, o.SegmentBytes))
+	}
+	if o.IndexIntervalBytes < 1 || o.PreallocBytes < 0 {
+		errs = append(errs, fmt.Errorf("index interval %d and prealloc %d must be positive", o.IndexIntervalBytes, o.PreallocBytes))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,347 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/segment"
+)
+
+// Bounds of one group commit and of the append queue.
+const (
+	appendQueueLen      = 1024     // batches queued per partition before Append blocks
+	commitBatchesMax    = 1024     // batches written by one commit
+	commitBytesMax      = 64 << 20 // bytes written by one commit
+	checkpointInterval  = 5 * time.Second
+	defaultFetchMaxWait = 30 * time.Second
+)
+
+// partition owns one segment.Log and its append goroutine.
+type partition struct {
+	topic  string
+	id     int
+	dir    string
+	log    *segment.Log // nil when the partition failed to open
+	policy SyncPolicy
+	now    func() time.Time
+	logger *slog.Logger
+
+	reqs chan *appendReq
+	// mu guards closed against submitters, so that once closed is set no
+	// request can enter reqs and the append goroutine drains a final set.
+	mu     sync.RWMutex
+	closed bool
+	stop   chan struct{}
+	done   chan struct{}
+
+	hw     atomic.Uint64
+	notify atomic.Pointer[chan struct{}] // closed and replaced when hw moves
+	failed atomic.Pointer[api.Error]
+
+	// Owned by the append goroutine.
+	dirty          bool // written since the last sync
+	syncedSinceCkp bool // synced since the last checkpoint
+}
+
+type appendReq struct {
+	batch []byte
+	count uint32
+	res   AppendResult
+	err   error
+	done  chan struct{}
+}
+
+func newPartition(topic string, id int, dir string, log *segment.Log, policy SyncPolicy, now func() time.Time, logger *slog.Logger) *partition {
+	p := &partition{
+		topic: topic, id: id, dir: dir, log: log, policy: policy, now: now,
+		logger: logger.With("topic", topic, "partition", id),
+		reqs:   make(chan *appendReq, appendQueueLen),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	ch := make(chan struct{})
+	p.notify.Store(&ch)
+	if log != nil {
+		// Everything recovered is readable: recovery keeps only batches
+		// that were written whole, and a clean stop synced them.
+		p.hw.Store(log.NextOffset())
+		go p.run()
+	} else {
+		close(p.done)
+	}
+	return p
+}
+
+// fail puts the partition into the failed state; appends are refused from
+// now on, reads below the high watermark keep working.
+func (p *partition) fail(err *api.Error) {
+	if p.failed.CompareAndSwap(nil, err) {
+		p.logger.Error("partition failed; appends refused until restart", "err", err)
+	}
+}
+
+// append queues b and waits for its commit. ctx cancellation stops the
+// wait, not the write: a batch already queued may still be appended.
+func (p *partition) append(ctx context.Context, b []byte, count uint32) (AppendResult, error) {
+	if e := p.failed.Load(); e != nil {
+		return AppendResult{}, e
+	}
+	req := &appendReq{batch: b, count: count, done: make(chan struct{})}
+	p.mu.RLock()
+	if p.closed {
+		p.mu.RUnlock()
+		return AppendResult{}, api.NewError(api.CodeShuttingDown, "server is shutting down")
+	}
+	select {
+	case p.reqs <- req:
+	case <-ctx.Done():
+		p.mu.RUnlock()
+		return AppendResult{}, ctx.Err()
+	}
+	p.mu.RUnlock()
+	select {
+	case <-req.done:
+		return req.res, req.err
+	case <-ctx.Done():
+		return AppendResult{}, ctx.Err()
+	}
+}
+
+// run is the append goroutine: it collects queued batches, commits them
+// together, and syncs on the interval policy's timer.
+func (p *partition) run() {
+	defer close(p.done)
+	var tick <-chan time.Time
+	if p.policy.Mode == SyncInterval {
+		t := time.NewTicker(p.policy.Interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	ckp := time.NewTicker(checkpointInterval)
+	defer ckp.Stop()
+	pending := make([]*appendReq, 0, 64)
+	for {
+		select {
+		case r := <-p.reqs:
+			pending = append(pending, r)
+			pending = p.drain(pending)
+			p.commit(pending)
+			clear(pending)
+			pending = pending[:0]
+		case <-tick:
+			p.syncDirty()
+		case <-ckp.C:
+			p.checkpoint()
+		case <-p.stop:
+			// closed is set: no new request can arrive; commit the rest.
+			for {
+				pending = p.drain(pending[:0])
+				if len(pending) == 0 {
+					return
+				}
+				p.commit(pending)
+			}
+		}
+	}
+}
+
+// drain adds queued requests without blocking, up to the commit bounds.
+func (p *partition) drain(pending []*appendReq) []*appendReq {
+	bytes := 0
+	for _, r := range pending {
+		bytes += len(r.batch)
+	}
+	for len(pending) < commitBatchesMax && bytes < commitBytesMax {
+		select {
+		case r := <-p.reqs:
+			pending = append(pending, r)
+			bytes += len(r.batch)
+		default:
+			return pending
+		}
+	}
+	return pending
+}
+
+// commit writes pending with one gather write, applies the sync policy,
+// publishes the new high watermark and acknowledges every request.
+func (p *partition) commit(pending []*appendReq) {
+	finish := func(err error) {
+		for _, r := range pending {
+			r.err = err
+			close(r.done)
+		}
+	}
+	if e := p.failed.Load(); e != nil {
+		finish(e)
+		return
+	}
+	bufs := make([][]byte, len(pending))
+	for i, r := range pending {
+		bufs[i] = r.batch
+	}
+	appendTime := p.now().UnixMilli()
+	info, err := p.log.Append(bufs)
+	if err != nil {
+		// The log end is unchanged; the partition stays writable.
+		finish(storageError("write", err))
+		p.logger.Warn("append failed", "err", err)
+		return
+	}
+	durability := DurabilityWritten
+	if p.policy.Mode == SyncEveryBatch {
+		if err := p.log.Sync(); err != nil {
+			e := api.NewError(api.CodePartitionFailed, "fdatasync of %s failed: %v", p.dir, err)
+			p.fail(e)
+			finish(e)
+			return
+		}
+		durability = DurabilitySynced
+		p.syncedSinceCkp = true
+	} else {
+		p.dirty = true
+	}
+	p.publishHW(p.log.NextOffset())
+	next := info.BaseOffset
+	for _, r := range pending {
+		r.res = AppendResult{BaseOffset: next, RecordCount: r.count, LogAppendTime: appendTime, Durability: durability}
+		next += uint64(r.count)
+		close(r.done)
+	}
+}
+
+// syncDirty fdatasyncs under the interval policy.
+func (p *partition) syncDirty() {
+	if !p.dirty || p.failed.Load() != nil {
+		return
+	}
+	if err := p.log.Sync(); err != nil {
+		p.fail(api.NewError(api.CodePartitionFailed, "fdatasync of %s failed: %v", p.dir, err))
+		return
+	}
+	p.dirty = false
+	p.syncedSinceCkp = true
+}
+
+func (p *partition) checkpoint() {
+	if !p.syncedSinceCkp || p.failed.Load() != nil {
+		return
+	}
+	if err := p.log.Checkpoint(); err != nil {
+		p.logger.Warn("recovery-point checkpoint failed", "err", err)
+		return
+	}
+	p.syncedSinceCkp = false
+}
+
+func (p *partition) publishHW(hw uint64) {
+	p.hw.Store(hw)
+	ch := make(chan struct{})
+	old := p.notify.Swap(&ch)
+	close(*old)
+}
+
+// close refuses new appends, commits what is queued, then closes the log
+// (sync, trim of the preallocated tail, checkpoint).
+func (p *partition) close() error {
+	p.mu.Lock()
+	already := p.closed
+	p.closed = true
+	p.mu.Unlock()
+	if already {
+		<-p.done
+		return nil
+	}
+	if p.log == nil {
+		return nil
+	}
+	close(p.stop)
+	<-p.done
+	// After a failed sync, segment.Log.Close skips the trim and the
+	// checkpoint: the recovery point never claims what the disk may have lost.
+	err := p.log.Close()
+	if p.failed.Load() != nil {
+		return nil // already reported when the partition failed
+	}
+	return err
+}
+
+// fetch reads whole batches from offset below the high watermark, waiting
+// up to maxWait (or until ctx or stop ends) when none is readable.
+func (p *partition) fetch(ctx context.Context, offset uint64, maxBytes int, maxWait time.Duration, stop <-chan struct{}) (*FetchResult, error) {
+	if p.log == nil {
+		return nil, p.failed.Load()
+	}
+	var timer *time.Timer
+	for {
+		wait := *p.notify.Load()
+		hw := p.hw.Load()
+		start := p.log.LogStartOffset()
+		if offset < start || offset > hw {
+			return nil, api.NewRangeError(api.CodeOffsetOutOfRange, start, hw,
+				"offset %d outside [%d, %d] of %s/%d", offset, start, hw, p.topic, p.id)
+		}
+		if offset < hw {
+			v, err := p.log.Read(offset, maxBytes, hw)
+			if err != nil {
+				var oor *segment.OffsetOutOfRangeError
+				if errors.As(err, &oor) {
+					return nil, api.NewRangeError(api.CodeOffsetOutOfRange, oor.Start, hw,
+						"offset %d below the log start %d of %s/%d", offset, oor.Start, p.topic, p.id)
+				}
+				return nil, storageError("read", err)
+			}
+			return &FetchResult{HighWatermark: hw, LogStartOffset: start, Bufs: v.Bufs, release: v.Release}, nil
+		}
+		if maxWait <= 0 {
+			return &FetchResult{HighWatermark: hw, LogStartOffset: start}, nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(maxWait)
+			defer timer.Stop()
+		}
+		select {
+		case <-wait:
+		case <-timer.C:
+			maxWait = 0
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-stop:
+			return nil, api.NewError(api.CodeShuttingDown, "server is shutting down")
+		}
+	}
+}
+
+// storageError maps an I/O error to the catalog: ENOSPC is DISK_FULL
+// (retriable once space returns), anything else STORAGE_ERROR.
+func storageError(op string, err error) *api.Error {
+	if errors.Is(err, unix.ENOSPC) {
+		return api.NewError(api.CodeDiskFull, "%s: no space left on device", op)
+	}
+	var e *api.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return api.NewError(api.CodeStorageError, "%s: %v", op, err)
+}
+
+func (p *partition) info() PartitionInfo {
+	pi := PartitionInfo{Partition: p.id, HighWatermark: p.hw.Load()}
+	if e := p.failed.Load(); e != nil {
+		pi.Err = e
+	}
+	if p.log != nil {
+		pi.LogStartOffset = p.log.LogStartOffset()
+		pi.LogEndOffset = p.log.NextOffset()
+		pi.SizeBytes = p.log.SizeBytes()
+		pi.SegmentCount = p.log.SegmentCount()
+	}
+	return pi
+}

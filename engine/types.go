@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"sync"
+	"time"
+)
+
+// TopicConfig holds per-topic settings, persisted in meta/topics/<name>.json.
+// In a create request zero fields mean "the server default"; DescribeTopic
+// returns the effective values.
+type TopicConfig struct {
+	// SyncPolicy is "every-batch", "none", or an interval "N"/"Nms" in
+	// milliseconds (see ParseSyncPolicy). Empty means the server default.
+	SyncPolicy string `json:"sync_policy"`
+	// SegmentBytes is the size at which the active segment rolls. Default
+	// Options.DefaultSegmentBytes (1 GiB).
+	SegmentBytes int64 `json:"segment_bytes"`
+	// RetentionBytes bounds the partition size; -1 means unlimited (default).
+	RetentionBytes int64 `json:"retention_bytes"`
+	// RetentionMs bounds record age by broker append time; -1 unlimited.
+	// Default 7 days.
+	RetentionMs int64 `json:"retention_ms"`
+	// MaxRecordBytes bounds key+value+headers of one record; default and
+	// maximum Options.MaxRecordBytes.
+	MaxRecordBytes int32 `json:"max_record_bytes"`
+	// SegmentMs rolls the active segment after this age; default 7 days.
+	SegmentMs int64 `json:"segment_ms"`
+}
+
+// PartitionInfo describes one partition's offsets and size.
+type PartitionInfo struct {
+	Partition      int
+	LogStartOffset uint64
+	HighWatermark  uint64
+	LogEndOffset   uint64
+	SizeBytes      int64
+	SegmentCount   int
+	// Err is non-nil when the partition is failed (corruption or an I/O
+	// error); it names the file and position where known.
+	Err error
+}
+
+// TopicInfo describes a topic. Partitions holds one PartitionInfo per
+// partition from DescribeTopic and is nil from ListTopics.
+type TopicInfo struct {
+	Name           string
+	PartitionCount int
+	Config         TopicConfig
+	Partitions     []PartitionInfo
+}
+
+// Durability is what an acknowledged append guarantees (values match
+// api.Durability).
+type Durability uint8
+
+const (
+	// DurabilityWritten: written to the segment file (page cache) only.
+	DurabilityWritten Durability = 1
+	// DurabilitySynced: covered by an fdatasync.
+	DurabilitySynced Durability = 2
+)
+
+// AppendResult is the outcome of one acknowledged batch append.
+type AppendResult struct {
+	BaseOffset    uint64 // offset of the batch's first record
+	RecordCount   uint32
+	LogAppendTime int64 // Unix ms, broker clock
+	Durability    Durability
+}
+
+// FetchResult holds whole batches read from a partition's mapped segments.
+// Bufs alias the mappings: they stay valid until Release, which must be
+// called exactly once.
+type FetchResult struct {
+	HighWatermark  uint64
+	LogStartOffset uint64
+	Bufs           [][]byte
+	release        func()
+	once           sync.Once
+}
+
+// Bytes returns the total length of Bufs.
+func (r *FetchResult) Bytes() int {
+	n := 0
+	for _, b := range r.Bufs {
+		n += len(b)
+	}
+	return n
+}
+
+// Release returns the mappings behind Bufs; Bufs must not be used after.
+func (r *FetchResult) Release() {
+	r.once.Do(func() {
+		if r.release != nil {
+			r.release()
+		}
+	})
+}
+
+// OffsetCommit is one committed offset of a consumer group: the next offset
+// the group will read in (Topic, Partition). Err is set per entry in
+// CommitOffsets results.
+type OffsetCommit struct {
+	Topic     string
+	Partition int
+	Offset    uint64
+	Metadata  string
+	Err       error
+}
+
+// Limits are the data-plane size limits (DESIGN §4).
+type Limits struct {
+	MaxRecordBytes int // key + value + headers of one record
+	MaxBatchBytes  int // one batch
+}
+
+// clock returns the current time; tests may replace it via Options.Now.
+type clock func() time.Time
