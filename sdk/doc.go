@@ -1,0 +1,81 @@
+// Package sdk is the Go client of SQ (SeedQueue). It speaks the Cap'n Proto
+// data plane (api/sq.capnp, default port 6064) and imports only package api
+// and api/batch from this module.
+//
+// Three layers:
+//
+//   - Client: one multiplexed, pipelined connection (requests answered in
+//     any order, up to the server's maxInFlight), reconnecting with
+//     exponential, capped, jittered backoff. Topic admin (CreateTopic,
+//     DescribeTopic, ListTopics, Metadata), Publish of a prebuilt batch,
+//     Fetch, CommitOffsets and FetchOffsets. It never retries by itself.
+//   - Producer: Send and SendBatch with partitioning, batching under the
+//     server's limits and retries.
+//   - Consumer: Poll over every partition of a topic, with optional consumer
+//     group offsets, Commit and AutoCommit.
+//
+// # Publish
+//
+//	p, err := sdk.NewProducer(ctx, sdk.ProducerConfig{}) // 127.0.0.1:6064
+//	if err != nil { ... }
+//	defer p.Close()
+//	ack, err := p.Send(ctx, "orders", nil, []byte("hello"))
+//	// Or batch; each Ack carries its own Err:
+//	acks, err := p.SendBatch(ctx, []sdk.ProducerMessage{
+//		sdk.NewProducerMessage("orders", []byte("msg-1")),
+//		sdk.NewProducerMessage("orders", []byte("msg-2")).WithKey([]byte("user-7")),
+//	})
+//
+// # Subscribe
+//
+//	c, err := sdk.NewConsumer(ctx, sdk.ConsumerConfig{
+//		Topic:         "orders",
+//		ConsumerGroup: "my-group",
+//		AutoCommit:    true,
+//	})
+//	if err != nil { ... }
+//	defer c.Close()
+//	for {
+//		msgs, err := c.Poll(ctx)
+//		if err != nil { ... }
+//		for _, m := range msgs {
+//			fmt.Printf("[%s] partition=%d offset=%d\n", m.Topic, m.Partition, m.Offset)
+//		}
+//	}
+//
+// # Delivery guarantees
+//
+// Producing is at-least-once. A record is stored when its Ack has no Err,
+// with the Durability the server reached (synced: survives power loss;
+// written: survives a process crash, not a power loss). A batch that fails
+// with a retriable error or a lost connection is sent again, so when only
+// the acknowledgement was lost the records are stored twice: there are no
+// idempotent producers yet to remove such duplicates. Within one Send or
+// SendBatch call a partition's records keep their order, retries included;
+// separate concurrent calls are not ordered with respect to each other.
+//
+// Consuming is at-least-once with a consumer group. Commit and AutoCommit
+// store, per partition, the offset after the last record returned by Poll,
+// never a record not yet returned; records returned but not yet processed
+// when a consumer dies are read again by the next one. A position that
+// retention has removed (OFFSET_OUT_OF_RANGE below the log start) moves to
+// the log start and the number of skipped offsets is logged at warning
+// level on ConsumerConfig.Logger: records lost to retention are never skipped
+// silently when a Logger is set.
+//
+// # Errors
+//
+// Server errors are *api.Error values from the catalog in package api; test
+// them with errors.Is against the api sentinels (api.ErrUnknownTopic, ...).
+// IsRetriable tells whether a request may be sent again unchanged.
+// ErrConnection wraps every transport failure, ErrClosed every call after
+// Close.
+//
+// # Partitioning
+//
+// Keyed records go to FNV-1a 32(key) mod partitions (HashPartitioner,
+// replaceable with ProducerConfig.Partitioner); keyless records rotate
+// round-robin, one partition per call and topic. Partition counts come from
+// metadata, cached for ProducerConfig.MetadataMaxAge and refreshed after
+// UNKNOWN_TOPIC or UNKNOWN_PARTITION.
+package sdk
