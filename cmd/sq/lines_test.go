@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func readAllLines(t *testing.T, in string, limit int) ([]string, error) {
+	t.Helper()
+	lr := newLineReader(strings.NewReader(in), limit)
+	var out []string
+	for {
+		b, n, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		if n != len(out)+1 {
+			t.Fatalf("line number %d, want %d", n, len(out)+1)
+		}
+		out = append(out, string(b))
+	}
+}
+
+func TestLineReader(t *testing.T) {
+	long := strings.Repeat("x", 100_000) // over bufio's 64 KiB default
+	tests := []struct {
+		name  string
+		in    string
+		limit int
+		want  []string
+		// errLine is the line number of a too-long line, 0 for none.
+		errLine int
+	}{
+		{name: "empty input", in: "", limit: 10, want: nil},
+		{name: "one newline is one empty record", in: "\n", limit: 10, want: []string{""}},
+		{name: "final newline adds nothing", in: "a\n", limit: 10, want: []string{"a"}},
+		{name: "empty line in the middle", in: "a\n\nb", limit: 10, want: []string{"a", "", "b"}},
+		{name: "two final newlines", in: "a\n\n", limit: 10, want: []string{"a", ""}},
+		{name: "CRLF kept", in: "a\r\nb\r\n", limit: 10, want: []string{"a\r", "b\r"}},
+		{name: "invalid UTF-8 kept", in: "\xff\xfe\n", limit: 10, want: []string{"\xff\xfe"}},
+		{name: "line of exactly the limit", in: "12345\n123", limit: 5, want: []string{"12345", "123"}},
+		{name: "last line of exactly the limit", in: "1\n12345", limit: 5, want: []string{"1", "12345"}},
+		{name: "line over the limit", in: "1\n123456\n", limit: 5, want: []string{"1"}, errLine: 2},
+		{name: "last line over the limit", in: "1\n2\n123456", limit: 5, want: []string{"1", "2"}, errLine: 3},
+		{name: "long lines under a large limit", in: long + "\n" + long, limit: 1 << 20, want: []string{long, long}},
+		{name: "long line over a limit beyond the buffer minimum", in: long + "x\n", limit: len(long), errLine: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := readAllLines(t, tt.in, tt.limit)
+			var tl *lineTooLongError
+			switch {
+			case tt.errLine == 0 && err != nil:
+				t.Fatalf("error %v", err)
+			case tt.errLine != 0 && !errors.As(err, &tl):
+				t.Fatalf("error %v, want a too-long line", err)
+			case tt.errLine != 0 && tl.line != tt.errLine:
+				t.Fatalf("too-long line %d, want %d", tl.line, tt.errLine)
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") || len(got) != len(tt.want) {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSplitKey(t *testing.T) {
+	tests := []struct {
+		line, sep  string
+		key, value string
+		keyNil     bool
+	}{
+		{"k:v", ":", "k", "v", false},
+		{"k:v:w", ":", "k", "v:w", false},
+		{":v", ":", "", "v", false},
+		{"novalue", ":", "", "novalue", true},
+		{"k:v", "", "", "k:v", true},
+		{"k::v", "::", "k", "v", false},
+	}
+	for _, tt := range tests {
+		k, v := splitKey([]byte(tt.line), []byte(tt.sep))
+		if (k == nil) != tt.keyNil || string(k) != tt.key || string(v) != tt.value {
+			t.Errorf("splitKey(%q, %q) = %q (nil %v), %q", tt.line, tt.sep, k, k == nil, v)
+		}
+	}
+}
+
+func TestOffsetRanges(t *testing.T) {
+	var r offsetRanges
+	for _, o := range []uint64{0, 1, 2, 5, 7, 8} {
+		r.add(o)
+	}
+	if got := r.String(); got != "0-2,5,7-8" {
+		t.Errorf("ranges %q", got)
+	}
+}

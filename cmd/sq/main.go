@@ -1,0 +1,125 @@
+// Command sq is the command-line client of SQ (SeedQueue): it creates,
+// lists and describes topics, produces records from lines of text and
+// consumes them as raw lines or JSON. It speaks the Cap'n Proto data plane
+// of sq-server through the Go SDK (package sdk).
+//
+// The server's data-plane address is taken from --server, else from the
+// SQ_SERVER environment variable, else 127.0.0.1:6064 (the default of
+// sq-server --capnp-host).
+//
+// Examples:
+//
+//	sq topic create orders --partitions 3
+//	sq topic create audit --partitions 1 --sync-policy every-batch --retention-ms 86400000
+//	sq topic list
+//	sq topic describe orders
+//
+//	# one record per line of the file (stdin by default)
+//	sq produce --topic orders --file orders.txt
+//	printf 'k1:v1\nk2:v2\n' | sq produce --topic orders --key-separator :
+//
+//	# everything stored now, then exit
+//	sq consume --topic orders --from earliest
+//	# as JSON, resuming from and committing the offsets of a group
+//	sq consume --topic orders --group billing --format json
+//	# keep reading new records until Ctrl-C
+//	SQ_SERVER=10.0.0.1:6064 sq consume --topic orders --from latest --follow
+//
+// Errors are printed as "sq: NAME: message" with the catalog name of the
+// server's error (for example `sq: UNKNOWN_TOPIC: topic "x" does not exist`)
+// and make sq exit with status 1.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seedqueue/sq/sdk"
+)
+
+// defaultServer is the data-plane address used when neither --server nor
+// SQ_SERVER is set.
+const defaultServer = sdk.DefaultAddr
+
+// serverEnv is the environment variable read when --server is not given.
+const serverEnv = "SQ_SERVER"
+
+// dialTimeout bounds connecting to the server and its handshake.
+const dialTimeout = 5 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand(os.Stdin, os.Stdout, os.Stderr, os.Getenv).ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sq:", err)
+		os.Exit(1)
+	}
+}
+
+// globals holds the flags shared by every command.
+type globals struct {
+	server string
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// addr returns the server address: --server when given, else SQ_SERVER,
+// else the default.
+func (g *globals) addr(cmd *cobra.Command) string {
+	if f := cmd.Flags().Lookup("server"); f != nil && f.Changed {
+		return g.server
+	}
+	if v := g.getenv(serverEnv); v != "" {
+		return v
+	}
+	return g.server
+}
+
+func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
+	g := &globals{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "sq",
+		Short: "Command-line client of the SQ (SeedQueue) broker",
+		Long: "sq manages topics and produces and consumes records on an SQ broker.\n\n" +
+			"The broker's data-plane address comes from --server, else from the " + serverEnv + "\n" +
+			"environment variable, else " + defaultServer + ".",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&g.server, "server", defaultServer,
+		"data-plane address of the SQ server, host:port (env "+serverEnv+"; the flag wins)")
+	root.AddCommand(newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g))
+	return root
+}
+
+// dial connects a Client to the server named by the flags.
+func (g *globals) dial(cmd *cobra.Command) (*sdk.Client, error) {
+	addr := g.addr(cmd)
+	c, err := sdk.Dial(cmd.Context(), sdk.ClientConfig{Addr: addr, ClientID: "sq-cli", DialTimeout: dialTimeout})
+	if err != nil {
+		return nil, connectError(addr, err)
+	}
+	return c, nil
+}
+
+// connectError explains a failure to reach the server at addr.
+func connectError(addr string, err error) error {
+	if errors.Is(err, sdk.ErrConnection) {
+		return fmt.Errorf("cannot reach the SQ server at %s (set the address with --server or %s): %w", addr, serverEnv, err)
+	}
+	return err
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/sdk"
+)
+
+func newTopicCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "topic",
+		Short: "Create, list and describe topics",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cmd.Help()
+		},
+	}
+	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g))
+	return cmd
+}
+
+// topicCreateFlags are the flags of `sq topic create`; zero means "the
+// server's default".
+type topicCreateFlags struct {
+	partitions     uint32
+	syncPolicy     string
+	retentionMs    int64
+	retentionBytes int64
+	segmentBytes   int64
+}
+
+func newTopicCreateCommand(g *globals) *cobra.Command {
+	var f topicCreateFlags
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a topic",
+		Long: "Create the topic NAME with --partitions partitions (numbered 0..N-1).\n" +
+			"Topic names are 1 to 249 characters of [a-zA-Z0-9._-], not \".\" or \"..\", and\n" +
+			"do not start with \"__\". Settings left at 0 or empty take the server's defaults.",
+		Example: "  sq topic create orders --partitions 3\n" +
+			"  sq topic create audit --sync-policy every-batch --retention-ms 86400000 --segment-bytes 268435456",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runTopicCreate(cmd, g, args[0], f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.Uint32Var(&f.partitions, "partitions", 1, "number of partitions, at least 1")
+	fl.StringVar(&f.syncPolicy, "sync-policy", "", "when records are fdatasync'd: every-batch, none, or an interval in milliseconds (N or Nms); empty: the server's --sync-policy")
+	fl.Int64Var(&f.retentionMs, "retention-ms", 0, "delete segments older than this many milliseconds; -1 keeps them forever; 0: server default (7 days)")
+	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "delete the oldest segments while a partition is larger than this many bytes; -1 unlimited; 0: server default")
+	fl.Int64Var(&f.segmentBytes, "segment-bytes", 0, "size of one segment file in bytes; 0: server default (--segment-bytes of sq-server)")
+	return cmd
+}
+
+func runTopicCreate(cmd *cobra.Command, g *globals, name string, f topicCreateFlags) error {
+	if f.partitions == 0 {
+		return errors.New("--partitions must be at least 1")
+	}
+	c, err := g.dial(cmd)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	info, err := c.CreateTopic(cmd.Context(), name, f.partitions, sdk.TopicConfig{
+		SyncPolicy:     f.syncPolicy,
+		RetentionMs:    f.retentionMs,
+		RetentionBytes: f.retentionBytes,
+		SegmentBytes:   f.segmentBytes,
+	})
+	if err != nil {
+		return apiError(g.addr(cmd), err)
+	}
+	fmt.Fprintf(g.stdout, "created topic %s with %d partition%s\n", info.Name, info.Partitions, plural(int(info.Partitions)))
+	return nil
+}
+
+func newTopicListCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List topics with their partition counts and settings",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			topics, err := c.ListTopics(cmd.Context())
+			if err != nil {
+				return apiError(g.addr(cmd), err)
+			}
+			return printTopicList(g.stdout, topics)
+		},
+	}
+}
+
+func printTopicList(out io.Writer, topics []sdk.TopicInfo) error {
+	if len(topics) == 0 {
+		_, err := fmt.Fprintln(out, "no topics")
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tPARTITIONS\tSYNC POLICY\tRETENTION\tRETENTION BYTES\tSEGMENT BYTES")
+	for _, t := range topics {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", t.Name, t.Partitions, orDash(t.Config.SyncPolicy),
+			formatMs(t.Config.RetentionMs), formatLimitBytes(t.Config.RetentionBytes), formatLimitBytes(t.Config.SegmentBytes))
+	}
+	return w.Flush()
+}
+
+func newTopicDescribeCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show a topic's settings and the state of each partition",
+		Long: "Show the topic's effective settings and, per partition, the log start offset\n" +
+			"(first offset still stored), the high watermark (first offset not yet readable),\n" +
+			"the log end offset (offset of the next record), the size on disk and the number\n" +
+			"of segment files. A failed partition shows its error.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			info, err := c.DescribeTopic(cmd.Context(), args[0])
+			if err != nil {
+				return apiError(g.addr(cmd), err)
+			}
+			return printTopicDescription(g.stdout, info)
+		},
+	}
+}
+
+func printTopicDescription(out io.Writer, t sdk.TopicInfo) error {
+	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	cfg := t.Config
+	fmt.Fprintf(w, "Topic:\t%s\n", t.Name)
+	fmt.Fprintf(w, "Partitions:\t%d\n", t.Partitions)
+	fmt.Fprintf(w, "Sync policy:\t%s\n", orDash(cfg.SyncPolicy))
+	fmt.Fprintf(w, "Retention:\t%s\n", formatMs(cfg.RetentionMs))
+	fmt.Fprintf(w, "Retention bytes:\t%s\n", formatLimitBytes(cfg.RetentionBytes))
+	fmt.Fprintf(w, "Segment bytes:\t%s\n", formatLimitBytes(cfg.SegmentBytes))
+	fmt.Fprintf(w, "Segment roll:\t%s\n", formatMs(cfg.SegmentMs))
+	fmt.Fprintf(w, "Max record bytes:\t%s\n", formatLimitBytes(int64(cfg.MaxRecordBytes)))
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	w = tabwriter.NewWriter(out, 0, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "PARTITION\tLOG START\tHIGH WATERMARK\tLOG END\tSIZE\tSEGMENTS\t")
+	var errs []string
+	for _, p := range t.PartitionInfos {
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%d\t\n", p.Partition, p.LogStartOffset, p.HighWatermark, p.LogEndOffset, formatBytes(p.SizeBytes), p.SegmentCount)
+		if p.Err != nil {
+			errs = append(errs, fmt.Sprintf("partition %d: %v", p.Partition, p.Err))
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, e := range errs {
+		fmt.Fprintln(out, e)
+	}
+	return nil
+}
+
+// apiError returns the catalog error in err's chain (printed "NAME:
+// message"), a connection error naming addr, or err itself.
+func apiError(addr string, err error) error {
+	if errors.Is(err, sdk.ErrConnection) {
+		return connectError(addr, err)
+	}
+	var e *api.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return err
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// formatMs formats a duration setting in milliseconds: -1 is unlimited, 0
+// unset.
+func formatMs(ms int64) string {
+	switch {
+	case ms < 0:
+		return "unlimited"
+	case ms == 0:
+		return "-"
+	}
+	return strconv.FormatInt(ms, 10) + " ms (" + humanMs(ms) + ")"
+}
+
+func humanMs(ms int64) string {
+	const (
+		sec  = 1000
+		min  = 60 * sec
+		hour = 60 * min
+		day  = 24 * hour
+	)
+	switch {
+	case ms%day == 0:
+		return fmt.Sprintf("%dd", ms/day)
+	case ms%hour == 0:
+		return fmt.Sprintf("%dh", ms/hour)
+	case ms%min == 0:
+		return fmt.Sprintf("%dm", ms/min)
+	case ms%sec == 0:
+		return fmt.Sprintf("%ds", ms/sec)
+	}
+	return fmt.Sprintf("%dms", ms)
+}
+
+// formatLimitBytes formats a size setting: -1 is unlimited, 0 unset.
+func formatLimitBytes(n int64) string {
+	switch {
+	case n < 0:
+		return "unlimited"
+	case n == 0:
+		return "-"
+	}
+	return formatBytes(n)
+}
+
+// formatBytes formats n bytes exactly below 1 KiB and in binary units with
+// one decimal above.
+func formatBytes(n int64) string {
+	if n < 1024 {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB"}
+	v := float64(n) / 1024
+	u := 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " " + units[u]
+}
