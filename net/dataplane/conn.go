@@ -1,0 +1,408 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"capnproto.org/go/capnp/v3"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/engine"
+)
+
+// conn is one client connection: a reader goroutine (serve), one writer
+// goroutine, and one goroutine per request in flight. See doc.go for the
+// lifecycle.
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	remote string
+	fr     *api.FrameReader
+
+	// ctx is cancelled when the connection closes, so requests waiting in
+	// the broker (long-poll fetches, appends awaiting a sync) return.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// slots bounds the requests in flight: the reader takes a slot before
+	// it reads a frame and the writer gives it back once the frame's
+	// response is written. A full slots channel stops the reader.
+	slots chan struct{}
+	// out carries responses to the writer. Every response holds a slot,
+	// so a send never blocks.
+	out chan *response
+	// handlers counts request goroutines.
+	handlers sync.WaitGroup
+	// inflight counts requests read and not yet answered on the wire.
+	inflight atomic.Int64
+	// lastActive is the Unix nano time of the last frame read or written.
+	lastActive atomic.Int64
+
+	// pubMu guards pubTail: per partition, the done channel of the last
+	// publish read on this connection.
+	pubMu   sync.Mutex
+	pubTail map[partitionKey]chan struct{}
+
+	mu        sync.Mutex
+	reason    error      // why the connection closes; first one wins
+	level     slog.Level // log level of reason
+	idleTimer *time.Timer
+	done      bool // teardown started: no more timer resets
+}
+
+// response is one frame queued for the writer, with the fetch result whose
+// buffers form its records tail. A nil msg writes nothing but still returns
+// the request's slot.
+type response struct {
+	msg   *capnp.Message
+	fetch *engine.FetchResult
+}
+
+// release frees the message and the fetch buffers after the write.
+func (r *response) release() {
+	if r.fetch != nil {
+		r.fetch.Release()
+	}
+	if r.msg != nil {
+		r.msg.Release()
+	}
+}
+
+// errIdle and errShutdown are close reasons recorded before the reader is
+// stopped by a past read deadline.
+var (
+	errIdle     = errors.New("idle timeout")
+	errShutdown = errors.New("server shutting down")
+	// errHandshakeFailed ends a connection whose handshake was refused; the
+	// reply has been queued.
+	errHandshakeFailed = errors.New("handshake refused")
+)
+
+func newConn(s *Server, nc net.Conn) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{
+		srv:    s,
+		nc:     nc,
+		remote: remoteAddr(nc),
+		fr:     api.NewFrameReader(nc, s.opts.MaxFrameBytes, s.maxBatchBytes),
+		ctx:    ctx,
+		cancel: cancel,
+		slots:  make(chan struct{}, s.opts.MaxInFlightPerConn),
+		out:    make(chan *response, s.opts.MaxInFlightPerConn),
+	}
+	c.lastActive.Store(time.Now().UnixNano())
+	return c
+}
+
+func remoteAddr(nc net.Conn) string {
+	if a := nc.RemoteAddr(); a != nil {
+		return a.String()
+	}
+	return "unknown"
+}
+
+// serve runs the connection to its end: it starts the writer, reads
+// frames until an error or a stop, then tears down in order (cancel the
+// requests, wait for them, flush their responses, close the socket) and
+// logs one line with the reason.
+func (c *conn) serve() {
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	if d := c.srv.opts.IdleTimeout; d > 0 {
+		c.mu.Lock()
+		c.idleTimer = time.AfterFunc(d, c.checkIdle)
+		c.mu.Unlock()
+	}
+
+	err := c.readLoopSafe()
+	c.setReason(c.classify(err))
+
+	c.mu.Lock()
+	c.done = true
+	if c.idleTimer != nil {
+		c.idleTimer.Stop()
+	}
+	c.mu.Unlock()
+
+	c.cancel()
+	c.handlers.Wait()
+	close(c.out)
+	<-writerDone
+	c.nc.Close()
+	c.srv.removeConn(c)
+
+	c.mu.Lock()
+	reason, level := c.reason, c.level
+	c.mu.Unlock()
+	c.srv.opts.Logger.Log(context.Background(), level, "dataplane: connection closed",
+		"remote", c.remote, "reason", reason.Error())
+}
+
+// readLoopSafe runs readLoop and turns a panic into a close reason, so a
+// bug in decoding one client's frames never takes the server down.
+func (c *conn) readLoopSafe() (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.srv.opts.Logger.Error("dataplane: panic reading a frame", "remote", c.remote,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic reading a frame: %v", p)
+		}
+	}()
+	return c.readLoop()
+}
+
+// classify returns the close reason and its log level for the reader's
+// error. A reason recorded earlier (shutdown, idle, forced close, failed
+// write) takes precedence in setReason.
+func (c *conn) classify(err error) (error, slog.Level) {
+	switch {
+	case errors.Is(err, io.EOF):
+		return errors.New("client closed the connection"), slog.LevelDebug
+	case errors.Is(err, errHandshakeFailed):
+		return err, slog.LevelInfo
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("read timed out: %w", err), slog.LevelWarn
+	default:
+		return err, slog.LevelWarn
+	}
+}
+
+// setReason records why the connection closes, unless a reason is already
+// recorded.
+func (c *conn) setReason(err error, level slog.Level) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reason == nil {
+		c.reason, c.level = err, level
+	}
+}
+
+// stopReading ends the reader at its next read by setting a read deadline
+// in the past; queued and in-flight requests are still answered.
+func (c *conn) stopReading(reason error, level slog.Level) {
+	c.setReason(reason, level)
+	c.nc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// forceClose closes the socket and cancels every request at once.
+func (c *conn) forceClose(reason error) {
+	c.setReason(reason, slog.LevelInfo)
+	c.cancel()
+	c.nc.Close()
+}
+
+// closeIfIdle stops a connection with no request in flight; Shutdown calls
+// it until every connection has gone.
+func (c *conn) closeIfIdle() {
+	if c.inflight.Load() == 0 {
+		c.stopReading(errShutdown, slog.LevelDebug)
+	}
+}
+
+// checkIdle runs on the idle timer: it stops a connection that has had no
+// request in flight and no traffic for IdleTimeout, else re-arms itself.
+func (c *conn) checkIdle() {
+	d := c.srv.opts.IdleTimeout
+	next := d
+	if c.inflight.Load() == 0 {
+		since := time.Since(time.Unix(0, c.lastActive.Load()))
+		if since >= d {
+			c.stopReading(errIdle, slog.LevelInfo)
+			return
+		}
+		next = d - since
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.done {
+		c.idleTimer.Reset(next)
+	}
+}
+
+func (c *conn) touch() { c.lastActive.Store(time.Now().UnixNano()) }
+
+// acquire takes a request slot, waiting while MaxInFlightPerConn requests
+// are in flight. It fails when the connection is closing.
+func (c *conn) acquire() error {
+	select {
+	case c.slots <- struct{}{}:
+		return nil
+	case <-c.ctx.Done():
+		return errors.New("connection closing")
+	}
+}
+
+// send queues r for the writer. The caller holds the request's slot, which
+// passes to the writer.
+func (c *conn) send(r *response) { c.out <- r }
+
+// readLoop reads the handshake and then requests until the stream ends,
+// a frame is malformed or the connection is stopped. Each request runs on
+// its own goroutine.
+func (c *conn) readLoop() error {
+	if err := c.handshake(); err != nil {
+		return err
+	}
+	for {
+		if err := c.acquire(); err != nil {
+			return err
+		}
+		req, err := c.readRequest()
+		if err != nil {
+			<-c.slots
+			return err
+		}
+		if req.tailLen > c.srv.maxBatchBytes {
+			c.send(c.buildError(req, tailTooLarge(req.tailLen, c.srv.maxBatchBytes)))
+			return fmt.Errorf("%w: records tail of %d bytes, limit %d", api.ErrFrameTooLarge, req.tailLen, c.srv.maxBatchBytes)
+		}
+		if c.srv.shutting.Load() {
+			c.send(c.buildError(req, api.NewError(api.CodeShuttingDown, "server is shutting down")))
+			continue
+		}
+		if req.kind == api.Frame_Which_publishRequest {
+			req.prev, req.done = c.chainPublish(req)
+		}
+		c.handlers.Add(1)
+		go c.handle(req)
+	}
+}
+
+// partitionKey names one partition of one topic.
+type partitionKey struct {
+	topic     string
+	partition uint32
+}
+
+// chainPublish links a publish behind the previous publish to the same
+// partition read on this connection, so that a client pipelining batches
+// to one partition gets them appended in the order it sent them (as a
+// Kafka producer does). Publishes to different partitions run at once.
+// The reader calls it in stream order.
+func (c *conn) chainPublish(req request) (prev, done chan struct{}) {
+	k := partitionKey{req.topic, req.partition}
+	done = make(chan struct{})
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	if c.pubTail == nil {
+		c.pubTail = make(map[partitionKey]chan struct{})
+	}
+	prev = c.pubTail[k]
+	c.pubTail[k] = done
+	return prev, done
+}
+
+// unchainPublish marks a publish's append as returned and forgets the
+// partition when no later publish is queued behind it.
+func (c *conn) unchainPublish(req request) {
+	close(req.done)
+	k := partitionKey{req.topic, req.partition}
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	if c.pubTail[k] == req.done {
+		delete(c.pubTail, k)
+	}
+}
+
+func tailTooLarge(n, limit uint32) error {
+	return api.NewError(api.CodeMessageTooLarge, "records tail of %d bytes over the batch limit of %d", n, limit)
+}
+
+// handshake reads the first frame, which must be a handshake request, and
+// answers it. A refused handshake queues its reply and returns an error so
+// that the connection closes once the reply is written.
+func (c *conn) handshake() error {
+	if err := c.acquire(); err != nil {
+		return err
+	}
+	c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.HandshakeTimeout))
+	req, err := c.readRequest()
+	if err != nil {
+		<-c.slots
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("no handshake within %v: %w", c.srv.opts.HandshakeTimeout, err)
+		}
+		return err
+	}
+	c.nc.SetReadDeadline(time.Time{})
+	if req.kind != api.Frame_Which_handshakeRequest {
+		c.send(c.buildError(req, api.NewError(api.CodeInvalidRequest, "the first frame must be a handshake request, got %v", req.kind)))
+		return fmt.Errorf("%w: first frame is %v", errHandshakeFailed, req.kind)
+	}
+	resp, refusal := c.buildHandshake(req)
+	c.send(resp)
+	if refusal != nil {
+		return fmt.Errorf("%w: %v", errHandshakeFailed, refusal)
+	}
+	return nil
+}
+
+// readRequest reads one frame and its records tail. The Cap'n Proto
+// message is released before it returns. A tail over the batch limit is
+// not read: the caller answers MESSAGE_TOO_LARGE and closes.
+func (c *conn) readRequest() (request, error) {
+	msg, f, err := c.fr.ReadFrame()
+	if err != nil {
+		return request{}, err
+	}
+	req, err := parseFrame(f)
+	msg.Release()
+	if err != nil {
+		return request{}, err
+	}
+	c.touch()
+	if req.tailLen > 0 && req.tailLen <= c.srv.maxBatchBytes {
+		// A fresh buffer per publish: Append takes ownership of it.
+		tail, err := c.fr.ReadTail(req.tailLen, nil)
+		if err != nil {
+			return request{}, err
+		}
+		if req.kind == api.Frame_Which_publishRequest {
+			req.tail = tail
+		}
+		c.touch()
+	}
+	c.inflight.Add(1)
+	return req, nil
+}
+
+// writeLoop writes each queued response, frame and tail in one writev, and
+// returns its slot. After a failed write it closes the connection and only
+// drains the queue. It returns when out is closed.
+func (c *conn) writeLoop() {
+	failed := false
+	for r := range c.out {
+		if !failed && r.msg != nil {
+			if err := c.write(r); err != nil {
+				failed = true
+				c.forceClose(fmt.Errorf("write response: %w", err))
+			}
+		}
+		r.release()
+		c.touch()
+		c.inflight.Add(-1)
+		<-c.slots
+	}
+}
+
+func (c *conn) write(r *response) error {
+	if d := c.srv.opts.WriteTimeout; d > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(d))
+	}
+	if r.fetch != nil && len(r.fetch.Bufs) > 0 {
+		return api.WriteFrame(c.nc, r.msg, r.fetch.Bufs...)
+	}
+	return api.WriteFrame(c.nc, r.msg)
+}

@@ -1,0 +1,256 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// TestBadStreamsCloseOnlyTheirConnection sends each kind of broken stream
+// on its own connection while a second client keeps working, and checks
+// the one log line naming the remote address and the reason.
+func TestBadStreamsCloseOnlyTheirConnection(t *testing.T) {
+	// A valid publish frame declaring a 1000-byte tail, for the
+	// mid-frame and mid-tail cases.
+	pubFrame := func(t *testing.T, recordsLength int) []byte {
+		msg, f, err := api.NewFrameMessage(9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := publishReq("t", 0, recordsLength)(f); err != nil {
+			t.Fatal(err)
+		}
+		b, err := msg.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	hugeSegment := make([]byte, 8)
+	binary.LittleEndian.PutUint32(hugeSegment[4:], 0x0fffffff) // one segment of 2 GiB
+	cases := []struct {
+		name       string
+		handshake  bool
+		stream     func(t *testing.T) []byte
+		halfClose  bool // close the write side after the stream
+		wantReason string
+		wantReply  api.Code // an answer expected before the close
+	}{
+		{"garbage length prefix", true, func(*testing.T) []byte { return bytes.Repeat([]byte{0xff}, 8) }, false, "read frame", 0},
+		{"garbage before the handshake", false, func(*testing.T) []byte { return bytes.Repeat([]byte{0xff}, 8) }, false, "read frame", 0},
+		{"segment over the frame limit", true, func(*testing.T) []byte { return hugeSegment }, false, "read frame", 0},
+		{"disconnect mid-frame", true, func(t *testing.T) []byte { return pubFrame(t, 1000)[:20] }, true, "unexpected EOF", 0},
+		{"disconnect mid-tail", true, func(t *testing.T) []byte { return append(pubFrame(t, 1000), make([]byte, 10)...) }, true, "records tail", 0},
+		{"tail over the batch limit", true, func(t *testing.T) []byte { return pubFrame(t, api.DefaultMaxBatchBytes+1) }, false, "over the size limit", api.CodeMessageTooLarge},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newMemBroker()
+			h := startServer(t, b, Options{})
+			good, _ := connect(t, h.addr)
+			good.createTopic("t", 1)
+
+			bad := dialClient(t, h.addr)
+			if tc.handshake {
+				bad.handshake(api.ProtocolVersion)
+			}
+			var before runtime.MemStats
+			runtime.ReadMemStats(&before)
+			if _, err := bad.nc.Write(tc.stream(t)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.halfClose {
+				bad.nc.(interface{ CloseWrite() error }).CloseWrite()
+			}
+			replies := bad.expectClosed()
+			var after runtime.MemStats
+			runtime.ReadMemStats(&after)
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
+				t.Errorf("server allocated %d bytes for a bad stream", grew)
+			}
+			if tc.wantReply != 0 {
+				if len(replies) != 1 || wireErr(replies[0].f.ErrorResponse()) != tc.wantReply {
+					t.Errorf("got %d replies before the close, want one with %v", len(replies), tc.wantReply)
+				}
+			}
+			local := bad.nc.LocalAddr().String()
+			waitFor(t, "close logged", func() bool { return len(h.logs.lines("connection closed", local)) == 1 })
+			line := h.logs.lines("connection closed", local)[0]
+			t.Log(line)
+			if !strings.Contains(line, tc.wantReason) {
+				t.Errorf("log line %q does not give the reason %q", line, tc.wantReason)
+			}
+			// The other client is unaffected.
+			if p := good.publish("t", 0, buildBatch(t, []byte("still here"))); wireErr(p.Error()) != api.CodeNone {
+				t.Fatalf("good client: %v", api.FromWire(mustWire(p.Error())))
+			}
+		})
+	}
+}
+
+func TestCleanCloseLogsAtDebug(t *testing.T) {
+	h := startServer(t, newMemBroker(), Options{})
+	c, _ := connect(t, h.addr)
+	local := c.nc.LocalAddr().String()
+	c.nc.Close()
+	waitFor(t, "close logged", func() bool { return len(h.logs.lines("connection closed", local)) == 1 })
+	if line := h.logs.lines("connection closed", local)[0]; !strings.Contains(line, "level=DEBUG") {
+		t.Errorf("clean close logged as %q", line)
+	}
+}
+
+func TestBackPressureAtMaxInFlight(t *testing.T) {
+	b := newMemBroker()
+	gate := make(chan struct{})
+	b.appendGate = gate
+	h := startServer(t, b, Options{MaxInFlightPerConn: 2})
+	c, _ := connect(t, h.addr)
+	c.createTopic("t", 3)
+
+	const n = 6
+	for i := 0; i < n; i++ {
+		bb := buildBatch(t, []byte("x"))
+		c.send(publishReq("t", uint32(i%3), len(bb)), bb)
+	}
+	waitFor(t, "two requests in flight", func() bool { return totalInFlight(h.srv) == 2 })
+	// The reader holds no third slot: it is blocked before reading.
+	conns := h.srv.snapshotConns()
+	if len(conns) != 1 || len(conns[0].slots) != 2 {
+		t.Fatalf("slots in use: %d, want 2", len(conns[0].slots))
+	}
+	// Nothing is dropped: releasing the appends answers every publish.
+	for i := 0; i < n; i++ {
+		gate <- struct{}{}
+		r := c.recv()
+		if p, err := r.f.PublishResponse(); err != nil || wireErr(p.Error()) != api.CodeNone {
+			t.Fatalf("response %d: %v", i, r.f.Which())
+		}
+	}
+}
+
+func TestHandshakeAndIdleTimeouts(t *testing.T) {
+	t.Run("handshake", func(t *testing.T) {
+		h := startServer(t, newMemBroker(), Options{HandshakeTimeout: 20 * time.Millisecond})
+		c := dialClient(t, h.addr)
+		c.expectClosed()
+		waitFor(t, "close logged", func() bool { return len(h.logs.lines("connection closed", "no handshake within")) == 1 })
+	})
+	t.Run("idle", func(t *testing.T) {
+		h := startServer(t, newMemBroker(), Options{IdleTimeout: 30 * time.Millisecond})
+		c, _ := connect(t, h.addr)
+		c.expectClosed()
+		waitFor(t, "close logged", func() bool { return len(h.logs.lines("connection closed", "idle timeout")) == 1 })
+	})
+	t.Run("long poll is not idle", func(t *testing.T) {
+		h := startServer(t, newMemBroker(), Options{IdleTimeout: 30 * time.Millisecond})
+		c, _ := connect(t, h.addr)
+		c.createTopic("t", 1)
+		start := time.Now()
+		fr, _ := c.fetch("t", 0, 0, 0, 200)
+		if code := wireErr(fr.Error()); code != api.CodeNone || time.Since(start) < 150*time.Millisecond {
+			t.Fatalf("fetch: code %v after %v", code, time.Since(start))
+		}
+	})
+}
+
+func TestShutdownWaitsForInFlightRequests(t *testing.T) {
+	b := newMemBroker()
+	gate := make(chan struct{})
+	b.appendGate = gate
+	h := startServer(t, b, Options{})
+	c, _ := connect(t, h.addr)
+	c.createTopic("t", 2)
+	idle, _ := connect(t, h.addr)
+
+	// One publish held in the broker, one long-poll fetch waiting.
+	bb := buildBatch(t, []byte("held"))
+	pubID := c.send(publishReq("t", 0, len(bb)), bb)
+	fetchID := c.send(fetchReq("t", 1, 0, 0, 20_000), nil)
+	waitFor(t, "two requests in flight", func() bool { return totalInFlight(h.srv) == 2 })
+
+	shutdownDone := make(chan error, 1)
+	start := time.Now()
+	go func() { shutdownDone <- h.srv.Shutdown(context.Background()) }()
+
+	// The long poll ends at once, the idle connection closes, and a new
+	// request is refused with SHUTTING_DOWN.
+	r := c.recv()
+	if r.f.CorrelationId() != fetchID {
+		t.Fatalf("first answer %d, want the fetch %d", r.f.CorrelationId(), fetchID)
+	}
+	if fr, _ := r.f.FetchResponse(); len(r.tail) != 0 || (wireErr(fr.Error()) != api.CodeNone && wireErr(fr.Error()) != api.CodeShuttingDown) {
+		t.Fatalf("fetch during shutdown: code %v, %d bytes", wireErr(fr.Error()), len(r.tail))
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatal("long poll not ended by Shutdown")
+	}
+	idle.expectClosed()
+	lr := c.call(listTopicsReq, nil)
+	if code := wireErr(lr.f.ErrorResponse()); code != api.CodeShuttingDown {
+		t.Fatalf("request during shutdown: %v code %v, want SHUTTING_DOWN", lr.f.Which(), code)
+	}
+	select {
+	case err := <-shutdownDone:
+		t.Fatalf("Shutdown returned %v with a publish in flight", err)
+	default:
+	}
+	// The held publish completes and is answered; then the connection
+	// closes and Shutdown returns.
+	close(gate)
+	r = c.recv()
+	if p, err := r.f.PublishResponse(); err != nil || r.f.CorrelationId() != pubID || wireErr(p.Error()) != api.CodeNone {
+		t.Fatalf("held publish: %v id %d", r.f.Which(), r.f.CorrelationId())
+	}
+	c.expectClosed()
+	if err := <-shutdownDone; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := <-h.served; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("Serve returned %v", err)
+	}
+	h.served <- ErrServerClosed // for the cleanup
+}
+
+func TestShutdownDeadlineForcesClose(t *testing.T) {
+	b := newMemBroker()
+	b.appendGate = make(chan struct{}) // never opened
+	h := startServer(t, b, Options{})
+	c, _ := connect(t, h.addr)
+	c.createTopic("t", 1)
+	bb := buildBatch(t, []byte("stuck"))
+	c.send(publishReq("t", 0, len(bb)), bb)
+	waitFor(t, "publish in flight", func() bool { return totalInFlight(h.srv) == 1 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown: %v, want DeadlineExceeded", err)
+	}
+	c.expectClosed()
+}
+
+func TestOptionsValidate(t *testing.T) {
+	var o Options
+	o.Defaults()
+	if err := o.Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	bad := Options{MaxFrameBytes: 8, MaxInFlightPerConn: -1, MaxFetchWait: -1, HandshakeTimeout: -1}
+	bad.Defaults()
+	err := bad.Validate()
+	for _, want := range []string{"MaxFrameBytes", "MaxInFlightPerConn", "MaxFetchWait", "HandshakeTimeout"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want a complaint about %s", err, want)
+		}
+	}
+	if _, err := New(nil, Options{}); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+}

@@ -1,0 +1,64 @@
+// Package dataplane serves SQ's Cap'n Proto data plane over TCP (DESIGN §4,
+// default port 6064): a Server reads frames (api/sq.capnp), runs each request
+// against a Broker (the engine) and writes the responses, each frame with its
+// records tail in one writev.
+//
+// # Wire
+//
+// A frame is one Cap'n Proto message in standard stream framing whose root
+// is an api.Frame, followed by recordsLength raw batch bytes for a publish
+// request or a fetch response (see package api). Three limits bound what a
+// connection may send, and all three are stated in the handshake response:
+// the Cap'n Proto part (Options.MaxFrameBytes, enforced by api.FrameReader
+// before it allocates), the records tail (the broker's MaxBatchBytes) and one
+// record (the broker's MaxRecordBytes, checked by the broker's batch
+// validation).
+//
+// # Connection lifecycle
+//
+//  1. Accept. Serve starts one reader goroutine per connection; the reader
+//     starts the connection's single writer goroutine.
+//  2. Handshake. The first frame must be a handshakeRequest and must arrive
+//     within Options.HandshakeTimeout. The reply states protocolVersion,
+//     nodeId, serverVersion and the limits (maxRecordBytes, maxBatchBytes,
+//     maxFrameBytes, maxInFlight). A different protocolVersion is answered
+//     with UNSUPPORTED_VERSION, any other first frame with an errorResponse
+//     INVALID_REQUEST; either way the connection closes after the reply.
+//  3. Requests. The reader takes one of Options.MaxInFlightPerConn slots,
+//     reads a frame and its tail (a publish tail goes into a fresh buffer
+//     whose ownership passes to Broker.Append), and starts a goroutine for
+//     the request. When every slot is taken the reader stops reading, so a
+//     fast client is slowed by TCP flow control rather than dropped. Each
+//     response carries its request's correlationId; responses go out in
+//     completion order, not request order. Publishes to one partition from
+//     one connection are appended in the order they were read; everything
+//     else runs concurrently. A union member that is not a request this
+//     server serves is answered with errorResponse INVALID_REQUEST and the
+//     connection stays open (a tail it declares is read and dropped).
+//  4. Writing. The writer takes responses from a queue as they complete and
+//     writes each frame together with its records tail — for a fetch, the
+//     broker's mapped segment slices — in one writev, then releases the
+//     fetch result, then returns the request's slot. A write that fails or
+//     exceeds Options.WriteTimeout closes the connection.
+//  5. Close. The connection ends when the client closes it, when a frame
+//     cannot be read or parsed (a garbage length prefix, a frame over
+//     MaxFrameBytes, a broken pointer, a stream that ends inside a frame or
+//     a tail), when a tail exceeds MaxBatchBytes (answered with
+//     MESSAGE_TOO_LARGE first, since the stream cannot be resynchronised),
+//     after Options.IdleTimeout with nothing in flight, or at shutdown.
+//     Teardown cancels the connection's context, so long-poll fetches and
+//     waiting appends return at once, waits for the request goroutines,
+//     lets the writer flush their responses, closes the socket and logs one
+//     line with the remote address and the reason (DEBUG for a clean close,
+//     WARN for a protocol error). One connection's failure never affects
+//     another, and a panic while serving one is logged and closes only it.
+//
+// # Shutdown
+//
+// Server.Shutdown stops accepting, answers every new request with
+// SHUTTING_DOWN, ends long-poll fetches early (they answer with what is
+// readable, usually nothing), waits for each connection's in-flight requests
+// to be answered and then closes it. Server.Close, or the end of Shutdown's
+// context, closes every connection at once and cancels what is in flight.
+// Neither closes the Broker: the caller closes the engine after the server.
+package dataplane

@@ -1,0 +1,482 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/engine"
+)
+
+// handle serves one request on its own goroutine and queues its response.
+// A panic is logged with its stack, answered with UNKNOWN and closes the
+// connection.
+func (c *conn) handle(req request) {
+	defer c.handlers.Done()
+	defer func() {
+		if p := recover(); p != nil {
+			c.srv.opts.Logger.Error("dataplane: panic serving a request", "remote", c.remote,
+				"request", req.kind.String(), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			c.send(c.buildError(req, api.NewError(api.CodeUnknown, "internal error")))
+			c.forceClose(fmt.Errorf("panic serving %v: %v", req.kind, p))
+		}
+	}()
+	r, err := c.dispatch(req)
+	if err != nil {
+		// Building the response failed (an allocation in the Cap'n Proto
+		// arena): say so in an error response instead.
+		c.srv.opts.Logger.Error("dataplane: build response", "remote", c.remote, "request", req.kind.String(), "err", err)
+		if r != nil {
+			r.release()
+		}
+		r = c.buildError(req, api.NewError(api.CodeUnknown, "build response: %v", err))
+	}
+	c.send(r)
+}
+
+// dispatch runs the request and builds its response. An error means the
+// response could not be encoded; broker errors travel inside the response.
+func (c *conn) dispatch(req request) (*response, error) {
+	switch req.kind {
+	case api.Frame_Which_metadataRequest:
+		return c.metadata(req)
+	case api.Frame_Which_createTopicRequest:
+		return c.createTopic(req)
+	case api.Frame_Which_describeTopicRequest:
+		return c.describeTopic(req)
+	case api.Frame_Which_listTopicsRequest:
+		return c.listTopics(req)
+	case api.Frame_Which_publishRequest:
+		return c.publish(req)
+	case api.Frame_Which_fetchRequest:
+		return c.fetch(req)
+	case api.Frame_Which_commitOffsetsRequest:
+		return c.commitOffsets(req)
+	case api.Frame_Which_fetchOffsetsRequest:
+		return c.fetchOffsets(req)
+	case api.Frame_Which_handshakeRequest:
+		return c.buildError(req, api.NewError(api.CodeInvalidRequest, "handshake already done on this connection")), nil
+	default:
+		return c.buildError(req, api.NewError(api.CodeInvalidRequest, "frame member %v is not a request this server serves", req.kind)), nil
+	}
+}
+
+// newResponse starts a response frame carrying req's correlation id.
+func newResponse(req request) (*response, api.Frame, error) {
+	msg, f, err := api.NewFrameMessage(req.corrID)
+	if err != nil {
+		return nil, api.Frame{}, err
+	}
+	return &response{msg: msg}, f, nil
+}
+
+// buildError answers req with an errorResponse frame carrying err. When
+// even that cannot be built, the response writes nothing (the slot is
+// still returned) and the connection is closed.
+func (c *conn) buildError(req request, err error) *response {
+	r, f, berr := newResponse(req)
+	if berr == nil {
+		var w api.WireError
+		if w, berr = f.NewErrorResponse(); berr == nil {
+			berr = api.ToWire(w, err)
+		}
+	}
+	if berr != nil {
+		if r != nil {
+			r.release()
+		}
+		c.forceClose(fmt.Errorf("build error response: %w", berr))
+		return &response{}
+	}
+	return r
+}
+
+// setErr fills the error field of a response struct when err is non-nil.
+func setErr(err error, newErr func() (api.WireError, error)) error {
+	if err == nil {
+		return nil
+	}
+	w, werr := newErr()
+	if werr != nil {
+		return werr
+	}
+	return api.ToWire(w, err)
+}
+
+// clampU32 converts a non-negative limit to a u32, saturating.
+func clampU32(n int) uint32 {
+	switch {
+	case n <= 0:
+		return 0
+	case uint64(n) >= math.MaxUint32:
+		return math.MaxUint32
+	default:
+		return uint32(n)
+	}
+}
+
+// buildHandshake answers a handshake request with the server's limits.
+// refusal is non-nil when the connection must close after the reply: an
+// unsupported protocol version, or a server shutting down.
+func (c *conn) buildHandshake(req request) (resp *response, refusal error) {
+	r, f, err := newResponse(req)
+	if err == nil {
+		refusal, err = c.fillHandshake(req, f)
+	}
+	if err != nil {
+		if r != nil {
+			r.release()
+		}
+		err = fmt.Errorf("build handshake response: %w", err)
+		return c.buildError(req, api.NewError(api.CodeUnknown, "%v", err)), err
+	}
+	return r, refusal
+}
+
+func (c *conn) fillHandshake(req request, f api.Frame) (refusal error, err error) {
+	h, err := f.NewHandshakeResponse()
+	if err != nil {
+		return nil, err
+	}
+	o := &c.srv.opts
+	h.SetProtocolVersion(api.ProtocolVersion)
+	h.SetMaxRecordBytes(clampU32(c.srv.broker.Limits().MaxRecordBytes))
+	h.SetMaxBatchBytes(c.srv.maxBatchBytes)
+	h.SetMaxFrameBytes(o.MaxFrameBytes)
+	h.SetMaxInFlight(uint32(o.MaxInFlightPerConn))
+	if err := h.SetServerVersion(o.ServerVersion); err != nil {
+		return nil, err
+	}
+	if err := h.SetNodeId(o.NodeID); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.protocolVersion != api.ProtocolVersion:
+		refusal = api.NewError(api.CodeUnsupportedVersion,
+			"protocol version %d not supported; this server speaks %d", req.protocolVersion, api.ProtocolVersion)
+	case c.srv.shutting.Load():
+		refusal = api.NewError(api.CodeShuttingDown, "server is shutting down")
+	}
+	return refusal, setErr(refusal, h.NewError)
+}
+
+func (c *conn) metadata(req request) (*response, error) {
+	r, f, err := newResponse(req)
+	if err != nil {
+		return nil, err
+	}
+	m, err := f.NewMetadataResponse()
+	if err != nil {
+		return nil, err
+	}
+	var topics []engine.TopicInfo
+	var missing []string
+	if len(req.topics) == 0 {
+		topics = c.srv.broker.ListTopics()
+	} else {
+		for _, name := range req.topics {
+			info, err := c.srv.broker.DescribeTopic(name)
+			if err != nil {
+				missing = append(missing, name)
+				continue
+			}
+			topics = append(topics, info)
+		}
+	}
+	if err := m.SetNodeId(c.srv.opts.NodeID); err != nil {
+		return nil, err
+	}
+	if err := m.SetDataAddress(c.srv.dataAddress()); err != nil {
+		return nil, err
+	}
+	l, err := m.NewTopics(int32(len(topics)))
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range topics {
+		if err := encodeTopic(l.At(i), t, false); err != nil {
+			return nil, err
+		}
+	}
+	if len(missing) > 0 {
+		merr := api.NewError(api.CodeUnknownTopic, "unknown topics: %s", strings.Join(missing, ", "))
+		if err := setErr(merr, m.NewError); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// dataAddress is the address clients should use for this node.
+func (s *Server) dataAddress() string {
+	if s.opts.AdvertisedAddr != "" {
+		return s.opts.AdvertisedAddr
+	}
+	if a := s.Addr(); a != nil {
+		return a.String()
+	}
+	return s.opts.Addr
+}
+
+func (c *conn) createTopic(req request) (*response, error) {
+	info, berr := c.srv.broker.CreateTopic(req.name, int(req.partitions), req.config)
+	r, f, err := newResponse(req)
+	if err != nil {
+		return nil, err
+	}
+	ct, err := f.NewCreateTopicResponse()
+	if err != nil {
+		return nil, err
+	}
+	if berr == nil {
+		t, err := ct.NewTopic()
+		if err != nil {
+			return nil, err
+		}
+		if err := encodeTopic(t, info, true); err != nil {
+			return nil, err
+		}
+	}
+	return r, setErr(berr, ct.NewError)
+}
+
+func (c *conn) describeTopic(req request) (*response, error) {
+	info, berr := c.srv.broker.DescribeTopic(req.name)
+	r, f, err := newResponse(req)
+	if err != nil {
+		return nil, err
+	}
+	dt, err := f.NewDescribeTopicResponse()
+	if err != nil {
+		return nil, err
+	}
+	if berr == nil {
+		t, err := dt.NewTopic()
+		if err != nil {
+			return nil, err
+		}
+		if err := encodeTopic(t, info, true); err != nil {
+			return nil, err
+		}
+	}
+	return r, setErr(berr, dt.NewError)
+}
+
+func (c *conn) listTopics(req request) (*response, error) {
+	topics := c.srv.broker.ListTopics()
+	r, f, err := newResponse(req)
+	if err != nil {
+		return nil, err
+	}
+	lt, err := f.NewListTopicsResponse()
+	if err != nil {
+		return nil, err
+	}
+	l, err := lt.NewTopics(int32(len(topics)))
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range topics {
+		if err := encodeTopic(l.At(i), t, false); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// encodeTopic fills t from info; partitionInfos only when withPartitions.
+func encodeTopic(t api.TopicInfo, info engine.TopicInfo, withPartitions bool) error {
+	if err := t.SetName(info.Name); err != nil {
+		return err
+	}
+	t.SetPartitions(clampU32(info.PartitionCount))
+	cfg, err := t.NewConfig()
+	if err != nil {
+		return err
+	}
+	if err := cfg.SetSyncPolicy(info.Config.SyncPolicy); err != nil {
+		return err
+	}
+	cfg.SetSegmentBytes(info.Config.SegmentBytes)
+	cfg.SetRetentionBytes(info.Config.RetentionBytes)
+	cfg.SetRetentionMs(info.Config.RetentionMs)
+	cfg.SetMaxRecordBytes(info.Config.MaxRecordBytes)
+	cfg.SetSegmentMs(info.Config.SegmentMs)
+	if !withPartitions || len(info.Partitions) == 0 {
+		return nil
+	}
+	l, err := t.NewPartitionInfos(int32(len(info.Partitions)))
+	if err != nil {
+		return err
+	}
+	for i, p := range info.Partitions {
+		pi := l.At(i)
+		pi.SetPartition(uint32(p.Partition))
+		pi.SetLogStartOffset(p.LogStartOffset)
+		pi.SetHighWatermark(p.HighWatermark)
+		pi.SetLogEndOffset(p.LogEndOffset)
+		pi.SetSizeBytes(p.SizeBytes)
+		pi.SetSegmentCount(clampU32(p.SegmentCount))
+		if err := setErr(p.Err, pi.NewError); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *conn) publish(req request) (*response, error) {
+	res, berr := c.appendInOrder(req)
+	r, f, err := newResponse(req)
+	if err != nil {
+		return nil, err
+	}
+	p, err := f.NewPublishResponse()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.SetTopic(req.topic); err != nil {
+		return nil, err
+	}
+	p.SetPartition(req.partition)
+	if berr == nil {
+		p.SetBaseOffset(res.BaseOffset)
+		p.SetRecordCount(res.RecordCount)
+		p.SetLogAppendTime(res.LogAppendTime)
+		p.SetDurability(api.Durability(res.Durability))
+	}
+	return r, setErr(berr, p.NewError)
+}
+
+// appendInOrder appends the publish's batch once the publishes read
+// before it on this connection for the same partition have returned.
+func (c *conn) appendInOrder(req request) (engine.AppendResult, error) {
+	if req.done != nil {
+		defer c.unchainPublish(req)
+	}
+	if req.prev != nil {
+		select {
+		case <-req.prev:
+		case <-c.ctx.Done():
+			return engine.AppendResult{}, api.NewError(api.CodeShuttingDown, "connection closing")
+		}
+	}
+	if len(req.tail) == 0 {
+		return engine.AppendResult{}, api.NewError(api.CodeInvalidRequest, "publish without a records tail (recordsLength 0)")
+	}
+	return c.srv.broker.Append(c.ctx, req.topic, int(req.partition), req.tail)
+}
+
+// fetchParams returns the bytes and long-poll wait of a fetch: maxBytes 0
+// or over the batch limit becomes the batch limit, so a response tail never
+// exceeds what the client's reader accepts (one batch may still exceed a
+// smaller maxBytes, KIP-74); maxWaitMs is capped at MaxFetchWait.
+func (s *Server) fetchParams(req request) (maxBytes int, maxWait time.Duration) {
+	maxBytes = int(req.maxBytes)
+	if req.maxBytes == 0 || req.maxBytes > s.maxBatchBytes {
+		maxBytes = int(s.maxBatchBytes)
+	}
+	maxWait = min(time.Duration(req.maxWaitMs)*time.Millisecond, s.opts.MaxFetchWait)
+	return maxBytes, maxWait
+}
+
+func (c *conn) fetch(req request) (*response, error) {
+	maxBytes, maxWait := c.srv.fetchParams(req)
+	// A long poll ends when the connection closes or Shutdown starts.
+	ctx, cancel := context.WithCancel(c.ctx)
+	stop := context.AfterFunc(c.srv.drainCtx, cancel)
+	res, berr := c.srv.broker.Fetch(ctx, req.topic, int(req.partition), req.offset, maxBytes, maxWait)
+	stop()
+	cancel()
+	if berr != nil && c.srv.shutting.Load() && isContextErr(berr) {
+		berr = api.NewError(api.CodeShuttingDown, "server is shutting down")
+	}
+	if berr == nil && res != nil && uint64(res.Bytes()) > math.MaxUint32 {
+		res.Release()
+		res, berr = nil, api.NewError(api.CodeUnknown, "fetch result over 4 GiB")
+	}
+	r, f, err := newResponse(req)
+	if err != nil {
+		if res != nil {
+			res.Release()
+		}
+		return nil, err
+	}
+	r.fetch = res
+	fr, err := f.NewFetchResponse()
+	if err != nil {
+		return r, err
+	}
+	if err := fr.SetTopic(req.topic); err != nil {
+		return r, err
+	}
+	fr.SetPartition(req.partition)
+	if berr == nil && res != nil {
+		fr.SetHighWatermark(res.HighWatermark)
+		fr.SetLogStartOffset(res.LogStartOffset)
+		fr.SetRecordsLength(uint32(res.Bytes()))
+	}
+	return r, setErr(berr, fr.NewError)
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func (c *conn) commitOffsets(req request) (*response, error) {
+	out, berr := c.srv.broker.CommitOffsets(req.group, req.memberID, req.generation, req.commits)
+	r, f, err := newResponse(req)
+	if err != nil {
+		return nil, err
+	}
+	co, err := f.NewCommitOffsetsResponse()
+	if err != nil {
+		return nil, err
+	}
+	if err := encodeOffsets(out, co.NewOffsets); err != nil {
+		return nil, err
+	}
+	return r, setErr(berr, co.NewError)
+}
+
+func (c *conn) fetchOffsets(req request) (*response, error) {
+	out, berr := c.srv.broker.FetchOffsets(req.group, req.topic)
+	r, f, err := newResponse(req)
+	if err != nil {
+		return nil, err
+	}
+	fo, err := f.NewFetchOffsetsResponse()
+	if err != nil {
+		return nil, err
+	}
+	if err := encodeOffsets(out, fo.NewOffsets); err != nil {
+		return nil, err
+	}
+	return r, setErr(berr, fo.NewError)
+}
+
+func encodeOffsets(offsets []engine.OffsetCommit, newList func(int32) (api.OffsetCommit_List, error)) error {
+	l, err := newList(int32(len(offsets)))
+	if err != nil {
+		return err
+	}
+	for i, o := range offsets {
+		w := l.At(i)
+		if err := w.SetTopic(o.Topic); err != nil {
+			return err
+		}
+		w.SetPartition(uint32(o.Partition))
+		w.SetOffset(o.Offset)
+		if err := w.SetMetadata(o.Metadata); err != nil {
+			return err
+		}
+		if err := setErr(o.Err, w.NewError); err != nil {
+			return err
+		}
+	}
+	return nil
+}

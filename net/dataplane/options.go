@@ -1,0 +1,127 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// Defaults applied by Options.Defaults to zero fields.
+const (
+	// DefaultAddr is the data-plane listen address (DESIGN §4: port 6064).
+	DefaultAddr = ":6064"
+	// DefaultMaxInFlightPerConn bounds the requests served at once on one
+	// connection.
+	DefaultMaxInFlightPerConn = 256
+	// DefaultMaxFetchWait caps a fetch's maxWaitMs long poll.
+	DefaultMaxFetchWait = 30 * time.Second
+	// DefaultHandshakeTimeout bounds the wait for a new connection's
+	// handshake request.
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultIdleTimeout closes a connection with no request in flight and
+	// no frame received for this long (Kafka's connections.max.idle.ms).
+	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultWriteTimeout bounds the write of one response frame with its
+	// records tail; a client that stops reading is disconnected after it.
+	DefaultWriteTimeout = 60 * time.Second
+)
+
+// maxInFlightLimit is the largest MaxInFlightPerConn Validate accepts: each
+// in-flight request may hold a frame and a records tail in memory.
+const maxInFlightLimit = 1 << 16
+
+// Options configure a Server. The zero value is valid after Defaults.
+type Options struct {
+	// Addr is the TCP address ListenAndServe listens on, "host:port".
+	// Default DefaultAddr.
+	Addr string
+	// AdvertisedAddr is the data-plane address returned in metadata
+	// responses (dataAddress). Empty means the listener's address.
+	AdvertisedAddr string
+	// NodeID names this node in handshake and metadata responses.
+	NodeID string
+	// ServerVersion is the build version sent in the handshake response.
+	ServerVersion string
+	// MaxFrameBytes bounds the Cap'n Proto part of one frame, in bytes,
+	// segment table included. Default api.DefaultMaxFrameBytes (1 MiB). The
+	// records tail is bounded separately by the broker's MaxBatchBytes.
+	MaxFrameBytes uint32
+	// MaxInFlightPerConn bounds the requests served at once per connection;
+	// when it is reached the server stops reading that connection until a
+	// response has been written (back-pressure). Default
+	// DefaultMaxInFlightPerConn, at most 65536.
+	MaxInFlightPerConn int
+	// MaxFetchWait caps the long poll of one fetch (maxWaitMs). Default
+	// DefaultMaxFetchWait (30 s).
+	MaxFetchWait time.Duration
+	// HandshakeTimeout bounds the wait for the first frame of a connection.
+	// Default DefaultHandshakeTimeout (10 s).
+	HandshakeTimeout time.Duration
+	// IdleTimeout closes a connection that has had no request in flight and
+	// no frame for this long. Default DefaultIdleTimeout (10 min); negative
+	// disables it.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds the write of one response. Default
+	// DefaultWriteTimeout (60 s); negative disables it.
+	WriteTimeout time.Duration
+	// Logger receives one line per closed connection and per unexpected
+	// error. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults fills zero fields with their defaults.
+func (o *Options) Defaults() {
+	if o.Addr == "" {
+		o.Addr = DefaultAddr
+	}
+	if o.MaxFrameBytes == 0 {
+		o.MaxFrameBytes = api.DefaultMaxFrameBytes
+	}
+	if o.MaxInFlightPerConn == 0 {
+		o.MaxInFlightPerConn = DefaultMaxInFlightPerConn
+	}
+	if o.MaxFetchWait == 0 {
+		o.MaxFetchWait = DefaultMaxFetchWait
+	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports every invalid field at once, joined with errors.Join.
+// Call it after Defaults.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Addr == "" {
+		errs = append(errs, errors.New("dataplane: Addr is empty"))
+	}
+	// A frame must at least hold the stream header and a root pointer.
+	if o.MaxFrameBytes < 64 {
+		errs = append(errs, fmt.Errorf("dataplane: MaxFrameBytes %d is below 64", o.MaxFrameBytes))
+	}
+	if o.MaxInFlightPerConn < 1 || o.MaxInFlightPerConn > maxInFlightLimit {
+		errs = append(errs, fmt.Errorf("dataplane: MaxInFlightPerConn %d outside [1, %d]", o.MaxInFlightPerConn, maxInFlightLimit))
+	}
+	if o.MaxFetchWait < 0 {
+		errs = append(errs, fmt.Errorf("dataplane: MaxFetchWait %v is negative", o.MaxFetchWait))
+	}
+	if o.HandshakeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("dataplane: HandshakeTimeout %v is not positive", o.HandshakeTimeout))
+	}
+	if o.Logger == nil {
+		errs = append(errs, errors.New("dataplane: Logger is nil"))
+	}
+	return errors.Join(errs...)
+}

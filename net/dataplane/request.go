@@ -1,0 +1,207 @@
+package dataplane
+
+import (
+	"fmt"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/engine"
+)
+
+// request is one frame decoded into Go values, so that the Cap'n Proto
+// message can be released as soon as it has been read and the handler never
+// touches the read buffer. Only the fields of kind are set.
+type request struct {
+	corrID uint64
+	kind   api.Frame_Which
+
+	// tailLen is the records tail that follows the frame on the stream:
+	// recordsLength of a publish request (or of a fetch response a client
+	// sent by mistake, which is read and dropped).
+	tailLen uint32
+	// tail is the publish batch, read into a fresh buffer that Append owns.
+	tail []byte
+	// prev and done order the publishes of one connection to one
+	// partition: the request appends after prev is closed and closes done
+	// once its append returns (see conn.chainPublish).
+	prev, done chan struct{}
+
+	// handshakeRequest
+	clientID        string
+	protocolVersion uint16
+
+	// metadataRequest
+	topics []string
+
+	// createTopicRequest, describeTopicRequest
+	name       string
+	partitions uint32
+	config     engine.TopicConfig
+
+	// publishRequest, fetchRequest
+	topic     string
+	partition uint32
+	offset    uint64
+	maxBytes  uint32
+	maxWaitMs uint32
+
+	// commitOffsetsRequest, fetchOffsetsRequest (topic above)
+	group      string
+	memberID   string
+	generation int32
+	commits    []engine.OffsetCommit
+}
+
+// parseFrame decodes f into a request. An error means the frame cannot be
+// parsed (a broken pointer, a traversal limit hit): the stream may be out
+// of step with the client, so the connection is closed. A union member the
+// server does not serve parses without error and is answered with
+// INVALID_REQUEST by the handler.
+func parseFrame(f api.Frame) (request, error) {
+	req := request{corrID: f.CorrelationId(), kind: f.Which()}
+	var err error
+	switch req.kind {
+	case api.Frame_Which_handshakeRequest:
+		err = parseHandshake(f, &req)
+	case api.Frame_Which_metadataRequest:
+		err = parseMetadata(f, &req)
+	case api.Frame_Which_createTopicRequest:
+		err = parseCreateTopic(f, &req)
+	case api.Frame_Which_describeTopicRequest:
+		var r api.DescribeTopicRequest
+		if r, err = f.DescribeTopicRequest(); err == nil {
+			req.name, err = r.Name()
+		}
+	case api.Frame_Which_listTopicsRequest:
+		_, err = f.ListTopicsRequest()
+	case api.Frame_Which_publishRequest:
+		var r api.PublishRequest
+		if r, err = f.PublishRequest(); err == nil {
+			req.partition = r.Partition()
+			req.tailLen = r.RecordsLength()
+			req.topic, err = r.Topic()
+		}
+	case api.Frame_Which_fetchRequest:
+		var r api.FetchRequest
+		if r, err = f.FetchRequest(); err == nil {
+			req.partition = r.Partition()
+			req.offset = r.Offset()
+			req.maxBytes = r.MaxBytes()
+			req.maxWaitMs = r.MaxWaitMs()
+			req.topic, err = r.Topic()
+		}
+	case api.Frame_Which_fetchResponse:
+		// Not a request, but it carries a tail that must be skipped to
+		// stay in step with the stream.
+		var r api.FetchResponse
+		if r, err = f.FetchResponse(); err == nil {
+			req.tailLen = r.RecordsLength()
+		}
+	case api.Frame_Which_commitOffsetsRequest:
+		err = parseCommitOffsets(f, &req)
+	case api.Frame_Which_fetchOffsetsRequest:
+		var r api.FetchOffsetsRequest
+		if r, err = f.FetchOffsetsRequest(); err == nil {
+			if req.group, err = r.Group(); err == nil {
+				req.topic, err = r.Topic()
+			}
+		}
+	}
+	if err != nil {
+		return request{}, fmt.Errorf("dataplane: parse %v: %w", req.kind, err)
+	}
+	return req, nil
+}
+
+func parseHandshake(f api.Frame, req *request) error {
+	r, err := f.HandshakeRequest()
+	if err != nil {
+		return err
+	}
+	req.protocolVersion = r.ProtocolVersion()
+	req.clientID, err = r.ClientId()
+	return err
+}
+
+func parseMetadata(f api.Frame, req *request) error {
+	r, err := f.MetadataRequest()
+	if err != nil {
+		return err
+	}
+	if !r.HasTopics() {
+		return nil
+	}
+	l, err := r.Topics()
+	if err != nil {
+		return err
+	}
+	req.topics = make([]string, 0, l.Len())
+	for i := 0; i < l.Len(); i++ {
+		t, err := l.At(i)
+		if err != nil {
+			return err
+		}
+		req.topics = append(req.topics, t)
+	}
+	return nil
+}
+
+func parseCreateTopic(f api.Frame, req *request) error {
+	r, err := f.CreateTopicRequest()
+	if err != nil {
+		return err
+	}
+	req.partitions = r.Partitions()
+	if req.name, err = r.Name(); err != nil {
+		return err
+	}
+	if !r.HasConfig() {
+		return nil
+	}
+	c, err := r.Config()
+	if err != nil {
+		return err
+	}
+	req.config = engine.TopicConfig{
+		SegmentBytes:   c.SegmentBytes(),
+		RetentionBytes: c.RetentionBytes(),
+		RetentionMs:    c.RetentionMs(),
+		MaxRecordBytes: c.MaxRecordBytes(),
+		SegmentMs:      c.SegmentMs(),
+	}
+	req.config.SyncPolicy, err = c.SyncPolicy()
+	return err
+}
+
+func parseCommitOffsets(f api.Frame, req *request) error {
+	r, err := f.CommitOffsetsRequest()
+	if err != nil {
+		return err
+	}
+	req.generation = r.Generation()
+	if req.group, err = r.Group(); err != nil {
+		return err
+	}
+	if req.memberID, err = r.MemberId(); err != nil {
+		return err
+	}
+	if !r.HasOffsets() {
+		return nil
+	}
+	l, err := r.Offsets()
+	if err != nil {
+		return err
+	}
+	req.commits = make([]engine.OffsetCommit, 0, l.Len())
+	for i := 0; i < l.Len(); i++ {
+		o := l.At(i)
+		c := engine.OffsetCommit{Partition: int(o.Partition()), Offset: o.Offset()}
+		if c.Topic, err = o.Topic(); err != nil {
+			return err
+		}
+		if c.Metadata, err = o.Metadata(); err != nil {
+			return err
+		}
+		req.commits = append(req.commits, c)
+	}
+	return nil
+}

@@ -1,0 +1,282 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seedqueue/sq/engine"
+)
+
+// Broker is the part of the engine the data plane serves. *engine.Engine
+// implements it; tests may substitute a fake. Every error is an *api.Error
+// (or wraps one) with a catalog code, sent to the client with api.ToWire.
+type Broker interface {
+	// Limits returns the record and batch size limits stated in the
+	// handshake; MaxBatchBytes also bounds a publish's records tail.
+	Limits() engine.Limits
+	// CreateTopic creates a topic with the given number of partitions.
+	CreateTopic(name string, partitions int, cfg engine.TopicConfig) (engine.TopicInfo, error)
+	// DescribeTopic returns a topic with one PartitionInfo per partition.
+	DescribeTopic(name string) (engine.TopicInfo, error)
+	// ListTopics returns every topic, without partition details.
+	ListTopics() []engine.TopicInfo
+	// Append validates and appends one batch, taking ownership of batch.
+	Append(ctx context.Context, topic string, partition int, batch []byte) (engine.AppendResult, error)
+	// Fetch reads whole batches from offset, waiting up to maxWait for data
+	// when none is readable. The result's Bufs stay valid until Release.
+	Fetch(ctx context.Context, topic string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error)
+	// CommitOffsets stores committed offsets; each returned entry carries
+	// its own Err.
+	CommitOffsets(group, memberID string, generation int32, offsets []engine.OffsetCommit) ([]engine.OffsetCommit, error)
+	// FetchOffsets returns a group's committed offsets, for one topic or
+	// (topic "") for all.
+	FetchOffsets(group, topic string) ([]engine.OffsetCommit, error)
+}
+
+// ErrServerClosed is returned by Serve and ListenAndServe after Shutdown or
+// Close.
+var ErrServerClosed = errors.New("dataplane: server closed")
+
+// Server serves the Cap'n Proto data plane (DESIGN §4) for a Broker. Create
+// one with New; its methods are safe for concurrent use.
+type Server struct {
+	broker Broker
+	opts   Options
+	// maxBatchBytes is the broker's MaxBatchBytes clamped to a u32: the
+	// largest records tail read or written.
+	maxBatchBytes uint32
+
+	// draining is closed when Shutdown starts: new requests are refused
+	// with SHUTTING_DOWN and long-poll fetches return at once.
+	drainCtx context.Context
+	drain    context.CancelFunc
+	shutting atomic.Bool
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	closed    bool
+	// connWG counts connection and accept goroutines.
+	connWG sync.WaitGroup
+}
+
+// New returns a Server for broker. It applies opts.Defaults and fails with
+// the errors of opts.Validate.
+func New(broker Broker, opts Options) (*Server, error) {
+	if broker == nil {
+		return nil, errors.New("dataplane: nil broker")
+	}
+	opts.Defaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	lim := broker.Limits()
+	maxBatch := uint32(math.MaxUint32)
+	if lim.MaxBatchBytes > 0 && uint64(lim.MaxBatchBytes) < math.MaxUint32 {
+		maxBatch = uint32(lim.MaxBatchBytes)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		broker:        broker,
+		opts:          opts,
+		maxBatchBytes: maxBatch,
+		drainCtx:      ctx,
+		drain:         cancel,
+		listeners:     make(map[net.Listener]struct{}),
+		conns:         make(map[*conn]struct{}),
+	}, nil
+}
+
+// ListenAndServe listens on Options.Addr and calls Serve. It returns
+// ErrServerClosed after Shutdown or Close, or the listen or accept error.
+func (s *Server) ListenAndServe() error {
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ln)
+}
+
+// Serve accepts connections on ln and serves each on its own goroutines
+// until Shutdown or Close, then returns ErrServerClosed. ln is closed when
+// Serve returns. Temporary accept errors are retried with a backoff of up
+// to 1 s; any other accept error is returned.
+func (s *Server) Serve(ln net.Listener) error {
+	if !s.trackListener(ln) {
+		ln.Close()
+		return ErrServerClosed
+	}
+	defer s.untrackListener(ln)
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosing() {
+				return ErrServerClosed
+			}
+			if isTemporary(err) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.opts.Logger.Warn("dataplane: accept failed, retrying", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		c := s.newConn(nc)
+		if c == nil {
+			nc.Close()
+			return ErrServerClosed
+		}
+		go func() {
+			defer s.connWG.Done()
+			c.serve()
+		}()
+	}
+}
+
+// isTemporary reports an accept error worth retrying: a timeout, or one
+// that reports itself temporary (EMFILE, ENFILE, ECONNABORTED) through the
+// deprecated Temporary method, as net/http does.
+func isTemporary(err error) bool {
+	var t interface {
+		Timeout() bool
+		Temporary() bool
+	}
+	return errors.As(err, &t) && (t.Timeout() || t.Temporary())
+}
+
+// Addr returns the address of the first listener Serve is serving, or nil.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ln := range s.listeners {
+		return ln.Addr()
+	}
+	return nil
+}
+
+func (s *Server) trackListener(ln net.Listener) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.listeners[ln] = struct{}{}
+	return true
+}
+
+func (s *Server) untrackListener(ln net.Listener) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.listeners[ln]; ok {
+		delete(s.listeners, ln)
+		ln.Close()
+	}
+}
+
+// newConn registers a connection, or returns nil when the server is
+// closed. The caller runs c.serve and then calls connWG.Done.
+func (s *Server) newConn(nc net.Conn) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	return c
+}
+
+func (s *Server) removeConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// closeListeners stops accepting and marks the server closed.
+func (s *Server) closeListeners() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for ln := range s.listeners {
+		ln.Close()
+		delete(s.listeners, ln)
+	}
+}
+
+// Shutdown stops the server gracefully: it stops accepting, answers every
+// new request with SHUTTING_DOWN, ends long-poll fetches at once (they
+// answer with what is readable), waits for the in-flight requests of each
+// connection to be answered and then closes it. When ctx ends first, the
+// remaining connections are closed at once (their pending requests are
+// cancelled) and ctx's error is returned after their goroutines have
+// exited. Shutdown does not close the broker.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closeListeners()
+	s.shutting.Store(true)
+	s.drain()
+	done := make(chan struct{})
+	go func() {
+		s.connWG.Wait()
+		close(done)
+	}()
+	// Poll for quiet connections as net/http does: the set of busy
+	// connections only shrinks once no request is accepted.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, c := range s.snapshotConns() {
+			c.closeIfIdle()
+		}
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			s.forceCloseConns()
+			<-done
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// Close closes the listeners and every connection at once, cancelling
+// their requests, and waits for the connection goroutines to exit. It does
+// not close the broker.
+func (s *Server) Close() error {
+	s.closeListeners()
+	s.shutting.Store(true)
+	s.drain()
+	s.forceCloseConns()
+	s.connWG.Wait()
+	return nil
+}
+
+func (s *Server) snapshotConns() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+func (s *Server) forceCloseConns() {
+	for _, c := range s.snapshotConns() {
+		c.forceClose(errors.New("server closed"))
+	}
+}
