@@ -246,8 +246,14 @@ func (c *Client) live() *conn {
 
 // roundTrip sends one request on the live connection (dialing if needed),
 // bounded by ctx and RequestTimeout+extra, and returns its response.
-func (c *Client) roundTrip(ctx context.Context, extra time.Duration, build func(api.Frame) error, tail []byte, maxTailBytes uint32) (response, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout+extra)
+//
+// A request that outlives RequestTimeout+extra while the caller's context
+// is still live means the server stopped answering: the connection is
+// closed (as Kafka clients do), so requests it holds cannot pin the
+// in-flight slots, and the error wraps ErrConnection.
+func (c *Client) roundTrip(parent context.Context, extra time.Duration, build func(api.Frame) error, tail []byte, maxTailBytes uint32) (response, error) {
+	timeout := c.cfg.RequestTimeout + extra
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	cn, err := c.conn(ctx)
 	if err != nil {
@@ -257,6 +263,12 @@ func (c *Client) roundTrip(ctx context.Context, extra time.Duration, build func(
 	if err != nil {
 		if c.isClosed() {
 			return response{}, ErrClosed
+		}
+		if errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil {
+			cause := fmt.Errorf("no response within %v", timeout)
+			cn.fail(cause)
+			c.cfg.Logger.Warn("sdk: request timed out, closing the connection", "addr", c.cfg.Addr, "timeout", timeout)
+			return response{}, fmt.Errorf("%w: %v", ErrConnection, cause)
 		}
 		return response{}, err
 	}

@@ -253,3 +253,82 @@ func TestBackoffBounds(t *testing.T) {
 		}
 	}
 }
+
+func TestInFlightBoundedByServerLimit(t *testing.T) {
+	s := newFakeServer(t)
+	s.limits.MaxInFlight = 2
+	s.createTopic("t", 1)
+	release := make(chan struct{})
+	s.setHook(func(f api.Frame) {
+		if f.Which() == api.Frame_Which_describeTopicRequest {
+			<-release
+		}
+	})
+	c := dialTest(t, s)
+	ctx := testCtx(t)
+	errs := make(chan error, 5)
+	for range 5 {
+		go func() {
+			_, err := c.DescribeTopic(ctx, "t")
+			errs <- err
+		}()
+	}
+	waitFor(t, 5*time.Second, "two requests at the server", func() bool { return s.count(api.Frame_Which_describeTopicRequest) == 2 })
+	close(release)
+	for range 5 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.maxSeen > 2 {
+		t.Fatalf("%d requests in flight, server allows 2", s.maxSeen)
+	}
+}
+
+func TestHandshakeErrorIsPermanent(t *testing.T) {
+	s := newFakeServer(t)
+	s.rejectHandshake = api.CodeUnsupportedVersion
+	_, err := Dial(testCtx(t), ClientConfig{Addr: s.addr})
+	if !errors.Is(err, api.ErrUnsupportedVersion) || errors.Is(err, ErrConnection) {
+		t.Fatalf("Dial = %v, want UNSUPPORTED_VERSION", err)
+	}
+}
+
+func TestFetchDetectsCorruptBatch(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	produce(t, s, "t", 3)
+	s.mu.Lock()
+	b := s.topics["t"].parts[0].batches[0]
+	b[len(b)-1] ^= 0xff
+	s.mu.Unlock()
+	c := dialTest(t, s)
+	if _, err := c.Fetch(testCtx(t), FetchRequest{Topic: "t"}); !errors.Is(err, batch.ErrCorrupt) {
+		t.Fatalf("Fetch of a corrupt batch: %v, want batch.ErrCorrupt", err)
+	}
+}
+
+func TestRequestTimeoutClosesConnection(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	release := make(chan struct{})
+	defer close(release)
+	s.setHook(func(f api.Frame) {
+		if f.Which() == api.Frame_Which_describeTopicRequest {
+			<-release
+		}
+	})
+	c, err := Dial(testCtx(t), ClientConfig{Addr: s.addr, RequestTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.DescribeTopic(testCtx(t), "t"); !errors.Is(err, ErrConnection) {
+		t.Fatalf("DescribeTopic without answer: %v, want ErrConnection", err)
+	}
+	if _, err := c.ListTopics(testCtx(t)); err != nil {
+		t.Fatalf("ListTopics on the new connection: %v", err)
+	}
+}

@@ -22,18 +22,20 @@ type fakeServer struct {
 	t      testing.TB
 	limits Limits
 
-	mu       sync.Mutex
-	addr     string
-	ln       net.Listener
-	conns    map[net.Conn]struct{}
-	stopped  chan struct{}
-	topics   map[string]*fakeTopic
-	groups   map[string]map[topicPartition]uint64
-	failures map[topicPartition][]api.Code // injected publish errors, in order
-	hook     func(api.Frame)               // called before each request is handled
-	changed  chan struct{}                 // closed and replaced on every append
-	requests map[api.Frame_Which]int
-	wg       sync.WaitGroup
+	mu                sync.Mutex
+	addr              string
+	ln                net.Listener
+	conns             map[net.Conn]struct{}
+	stopped           chan struct{}
+	topics            map[string]*fakeTopic
+	groups            map[string]map[topicPartition]uint64
+	failures          map[topicPartition][]api.Code // injected publish errors, in order
+	hook              func(api.Frame)               // called before each request is handled
+	changed           chan struct{}                 // closed and replaced on every append
+	requests          map[api.Frame_Which]int
+	inFlight, maxSeen int      // requests being handled at once
+	rejectHandshake   api.Code // answer handshakes with this error
+	wg                sync.WaitGroup
 }
 
 type fakeTopic struct {
@@ -154,10 +156,17 @@ func (s *fakeServer) serve(nc net.Conn, stopped chan struct{}) {
 		reqs.Add(1)
 		go func() {
 			defer reqs.Done()
+			s.mu.Lock()
+			s.inFlight++
+			s.maxSeen = max(s.maxSeen, s.inFlight)
+			s.mu.Unlock()
 			if hook != nil {
 				hook(f)
 			}
 			msg, rtail := s.handle(f, tail, stopped)
+			s.mu.Lock()
+			s.inFlight-- // answered: the client may send the next request
+			s.mu.Unlock()
 			if msg == nil {
 				return
 			}

@@ -28,7 +28,12 @@ func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}) (
 		r.SetMaxFrameBytes(s.limits.MaxFrameBytes)
 		r.SetMaxInFlight(s.limits.MaxInFlight)
 		hr, _ := req.HandshakeRequest()
-		if hr.ProtocolVersion() != api.ProtocolVersion {
+		s.mu.Lock()
+		reject := s.rejectHandshake
+		s.mu.Unlock()
+		if reject != 0 {
+			setErr(r.NewError, api.NewError(reject, "rejected"))
+		} else if hr.ProtocolVersion() != api.ProtocolVersion {
 			setErr(r.NewError, api.NewError(api.CodeUnsupportedVersion, "version %d", hr.ProtocolVersion()))
 		}
 	case api.Frame_Which_publishRequest:
