@@ -277,3 +277,21 @@ func TestConsumerReportsPermanentError(t *testing.T) {
 		t.Fatalf("Poll after the topic was deleted: %v", err)
 	}
 }
+
+func TestCloseUnblocksPoll(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	c := newTestConsumer(t, s, ConsumerConfig{Topic: "t", MaxWait: time.Minute})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Poll(testCtx(t))
+		done <- err
+	}()
+	waitFor(t, 5*time.Second, "a fetch at the server", func() bool { return s.count(api.Frame_Which_fetchRequest) >= 1 })
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Poll during Close: %v, want ErrClosed", err)
+	}
+}

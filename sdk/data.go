@@ -66,9 +66,11 @@ type PublishResult struct {
 }
 
 // Publish appends one batch (built with batch.Builder) to a partition and
-// returns the server's acknowledgement. The batch must not be modified
-// until Publish returns. Publish does not retry: an error wrapping
-// ErrConnection means the batch may or may not have been appended.
+// returns the server's acknowledgement. Publish keeps a reference to
+// batchBytes, which is written to the socket without a copy: do not modify
+// it afterwards (when ctx ends early the write may still be in progress).
+// Publish does not retry: an error wrapping ErrConnection means the batch
+// may or may not have been appended.
 // A batch over Limits().MaxBatchBytes fails with an api.ErrMessageTooLarge
 // error without being sent.
 func (c *Client) Publish(ctx context.Context, topic string, partition uint32, batchBytes []byte) (PublishResult, error) {

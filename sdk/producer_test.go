@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/seedqueue/sq/api"
@@ -281,5 +282,67 @@ func TestUnknownTopicRefreshesMetadata(t *testing.T) {
 	s.createTopic("later", 2)
 	if _, err := p.Send(ctx, "later", nil, []byte("v")); err != nil {
 		t.Fatalf("Send after the topic was created: %v", err)
+	}
+}
+
+func TestSendFailsWhileServerDownThenRecovers(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	p := newTestProducer(t, s, func(c *ProducerConfig) { c.Retries = 2 })
+	ctx := testCtx(t)
+	if _, err := p.Send(ctx, "t", nil, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	s.stop()
+	if _, err := p.Send(ctx, "t", nil, []byte("lost")); !errors.Is(err, ErrConnection) {
+		t.Fatalf("Send with the server down: %v, want ErrConnection", err)
+	}
+	s.start(s.addr)
+	ack, err := p.Send(ctx, "t", nil, []byte("b"))
+	if err != nil || ack.Offset != 1 {
+		t.Fatalf("Send after the server came back = %+v, %v", ack, err)
+	}
+}
+
+// TestConcurrentSendBatch checks that concurrent calls each keep their own
+// records in order and that every record gets a distinct offset.
+func TestConcurrentSendBatch(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 2)
+	p := newTestProducer(t, s)
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	results := make([][]Ack, 8)
+	for g := range results {
+		wg.Go(func() {
+			var msgs []ProducerMessage
+			for i := range 30 {
+				msgs = append(msgs, NewProducerMessage("t", []byte(fmt.Sprint(g, "-", i))).WithKey([]byte(fmt.Sprint(i%2))))
+			}
+			acks, err := p.SendBatch(ctx, msgs)
+			if err != nil {
+				t.Error(err)
+			}
+			results[g] = acks
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, acks := range results {
+		last := map[uint32]uint64{}
+		for i, a := range acks {
+			k := fmt.Sprint(a.Partition, "/", a.Offset)
+			if seen[k] {
+				t.Fatalf("offset %s acknowledged twice", k)
+			}
+			seen[k] = true
+			if prev, ok := last[a.Partition]; ok && a.Offset <= prev {
+				t.Fatalf("record %d of a call at %d after %d", i, a.Offset, prev)
+			}
+			last[a.Partition] = a.Offset
+		}
+	}
+	if len(seen) != 8*30 {
+		t.Fatalf("%d distinct offsets", len(seen))
 	}
 }
