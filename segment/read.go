@@ -49,8 +49,11 @@ type readSeg struct {
 // with Append, Sync and other Reads. The caller must Release the View.
 func (l *Log) Read(offset uint64, maxBytes int, limit uint64) (*View, error) {
 	segs, limit, err := l.snapshot(offset, maxBytes, limit)
-	if err != nil || len(segs) == 0 {
-		return &View{NextOffset: offset}, err
+	if err != nil {
+		return nil, err
+	}
+	if len(segs) == 0 {
+		return &View{NextOffset: offset}, nil
 	}
 	v := &View{NextOffset: offset}
 	used, err := collect(v, segs, offset, maxBytes, limit)
