@@ -112,8 +112,10 @@ func (l Limits) withDefaults() Limits {
 type Client struct {
 	cfg ClientConfig
 
-	dialSem chan struct{} // held while dialing, so one goroutine dials
-	closed  chan struct{}
+	dialSem     chan struct{}   // held while dialing, so one goroutine dials
+	closeCtx    context.Context // cancelled by Close; aborts a dial in progress
+	closeCancel context.CancelFunc
+	closed      <-chan struct{} // closeCtx.Done()
 
 	mu        sync.Mutex
 	cur       *conn
@@ -131,9 +133,11 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	c := &Client{
 		cfg:     cfg.withDefaults(),
 		dialSem: make(chan struct{}, 1),
-		closed:  make(chan struct{}),
 	}
+	c.closeCtx, c.closeCancel = context.WithCancel(context.Background())
+	c.closed = c.closeCtx.Done()
 	if _, err := c.conn(ctx); err != nil {
+		c.Close()
 		return nil, err
 	}
 	return c, nil
@@ -150,7 +154,7 @@ func (c *Client) Limits() Limits {
 // Close is idempotent and always returns nil.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
-		close(c.closed)
+		c.closeCancel()
 		c.mu.Lock()
 		cur := c.cur
 		c.cur = nil
@@ -158,7 +162,7 @@ func (c *Client) Close() error {
 		if cur != nil {
 			cur.close(ErrClosed)
 		}
-		// Wait for a dial in progress to notice the close.
+		// Wait for a dial in progress (aborted by closeCtx) to end.
 		c.dialSem <- struct{}{}
 	})
 	return nil
@@ -192,6 +196,10 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	if cn := c.live(); cn != nil {
 		return cn, nil
 	}
+	// Close aborts the backoff wait and the dial.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.closeCtx, cancel)()
 	c.mu.Lock()
 	wait := time.Until(c.nextDial)
 	old := c.cur
@@ -201,6 +209,9 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 		old.close(errors.New("replaced"))
 	}
 	if err := sleep(ctx, wait); err != nil {
+		if c.isClosed() {
+			return nil, ErrClosed
+		}
 		return nil, err
 	}
 	cn, err := dialConn(ctx, c.cfg.Addr, c.cfg.ClientID, c.cfg.DialTimeout, c.cfg.Logger)
@@ -211,6 +222,9 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 		d := backoff(c.failures, c.cfg.ReconnectBackoff, c.cfg.ReconnectBackoffMax)
 		c.nextDial = time.Now().Add(d)
 		c.cfg.Logger.Warn("sdk: connect failed", "addr", c.cfg.Addr, "attempt", c.failures, "retry_in", d, "err", err)
+		if c.isClosed() {
+			return nil, ErrClosed
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
