@@ -120,12 +120,6 @@ func (c *conn) serve() {
 		defer close(writerDone)
 		c.writeLoop()
 	}()
-	if d := c.srv.opts.IdleTimeout; d > 0 {
-		c.mu.Lock()
-		c.idleTimer = time.AfterFunc(d, c.checkIdle)
-		c.mu.Unlock()
-	}
-
 	err := c.readLoopSafe()
 	c.setReason(c.classify(err))
 
@@ -211,6 +205,20 @@ func (c *conn) closeIfIdle() {
 	}
 }
 
+// startIdleTimer arms the idle timer once the handshake is done (the
+// handshake has its own timeout).
+func (c *conn) startIdleTimer() {
+	d := c.srv.opts.IdleTimeout
+	if d <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.done {
+		c.idleTimer = time.AfterFunc(d, c.checkIdle)
+	}
+}
+
 // checkIdle runs on the idle timer: it stops a connection that has had no
 // request in flight and no traffic for IdleTimeout, else re-arms itself.
 func (c *conn) checkIdle() {
@@ -255,6 +263,7 @@ func (c *conn) readLoop() error {
 	if err := c.handshake(); err != nil {
 		return err
 	}
+	c.startIdleTimer()
 	for {
 		if err := c.acquire(); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -50,49 +51,82 @@ func TestBadStreamsCloseOnlyTheirConnection(t *testing.T) {
 		{"disconnect mid-tail", true, func(t *testing.T) []byte { return append(pubFrame(t, 1000), make([]byte, 10)...) }, true, "records tail", 0},
 		{"tail over the batch limit", true, func(t *testing.T) []byte { return pubFrame(t, api.DefaultMaxBatchBytes+1) }, false, "over the size limit", api.CodeMessageTooLarge},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			b := newMemBroker()
-			h := startServer(t, b, Options{})
-			good, _ := connect(t, h.addr)
-			good.createTopic("t", 1)
+	forEachBroker(t, func(t *testing.T, b Broker) {
+		for i, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				topic := fmt.Sprintf("t%d", i)
+				h := startServer(t, b, Options{})
+				good, _ := connect(t, h.addr)
+				good.createTopic(topic, 1)
 
-			bad := dialClient(t, h.addr)
-			if tc.handshake {
-				bad.handshake(api.ProtocolVersion)
-			}
-			var before runtime.MemStats
-			runtime.ReadMemStats(&before)
-			if _, err := bad.nc.Write(tc.stream(t)); err != nil {
-				t.Fatal(err)
-			}
-			if tc.halfClose {
-				bad.nc.(interface{ CloseWrite() error }).CloseWrite()
-			}
-			replies := bad.expectClosed()
-			var after runtime.MemStats
-			runtime.ReadMemStats(&after)
-			if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
-				t.Errorf("server allocated %d bytes for a bad stream", grew)
-			}
-			if tc.wantReply != 0 {
-				if len(replies) != 1 || wireErr(replies[0].f.ErrorResponse()) != tc.wantReply {
-					t.Errorf("got %d replies before the close, want one with %v", len(replies), tc.wantReply)
+				bad := dialClient(t, h.addr)
+				if tc.handshake {
+					bad.handshake(api.ProtocolVersion)
 				}
-			}
-			local := bad.nc.LocalAddr().String()
-			waitFor(t, "close logged", func() bool { return len(h.logs.lines("connection closed", local)) == 1 })
-			line := h.logs.lines("connection closed", local)[0]
-			t.Log(line)
-			if !strings.Contains(line, tc.wantReason) {
-				t.Errorf("log line %q does not give the reason %q", line, tc.wantReason)
-			}
-			// The other client is unaffected.
-			if p := good.publish("t", 0, buildBatch(t, []byte("still here"))); wireErr(p.Error()) != api.CodeNone {
-				t.Fatalf("good client: %v", api.FromWire(mustWire(p.Error())))
-			}
-		})
-	}
+				var before runtime.MemStats
+				runtime.ReadMemStats(&before)
+				if _, err := bad.nc.Write(tc.stream(t)); err != nil {
+					t.Fatal(err)
+				}
+				if tc.halfClose {
+					bad.nc.(interface{ CloseWrite() error }).CloseWrite()
+				}
+				replies := bad.expectClosed()
+				var after runtime.MemStats
+				runtime.ReadMemStats(&after)
+				if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
+					t.Errorf("server allocated %d bytes for a bad stream", grew)
+				}
+				if tc.wantReply != 0 {
+					if len(replies) != 1 || wireErr(replies[0].f.ErrorResponse()) != tc.wantReply {
+						t.Errorf("got %d replies before the close, want one with %v", len(replies), tc.wantReply)
+					}
+				}
+				local := bad.nc.LocalAddr().String()
+				waitFor(t, "close logged", func() bool { return len(h.logs.lines("connection closed", local)) == 1 })
+				line := h.logs.lines("connection closed", local)[0]
+				t.Log(line)
+				if !strings.Contains(line, tc.wantReason) {
+					t.Errorf("log line %q does not give the reason %q", line, tc.wantReason)
+				}
+				// The other client is unaffected.
+				if p := good.publish(topic, 0, buildBatch(t, []byte("still here"))); wireErr(p.Error()) != api.CodeNone {
+					t.Fatalf("good client: %v", api.FromWire(mustWire(p.Error())))
+				}
+			})
+		}
+	})
+}
+
+func TestShutdownEndsLongPollFetch(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, b Broker) {
+		h := startServer(t, b, Options{})
+		c, _ := connect(t, h.addr)
+		c.createTopic("t", 1)
+		id := c.send(fetchReq("t", 0, 0, 0, 20_000), nil)
+		waitFor(t, "fetch in flight", func() bool { return totalInFlight(h.srv) == 1 })
+
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shutdownDone := make(chan error, 1)
+		go func() { shutdownDone <- h.srv.Shutdown(ctx) }()
+		r := c.recv()
+		fr, err := r.f.FetchResponse()
+		if err != nil || r.f.CorrelationId() != id {
+			t.Fatalf("answer %v id %d, want the fetch %d", r.f.Which(), r.f.CorrelationId(), id)
+		}
+		if code := wireErr(fr.Error()); code != api.CodeNone && code != api.CodeShuttingDown {
+			t.Fatalf("fetch ended by shutdown with %v", code)
+		}
+		c.expectClosed()
+		if err := <-shutdownDone; err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		if elapsed := time.Since(start); elapsed > 5*time.Second {
+			t.Fatalf("Shutdown took %v with a long poll in flight", elapsed)
+		}
+	})
 }
 
 func TestCleanCloseLogsAtDebug(t *testing.T) {

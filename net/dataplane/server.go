@@ -38,6 +38,8 @@ type Broker interface {
 	FetchOffsets(group, topic string) ([]engine.OffsetCommit, error)
 }
 
+var _ Broker = (*engine.Engine)(nil)
+
 // ErrServerClosed is returned by Serve and ListenAndServe after Shutdown or
 // Close.
 var ErrServerClosed = errors.New("dataplane: server closed")
