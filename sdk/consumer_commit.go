@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/seedqueue/sq/api"
@@ -69,7 +70,8 @@ func (c *Consumer) commit(ctx context.Context) error {
 	c.mu.Lock()
 	var offs []OffsetCommit
 	for p, pos := range c.consumed {
-		if c.hasCommit[p] && c.committed[p] == pos {
+		if (c.hasCommit[p] && c.committed[p] == pos) || pos == math.MaxUint64 {
+			// Unchanged, or "latest" not resolved yet (no fetch answered).
 			continue
 		}
 		offs = append(offs, OffsetCommit{Topic: c.cfg.Topic, Partition: uint32(p), Offset: pos})
