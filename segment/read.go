@@ -158,31 +158,37 @@ func collect(v *View, segs []readSeg, offset uint64, maxBytes int, limit uint64)
 	if err != nil {
 		return 0, err
 	}
+	want := segs[0].s.base // baseOffset the next batch must have; set by locate
 	for i, rs := range segs {
 		cur = rs.s.logPath
 		if i > 0 {
 			pos = 0
 		}
-		start := pos
-		full := false
-		for pos < rs.end {
+		start, last := pos, false
+		for pos < rs.end && !last {
 			h, err := headerAt(rs, pos)
 			if err != nil {
 				return 0, err
 			}
-			if h.BaseOffset >= limit || (v.Bytes > 0 && v.Bytes+h.Size() > maxBytes) {
-				full = true
+			if v.Bytes > 0 && h.BaseOffset != want {
+				return 0, &CorruptError{File: rs.s.logPath, Position: pos, Err: fmt.Errorf("baseOffset %d, want %d", h.BaseOffset, want)}
+			}
+			if v.Bytes > 0 && v.Bytes+h.Size() > maxBytes {
+				last = true
 				break
 			}
 			pos += int64(h.Size())
 			v.Bytes += h.Size()
-			v.NextOffset = h.NextOffset()
+			v.NextOffset, want = h.NextOffset(), h.NextOffset()
+			// The next batch starts at NextOffset: do not read its header
+			// if it is at or after the limit.
+			last = want >= limit
 		}
 		if pos > start {
 			v.Bufs = append(v.Bufs, rs.m.data[start:pos:pos])
 			used = i + 1
 		}
-		if full {
+		if last {
 			break
 		}
 	}
@@ -190,22 +196,27 @@ func collect(v *View, segs []readSeg, offset uint64, maxBytes int, limit uint64)
 }
 
 // locate returns the position in rs of the batch containing offset: the
-// sparse index entry at or before it, then a forward scan of headers.
+// sparse index entry at or before it, then a forward scan of headers. If the
+// entry does not point at the batch it names, the scan starts over from the
+// beginning of the segment.
 func locate(rs readSeg, offset uint64) (int64, error) {
 	e := lookup(rs.index, uint32(offset-rs.s.base))
-	pos := int64(e.pos)
-	for first := true; pos < rs.end; first = false {
+	if h, err := headerAt(rs, int64(e.pos)); err != nil || h.BaseOffset != rs.s.base+uint64(e.rel) {
+		e = indexEntry{}
+	}
+	pos, want := int64(e.pos), rs.s.base+uint64(e.rel)
+	for pos < rs.end {
 		h, err := headerAt(rs, pos)
 		if err != nil {
 			return 0, err
 		}
-		if first && h.BaseOffset != rs.s.base+uint64(e.rel) {
-			return 0, &CorruptError{File: rs.s.logPath, Position: pos, Err: fmt.Errorf("index entry %+v points at a batch with baseOffset %d", e, h.BaseOffset)}
+		if h.BaseOffset != want {
+			return 0, &CorruptError{File: rs.s.logPath, Position: pos, Err: fmt.Errorf("baseOffset %d, want %d", h.BaseOffset, want)}
 		}
 		if h.NextOffset() > offset {
 			return pos, nil
 		}
-		pos += int64(h.Size())
+		pos, want = pos+int64(h.Size()), h.NextOffset()
 	}
 	return 0, &CorruptError{File: rs.s.logPath, Position: pos, Err: fmt.Errorf("offset %d not found before the end of data", offset)}
 }
