@@ -28,10 +28,20 @@ type conn struct {
 	remote string
 	fr     *api.FrameReader
 
-	// ctx is cancelled when the connection closes, so requests waiting in
-	// the broker (long-poll fetches, appends awaiting a sync) return.
+	// ctx is cancelled when the connection is closed abruptly (Close, a
+	// Shutdown deadline, a failed write, a panic): every request waiting
+	// in the broker returns. A connection that ends otherwise lets its
+	// appends finish, so their outcome does not depend on the cancellation
+	// of a wait.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// pollCtx, a child of ctx, is cancelled as soon as the connection
+	// starts closing, for any reason: long-poll fetches return at once.
+	pollCtx    context.Context
+	pollCancel context.CancelFunc
+	// tailBudget bounds the publish tails held in memory by this
+	// connection's requests in flight.
+	tailBudget *byteBudget
 
 	// slots bounds the requests in flight: the reader takes a slot before
 	// it reads a frame and the writer gives it back once the frame's
@@ -89,6 +99,7 @@ var (
 
 func newConn(s *Server, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
+	pollCtx, pollCancel := context.WithCancel(ctx)
 	c := &conn{
 		srv:    s,
 		nc:     nc,
@@ -96,8 +107,12 @@ func newConn(s *Server, nc net.Conn) *conn {
 		fr:     api.NewFrameReader(nc, s.opts.MaxFrameBytes, s.maxBatchBytes),
 		ctx:    ctx,
 		cancel: cancel,
-		slots:  make(chan struct{}, s.opts.MaxInFlightPerConn),
-		out:    make(chan *response, s.opts.MaxInFlightPerConn),
+
+		pollCtx:    pollCtx,
+		pollCancel: pollCancel,
+		tailBudget: newByteBudget(s.opts.MaxInFlightBytesPerConn),
+		slots:      make(chan struct{}, s.opts.MaxInFlightPerConn),
+		out:        make(chan *response, s.opts.MaxInFlightPerConn),
 	}
 	c.lastActive.Store(time.Now().UnixNano())
 	return c
@@ -111,9 +126,9 @@ func remoteAddr(nc net.Conn) string {
 }
 
 // serve runs the connection to its end: it starts the writer, reads
-// frames until an error or a stop, then tears down in order (cancel the
-// requests, wait for them, flush their responses, close the socket) and
-// logs one line with the reason.
+// frames until an error or a stop, then tears down in order (end the long
+// polls, wait for the requests, flush their responses, close the socket)
+// and logs one line with the reason.
 func (c *conn) serve() {
 	writerDone := make(chan struct{})
 	go func() {
@@ -130,10 +145,11 @@ func (c *conn) serve() {
 	}
 	c.mu.Unlock()
 
-	c.cancel()
+	c.pollCancel()
 	c.handlers.Wait()
 	close(c.out)
 	<-writerDone
+	c.cancel()
 	c.nc.Close()
 	c.srv.removeConn(c)
 
@@ -247,7 +263,7 @@ func (c *conn) acquire() error {
 	select {
 	case c.slots <- struct{}{}:
 		return nil
-	case <-c.ctx.Done():
+	case <-c.pollCtx.Done():
 		return errors.New("connection closing")
 	}
 }
@@ -278,6 +294,7 @@ func (c *conn) readLoop() error {
 			return fmt.Errorf("%w: records tail of %d bytes, limit %d", api.ErrFrameTooLarge, req.tailLen, c.srv.maxBatchBytes)
 		}
 		if c.srv.shutting.Load() {
+			c.tailBudget.release(req.tailHeld)
 			c.send(c.buildError(req, api.NewError(api.CodeShuttingDown, "server is shutting down")))
 			continue
 		}
@@ -373,13 +390,21 @@ func (c *conn) readRequest() (request, error) {
 	}
 	c.touch()
 	if req.tailLen > 0 && req.tailLen <= c.srv.maxBatchBytes {
-		// A fresh buffer per publish: Append takes ownership of it.
-		tail, err := c.fr.ReadTail(req.tailLen, nil)
+		// Wait until the tails of earlier requests leave room, then read
+		// into a fresh buffer per publish: Append takes ownership of it.
+		held, err := c.tailBudget.acquire(c.pollCtx, int64(req.tailLen))
 		if err != nil {
 			return request{}, err
 		}
-		if req.kind == api.Frame_Which_publishRequest {
-			req.tail = tail
+		tail, err := c.fr.ReadTail(req.tailLen, nil)
+		if err != nil || req.kind != api.Frame_Which_publishRequest {
+			// Not a publish: the tail is read only to stay in step.
+			c.tailBudget.release(held)
+		} else {
+			req.tail, req.tailHeld = tail, held
+		}
+		if err != nil {
+			return request{}, err
 		}
 		c.touch()
 	}

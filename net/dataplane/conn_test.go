@@ -169,6 +169,42 @@ func TestBackPressureAtMaxInFlight(t *testing.T) {
 	}
 }
 
+func TestBackPressureOnTailBytes(t *testing.T) {
+	b := newMemBroker()
+	gate := make(chan struct{})
+	b.appendGate = gate
+	h := startServer(t, b, Options{MaxInFlightBytesPerConn: 1000})
+	c, _ := connect(t, h.addr)
+	c.createTopic("t", 3)
+
+	// Three ~600-byte batches to three partitions: only one fits in the
+	// 1000-byte budget at a time, so only one reaches the broker.
+	const n = 3
+	for i := 0; i < n; i++ {
+		bb := buildBatch(t, make([]byte, 500))
+		if len(bb) <= 500 || len(bb) > 1000 {
+			t.Fatalf("batch of %d bytes", len(bb))
+		}
+		c.send(publishReq("t", uint32(i), len(bb)), bb)
+	}
+	for i := 0; i < n; i++ {
+		waitFor(t, "one append at the broker", func() bool { return b.gated.Load() == 1 })
+		if got := totalInFlight(h.srv); got != 1 {
+			t.Fatalf("%d requests in flight, want 1 (the next tail waits for budget)", got)
+		}
+		gate <- struct{}{}
+		r := c.recv()
+		if p, err := r.f.PublishResponse(); err != nil || wireErr(p.Error()) != api.CodeNone {
+			t.Fatalf("response %d: %v", i, r.f.Which())
+		}
+	}
+	// A tail larger than the whole budget still goes through alone.
+	close(gate)
+	if p := c.publish("t", 0, buildBatch(t, make([]byte, 5000))); wireErr(p.Error()) != api.CodeNone {
+		t.Fatalf("large publish: %v", api.FromWire(mustWire(p.Error())))
+	}
+}
+
 func TestHandshakeAndIdleTimeouts(t *testing.T) {
 	t.Run("handshake", func(t *testing.T) {
 		h := startServer(t, newMemBroker(), Options{HandshakeTimeout: 20 * time.Millisecond})

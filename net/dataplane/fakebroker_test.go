@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seedqueue/sq/api"
@@ -22,7 +23,9 @@ type memBroker struct {
 	// appendGate, when set, is received from before each append completes
 	// (or the context ends), so a test holds appends in flight.
 	appendGate chan struct{}
-	offsets    map[string]map[string]engine.OffsetCommit // group -> topic/partition
+	// gated counts appends waiting on appendGate.
+	gated   atomic.Int32
+	offsets map[string]map[string]engine.OffsetCommit // group -> topic/partition
 	// wake is closed and replaced on every append, waking long polls.
 	wake chan struct{}
 }
@@ -121,6 +124,8 @@ func (b *memBroker) Append(ctx context.Context, topic string, partition int, buf
 	gate := b.appendGate
 	b.mu.Unlock()
 	if gate != nil {
+		b.gated.Add(1)
+		defer b.gated.Add(-1)
 		select {
 		case <-gate:
 		case <-ctx.Done():

@@ -18,6 +18,7 @@ import (
 // connection.
 func (c *conn) handle(req request) {
 	defer c.handlers.Done()
+	defer c.tailBudget.release(req.tailHeld)
 	defer func() {
 		if p := recover(); p != nil {
 			c.srv.opts.Logger.Error("dataplane: panic serving a request", "remote", c.remote,
@@ -387,7 +388,7 @@ func (s *Server) fetchParams(req request) (maxBytes int, maxWait time.Duration) 
 func (c *conn) fetch(req request) (*response, error) {
 	maxBytes, maxWait := c.srv.fetchParams(req)
 	// A long poll ends when the connection closes or Shutdown starts.
-	ctx, cancel := context.WithCancel(c.ctx)
+	ctx, cancel := context.WithCancel(c.pollCtx)
 	stop := context.AfterFunc(c.srv.drainCtx, cancel)
 	res, berr := c.srv.broker.Fetch(ctx, req.topic, int(req.partition), req.offset, maxBytes, maxWait)
 	stop()

@@ -16,6 +16,10 @@ const (
 	// DefaultMaxInFlightPerConn bounds the requests served at once on one
 	// connection.
 	DefaultMaxInFlightPerConn = 256
+	// DefaultMaxInFlightBytesPerConn bounds the publish tails one
+	// connection holds in memory: 64 MiB, four batches of the default
+	// 16 MiB limit.
+	DefaultMaxInFlightBytesPerConn = 64 << 20
 	// DefaultMaxFetchWait caps a fetch's maxWaitMs long poll.
 	DefaultMaxFetchWait = 30 * time.Second
 	// DefaultHandshakeTimeout bounds the wait for a new connection's
@@ -54,6 +58,12 @@ type Options struct {
 	// response has been written (back-pressure). Default
 	// DefaultMaxInFlightPerConn, at most 65536.
 	MaxInFlightPerConn int
+	// MaxInFlightBytesPerConn bounds the bytes of publish tails one
+	// connection's requests hold in memory, from the read of a tail until
+	// its append returns; when it is reached the server stops reading that
+	// connection. One tail larger than the bound is read when nothing else
+	// is held. Default DefaultMaxInFlightBytesPerConn (64 MiB).
+	MaxInFlightBytesPerConn int64
 	// MaxFetchWait caps the long poll of one fetch (maxWaitMs). Default
 	// DefaultMaxFetchWait (30 s).
 	MaxFetchWait time.Duration
@@ -82,6 +92,9 @@ func (o *Options) Defaults() {
 	}
 	if o.MaxInFlightPerConn == 0 {
 		o.MaxInFlightPerConn = DefaultMaxInFlightPerConn
+	}
+	if o.MaxInFlightBytesPerConn == 0 {
+		o.MaxInFlightBytesPerConn = DefaultMaxInFlightBytesPerConn
 	}
 	if o.MaxFetchWait == 0 {
 		o.MaxFetchWait = DefaultMaxFetchWait
@@ -113,6 +126,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxInFlightPerConn < 1 || o.MaxInFlightPerConn > maxInFlightLimit {
 		errs = append(errs, fmt.Errorf("dataplane: MaxInFlightPerConn %d outside [1, %d]", o.MaxInFlightPerConn, maxInFlightLimit))
+	}
+	if o.MaxInFlightBytesPerConn < 0 {
+		errs = append(errs, fmt.Errorf("dataplane: MaxInFlightBytesPerConn %d is negative", o.MaxInFlightBytesPerConn))
 	}
 	if o.MaxFetchWait < 0 {
 		errs = append(errs, fmt.Errorf("dataplane: MaxFetchWait %v is negative", o.MaxFetchWait))

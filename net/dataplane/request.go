@@ -20,6 +20,9 @@ type request struct {
 	tailLen uint32
 	// tail is the publish batch, read into a fresh buffer that Append owns.
 	tail []byte
+	// tailHeld is what the tail holds of the connection's tail budget,
+	// given back once the request has been served.
+	tailHeld int64
 	// prev and done order the publishes of one connection to one
 	// partition: the request appends after prev is closed and closes done
 	// once its append returns (see conn.chainPublish).
