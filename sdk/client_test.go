@@ -332,3 +332,18 @@ func TestRequestTimeoutClosesConnection(t *testing.T) {
 		t.Fatalf("ListTopics on the new connection: %v", err)
 	}
 }
+
+func TestErrorResponse(t *testing.T) {
+	s := newFakeServer(t)
+	c := dialTest(t, s)
+	s.mu.Lock()
+	s.errorResponseFor = api.Frame_Which_listTopicsRequest
+	s.mu.Unlock()
+	if _, err := c.ListTopics(testCtx(t)); !errors.Is(err, api.ErrInvalidRequest) {
+		t.Fatalf("ListTopics answered by errorResponse: %v, want INVALID_REQUEST", err)
+	}
+	// The connection stays usable.
+	if _, err := c.Metadata(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -295,3 +295,24 @@ func TestCloseUnblocksPoll(t *testing.T) {
 		t.Fatalf("Poll during Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestOffsetOutOfRangeWithoutRange: a server that omits the valid range is
+// asked for it with a describe.
+func TestOffsetOutOfRangeWithoutRange(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	produce(t, s, "t", 5)
+	s.mu.Lock()
+	s.oorWithoutRange = true
+	s.mu.Unlock()
+	var logs logBuffer
+	c := newTestConsumer(t, s, ConsumerConfig{Topic: "t", StartFrom: StartAt(100), Logger: logs.logger()})
+	waitFor(t, 5*time.Second, "the move to the high watermark", func() bool {
+		return strings.Contains(logs.String(), "high_watermark=5")
+	})
+	produce(t, s, "t", 1)
+	msgs := pollN(t, c, 1)
+	if msgs[0].Offset != 5 {
+		t.Fatalf("first offset %d, want 5 (moved to the high watermark)", msgs[0].Offset)
+	}
+}

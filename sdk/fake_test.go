@@ -33,8 +33,10 @@ type fakeServer struct {
 	hook              func(api.Frame)               // called before each request is handled
 	changed           chan struct{}                 // closed and replaced on every append
 	requests          map[api.Frame_Which]int
-	inFlight, maxSeen int      // requests being handled at once
-	rejectHandshake   api.Code // answer handshakes with this error
+	inFlight, maxSeen int             // requests being handled at once
+	rejectHandshake   api.Code        // answer handshakes with this error
+	errorResponseFor  api.Frame_Which // answer these requests with errorResponse
+	oorWithoutRange   bool            // OFFSET_OUT_OF_RANGE without the valid range
 	wg                sync.WaitGroup
 }
 
@@ -295,6 +297,9 @@ func (s *fakeServer) fetch(topic string, partition uint32, offset uint64, maxByt
 		hw, logStart = p.next, p.logStart
 		if offset < p.logStart || offset > p.next {
 			s.mu.Unlock()
+			if s.oorWithoutRange {
+				return hw, logStart, nil, api.NewError(api.CodeOffsetOutOfRange, "offset %d out of range", offset)
+			}
 			return hw, logStart, nil, api.NewRangeError(api.CodeOffsetOutOfRange, p.logStart, p.next, "offset %d outside [%d, %d]", offset, p.logStart, p.next)
 		}
 		size := 0

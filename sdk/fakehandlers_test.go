@@ -17,6 +17,14 @@ func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}) (
 			panic(err)
 		}
 	}
+	s.mu.Lock()
+	errResp := s.errorResponseFor
+	s.mu.Unlock()
+	if errResp != api.Frame_Which_handshakeRequest && req.Which() == errResp {
+		w, _ := f.NewErrorResponse()
+		must(api.ToWire(w, api.NewError(api.CodeInvalidRequest, "cannot parse")))
+		return msg, nil
+	}
 	switch req.Which() {
 	case api.Frame_Which_handshakeRequest:
 		r, _ := f.NewHandshakeResponse()

@@ -346,3 +346,40 @@ func TestConcurrentSendBatch(t *testing.T) {
 		t.Fatalf("%d distinct offsets", len(seen))
 	}
 }
+
+// TestUnknownPartitionRefreshesMetadata: the topic shrank under a cached
+// partition count; the failed send drops the cache, the next one uses the
+// new count.
+func TestUnknownPartitionRefreshesMetadata(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 3)
+	p := newTestProducer(t, s)
+	ctx := testCtx(t)
+	key := []byte("k")
+	for (HashPartitioner{}).Partition("t", key, 3) == 0 {
+		key = append(key, 'k')
+	}
+	if _, err := p.Send(ctx, "t", key, []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	s.createTopic("t", 1) // recreated with one partition
+	if _, err := p.Send(ctx, "t", key, []byte("v")); !errors.Is(err, api.ErrUnknownPartition) {
+		t.Fatalf("Send with a stale partition count: %v, want UNKNOWN_PARTITION", err)
+	}
+	ack, err := p.Send(ctx, "t", key, []byte("v"))
+	if err != nil || ack.Partition != 0 {
+		t.Fatalf("Send after refresh = %+v, %v", ack, err)
+	}
+}
+
+func TestPartitionerFunc(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 4)
+	p := newTestProducer(t, s, func(c *ProducerConfig) {
+		c.Partitioner = PartitionerFunc(func(_ string, key []byte, n uint32) uint32 { return uint32(len(key)) % n })
+	})
+	ack, err := p.Send(testCtx(t), "t", []byte("abc"), []byte("v"))
+	if err != nil || ack.Partition != 3 {
+		t.Fatalf("Send = %+v, %v", ack, err)
+	}
+}
