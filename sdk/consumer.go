@@ -129,6 +129,11 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 // the position after the records already returned, so records returned but
 // not yet processed when the process dies are read again after a restart.
 //
+// The partition count is read once, by NewConsumer: partitions added to the
+// topic later are not read until a new Consumer is made. Group membership
+// and partition assignment (DESIGN §6) are not implemented yet: every
+// consumer reads all partitions and commits as a standalone consumer.
+//
 // Poll and Commit must not be called concurrently with each other; Close may
 // be called from any goroutine.
 type Consumer struct {
