@@ -43,7 +43,7 @@ func (l *Log) Append(batches [][]byte) (AppendInfo, error) {
 	}
 	info := AppendInfo{BaseOffset: next, NextOffset: next + count, Bytes: total}
 	if l.needsRoll(act, total, next, count) {
-		s, err := l.roll(next)
+		s, err := l.roll(act, next)
 		if err != nil {
 			return AppendInfo{}, err
 		}
@@ -55,11 +55,11 @@ func (l *Log) Append(batches [][]byte) (AppendInfo, error) {
 	if err := l.grow(act, act.end+total); err != nil {
 		return AppendInfo{}, err
 	}
-	off := next
+	off, maxTs := next, act.maxTs
 	for _, b := range batches {
 		batch.SetBaseOffset(b, off)
 		h, _ := batch.ParseHeader(b)
-		off = h.NextOffset()
+		off, maxTs = h.NextOffset(), max(maxTs, h.MaxTimestamp)
 	}
 	bufs := batches
 	if act.dirty > act.end+total {
@@ -78,6 +78,7 @@ func (l *Log) Append(batches [][]byte) (AppendInfo, error) {
 	act.index = append(act.index, add...)
 	act.end = pos + total
 	act.next = off
+	act.maxTs = maxTs
 	l.next = off
 	l.size += total
 	l.mu.Unlock()
@@ -158,15 +159,14 @@ func (l *Log) grow(s *segment, need int64) error {
 }
 
 // roll creates the segment with base offset base, makes its name durable,
-// and makes it the active segment. The old active segment is sealed: its
+// and makes it the active segment. The old active segment, old, is sealed: its
 // preallocated tail is trimmed if no reader has it mapped, and its file
 // stays open until the next Sync.
-func (l *Log) roll(base uint64) (*segment, error) {
+func (l *Log) roll(old *segment, base uint64) (*segment, error) {
 	s, err := l.createSegment(base)
 	if err != nil {
 		return nil, err
 	}
-	old := l.active()
 	old.mapMu.Lock()
 	if old.m != nil && old.m.refs.Load() == 1 {
 		old.m.release()
@@ -194,7 +194,7 @@ func (l *Log) roll(base uint64) (*segment, error) {
 // createSegment creates the .log and .index files of a new segment and
 // fsyncs the directory. On error it removes what it created.
 func (l *Log) createSegment(base uint64) (*segment, error) {
-	s := &segment{base: base, next: base, logPath: logPath(l.dir, base), idxPath: indexPath(l.dir, base)}
+	s := &segment{base: base, next: base, maxTs: -1, logPath: logPath(l.dir, base), idxPath: indexPath(l.dir, base)}
 	var err error
 	if s.file, err = l.fs.Create(s.logPath); err == nil {
 		if s.idx, err = l.fs.Create(s.idxPath); err == nil {

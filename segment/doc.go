@@ -53,6 +53,13 @@
 // its limit (the high watermark). Faults on a mapping (an I/O error) become
 // a *CorruptError through debug.SetPanicOnFault.
 //
+// # Retention
+//
+// DeleteSegmentsBefore unlinks whole sealed segments below an offset and
+// moves the log start offset; a segment is unmapped when the last View
+// using it is released. It never deletes the segment holding the recovery
+// point: it syncs and checkpoints first if needed.
+//
 // # Recovery and crash safety
 //
 // The recovery point is a position the last Sync made durable. At Open,

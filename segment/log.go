@@ -18,6 +18,7 @@ type segment struct {
 	end   int64        // bytes of whole batches: the write position
 	next  uint64       // offset after the last batch
 	index []indexEntry // sparse index, append-only while active
+	maxTs int64        // largest batch maxTimestamp seen (Unix ms); see SegmentInfo
 
 	// Owned by the append goroutine while the segment is active; a sealed
 	// segment's file stays open until the Sync that covers its last write.

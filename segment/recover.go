@@ -32,7 +32,7 @@ func (l *Log) recover(bases []uint64, rp recoveryPoint, found bool) error {
 			dirChanged = true
 			break
 		}
-		s := &segment{base: base, next: base, logPath: logPath(l.dir, base), idxPath: indexPath(l.dir, base)}
+		s := &segment{base: base, next: base, maxTs: -1, logPath: logPath(l.dir, base), idxPath: indexPath(l.dir, base)}
 		l.segs = append(l.segs, s)
 		torn, rewrote, err := l.recoverSegment(s, i, rpIdx, rp, bases)
 		if err != nil {

@@ -101,6 +101,7 @@ func (l *Log) walk(sc *scanner, s *segment, pos int64, off uint64, stop func(int
 		}
 		pos += int64(h.Size())
 		off = h.NextOffset()
+		s.maxTs = max(s.maxTs, h.MaxTimestamp)
 	}
 	return pos, off, nil
 }

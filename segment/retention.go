@@ -1,0 +1,112 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+)
+
+// SegmentInfo describes one segment, for retention decisions.
+type SegmentInfo struct {
+	BaseOffset uint64 // offset of the first record; the file name
+	NextOffset uint64 // offset after the last record
+	Bytes      int64  // bytes of batches
+	// MaxTimestamp is the largest batch maxTimestamp (Unix ms) seen in the
+	// segment, -1 if none: exact for segments written or fully scanned since
+	// Open; for a segment recovered below the recovery point, the largest
+	// among the batches after its last index entry.
+	MaxTimestamp int64
+	Active       bool // the last segment, which receives appends
+}
+
+// Segments returns a description of every segment, oldest first.
+func (l *Log) Segments() []SegmentInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]SegmentInfo, len(l.segs))
+	for i, s := range l.segs {
+		out[i] = SegmentInfo{BaseOffset: s.base, NextOffset: s.next, Bytes: s.end, MaxTimestamp: s.maxTs, Active: i == len(l.segs)-1}
+	}
+	return out
+}
+
+// DeleteSegmentsBefore deletes the oldest sealed segments whose records are
+// all below offset, and returns how many it deleted; LogStartOffset moves to
+// the base offset of the first remaining segment. The active segment is
+// never deleted. If a segment to delete holds the recovery point, the Log
+// first syncs and checkpoints so that the recovery point moves past it.
+// Files are unlinked at once (then the directory is fsynced); Views that
+// still use their mappings stay valid until released.
+//
+// Safe concurrently with Append and Read; serialized with Sync, Checkpoint
+// and Close.
+func (l *Log) DeleteSegmentsBefore(offset uint64) (int, error) {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.RLock()
+	closed, n := l.closed, 0
+	for n < len(l.segs)-1 && l.segs[n].next <= offset {
+		n++
+	}
+	var lastBase uint64
+	if n > 0 {
+		lastBase = l.segs[n-1].base
+	}
+	l.mu.RUnlock()
+	switch {
+	case closed:
+		return 0, ErrClosed
+	case n == 0:
+		return 0, nil
+	}
+	if l.checkpointed.base <= lastBase {
+		if err := l.syncLocked(); err != nil {
+			return 0, err
+		}
+		if err := l.checkpointLocked(); err != nil {
+			return 0, err
+		}
+	}
+	l.mu.Lock()
+	doomed := l.segs[:n]
+	l.segs = append([]*segment(nil), l.segs[n:]...)
+	for _, s := range doomed {
+		l.size -= s.end
+		l.unsynced = slicesDelete(l.unsynced, s)
+	}
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range doomed {
+		s.mapMu.Lock()
+		if s.m != nil {
+			s.m.release()
+			s.m = nil
+		}
+		s.mapMu.Unlock()
+		if s.file != nil {
+			errs = append(errs, s.file.Close())
+			s.file = nil
+		}
+		for _, p := range []string{s.logPath, s.idxPath} {
+			if err := l.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	errs = append(errs, l.fs.SyncDir(l.dir))
+	if err := errors.Join(errs...); err != nil {
+		return n, fmt.Errorf("segment: delete segments before offset %d: %w", offset, err)
+	}
+	return n, nil
+}
+
+// slicesDelete returns segs without s.
+func slicesDelete(segs []*segment, s *segment) []*segment {
+	out := segs[:0]
+	for _, x := range segs {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
+}
