@@ -152,3 +152,43 @@ func TestClosed(t *testing.T) {
 		t.Errorf("Read after Close = %v", err)
 	}
 }
+
+// TestFailedWriteThenRoll: bytes a failed write left past the end of a
+// segment that then rolled must not make recovery drop the next segment.
+func TestFailedWriteThenRoll(t *testing.T) {
+	dir := t.TempDir()
+	be := &faultyBackend{Backend: ring.NewPortable()}
+	l, err := Open(dir, ring.OS, be, smallOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendBatches(t, l, 2, 1, 2, 50)
+	next := l.NextOffset()
+	be.writeErr = syscall.EIO
+	if _, err := l.Append([][]byte{makeBatch(t, next, 2, 50), makeBatch(t, next+2, 2, 50)}); err == nil {
+		t.Fatal("Append succeeded")
+	}
+	be.writeErr = nil
+	// A reader keeps the old segment mapped, so the roll cannot trim it.
+	v, err := l.Read(0, 1, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Big enough to roll: the failed batches stay behind in the old segment.
+	info, err := l.Append([][]byte{makeBatch(t, next, 2, 1500)})
+	if err != nil || !info.Rolled {
+		t.Fatalf("Append = %+v, %v; want a roll", info, err)
+	}
+	v.Release()
+	appendBatches(t, l, 3, 1, 2, 50)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	want := l.NextOffset()
+	abandon(t, l)
+	l = openLog(t, dir, smallOptions())
+	defer l.Close()
+	if _, end := readable(t, l); end != want {
+		t.Fatalf("after a crash: readable to %d, want %d", end, want)
+	}
+}

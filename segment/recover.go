@@ -113,6 +113,12 @@ func (l *Log) recoverSegment(s *segment, i, rpIdx int, rp recoveryPoint, bases [
 		l.opts.Logger.Warn("segment: rebuilding index from its log", "file", s.idxPath, "reason", why)
 	}
 	sc := &scanner{f: s.file, path: s.logPath, size: size, maxBatch: l.opts.MaxBatchBytes}
+	stop := never
+	if i+1 < len(bases) {
+		// A sealed segment ends where the next one begins. Bytes after that
+		// can only be left over from a failed write before the roll.
+		stop = func(_ int64, off uint64) bool { return off >= bases[i+1] }
+	}
 	switch {
 	case i < rpIdx:
 		err = l.verifyBelow(sc, s, fileIndex, indexOK, -1, bases[i+1])
@@ -122,10 +128,10 @@ func (l *Log) recoverSegment(s *segment, i, rpIdx int, rp recoveryPoint, bases [
 				Err: fmt.Errorf("file is %d bytes, the recovery point is at byte %d", size, rp.pos)}
 		}
 		if err = l.verifyBelow(sc, s, fileIndex, indexOK, rp.pos, rp.next); err == nil {
-			torn = l.scanAbove(sc, s, s.end, s.next)
+			torn = l.scanAbove(sc, s, s.end, s.next, stop)
 		}
 	default:
-		torn = l.scanAbove(sc, s, 0, s.base)
+		torn = l.scanAbove(sc, s, 0, s.base, stop)
 	}
 	if err != nil {
 		return false, false, err
@@ -195,13 +201,13 @@ func (l *Log) verifyBelow(sc *scanner, s *segment, fileIndex []indexEntry, index
 }
 
 // scanAbove scans s from byte pos and offset off, above the recovery point,
-// to the first batch that is not whole, valid and in sequence, and sets
-// s.end and s.next there. It reports whether that was a torn write rather
-// than the clean end of the data.
-func (l *Log) scanAbove(sc *scanner, s *segment, pos int64, off uint64) bool {
-	pos, off, err := l.walk(sc, s, pos, off, never)
+// to the first batch that is not whole, valid and in sequence, or until
+// stop, and sets s.end and s.next there. It reports whether it stopped at a
+// torn write rather than the clean end of the data.
+func (l *Log) scanAbove(sc *scanner, s *segment, pos int64, off uint64, stop func(int64, uint64) bool) bool {
+	pos, off, err := l.walk(sc, s, pos, off, stop)
 	s.end, s.next = pos, off
-	if errors.Is(err, errCleanEnd) {
+	if err == nil || errors.Is(err, errCleanEnd) {
 		return false
 	}
 	l.opts.Logger.Warn("segment: torn write cut off", "file", s.logPath, "position", pos, "offset", off, "reason", err)
