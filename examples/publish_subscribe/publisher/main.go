@@ -12,6 +12,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/sdk"
@@ -24,7 +25,7 @@ func main() {
 	count := flag.Int("count", 10, "records to publish")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	producer, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: *addr, ClientID: "example-publisher"})

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/seedqueue/sq/sdk"
 )
@@ -29,7 +30,7 @@ func main() {
 	if *from == "latest" {
 		start = sdk.StartLatest
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	consumer, err := sdk.NewConsumer(ctx, sdk.ConsumerConfig{
