@@ -52,7 +52,8 @@ type conn struct {
 	out chan *response
 	// handlers counts request goroutines.
 	handlers sync.WaitGroup
-	// inflight counts requests read and not yet answered on the wire.
+	// inflight counts requests read and not yet answered (their response
+	// is not yet queued for the writer).
 	inflight atomic.Int64
 	// lastActive is the Unix nano time of the last frame read or written.
 	lastActive atomic.Int64
@@ -268,9 +269,12 @@ func (c *conn) acquire() error {
 	}
 }
 
-// send queues r for the writer. The caller holds the request's slot, which
-// passes to the writer.
-func (c *conn) send(r *response) { c.out <- r }
+// send queues r, the answer to one request, for the writer. The caller
+// holds the request's slot, which passes to the writer.
+func (c *conn) send(r *response) {
+	c.inflight.Add(-1)
+	c.out <- r
+}
 
 // readLoop reads the handshake and then requests until the stream ends,
 // a frame is malformed or the connection is stopped. Each request runs on
@@ -426,7 +430,6 @@ func (c *conn) writeLoop() {
 		}
 		r.release()
 		c.touch()
-		c.inflight.Add(-1)
 		<-c.slots
 	}
 }

@@ -78,7 +78,7 @@ func TestBadStreamsCloseOnlyTheirConnection(t *testing.T) {
 					t.Errorf("server allocated %d bytes for a bad stream", grew)
 				}
 				if tc.wantReply != 0 {
-					if len(replies) != 1 || wireErr(replies[0].f.ErrorResponse()) != tc.wantReply {
+					if len(replies) != 1 || replies[0].f.Which() != api.Frame_Which_errorResponse || wireErr(replies[0].f.ErrorResponse()) != tc.wantReply {
 						t.Errorf("got %d replies before the close, want one with %v", len(replies), tc.wantReply)
 					}
 				}
@@ -112,12 +112,23 @@ func TestShutdownEndsLongPollFetch(t *testing.T) {
 		shutdownDone := make(chan error, 1)
 		go func() { shutdownDone <- h.srv.Shutdown(ctx) }()
 		r := c.recv()
-		fr, err := r.f.FetchResponse()
-		if err != nil || r.f.CorrelationId() != id {
-			t.Fatalf("answer %v id %d, want the fetch %d", r.f.Which(), r.f.CorrelationId(), id)
+		if r.f.CorrelationId() != id {
+			t.Fatalf("answer id %d, want the fetch %d", r.f.CorrelationId(), id)
 		}
-		if code := wireErr(fr.Error()); code != api.CodeNone && code != api.CodeShuttingDown {
-			t.Fatalf("fetch ended by shutdown with %v", code)
+		// The fetch ends empty or with SHUTTING_DOWN, as an errorResponse
+		// when Shutdown began before the request was dispatched.
+		code := api.CodeNone
+		switch r.f.Which() {
+		case api.Frame_Which_fetchResponse:
+			fr, _ := r.f.FetchResponse()
+			code = wireErr(fr.Error())
+		case api.Frame_Which_errorResponse:
+			code = wireErr(r.f.ErrorResponse())
+		default:
+			t.Fatalf("answered with %v", r.f.Which())
+		}
+		if (code != api.CodeNone && code != api.CodeShuttingDown) || len(r.tail) != 0 {
+			t.Fatalf("fetch ended by shutdown with %v and %d bytes", code, len(r.tail))
 		}
 		c.expectClosed()
 		if err := <-shutdownDone; err != nil {
@@ -163,6 +174,7 @@ func TestBackPressureAtMaxInFlight(t *testing.T) {
 	for i := 0; i < n; i++ {
 		gate <- struct{}{}
 		r := c.recv()
+		expectWhich(t, r, api.Frame_Which_publishResponse)
 		if p, err := r.f.PublishResponse(); err != nil || wireErr(p.Error()) != api.CodeNone {
 			t.Fatalf("response %d: %v", i, r.f.Which())
 		}
@@ -188,15 +200,18 @@ func TestBackPressureOnTailBytes(t *testing.T) {
 		c.send(publishReq("t", uint32(i), len(bb)), bb)
 	}
 	for i := 0; i < n; i++ {
-		waitFor(t, "one append at the broker", func() bool { return b.gated.Load() == 1 })
-		if got := totalInFlight(h.srv); got != 1 {
-			t.Fatalf("%d requests in flight, want 1 (the next tail waits for budget)", got)
-		}
+		waitFor(t, "one request in flight, at the broker", func() bool {
+			return b.gated.Load() == 1 && totalInFlight(h.srv) == 1
+		})
 		gate <- struct{}{}
 		r := c.recv()
+		expectWhich(t, r, api.Frame_Which_publishResponse)
 		if p, err := r.f.PublishResponse(); err != nil || wireErr(p.Error()) != api.CodeNone {
 			t.Fatalf("response %d: %v", i, r.f.Which())
 		}
+	}
+	if m := b.maxGated.Load(); m != 1 {
+		t.Fatalf("%d appends at the broker at once, want 1", m)
 	}
 	// A tail larger than the whole budget still goes through alone.
 	close(gate)
@@ -255,6 +270,7 @@ func TestShutdownWaitsForInFlightRequests(t *testing.T) {
 	if r.f.CorrelationId() != fetchID {
 		t.Fatalf("first answer %d, want the fetch %d", r.f.CorrelationId(), fetchID)
 	}
+	expectWhich(t, r, api.Frame_Which_fetchResponse)
 	if fr, _ := r.f.FetchResponse(); len(r.tail) != 0 || (wireErr(fr.Error()) != api.CodeNone && wireErr(fr.Error()) != api.CodeShuttingDown) {
 		t.Fatalf("fetch during shutdown: code %v, %d bytes", wireErr(fr.Error()), len(r.tail))
 	}
@@ -263,6 +279,7 @@ func TestShutdownWaitsForInFlightRequests(t *testing.T) {
 	}
 	idle.expectClosed()
 	lr := c.call(listTopicsReq, nil)
+	expectWhich(t, lr, api.Frame_Which_errorResponse)
 	if code := wireErr(lr.f.ErrorResponse()); code != api.CodeShuttingDown {
 		t.Fatalf("request during shutdown: %v code %v, want SHUTTING_DOWN", lr.f.Which(), code)
 	}
@@ -275,6 +292,7 @@ func TestShutdownWaitsForInFlightRequests(t *testing.T) {
 	// closes and Shutdown returns.
 	close(gate)
 	r = c.recv()
+	expectWhich(t, r, api.Frame_Which_publishResponse)
 	if p, err := r.f.PublishResponse(); err != nil || r.f.CorrelationId() != pubID || wireErr(p.Error()) != api.CodeNone {
 		t.Fatalf("held publish: %v id %d", r.f.Which(), r.f.CorrelationId())
 	}

@@ -24,8 +24,10 @@ type memBroker struct {
 	// (or the context ends), so a test holds appends in flight.
 	appendGate chan struct{}
 	// gated counts appends waiting on appendGate.
-	gated   atomic.Int32
-	offsets map[string]map[string]engine.OffsetCommit // group -> topic/partition
+	gated atomic.Int32
+	// maxGated is the most appends seen waiting on appendGate at once.
+	maxGated atomic.Int32
+	offsets  map[string]map[string]engine.OffsetCommit // group -> topic/partition
 	// wake is closed and replaced on every append, waking long polls.
 	wake chan struct{}
 }
@@ -124,8 +126,10 @@ func (b *memBroker) Append(ctx context.Context, topic string, partition int, buf
 	gate := b.appendGate
 	b.mu.Unlock()
 	if gate != nil {
-		b.gated.Add(1)
+		n := b.gated.Add(1)
 		defer b.gated.Add(-1)
+		for m := b.maxGated.Load(); n > m && !b.maxGated.CompareAndSwap(m, n); m = b.maxGated.Load() {
+		}
 		select {
 		case <-gate:
 		case <-ctx.Done():

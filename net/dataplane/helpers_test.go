@@ -353,6 +353,19 @@ func buildBatch(t testing.TB, values ...[]byte) []byte {
 	return out
 }
 
+// expectWhich fails the test unless r is a w frame (the generated getters
+// panic on the wrong union member).
+func expectWhich(t testing.TB, r reply, w api.Frame_Which) {
+	t.Helper()
+	if got := r.f.Which(); got != w {
+		msg := ""
+		if got == api.Frame_Which_errorResponse {
+			msg = fmt.Sprint(api.FromWire(mustWire(r.f.ErrorResponse())))
+		}
+		t.Fatalf("answered with %v %s, want %v", got, msg, w)
+	}
+}
+
 // wireErr returns the catalog code of a response's error field (0: none).
 func wireErr(w api.WireError, err error) api.Code {
 	if err != nil || !w.IsValid() {
@@ -365,6 +378,7 @@ func wireErr(w api.WireError, err error) api.Code {
 func (c *testClient) publish(topic string, partition uint32, b []byte) api.PublishResponse {
 	c.t.Helper()
 	r := c.call(publishReq(topic, partition, len(b)), b)
+	expectWhich(c.t, r, api.Frame_Which_publishResponse)
 	p, err := r.f.PublishResponse()
 	if err != nil {
 		c.t.Fatalf("publish answered with %v: %v", r.f.Which(), err)
@@ -376,6 +390,7 @@ func (c *testClient) publish(topic string, partition uint32, b []byte) api.Publi
 func (c *testClient) fetch(topic string, partition uint32, offset uint64, maxBytes, maxWaitMs uint32) (api.FetchResponse, []byte) {
 	c.t.Helper()
 	r := c.call(fetchReq(topic, partition, offset, maxBytes, maxWaitMs), nil)
+	expectWhich(c.t, r, api.Frame_Which_fetchResponse)
 	p, err := r.f.FetchResponse()
 	if err != nil {
 		c.t.Fatalf("fetch answered with %v: %v", r.f.Which(), err)
@@ -386,6 +401,7 @@ func (c *testClient) fetch(topic string, partition uint32, offset uint64, maxByt
 func (c *testClient) createTopic(name string, partitions uint32) api.CreateTopicResponse {
 	c.t.Helper()
 	r := c.call(createTopicReq(name, partitions), nil)
+	expectWhich(c.t, r, api.Frame_Which_createTopicResponse)
 	p, err := r.f.CreateTopicResponse()
 	if err != nil {
 		c.t.Fatalf("createTopic answered with %v: %v", r.f.Which(), err)

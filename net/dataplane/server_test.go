@@ -83,9 +83,7 @@ func TestHandshakeRefusals(t *testing.T) {
 	t.Run("first frame not a handshake", func(t *testing.T) {
 		c := dialClient(t, h.addr)
 		r := c.call(listTopicsReq, nil)
-		if r.f.Which() != api.Frame_Which_errorResponse {
-			t.Fatalf("answered with %v, want errorResponse", r.f.Which())
-		}
+		expectWhich(t, r, api.Frame_Which_errorResponse)
 		if code := wireErr(r.f.ErrorResponse()); code != api.CodeInvalidRequest {
 			t.Fatalf("code %v, want INVALID_REQUEST", code)
 		}
@@ -98,7 +96,8 @@ func TestHandshakeRefusals(t *testing.T) {
 			hr.SetProtocolVersion(api.ProtocolVersion)
 			return err
 		}, nil)
-		if code := wireErr(r.f.ErrorResponse()); r.f.Which() != api.Frame_Which_errorResponse || code != api.CodeInvalidRequest {
+		expectWhich(t, r, api.Frame_Which_errorResponse)
+		if code := wireErr(r.f.ErrorResponse()); code != api.CodeInvalidRequest {
 			t.Fatalf("answered %v code %v, want errorResponse INVALID_REQUEST", r.f.Which(), code)
 		}
 		// The connection stays usable.
@@ -126,6 +125,7 @@ func TestTopicAdmin(t *testing.T) {
 		}
 
 		r := c.call(describeTopicReq("orders"), nil)
+		expectWhich(t, r, api.Frame_Which_describeTopicResponse)
 		dt, err := r.f.DescribeTopicResponse()
 		if err != nil {
 			t.Fatalf("describe answered with %v", r.f.Which())
@@ -142,6 +142,7 @@ func TestTopicAdmin(t *testing.T) {
 		}
 
 		r = c.call(describeTopicReq("nope"), nil)
+		expectWhich(t, r, api.Frame_Which_describeTopicResponse)
 		dt, _ = r.f.DescribeTopicResponse()
 		if code := wireErr(dt.Error()); code != api.CodeUnknownTopic {
 			t.Errorf("describe unknown: code %v, want UNKNOWN_TOPIC", code)
@@ -149,6 +150,7 @@ func TestTopicAdmin(t *testing.T) {
 
 		c.createTopic("events", 1)
 		r = c.call(listTopicsReq, nil)
+		expectWhich(t, r, api.Frame_Which_listTopicsResponse)
 		lt, _ := r.f.ListTopicsResponse()
 		ts, _ := lt.Topics()
 		names := map[string]bool{}
@@ -161,6 +163,7 @@ func TestTopicAdmin(t *testing.T) {
 		}
 
 		r = c.call(metadataReq(), nil)
+		expectWhich(t, r, api.Frame_Which_metadataResponse)
 		md, _ := r.f.MetadataResponse()
 		mts, _ := md.Topics()
 		node, _ := md.NodeId()
@@ -169,6 +172,7 @@ func TestTopicAdmin(t *testing.T) {
 			t.Errorf("metadata: %d topics, node %q, address %q (want 2, node-1, %s)", mts.Len(), node, addr, h.addr)
 		}
 		r = c.call(metadataReq("events", "ghost"), nil)
+		expectWhich(t, r, api.Frame_Which_metadataResponse)
 		md, _ = r.f.MetadataResponse()
 		mts, _ = md.Topics()
 		if code := wireErr(md.Error()); mts.Len() != 1 || code != api.CodeUnknownTopic {
@@ -305,7 +309,8 @@ func TestUnservedFrameMembersGetInvalidRequest(t *testing.T) {
 	}
 	for _, tc := range cases {
 		r := c.call(tc.build, tc.tail)
-		if code := wireErr(r.f.ErrorResponse()); r.f.Which() != api.Frame_Which_errorResponse || code != api.CodeInvalidRequest {
+		expectWhich(t, r, api.Frame_Which_errorResponse)
+		if code := wireErr(r.f.ErrorResponse()); code != api.CodeInvalidRequest {
 			t.Errorf("%s: answered %v code %v, want errorResponse INVALID_REQUEST", tc.name, r.f.Which(), code)
 		}
 	}
@@ -340,6 +345,7 @@ func TestCommitAndFetchOffsets(t *testing.T) {
 			l.At(1).SetTopic("ghost")
 			return nil
 		}, nil)
+		expectWhich(t, r, api.Frame_Which_commitOffsetsResponse)
 		co, err := r.f.CommitOffsetsResponse()
 		if err != nil {
 			t.Fatalf("commit answered with %v", r.f.Which())
@@ -356,6 +362,7 @@ func TestCommitAndFetchOffsets(t *testing.T) {
 			req.SetTopic("t")
 			return req.SetGroup("g")
 		}, nil)
+		expectWhich(t, r, api.Frame_Which_fetchOffsetsResponse)
 		fo, err := r.f.FetchOffsetsResponse()
 		if err != nil {
 			t.Fatalf("fetchOffsets answered with %v", r.f.Which())
@@ -449,6 +456,7 @@ func TestPipelinedRequestsCompleteOutOfOrder(t *testing.T) {
 				t.Fatalf("unexpected correlationId %d", id)
 			}
 			delete(order, id)
+			expectWhich(t, r, api.Frame_Which_publishResponse)
 			p, err := r.f.PublishResponse()
 			if err != nil || wireErr(p.Error()) != api.CodeNone {
 				t.Fatalf("publish %d answered with %v", pos, r.f.Which())
