@@ -149,3 +149,36 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+func TestBuildHeadersAndBound(t *testing.T) {
+	var b Builder
+	for i := 0; i < 50; i++ {
+		hs := make([]RecordHeader, i%4)
+		for j := range hs {
+			hs[j] = RecordHeader{Key: fmt.Sprintf("header-%d", j), Value: bytes.Repeat([]byte("v"), i+j)}
+		}
+		b.Add([]byte(fmt.Sprint(i)), bytes.Repeat([]byte("x"), i*3), hs, 1)
+	}
+	est := b.EstimatedSize()
+	out, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) > est {
+		t.Fatalf("built %d bytes, EstimatedSize said at most %d", len(out), est)
+	}
+	if _, err := Validate(out, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	it, _ := NewIter(out)
+	n := 0
+	for it.Next() {
+		if len(it.Record().Headers) != n%4 {
+			t.Fatalf("record %d has %d headers", n, len(it.Record().Headers))
+		}
+		n++
+	}
+	if n != 50 {
+		t.Fatalf("%d records", n)
+	}
+}

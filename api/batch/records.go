@@ -270,16 +270,33 @@ func (b *Builder) Add(key, value []byte, headers []RecordHeader, timestampMs int
 		b.maxTs = timestampMs
 	}
 	b.recs = append(b.recs, pending{key: key, value: value, headers: headers, ts: timestampMs})
-	b.bytes += RecordSize(key, value, headers)
+	b.bytes += encodedRecordBound(key, value, headers)
 }
+
+// encodedRecordBound is an upper bound of the Cap'n Proto bytes of one
+// record: its list element (2 data words + 3 pointers), key and value
+// padded to words, and the header list with each header's struct (2
+// pointers), NUL-terminated key and value, padded.
+func encodedRecordBound(key, value []byte, headers []RecordHeader) int {
+	n := 40 + pad8(len(key)) + pad8(len(value))
+	if len(headers) > 0 {
+		n += 8
+		for _, h := range headers {
+			n += 16 + pad8(len(h.Key)+1) + pad8(len(h.Value))
+		}
+	}
+	return n
+}
+
+func pad8(n int) int { return (n + 7) &^ 7 }
 
 // Len returns the number of records added since the last Reset.
 func (b *Builder) Len() int { return len(b.recs) }
 
-// EstimatedSize returns an upper estimate in bytes of the batch Build would
-// produce now.
+// EstimatedSize returns an upper bound in bytes of the batch Build would
+// produce now: header, stream framing, root, list tag and every record.
 func (b *Builder) EstimatedSize() int {
-	return HeaderSize + 16 + len(b.recs)*(48+16) + b.bytes + 8*len(b.recs)
+	return HeaderSize + 8 + 24 + b.bytes
 }
 
 // Reset forgets every added record, keeping memory for reuse.
@@ -295,10 +312,12 @@ func (b *Builder) Build() ([]byte, error) {
 	if len(b.recs) == 0 {
 		return nil, fmt.Errorf("batch: build: no records")
 	}
-	msg, seg, err := capnp.NewMessage(capnp.SingleSegment(make([]byte, 0, b.EstimatedSize())))
+	// A pooled, growable arena; the batch is copied out of it once below.
+	msg, seg, err := capnp.NewMessage(capnp.SingleSegment(nil))
 	if err != nil {
 		return nil, err
 	}
+	defer msg.Release()
 	rs, err := api.NewRootRecordSet(seg)
 	if err != nil {
 		return nil, err
@@ -335,7 +354,6 @@ func (b *Builder) Build() ([]byte, error) {
 		}
 	}
 	data := seg.Data()
-	_ = msg
 	out := make([]byte, HeaderSize+8+len(data))
 	binary.LittleEndian.PutUint32(out[HeaderSize:], 0)
 	binary.LittleEndian.PutUint32(out[HeaderSize+4:], uint32(len(data)/8))
