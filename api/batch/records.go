@@ -270,14 +270,19 @@ func (b *Builder) Add(key, value []byte, headers []RecordHeader, timestampMs int
 		b.maxTs = timestampMs
 	}
 	b.recs = append(b.recs, pending{key: key, value: value, headers: headers, ts: timestampMs})
-	b.bytes += encodedRecordBound(key, value, headers)
+	b.bytes += EncodedRecordBound(key, value, headers)
 }
 
-// encodedRecordBound is an upper bound of the Cap'n Proto bytes of one
+// Overhead is the size in bytes of a batch without records: the header,
+// the stream framing of the record list, its root pointer, the RecordSet
+// struct and the list tag.
+const Overhead = HeaderSize + 8 + 24
+
+// EncodedRecordBound is an upper bound of the Cap'n Proto bytes of one
 // record: its list element (2 data words + 3 pointers), key and value
 // padded to words, and the header list with each header's struct (2
 // pointers), NUL-terminated key and value, padded.
-func encodedRecordBound(key, value []byte, headers []RecordHeader) int {
+func EncodedRecordBound(key, value []byte, headers []RecordHeader) int {
 	n := 40 + pad8(len(key)) + pad8(len(value))
 	if len(headers) > 0 {
 		n += 8
@@ -296,7 +301,7 @@ func (b *Builder) Len() int { return len(b.recs) }
 // EstimatedSize returns an upper bound in bytes of the batch Build would
 // produce now: header, stream framing, root, list tag and every record.
 func (b *Builder) EstimatedSize() int {
-	return HeaderSize + 8 + 24 + b.bytes
+	return Overhead + b.bytes
 }
 
 // Reset forgets every added record, keeping memory for reuse.
