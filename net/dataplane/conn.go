@@ -157,6 +157,9 @@ func (c *conn) serve() {
 	c.mu.Lock()
 	reason, level := c.reason, c.level
 	c.mu.Unlock()
+	if reason == nil {
+		reason = errors.New("unknown")
+	}
 	c.srv.opts.Logger.Log(context.Background(), level, "dataplane: connection closed",
 		"remote", c.remote, "reason", reason.Error())
 }

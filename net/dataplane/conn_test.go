@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/engine"
 )
 
 // TestBadStreamsCloseOnlyTheirConnection sends each kind of broken stream
@@ -340,5 +341,26 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	if _, err := New(nil, Options{}); err == nil {
 		t.Error("New(nil) succeeded")
+	}
+}
+
+// panickyBroker panics in ListTopics, standing in for a bug.
+type panickyBroker struct{ *memBroker }
+
+func (panickyBroker) ListTopics() []engine.TopicInfo { panic("bug") }
+
+func TestPanicInHandlerClosesOnlyThatConnection(t *testing.T) {
+	h := startServer(t, panickyBroker{newMemBroker()}, Options{})
+	other, _ := connect(t, h.addr)
+	c, _ := connect(t, h.addr)
+	r := c.call(listTopicsReq, nil)
+	expectWhich(t, r, api.Frame_Which_errorResponse)
+	if code := wireErr(r.f.ErrorResponse()); code != api.CodeUnknown {
+		t.Fatalf("code %v, want UNKNOWN", code)
+	}
+	c.expectClosed()
+	waitFor(t, "panic logged", func() bool { return len(h.logs.lines("panic serving a request", "bug")) == 1 })
+	if p := other.createTopic("t", 1); wireErr(p.Error()) != api.CodeNone {
+		t.Fatalf("other connection: %v", api.FromWire(mustWire(p.Error())))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"runtime/debug"
 	"strings"
@@ -14,8 +15,8 @@ import (
 )
 
 // handle serves one request on its own goroutine and queues its response.
-// A panic is logged with its stack, answered with UNKNOWN and closes the
-// connection.
+// A panic is logged with its stack, answered with UNKNOWN and ends the
+// connection once the requests in flight are answered.
 func (c *conn) handle(req request) {
 	defer c.handlers.Done()
 	defer c.tailBudget.release(req.tailHeld)
@@ -24,7 +25,8 @@ func (c *conn) handle(req request) {
 			c.srv.opts.Logger.Error("dataplane: panic serving a request", "remote", c.remote,
 				"request", req.kind.String(), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			c.send(c.buildError(req, api.NewError(api.CodeUnknown, "internal error")))
-			c.forceClose(fmt.Errorf("panic serving %v: %v", req.kind, p))
+			// Close after the answers in flight, as after a protocol error.
+			c.stopReading(fmt.Errorf("panic serving %v: %v", req.kind, p), slog.LevelError)
 		}
 	}()
 	r, err := c.dispatch(req)
@@ -37,7 +39,25 @@ func (c *conn) handle(req request) {
 		}
 		r = c.buildError(req, api.NewError(api.CodeUnknown, "build response: %v", err))
 	}
-	c.send(r)
+	c.send(c.checkFrameSize(req, r))
+}
+
+// checkFrameSize replaces a response whose Cap'n Proto part exceeds
+// MaxFrameBytes, which the client's reader would refuse (and then drop the
+// connection), with MESSAGE_TOO_LARGE. Only listings of very many topics
+// or offsets get there.
+func (c *conn) checkFrameSize(req request, r *response) *response {
+	if r.msg == nil {
+		return r
+	}
+	size, err := r.msg.TotalSize()
+	limit := uint64(c.srv.opts.MaxFrameBytes)
+	if err != nil || size <= limit {
+		return r
+	}
+	r.release()
+	return c.buildError(req, api.NewError(api.CodeMessageTooLarge,
+		"response of %d bytes over the frame limit of %d; ask for fewer topics", size, limit))
 }
 
 // dispatch runs the request and builds its response. An error means the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
+	"github.com/seedqueue/sq/engine"
 )
 
 // brokerKind names a Broker implementation the protocol tests run against.
@@ -481,4 +482,26 @@ func TestPipelinedRequestsCompleteOutOfOrder(t *testing.T) {
 			t.Fatalf("fetch response missing or wrong tail")
 		}
 	})
+}
+
+func TestResponseOverFrameLimitIsRefused(t *testing.T) {
+	b := newMemBroker()
+	for i := 0; i < 100; i++ {
+		if _, err := b.CreateTopic(fmt.Sprintf("a-rather-long-topic-name-%03d", i), 1, engine.TopicConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := startServer(t, b, Options{MaxFrameBytes: 4096})
+	c, hs := connect(t, h.addr)
+	if hs.MaxFrameBytes() != 4096 {
+		t.Fatalf("maxFrameBytes %d", hs.MaxFrameBytes())
+	}
+	r := c.call(listTopicsReq, nil)
+	expectWhich(t, r, api.Frame_Which_errorResponse)
+	if code := wireErr(r.f.ErrorResponse()); code != api.CodeMessageTooLarge {
+		t.Fatalf("code %v, want MESSAGE_TOO_LARGE", code)
+	}
+	// Smaller answers still go through on the same connection.
+	r = c.call(describeTopicReq("a-rather-long-topic-name-007"), nil)
+	expectWhich(t, r, api.Frame_Which_describeTopicResponse)
 }
