@@ -119,7 +119,8 @@ func (l *Log) indexBatches(s *segment, batches [][]byte, pos int64, off uint64) 
 	}
 	at := int64(len(s.index)) * indexEntrySize
 	if _, err := l.be.WriteAt(s.idx, [][]byte{encodeIndex(add)}, at); err != nil {
-		l.opts.Logger.Warn("segment: index write failed; recovery will rebuild it", "file", s.idxPath, "err", err)
+		l.opts.Logger.Warn("segment: index write failed; it is rewritten at the roll or rebuilt by recovery", "file", s.idxPath, "err", err)
+		s.idxFailed = true
 	}
 	return add
 }
@@ -159,20 +160,31 @@ func (l *Log) grow(s *segment, need int64) error {
 }
 
 // roll creates the segment with base offset base, makes its name durable,
-// and makes it the active segment. The old active segment, old, is sealed: its
-// preallocated tail is trimmed if no reader has it mapped, and its file
-// stays open until the next Sync.
+// and makes it the active segment. The old active segment, old, is sealed:
+// if no reader has it mapped, its preallocated tail is trimmed and its
+// in-memory index dropped (later reads map the .index file); its file stays
+// open until the next Sync.
 func (l *Log) roll(old *segment, base uint64) (*segment, error) {
 	s, err := l.createSegment(base)
 	if err != nil {
 		return nil, err
 	}
+	dropIndex := false
 	old.mapMu.Lock()
 	if old.m != nil && old.m.refs.Load() == 1 {
 		old.m.release()
 		old.m = nil
 		if err := l.be.Truncate(old.file, old.end); err != nil {
 			l.opts.Logger.Warn("segment: trimming a sealed segment failed", "file", old.logPath, "err", err)
+		}
+		// Later reads map the .index file; make it match the in-memory
+		// index if an index write failed. Nothing has it mapped yet.
+		dropIndex = true
+		if old.idxFailed {
+			if err := l.writeIndex(old); err != nil {
+				l.opts.Logger.Warn("segment: rewriting an index failed", "file", old.idxPath, "err", err)
+				dropIndex = false
+			}
 		}
 	}
 	old.mapMu.Unlock()
@@ -182,6 +194,9 @@ func (l *Log) roll(old *segment, base uint64) (*segment, error) {
 	}
 	l.mu.Lock()
 	old.idx = nil
+	if dropIndex {
+		old.index = nil
+	}
 	l.segs = append(l.segs, s)
 	l.unsynced = append(l.unsynced, old)
 	l.mu.Unlock()

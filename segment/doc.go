@@ -47,7 +47,9 @@
 //
 // Read returns slices of read-only MAP_SHARED mappings (zero copy). The
 // active segment is mapped at its preallocated size and remapped when it
-// grows; sealed segments are mapped on first read. Mappings are reference
+// grows, and its sparse index is kept in memory; sealed segments are mapped
+// on first read, .log and .index together, so their indexes cost page
+// cache, not heap. Mappings are reference
 // counted: a View keeps the mappings it uses alive until Release. A reader
 // never touches bytes at or after the published end of the data, nor after
 // its limit (the high watermark). Faults on a mapping (an I/O error) become

@@ -1,7 +1,10 @@
 package segment
 
 import (
+	"bytes"
 	"errors"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -12,11 +15,15 @@ import (
 type faultyBackend struct {
 	ring.Backend
 	writeErr    error // WriteAt writes everything, then returns this
+	indexErr    error // WriteAt to .index files fails with this, writing nothing
 	syncErr     error
 	allocateErr error
 }
 
 func (b *faultyBackend) WriteAt(f ring.File, bufs [][]byte, off int64) (int64, error) {
+	if b.indexErr != nil && strings.HasSuffix(f.Name(), indexSuffix) {
+		return 0, b.indexErr
+	}
 	n, err := b.Backend.WriteAt(f, bufs, off)
 	if err == nil && b.writeErr != nil {
 		return n, b.writeErr
@@ -190,5 +197,37 @@ func TestFailedWriteThenRoll(t *testing.T) {
 	defer l.Close()
 	if _, end := readable(t, l); end != want {
 		t.Fatalf("after a crash: readable to %d, want %d", end, want)
+	}
+}
+
+// TestFailedIndexWrite: index writes that fail leave the data readable; the
+// roll rewrites the sealed segment's index from memory.
+func TestFailedIndexWrite(t *testing.T) {
+	want := build(t, 30, 0, true) // the same appends with a healthy backend
+	dir := t.TempDir()
+	be := &faultyBackend{Backend: ring.NewPortable()}
+	l, err := Open(dir, ring.OS, be, smallOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	appendBatches(t, l, 2, 1, 2, 50)
+	be.indexErr = syscall.EIO
+	appendBatches(t, l, 3, 1, 2, 50)
+	be.indexErr = nil
+	appendBatches(t, l, 25, 1, 2, 50)
+	readable(t, l)
+	for off := uint64(0); off < l.NextOffset(); off++ {
+		v, err := l.Read(off, 1, l.NextOffset())
+		if err != nil {
+			t.Fatalf("Read(%d): %v", off, err)
+		}
+		v.Release()
+	}
+	first := want.infos[0].Segment
+	got, _ := os.ReadFile(indexPath(dir, first))
+	wantIdx, _ := os.ReadFile(indexPath(want.dir, first))
+	if !bytes.Equal(got, wantIdx) {
+		t.Fatalf("sealed index after failed writes:\n got %x\nwant %x", got, wantIdx)
 	}
 }

@@ -84,6 +84,17 @@ func lookup(entries []indexEntry, rel uint32) indexEntry {
 	return entries[i-1]
 }
 
+// lookupEncoded is lookup over index entries in their on-disk form.
+func lookupEncoded(b []byte, rel uint32) indexEntry {
+	n := len(b) / indexEntrySize
+	i := sort.Search(n, func(i int) bool { return binary.LittleEndian.Uint32(b[i*indexEntrySize:]) > rel })
+	if i == 0 {
+		return indexEntry{}
+	}
+	b = b[(i-1)*indexEntrySize:]
+	return indexEntry{rel: binary.LittleEndian.Uint32(b), pos: binary.LittleEndian.Uint32(b[4:])}
+}
+
 // lookupPos returns the last entry whose position is <= pos.
 func lookupPos(entries []indexEntry, pos int64) indexEntry {
 	i := sort.Search(len(entries), func(i int) bool { return int64(entries[i].pos) > pos })

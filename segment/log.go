@@ -17,7 +17,7 @@ type segment struct {
 	// with mu held, read by readers and Sync under mu.RLock.
 	end   int64        // bytes of whole batches: the write position
 	next  uint64       // offset after the last batch
-	index []indexEntry // sparse index, append-only while active
+	index []indexEntry // sparse index, append-only while active; nil when sealed and the .index file is read through the mapping
 	maxTs int64        // largest batch maxTimestamp seen (Unix ms); see SegmentInfo
 
 	// Owned by the append goroutine while the segment is active; a sealed
@@ -26,6 +26,8 @@ type segment struct {
 	idx   ring.File // the .index, read-write; nil once sealed
 	alloc int64     // fallocated size of file in bytes
 	dirty int64     // end of bytes a failed write may have left past end
+	// idxFailed: an index write failed, so the .index file has a hole.
+	idxFailed bool
 
 	mapMu sync.Mutex
 	m     *mapping // current read mapping; nil until first read if sealed

@@ -13,7 +13,8 @@ import (
 // counted: the segment holds one reference while the mapping is current,
 // each View holds one while it is alive, and the last release unmaps.
 type mapping struct {
-	data []byte
+	data []byte // the .log
+	idx  []byte // the .index of a sealed segment, or nil
 	refs atomic.Int64
 }
 
@@ -39,10 +40,41 @@ func (m *mapping) release() {
 	switch n := m.refs.Add(-1); {
 	case n == 0:
 		// Unmap errors are EINVAL for a bad range, which would be a bug.
-		if err := unix.Munmap(m.data); err != nil {
-			panic(fmt.Sprintf("segment: munmap: %v", err))
+		for _, b := range [][]byte{m.data, m.idx} {
+			if b == nil {
+				continue
+			}
+			if err := unix.Munmap(b); err != nil {
+				panic(fmt.Sprintf("segment: munmap: %v", err))
+			}
 		}
 	case n < 0:
 		panic("segment: mapping released more often than acquired")
 	}
+}
+
+// mapIndex maps the .index file of sealed segment s read-only, or returns
+// nil if it is missing, empty or cannot be mapped: reads then scan the
+// segment from its start, which is slower but correct.
+func (l *Log) mapIndex(s *segment) []byte {
+	f, err := l.fs.Open(s.idxPath)
+	if err != nil {
+		l.opts.Logger.Warn("segment: index not mapped", "file", s.idxPath, "err", err)
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	size := fi.Size() / indexEntrySize * indexEntrySize
+	if size == 0 {
+		return nil
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		l.opts.Logger.Warn("segment: index not mapped", "file", s.idxPath, "err", err)
+		return nil
+	}
+	return b
 }

@@ -93,9 +93,15 @@ func (l *Log) snapshot(offset uint64, maxBytes int, limit uint64) ([]readSeg, ui
 		if s.end == 0 {
 			continue
 		}
-		var from int64
+		from := int64(0)
 		if len(segs) == 0 {
-			from = int64(lookup(s.index, uint32(offset-s.base)).pos)
+			// Without an in-memory index (a sealed segment, whose index is
+			// mapped), count none of the first segment: at worst one more
+			// segment is mapped than the read needs.
+			from = s.end
+			if s.index != nil {
+				from = int64(lookup(s.index, uint32(offset-s.base)).pos)
+			}
 		}
 		m, err := l.acquire(s)
 		if err != nil {
@@ -113,7 +119,7 @@ func (l *Log) snapshot(offset uint64, maxBytes int, limit uint64) ([]readSeg, ui
 }
 
 // acquire returns s's mapping with a reference for the caller, mapping a
-// sealed segment on its first read. Called with Log.mu read-locked, so Close
+// sealed segment (its .log and its .index) on its first read. Called with Log.mu read-locked, so Close
 // cannot release the segment's own reference meanwhile.
 func (l *Log) acquire(s *segment) (*mapping, error) {
 	s.mapMu.Lock()
@@ -134,6 +140,7 @@ func (l *Log) acquire(s *segment) (*mapping, error) {
 		if s.m, err = newMapping(f, fi.Size()); err != nil {
 			return nil, err
 		}
+		s.m.idx = l.mapIndex(s)
 	}
 	s.m.acquire()
 	return s.m, nil
@@ -200,7 +207,7 @@ func collect(v *View, segs []readSeg, offset uint64, maxBytes int, limit uint64)
 // entry does not point at the batch it names, the scan starts over from the
 // beginning of the segment.
 func locate(rs readSeg, offset uint64) (int64, error) {
-	e := lookup(rs.index, uint32(offset-rs.s.base))
+	e := rs.lookup(uint32(offset - rs.s.base))
 	if h, err := headerAt(rs, int64(e.pos)); err != nil || h.BaseOffset != rs.s.base+uint64(e.rel) {
 		e = indexEntry{}
 	}
@@ -219,6 +226,16 @@ func locate(rs readSeg, offset uint64) (int64, error) {
 		pos, want = pos+int64(h.Size()), h.NextOffset()
 	}
 	return 0, &CorruptError{File: rs.s.logPath, Position: pos, Err: fmt.Errorf("offset %d not found before the end of data", offset)}
+}
+
+// lookup returns the index entry of rs at or before relative offset rel:
+// from the in-memory index of an active (or just sealed) segment, else from
+// the mapped .index file, else the start of the segment.
+func (rs readSeg) lookup(rel uint32) indexEntry {
+	if rs.index != nil {
+		return lookup(rs.index, rel)
+	}
+	return lookupEncoded(rs.m.idx, rel)
 }
 
 // headerAt parses the header of the batch at pos of rs and checks that the

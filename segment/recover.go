@@ -87,6 +87,7 @@ func (l *Log) finishRecovery(rpIdx int, rp recoveryPoint, found bool) error {
 			return fmt.Errorf("segment: open: %w", err)
 		}
 		s.file = nil
+		s.index = nil // the .index file now matches; reads map it
 	}
 	act := l.active()
 	l.synced = recoveryPoint{next: l.next, base: act.base, pos: act.end}
@@ -218,7 +219,7 @@ func (l *Log) scanAbove(sc *scanner, s *segment, pos int64, off uint64, stop fun
 func (l *Log) writeIndex(s *segment) error {
 	f, err := l.fs.Create(s.idxPath)
 	if err != nil {
-		return fmt.Errorf("segment: open: rewrite index: %w", err)
+		return fmt.Errorf("segment: rewrite index %s: %w", s.idxPath, err)
 	}
 	if len(s.index) > 0 {
 		_, err = f.WriteAt(encodeIndex(s.index), 0)
@@ -230,7 +231,7 @@ func (l *Log) writeIndex(s *segment) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("segment: open: rewrite index: %w", err)
+		return fmt.Errorf("segment: rewrite index %s: %w", s.idxPath, err)
 	}
 	return nil
 }
