@@ -25,40 +25,46 @@
 //     with UNSUPPORTED_VERSION, any other first frame with an errorResponse
 //     INVALID_REQUEST; either way the connection closes after the reply.
 //  3. Requests. The reader takes one of Options.MaxInFlightPerConn slots,
-//     reads a frame and its tail (a publish tail goes into a fresh buffer
-//     whose ownership passes to Broker.Append), and starts a goroutine for
-//     the request. When every slot is taken the reader stops reading, so a
-//     fast client is slowed by TCP flow control rather than dropped. Each
+//     reads a frame and its tail, and starts a goroutine for the request. A
+//     publish tail is read into a fresh buffer whose ownership passes to
+//     Broker.Append, once Options.MaxInFlightBytesPerConn leaves room for it.
+//     When the slots or the tail budget run out the reader stops reading,
+//     so a fast client is slowed by TCP flow control, never dropped. Each
 //     response carries its request's correlationId; responses go out in
 //     completion order, not request order. Publishes to one partition from
-//     one connection are appended in the order they were read; everything
-//     else runs concurrently. A union member that is not a request this
-//     server serves is answered with errorResponse INVALID_REQUEST and the
-//     connection stays open (a tail it declares is read and dropped).
+//     one connection are appended in the order they were read (each waits
+//     for the previous one's append to return); everything else runs
+//     concurrently. A union member that is not a request this server serves
+//     is answered with errorResponse INVALID_REQUEST and the connection stays
+//     open (a tail it declares is read and dropped).
 //  4. Writing. The writer takes responses from a queue as they complete and
 //     writes each frame together with its records tail — for a fetch, the
 //     broker's mapped segment slices — in one writev, then releases the
-//     fetch result, then returns the request's slot. A write that fails or
-//     exceeds Options.WriteTimeout closes the connection.
+//     fetch result, then returns the request's slot. A response whose Cap'n
+//     Proto part would exceed MaxFrameBytes is replaced by MESSAGE_TOO_LARGE.
+//     A write that fails or exceeds Options.WriteTimeout closes the
+//     connection at once.
 //  5. Close. The connection ends when the client closes it, when a frame
 //     cannot be read or parsed (a garbage length prefix, a frame over
 //     MaxFrameBytes, a broken pointer, a stream that ends inside a frame or
 //     a tail), when a tail exceeds MaxBatchBytes (answered with
 //     MESSAGE_TOO_LARGE first, since the stream cannot be resynchronised),
-//     after Options.IdleTimeout with nothing in flight, or at shutdown.
-//     Teardown cancels the connection's context, so long-poll fetches and
-//     waiting appends return at once, waits for the request goroutines,
-//     lets the writer flush their responses, closes the socket and logs one
-//     line with the remote address and the reason (DEBUG for a clean close,
-//     WARN for a protocol error). One connection's failure never affects
-//     another, and a panic while serving one is logged and closes only it.
+//     after Options.IdleTimeout with nothing in flight, after a panic in a
+//     handler (answered with UNKNOWN), or at shutdown. Teardown stops
+//     reading, cancels the long-poll fetches in flight (they return at once),
+//     lets the appends in flight finish so that their outcome never hangs on
+//     a cancelled wait, flushes every queued response, closes the socket and
+//     logs one line with the remote address and the reason (DEBUG for a
+//     clean close, WARN for a protocol error, ERROR for a panic). One
+//     connection's failure never affects another.
 //
 // # Shutdown
 //
 // Server.Shutdown stops accepting, answers every new request with
 // SHUTTING_DOWN, ends long-poll fetches early (they answer with what is
-// readable, usually nothing), waits for each connection's in-flight requests
-// to be answered and then closes it. Server.Close, or the end of Shutdown's
-// context, closes every connection at once and cancels what is in flight.
-// Neither closes the Broker: the caller closes the engine after the server.
+// readable or with SHUTTING_DOWN), waits for each connection's in-flight
+// requests to be answered and then closes it. Server.Close, or the end of
+// Shutdown's context, closes every connection at once and cancels
+// everything in flight, appends included (an append whose wait is cancelled
+// may still be written). Neither closes the Broker: the caller closes the engine after the server.
 package dataplane
