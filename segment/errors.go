@@ -21,14 +21,16 @@ var (
 	ErrFailed = errors.New("segment: log failed")
 )
 
-// CorruptError reports corruption at byte Position of File. Recovery never
-// truncates data that it reports this way.
+// CorruptError reports corruption at byte Position of File (-1 when a
+// memory fault on a mapping gives no position). Recovery never truncates
+// data that it reports this way.
 type CorruptError struct {
 	File     string // path of the damaged file
 	Position int64  // byte position in File where the damage was found
 	Err      error  // what is wrong
 }
 
+// Error returns "segment: corrupt <file> at byte <position>: <cause>".
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("segment: corrupt %s at byte %d: %v", e.File, e.Position, e.Err)
 }
@@ -43,10 +45,11 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 // the log start offset and End the log end offset when the read was made:
 // valid offsets are [Start, End).
 type OffsetOutOfRangeError struct {
-	Offset     uint64
-	Start, End uint64
+	Offset     uint64 // the offset asked for
+	Start, End uint64 // log start offset and log end offset
 }
 
+// Error returns "segment: offset <n> out of range [<start>, <end>)".
 func (e *OffsetOutOfRangeError) Error() string {
 	return fmt.Sprintf("segment: offset %d out of range [%d, %d)", e.Offset, e.Start, e.End)
 }
