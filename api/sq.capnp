@@ -6,8 +6,8 @@
 #   [Cap'n Proto message, standard stream framing, root Frame]
 #   [recordsLength raw bytes: zero or more batches, DESIGN §3.2]
 #
-# Only publish requests and fetch responses carry a records tail; for every
-# other frame recordsLength is 0.
+# Only publish requests, fetch responses and push batches carry a records
+# tail; every other frame has none.
 @0x9a75c6f4cee24081;
 
 using Go = import "/go.capnp";
@@ -213,6 +213,197 @@ struct FetchOffsetsResponse {
   error   @1 :WireError;
 }
 
+# ---------------------------------------------------------------- storage admin
+
+# DeleteTopicRequest deletes a topic and all its data. The name can be
+# reused at once; readers in the middle of a fetch finish safely.
+struct DeleteTopicRequest {
+  name @0 :Text;
+}
+
+struct DeleteTopicResponse {
+  error @0 :WireError;
+}
+
+# ListOffsetsRequest looks up an offset by broker append time (as Kafka's
+# ListOffsets, KIP-79): timestamp -1 is the log end (latest), -2 the log
+# start (earliest), otherwise Unix ms: the first offset of the first batch
+# appended at or after that time (the log end when there is none).
+struct ListOffsetsRequest {
+  topic     @0 :Text;
+  partition @1 :UInt32;
+  timestamp @2 :Int64;
+}
+
+struct ListOffsetsResponse {
+  offset    @0 :UInt64;
+  timestamp @1 :Int64;   # append time of the batch found; -1 when none
+  error     @2 :WireError;
+}
+
+# ---------------------------------------------------------------- consumer groups (DESIGN §6)
+
+struct TopicPartitions {
+  topic      @0 :Text;
+  partitions @1 :List(UInt32);
+}
+
+# JoinGroupRequest adds a member to a group (memberId empty on the first
+# join; the coordinator assigns one) subscribed to topics.
+struct JoinGroupRequest {
+  group            @0 :Text;
+  memberId         @1 :Text;
+  clientId         @2 :Text;
+  topics           @3 :List(Text);
+  sessionTimeoutMs @4 :UInt32;
+}
+
+struct JoinGroupResponse {
+  memberId            @0 :Text;
+  generation          @1 :Int32;
+  assignment          @2 :List(TopicPartitions);
+  heartbeatIntervalMs @3 :UInt32;
+  sessionTimeoutMs    @4 :UInt32;   # the timeout in force, after server bounds
+  error               @5 :WireError;
+}
+
+# HeartbeatRequest keeps a member alive and reports the partitions it still
+# owns; the response carries the member's current assignment.
+struct HeartbeatRequest {
+  group      @0 :Text;
+  memberId   @1 :Text;
+  generation @2 :Int32;
+  owned      @3 :List(TopicPartitions);
+}
+
+struct HeartbeatResponse {
+  generation          @0 :Int32;
+  assignment          @1 :List(TopicPartitions);
+  heartbeatIntervalMs @2 :UInt32;
+  error               @3 :WireError;
+}
+
+struct LeaveGroupRequest {
+  group    @0 :Text;
+  memberId @1 :Text;
+}
+
+struct LeaveGroupResponse {
+  error @0 :WireError;
+}
+
+struct GroupSummary {
+  group      @0 :Text;
+  state      @1 :Text;    # "empty", "stable", "rebalancing"
+  members    @2 :UInt32;
+  generation @3 :Int32;
+}
+
+struct ListGroupsRequest {}
+
+struct ListGroupsResponse {
+  groups @0 :List(GroupSummary);
+  error  @1 :WireError;
+}
+
+struct GroupMember {
+  memberId   @0 :Text;
+  clientId   @1 :Text;
+  assignment @2 :List(TopicPartitions);
+}
+
+struct GroupPartitionLag {
+  topic           @0 :Text;
+  partition       @1 :UInt32;
+  committedOffset @2 :Int64;   # -1 when the group has none
+  logEndOffset    @3 :UInt64;
+  highWatermark   @4 :UInt64;
+  lag             @5 :Int64;   # highWatermark - committed (or - log start when none)
+  memberId        @6 :Text;    # owner in the current generation, empty if none
+}
+
+struct DescribeGroupRequest {
+  group @0 :Text;
+}
+
+struct DescribeGroupResponse {
+  summary @0 :GroupSummary;
+  members @1 :List(GroupMember);
+  offsets @2 :List(GroupPartitionLag);
+  error   @3 :WireError;
+}
+
+enum ResetMode {
+  earliest  @0;
+  latest    @1;
+  offset    @2;
+  timestamp @3;
+}
+
+# ResetOffsetsRequest sets a group's committed offsets of a topic; refused
+# while the group has members.
+struct ResetOffsetsRequest {
+  group @0 :Text;
+  topic @1 :Text;
+  mode  @2 :ResetMode;
+  value @3 :Int64;   # the offset (mode offset) or Unix ms (mode timestamp)
+}
+
+struct ResetOffsetsResponse {
+  offsets @0 :List(OffsetCommit);
+  error   @1 :WireError;
+}
+
+struct DeleteGroupRequest {
+  group @0 :Text;
+}
+
+struct DeleteGroupResponse {
+  error @0 :WireError;
+}
+
+# ---------------------------------------------------------------- push subscribe
+
+# SubscribeRequest asks the server to push batches of one partition from
+# offset as they become readable, within creditBytes. The server answers
+# with any number of PushBatches frames carrying the subscribe's
+# correlationId, each followed by a records tail, until unsubscribe, an
+# error (sent as a final PushBatches with error set), or the connection
+# closes. A push may exceed the remaining credit by at most one batch
+# (KIP-74); the server then waits for more credit.
+struct SubscribeRequest {
+  topic       @0 :Text;
+  partition   @1 :UInt32;
+  offset      @2 :UInt64;
+  creditBytes @3 :UInt32;
+}
+
+struct PushBatches {
+  topic          @0 :Text;
+  partition      @1 :UInt32;
+  highWatermark  @2 :UInt64;
+  logStartOffset @3 :UInt64;
+  recordsLength  @4 :UInt32;
+  error          @5 :WireError;
+}
+
+# GrantCreditRequest adds creditBytes to the subscription opened by the
+# subscribe frame with correlationId subscriptionId. It has no response.
+struct GrantCreditRequest {
+  subscriptionId @0 :UInt64;
+  creditBytes    @1 :UInt32;
+}
+
+# UnsubscribeRequest ends a subscription; the response is an
+# UnsubscribeResponse with the unsubscribe's own correlationId.
+struct UnsubscribeRequest {
+  subscriptionId @0 :UInt64;
+}
+
+struct UnsubscribeResponse {
+  error @0 :WireError;
+}
+
 # Frame is the root of every data-plane message. A response carries the
 # correlationId of its request; responses may arrive in any order.
 struct Frame {
@@ -237,5 +428,28 @@ struct Frame {
     fetchOffsetsRequest   @17 :FetchOffsetsRequest;
     fetchOffsetsResponse  @18 :FetchOffsetsResponse;
     errorResponse         @19 :WireError;  # a request the server could not parse or route
+    deleteTopicRequest    @20 :DeleteTopicRequest;
+    deleteTopicResponse   @21 :DeleteTopicResponse;
+    listOffsetsRequest    @22 :ListOffsetsRequest;
+    listOffsetsResponse   @23 :ListOffsetsResponse;
+    joinGroupRequest      @24 :JoinGroupRequest;
+    joinGroupResponse     @25 :JoinGroupResponse;
+    heartbeatRequest      @26 :HeartbeatRequest;
+    heartbeatResponse     @27 :HeartbeatResponse;
+    leaveGroupRequest     @28 :LeaveGroupRequest;
+    leaveGroupResponse    @29 :LeaveGroupResponse;
+    listGroupsRequest     @30 :ListGroupsRequest;
+    listGroupsResponse    @31 :ListGroupsResponse;
+    describeGroupRequest  @32 :DescribeGroupRequest;
+    describeGroupResponse @33 :DescribeGroupResponse;
+    resetOffsetsRequest   @34 :ResetOffsetsRequest;
+    resetOffsetsResponse  @35 :ResetOffsetsResponse;
+    deleteGroupRequest    @36 :DeleteGroupRequest;
+    deleteGroupResponse   @37 :DeleteGroupResponse;
+    subscribeRequest      @38 :SubscribeRequest;
+    pushBatches           @39 :PushBatches;
+    grantCreditRequest    @40 :GrantCreditRequest;
+    unsubscribeRequest    @41 :UnsubscribeRequest;
+    unsubscribeResponse   @42 :UnsubscribeResponse;
   }
 }

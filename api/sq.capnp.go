@@ -3093,6 +3093,3000 @@ func (p FetchOffsetsResponse_Future) Error() WireError_Future {
 	return WireError_Future{Future: p.Future.Field(1, nil)}
 }
 
+type DeleteTopicRequest capnp.Struct
+
+// DeleteTopicRequest_TypeID is the unique identifier for the type DeleteTopicRequest.
+const DeleteTopicRequest_TypeID = 0x80b86f578fca230c
+
+func NewDeleteTopicRequest(s *capnp.Segment) (DeleteTopicRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return DeleteTopicRequest(st), err
+}
+
+func NewRootDeleteTopicRequest(s *capnp.Segment) (DeleteTopicRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return DeleteTopicRequest(st), err
+}
+
+func ReadRootDeleteTopicRequest(msg *capnp.Message) (DeleteTopicRequest, error) {
+	root, err := msg.Root()
+	return DeleteTopicRequest(root.Struct()), err
+}
+
+func (s DeleteTopicRequest) String() string {
+	str, _ := text.Marshal(0x80b86f578fca230c, capnp.Struct(s))
+	return str
+}
+
+func (s DeleteTopicRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (DeleteTopicRequest) DecodeFromPtr(p capnp.Ptr) DeleteTopicRequest {
+	return DeleteTopicRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s DeleteTopicRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s DeleteTopicRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s DeleteTopicRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s DeleteTopicRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s DeleteTopicRequest) Name() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s DeleteTopicRequest) HasName() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s DeleteTopicRequest) NameBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s DeleteTopicRequest) SetName(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+// DeleteTopicRequest_List is a list of DeleteTopicRequest.
+type DeleteTopicRequest_List = capnp.StructList[DeleteTopicRequest]
+
+// NewDeleteTopicRequest creates a new list of DeleteTopicRequest.
+func NewDeleteTopicRequest_List(s *capnp.Segment, sz int32) (DeleteTopicRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1}, sz)
+	return capnp.StructList[DeleteTopicRequest](l), err
+}
+
+// DeleteTopicRequest_Future is a wrapper for a DeleteTopicRequest promised by a client call.
+type DeleteTopicRequest_Future struct{ *capnp.Future }
+
+func (f DeleteTopicRequest_Future) Struct() (DeleteTopicRequest, error) {
+	p, err := f.Future.Ptr()
+	return DeleteTopicRequest(p.Struct()), err
+}
+
+type DeleteTopicResponse capnp.Struct
+
+// DeleteTopicResponse_TypeID is the unique identifier for the type DeleteTopicResponse.
+const DeleteTopicResponse_TypeID = 0xb80c92f946afeb2c
+
+func NewDeleteTopicResponse(s *capnp.Segment) (DeleteTopicResponse, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return DeleteTopicResponse(st), err
+}
+
+func NewRootDeleteTopicResponse(s *capnp.Segment) (DeleteTopicResponse, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return DeleteTopicResponse(st), err
+}
+
+func ReadRootDeleteTopicResponse(msg *capnp.Message) (DeleteTopicResponse, error) {
+	root, err := msg.Root()
+	return DeleteTopicResponse(root.Struct()), err
+}
+
+func (s DeleteTopicResponse) String() string {
+	str, _ := text.Marshal(0xb80c92f946afeb2c, capnp.Struct(s))
+	return str
+}
+
+func (s DeleteTopicResponse) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (DeleteTopicResponse) DecodeFromPtr(p capnp.Ptr) DeleteTopicResponse {
+	return DeleteTopicResponse(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s DeleteTopicResponse) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s DeleteTopicResponse) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s DeleteTopicResponse) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s DeleteTopicResponse) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s DeleteTopicResponse) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return WireError(p.Struct()), err
+}
+
+func (s DeleteTopicResponse) HasError() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s DeleteTopicResponse) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s DeleteTopicResponse) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// DeleteTopicResponse_List is a list of DeleteTopicResponse.
+type DeleteTopicResponse_List = capnp.StructList[DeleteTopicResponse]
+
+// NewDeleteTopicResponse creates a new list of DeleteTopicResponse.
+func NewDeleteTopicResponse_List(s *capnp.Segment, sz int32) (DeleteTopicResponse_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1}, sz)
+	return capnp.StructList[DeleteTopicResponse](l), err
+}
+
+// DeleteTopicResponse_Future is a wrapper for a DeleteTopicResponse promised by a client call.
+type DeleteTopicResponse_Future struct{ *capnp.Future }
+
+func (f DeleteTopicResponse_Future) Struct() (DeleteTopicResponse, error) {
+	p, err := f.Future.Ptr()
+	return DeleteTopicResponse(p.Struct()), err
+}
+func (p DeleteTopicResponse_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(0, nil)}
+}
+
+type ListOffsetsRequest capnp.Struct
+
+// ListOffsetsRequest_TypeID is the unique identifier for the type ListOffsetsRequest.
+const ListOffsetsRequest_TypeID = 0xd8f161d3fd5c73a8
+
+func NewListOffsetsRequest(s *capnp.Segment) (ListOffsetsRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return ListOffsetsRequest(st), err
+}
+
+func NewRootListOffsetsRequest(s *capnp.Segment) (ListOffsetsRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return ListOffsetsRequest(st), err
+}
+
+func ReadRootListOffsetsRequest(msg *capnp.Message) (ListOffsetsRequest, error) {
+	root, err := msg.Root()
+	return ListOffsetsRequest(root.Struct()), err
+}
+
+func (s ListOffsetsRequest) String() string {
+	str, _ := text.Marshal(0xd8f161d3fd5c73a8, capnp.Struct(s))
+	return str
+}
+
+func (s ListOffsetsRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (ListOffsetsRequest) DecodeFromPtr(p capnp.Ptr) ListOffsetsRequest {
+	return ListOffsetsRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s ListOffsetsRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s ListOffsetsRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s ListOffsetsRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s ListOffsetsRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s ListOffsetsRequest) Topic() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s ListOffsetsRequest) HasTopic() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s ListOffsetsRequest) TopicBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s ListOffsetsRequest) SetTopic(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s ListOffsetsRequest) Partition() uint32 {
+	return capnp.Struct(s).Uint32(0)
+}
+
+func (s ListOffsetsRequest) SetPartition(v uint32) {
+	capnp.Struct(s).SetUint32(0, v)
+}
+
+func (s ListOffsetsRequest) Timestamp() int64 {
+	return int64(capnp.Struct(s).Uint64(8))
+}
+
+func (s ListOffsetsRequest) SetTimestamp(v int64) {
+	capnp.Struct(s).SetUint64(8, uint64(v))
+}
+
+// ListOffsetsRequest_List is a list of ListOffsetsRequest.
+type ListOffsetsRequest_List = capnp.StructList[ListOffsetsRequest]
+
+// NewListOffsetsRequest creates a new list of ListOffsetsRequest.
+func NewListOffsetsRequest_List(s *capnp.Segment, sz int32) (ListOffsetsRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1}, sz)
+	return capnp.StructList[ListOffsetsRequest](l), err
+}
+
+// ListOffsetsRequest_Future is a wrapper for a ListOffsetsRequest promised by a client call.
+type ListOffsetsRequest_Future struct{ *capnp.Future }
+
+func (f ListOffsetsRequest_Future) Struct() (ListOffsetsRequest, error) {
+	p, err := f.Future.Ptr()
+	return ListOffsetsRequest(p.Struct()), err
+}
+
+type ListOffsetsResponse capnp.Struct
+
+// ListOffsetsResponse_TypeID is the unique identifier for the type ListOffsetsResponse.
+const ListOffsetsResponse_TypeID = 0xc0e28f75cf7cbc3c
+
+func NewListOffsetsResponse(s *capnp.Segment) (ListOffsetsResponse, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return ListOffsetsResponse(st), err
+}
+
+func NewRootListOffsetsResponse(s *capnp.Segment) (ListOffsetsResponse, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return ListOffsetsResponse(st), err
+}
+
+func ReadRootListOffsetsResponse(msg *capnp.Message) (ListOffsetsResponse, error) {
+	root, err := msg.Root()
+	return ListOffsetsResponse(root.Struct()), err
+}
+
+func (s ListOffsetsResponse) String() string {
+	str, _ := text.Marshal(0xc0e28f75cf7cbc3c, capnp.Struct(s))
+	return str
+}
+
+func (s ListOffsetsResponse) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (ListOffsetsResponse) DecodeFromPtr(p capnp.Ptr) ListOffsetsResponse {
+	return ListOffsetsResponse(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s ListOffsetsResponse) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s ListOffsetsResponse) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s ListOffsetsResponse) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s ListOffsetsResponse) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s ListOffsetsResponse) Offset() uint64 {
+	return capnp.Struct(s).Uint64(0)
+}
+
+func (s ListOffsetsResponse) SetOffset(v uint64) {
+	capnp.Struct(s).SetUint64(0, v)
+}
+
+func (s ListOffsetsResponse) Timestamp() int64 {
+	return int64(capnp.Struct(s).Uint64(8))
+}
+
+func (s ListOffsetsResponse) SetTimestamp(v int64) {
+	capnp.Struct(s).SetUint64(8, uint64(v))
+}
+
+func (s ListOffsetsResponse) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return WireError(p.Struct()), err
+}
+
+func (s ListOffsetsResponse) HasError() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s ListOffsetsResponse) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s ListOffsetsResponse) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// ListOffsetsResponse_List is a list of ListOffsetsResponse.
+type ListOffsetsResponse_List = capnp.StructList[ListOffsetsResponse]
+
+// NewListOffsetsResponse creates a new list of ListOffsetsResponse.
+func NewListOffsetsResponse_List(s *capnp.Segment, sz int32) (ListOffsetsResponse_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1}, sz)
+	return capnp.StructList[ListOffsetsResponse](l), err
+}
+
+// ListOffsetsResponse_Future is a wrapper for a ListOffsetsResponse promised by a client call.
+type ListOffsetsResponse_Future struct{ *capnp.Future }
+
+func (f ListOffsetsResponse_Future) Struct() (ListOffsetsResponse, error) {
+	p, err := f.Future.Ptr()
+	return ListOffsetsResponse(p.Struct()), err
+}
+func (p ListOffsetsResponse_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(0, nil)}
+}
+
+type TopicPartitions capnp.Struct
+
+// TopicPartitions_TypeID is the unique identifier for the type TopicPartitions.
+const TopicPartitions_TypeID = 0xbe1023ee7cc7553c
+
+func NewTopicPartitions(s *capnp.Segment) (TopicPartitions, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 2})
+	return TopicPartitions(st), err
+}
+
+func NewRootTopicPartitions(s *capnp.Segment) (TopicPartitions, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 2})
+	return TopicPartitions(st), err
+}
+
+func ReadRootTopicPartitions(msg *capnp.Message) (TopicPartitions, error) {
+	root, err := msg.Root()
+	return TopicPartitions(root.Struct()), err
+}
+
+func (s TopicPartitions) String() string {
+	str, _ := text.Marshal(0xbe1023ee7cc7553c, capnp.Struct(s))
+	return str
+}
+
+func (s TopicPartitions) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (TopicPartitions) DecodeFromPtr(p capnp.Ptr) TopicPartitions {
+	return TopicPartitions(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s TopicPartitions) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s TopicPartitions) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s TopicPartitions) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s TopicPartitions) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s TopicPartitions) Topic() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s TopicPartitions) HasTopic() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s TopicPartitions) TopicBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s TopicPartitions) SetTopic(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s TopicPartitions) Partitions() (capnp.UInt32List, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return capnp.UInt32List(p.List()), err
+}
+
+func (s TopicPartitions) HasPartitions() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s TopicPartitions) SetPartitions(v capnp.UInt32List) error {
+	return capnp.Struct(s).SetPtr(1, v.ToPtr())
+}
+
+// NewPartitions sets the partitions field to a newly
+// allocated capnp.UInt32List, preferring placement in s's segment.
+func (s TopicPartitions) NewPartitions(n int32) (capnp.UInt32List, error) {
+	l, err := capnp.NewUInt32List(capnp.Struct(s).Segment(), n)
+	if err != nil {
+		return capnp.UInt32List{}, err
+	}
+	err = capnp.Struct(s).SetPtr(1, l.ToPtr())
+	return l, err
+}
+
+// TopicPartitions_List is a list of TopicPartitions.
+type TopicPartitions_List = capnp.StructList[TopicPartitions]
+
+// NewTopicPartitions creates a new list of TopicPartitions.
+func NewTopicPartitions_List(s *capnp.Segment, sz int32) (TopicPartitions_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 2}, sz)
+	return capnp.StructList[TopicPartitions](l), err
+}
+
+// TopicPartitions_Future is a wrapper for a TopicPartitions promised by a client call.
+type TopicPartitions_Future struct{ *capnp.Future }
+
+func (f TopicPartitions_Future) Struct() (TopicPartitions, error) {
+	p, err := f.Future.Ptr()
+	return TopicPartitions(p.Struct()), err
+}
+
+type JoinGroupRequest capnp.Struct
+
+// JoinGroupRequest_TypeID is the unique identifier for the type JoinGroupRequest.
+const JoinGroupRequest_TypeID = 0x8d60b2c8fead718a
+
+func NewJoinGroupRequest(s *capnp.Segment) (JoinGroupRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 8, PointerCount: 4})
+	return JoinGroupRequest(st), err
+}
+
+func NewRootJoinGroupRequest(s *capnp.Segment) (JoinGroupRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 8, PointerCount: 4})
+	return JoinGroupRequest(st), err
+}
+
+func ReadRootJoinGroupRequest(msg *capnp.Message) (JoinGroupRequest, error) {
+	root, err := msg.Root()
+	return JoinGroupRequest(root.Struct()), err
+}
+
+func (s JoinGroupRequest) String() string {
+	str, _ := text.Marshal(0x8d60b2c8fead718a, capnp.Struct(s))
+	return str
+}
+
+func (s JoinGroupRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (JoinGroupRequest) DecodeFromPtr(p capnp.Ptr) JoinGroupRequest {
+	return JoinGroupRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s JoinGroupRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s JoinGroupRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s JoinGroupRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s JoinGroupRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s JoinGroupRequest) Group() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s JoinGroupRequest) HasGroup() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s JoinGroupRequest) GroupBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s JoinGroupRequest) SetGroup(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s JoinGroupRequest) MemberId() (string, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.Text(), err
+}
+
+func (s JoinGroupRequest) HasMemberId() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s JoinGroupRequest) MemberIdBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.TextBytes(), err
+}
+
+func (s JoinGroupRequest) SetMemberId(v string) error {
+	return capnp.Struct(s).SetText(1, v)
+}
+
+func (s JoinGroupRequest) ClientId() (string, error) {
+	p, err := capnp.Struct(s).Ptr(2)
+	return p.Text(), err
+}
+
+func (s JoinGroupRequest) HasClientId() bool {
+	return capnp.Struct(s).HasPtr(2)
+}
+
+func (s JoinGroupRequest) ClientIdBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(2)
+	return p.TextBytes(), err
+}
+
+func (s JoinGroupRequest) SetClientId(v string) error {
+	return capnp.Struct(s).SetText(2, v)
+}
+
+func (s JoinGroupRequest) Topics() (capnp.TextList, error) {
+	p, err := capnp.Struct(s).Ptr(3)
+	return capnp.TextList(p.List()), err
+}
+
+func (s JoinGroupRequest) HasTopics() bool {
+	return capnp.Struct(s).HasPtr(3)
+}
+
+func (s JoinGroupRequest) SetTopics(v capnp.TextList) error {
+	return capnp.Struct(s).SetPtr(3, v.ToPtr())
+}
+
+// NewTopics sets the topics field to a newly
+// allocated capnp.TextList, preferring placement in s's segment.
+func (s JoinGroupRequest) NewTopics(n int32) (capnp.TextList, error) {
+	l, err := capnp.NewTextList(capnp.Struct(s).Segment(), n)
+	if err != nil {
+		return capnp.TextList{}, err
+	}
+	err = capnp.Struct(s).SetPtr(3, l.ToPtr())
+	return l, err
+}
+func (s JoinGroupRequest) SessionTimeoutMs() uint32 {
+	return capnp.Struct(s).Uint32(0)
+}
+
+func (s JoinGroupRequest) SetSessionTimeoutMs(v uint32) {
+	capnp.Struct(s).SetUint32(0, v)
+}
+
+// JoinGroupRequest_List is a list of JoinGroupRequest.
+type JoinGroupRequest_List = capnp.StructList[JoinGroupRequest]
+
+// NewJoinGroupRequest creates a new list of JoinGroupRequest.
+func NewJoinGroupRequest_List(s *capnp.Segment, sz int32) (JoinGroupRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 8, PointerCount: 4}, sz)
+	return capnp.StructList[JoinGroupRequest](l), err
+}
+
+// JoinGroupRequest_Future is a wrapper for a JoinGroupRequest promised by a client call.
+type JoinGroupRequest_Future struct{ *capnp.Future }
+
+func (f JoinGroupRequest_Future) Struct() (JoinGroupRequest, error) {
+	p, err := f.Future.Ptr()
+	return JoinGroupRequest(p.Struct()), err
+}
+
+type JoinGroupResponse capnp.Struct
+
+// JoinGroupResponse_TypeID is the unique identifier for the type JoinGroupResponse.
+const JoinGroupResponse_TypeID = 0xf757123fd2bedf3a
+
+func NewJoinGroupResponse(s *capnp.Segment) (JoinGroupResponse, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 3})
+	return JoinGroupResponse(st), err
+}
+
+func NewRootJoinGroupResponse(s *capnp.Segment) (JoinGroupResponse, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 3})
+	return JoinGroupResponse(st), err
+}
+
+func ReadRootJoinGroupResponse(msg *capnp.Message) (JoinGroupResponse, error) {
+	root, err := msg.Root()
+	return JoinGroupResponse(root.Struct()), err
+}
+
+func (s JoinGroupResponse) String() string {
+	str, _ := text.Marshal(0xf757123fd2bedf3a, capnp.Struct(s))
+	return str
+}
+
+func (s JoinGroupResponse) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (JoinGroupResponse) DecodeFromPtr(p capnp.Ptr) JoinGroupResponse {
+	return JoinGroupResponse(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s JoinGroupResponse) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s JoinGroupResponse) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s JoinGroupResponse) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s JoinGroupResponse) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s JoinGroupResponse) MemberId() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s JoinGroupResponse) HasMemberId() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s JoinGroupResponse) MemberIdBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s JoinGroupResponse) SetMemberId(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s JoinGroupResponse) Generation() int32 {
+	return int32(capnp.Struct(s).Uint32(0))
+}
+
+func (s JoinGroupResponse) SetGeneration(v int32) {
+	capnp.Struct(s).SetUint32(0, uint32(v))
+}
+
+func (s JoinGroupResponse) Assignment() (TopicPartitions_List, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return TopicPartitions_List(p.List()), err
+}
+
+func (s JoinGroupResponse) HasAssignment() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s JoinGroupResponse) SetAssignment(v TopicPartitions_List) error {
+	return capnp.Struct(s).SetPtr(1, v.ToPtr())
+}
+
+// NewAssignment sets the assignment field to a newly
+// allocated TopicPartitions_List, preferring placement in s's segment.
+func (s JoinGroupResponse) NewAssignment(n int32) (TopicPartitions_List, error) {
+	l, err := NewTopicPartitions_List(capnp.Struct(s).Segment(), n)
+	if err != nil {
+		return TopicPartitions_List{}, err
+	}
+	err = capnp.Struct(s).SetPtr(1, l.ToPtr())
+	return l, err
+}
+func (s JoinGroupResponse) HeartbeatIntervalMs() uint32 {
+	return capnp.Struct(s).Uint32(4)
+}
+
+func (s JoinGroupResponse) SetHeartbeatIntervalMs(v uint32) {
+	capnp.Struct(s).SetUint32(4, v)
+}
+
+func (s JoinGroupResponse) SessionTimeoutMs() uint32 {
+	return capnp.Struct(s).Uint32(8)
+}
+
+func (s JoinGroupResponse) SetSessionTimeoutMs(v uint32) {
+	capnp.Struct(s).SetUint32(8, v)
+}
+
+func (s JoinGroupResponse) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(2)
+	return WireError(p.Struct()), err
+}
+
+func (s JoinGroupResponse) HasError() bool {
+	return capnp.Struct(s).HasPtr(2)
+}
+
+func (s JoinGroupResponse) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(2, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s JoinGroupResponse) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(2, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// JoinGroupResponse_List is a list of JoinGroupResponse.
+type JoinGroupResponse_List = capnp.StructList[JoinGroupResponse]
+
+// NewJoinGroupResponse creates a new list of JoinGroupResponse.
+func NewJoinGroupResponse_List(s *capnp.Segment, sz int32) (JoinGroupResponse_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 16, PointerCount: 3}, sz)
+	return capnp.StructList[JoinGroupResponse](l), err
+}
+
+// JoinGroupResponse_Future is a wrapper for a JoinGroupResponse promised by a client call.
+type JoinGroupResponse_Future struct{ *capnp.Future }
+
+func (f JoinGroupResponse_Future) Struct() (JoinGroupResponse, error) {
+	p, err := f.Future.Ptr()
+	return JoinGroupResponse(p.Struct()), err
+}
+func (p JoinGroupResponse_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(2, nil)}
+}
+
+type HeartbeatRequest capnp.Struct
+
+// HeartbeatRequest_TypeID is the unique identifier for the type HeartbeatRequest.
+const HeartbeatRequest_TypeID = 0xe4e7039408b05267
+
+func NewHeartbeatRequest(s *capnp.Segment) (HeartbeatRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 8, PointerCount: 3})
+	return HeartbeatRequest(st), err
+}
+
+func NewRootHeartbeatRequest(s *capnp.Segment) (HeartbeatRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 8, PointerCount: 3})
+	return HeartbeatRequest(st), err
+}
+
+func ReadRootHeartbeatRequest(msg *capnp.Message) (HeartbeatRequest, error) {
+	root, err := msg.Root()
+	return HeartbeatRequest(root.Struct()), err
+}
+
+func (s HeartbeatRequest) String() string {
+	str, _ := text.Marshal(0xe4e7039408b05267, capnp.Struct(s))
+	return str
+}
+
+func (s HeartbeatRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (HeartbeatRequest) DecodeFromPtr(p capnp.Ptr) HeartbeatRequest {
+	return HeartbeatRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s HeartbeatRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s HeartbeatRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s HeartbeatRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s HeartbeatRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s HeartbeatRequest) Group() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s HeartbeatRequest) HasGroup() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s HeartbeatRequest) GroupBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s HeartbeatRequest) SetGroup(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s HeartbeatRequest) MemberId() (string, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.Text(), err
+}
+
+func (s HeartbeatRequest) HasMemberId() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s HeartbeatRequest) MemberIdBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.TextBytes(), err
+}
+
+func (s HeartbeatRequest) SetMemberId(v string) error {
+	return capnp.Struct(s).SetText(1, v)
+}
+
+func (s HeartbeatRequest) Generation() int32 {
+	return int32(capnp.Struct(s).Uint32(0))
+}
+
+func (s HeartbeatRequest) SetGeneration(v int32) {
+	capnp.Struct(s).SetUint32(0, uint32(v))
+}
+
+func (s HeartbeatRequest) Owned() (TopicPartitions_List, error) {
+	p, err := capnp.Struct(s).Ptr(2)
+	return TopicPartitions_List(p.List()), err
+}
+
+func (s HeartbeatRequest) HasOwned() bool {
+	return capnp.Struct(s).HasPtr(2)
+}
+
+func (s HeartbeatRequest) SetOwned(v TopicPartitions_List) error {
+	return capnp.Struct(s).SetPtr(2, v.ToPtr())
+}
+
+// NewOwned sets the owned field to a newly
+// allocated TopicPartitions_List, preferring placement in s's segment.
+func (s HeartbeatRequest) NewOwned(n int32) (TopicPartitions_List, error) {
+	l, err := NewTopicPartitions_List(capnp.Struct(s).Segment(), n)
+	if err != nil {
+		return TopicPartitions_List{}, err
+	}
+	err = capnp.Struct(s).SetPtr(2, l.ToPtr())
+	return l, err
+}
+
+// HeartbeatRequest_List is a list of HeartbeatRequest.
+type HeartbeatRequest_List = capnp.StructList[HeartbeatRequest]
+
+// NewHeartbeatRequest creates a new list of HeartbeatRequest.
+func NewHeartbeatRequest_List(s *capnp.Segment, sz int32) (HeartbeatRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 8, PointerCount: 3}, sz)
+	return capnp.StructList[HeartbeatRequest](l), err
+}
+
+// HeartbeatRequest_Future is a wrapper for a HeartbeatRequest promised by a client call.
+type HeartbeatRequest_Future struct{ *capnp.Future }
+
+func (f HeartbeatRequest_Future) Struct() (HeartbeatRequest, error) {
+	p, err := f.Future.Ptr()
+	return HeartbeatRequest(p.Struct()), err
+}
+
+type HeartbeatResponse capnp.Struct
+
+// HeartbeatResponse_TypeID is the unique identifier for the type HeartbeatResponse.
+const HeartbeatResponse_TypeID = 0xa1684e0111eb1053
+
+func NewHeartbeatResponse(s *capnp.Segment) (HeartbeatResponse, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 8, PointerCount: 2})
+	return HeartbeatResponse(st), err
+}
+
+func NewRootHeartbeatResponse(s *capnp.Segment) (HeartbeatResponse, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 8, PointerCount: 2})
+	return HeartbeatResponse(st), err
+}
+
+func ReadRootHeartbeatResponse(msg *capnp.Message) (HeartbeatResponse, error) {
+	root, err := msg.Root()
+	return HeartbeatResponse(root.Struct()), err
+}
+
+func (s HeartbeatResponse) String() string {
+	str, _ := text.Marshal(0xa1684e0111eb1053, capnp.Struct(s))
+	return str
+}
+
+func (s HeartbeatResponse) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (HeartbeatResponse) DecodeFromPtr(p capnp.Ptr) HeartbeatResponse {
+	return HeartbeatResponse(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s HeartbeatResponse) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s HeartbeatResponse) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s HeartbeatResponse) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s HeartbeatResponse) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s HeartbeatResponse) Generation() int32 {
+	return int32(capnp.Struct(s).Uint32(0))
+}
+
+func (s HeartbeatResponse) SetGeneration(v int32) {
+	capnp.Struct(s).SetUint32(0, uint32(v))
+}
+
+func (s HeartbeatResponse) Assignment() (TopicPartitions_List, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return TopicPartitions_List(p.List()), err
+}
+
+func (s HeartbeatResponse) HasAssignment() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s HeartbeatResponse) SetAssignment(v TopicPartitions_List) error {
+	return capnp.Struct(s).SetPtr(0, v.ToPtr())
+}
+
+// NewAssignment sets the assignment field to a newly
+// allocated TopicPartitions_List, preferring placement in s's segment.
+func (s HeartbeatResponse) NewAssignment(n int32) (TopicPartitions_List, error) {
+	l, err := NewTopicPartitions_List(capnp.Struct(s).Segment(), n)
+	if err != nil {
+		return TopicPartitions_List{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, l.ToPtr())
+	return l, err
+}
+func (s HeartbeatResponse) HeartbeatIntervalMs() uint32 {
+	return capnp.Struct(s).Uint32(4)
+}
+
+func (s HeartbeatResponse) SetHeartbeatIntervalMs(v uint32) {
+	capnp.Struct(s).SetUint32(4, v)
+}
+
+func (s HeartbeatResponse) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return WireError(p.Struct()), err
+}
+
+func (s HeartbeatResponse) HasError() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s HeartbeatResponse) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(1, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s HeartbeatResponse) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(1, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// HeartbeatResponse_List is a list of HeartbeatResponse.
+type HeartbeatResponse_List = capnp.StructList[HeartbeatResponse]
+
+// NewHeartbeatResponse creates a new list of HeartbeatResponse.
+func NewHeartbeatResponse_List(s *capnp.Segment, sz int32) (HeartbeatResponse_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 8, PointerCount: 2}, sz)
+	return capnp.StructList[HeartbeatResponse](l), err
+}
+
+// HeartbeatResponse_Future is a wrapper for a HeartbeatResponse promised by a client call.
+type HeartbeatResponse_Future struct{ *capnp.Future }
+
+func (f HeartbeatResponse_Future) Struct() (HeartbeatResponse, error) {
+	p, err := f.Future.Ptr()
+	return HeartbeatResponse(p.Struct()), err
+}
+func (p HeartbeatResponse_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(1, nil)}
+}
+
+type LeaveGroupRequest capnp.Struct
+
+// LeaveGroupRequest_TypeID is the unique identifier for the type LeaveGroupRequest.
+const LeaveGroupRequest_TypeID = 0x8e7e99619ae9dbee
+
+func NewLeaveGroupRequest(s *capnp.Segment) (LeaveGroupRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 2})
+	return LeaveGroupRequest(st), err
+}
+
+func NewRootLeaveGroupRequest(s *capnp.Segment) (LeaveGroupRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 2})
+	return LeaveGroupRequest(st), err
+}
+
+func ReadRootLeaveGroupRequest(msg *capnp.Message) (LeaveGroupRequest, error) {
+	root, err := msg.Root()
+	return LeaveGroupRequest(root.Struct()), err
+}
+
+func (s LeaveGroupRequest) String() string {
+	str, _ := text.Marshal(0x8e7e99619ae9dbee, capnp.Struct(s))
+	return str
+}
+
+func (s LeaveGroupRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (LeaveGroupRequest) DecodeFromPtr(p capnp.Ptr) LeaveGroupRequest {
+	return LeaveGroupRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s LeaveGroupRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s LeaveGroupRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s LeaveGroupRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s LeaveGroupRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s LeaveGroupRequest) Group() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s LeaveGroupRequest) HasGroup() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s LeaveGroupRequest) GroupBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s LeaveGroupRequest) SetGroup(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s LeaveGroupRequest) MemberId() (string, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.Text(), err
+}
+
+func (s LeaveGroupRequest) HasMemberId() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s LeaveGroupRequest) MemberIdBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.TextBytes(), err
+}
+
+func (s LeaveGroupRequest) SetMemberId(v string) error {
+	return capnp.Struct(s).SetText(1, v)
+}
+
+// LeaveGroupRequest_List is a list of LeaveGroupRequest.
+type LeaveGroupRequest_List = capnp.StructList[LeaveGroupRequest]
+
+// NewLeaveGroupRequest creates a new list of LeaveGroupRequest.
+func NewLeaveGroupRequest_List(s *capnp.Segment, sz int32) (LeaveGroupRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 2}, sz)
+	return capnp.StructList[LeaveGroupRequest](l), err
+}
+
+// LeaveGroupRequest_Future is a wrapper for a LeaveGroupRequest promised by a client call.
+type LeaveGroupRequest_Future struct{ *capnp.Future }
+
+func (f LeaveGroupRequest_Future) Struct() (LeaveGroupRequest, error) {
+	p, err := f.Future.Ptr()
+	return LeaveGroupRequest(p.Struct()), err
+}
+
+type LeaveGroupResponse capnp.Struct
+
+// LeaveGroupResponse_TypeID is the unique identifier for the type LeaveGroupResponse.
+const LeaveGroupResponse_TypeID = 0xe62f1187aba21362
+
+func NewLeaveGroupResponse(s *capnp.Segment) (LeaveGroupResponse, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return LeaveGroupResponse(st), err
+}
+
+func NewRootLeaveGroupResponse(s *capnp.Segment) (LeaveGroupResponse, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return LeaveGroupResponse(st), err
+}
+
+func ReadRootLeaveGroupResponse(msg *capnp.Message) (LeaveGroupResponse, error) {
+	root, err := msg.Root()
+	return LeaveGroupResponse(root.Struct()), err
+}
+
+func (s LeaveGroupResponse) String() string {
+	str, _ := text.Marshal(0xe62f1187aba21362, capnp.Struct(s))
+	return str
+}
+
+func (s LeaveGroupResponse) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (LeaveGroupResponse) DecodeFromPtr(p capnp.Ptr) LeaveGroupResponse {
+	return LeaveGroupResponse(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s LeaveGroupResponse) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s LeaveGroupResponse) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s LeaveGroupResponse) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s LeaveGroupResponse) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s LeaveGroupResponse) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return WireError(p.Struct()), err
+}
+
+func (s LeaveGroupResponse) HasError() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s LeaveGroupResponse) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s LeaveGroupResponse) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// LeaveGroupResponse_List is a list of LeaveGroupResponse.
+type LeaveGroupResponse_List = capnp.StructList[LeaveGroupResponse]
+
+// NewLeaveGroupResponse creates a new list of LeaveGroupResponse.
+func NewLeaveGroupResponse_List(s *capnp.Segment, sz int32) (LeaveGroupResponse_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1}, sz)
+	return capnp.StructList[LeaveGroupResponse](l), err
+}
+
+// LeaveGroupResponse_Future is a wrapper for a LeaveGroupResponse promised by a client call.
+type LeaveGroupResponse_Future struct{ *capnp.Future }
+
+func (f LeaveGroupResponse_Future) Struct() (LeaveGroupResponse, error) {
+	p, err := f.Future.Ptr()
+	return LeaveGroupResponse(p.Struct()), err
+}
+func (p LeaveGroupResponse_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(0, nil)}
+}
+
+type GroupSummary capnp.Struct
+
+// GroupSummary_TypeID is the unique identifier for the type GroupSummary.
+const GroupSummary_TypeID = 0x82e8b3a4906d6cda
+
+func NewGroupSummary(s *capnp.Segment) (GroupSummary, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 8, PointerCount: 2})
+	return GroupSummary(st), err
+}
+
+func NewRootGroupSummary(s *capnp.Segment) (GroupSummary, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 8, PointerCount: 2})
+	return GroupSummary(st), err
+}
+
+func ReadRootGroupSummary(msg *capnp.Message) (GroupSummary, error) {
+	root, err := msg.Root()
+	return GroupSummary(root.Struct()), err
+}
+
+func (s GroupSummary) String() string {
+	str, _ := text.Marshal(0x82e8b3a4906d6cda, capnp.Struct(s))
+	return str
+}
+
+func (s GroupSummary) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (GroupSummary) DecodeFromPtr(p capnp.Ptr) GroupSummary {
+	return GroupSummary(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s GroupSummary) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s GroupSummary) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s GroupSummary) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s GroupSummary) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s GroupSummary) Group() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s GroupSummary) HasGroup() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s GroupSummary) GroupBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s GroupSummary) SetGroup(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s GroupSummary) State() (string, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.Text(), err
+}
+
+func (s GroupSummary) HasState() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s GroupSummary) StateBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.TextBytes(), err
+}
+
+func (s GroupSummary) SetState(v string) error {
+	return capnp.Struct(s).SetText(1, v)
+}
+
+func (s GroupSummary) Members() uint32 {
+	return capnp.Struct(s).Uint32(0)
+}
+
+func (s GroupSummary) SetMembers(v uint32) {
+	capnp.Struct(s).SetUint32(0, v)
+}
+
+func (s GroupSummary) Generation() int32 {
+	return int32(capnp.Struct(s).Uint32(4))
+}
+
+func (s GroupSummary) SetGeneration(v int32) {
+	capnp.Struct(s).SetUint32(4, uint32(v))
+}
+
+// GroupSummary_List is a list of GroupSummary.
+type GroupSummary_List = capnp.StructList[GroupSummary]
+
+// NewGroupSummary creates a new list of GroupSummary.
+func NewGroupSummary_List(s *capnp.Segment, sz int32) (GroupSummary_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 8, PointerCount: 2}, sz)
+	return capnp.StructList[GroupSummary](l), err
+}
+
+// GroupSummary_Future is a wrapper for a GroupSummary promised by a client call.
+type GroupSummary_Future struct{ *capnp.Future }
+
+func (f GroupSummary_Future) Struct() (GroupSummary, error) {
+	p, err := f.Future.Ptr()
+	return GroupSummary(p.Struct()), err
+}
+
+type ListGroupsRequest capnp.Struct
+
+// ListGroupsRequest_TypeID is the unique identifier for the type ListGroupsRequest.
+const ListGroupsRequest_TypeID = 0x942f2e39f07606aa
+
+func NewListGroupsRequest(s *capnp.Segment) (ListGroupsRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 0})
+	return ListGroupsRequest(st), err
+}
+
+func NewRootListGroupsRequest(s *capnp.Segment) (ListGroupsRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 0})
+	return ListGroupsRequest(st), err
+}
+
+func ReadRootListGroupsRequest(msg *capnp.Message) (ListGroupsRequest, error) {
+	root, err := msg.Root()
+	return ListGroupsRequest(root.Struct()), err
+}
+
+func (s ListGroupsRequest) String() string {
+	str, _ := text.Marshal(0x942f2e39f07606aa, capnp.Struct(s))
+	return str
+}
+
+func (s ListGroupsRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (ListGroupsRequest) DecodeFromPtr(p capnp.Ptr) ListGroupsRequest {
+	return ListGroupsRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s ListGroupsRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s ListGroupsRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s ListGroupsRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s ListGroupsRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+
+// ListGroupsRequest_List is a list of ListGroupsRequest.
+type ListGroupsRequest_List = capnp.StructList[ListGroupsRequest]
+
+// NewListGroupsRequest creates a new list of ListGroupsRequest.
+func NewListGroupsRequest_List(s *capnp.Segment, sz int32) (ListGroupsRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 0}, sz)
+	return capnp.StructList[ListGroupsRequest](l), err
+}
+
+// ListGroupsRequest_Future is a wrapper for a ListGroupsRequest promised by a client call.
+type ListGroupsRequest_Future struct{ *capnp.Future }
+
+func (f ListGroupsRequest_Future) Struct() (ListGroupsRequest, error) {
+	p, err := f.Future.Ptr()
+	return ListGroupsRequest(p.Struct()), err
+}
+
+type ListGroupsResponse capnp.Struct
+
+// ListGroupsResponse_TypeID is the unique identifier for the type ListGroupsResponse.
+const ListGroupsResponse_TypeID = 0xe4a1b06223793fb3
+
+func NewListGroupsResponse(s *capnp.Segment) (ListGroupsResponse, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 2})
+	return ListGroupsResponse(st), err
+}
+
+func NewRootListGroupsResponse(s *capnp.Segment) (ListGroupsResponse, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 2})
+	return ListGroupsResponse(st), err
+}
+
+func ReadRootListGroupsResponse(msg *capnp.Message) (ListGroupsResponse, error) {
+	root, err := msg.Root()
+	return ListGroupsResponse(root.Struct()), err
+}
+
+func (s ListGroupsResponse) String() string {
+	str, _ := text.Marshal(0xe4a1b06223793fb3, capnp.Struct(s))
+	return str
+}
+
+func (s ListGroupsResponse) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (ListGroupsResponse) DecodeFromPtr(p capnp.Ptr) ListGroupsResponse {
+	return ListGroupsResponse(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s ListGroupsResponse) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s ListGroupsResponse) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s ListGroupsResponse) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s ListGroupsResponse) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s ListGroupsResponse) Groups() (GroupSummary_List, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return GroupSummary_List(p.List()), err
+}
+
+func (s ListGroupsResponse) HasGroups() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s ListGroupsResponse) SetGroups(v GroupSummary_List) error {
+	return capnp.Struct(s).SetPtr(0, v.ToPtr())
+}
+
+// NewGroups sets the groups field to a newly
+// allocated GroupSummary_List, preferring placement in s's segment.
+func (s ListGroupsResponse) NewGroups(n int32) (GroupSummary_List, error) {
+	l, err := NewGroupSummary_List(capnp.Struct(s).Segment(), n)
+	if err != nil {
+		return GroupSummary_List{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, l.ToPtr())
+	return l, err
+}
+func (s ListGroupsResponse) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return WireError(p.Struct()), err
+}
+
+func (s ListGroupsResponse) HasError() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s ListGroupsResponse) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(1, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s ListGroupsResponse) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(1, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// ListGroupsResponse_List is a list of ListGroupsResponse.
+type ListGroupsResponse_List = capnp.StructList[ListGroupsResponse]
+
+// NewListGroupsResponse creates a new list of ListGroupsResponse.
+func NewListGroupsResponse_List(s *capnp.Segment, sz int32) (ListGroupsResponse_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 2}, sz)
+	return capnp.StructList[ListGroupsResponse](l), err
+}
+
+// ListGroupsResponse_Future is a wrapper for a ListGroupsResponse promised by a client call.
+type ListGroupsResponse_Future struct{ *capnp.Future }
+
+func (f ListGroupsResponse_Future) Struct() (ListGroupsResponse, error) {
+	p, err := f.Future.Ptr()
+	return ListGroupsResponse(p.Struct()), err
+}
+func (p ListGroupsResponse_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(1, nil)}
+}
+
+type GroupMember capnp.Struct
+
+// GroupMember_TypeID is the unique identifier for the type GroupMember.
+const GroupMember_TypeID = 0xd91b85223e4796f8
+
+func NewGroupMember(s *capnp.Segment) (GroupMember, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 3})
+	return GroupMember(st), err
+}
+
+func NewRootGroupMember(s *capnp.Segment) (GroupMember, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 3})
+	return GroupMember(st), err
+}
+
+func ReadRootGroupMember(msg *capnp.Message) (GroupMember, error) {
+	root, err := msg.Root()
+	return GroupMember(root.Struct()), err
+}
+
+func (s GroupMember) String() string {
+	str, _ := text.Marshal(0xd91b85223e4796f8, capnp.Struct(s))
+	return str
+}
+
+func (s GroupMember) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (GroupMember) DecodeFromPtr(p capnp.Ptr) GroupMember {
+	return GroupMember(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s GroupMember) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s GroupMember) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s GroupMember) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s GroupMember) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s GroupMember) MemberId() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s GroupMember) HasMemberId() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s GroupMember) MemberIdBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s GroupMember) SetMemberId(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s GroupMember) ClientId() (string, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.Text(), err
+}
+
+func (s GroupMember) HasClientId() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s GroupMember) ClientIdBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.TextBytes(), err
+}
+
+func (s GroupMember) SetClientId(v string) error {
+	return capnp.Struct(s).SetText(1, v)
+}
+
+func (s GroupMember) Assignment() (TopicPartitions_List, error) {
+	p, err := capnp.Struct(s).Ptr(2)
+	return TopicPartitions_List(p.List()), err
+}
+
+func (s GroupMember) HasAssignment() bool {
+	return capnp.Struct(s).HasPtr(2)
+}
+
+func (s GroupMember) SetAssignment(v TopicPartitions_List) error {
+	return capnp.Struct(s).SetPtr(2, v.ToPtr())
+}
+
+// NewAssignment sets the assignment field to a newly
+// allocated TopicPartitions_List, preferring placement in s's segment.
+func (s GroupMember) NewAssignment(n int32) (TopicPartitions_List, error) {
+	l, err := NewTopicPartitions_List(capnp.Struct(s).Segment(), n)
+	if err != nil {
+		return TopicPartitions_List{}, err
+	}
+	err = capnp.Struct(s).SetPtr(2, l.ToPtr())
+	return l, err
+}
+
+// GroupMember_List is a list of GroupMember.
+type GroupMember_List = capnp.StructList[GroupMember]
+
+// NewGroupMember creates a new list of GroupMember.
+func NewGroupMember_List(s *capnp.Segment, sz int32) (GroupMember_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 3}, sz)
+	return capnp.StructList[GroupMember](l), err
+}
+
+// GroupMember_Future is a wrapper for a GroupMember promised by a client call.
+type GroupMember_Future struct{ *capnp.Future }
+
+func (f GroupMember_Future) Struct() (GroupMember, error) {
+	p, err := f.Future.Ptr()
+	return GroupMember(p.Struct()), err
+}
+
+type GroupPartitionLag capnp.Struct
+
+// GroupPartitionLag_TypeID is the unique identifier for the type GroupPartitionLag.
+const GroupPartitionLag_TypeID = 0x9507f01d007afe00
+
+func NewGroupPartitionLag(s *capnp.Segment) (GroupPartitionLag, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 40, PointerCount: 2})
+	return GroupPartitionLag(st), err
+}
+
+func NewRootGroupPartitionLag(s *capnp.Segment) (GroupPartitionLag, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 40, PointerCount: 2})
+	return GroupPartitionLag(st), err
+}
+
+func ReadRootGroupPartitionLag(msg *capnp.Message) (GroupPartitionLag, error) {
+	root, err := msg.Root()
+	return GroupPartitionLag(root.Struct()), err
+}
+
+func (s GroupPartitionLag) String() string {
+	str, _ := text.Marshal(0x9507f01d007afe00, capnp.Struct(s))
+	return str
+}
+
+func (s GroupPartitionLag) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (GroupPartitionLag) DecodeFromPtr(p capnp.Ptr) GroupPartitionLag {
+	return GroupPartitionLag(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s GroupPartitionLag) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s GroupPartitionLag) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s GroupPartitionLag) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s GroupPartitionLag) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s GroupPartitionLag) Topic() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s GroupPartitionLag) HasTopic() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s GroupPartitionLag) TopicBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s GroupPartitionLag) SetTopic(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s GroupPartitionLag) Partition() uint32 {
+	return capnp.Struct(s).Uint32(0)
+}
+
+func (s GroupPartitionLag) SetPartition(v uint32) {
+	capnp.Struct(s).SetUint32(0, v)
+}
+
+func (s GroupPartitionLag) CommittedOffset() int64 {
+	return int64(capnp.Struct(s).Uint64(8))
+}
+
+func (s GroupPartitionLag) SetCommittedOffset(v int64) {
+	capnp.Struct(s).SetUint64(8, uint64(v))
+}
+
+func (s GroupPartitionLag) LogEndOffset() uint64 {
+	return capnp.Struct(s).Uint64(16)
+}
+
+func (s GroupPartitionLag) SetLogEndOffset(v uint64) {
+	capnp.Struct(s).SetUint64(16, v)
+}
+
+func (s GroupPartitionLag) HighWatermark() uint64 {
+	return capnp.Struct(s).Uint64(24)
+}
+
+func (s GroupPartitionLag) SetHighWatermark(v uint64) {
+	capnp.Struct(s).SetUint64(24, v)
+}
+
+func (s GroupPartitionLag) Lag() int64 {
+	return int64(capnp.Struct(s).Uint64(32))
+}
+
+func (s GroupPartitionLag) SetLag(v int64) {
+	capnp.Struct(s).SetUint64(32, uint64(v))
+}
+
+func (s GroupPartitionLag) MemberId() (string, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.Text(), err
+}
+
+func (s GroupPartitionLag) HasMemberId() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s GroupPartitionLag) MemberIdBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.TextBytes(), err
+}
+
+func (s GroupPartitionLag) SetMemberId(v string) error {
+	return capnp.Struct(s).SetText(1, v)
+}
+
+// GroupPartitionLag_List is a list of GroupPartitionLag.
+type GroupPartitionLag_List = capnp.StructList[GroupPartitionLag]
+
+// NewGroupPartitionLag creates a new list of GroupPartitionLag.
+func NewGroupPartitionLag_List(s *capnp.Segment, sz int32) (GroupPartitionLag_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 40, PointerCount: 2}, sz)
+	return capnp.StructList[GroupPartitionLag](l), err
+}
+
+// GroupPartitionLag_Future is a wrapper for a GroupPartitionLag promised by a client call.
+type GroupPartitionLag_Future struct{ *capnp.Future }
+
+func (f GroupPartitionLag_Future) Struct() (GroupPartitionLag, error) {
+	p, err := f.Future.Ptr()
+	return GroupPartitionLag(p.Struct()), err
+}
+
+type DescribeGroupRequest capnp.Struct
+
+// DescribeGroupRequest_TypeID is the unique identifier for the type DescribeGroupRequest.
+const DescribeGroupRequest_TypeID = 0x8f981eee2f27c8f8
+
+func NewDescribeGroupRequest(s *capnp.Segment) (DescribeGroupRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return DescribeGroupRequest(st), err
+}
+
+func NewRootDescribeGroupRequest(s *capnp.Segment) (DescribeGroupRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return DescribeGroupRequest(st), err
+}
+
+func ReadRootDescribeGroupRequest(msg *capnp.Message) (DescribeGroupRequest, error) {
+	root, err := msg.Root()
+	return DescribeGroupRequest(root.Struct()), err
+}
+
+func (s DescribeGroupRequest) String() string {
+	str, _ := text.Marshal(0x8f981eee2f27c8f8, capnp.Struct(s))
+	return str
+}
+
+func (s DescribeGroupRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (DescribeGroupRequest) DecodeFromPtr(p capnp.Ptr) DescribeGroupRequest {
+	return DescribeGroupRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s DescribeGroupRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s DescribeGroupRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s DescribeGroupRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s DescribeGroupRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s DescribeGroupRequest) Group() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s DescribeGroupRequest) HasGroup() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s DescribeGroupRequest) GroupBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s DescribeGroupRequest) SetGroup(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+// DescribeGroupRequest_List is a list of DescribeGroupRequest.
+type DescribeGroupRequest_List = capnp.StructList[DescribeGroupRequest]
+
+// NewDescribeGroupRequest creates a new list of DescribeGroupRequest.
+func NewDescribeGroupRequest_List(s *capnp.Segment, sz int32) (DescribeGroupRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1}, sz)
+	return capnp.StructList[DescribeGroupRequest](l), err
+}
+
+// DescribeGroupRequest_Future is a wrapper for a DescribeGroupRequest promised by a client call.
+type DescribeGroupRequest_Future struct{ *capnp.Future }
+
+func (f DescribeGroupRequest_Future) Struct() (DescribeGroupRequest, error) {
+	p, err := f.Future.Ptr()
+	return DescribeGroupRequest(p.Struct()), err
+}
+
+type DescribeGroupResponse capnp.Struct
+
+// DescribeGroupResponse_TypeID is the unique identifier for the type DescribeGroupResponse.
+const DescribeGroupResponse_TypeID = 0xdbfddc5a710c6f01
+
+func NewDescribeGroupResponse(s *capnp.Segment) (DescribeGroupResponse, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 4})
+	return DescribeGroupResponse(st), err
+}
+
+func NewRootDescribeGroupResponse(s *capnp.Segment) (DescribeGroupResponse, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 4})
+	return DescribeGroupResponse(st), err
+}
+
+func ReadRootDescribeGroupResponse(msg *capnp.Message) (DescribeGroupResponse, error) {
+	root, err := msg.Root()
+	return DescribeGroupResponse(root.Struct()), err
+}
+
+func (s DescribeGroupResponse) String() string {
+	str, _ := text.Marshal(0xdbfddc5a710c6f01, capnp.Struct(s))
+	return str
+}
+
+func (s DescribeGroupResponse) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (DescribeGroupResponse) DecodeFromPtr(p capnp.Ptr) DescribeGroupResponse {
+	return DescribeGroupResponse(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s DescribeGroupResponse) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s DescribeGroupResponse) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s DescribeGroupResponse) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s DescribeGroupResponse) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s DescribeGroupResponse) Summary() (GroupSummary, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return GroupSummary(p.Struct()), err
+}
+
+func (s DescribeGroupResponse) HasSummary() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s DescribeGroupResponse) SetSummary(v GroupSummary) error {
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewSummary sets the summary field to a newly
+// allocated GroupSummary struct, preferring placement in s's segment.
+func (s DescribeGroupResponse) NewSummary() (GroupSummary, error) {
+	ss, err := NewGroupSummary(capnp.Struct(s).Segment())
+	if err != nil {
+		return GroupSummary{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s DescribeGroupResponse) Members() (GroupMember_List, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return GroupMember_List(p.List()), err
+}
+
+func (s DescribeGroupResponse) HasMembers() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s DescribeGroupResponse) SetMembers(v GroupMember_List) error {
+	return capnp.Struct(s).SetPtr(1, v.ToPtr())
+}
+
+// NewMembers sets the members field to a newly
+// allocated GroupMember_List, preferring placement in s's segment.
+func (s DescribeGroupResponse) NewMembers(n int32) (GroupMember_List, error) {
+	l, err := NewGroupMember_List(capnp.Struct(s).Segment(), n)
+	if err != nil {
+		return GroupMember_List{}, err
+	}
+	err = capnp.Struct(s).SetPtr(1, l.ToPtr())
+	return l, err
+}
+func (s DescribeGroupResponse) Offsets() (GroupPartitionLag_List, error) {
+	p, err := capnp.Struct(s).Ptr(2)
+	return GroupPartitionLag_List(p.List()), err
+}
+
+func (s DescribeGroupResponse) HasOffsets() bool {
+	return capnp.Struct(s).HasPtr(2)
+}
+
+func (s DescribeGroupResponse) SetOffsets(v GroupPartitionLag_List) error {
+	return capnp.Struct(s).SetPtr(2, v.ToPtr())
+}
+
+// NewOffsets sets the offsets field to a newly
+// allocated GroupPartitionLag_List, preferring placement in s's segment.
+func (s DescribeGroupResponse) NewOffsets(n int32) (GroupPartitionLag_List, error) {
+	l, err := NewGroupPartitionLag_List(capnp.Struct(s).Segment(), n)
+	if err != nil {
+		return GroupPartitionLag_List{}, err
+	}
+	err = capnp.Struct(s).SetPtr(2, l.ToPtr())
+	return l, err
+}
+func (s DescribeGroupResponse) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(3)
+	return WireError(p.Struct()), err
+}
+
+func (s DescribeGroupResponse) HasError() bool {
+	return capnp.Struct(s).HasPtr(3)
+}
+
+func (s DescribeGroupResponse) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(3, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s DescribeGroupResponse) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(3, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// DescribeGroupResponse_List is a list of DescribeGroupResponse.
+type DescribeGroupResponse_List = capnp.StructList[DescribeGroupResponse]
+
+// NewDescribeGroupResponse creates a new list of DescribeGroupResponse.
+func NewDescribeGroupResponse_List(s *capnp.Segment, sz int32) (DescribeGroupResponse_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 4}, sz)
+	return capnp.StructList[DescribeGroupResponse](l), err
+}
+
+// DescribeGroupResponse_Future is a wrapper for a DescribeGroupResponse promised by a client call.
+type DescribeGroupResponse_Future struct{ *capnp.Future }
+
+func (f DescribeGroupResponse_Future) Struct() (DescribeGroupResponse, error) {
+	p, err := f.Future.Ptr()
+	return DescribeGroupResponse(p.Struct()), err
+}
+func (p DescribeGroupResponse_Future) Summary() GroupSummary_Future {
+	return GroupSummary_Future{Future: p.Future.Field(0, nil)}
+}
+func (p DescribeGroupResponse_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(3, nil)}
+}
+
+type ResetMode uint16
+
+// ResetMode_TypeID is the unique identifier for the type ResetMode.
+const ResetMode_TypeID = 0xcc451091d5fb4804
+
+// Values of ResetMode.
+const (
+	ResetMode_earliest  ResetMode = 0
+	ResetMode_latest    ResetMode = 1
+	ResetMode_offset    ResetMode = 2
+	ResetMode_timestamp ResetMode = 3
+)
+
+// String returns the enum's constant name.
+func (c ResetMode) String() string {
+	switch c {
+	case ResetMode_earliest:
+		return "earliest"
+	case ResetMode_latest:
+		return "latest"
+	case ResetMode_offset:
+		return "offset"
+	case ResetMode_timestamp:
+		return "timestamp"
+
+	default:
+		return ""
+	}
+}
+
+// ResetModeFromString returns the enum value with a name,
+// or the zero value if there's no such value.
+func ResetModeFromString(c string) ResetMode {
+	switch c {
+	case "earliest":
+		return ResetMode_earliest
+	case "latest":
+		return ResetMode_latest
+	case "offset":
+		return ResetMode_offset
+	case "timestamp":
+		return ResetMode_timestamp
+
+	default:
+		return 0
+	}
+}
+
+type ResetMode_List = capnp.EnumList[ResetMode]
+
+func NewResetMode_List(s *capnp.Segment, sz int32) (ResetMode_List, error) {
+	return capnp.NewEnumList[ResetMode](s, sz)
+}
+
+type ResetOffsetsRequest capnp.Struct
+
+// ResetOffsetsRequest_TypeID is the unique identifier for the type ResetOffsetsRequest.
+const ResetOffsetsRequest_TypeID = 0xad9031c138cf6cfc
+
+func NewResetOffsetsRequest(s *capnp.Segment) (ResetOffsetsRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 2})
+	return ResetOffsetsRequest(st), err
+}
+
+func NewRootResetOffsetsRequest(s *capnp.Segment) (ResetOffsetsRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 2})
+	return ResetOffsetsRequest(st), err
+}
+
+func ReadRootResetOffsetsRequest(msg *capnp.Message) (ResetOffsetsRequest, error) {
+	root, err := msg.Root()
+	return ResetOffsetsRequest(root.Struct()), err
+}
+
+func (s ResetOffsetsRequest) String() string {
+	str, _ := text.Marshal(0xad9031c138cf6cfc, capnp.Struct(s))
+	return str
+}
+
+func (s ResetOffsetsRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (ResetOffsetsRequest) DecodeFromPtr(p capnp.Ptr) ResetOffsetsRequest {
+	return ResetOffsetsRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s ResetOffsetsRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s ResetOffsetsRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s ResetOffsetsRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s ResetOffsetsRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s ResetOffsetsRequest) Group() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s ResetOffsetsRequest) HasGroup() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s ResetOffsetsRequest) GroupBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s ResetOffsetsRequest) SetGroup(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s ResetOffsetsRequest) Topic() (string, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.Text(), err
+}
+
+func (s ResetOffsetsRequest) HasTopic() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s ResetOffsetsRequest) TopicBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return p.TextBytes(), err
+}
+
+func (s ResetOffsetsRequest) SetTopic(v string) error {
+	return capnp.Struct(s).SetText(1, v)
+}
+
+func (s ResetOffsetsRequest) Mode() ResetMode {
+	return ResetMode(capnp.Struct(s).Uint16(0))
+}
+
+func (s ResetOffsetsRequest) SetMode(v ResetMode) {
+	capnp.Struct(s).SetUint16(0, uint16(v))
+}
+
+func (s ResetOffsetsRequest) Value() int64 {
+	return int64(capnp.Struct(s).Uint64(8))
+}
+
+func (s ResetOffsetsRequest) SetValue(v int64) {
+	capnp.Struct(s).SetUint64(8, uint64(v))
+}
+
+// ResetOffsetsRequest_List is a list of ResetOffsetsRequest.
+type ResetOffsetsRequest_List = capnp.StructList[ResetOffsetsRequest]
+
+// NewResetOffsetsRequest creates a new list of ResetOffsetsRequest.
+func NewResetOffsetsRequest_List(s *capnp.Segment, sz int32) (ResetOffsetsRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 16, PointerCount: 2}, sz)
+	return capnp.StructList[ResetOffsetsRequest](l), err
+}
+
+// ResetOffsetsRequest_Future is a wrapper for a ResetOffsetsRequest promised by a client call.
+type ResetOffsetsRequest_Future struct{ *capnp.Future }
+
+func (f ResetOffsetsRequest_Future) Struct() (ResetOffsetsRequest, error) {
+	p, err := f.Future.Ptr()
+	return ResetOffsetsRequest(p.Struct()), err
+}
+
+type ResetOffsetsResponse capnp.Struct
+
+// ResetOffsetsResponse_TypeID is the unique identifier for the type ResetOffsetsResponse.
+const ResetOffsetsResponse_TypeID = 0xf4739bd7e7767d46
+
+func NewResetOffsetsResponse(s *capnp.Segment) (ResetOffsetsResponse, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 2})
+	return ResetOffsetsResponse(st), err
+}
+
+func NewRootResetOffsetsResponse(s *capnp.Segment) (ResetOffsetsResponse, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 2})
+	return ResetOffsetsResponse(st), err
+}
+
+func ReadRootResetOffsetsResponse(msg *capnp.Message) (ResetOffsetsResponse, error) {
+	root, err := msg.Root()
+	return ResetOffsetsResponse(root.Struct()), err
+}
+
+func (s ResetOffsetsResponse) String() string {
+	str, _ := text.Marshal(0xf4739bd7e7767d46, capnp.Struct(s))
+	return str
+}
+
+func (s ResetOffsetsResponse) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (ResetOffsetsResponse) DecodeFromPtr(p capnp.Ptr) ResetOffsetsResponse {
+	return ResetOffsetsResponse(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s ResetOffsetsResponse) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s ResetOffsetsResponse) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s ResetOffsetsResponse) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s ResetOffsetsResponse) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s ResetOffsetsResponse) Offsets() (OffsetCommit_List, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return OffsetCommit_List(p.List()), err
+}
+
+func (s ResetOffsetsResponse) HasOffsets() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s ResetOffsetsResponse) SetOffsets(v OffsetCommit_List) error {
+	return capnp.Struct(s).SetPtr(0, v.ToPtr())
+}
+
+// NewOffsets sets the offsets field to a newly
+// allocated OffsetCommit_List, preferring placement in s's segment.
+func (s ResetOffsetsResponse) NewOffsets(n int32) (OffsetCommit_List, error) {
+	l, err := NewOffsetCommit_List(capnp.Struct(s).Segment(), n)
+	if err != nil {
+		return OffsetCommit_List{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, l.ToPtr())
+	return l, err
+}
+func (s ResetOffsetsResponse) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return WireError(p.Struct()), err
+}
+
+func (s ResetOffsetsResponse) HasError() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s ResetOffsetsResponse) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(1, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s ResetOffsetsResponse) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(1, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// ResetOffsetsResponse_List is a list of ResetOffsetsResponse.
+type ResetOffsetsResponse_List = capnp.StructList[ResetOffsetsResponse]
+
+// NewResetOffsetsResponse creates a new list of ResetOffsetsResponse.
+func NewResetOffsetsResponse_List(s *capnp.Segment, sz int32) (ResetOffsetsResponse_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 2}, sz)
+	return capnp.StructList[ResetOffsetsResponse](l), err
+}
+
+// ResetOffsetsResponse_Future is a wrapper for a ResetOffsetsResponse promised by a client call.
+type ResetOffsetsResponse_Future struct{ *capnp.Future }
+
+func (f ResetOffsetsResponse_Future) Struct() (ResetOffsetsResponse, error) {
+	p, err := f.Future.Ptr()
+	return ResetOffsetsResponse(p.Struct()), err
+}
+func (p ResetOffsetsResponse_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(1, nil)}
+}
+
+type DeleteGroupRequest capnp.Struct
+
+// DeleteGroupRequest_TypeID is the unique identifier for the type DeleteGroupRequest.
+const DeleteGroupRequest_TypeID = 0x91bc3da26326aec1
+
+func NewDeleteGroupRequest(s *capnp.Segment) (DeleteGroupRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return DeleteGroupRequest(st), err
+}
+
+func NewRootDeleteGroupRequest(s *capnp.Segment) (DeleteGroupRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return DeleteGroupRequest(st), err
+}
+
+func ReadRootDeleteGroupRequest(msg *capnp.Message) (DeleteGroupRequest, error) {
+	root, err := msg.Root()
+	return DeleteGroupRequest(root.Struct()), err
+}
+
+func (s DeleteGroupRequest) String() string {
+	str, _ := text.Marshal(0x91bc3da26326aec1, capnp.Struct(s))
+	return str
+}
+
+func (s DeleteGroupRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (DeleteGroupRequest) DecodeFromPtr(p capnp.Ptr) DeleteGroupRequest {
+	return DeleteGroupRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s DeleteGroupRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s DeleteGroupRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s DeleteGroupRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s DeleteGroupRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s DeleteGroupRequest) Group() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s DeleteGroupRequest) HasGroup() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s DeleteGroupRequest) GroupBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s DeleteGroupRequest) SetGroup(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+// DeleteGroupRequest_List is a list of DeleteGroupRequest.
+type DeleteGroupRequest_List = capnp.StructList[DeleteGroupRequest]
+
+// NewDeleteGroupRequest creates a new list of DeleteGroupRequest.
+func NewDeleteGroupRequest_List(s *capnp.Segment, sz int32) (DeleteGroupRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1}, sz)
+	return capnp.StructList[DeleteGroupRequest](l), err
+}
+
+// DeleteGroupRequest_Future is a wrapper for a DeleteGroupRequest promised by a client call.
+type DeleteGroupRequest_Future struct{ *capnp.Future }
+
+func (f DeleteGroupRequest_Future) Struct() (DeleteGroupRequest, error) {
+	p, err := f.Future.Ptr()
+	return DeleteGroupRequest(p.Struct()), err
+}
+
+type DeleteGroupResponse capnp.Struct
+
+// DeleteGroupResponse_TypeID is the unique identifier for the type DeleteGroupResponse.
+const DeleteGroupResponse_TypeID = 0x8d18d552180e4c4c
+
+func NewDeleteGroupResponse(s *capnp.Segment) (DeleteGroupResponse, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return DeleteGroupResponse(st), err
+}
+
+func NewRootDeleteGroupResponse(s *capnp.Segment) (DeleteGroupResponse, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return DeleteGroupResponse(st), err
+}
+
+func ReadRootDeleteGroupResponse(msg *capnp.Message) (DeleteGroupResponse, error) {
+	root, err := msg.Root()
+	return DeleteGroupResponse(root.Struct()), err
+}
+
+func (s DeleteGroupResponse) String() string {
+	str, _ := text.Marshal(0x8d18d552180e4c4c, capnp.Struct(s))
+	return str
+}
+
+func (s DeleteGroupResponse) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (DeleteGroupResponse) DecodeFromPtr(p capnp.Ptr) DeleteGroupResponse {
+	return DeleteGroupResponse(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s DeleteGroupResponse) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s DeleteGroupResponse) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s DeleteGroupResponse) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s DeleteGroupResponse) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s DeleteGroupResponse) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return WireError(p.Struct()), err
+}
+
+func (s DeleteGroupResponse) HasError() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s DeleteGroupResponse) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s DeleteGroupResponse) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// DeleteGroupResponse_List is a list of DeleteGroupResponse.
+type DeleteGroupResponse_List = capnp.StructList[DeleteGroupResponse]
+
+// NewDeleteGroupResponse creates a new list of DeleteGroupResponse.
+func NewDeleteGroupResponse_List(s *capnp.Segment, sz int32) (DeleteGroupResponse_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1}, sz)
+	return capnp.StructList[DeleteGroupResponse](l), err
+}
+
+// DeleteGroupResponse_Future is a wrapper for a DeleteGroupResponse promised by a client call.
+type DeleteGroupResponse_Future struct{ *capnp.Future }
+
+func (f DeleteGroupResponse_Future) Struct() (DeleteGroupResponse, error) {
+	p, err := f.Future.Ptr()
+	return DeleteGroupResponse(p.Struct()), err
+}
+func (p DeleteGroupResponse_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(0, nil)}
+}
+
+type SubscribeRequest capnp.Struct
+
+// SubscribeRequest_TypeID is the unique identifier for the type SubscribeRequest.
+const SubscribeRequest_TypeID = 0x954b549d65eb4b61
+
+func NewSubscribeRequest(s *capnp.Segment) (SubscribeRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return SubscribeRequest(st), err
+}
+
+func NewRootSubscribeRequest(s *capnp.Segment) (SubscribeRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return SubscribeRequest(st), err
+}
+
+func ReadRootSubscribeRequest(msg *capnp.Message) (SubscribeRequest, error) {
+	root, err := msg.Root()
+	return SubscribeRequest(root.Struct()), err
+}
+
+func (s SubscribeRequest) String() string {
+	str, _ := text.Marshal(0x954b549d65eb4b61, capnp.Struct(s))
+	return str
+}
+
+func (s SubscribeRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (SubscribeRequest) DecodeFromPtr(p capnp.Ptr) SubscribeRequest {
+	return SubscribeRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s SubscribeRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s SubscribeRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s SubscribeRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s SubscribeRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s SubscribeRequest) Topic() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s SubscribeRequest) HasTopic() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s SubscribeRequest) TopicBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s SubscribeRequest) SetTopic(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s SubscribeRequest) Partition() uint32 {
+	return capnp.Struct(s).Uint32(0)
+}
+
+func (s SubscribeRequest) SetPartition(v uint32) {
+	capnp.Struct(s).SetUint32(0, v)
+}
+
+func (s SubscribeRequest) Offset() uint64 {
+	return capnp.Struct(s).Uint64(8)
+}
+
+func (s SubscribeRequest) SetOffset(v uint64) {
+	capnp.Struct(s).SetUint64(8, v)
+}
+
+func (s SubscribeRequest) CreditBytes() uint32 {
+	return capnp.Struct(s).Uint32(4)
+}
+
+func (s SubscribeRequest) SetCreditBytes(v uint32) {
+	capnp.Struct(s).SetUint32(4, v)
+}
+
+// SubscribeRequest_List is a list of SubscribeRequest.
+type SubscribeRequest_List = capnp.StructList[SubscribeRequest]
+
+// NewSubscribeRequest creates a new list of SubscribeRequest.
+func NewSubscribeRequest_List(s *capnp.Segment, sz int32) (SubscribeRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1}, sz)
+	return capnp.StructList[SubscribeRequest](l), err
+}
+
+// SubscribeRequest_Future is a wrapper for a SubscribeRequest promised by a client call.
+type SubscribeRequest_Future struct{ *capnp.Future }
+
+func (f SubscribeRequest_Future) Struct() (SubscribeRequest, error) {
+	p, err := f.Future.Ptr()
+	return SubscribeRequest(p.Struct()), err
+}
+
+type PushBatches capnp.Struct
+
+// PushBatches_TypeID is the unique identifier for the type PushBatches.
+const PushBatches_TypeID = 0xd6ec0df145d69573
+
+func NewPushBatches(s *capnp.Segment) (PushBatches, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 24, PointerCount: 2})
+	return PushBatches(st), err
+}
+
+func NewRootPushBatches(s *capnp.Segment) (PushBatches, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 24, PointerCount: 2})
+	return PushBatches(st), err
+}
+
+func ReadRootPushBatches(msg *capnp.Message) (PushBatches, error) {
+	root, err := msg.Root()
+	return PushBatches(root.Struct()), err
+}
+
+func (s PushBatches) String() string {
+	str, _ := text.Marshal(0xd6ec0df145d69573, capnp.Struct(s))
+	return str
+}
+
+func (s PushBatches) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (PushBatches) DecodeFromPtr(p capnp.Ptr) PushBatches {
+	return PushBatches(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s PushBatches) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s PushBatches) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s PushBatches) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s PushBatches) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s PushBatches) Topic() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s PushBatches) HasTopic() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s PushBatches) TopicBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s PushBatches) SetTopic(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s PushBatches) Partition() uint32 {
+	return capnp.Struct(s).Uint32(0)
+}
+
+func (s PushBatches) SetPartition(v uint32) {
+	capnp.Struct(s).SetUint32(0, v)
+}
+
+func (s PushBatches) HighWatermark() uint64 {
+	return capnp.Struct(s).Uint64(8)
+}
+
+func (s PushBatches) SetHighWatermark(v uint64) {
+	capnp.Struct(s).SetUint64(8, v)
+}
+
+func (s PushBatches) LogStartOffset() uint64 {
+	return capnp.Struct(s).Uint64(16)
+}
+
+func (s PushBatches) SetLogStartOffset(v uint64) {
+	capnp.Struct(s).SetUint64(16, v)
+}
+
+func (s PushBatches) RecordsLength() uint32 {
+	return capnp.Struct(s).Uint32(4)
+}
+
+func (s PushBatches) SetRecordsLength(v uint32) {
+	capnp.Struct(s).SetUint32(4, v)
+}
+
+func (s PushBatches) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return WireError(p.Struct()), err
+}
+
+func (s PushBatches) HasError() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s PushBatches) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(1, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s PushBatches) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(1, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// PushBatches_List is a list of PushBatches.
+type PushBatches_List = capnp.StructList[PushBatches]
+
+// NewPushBatches creates a new list of PushBatches.
+func NewPushBatches_List(s *capnp.Segment, sz int32) (PushBatches_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 24, PointerCount: 2}, sz)
+	return capnp.StructList[PushBatches](l), err
+}
+
+// PushBatches_Future is a wrapper for a PushBatches promised by a client call.
+type PushBatches_Future struct{ *capnp.Future }
+
+func (f PushBatches_Future) Struct() (PushBatches, error) {
+	p, err := f.Future.Ptr()
+	return PushBatches(p.Struct()), err
+}
+func (p PushBatches_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(1, nil)}
+}
+
+type GrantCreditRequest capnp.Struct
+
+// GrantCreditRequest_TypeID is the unique identifier for the type GrantCreditRequest.
+const GrantCreditRequest_TypeID = 0xcf3a3b0a77e4fecd
+
+func NewGrantCreditRequest(s *capnp.Segment) (GrantCreditRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 0})
+	return GrantCreditRequest(st), err
+}
+
+func NewRootGrantCreditRequest(s *capnp.Segment) (GrantCreditRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 0})
+	return GrantCreditRequest(st), err
+}
+
+func ReadRootGrantCreditRequest(msg *capnp.Message) (GrantCreditRequest, error) {
+	root, err := msg.Root()
+	return GrantCreditRequest(root.Struct()), err
+}
+
+func (s GrantCreditRequest) String() string {
+	str, _ := text.Marshal(0xcf3a3b0a77e4fecd, capnp.Struct(s))
+	return str
+}
+
+func (s GrantCreditRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (GrantCreditRequest) DecodeFromPtr(p capnp.Ptr) GrantCreditRequest {
+	return GrantCreditRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s GrantCreditRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s GrantCreditRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s GrantCreditRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s GrantCreditRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s GrantCreditRequest) SubscriptionId() uint64 {
+	return capnp.Struct(s).Uint64(0)
+}
+
+func (s GrantCreditRequest) SetSubscriptionId(v uint64) {
+	capnp.Struct(s).SetUint64(0, v)
+}
+
+func (s GrantCreditRequest) CreditBytes() uint32 {
+	return capnp.Struct(s).Uint32(8)
+}
+
+func (s GrantCreditRequest) SetCreditBytes(v uint32) {
+	capnp.Struct(s).SetUint32(8, v)
+}
+
+// GrantCreditRequest_List is a list of GrantCreditRequest.
+type GrantCreditRequest_List = capnp.StructList[GrantCreditRequest]
+
+// NewGrantCreditRequest creates a new list of GrantCreditRequest.
+func NewGrantCreditRequest_List(s *capnp.Segment, sz int32) (GrantCreditRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 16, PointerCount: 0}, sz)
+	return capnp.StructList[GrantCreditRequest](l), err
+}
+
+// GrantCreditRequest_Future is a wrapper for a GrantCreditRequest promised by a client call.
+type GrantCreditRequest_Future struct{ *capnp.Future }
+
+func (f GrantCreditRequest_Future) Struct() (GrantCreditRequest, error) {
+	p, err := f.Future.Ptr()
+	return GrantCreditRequest(p.Struct()), err
+}
+
+type UnsubscribeRequest capnp.Struct
+
+// UnsubscribeRequest_TypeID is the unique identifier for the type UnsubscribeRequest.
+const UnsubscribeRequest_TypeID = 0xbacc5a0d00c316be
+
+func NewUnsubscribeRequest(s *capnp.Segment) (UnsubscribeRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 8, PointerCount: 0})
+	return UnsubscribeRequest(st), err
+}
+
+func NewRootUnsubscribeRequest(s *capnp.Segment) (UnsubscribeRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 8, PointerCount: 0})
+	return UnsubscribeRequest(st), err
+}
+
+func ReadRootUnsubscribeRequest(msg *capnp.Message) (UnsubscribeRequest, error) {
+	root, err := msg.Root()
+	return UnsubscribeRequest(root.Struct()), err
+}
+
+func (s UnsubscribeRequest) String() string {
+	str, _ := text.Marshal(0xbacc5a0d00c316be, capnp.Struct(s))
+	return str
+}
+
+func (s UnsubscribeRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (UnsubscribeRequest) DecodeFromPtr(p capnp.Ptr) UnsubscribeRequest {
+	return UnsubscribeRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s UnsubscribeRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s UnsubscribeRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s UnsubscribeRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s UnsubscribeRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s UnsubscribeRequest) SubscriptionId() uint64 {
+	return capnp.Struct(s).Uint64(0)
+}
+
+func (s UnsubscribeRequest) SetSubscriptionId(v uint64) {
+	capnp.Struct(s).SetUint64(0, v)
+}
+
+// UnsubscribeRequest_List is a list of UnsubscribeRequest.
+type UnsubscribeRequest_List = capnp.StructList[UnsubscribeRequest]
+
+// NewUnsubscribeRequest creates a new list of UnsubscribeRequest.
+func NewUnsubscribeRequest_List(s *capnp.Segment, sz int32) (UnsubscribeRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 8, PointerCount: 0}, sz)
+	return capnp.StructList[UnsubscribeRequest](l), err
+}
+
+// UnsubscribeRequest_Future is a wrapper for a UnsubscribeRequest promised by a client call.
+type UnsubscribeRequest_Future struct{ *capnp.Future }
+
+func (f UnsubscribeRequest_Future) Struct() (UnsubscribeRequest, error) {
+	p, err := f.Future.Ptr()
+	return UnsubscribeRequest(p.Struct()), err
+}
+
+type UnsubscribeResponse capnp.Struct
+
+// UnsubscribeResponse_TypeID is the unique identifier for the type UnsubscribeResponse.
+const UnsubscribeResponse_TypeID = 0xe3cc495e3268c998
+
+func NewUnsubscribeResponse(s *capnp.Segment) (UnsubscribeResponse, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return UnsubscribeResponse(st), err
+}
+
+func NewRootUnsubscribeResponse(s *capnp.Segment) (UnsubscribeResponse, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1})
+	return UnsubscribeResponse(st), err
+}
+
+func ReadRootUnsubscribeResponse(msg *capnp.Message) (UnsubscribeResponse, error) {
+	root, err := msg.Root()
+	return UnsubscribeResponse(root.Struct()), err
+}
+
+func (s UnsubscribeResponse) String() string {
+	str, _ := text.Marshal(0xe3cc495e3268c998, capnp.Struct(s))
+	return str
+}
+
+func (s UnsubscribeResponse) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (UnsubscribeResponse) DecodeFromPtr(p capnp.Ptr) UnsubscribeResponse {
+	return UnsubscribeResponse(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s UnsubscribeResponse) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s UnsubscribeResponse) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s UnsubscribeResponse) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s UnsubscribeResponse) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s UnsubscribeResponse) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return WireError(p.Struct()), err
+}
+
+func (s UnsubscribeResponse) HasError() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s UnsubscribeResponse) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s UnsubscribeResponse) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// UnsubscribeResponse_List is a list of UnsubscribeResponse.
+type UnsubscribeResponse_List = capnp.StructList[UnsubscribeResponse]
+
+// NewUnsubscribeResponse creates a new list of UnsubscribeResponse.
+func NewUnsubscribeResponse_List(s *capnp.Segment, sz int32) (UnsubscribeResponse_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 1}, sz)
+	return capnp.StructList[UnsubscribeResponse](l), err
+}
+
+// UnsubscribeResponse_Future is a wrapper for a UnsubscribeResponse promised by a client call.
+type UnsubscribeResponse_Future struct{ *capnp.Future }
+
+func (f UnsubscribeResponse_Future) Struct() (UnsubscribeResponse, error) {
+	p, err := f.Future.Ptr()
+	return UnsubscribeResponse(p.Struct()), err
+}
+func (p UnsubscribeResponse_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(0, nil)}
+}
+
 type Frame capnp.Struct
 type Frame_Which uint16
 
@@ -3116,10 +6110,33 @@ const (
 	Frame_Which_fetchOffsetsRequest   Frame_Which = 16
 	Frame_Which_fetchOffsetsResponse  Frame_Which = 17
 	Frame_Which_errorResponse         Frame_Which = 18
+	Frame_Which_deleteTopicRequest    Frame_Which = 19
+	Frame_Which_deleteTopicResponse   Frame_Which = 20
+	Frame_Which_listOffsetsRequest    Frame_Which = 21
+	Frame_Which_listOffsetsResponse   Frame_Which = 22
+	Frame_Which_joinGroupRequest      Frame_Which = 23
+	Frame_Which_joinGroupResponse     Frame_Which = 24
+	Frame_Which_heartbeatRequest      Frame_Which = 25
+	Frame_Which_heartbeatResponse     Frame_Which = 26
+	Frame_Which_leaveGroupRequest     Frame_Which = 27
+	Frame_Which_leaveGroupResponse    Frame_Which = 28
+	Frame_Which_listGroupsRequest     Frame_Which = 29
+	Frame_Which_listGroupsResponse    Frame_Which = 30
+	Frame_Which_describeGroupRequest  Frame_Which = 31
+	Frame_Which_describeGroupResponse Frame_Which = 32
+	Frame_Which_resetOffsetsRequest   Frame_Which = 33
+	Frame_Which_resetOffsetsResponse  Frame_Which = 34
+	Frame_Which_deleteGroupRequest    Frame_Which = 35
+	Frame_Which_deleteGroupResponse   Frame_Which = 36
+	Frame_Which_subscribeRequest      Frame_Which = 37
+	Frame_Which_pushBatches           Frame_Which = 38
+	Frame_Which_grantCreditRequest    Frame_Which = 39
+	Frame_Which_unsubscribeRequest    Frame_Which = 40
+	Frame_Which_unsubscribeResponse   Frame_Which = 41
 )
 
 func (w Frame_Which) String() string {
-	const s = "handshakeRequesthandshakeResponsemetadataRequestmetadataResponsecreateTopicRequestcreateTopicResponsedescribeTopicRequestdescribeTopicResponselistTopicsRequestlistTopicsResponsepublishRequestpublishResponsefetchRequestfetchResponsecommitOffsetsRequestcommitOffsetsResponsefetchOffsetsRequestfetchOffsetsResponseerrorResponse"
+	const s = "handshakeRequesthandshakeResponsemetadataRequestmetadataResponsecreateTopicRequestcreateTopicResponsedescribeTopicRequestdescribeTopicResponselistTopicsRequestlistTopicsResponsepublishRequestpublishResponsefetchRequestfetchResponsecommitOffsetsRequestcommitOffsetsResponsefetchOffsetsRequestfetchOffsetsResponseerrorResponsedeleteTopicRequestdeleteTopicResponselistOffsetsRequestlistOffsetsResponsejoinGroupRequestjoinGroupResponseheartbeatRequestheartbeatResponseleaveGroupRequestleaveGroupResponselistGroupsRequestlistGroupsResponsedescribeGroupRequestdescribeGroupResponseresetOffsetsRequestresetOffsetsResponsedeleteGroupRequestdeleteGroupResponsesubscribeRequestpushBatchesgrantCreditRequestunsubscribeRequestunsubscribeResponse"
 	switch w {
 	case Frame_Which_handshakeRequest:
 		return s[0:16]
@@ -3159,6 +6176,52 @@ func (w Frame_Which) String() string {
 		return s[291:311]
 	case Frame_Which_errorResponse:
 		return s[311:324]
+	case Frame_Which_deleteTopicRequest:
+		return s[324:342]
+	case Frame_Which_deleteTopicResponse:
+		return s[342:361]
+	case Frame_Which_listOffsetsRequest:
+		return s[361:379]
+	case Frame_Which_listOffsetsResponse:
+		return s[379:398]
+	case Frame_Which_joinGroupRequest:
+		return s[398:414]
+	case Frame_Which_joinGroupResponse:
+		return s[414:431]
+	case Frame_Which_heartbeatRequest:
+		return s[431:447]
+	case Frame_Which_heartbeatResponse:
+		return s[447:464]
+	case Frame_Which_leaveGroupRequest:
+		return s[464:481]
+	case Frame_Which_leaveGroupResponse:
+		return s[481:499]
+	case Frame_Which_listGroupsRequest:
+		return s[499:516]
+	case Frame_Which_listGroupsResponse:
+		return s[516:534]
+	case Frame_Which_describeGroupRequest:
+		return s[534:554]
+	case Frame_Which_describeGroupResponse:
+		return s[554:575]
+	case Frame_Which_resetOffsetsRequest:
+		return s[575:594]
+	case Frame_Which_resetOffsetsResponse:
+		return s[594:614]
+	case Frame_Which_deleteGroupRequest:
+		return s[614:632]
+	case Frame_Which_deleteGroupResponse:
+		return s[632:651]
+	case Frame_Which_subscribeRequest:
+		return s[651:667]
+	case Frame_Which_pushBatches:
+		return s[667:678]
+	case Frame_Which_grantCreditRequest:
+		return s[678:696]
+	case Frame_Which_unsubscribeRequest:
+		return s[696:714]
+	case Frame_Which_unsubscribeResponse:
+		return s[714:733]
 
 	}
 	return "Frame_Which(" + strconv.FormatUint(uint64(w), 10) + ")"
@@ -3829,6 +6892,742 @@ func (s Frame) NewErrorResponse() (WireError, error) {
 	return ss, err
 }
 
+func (s Frame) DeleteTopicRequest() (DeleteTopicRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 19 {
+		panic("Which() != deleteTopicRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return DeleteTopicRequest(p.Struct()), err
+}
+
+func (s Frame) HasDeleteTopicRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 19 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetDeleteTopicRequest(v DeleteTopicRequest) error {
+	capnp.Struct(s).SetUint16(8, 19)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewDeleteTopicRequest sets the deleteTopicRequest field to a newly
+// allocated DeleteTopicRequest struct, preferring placement in s's segment.
+func (s Frame) NewDeleteTopicRequest() (DeleteTopicRequest, error) {
+	capnp.Struct(s).SetUint16(8, 19)
+	ss, err := NewDeleteTopicRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return DeleteTopicRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) DeleteTopicResponse() (DeleteTopicResponse, error) {
+	if capnp.Struct(s).Uint16(8) != 20 {
+		panic("Which() != deleteTopicResponse")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return DeleteTopicResponse(p.Struct()), err
+}
+
+func (s Frame) HasDeleteTopicResponse() bool {
+	if capnp.Struct(s).Uint16(8) != 20 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetDeleteTopicResponse(v DeleteTopicResponse) error {
+	capnp.Struct(s).SetUint16(8, 20)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewDeleteTopicResponse sets the deleteTopicResponse field to a newly
+// allocated DeleteTopicResponse struct, preferring placement in s's segment.
+func (s Frame) NewDeleteTopicResponse() (DeleteTopicResponse, error) {
+	capnp.Struct(s).SetUint16(8, 20)
+	ss, err := NewDeleteTopicResponse(capnp.Struct(s).Segment())
+	if err != nil {
+		return DeleteTopicResponse{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) ListOffsetsRequest() (ListOffsetsRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 21 {
+		panic("Which() != listOffsetsRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return ListOffsetsRequest(p.Struct()), err
+}
+
+func (s Frame) HasListOffsetsRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 21 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetListOffsetsRequest(v ListOffsetsRequest) error {
+	capnp.Struct(s).SetUint16(8, 21)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewListOffsetsRequest sets the listOffsetsRequest field to a newly
+// allocated ListOffsetsRequest struct, preferring placement in s's segment.
+func (s Frame) NewListOffsetsRequest() (ListOffsetsRequest, error) {
+	capnp.Struct(s).SetUint16(8, 21)
+	ss, err := NewListOffsetsRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return ListOffsetsRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) ListOffsetsResponse() (ListOffsetsResponse, error) {
+	if capnp.Struct(s).Uint16(8) != 22 {
+		panic("Which() != listOffsetsResponse")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return ListOffsetsResponse(p.Struct()), err
+}
+
+func (s Frame) HasListOffsetsResponse() bool {
+	if capnp.Struct(s).Uint16(8) != 22 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetListOffsetsResponse(v ListOffsetsResponse) error {
+	capnp.Struct(s).SetUint16(8, 22)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewListOffsetsResponse sets the listOffsetsResponse field to a newly
+// allocated ListOffsetsResponse struct, preferring placement in s's segment.
+func (s Frame) NewListOffsetsResponse() (ListOffsetsResponse, error) {
+	capnp.Struct(s).SetUint16(8, 22)
+	ss, err := NewListOffsetsResponse(capnp.Struct(s).Segment())
+	if err != nil {
+		return ListOffsetsResponse{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) JoinGroupRequest() (JoinGroupRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 23 {
+		panic("Which() != joinGroupRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return JoinGroupRequest(p.Struct()), err
+}
+
+func (s Frame) HasJoinGroupRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 23 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetJoinGroupRequest(v JoinGroupRequest) error {
+	capnp.Struct(s).SetUint16(8, 23)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewJoinGroupRequest sets the joinGroupRequest field to a newly
+// allocated JoinGroupRequest struct, preferring placement in s's segment.
+func (s Frame) NewJoinGroupRequest() (JoinGroupRequest, error) {
+	capnp.Struct(s).SetUint16(8, 23)
+	ss, err := NewJoinGroupRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return JoinGroupRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) JoinGroupResponse() (JoinGroupResponse, error) {
+	if capnp.Struct(s).Uint16(8) != 24 {
+		panic("Which() != joinGroupResponse")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return JoinGroupResponse(p.Struct()), err
+}
+
+func (s Frame) HasJoinGroupResponse() bool {
+	if capnp.Struct(s).Uint16(8) != 24 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetJoinGroupResponse(v JoinGroupResponse) error {
+	capnp.Struct(s).SetUint16(8, 24)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewJoinGroupResponse sets the joinGroupResponse field to a newly
+// allocated JoinGroupResponse struct, preferring placement in s's segment.
+func (s Frame) NewJoinGroupResponse() (JoinGroupResponse, error) {
+	capnp.Struct(s).SetUint16(8, 24)
+	ss, err := NewJoinGroupResponse(capnp.Struct(s).Segment())
+	if err != nil {
+		return JoinGroupResponse{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) HeartbeatRequest() (HeartbeatRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 25 {
+		panic("Which() != heartbeatRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return HeartbeatRequest(p.Struct()), err
+}
+
+func (s Frame) HasHeartbeatRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 25 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetHeartbeatRequest(v HeartbeatRequest) error {
+	capnp.Struct(s).SetUint16(8, 25)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewHeartbeatRequest sets the heartbeatRequest field to a newly
+// allocated HeartbeatRequest struct, preferring placement in s's segment.
+func (s Frame) NewHeartbeatRequest() (HeartbeatRequest, error) {
+	capnp.Struct(s).SetUint16(8, 25)
+	ss, err := NewHeartbeatRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return HeartbeatRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) HeartbeatResponse() (HeartbeatResponse, error) {
+	if capnp.Struct(s).Uint16(8) != 26 {
+		panic("Which() != heartbeatResponse")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return HeartbeatResponse(p.Struct()), err
+}
+
+func (s Frame) HasHeartbeatResponse() bool {
+	if capnp.Struct(s).Uint16(8) != 26 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetHeartbeatResponse(v HeartbeatResponse) error {
+	capnp.Struct(s).SetUint16(8, 26)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewHeartbeatResponse sets the heartbeatResponse field to a newly
+// allocated HeartbeatResponse struct, preferring placement in s's segment.
+func (s Frame) NewHeartbeatResponse() (HeartbeatResponse, error) {
+	capnp.Struct(s).SetUint16(8, 26)
+	ss, err := NewHeartbeatResponse(capnp.Struct(s).Segment())
+	if err != nil {
+		return HeartbeatResponse{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) LeaveGroupRequest() (LeaveGroupRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 27 {
+		panic("Which() != leaveGroupRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return LeaveGroupRequest(p.Struct()), err
+}
+
+func (s Frame) HasLeaveGroupRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 27 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetLeaveGroupRequest(v LeaveGroupRequest) error {
+	capnp.Struct(s).SetUint16(8, 27)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewLeaveGroupRequest sets the leaveGroupRequest field to a newly
+// allocated LeaveGroupRequest struct, preferring placement in s's segment.
+func (s Frame) NewLeaveGroupRequest() (LeaveGroupRequest, error) {
+	capnp.Struct(s).SetUint16(8, 27)
+	ss, err := NewLeaveGroupRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return LeaveGroupRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) LeaveGroupResponse() (LeaveGroupResponse, error) {
+	if capnp.Struct(s).Uint16(8) != 28 {
+		panic("Which() != leaveGroupResponse")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return LeaveGroupResponse(p.Struct()), err
+}
+
+func (s Frame) HasLeaveGroupResponse() bool {
+	if capnp.Struct(s).Uint16(8) != 28 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetLeaveGroupResponse(v LeaveGroupResponse) error {
+	capnp.Struct(s).SetUint16(8, 28)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewLeaveGroupResponse sets the leaveGroupResponse field to a newly
+// allocated LeaveGroupResponse struct, preferring placement in s's segment.
+func (s Frame) NewLeaveGroupResponse() (LeaveGroupResponse, error) {
+	capnp.Struct(s).SetUint16(8, 28)
+	ss, err := NewLeaveGroupResponse(capnp.Struct(s).Segment())
+	if err != nil {
+		return LeaveGroupResponse{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) ListGroupsRequest() (ListGroupsRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 29 {
+		panic("Which() != listGroupsRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return ListGroupsRequest(p.Struct()), err
+}
+
+func (s Frame) HasListGroupsRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 29 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetListGroupsRequest(v ListGroupsRequest) error {
+	capnp.Struct(s).SetUint16(8, 29)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewListGroupsRequest sets the listGroupsRequest field to a newly
+// allocated ListGroupsRequest struct, preferring placement in s's segment.
+func (s Frame) NewListGroupsRequest() (ListGroupsRequest, error) {
+	capnp.Struct(s).SetUint16(8, 29)
+	ss, err := NewListGroupsRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return ListGroupsRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) ListGroupsResponse() (ListGroupsResponse, error) {
+	if capnp.Struct(s).Uint16(8) != 30 {
+		panic("Which() != listGroupsResponse")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return ListGroupsResponse(p.Struct()), err
+}
+
+func (s Frame) HasListGroupsResponse() bool {
+	if capnp.Struct(s).Uint16(8) != 30 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetListGroupsResponse(v ListGroupsResponse) error {
+	capnp.Struct(s).SetUint16(8, 30)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewListGroupsResponse sets the listGroupsResponse field to a newly
+// allocated ListGroupsResponse struct, preferring placement in s's segment.
+func (s Frame) NewListGroupsResponse() (ListGroupsResponse, error) {
+	capnp.Struct(s).SetUint16(8, 30)
+	ss, err := NewListGroupsResponse(capnp.Struct(s).Segment())
+	if err != nil {
+		return ListGroupsResponse{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) DescribeGroupRequest() (DescribeGroupRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 31 {
+		panic("Which() != describeGroupRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return DescribeGroupRequest(p.Struct()), err
+}
+
+func (s Frame) HasDescribeGroupRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 31 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetDescribeGroupRequest(v DescribeGroupRequest) error {
+	capnp.Struct(s).SetUint16(8, 31)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewDescribeGroupRequest sets the describeGroupRequest field to a newly
+// allocated DescribeGroupRequest struct, preferring placement in s's segment.
+func (s Frame) NewDescribeGroupRequest() (DescribeGroupRequest, error) {
+	capnp.Struct(s).SetUint16(8, 31)
+	ss, err := NewDescribeGroupRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return DescribeGroupRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) DescribeGroupResponse() (DescribeGroupResponse, error) {
+	if capnp.Struct(s).Uint16(8) != 32 {
+		panic("Which() != describeGroupResponse")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return DescribeGroupResponse(p.Struct()), err
+}
+
+func (s Frame) HasDescribeGroupResponse() bool {
+	if capnp.Struct(s).Uint16(8) != 32 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetDescribeGroupResponse(v DescribeGroupResponse) error {
+	capnp.Struct(s).SetUint16(8, 32)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewDescribeGroupResponse sets the describeGroupResponse field to a newly
+// allocated DescribeGroupResponse struct, preferring placement in s's segment.
+func (s Frame) NewDescribeGroupResponse() (DescribeGroupResponse, error) {
+	capnp.Struct(s).SetUint16(8, 32)
+	ss, err := NewDescribeGroupResponse(capnp.Struct(s).Segment())
+	if err != nil {
+		return DescribeGroupResponse{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) ResetOffsetsRequest() (ResetOffsetsRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 33 {
+		panic("Which() != resetOffsetsRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return ResetOffsetsRequest(p.Struct()), err
+}
+
+func (s Frame) HasResetOffsetsRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 33 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetResetOffsetsRequest(v ResetOffsetsRequest) error {
+	capnp.Struct(s).SetUint16(8, 33)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewResetOffsetsRequest sets the resetOffsetsRequest field to a newly
+// allocated ResetOffsetsRequest struct, preferring placement in s's segment.
+func (s Frame) NewResetOffsetsRequest() (ResetOffsetsRequest, error) {
+	capnp.Struct(s).SetUint16(8, 33)
+	ss, err := NewResetOffsetsRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return ResetOffsetsRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) ResetOffsetsResponse() (ResetOffsetsResponse, error) {
+	if capnp.Struct(s).Uint16(8) != 34 {
+		panic("Which() != resetOffsetsResponse")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return ResetOffsetsResponse(p.Struct()), err
+}
+
+func (s Frame) HasResetOffsetsResponse() bool {
+	if capnp.Struct(s).Uint16(8) != 34 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetResetOffsetsResponse(v ResetOffsetsResponse) error {
+	capnp.Struct(s).SetUint16(8, 34)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewResetOffsetsResponse sets the resetOffsetsResponse field to a newly
+// allocated ResetOffsetsResponse struct, preferring placement in s's segment.
+func (s Frame) NewResetOffsetsResponse() (ResetOffsetsResponse, error) {
+	capnp.Struct(s).SetUint16(8, 34)
+	ss, err := NewResetOffsetsResponse(capnp.Struct(s).Segment())
+	if err != nil {
+		return ResetOffsetsResponse{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) DeleteGroupRequest() (DeleteGroupRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 35 {
+		panic("Which() != deleteGroupRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return DeleteGroupRequest(p.Struct()), err
+}
+
+func (s Frame) HasDeleteGroupRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 35 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetDeleteGroupRequest(v DeleteGroupRequest) error {
+	capnp.Struct(s).SetUint16(8, 35)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewDeleteGroupRequest sets the deleteGroupRequest field to a newly
+// allocated DeleteGroupRequest struct, preferring placement in s's segment.
+func (s Frame) NewDeleteGroupRequest() (DeleteGroupRequest, error) {
+	capnp.Struct(s).SetUint16(8, 35)
+	ss, err := NewDeleteGroupRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return DeleteGroupRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) DeleteGroupResponse() (DeleteGroupResponse, error) {
+	if capnp.Struct(s).Uint16(8) != 36 {
+		panic("Which() != deleteGroupResponse")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return DeleteGroupResponse(p.Struct()), err
+}
+
+func (s Frame) HasDeleteGroupResponse() bool {
+	if capnp.Struct(s).Uint16(8) != 36 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetDeleteGroupResponse(v DeleteGroupResponse) error {
+	capnp.Struct(s).SetUint16(8, 36)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewDeleteGroupResponse sets the deleteGroupResponse field to a newly
+// allocated DeleteGroupResponse struct, preferring placement in s's segment.
+func (s Frame) NewDeleteGroupResponse() (DeleteGroupResponse, error) {
+	capnp.Struct(s).SetUint16(8, 36)
+	ss, err := NewDeleteGroupResponse(capnp.Struct(s).Segment())
+	if err != nil {
+		return DeleteGroupResponse{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) SubscribeRequest() (SubscribeRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 37 {
+		panic("Which() != subscribeRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return SubscribeRequest(p.Struct()), err
+}
+
+func (s Frame) HasSubscribeRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 37 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetSubscribeRequest(v SubscribeRequest) error {
+	capnp.Struct(s).SetUint16(8, 37)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewSubscribeRequest sets the subscribeRequest field to a newly
+// allocated SubscribeRequest struct, preferring placement in s's segment.
+func (s Frame) NewSubscribeRequest() (SubscribeRequest, error) {
+	capnp.Struct(s).SetUint16(8, 37)
+	ss, err := NewSubscribeRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return SubscribeRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) PushBatches() (PushBatches, error) {
+	if capnp.Struct(s).Uint16(8) != 38 {
+		panic("Which() != pushBatches")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return PushBatches(p.Struct()), err
+}
+
+func (s Frame) HasPushBatches() bool {
+	if capnp.Struct(s).Uint16(8) != 38 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetPushBatches(v PushBatches) error {
+	capnp.Struct(s).SetUint16(8, 38)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewPushBatches sets the pushBatches field to a newly
+// allocated PushBatches struct, preferring placement in s's segment.
+func (s Frame) NewPushBatches() (PushBatches, error) {
+	capnp.Struct(s).SetUint16(8, 38)
+	ss, err := NewPushBatches(capnp.Struct(s).Segment())
+	if err != nil {
+		return PushBatches{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) GrantCreditRequest() (GrantCreditRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 39 {
+		panic("Which() != grantCreditRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return GrantCreditRequest(p.Struct()), err
+}
+
+func (s Frame) HasGrantCreditRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 39 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetGrantCreditRequest(v GrantCreditRequest) error {
+	capnp.Struct(s).SetUint16(8, 39)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewGrantCreditRequest sets the grantCreditRequest field to a newly
+// allocated GrantCreditRequest struct, preferring placement in s's segment.
+func (s Frame) NewGrantCreditRequest() (GrantCreditRequest, error) {
+	capnp.Struct(s).SetUint16(8, 39)
+	ss, err := NewGrantCreditRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return GrantCreditRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) UnsubscribeRequest() (UnsubscribeRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 40 {
+		panic("Which() != unsubscribeRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return UnsubscribeRequest(p.Struct()), err
+}
+
+func (s Frame) HasUnsubscribeRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 40 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetUnsubscribeRequest(v UnsubscribeRequest) error {
+	capnp.Struct(s).SetUint16(8, 40)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewUnsubscribeRequest sets the unsubscribeRequest field to a newly
+// allocated UnsubscribeRequest struct, preferring placement in s's segment.
+func (s Frame) NewUnsubscribeRequest() (UnsubscribeRequest, error) {
+	capnp.Struct(s).SetUint16(8, 40)
+	ss, err := NewUnsubscribeRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return UnsubscribeRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) UnsubscribeResponse() (UnsubscribeResponse, error) {
+	if capnp.Struct(s).Uint16(8) != 41 {
+		panic("Which() != unsubscribeResponse")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return UnsubscribeResponse(p.Struct()), err
+}
+
+func (s Frame) HasUnsubscribeResponse() bool {
+	if capnp.Struct(s).Uint16(8) != 41 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetUnsubscribeResponse(v UnsubscribeResponse) error {
+	capnp.Struct(s).SetUint16(8, 41)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewUnsubscribeResponse sets the unsubscribeResponse field to a newly
+// allocated UnsubscribeResponse struct, preferring placement in s's segment.
+func (s Frame) NewUnsubscribeResponse() (UnsubscribeResponse, error) {
+	capnp.Struct(s).SetUint16(8, 41)
+	ss, err := NewUnsubscribeResponse(capnp.Struct(s).Segment())
+	if err != nil {
+		return UnsubscribeResponse{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
 // Frame_List is a list of Frame.
 type Frame_List = capnp.StructList[Frame]
 
@@ -3902,223 +7701,450 @@ func (p Frame_Future) FetchOffsetsResponse() FetchOffsetsResponse_Future {
 func (p Frame_Future) ErrorResponse() WireError_Future {
 	return WireError_Future{Future: p.Future.Field(0, nil)}
 }
+func (p Frame_Future) DeleteTopicRequest() DeleteTopicRequest_Future {
+	return DeleteTopicRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) DeleteTopicResponse() DeleteTopicResponse_Future {
+	return DeleteTopicResponse_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) ListOffsetsRequest() ListOffsetsRequest_Future {
+	return ListOffsetsRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) ListOffsetsResponse() ListOffsetsResponse_Future {
+	return ListOffsetsResponse_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) JoinGroupRequest() JoinGroupRequest_Future {
+	return JoinGroupRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) JoinGroupResponse() JoinGroupResponse_Future {
+	return JoinGroupResponse_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) HeartbeatRequest() HeartbeatRequest_Future {
+	return HeartbeatRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) HeartbeatResponse() HeartbeatResponse_Future {
+	return HeartbeatResponse_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) LeaveGroupRequest() LeaveGroupRequest_Future {
+	return LeaveGroupRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) LeaveGroupResponse() LeaveGroupResponse_Future {
+	return LeaveGroupResponse_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) ListGroupsRequest() ListGroupsRequest_Future {
+	return ListGroupsRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) ListGroupsResponse() ListGroupsResponse_Future {
+	return ListGroupsResponse_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) DescribeGroupRequest() DescribeGroupRequest_Future {
+	return DescribeGroupRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) DescribeGroupResponse() DescribeGroupResponse_Future {
+	return DescribeGroupResponse_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) ResetOffsetsRequest() ResetOffsetsRequest_Future {
+	return ResetOffsetsRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) ResetOffsetsResponse() ResetOffsetsResponse_Future {
+	return ResetOffsetsResponse_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) DeleteGroupRequest() DeleteGroupRequest_Future {
+	return DeleteGroupRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) DeleteGroupResponse() DeleteGroupResponse_Future {
+	return DeleteGroupResponse_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) SubscribeRequest() SubscribeRequest_Future {
+	return SubscribeRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) PushBatches() PushBatches_Future {
+	return PushBatches_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) GrantCreditRequest() GrantCreditRequest_Future {
+	return GrantCreditRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) UnsubscribeRequest() UnsubscribeRequest_Future {
+	return UnsubscribeRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) UnsubscribeResponse() UnsubscribeResponse_Future {
+	return UnsubscribeResponse_Future{Future: p.Future.Field(0, nil)}
+}
 
-const schema_9a75c6f4cee24081 = "x\xda\xbcX}\x8c\x14U\xb6?\xa7n7=30" +
-	"t7\xd5\xbcy\xc8\xc7\xf8\x8c/O\x8d\xbc\xf0\xe1&" +
-	"8J\x1a\x070\x0c\x19\x96\xb9\xd3(hd\xd7\x9a\xe9" +
-	";3\xad\xd3UMu\x8d\x02A\x11V\\P\xc8\xa2" +
-	"\x82\xab\x13\xdc\x05\xa3YT\xfc\x0cf\x07W\xb2@t" +
-	"W\x0d\xac\x8e\xe2.\x10\x8d@\x06\xd7\x0fPdA\x11" +
-	"dksnUWU7=\x82k\xdc\xff*uN" +
-	"\x9d{\xce\xef|\xdc\xdf\xa91\x9fWL\x0a\x8d\xad\x8e" +
-	"\x0c\x04\x85\xdf\x15\x1e`+\xacc\xfa\xf8\x15{~\x09" +
-	"\xf1J\xb4\x97L:\xf8\x97\xe3\x7f\xea\xea\x86\xb0\x12\x01" +
-	"P3\xe1SjW\x98\x9e\xe6\x85o\x07\xb4\x135\x97" +
-	"~\xd2\xd7\xb3{e\x89.\x92\xc6\xae\xf01u\xaf\xd4" +
-	"}/\x9c\x04\xb4'\xb7\xec\xdf4\xff\xa3\xd7\xd6\x00\xaf" +
-	"DVj\xf8D\xf8e\xf5\x0c)\x8f\xff&<\x1b\x01" +
-	"\xed\x81\x8b\x16u\x1fz`\xf5\xc3\xe5,_\x17\xe9V" +
-	"\xe7F\xe8\xe9\x86\x08Yn\x1ar\xf3m\xf5_O^" +
-	"G\x96\xc3\xa5\xca+\"/\xab\xf7\x93\xf2\xf8U\x91_" +
-	"\x91\xe5\x0f\x9f[}\xe2\xadx\xf7\xbar\xf1\x8d\xae\\" +
-	"\xaa\x8e\xadt\x9e(\xbe\xa7\x9f^1\xa6\xe6\x19mC" +
-	"9\xdd\x15\x95\x9f\xaak\xa5\xee\xfdRwq\xcf\xf6;" +
-	"\x97\xe2\xb2\x8d\xe4EP\x99\x91\xca\x91\xcan\xf5\x84T" +
-	"\xfe\xb2\xf2\xef\x14\xde\xae\x9f\x8e9Z3\xe6\xa9b\xc3" +
-	"!R\xf8\xa0j\x9f\xfaIU\x04\x98\xdd\xbb%l\x84" +
-	"\xfe\xeb\xc3g\xcb\x9d\xfeZ\xd5A\xb5\xb7J\xe2\\E" +
-	"\xa7\x9fn\x9f\xdb\xf7\xb7\x95\x9f\xbd@\xa7+\xbe\xf2T" +
-	"\x8c\xa8\x18R\xaf\x1c\xb8P\x9d8\x90@\xb8r`{" +
-	"\x08\xd0\xbe\xbav\xff\xb2\xd4\xe6\x93\x9b\xcb\x99\xe6\xb1c" +
-	"\xea\xdc\x98\x847F\xa6;z\xff\xf8\xb3\xd3\x1d==" +
-	"e\xdd\x88\x9dR{\xa5\xee.\xa9\xbb\xab\xf1\xc2\xdf$" +
-	"\x1a/\xd9Z\xe2\x86\x03\xc2\x95\xf1\xa5\xea\xc4\xb8\xf4\"" +
-	"^K\xa9xpD\xd5\xd1\xbf>\xf0\xf5\xb6R\xc8d" +
-	"\xe2\xb4!;\xd4\xcc\x10z\x12C\x9e\x03\xfc\xf0\xa3a" +
-	"\x87\xee\xd1\x8e\xbcUR=R5\xac\xbe\xa8V\xabd" +
-	"\xb8R\x95\x86\xafx\xe8\x8b\xab\x0e\xef\x98\xb3\x97\x0c\x87" +
-	"J}\xfe\xdf\xc4\x9b\xea\xd8\x04i\x8fN\xc8\x8a\xb8/" +
-	"wT\x1d_\x93\xddW\xb6~\xde\x18\xfa\x94\xda;\x94" +
-	"\xb4w\x0d\x95\x95\xb9\xff\x9d\xfb~\xfdP\xdf\xbb\xfbJ" +
-	"\x9d\x96\xb6\xc7\xd6\x1cT'\xd6\xc8`k\x9e\x03\xb4\x87" +
-	"\x1d^?\xfc\xfao\xcf\xec+-z\x89\xc7{5\xfb" +
-	"\xd4\x03\xa4<\xfe\x83\x9a?\x93\xe9\xff{\xe8\x8d\xe1}" +
-	"S\xef\xfc\x0c\xca\x05\xb9eX\xb7\xba}\x18=m\x1d" +
-	"F%\xa4\xef~w\xc7E\x17\xdd\xfbE\xd9z{\xe4" +
-	"\x82c\xea\x13\x17\xd0\xd3\x86\x0bH\xb9g\xde\xb3\x07\xef" +
-	"9\x95<V\x16\xe9U\xc3\xdfQ\x1f\x19NOk\x87" +
-	"S\x12\x7fk\xde\xfc\x87\xfa5m\xc7\xcb%\xfc\x9b\xe1" +
-	"\x9f\xaa\xe1\x11\xf4\x84#H\xf7\xaa]\xc3&\xa4\xd7\x1e" +
-	"\xfa\xaal\xc2\xe7\x8exQ\x15\xa4<^\x1b!\xf32" +
-	"\xed\x17\x0f\xf2\xee\x9f\x87N\x96X\x96u\xbf`\xe4;" +
-	"\xea\xb2\x91\xf4\xb4d$\xb9\xfc\xbbi;\xf6\xfd>\xf5" +
-	"\xc2\xa9r\x13 3\xeaM\xb5k\x94\x9cC\xa3h\x02" +
-	"d\xac\x1bz?\x1e\x7f\xc7i\x88W\x06\x9c\x00T7" +
-	"\x8czL}R*>1j&\x8c\xb6\xf3\xf3\xfe\xbf" +
-	"U\xcb\xe99\xa5n\x8a\xc8\xb7\x9a\x99\x161\xcb\xc8e" +
-	"Z\x9bE2\x9f3\xf4\xbchB\xe4\x15,\x04\x10B" +
-	"\x80\xf8\xa5\xe3\x00\xf8\xc5\x0c\xf9\x18\x05\xe3\x88\x09\xa4\x97" +
-	"\xa3\xe9\xe5%\x0c\xf9\x15\x0a\xd6Z\xf45\xc6\xfc\xe6\x07" +
-	"\xc4\x18`\xad0M\xc3\xc4\x98\x9fQ\xe7}\xff\xe7\xd7" +
-	"\xce\xeb\x12y\x8b\x8e\x0fy\xc7W_\x06\xc0+\x18\xf2" +
-	"\x84\x82Q]\xcb\x0a\x1c\x04\x0a\x0e\x0a\x98\xc1\xbak\x85" +
-	"\xd5\xdaQ\xe4\xfe\x7f{\xdf?B\x9e\xaea\xc8\xd7+" +
-	"X\xf0\xfe\xd1f\x00\xbe\x8e!\xdf\xa8`\\\xc1\x04*" +
-	"\x00\xf1'L\x00\xfe8C\xfe\xbc\x82q\xa6$\x90\x01" +
-	"\xc4\x9fY\x08\xc071\xe4=\x0a\xc6C\x98\xc0\x10@" +
-	"\xfc%\xd2\xdc\xcc\x90oS0\x1e\xc6\x04\x86\x01\xe2[" +
-	"\xe9\x9c\x1e\x86\xfcU\x0f\x91\x82\xa39\xcd\xb42V\xc6" +
-	"\x00\xd4\xb1\x02\x14\xac\xa0y\x92i\xef\x98\xadY\x02j" +
-	"\xcd\xacf\xde\x8a\x95\xa0`%\xa0\xddi\xb4\xa7,\xcd" +
-	"\xb4 9\xb3\xad-/,O`\x8aV\xc3L\xe7\x1b" +
-	"\xa1V\xe8\xedVG\xc1\xd09A\xc6\xbaf\xf9e\x8a" +
-	"\x89Rd\xeb]d/Vp\xb1k\x1e\x07\x0361" +
-	"\xc4\x98?\xc4\x00\xe9e\xc0^\x93\x13N\xd2\xd0\x1b\xf4" +
-	"6\x83l\x8e\xf0l\xbe\xd4\x1c\x80\xa6\x00\xf7V\x02\xf1" +
-	"\x15\x86\xfcu\x82[q\xe0~\x8d@|\x95!\x7f\x9b" +
-	"\xe0f\x0e\xdc\xbbn\x01\xe0;\x19\xf2=\x04w\xc8\x81" +
-	"\xfb=\xb2\xb9\x9b!\xdf\x1f\x80\xfb\x03\xd2|\x9f!\xff" +
-	"XA\x1c\x90\xc0\x01\x00\xf1C\x94\x82\xfd\x0c\xf9a\xa5" +
-	"<\xe8\xfd\x82\xfb\x1d\xd9\x98\xaa\xa7g\xb6A\xb4H=" +
-	"\x9fY(\xea\x17X\x020\x8faP0L\xefD{" +
-	"V\xe8\xd6d\x88\x1a]\xba\xf5=\xd23Mhia" +
-	"BI\xd3]t\x8e\xa6\x8b\xdc*\x16\x14\x0a\xac\xf66" +
-	"\xad\xb3K`5(X]\xd4^\xb2/\x9cP\xf3\xcd" +
-	"b^\xb4\xd0]\xdf\xa7\xb9\xdbM\xa3+\xe7\x9dT\\" +
-	"\xd8~\x10\xb2\x81\x1bt\xe6\xd4C\xcc\xb3\xafQ\xf7\xde" +
-	"\xc4\x90w\xf8\xdd'n\x04\xe0i\x86<\x17\xe8\xbel" +
-	"\x1d\x00\xef`\xc8\xad@\xf7\xcd\xa3\xc2\xc91\xe4+K" +
-	"{\xdf\xcb.\xd3\xf3\x05\xac\x93\xad\x86\xde\x96i\xc7\x98" +
-	"\x7f\x97\xb9`{\xdaIY\xb2\x81*\xf7XSI\x95" +
-	"+u\x8d\x99\xbc%\xa3\"\xe4\xba\x04\x93\xc8\xf5#\xcf" +
-	"\xe7\x8c\xc8\xd9s\xb3\xce\x85vR\x00\xda\x89\x04\xed\x04" +
-	"\x86|\x8a\x82I\x09f\xc0\x99\xe0\xfc\x1c|\x1e\xb5\x03" +
-	"\xc9\xbakM-+\xcfm*\x9c\xab\xfe\x8fb\x02\xa4" +
-	".T\x18\xa6.W\x14\xacF\xdb\x96g\xab\x97*\xf7" +
-	"\x02\xa4.'\xc1\x04\x12(\xff\xb4%\xf6\xeaO\x94\x07" +
-	"\x00R\x13H0\x85\x04\xec\x8c-\xf1W\xafQ\x96\x02" +
-	"\xa4&\x91\xa0\x91\x04\xa1om\xd9\x92j\x834\xd5H" +
-	"\x829$\x08\x9f\xb6e[\xaa\xd7)\xdd\x00\xa99$" +
-	"H\x93`\xc0)[\xf6\xa6\xaa)\x8f\x01\xa4\xd2$\xc8" +
-	"\x91 \xf2\x8d\x9d\x90\xb7XVy\x0a \x95#\xc1\"" +
-	"\x12T\x9c\xb4\x13XAW\xa1\xf2\"@j\x11\x09\x96" +
-	"\x93\xa0\xf2k;\x81\x95\x00\xea2\xe9\xeer\x12\xac!" +
-	"A\xd5Wv\x02\xab\x88\x82\xca\xc3\xd7\x90`=\x09\x06" +
-	"\x9e\xb0\x138\x10@}TY\x08\x90ZG\x82\x8d$" +
-	"\x18t\xdcN\xe0 \xba\x0fe\x80\x8f\x93\xe0y\x12T" +
-	"\xff\xc3N`5\x80\xfa\x8cr\x0b@j\x13\x09zH" +
-	"0\xf8\x98\x9d\xc0\xc1\x00\xeaK\x12\xdd\xcd$\xd8F\x82" +
-	"\xe8\x97v\x02\xa3\xc4Gd\x1c\xdbH\xb0\x93\x04\xb1\xa3" +
-	"v\x02c\xc4\x9dd\x1c;I\xb0\x87\x04\xf1/\xec\x04" +
-	"\xc6\x89\xf9HH\xf6\x90\xa0\x8f\x04C>\xb7\x138\x04" +
-	"@= M\xf5\x91\xe0(\x09\xd4#v\x02U\"\xd0" +
-	"\xf2\xf0\xc3$8\xa9(h\xb7\x1a\xa6):5\x0bj" +
-	"3\x86\xde\x90\xf6\xc7\x99\xa6\xa7\xf3\x1d\xda\xad(d\xed" +
-	"\xe6-\x00\x8c\xf9\xf4\xc7-\xa3\xa0\x96\xbc9Q`\xcc" +
-	"'k\xaeVVXZZ\xb34,\x98\xc2\x98\xcfJ" +
-	"\xce\xd6q\xae`y\x9e\xc7s\\\xadVSh\x96\x98" +
-	"e\xa0\xbc\xeb\x9d\x9e\xc2\x98O%\xcb\xaa\xb9\xad\x851" +
-	"\x9f\x90\xb9zi\x97;\xa0K\x1e\x9c\xf1\x861\x7f\x1f" +
-	"\xebG1_+}\xc4\x98\xbf\xe5\xb9\x9a\x9dnO\xa3" +
-	"\xdb\xf4y${\xde\x9aRN\x8b\xe2e\xd2\x98\xb7\xa8" +
-	"\x14\x86NWKg&\xdf\xd1\x0cI\x078\x8c\xf9T" +
-	"\xbfD\x05\x0b\xb0a\xccg\xed\xaeN\x9b\xc3m\xe6\x81" +
-	"\x1b^a\x05(\x16\xe7\xc1\x0b\xca[1\x0bx\x1a\xd9" +
-	"l\xc6\x9a\xd9\x86E\xd7\x00\xc6|\xee\xdc\x8f\xa2\x8f\x93" +
-	"\xb7\xfc\x04\x0f\x9d\xd9\xd6\x86\xae\xc5\xae\x88c\xd1\xdb\x14" +
-	"\xcb\xeb\xe5sQ\xd7\xa0\xb7y\xb9\x8ar\xd2\x15E\xd1" +
-	"?g,\xbe\xd4\\'KFo\xfd9F\xefb\xc3" +
-	"\xf9\xde\x9f\xbd\x1e\x85?\xcf\xd9\xab\xd4Mv\xe1r\x1d" +
-	")\xcf\x9d\x7f|G\x0a\xfcN\x12\x88\x84w\xf2\x1d-" +
-	"\x00|\x11C\xbe<p\xf22\xbaO\xeff\xc8W+" +
-	"\x88.\x0f[ELc9C\xbe\x86.^t.\xde" +
-	"\xfb\xc9\xc5\x95\x0c\xf9\xc3\xc4\xc3\x14\x87\x87\xad\xa5`V" +
-	"3\xe4\x9b\x14\xb4\x1d\xbf\xa7\x08\x88tZ\x9aG\xb0\xac" +
-	"LV\xe4--\x0b\xc9\xdc\x14A\x02\x97\x1dI\xb6\xe2" +
-	"\xf2\x93b\xb6\xb2\xb8C\xd2\x9f\x00\x00\xde\xaf\x89\xb3\xae" +
-	"\xe4&\xb7]\xdcAD\x01\x0f\xf2\x02\x9eJ.Ob" +
-	"\xc8\x1b}\xa6\xd1@\xccq\x1aC>+\xc048\x11" +
-	"\xcf&\x86\xfc\xa6\xf3\"\xea\xfd\xf0\xee\xb3\xb7\x0f\x7fy" +
-	"\x09d\x81\x9c\x9a\xcf\x90\xdf\xed;\xb5\x84\x9c\xba\xcb!" +
-	"5\x9eS+\xea\xfc\xccxYX5=\x98\x05\x97\x0d" +
-	"\xafm\xf6\xf7\x99s\xbb\x9f4\x8a\x89nV\x9bO\xc4" +
-	"5\x0f\x00^$Ym\xfel-c\xcd 6[\x1a" +
-	"]\x00\xf4\xc2d/!\xfc\x14\xe1\xf3\x0c\xf9+~\x84" +
-	"[\x9a\xfdU\xc8\x8bp;\xb1\xbem\x0c\xf9\xce@\x84" +
-	"oP\x95\xbe\xce\x90\xef\x0e\xd4Y/%\xe8m\x86\xfc" +
-	"}\xe2\xfb\x83\x1c\xbe\xbf\x97>\xdf\xc3\x90\xf7)\x18\x1f" +
-	"\x80\x0e\xe1?0\xce_\x02\xce#\x95-Z^P\xbf" +
-	"\x02;k\xaf\x9al@$@\xdb\x89\xf8_\x93\xcb\x09" +
-	"\x1dj\xd3\xb32Y\xe1\xb1\xfct\x97\xa9\xb5d:3" +
-	"\xc0\xac\x05\x18\xf5Wn@\x8c\x9eW\xb3\xca;h\xb2" +
-	"\x11%\xa6Z\xb2\xa8R\x84\x0f3\xe4\x8f\xfbHn\xa0" +
-	"-g\xbd\xd3r\x1e\x92OR\x17od\xc87\x07\xa8" +
-	"\xf2\x0b-~\x1e\xe2\xa1\x01\x0e\x92[\x16\x06\x12\x11\x0e" +
-	"9Hno\xf6\x13a\xe7\x17\xe8\xadM\x06\xc5\xd3\xba" +
-	"\xc0\xa7\xf5\xce*S\x0fQ*\x15/vSXBw" +
-	"Xt}yAD\x9f\xe1\xbf\xcdj\xf3\xe5d\x82d" +
-	"\xdaQ\x0f\x81\x82!\xdf\xfc\x8c\xa2\xed\xc9\x1f\xab\xee\xf5" +
-	"\xef\x92\x84\x88\xdbS\x81F\xbf\xacL\xa3\xdfX\xae\xd1" +
-	"\xa9\xa7\x1a\x19\xf29?l{\xf0}\x9b\xe62&\xe1" +
-	"\xdd\xfb\xe4\xda\x85\x9ek\xbdK\xfd\xca-\xb8\xb6\xd7\x0c" +
-	"\x14n\xc1\xb5\x03u~\xe1z\xcdp\x88\xb2\xd5\xc7\x90" +
-	"\x1f\x0d4\xc3\x11\xfa\xfc0C~\x92R\xc8\x9c\x14\x9e" +
-	"\xa0\x97\xc7\x196#5C\xc8i\x863T\x01\xdf2" +
-	"LU\xd0\xdb\x88\xe2\xd0\xeb0\x8e\x03hF\x86\xa9A" +
-	"H[\xb1iXF\xab\xd1\x89\xd7\x0b3\x9f1t\xc0" +
-	"\x08(\x18\x91Y1o\x13\xe6\xf5\xb4\x02\x93\xa0\x80U" +
-	"R7\xd2\xa2!\xedAwVV\x03S\xa4^\xb3Z" +
-	";\xa0\xf6\xac\xf7rI)\xf3\xbeA\xbf\xb63\x03\x91" +
-	"\xf6\x8e\xef\xb3.\xcf\xce\x98b\xaai2\xc3<\x8fM" +
-	"\x93\xde\xdd\xcc\x90w\x06\xb0\xcf\xdcXn\xd3\x9c\xeen" +
-	"\x9a\x8b\x14\x8c\xb6\x1aiQ\xc0%j\x89\xf9\x96\x17\xbd" +
-	"\xa9\xe9\xed\"ei\xc0\xcc\xc0\x04\xa1\x97S\xf54\xcd" +
-	"T\xef\x0fA\x7f4\xc1\xbf%\x02\xae\x8f\xf3]\xf7\xee" +
-	"j1\xdd\xdf\x92\x0bwu\x96\\\xefd\xc8\xe7\x07\\" +
-	"\xef\xaa\xf7\x97\xe4\xe2m\xdd\xce\x8al\x8b0\x1b\xa4g" +
-	"\x85w\xedB\x17\xa6fe\x80\x19z\xa1%\xcf\xc9B" +
-	"\xca\xf7\x80\xc3\x90K\x18\xcft\xff\xdfA!\x94\xb1\xd4" +
-	"\x16c\x18\xf2\xabig\xe9\xcc\x08\xdd*\xf6\xe9;\xaa" +
-	"\xb2\xfc\\p\x99\xe4\x7f\xeaG%\xd69\xf9\x9b\\+" +
-	"\x93\xf9\xe3\xdd\xf1\x05\xa65\xceeZ\xeb\xfe\xad;\xde" +
-	"\xdd\xc6\x02\x08\x9f\x07\x9d\x9d\xe1~\xe5\xed\x82%5Z" +
-	"W\xaeF[\x82\x7fr\x94\x92?9w\x07~\xec-" +
-	"\x19\xe7\xd3\xd1\xd2\x91B\xa7^\x93N\x9b\x10\x11\xf9\xbc" +
-	"7w~\xe8\xcf\x91`D\xee\x0e\\\xf2\xfb\xb3\xce\xff" +
-	"\xfdYr\x1a\xf9P\xfc\xcfs\x8as\xefG2\xd6\x02" +
-	"y\x1b\xc9HG^F\x87\xc6\x87\xd6\x03\xa0\"\xedE" +
-	"uC\x17\x8bo73\x96%\xf4$]\xae\"\xfd\xaf" +
-	"\x00\x00\x00\xff\xff\xcaP:\x92"
+const schema_9a75c6f4cee24081 = "x\xda\xec:kt\x14e\x96\xf7Vu'<\xd2\xa4" +
+	"\xdb*^\xa3\x18%\xbc\x12\x11C\x02*-n4\x10" +
+	"%\x0c\x8cT7\xca\x0cGg\xad\xa4\x8btk\xba;" +
+	"\xa9\xaa\x00\xe1\xa0\x08+3\xe2\xc0\x0a\x0e\xb8\xca\xea\xae" +
+	"p\xf4\x8c\"(2z\x16\\t\xc5\x85\x1d\xf1\xc8\x0a" +
+	"\xf8$\xc2\x8a\x19P\x9e\x0a,*\xa0X{\xeeW\xd5" +
+	"U\xd5\x9d\x0a\x04\xc6\x9d\xfd\xb3\xbf\xba\xcewo\x7f\xdf" +
+	"}\x7f\xf7\xf1\x95]\x12\xba\xc97<\xf0\x07\x118\xe9" +
+	"\x98?\xcf((~\xe7\x91)\xe9\xf5\x0f@\xa8+\x1a" +
+	"soj\xfb\xcf\x93\xff\xd1\xbc\x1c\xfc\x98\x0f \x8c\xea" +
+	"\xd6&Tw\xa3\xaf\x9b\xbbU\x02\x1a\xad\x0d\xc9\xc5\xcf" +
+	"\xfc\xf1\xc0<\x90\xba\xa2\x1b\x99#\x14\xb9\xdb:!\xc1" +
+	"\x90\x95n_\x02\x1a\x1c\x1f\x1f_\xb1\xe0\x93\xdf\xe6l" +
+	"\xccpo\xec~F\xa8\xe9N_\xd5\xddg\x00\x1ab" +
+	"\xef\x92\x83\xfb\xd6\x7f\xb0\xd0\x8b\x88\x15\xddO\x08k\x18" +
+	"\xee\xf3\xdd\x89\x88\x09\x13z\xf4\x89|\xd8g\x91\x17\xee" +
+	"\xd6\xee\x87\x84\x0f\x19\xee\x0e\x86\xfbp\xd3\x9a\x1f\xdf^" +
+	"w\xf7\xa2\\\x82}\x84r\xbc\xfbN\xe1,!W\x9c" +
+	"\xee^\x84\x80\xc6W\x9f\x1e\\.?q\xff\xdf{Q" +
+	"\\\x12h\x15F\x06\xe8kx\x80(>\xf5\xf6\xe0k" +
+	"\xbe\xba\xfc\xf1G\xbc\xa8X\x128!<\xc5p\x9f\x08" +
+	"\x10\x15\x9b^\x1cT\xb7\xf2\xc6\x8dK\xbcp7\x04\xda" +
+	"\x84-\x0cw\x13\xc3]\x957\xfd\xd8\xa8a\xd7,\xcd" +
+	"\xc6e\xf4~\x1eh\x15\x8e\x06\xf2\x817\xc6\xd4\xee]" +
+	"=\xf3\x8b-K\x89->\x97\xd2\xad\x81\xd7\x84\x1d\xb4" +
+	"c\xc5\xb6\xc0\x14\x04\xfc\xf6\xc7Y\xfd\x8e\xe5/\x93\xba" +
+	"\xa2\xbf\x1dS\x85\xad\xc2\xc8BB\x1d^\xf8\x08I@" +
+	"\xfe\xf9a\xe5\xa9\xc9?_F\x1bs\xb9\xa4n\x0b\xee" +
+	"\x14v\x05\xe9\xeb\xc3 )\xb8\xfb\xec\xd9\xcb\xf7?\xba" +
+	"\xf8q/\xb6^\x0e-\x176\x84\xe8\xeb\xd5\x10\xb15" +
+	"\xe9\x92\xbb\xa7W}7\xe6I\xc8!\x83!\xef\x0f\xbd" +
+	"&\x1c%\xe4\x8a\x83!F\xc6g/-\xfe\xe6\xbd\xd0" +
+	"\xf2'\xbd\x14\xb1@\x98',\x12\xcc/R\xc4\x0b/" +
+	",(\xeb\xbdF^\xe1\x85\xbb_8$\x1cg\xb8G" +
+	"\x19n4x8\x84\xbf\x88\xaf\xf0\xb4\xdf\x1a\xb1U\xb8" +
+	"]\xa4/I$\xf6\xe6\xac\xdft\xff<\x9c\xff\\." +
+	"2\xcf\xcc\xb6\xe7rabO\xf6\xb7\x9eL\x16\xdb~" +
+	"Qv\xacw\xd9*\x0f\xb5\x8d\xec\xd5*\xdc\xdc\x8b\xd4" +
+	"\xf6C\xc3{\xd7o\x1a\xbexM\xaet\xd9\xf1\xfdz" +
+	"\x1d\x12Jz\xd1\xd7\xc0^\xb4\xe3\x8e\x0d\xfe\xb4\xaf\xd7" +
+	"g/z\xf1u\xbaW\x9b\xe0\xefM_\xd8\x9b\xf8\xfa" +
+	"\xbe\xfe\xae}\x1f/<\xfcr\xce\xc6\xd5\x98_\x8a>" +
+	"!\xd9{\x96\xd0D\xd8\x15\xc9\xde\xe9\xae\x80\xc6\xe8\xa2" +
+	"\xbd\xf3\xa3\xaf\x9cz\xc5k\xeb\xa7\xfa\x9f\x10\x9e\xefO" +
+	"_\xcf\xf6\xa7\xad\x87\x1e~\xe9\x96\xd3\x8f\x16\xac\xf7R" +
+	"r\xa8\xf8\x90\xd0\xaf\x98\xbe\xfa\x16\x93\x92\xe3;\xfe\xed" +
+	"\xd7\xdf\xc7\xd7\xaf\xf7\xdawT\xf1\x19\xa1\x9a\xe1\xde\\" +
+	"<\x03\xf0\xbb7z\xfd{`\xea\xbb\xafe\xcb\x96\xc9" +
+	"kMq\x9b\xb0\x81a\xbe\xcav\xdd6\xe1\x8a\x7f\x12" +
+	"'\x0cy=WjL\x0f\xbb\x8a\xe7\x09{\x08\xb9b" +
+	"W1\xf3\xe1\xd1\xb7\xffi\xf6W\xc5\xc17\xbch\xc0" +
+	"\x81\xef\x08\x81\x81\xf4\xd5u \xf16z\xe3\xec\xf7\x9a" +
+	"\x1fi{\xd3\xd3\xda[\x06\x1e\x12\xe63\xe4\xb9\x03_" +
+	"\x024~\x7fY\xb7c\x1f=\xfa\xdd\x9b\xb9\xe6\xc0\x90" +
+	"\xfb\x0dzK\x188\x88\xbe\xae\x1cD\xc8\xbeq\xdf\x7f" +
+	"\xb8$X\xfd.\x84\xba\xba6\x06\x146\x0dZ.l" +
+	"e\x88[\x06\xd5\x13s?\xee\x9b\xd1\xed\x86\xf0{9" +
+	"$\x98\xf1iP\x9bp\x96\xe1\x9e\x1e4\x03\xf0\xb3/" +
+	"\xfa\xee\xff\x8d|\xf4\xbd\x1c\x9fg\xe7\xdf5x\x9d\xa0" +
+	"\x0c&1\xc8\x83\x99\x18\xb4e\x1fU\x1f\x0f\x1c\xf9\xc8" +
+	"3B\xdc7d\x950\x7f\x08a\xcf\x1dB\x11\xc2x" +
+	"N\xbb\xf3\xec\xfb\xf2\xf1O<\x05\xb1\xa7\xa4M8X" +
+	"\xc2\xdc\xa9\x84x;\xf5\xd8\xad\x7f\xd3\x7f\xfe\xa5\xbbr" +
+	"$\xcc\xd41\xbft\x95\xb0\xa8\x949g)\xe1\x8ex" +
+	"\xec\xeb\x1b\x8e\xbc\xf5\xcb]\xb4\xb1\xaf\xdd%p\xd5;" +
+	"B\xcdUDF\xf5U\xcc\xed\x7f\xd7xL\xa8\xe8\x9d" +
+	"l\xf5\x0c\x12\x9f\x0f]%\x1c\x1cJ\xd8\xfb\x872\xa2" +
+	"\xf7\xee\xfc\xdd?<\xb6\xef\xfdVog\x1e\xd6&\xdc" +
+	">\x8c9\xf30\"\xa4\xef\x91\xa7/\xbd\xe3\x87\xb3\xad" +
+	"\xb9\xf2`T\x1f\x1d\xd6*\x9c&\xe4\x8ao\x86\xfd\x89" +
+	"\xb6\xc6tA\xd3\xd4\xddg?\xcda\x91ieG\xd9" +
+	"\x19aO\x19\xb3\xbd2\xf2\xd3\xc7\xb7\xc6\xcb\x7f]\xf3" +
+	"\xee\x9f\xbd\x1cd\xdb\xf0C\xc2\xae\xe1,b\x0e'S" +
+	"\xfeceKq\xed\xda\x15\xfb\xbc\x8c\xf3\x9b\xe1m\x02" +
+	"\x96\xd3\xd7\xd9\xe1d\x9c\xf5\x91\xb5]\x96\xf2_\xee\xf3" +
+	"\x0c?\x89\xf2\x9dB3Cn*'\"j\x85\x95/" +
+	"\xfc6t\xcd\x17^D\xdcU\xd1&$*\xd8\xbd\\" +
+	"AD\x0c~l\xeb\xa5\xfb\xaa\xef?\x0c^\x864\xbf" +
+	"b\xb9\xb0\x88!/\xa8\xa0\x8dS\x1f\xbc\xffV\xff\xfe" +
+	"\x0f\x7f\xedI\x852\xe2\x84\xd04\x82\xbe\x92#\x08y" +
+	"}\xd3\x8bm\xbf9Sy\xc2\xd3E~5r\xa7\xa0" +
+	"\x8cd\x89\xc2H\xe2\xef\x9f\xd5\xbb\xff\xb5j\xe9\xb4\x93" +
+	"^\xb2\xd82\xf2\x90\xb0\x83\xe1nc\xb8\xb7\xdc7\xfd" +
+	"\xcb\x8f\xffQ\xf3\xc4-\xb9\xf6\x840\xf2Zv1_" +
+	"K\xb87l\xeb{}l\xd9\xfeo=\xc3\xc5S\xd7" +
+	"\xae\x13\x9e%\xe4\x8a\x15\xd72?\x09\x7f\xf6\xc6\xce\xca" +
+	"K\xa6|\xe7\x89\xbd\xe1\xbaVa\xcbu\x84\xbd\xe9:" +
+	"fr\xe3\xfe\xee\xf7\xd2\xf2\xbf\xf5\x9d\xf2\xb2\x8bQ\xa3" +
+	"v\x0a\xd5\xa3X\x80\x1bE\xc2\xf8\xc3\xb8\xb7Z\xff%" +
+	"\xfa\xf2\x19/\x95\x94\x84\xdf\x11F\x86\x19\xcdaRI" +
+	"B\xff\xd5\x8e\x03\x15\xf7}\xdf.\\\xc8\xe1\x95B\x82" +
+	"!*\xe1\xdb\xe0jCk\x1aV'7\xa6\x1a\xb9\xf0" +
+	"X\xa5A\xd1\x95\xc9\xe9\xc6D]Dij\xceW4" +
+	"}\x12\xa2\xe4\xe3}\x00>\x04\x08\x05J\x01\xa4.<" +
+	"J\"\x87\x85)9\xa9`\x01pX@\xb1\xc1\xda\x04" +
+	"\xc3\xb7\xaa\xe9\xe6\xc6hsQ2)\xab-\xf4\xf7\xa0" +
+	"\xfdw\xb9\x1c@\xba\x93G)\xcea\x08QDZT" +
+	"h\xf1n\x1e\xa5\x06\x0e\x91\x13\x91\x03\x08%\xaa\x00\xa4" +
+	"\x18\x8fR#\x87!\x1eE\xe4\x01B\xc9\xa9\x00R\x03" +
+	"\x8f\xd2L\x0e\x8b\xea\xe9\x94\xcc\xe9E\x9a.\xeb6-" +
+	"s\x92J\xb2VQ5\xec\x02\x1cv!\xabWR\x8a" +
+	"*\xeb\x09\xe0\xd3)\xf4\x01\x87>\x17\xc1\xc4\xb5V\xa7" +
+	"&j3|Wj\x8d\xe9\x94\xa6\x10\xe5]l\xcaK" +
+	"\x88\xc8\x01<Je.\xca\xaf\xa6\xc5!<J#8" +
+	",\xd2\xe9\xdf\x18tnx@\x0c\x02\x16)\xaa\x9aV" +
+	"1\xe8x\x88\xb9\xde\xf1\xf9EM\xcd\x17!\xf7\x8c\xf2" +
+	"\x98\xf4#\x8a\xd6X\x98a\xc2\xb5K\xb9\xb3K'\xe8" +
+	"\x1a\x9fN\xa4\xac\xed\x88$d4\x89\xf6n\xf7\xd1n" +
+	"3y\x94\x1et\x89d\xeex\x00\xe9\x01\x1e\xa5\x85\x1c" +
+	"\x868K\x9b\x0bh\xf1!\x1e\xa5\xa5\xa4M\xde\xd4\xe6" +
+	"\x920\x80\xb4\x90G\xe99\x0e\xd1'\xa2\x0f \xf4\xec" +
+	"\xc3\x00\xd2s<J\xaf\xe4j\xd80uZ\x13\x03\x00" +
+	"{\xad\xae!\xa1\xa4\xf4\xac\xb5J\xa6\x06\x0d{\x00N" +
+	"\xe2\x91\xad\xf6 \xa6\x14MK\xa4S\x931\x91T\xd2" +
+	"\xcd\xfaD\x0d\xc0\xb6\x0e\x87\xe1\x09\x8a<]q8\xe6" +
+	"M-\x9c\xcf\x08\x88\xb9\xa1<J\xd7w\x8a\xe6\xf6j" +
+	"\xb7\x0e\xf4T\xbb[a\xd9{w\xa0wO\xa7\xed\xcc" +
+	".\x13\x12\x9a\xce\xf6\xd0\\\xbc\xbb\xbc\xfa\x16E\xaf\x8b" +
+	"g9G\x1f\xfb\x80'\xe8\x80\xa5<JOs\x98\x11" +
+	"\xcbS\x11\x00\xe9IS\xbd!\x0eMCxV\x05\x90" +
+	"\x9e\xe1QZK\x86\xc0\x99\x86\xb0f\x16\x80\xb4\x9aG" +
+	"i=\x87!\x1f\x9a\x96\xf0*a\xbe\xc2\xa3\xf4&\x87" +
+	"!?\x8a\xe8\x07\x08\xbdN\xe7\xac\xe7Q\xdal\xfb[" +
+	"\x86\x91FY\xd5\x13z\"\x0d\x98\xb2\x15\x1bO\xd4\xc7" +
+	"\xa7\xc8\xba\x02EjRV\xef\xc5\xae\xc0!e\xaa\x0d" +
+	"\xe9\xfa\xa8.\xab:T\xde6m\x9a\xa6\xe86@U" +
+	"\xea\xd2jL\x9b\x00EJ\xaa^\x8fg6\xea\x84\xab" +
+	"0\xc9M\xb2hHM\xe0\xe5z\x92\xd0e\xb6\x84^" +
+	"%\xca\xd7\xf2(mt$\xb4!\xe2pcKh\xd3" +
+	"<\x00\xe9M\x1e\xa5w]\x12\xdaz\x0f\x80\xf46\x8f" +
+	"\xd2\x07$!\xde\x94\xd0\x0e\x92\xd0v\x1e\xa5\xdd$!" +
+	"\x9f)\xa1]\xfd\x01\xa4\x0fx\x94\xf6r\x18\xcaC\x11" +
+	"\xf3\x00B{\xc8Bw\xf3(\x1d\xe8\x94\xd8\xea\xd2\xc9" +
+	"dB\xd7\x15\x8c\x99\xe2\x01\xf4\x03\x87~Sp\xd5\xa9" +
+	"\xd8m\xd3\xa00Kl\x1d\xc89\xbfA\xae\xb7\xffz" +
+	"nW\x886\xd7\x9a\xbe\xe0\x8e4\xde\xd7\x86}kD" +
+	"\\7DFzI\x8a)q\x1e%\xddum4\xd5" +
+	"\x02H\x8d<J\xb3;\xc3~e:\xdb&\xeaT%" +
+	"\x96\xd0\xabZ _W\xb4v1\x03\xc3\x11f3Q" +
+	"^\xc9u\xba*\xcb\xe9\x06p8\xc72\xacLT\x0a" +
+	":\xe5\x07\xa0\x19\x9f\xec\xfd,#\xaaL\xa7jR\xd3" +
+	"\xd29V\x14q9EF\x10\xaf\x93\xfbl\xe4Qz" +
+	"\xdb\x15q\xb7\x90ql\xe6Q\xda\xee\x8a\xb8\xdb\xc8\x8c" +
+	"\xde\xe5Q\xfa\x84\xcc\xc8\x0a\xb9\x1fF\\\x16\x93q\xb4" +
+	"=\xf78\x16\x83y\xa6\x15\xed'%\xec\xe5Q:\xc2" +
+	"y\xdbM\x87nu\x0e?\xf42'-1K\xa9j" +
+	"\xd1\x15@\xcd6\x1fM\xa9O*)}\x0c\x14\xa6\x9b" +
+	"Sz\xa7\x1d\x13\xc3\xe3\x149\xa6\xa8\x90\x13\xc7\xfb\x9f" +
+	"\xe72\xcf\xbfWi\xb1s\x8b\xe9rC\xb3\x82\x01\xe0" +
+	"0\x90e\xb4,\"\x9a\xacR\xcc,\xcc\x84\xef\x0bI" +
+	"\x1a\xb2\xb3\x98l\xe3tN\x1a\xa7\xc8\xaa^\xab\xc8:" +
+	"\xdd\xeb\xe9\x14o\xc6_\x97\x7fLueP\xd61\x89" +
+	"\xa9\x96+<\xe8\xf2\x8f\xb9+\x01\xa4\x07y\x94\x16\xbb" +
+	"\xfccQ\xb9s;{\xa7J\xb2\xa6%\xeaSI\x05" +
+	"\xf8\x94\xee\xd8\xb0]\x14[6\x1c\xb7\xa8D\xbd&\xa5" +
+	"+\xeat9\xbfa\xa2v\x01\xaab\xe9OM\x8a7" +
+	"\xad\xde\xc5]\xa9\x87\xf7O=\xaf\xf7[\xb1\xb3i\x96" +
+	"\xe5\xfd\x0bs3'\xdb\x86\xf9\x94Mfe]:5" +
+	"-Q\x8fA\xa7l\xb4\xe8\xb4\xb1+\x99c\xba|\xd9" +
+	"\xeeB\xe5\xf8\xb2y\xa72\xae<\xefT.\x1cQ4" +
+	"E\xf7\xb0\xa0\x8bI\x98K\xbd\x12\xe6rG \xe72" +
+	"\xb5\xc2d:\xa6`\xa1\xd3`\x00\xc4B\xdb\xf2m\x1f" +
+	"\xf4\xe4KkL\xe7\xb7\xcf\x96\xc3\x96\xe1\xdf\xe4\"\xfb" +
+	"F\xa2\xe6z\x1e\xa5\xb1\\n\x9a\x96\x9d5\xf7\xe8\x84" +
+	"\xb9@e\xf8\x16UN\xb2sWg\xce\x15\x9e\xf5\xa9" +
+	"\x00\xd1g|<F\xd7\xfa8\x0c\xa0a\xb0\xb3\x855" +
+	"\xbe\x87\x01\xa2k\x09\xb0\x91\x00\xdc\x8f\x06\x93\x9b\xb0\xc1" +
+	"\xf7(@t#\x01\xde&\x00\x7f\xd6`\xb2\x13\xb6\xf8" +
+	"\xe6\x01D7\x13`;\x01|?\x18,`\x0a\xdb\xd8" +
+	"V\xdb\x09\xb0\x9b\x00\xfe\xef\x0d\x164\x85]\xbe\xe5\x00" +
+	"\xd1\xdd\x048@\x80\xbc3\x06\x8b\x9c\xc2~\xdfJ\x80" +
+	"\xe8\x01\x02\x9c$@\xfeiCd\x15\xdbq\xdf*\x80" +
+	"\xe8I\x1f\x8f\x11?\x87\x81.\xa7\x0c\x11\xbbP\xad\xee" +
+	"[\x07\x10\xf1\xf3\x18-\xa0\xf5\xae\xdf\x19\"v\x05\x10" +
+	"\xba\xfa\x89\xd8\x02\x02\xf4!@\xb7o\x0d\x11\xbb\x01\x08" +
+	"=\xfdtt\x1f\x02\x0c @\xf7o\x0c\x11\xbb\x03\x08" +
+	"W\xfag\x01D\xaf \xc0P\x02\x14\x9c4D,\xa0" +
+	"b\xd1O\xec\x0d!\xc0\x08\x02\x04\xfe\xdb\x101@\xb5" +
+	"\xa3\xff\x1e\x80h\x19\x01F\x13\xa0\xc7\x09C\xc4\x1eT" +
+	"\x8a\xfaI\xb6\xd7\x13`,\x01\x0a\x8f\x1b\"\x16Re" +
+	"\xea'.\xc6\x12`\x12\x01\x82\xc7\x0c\x11\x83\x00\xc2D" +
+	"\xff:\x80\xe8$\x02\xdcI\x80\xd0\xd7\x86\x88!\xaa\xda" +
+	"\xfd$\x90;\x09\x10'\xc0%_\x19\"^B\xf5(" +
+	"\xdb*N\x00\x9d\x00\xc2QCD\x01@hb\x877" +
+	"\x12`6\x01\xc4#\x86\x88\"\x80\xd0\xc28\x9fM\x80" +
+	"\x87\x08\xd0\xf3\xb0!bO\x00a>;\xe3!\x02," +
+	"%@\xafC\x86\x88\xbd\x00\x84%\xec\x1fK\x09\xf04" +
+	"\x01z\x1f4D\xecMe<\xfb\xc7\xd3\x04XM\x80" +
+	">\x07\x0c\x11\xfb\x00\x08\xcf\xfbI\xe3\xab\x09\xb0\x9e\x00" +
+	"}\xbf4D\xec\x0b \xbc\xca\xf4\xb1\x9e\x00\x9b\x09\xf0" +
+	"\xb3/\x0c\x11\x7f\x06 lb\xff\xd8L\x80\xed\x04\xb8" +
+	"t\xbf!\xe2\xa5d<\xec\x1f\xdb\x09\xb0\x9b\x00\x97\xed" +
+	"3D\xbc\x8c\x8c\x87\x01v\x13\xe0\x00\x01\xfa\xfd\xd9\x10" +
+	"\xb1\x1f\x19\x0f#\xf7\x00\x01N\x12\xe0\xf26C\xc4\xcb" +
+	"\xc9x\xd8?N\xfay\x8c\xe4q\x18(\xfa\xdc\x10\xb1" +
+	"\x88\x8c\x87\xfe\x10\xc9#\xe3\xa1\xf5+\xf6\x1a\"^A" +
+	"\xc6\x93G\xb2- @\x1f\x02\\\xf9\x99!\xe2\x95d" +
+	"<y\xa4\xa6>\x04\x18@\x80\xfe\xffe\x88\xd8\x9f\x8c" +
+	"'\x8f\x042\x80\x00e\x04(\xdec\x88X\x0c \\" +
+	"\xcd\xb6*#\xc0h\x02\x0c\xd8m\x888\x80l$\x8f" +
+	"\x88\x1dM\x80q\x04\x18\xf8\xa9!\xe2@\x00\xa1\x9am" +
+	"5\x8e\x00\x93\x090\xa8\xd5\x10q\x10\x80 \xe5\x91\xa4" +
+	"&\x13\xe0n\x02\x0c\xdee\x888\x18@\xb8+\xaf\x96" +
+	"l\x84\x00q\x02\x0c\xf9\xc4\x10q\x08\xd9\x08;#N" +
+	"\x00\x9d\x00%\x1f\x1b\"\x96\x90\x8d0\x80N\x80\x07\x08" +
+	"P\xfa\x91!b)\x80p\x1f;\xfc\x01\x02,\xcc\xe3" +
+	"(\xc1UU\xa5A\xd6\xa1(\x91N\xd5\xc4\x9c<E" +
+	"N\xc5\xb4\xb8|/Zi\xa8\x0e\x80A\xa7\xffdE" +
+	" 7\x16+\x86P\xc1\xa0\xd3\x0a\xb4\xb0\x92\x8a.\xc7" +
+	"d]\xc6\xccV\x18t\x9a7\xedq\xcc\xaa\x8a\x9dg" +
+	"\xb7\x83,\xac:U\x91uer\x1a\xad\xa6\x0c]#" +
+	"\x18t\x1a\x95\x9ehVT\xc6\xa0\xd3\x11\xb3\xf0bV" +
+	"\xd5\x89\x99.\x0f\xbbu0\xe8L\xcb:@\xd4\x8a\x18" +
+	"\x8d\x18tfp\x16f\x83u\x1d\xa0u\xcfiH\xfb" +
+	"\xd9\xc3\x0b/,+\x8d\xc1\xa03\x91\xc8\xdc\xb3\xcd\xb5" +
+	"\x0d\x09-\x1e\x81JSp\x18t\x9a\xe49(\x98\x11" +
+	"\x1b\x06\x9d\x9e\xb0\x853\xcd,W\x9b\xc0b/\xd3\xe7" +
+	"\xce\x06k`3eO\xbf2\xf2dU\xd0m\xd30" +
+	"\xebv\xc6\xa0\xd3\xbc\xec\x00\xd1\x91\x93=\xb9p\x1fz" +
+	"\xdb\xb4ih\xed\xc8Ju\x0c:\xc3&o<\xab\x95" +
+	"C\x19Wf\xc4b!\xb2K2\x8b\x8b\xdc\xeb2f" +
+	"5\xf4r\x8c\xc7\x1e\xcfz\xa29\xc6c\xcfi\\:" +
+	"\xa4|\x05-\x06\xac\xed\xecN\xbf'\x9a\xb3\x9d=\x1a" +
+	"\xb1\xf0\xee\xb1\x1aL\xd8\xe8v8{\xbc\xea\x81\xe58" +
+	"\x9c\xddc\xcd\xb8\xa5\x9d}\xba\xf7\xb2\xfb\xdd\x1eX\xce" +
+	"^\xf6\x04/C\xbf\xd5\x07B\xa7\xf5\x85Ag\x90\xeb" +
+	"\x85\xe5\x18\xb4\xdd5w\x09\xc3$\xdf\xed\x1d\xf6D\xd6" +
+	"\x0b\xcb\xd9\xcc\xee\xed\xe7:e\xa6\xdd\x93\xb1J{r" +
+	"\xdc\x01\xa2c\x95\xf6\x18\xc2\xc2T\xad$4\xd7*\xed" +
+	"\xb9\xa27\x9ec\x95v\x1f=\xcb\x98nU\xd1\xd5G" +
+	"\xc3\xa03\xaf\xf6Ds\x8c\xc4\x9e\xc4g2>\xab7" +
+	"\x90\x1d\x95\xed\x99\xb2\x1d\x13\xb4x\x95\xac\xd7A~\\" +
+	"\xd10\xe8\x8c\xaa,x\xbd*\xa7\xf41\xaa\x82\xb1\x84" +
+	"\xee\"\xca\x9e\x94Yh\xcd)\xf38\xcc\xf4\"\x18Z" +
+	"f\xae\xe8\x89\xe4Pn\x0fm\xda\xb5\x87\xb2KEK" +
+	"\x179)s\xd5yR\xe69fc\xc2\x953\xdbC" +
+	"\x89N\xe6\xcc9\xfd\xfd\x9f\xa2E<\xc6\x0a~\x16g" +
+	"\xde\xad\xf3\xbf\x06g\xb7\xa74w\x0f\xc9\xa3\x09Ju" +
+	"`\x01\x8fR\x1f\xce\xb6\xa9F\xa8\xd4\xb3S\x80\xdc\xbe" +
+	"\x0e\xe4\xb4\xbck\x01\xa4\xd9<J\x0f\xb9X\x99?\xcb" +
+	")\xaa3\xe5\xd8\xa2\xfe\xee\x8e\xb7U\x8e-)\xb7:" +
+	"\xde\x8fs\x18\xf2qf\xffe\x19Ig1\x8f\xd2j" +
+	"\x0e\x0dS\x10c\x15\xc8o\xd0e\xbb\xb1\xa2'\x92\x8a" +
+	"\xa6\xcbI\xa8l\x1c\xab\x10\xc0\xaa\xc8X\x97\xc2\xeaK" +
+	"dw)\xe6\xc4Y\xdb\xc3%Q\xfb\xf1C\xbb\"\x95" +
+	"Y\x83\xdd\xba\xd4\x00:\xd3\xc3\x98j\xf5\xbc\xc7u\xdc" +
+	"R\xa3\xaa\xda:\xbeK\xa6\x0b\x9fUA:\xfe\xe0\x18" +
+	"b\x81}n5\x95\x907\xf1(Mp\x9d[\x13\x01" +
+	"\x90\xc6\xf1(MvD-\x11\x81\x13x\x94~\xc9\xb5" +
+	"k\xde\xd9\x92\xc3\xc6\x8c\xd0:aK\x93\xac\xfc\xc2\x0a" +
+	"79t\x95;ty\x91ew#$\x15@\x9a\xc4" +
+	"\xa3tg\xa7\xba\xae\x1d\xf4\x9e\xb3,RS\xf4\x89i" +
+	">fv\x7f\xd8!%\xe3\x89\xfc\xd0\xc00\x00r\xa1" +
+	"~\xf4\xc3\x87zF\x00\x0cEV\x1b\x12,ZBe" +
+	"\x83\xac+\x9an\x09\xc7-\x94\xac\x0e\xb6\x19 \xad\xf8" +
+	"\x98\xdf\xbe\x995\xcb\xe9[\x85H\xf8\xb48\x9c\x1c\xa2" +
+	"\x8cGi\xf4\xb9\xbc\xea|=Tk\xb6\xe0L@\xbc" +
+	"\x87L\xf6\x8c)\xe2\x9e1Y\xe2^\x10\xf6jm\x8d" +
+	"w{\x9c\xd5\xf1\\\x16q\xa6\x15\x17\xde\x0fN\xca3" +
+	"\xabZtE\x03\xd7\x04))\xcf\x9c\"'\xf4\x89\x80" +
+	"^\xdcM2\xaf\xa6\xc2\xba\xb8\xa2\xfd\xff\xdc$\xd8q" +
+	"\x1cp\xac\xeeb\xdc-rA\xee\xe6\x11\x19rG\xd8" +
+	"\x13\x95\xc2d\xad\xa2\xe6\xd0C\x165\x96Gi\x92+" +
+	",M\x1c\xef\x84 \xbb\x05\x7f;\xc5\xc8\xc9fG\xae" +
+	"\xb3\xd3\xcbNvZ=BU\xa6\x80\xbc\xd8\xb1\xd3T" +
+	"\xf7\xd8\xc9\xf2\x9e\xad\xb5\xee\xb1\x13\xe75v*\xb0\xc6" +
+	"N\xf4\xf7Ox\x94\xf6\xb9\xc6N\x9f\x97_\xd0\xd8\xa9" +
+	"V\xd6\x142\x05\xe0\xdbY\xd6\x984\xe4\xbb\xda\xfed" +
+	"\x88776*)(\x8aMN$\x9d\x0ee\xacY" +
+	"\x95k\x13\x0d\x09\xe0\xf5\x16,t\x1e@X\xed\xccN" +
+	"\xb6\xa0\xc7\xa4\x0bS\xd3\x12\xf59\xaeJ\x1c>\xce\xa3" +
+	"\xf4\x8c#\xc9\x15\xf7\x00HO\x9bW\xb7-\xc9\xe7g" +
+	"9#l\xdbU_\xaeu\xf4\x10\xf2\xe5\x99\x92\xdc0" +
+	"\xcb\xa5\x88\xcc\x00oS\xc4Q\x84\xa1\xb5\xa4\xea&\xa5" +
+	"\x89\x9f\xba\x16g,`\x8eB\xaa\xa0\x90\xc2\x90\xcd\xbb" +
+	"\xaa\xe8J\xca\xecOWy\x03\xf2S\x13\x9d\xd5\xa4<" +
+	"\x93e8P\x193\xd1\xedg\x11\xe6\xf6\x13\xb3\xa6/" +
+	"N\xbegu\x19r\x1e\x88\xb8\xfc\xa3\xd4\xc3_\xa7z" +
+	"\xf9k\xd8\xf1\x99\xbf\xa4/\xef\x9a\x92X\x8d\x19%k" +
+	"Jr\x85M\xda\x8ey\x8e\xe5fH\xdb\xa5\xba\x0c7" +
+	"C\xda\xe7a\xc7pmg\xd8O\xda\xda\xc7\xa3t\xcc" +
+	"\xe5\x0cG\xe9\xefGx\x94N\x91\x0ayS\x85\xdf\xd0" +
+	"\xe2I\x1e#H\xce\xe03\x9d\xe1,Y\xc0\x0f<F" +
+	"\xbb\xd0j>g6\x80\xfdX\x0e\x10A\x1e\xa3\x05\xc8" +
+	"\xa1\xd1\xa8\xa6\xf5t]\xba\x01\xefPT-\x91N\x01" +
+	"\xe6\x03\x87\xf9L+\xeatE\xbd\x83B2\x01\xec\xd7" +
+	"\x0e\xa9tL\xa9\x899\x0f\x0er\xb5\xea\xba\xa1\xa8:" +
+	"\x8aCQ\xbbu\xd6F\xf7X\xafI\xdd\xd2\x90\x80\xfc" +
+	"\xfa\xb8~\x01\xf1<\xe7M\x83\xab\x1ep\xcd4\xaa\xbc" +
+	"f\x1aU\xd6Lc\xb6+\x84\xb6\xd0\xa2\x9e\xb9\xd3\xf9" +
+	"\xf6\xe3\xaa9Z3{e\x84A\xe7\x15\xb9I\x93\xfd" +
+	"\x06\xc8\x0e\xa2\xf6\x0bC3\x88\xb6+:\xac\x17\xcd\x17" +
+	"Wq\xfc\x14\xb5\x94\xfb\x05\xc6ENU\xd8\x8c\xc7\xc5" +
+	"\xb3[(\x9d\xe3\xca5j<\xdf$\xde\xd1\xddxg" +
+	"\xf6\x94\xc9\xca\xddo\xb5\xec0\xd8\\\xee\xcc\xe2:\xf1" +
+	"T\xc6k\x16Y\x94\x9e\x91Rb\x9d\xb9\x1a\xdd\x8fy" +
+	"\\\xe2\xbcH\xf5`xJBU\xaaU\x95O\xab\x9d" +
+	"\x18O\x96:\x13:;\xac\xd8\x13\xd9\xac\xf1\xe4x\xe7" +
+	"qBa]:\xa6d\\\xbePWf\xea\xb6(T" +
+	"9U\xafDu\x19x\xd5u9\xd2bu\x8a\xc9," +
+	"\xb7\x80mW\x9a;\xc9\xf5O\xa6\xcd\xaa\xbfX\x9b\xe7" +
+	"\xad\xfc\xbd\xc3\xbbc\x99.\xe7\x18\xef\x94'\x19V\x86" +
+	"\xcfsU'^\xe9\xd69\x02\xae\xf7\x95\xe7\xf2\xf3\xbf" +
+	"\xce\xdb\xc0\xec\x11\xf1\xffU\xe7\x08\xc3&\x09c\x8a\x98" +
+	"Q\xfd\xef\x95h\x99\xa6H\xb9\xd5\x14y\xf2\xa2J4" +
+	"k\xae\xe2\xd2\xf4\x85\xbdvt\xa5\x0f\xae\x0cp\xbcG" +
+	"\x068\xd5+\x03\x9cje\x80\x9b]lnZ\xe9z" +
+	"\x90\x93as\xdb\xc3\xee\\\x9a\xb3r\xe9r\xe7AN" +
+	"\xa7\x1d\xe9\xa7x\xa2q\xaeG\x92\x9d\x90\xdfDK\xea" +
+	"vc='\xd6\x84\xbdbM\xad\xfb\x19\x07\x97\xf3\x8c" +
+	"\xe3A\xd7\xad?\xb7\xdc\xe9\xbc\xe5f=t\xea\xcd\xb1" +
+	"\x98\x0a\xf9\x8a\xa6u\xf0\x10\xf4\xc2_\x18\xb89\xb2\xfa" +
+	"\xce9\xf7G\xd8y\xe1\xd5\xd1\xb3S\xdb\x7f\xc6\x9a\xa5" +
+	"I~BgO\xa2\x0b\x18\xa7\xfdJY\xf7\xa6g\x15" +
+	"\xeb\xde\xd0~\x85\xa9tJ\x993CM\xe8\xba\x92\xaa" +
+	"\xa4\xfc_\x89\xfdO\x00\x00\x00\xff\xffGKI\x91"
 
 func RegisterSchema(reg *schemas.Registry) {
 	reg.Register(&schemas.Schema{
 		String: schema_9a75c6f4cee24081,
 		Nodes: []uint64{
+			0x80b86f578fca230c,
+			0x82e8b3a4906d6cda,
 			0x87d889334a680302,
 			0x8cd4b8e4e9291714,
+			0x8d18d552180e4c4c,
+			0x8d60b2c8fead718a,
+			0x8e7e99619ae9dbee,
+			0x8f981eee2f27c8f8,
+			0x91bc3da26326aec1,
+			0x942f2e39f07606aa,
 			0x94c5e678ace06243,
+			0x9507f01d007afe00,
+			0x954b549d65eb4b61,
 			0x989092e59a7c7c0b,
 			0x9c43f74276601250,
 			0x9c9a11cff590afdf,
 			0xa161ad173089abab,
+			0xa1684e0111eb1053,
 			0xa88501827ec1b87f,
 			0xaa3017f0304ecd0b,
+			0xad9031c138cf6cfc,
 			0xaedf16046f05b9d1,
 			0xb1eb8cd7e45d67fb,
 			0xb4f8b45385e01f3c,
+			0xb80c92f946afeb2c,
 			0xb8b868fb5ebfd168,
+			0xbacc5a0d00c316be,
 			0xbd284c149e204ccd,
+			0xbe1023ee7cc7553c,
+			0xc0e28f75cf7cbc3c,
 			0xc0f792d6f00a1c93,
+			0xcc451091d5fb4804,
+			0xcf3a3b0a77e4fecd,
 			0xcfed006186e519e6,
+			0xd6ec0df145d69573,
+			0xd8f161d3fd5c73a8,
+			0xd91b85223e4796f8,
 			0xd958c2ec3bef9634,
 			0xda6d173313f0708b,
 			0xdad3e496978bd2e0,
 			0xdafdfc561ba0ec19,
+			0xdbfddc5a710c6f01,
+			0xe3cc495e3268c998,
+			0xe4a1b06223793fb3,
+			0xe4e7039408b05267,
+			0xe62f1187aba21362,
 			0xeb7e45e41bc99627,
 			0xef8a2222c2d3d46e,
 			0xf23ffa86e2ae71b8,
 			0xf4669442bb60729f,
+			0xf4739bd7e7767d46,
 			0xf6e595643819cd3b,
+			0xf757123fd2bedf3a,
 			0xf8045f9a51938348,
 			0xfab153b7dac248a7,
 			0xfb7d33e8d1597469,
