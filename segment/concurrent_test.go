@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"sync"
 	"testing"
 )
@@ -66,6 +67,75 @@ func TestConcurrentReads(t *testing.T) {
 	}
 	if l.SegmentCount() < 10 {
 		t.Fatalf("only %d segments: the test did not roll much", l.SegmentCount())
+	}
+	readable(t, l)
+}
+
+// TestConcurrentSyncAndRetention runs Sync, Checkpoint and
+// DeleteSegmentsBefore from their own goroutines while one goroutine
+// appends and others read; run with -race.
+func TestConcurrentSyncAndRetention(t *testing.T) {
+	l := openLog(t, t.TempDir(), smallOptions())
+	defer l.Close()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	loop := func(f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := f(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	loop(l.Sync)
+	loop(l.Checkpoint)
+	loop(func() error {
+		if next := l.NextOffset(); next > 100 {
+			_, err := l.DeleteSegmentsBefore(next - 100)
+			return err
+		}
+		return nil
+	})
+	for r := 0; r < 3; r++ {
+		var off uint64
+		loop(func() error {
+			v, err := l.Read(off, 500, l.NextOffset())
+			if errors.Is(err, ErrOffsetOutOfRange) {
+				off = l.LogStartOffset()
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			defer v.Release()
+			if _, err := walkBufs(v.Bufs); err != nil {
+				return err
+			}
+			off = v.NextOffset
+			return nil
+		})
+	}
+	for i := 0; i < 300; i++ {
+		appendBatches(t, l, 1, 1+i%2, 2, 30)
+	}
+	close(done)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if l.LogStartOffset() == 0 {
+		t.Fatal("retention never ran")
 	}
 	readable(t, l)
 }
