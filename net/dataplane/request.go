@@ -15,8 +15,8 @@ type request struct {
 	kind   api.Frame_Which
 
 	// tailLen is the records tail that follows the frame on the stream:
-	// recordsLength of a publish request (or of a fetch response a client
-	// sent by mistake, which is read and dropped).
+	// recordsLength of a publish request, or of a tail-carrying frame the
+	// server does not serve (read and dropped).
 	tailLen uint32
 	// tail is the publish batch, read into a fresh buffer that Append owns.
 	tail []byte
@@ -92,13 +92,6 @@ func parseFrame(f api.Frame) (request, error) {
 			req.maxWaitMs = r.MaxWaitMs()
 			req.topic, err = r.Topic()
 		}
-	case api.Frame_Which_fetchResponse:
-		// Not a request, but it carries a tail that must be skipped to
-		// stay in step with the stream.
-		var r api.FetchResponse
-		if r, err = f.FetchResponse(); err == nil {
-			req.tailLen = r.RecordsLength()
-		}
 	case api.Frame_Which_commitOffsetsRequest:
 		err = parseCommitOffsets(f, &req)
 	case api.Frame_Which_fetchOffsetsRequest:
@@ -108,6 +101,11 @@ func parseFrame(f api.Frame) (request, error) {
 				req.topic, err = r.Topic()
 			}
 		}
+	default:
+		// Not a request this server serves (a response, or a member added
+		// to the schema later), answered with INVALID_REQUEST; a tail it
+		// carries is read and dropped to stay in step with the stream.
+		req.tailLen = api.TailLength(f)
 	}
 	if err != nil {
 		return request{}, fmt.Errorf("dataplane: parse %v: %w", req.kind, err)

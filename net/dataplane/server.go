@@ -221,8 +221,8 @@ func (s *Server) closeListeners() {
 
 // Shutdown stops the server gracefully: it stops accepting, answers every
 // new request with SHUTTING_DOWN, ends long-poll fetches at once (they
-// answer with what is readable), waits for the in-flight requests of each
-// connection to be answered and then closes it. When ctx ends first, the
+// answer with what is readable or with SHUTTING_DOWN), waits for the
+// in-flight requests of each connection to be answered and then closes it. When ctx ends first, the
 // remaining connections are closed at once (their pending requests are
 // cancelled) and ctx's error is returned after their goroutines have
 // exited. Shutdown does not close the broker.
