@@ -77,13 +77,13 @@ func readRecoveryPoint(fsys ring.FS, dir string) (rp recoveryPoint, found bool, 
 		return recoveryPoint{}, false, nil
 	}
 	if err != nil {
-		return recoveryPoint{}, false, err
+		return recoveryPoint{}, false, fmt.Errorf("segment: open: %w", err)
 	}
 	defer f.Close()
 	b := make([]byte, rpSize+1)
 	n, err := f.ReadAt(b, 0)
 	if err != nil && err != io.EOF {
-		return recoveryPoint{}, false, err
+		return recoveryPoint{}, false, fmt.Errorf("segment: open: read %s: %w", path, err)
 	}
 	rp, err = decodeRecoveryPoint(b[:n])
 	if err != nil {
