@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -362,5 +364,34 @@ func TestPanicInHandlerClosesOnlyThatConnection(t *testing.T) {
 	waitFor(t, "panic logged", func() bool { return len(h.logs.lines("panic serving a request", "bug")) == 1 })
 	if p := other.createTopic("t", 1); wireErr(p.Error()) != api.CodeNone {
 		t.Fatalf("other connection: %v", api.FromWire(mustWire(p.Error())))
+	}
+}
+
+func TestListenAndServeAndClose(t *testing.T) {
+	srv, err := New(newMemBroker(), Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.ListenAndServe() }()
+	waitFor(t, "listening", func() bool { return srv.Addr() != nil })
+	c, _ := connect(t, srv.Addr().String())
+	c.createTopic("t", 1)
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
+	c.expectClosed()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(ln); !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("Serve after Close: %v", err)
+	}
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown after Close: %v", err)
 	}
 }
