@@ -20,11 +20,14 @@ import (
 func (c *conn) handle(req request) {
 	defer c.handlers.Done()
 	defer c.tailBudget.release(req.tailHeld)
+	sent := false // exactly one answer per request
 	defer func() {
 		if p := recover(); p != nil {
 			c.srv.opts.Logger.Error("dataplane: panic serving a request", "remote", c.remote,
 				"request", req.kind.String(), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			c.send(c.buildError(req, api.NewError(api.CodeUnknown, "internal error")))
+			if !sent {
+				c.send(c.buildError(req, api.NewError(api.CodeUnknown, "internal error")))
+			}
 			// Close after the answers in flight, as after a protocol error.
 			c.stopReading(fmt.Errorf("panic serving %v: %v", req.kind, p), slog.LevelError)
 		}
@@ -39,7 +42,9 @@ func (c *conn) handle(req request) {
 		}
 		r = c.buildError(req, api.NewError(api.CodeUnknown, "build response: %v", err))
 	}
-	c.send(c.checkFrameSize(req, r))
+	r = c.checkFrameSize(req, r)
+	sent = true
+	c.send(r)
 }
 
 // checkFrameSize replaces a response whose Cap'n Proto part exceeds
