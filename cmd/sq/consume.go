@@ -215,7 +215,7 @@ func (s *consumeSession) startOffset(p uint32, pi sdk.PartitionInfo) (uint64, er
 // done reports whether --count records were printed.
 func (s *consumeSession) done() bool { return s.f.count > 0 && s.printed >= s.f.count }
 
-// emit prints m unless it is beyond the limits, and advances the position.
+// emit prints m and advances its partition's position past it.
 func (s *consumeSession) emit(m sdk.Message) error {
 	if err := s.out.write(m); err != nil {
 		return err
@@ -406,10 +406,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// contextWithoutCancel returns cmd's context without its cancellation, for
-// work that must finish after Ctrl-C (sending records already read).
-func contextWithoutCancel(cmd *cobra.Command) context.Context {
-	return context.WithoutCancel(cmd.Context())
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -47,10 +48,13 @@ ends in '\r', and invalid UTF-8 is sent as is. A line may be as long as the
 record limit the server states in its handshake (1 MiB by default); a longer
 line is an error naming its line number, and the records before it are sent.
 
-Records without a key are spread over the partitions, one partition per chunk
-of up to 4096 records or about 1 MiB; with --key-separator, records go to the
-partition of their key's hash. Either way each partition receives the records
-in input order. With --partition every record goes to that partition.
+The input is sent in chunks of up to 4096 records or about 1 MiB, one chunk
+after the other; a chunk also ends when the input pauses, so lines typed at a
+terminal are sent as they are entered. Records without a key are spread over
+the partitions, one partition per chunk; with --key-separator, records go to
+the partition of their key's hash. Either way each partition receives the
+records in input order. With --partition every record goes to that partition.
+Ctrl-C stops reading; records not yet acknowledged are reported as failed.
 
 When every record is acknowledged sq prints how many, with the offset ranges
 per partition. Any record that fails is printed with its line number and sq
@@ -123,41 +127,86 @@ type produceSession struct {
 	maxBatch  int
 	stderr    io.Writer
 
-	buf   []byte // backing store of the pending records' keys and values
-	msgs  []sdk.ProducerMessage
-	lines []int // input line number of each pending record
-
 	acked  int
 	failed int
 	ranges map[uint32]*offsetRanges
 }
 
-// run reads every line and sends the records in chunks. It stops at the
-// first line that cannot be read or the first chunk with a failed record.
+// chunk is a run of input records sent with one SendBatch call. err, set
+// in the last chunk only, is why reading stopped (nil at the end of input).
+type chunk struct {
+	msgs  []sdk.ProducerMessage
+	lines []int // input line number of each record
+	last  bool
+	err   error
+}
+
+// run sends the chunks that read produces, one after the other. It stops at
+// the end of the input, the first line that cannot be sent, the first chunk
+// with a failed record, or Ctrl-C. Reading runs in its own goroutine so
+// Ctrl-C is noticed while the input (a terminal, say) has nothing to read.
 func (s *produceSession) run(cmd *cobra.Command, lr *lineReader) error {
+	ctx := cmd.Context()
+	chunks := make(chan chunk, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go s.read(lr, chunks, stop)
 	for {
-		if err := cmd.Context().Err(); err != nil {
-			return errors.Join(errors.New("interrupted"), s.flush(cmd))
+		select {
+		case <-ctx.Done():
+			return errors.New("interrupted")
+		case c := <-chunks:
+			if err := s.send(ctx, c); err != nil {
+				return err
+			}
+			if c.last {
+				return c.err
+			}
 		}
+	}
+}
+
+// read splits the input into chunks of at most produceBatchRecords records
+// and about produceBatchBytes bytes. A chunk also ends when no more input is
+// buffered, so lines typed at a terminal are sent as they are entered.
+func (s *produceSession) read(lr *lineReader, chunks chan<- chunk, stop <-chan struct{}) {
+	var (
+		c   chunk
+		buf []byte // backing store of c's keys and values
+	)
+	put := func() bool {
+		select {
+		case chunks <- c:
+			c, buf = chunk{}, nil
+			return true
+		case <-stop:
+			return false
+		}
+	}
+	for {
 		line, n, err := lr.next()
-		if errors.Is(err, io.EOF) {
-			return s.flush(cmd)
-		}
 		if tl := (*lineTooLongError)(nil); errors.As(err, &tl) {
 			err = api.NewError(api.CodeMessageTooLarge, "line %d is longer than the server's record limit of %d bytes", tl.line, s.maxRecord)
 		}
+		if err == nil {
+			key, value := splitKey(line, s.sep)
+			if size := batch.RecordSize(key, value, nil); size > s.maxRecord {
+				err = api.NewError(api.CodeMessageTooLarge, "line %d: record of %d bytes (key+value) over the server's record limit of %d bytes", n, size, s.maxRecord)
+			} else {
+				buf = s.add(&c, buf, key, value, n)
+			}
+		}
 		if err != nil {
-			return errors.Join(s.flush(cmd), err)
+			c.last = true
+			if !errors.Is(err, io.EOF) {
+				c.err = err
+			}
+			put()
+			return
 		}
-		key, value := splitKey(line, s.sep)
-		if size := batch.RecordSize(key, value, nil); size > s.maxRecord {
-			return errors.Join(s.flush(cmd), api.NewError(api.CodeMessageTooLarge,
-				"line %d: record of %d bytes (key+value) over the server's record limit of %d bytes", n, size, s.maxRecord))
-		}
-		s.add(key, value, n)
-		if len(s.msgs) >= produceBatchRecords || len(s.buf) >= produceBatchBytes {
-			if err := s.flush(cmd); err != nil {
-				return err
+		if len(c.msgs) >= produceBatchRecords || len(buf) >= produceBatchBytes || lr.r.Buffered() == 0 {
+			if !put() {
+				return
 			}
 		}
 	}
@@ -176,46 +225,42 @@ func splitKey(line, sep []byte) (key, value []byte) {
 	return k, v
 }
 
-// add copies key and value into the session's buffer and queues them. The
-// buffer may be reallocated; earlier slices keep pointing at the old array,
-// which is never written again.
-func (s *produceSession) add(key, value []byte, line int) {
+// add copies key and value into buf and queues them in c. buf may be
+// reallocated; earlier slices keep pointing at the old array, which is
+// never written again.
+func (s *produceSession) add(c *chunk, buf, key, value []byte, line int) []byte {
 	var k []byte
 	if key != nil {
-		start := len(s.buf)
-		s.buf = append(s.buf, key...)
-		k = s.buf[start:len(s.buf):len(s.buf)]
+		start := len(buf)
+		buf = append(buf, key...)
+		k = buf[start:len(buf):len(buf)]
 	}
-	start := len(s.buf)
-	s.buf = append(s.buf, value...)
-	v := s.buf[start:len(s.buf):len(s.buf)]
-	s.msgs = append(s.msgs, sdk.ProducerMessage{Topic: s.topic, Key: k, Value: v})
-	s.lines = append(s.lines, line)
+	start := len(buf)
+	buf = append(buf, value...)
+	v := buf[start:len(buf):len(buf)]
+	c.msgs = append(c.msgs, sdk.ProducerMessage{Topic: s.topic, Key: k, Value: v})
+	c.lines = append(c.lines, line)
+	return buf
 }
 
-// flush sends the queued records and records the outcome.
-func (s *produceSession) flush(cmd *cobra.Command) error {
-	if len(s.msgs) == 0 {
+// send sends the records of c and records the outcome.
+func (s *produceSession) send(ctx context.Context, c chunk) error {
+	if len(c.msgs) == 0 {
 		return nil
 	}
-	defer func() {
-		s.msgs = s.msgs[:0]
-		s.lines = s.lines[:0]
-		s.buf = nil // the old array may still be referenced by a retrying send
-	}()
 	var acks []sdk.Ack
 	if s.partition >= 0 {
-		acks = s.sendToPartition(cmd, uint32(s.partition))
+		acks = s.sendToPartition(ctx, c.msgs, uint32(s.partition))
 	} else {
-		// Ctrl-C ends the read loop, not a send in flight: the records
-		// already read are sent so their outcome can be reported.
-		acks, _ = s.p.SendBatch(contextWithoutCancel(cmd), s.msgs)
+		// Ctrl-C cancels a send in flight: its records are reported as
+		// not acknowledged (they may or may not be stored).
+		acks, _ = s.p.SendBatch(ctx, c.msgs)
 	}
 	var first error
 	for i, a := range acks {
 		if a.Err != nil {
 			if s.failed < maxPrintedErrors {
-				fmt.Fprintf(s.stderr, "sq: line %d: %v\n", s.lines[i], apiError("", a.Err))
+				fmt.Fprintf(s.stderr, "sq: line %d: %v\n", c.lines[i], apiError("", a.Err))
 			}
 			s.failed++
 			if first == nil {
@@ -240,9 +285,8 @@ func (s *produceSession) flush(cmd *cobra.Command) error {
 // sendToPartition publishes the queued records to partition p in batches
 // under the server's batch limit, one after the other, retrying retriable
 // failures as the SDK producer does.
-func (s *produceSession) sendToPartition(cmd *cobra.Command, p uint32) []sdk.Ack {
-	ctx := contextWithoutCancel(cmd)
-	acks := make([]sdk.Ack, len(s.msgs))
+func (s *produceSession) sendToPartition(ctx context.Context, msgs []sdk.ProducerMessage, p uint32) []sdk.Ack {
+	acks := make([]sdk.Ack, len(msgs))
 	var b batch.Builder
 	var failed error
 	send := func(from, to int) {
@@ -269,7 +313,7 @@ func (s *produceSession) sendToPartition(cmd *cobra.Command, p uint32) []sdk.Ack
 		}
 	}
 	from := 0
-	for i, m := range s.msgs {
+	for i, m := range msgs {
 		// 128 bytes of slack per record for the Cap'n Proto encoding.
 		if b.Len() > 0 && b.EstimatedSize()+len(m.Key)+len(m.Value)+128 > s.maxBatch {
 			send(from, i)
@@ -277,7 +321,7 @@ func (s *produceSession) sendToPartition(cmd *cobra.Command, p uint32) []sdk.Ack
 		}
 		b.Add(m.Key, m.Value, nil, 0)
 	}
-	send(from, len(s.msgs))
+	send(from, len(msgs))
 	return acks
 }
 
