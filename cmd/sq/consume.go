@@ -98,7 +98,9 @@ type consumeSession struct {
 	end       map[uint32]uint64 // high watermark at start
 	committed map[uint32]uint64 // last committed (or fetched) offsets of the group
 	read      map[uint32]bool   // partitions with at least one record printed
-	printed   int64
+	// unreadable holds the errors of failed partitions, skipped at start.
+	unreadable []error
+	printed    int64
 }
 
 func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
@@ -129,6 +131,9 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 		err = nil // Ctrl-C: a clean stop
 	}
 	err = errors.Join(err, out.flush(), s.commit(context.WithoutCancel(ctx)))
+	if err == nil && len(s.unreadable) > 0 {
+		return fmt.Errorf("%d partition%s could not be read: %w", len(s.unreadable), plural(len(s.unreadable)), errors.Join(s.unreadable...))
+	}
 	if err != nil {
 		return apiError(s.addr, err)
 	}
@@ -167,13 +172,18 @@ func (s *consumeSession) start(ctx context.Context) error {
 	for _, pi := range info.PartitionInfos {
 		byPart[pi.Partition] = pi
 	}
-	for _, p := range s.parts {
+	all := s.parts
+	s.parts = nil
+	for _, p := range all {
 		pi, ok := byPart[p]
 		if !ok {
 			return fmt.Errorf("the server did not describe partition %d of %q", p, s.f.topic)
 		}
 		if pi.Err != nil {
-			return fmt.Errorf("partition %d: %w", p, pi.Err)
+			// Other partitions keep serving: read them, fail at the end.
+			fmt.Fprintf(s.stderr, "sq: partition %d is skipped: %v\n", p, pi.Err)
+			s.unreadable = append(s.unreadable, fmt.Errorf("partition %d: %w", p, pi.Err))
+			continue
 		}
 		s.end[p] = pi.HighWatermark
 		start, err := s.startOffset(p, pi)
@@ -181,6 +191,7 @@ func (s *consumeSession) start(ctx context.Context) error {
 			return err
 		}
 		s.pos[p] = start
+		s.parts = append(s.parts, p)
 	}
 	return nil
 }

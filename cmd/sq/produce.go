@@ -277,10 +277,23 @@ func (s *produceSession) send(ctx context.Context, c chunk) error {
 		r.add(a.Offset)
 	}
 	if first != nil {
-		return fmt.Errorf("%d record%s not acknowledged, first: %w", s.failed, plural(s.failed), first)
+		return &notAckedError{n: s.failed, first: first}
 	}
 	return nil
 }
+
+// notAckedError reports records whose errors were already printed one by
+// one; it wraps the first of them for errors.Is.
+type notAckedError struct {
+	n     int
+	first error
+}
+
+func (e *notAckedError) Error() string {
+	return fmt.Sprintf("%d record%s not acknowledged", e.n, plural(e.n))
+}
+
+func (e *notAckedError) Unwrap() error { return e.first }
 
 // sendToPartition publishes the queued records to partition p in batches
 // under the server's batch limit, one after the other, retrying retriable
