@@ -31,6 +31,8 @@ type Engine struct {
 
 	offsets *offsetStore
 
+	obs observing
+
 	closeOnce sync.Once
 	closing   chan struct{}
 	closeErr  error
@@ -122,6 +124,7 @@ func (e *Engine) openTopic(m topicMeta) (*topic, error) {
 		dir := filepath.Join(e.topicDir(m.Name), strconv.Itoa(i))
 		lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config))
 		p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log)
+		p.obs = e.opts.Observer
 		if err != nil {
 			code := api.CodeStorageError
 			if errors.Is(err, segment.ErrCorrupt) {
@@ -292,13 +295,8 @@ func (e *Engine) ListTopics() []TopicInfo {
 	return out
 }
 
-// Append validates the batch b (DESIGN §3.2), appends it to the partition
-// and returns once the topic's sync policy is satisfied. The engine takes
-// ownership of b (it patches the base offset in place). Errors:
-// UNKNOWN_TOPIC, UNKNOWN_PARTITION, MESSAGE_TOO_LARGE, CORRUPT_BATCH,
-// DISK_FULL, STORAGE_ERROR, PARTITION_FAILED, SHUTTING_DOWN, or ctx's
-// error (the batch may still be appended after a cancelled wait).
-func (e *Engine) Append(ctx context.Context, topicName string, partition int, b []byte) (AppendResult, error) {
+// appendBatch is Append without the observer.
+func (e *Engine) appendBatch(ctx context.Context, topicName string, partition int, b []byte) (AppendResult, error) {
 	t, p, err := e.partition(topicName, partition)
 	if err != nil {
 		return AppendResult{}, err
@@ -313,14 +311,8 @@ func (e *Engine) Append(ctx context.Context, topicName string, partition int, b 
 	return p.append(ctx, b, h.RecordCount)
 }
 
-// Fetch returns whole batches of the partition starting with the batch
-// that holds offset, up to maxBytes but at least one batch (KIP-74), all
-// below the high watermark. When offset equals the high watermark it waits
-// up to maxWait (capped at 30 s) for new records and then returns an empty
-// result. The caller must Release the result. Errors: UNKNOWN_TOPIC,
-// UNKNOWN_PARTITION, OFFSET_OUT_OF_RANGE (with the valid range),
-// PARTITION_FAILED, SHUTTING_DOWN, or ctx's error.
-func (e *Engine) Fetch(ctx context.Context, topicName string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*FetchResult, error) {
+// fetch is Fetch without the observer.
+func (e *Engine) fetch(ctx context.Context, topicName string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*FetchResult, error) {
 	_, p, err := e.partition(topicName, partition)
 	if err != nil {
 		return nil, err

@@ -55,6 +55,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Observer receives every append, fetch and fdatasync for metrics and
+	// traces (default nil: none).
+	Observer Observer
 }
 
 // Defaults fills every zero field with its default.

@@ -32,6 +32,7 @@ type partition struct {
 	policy SyncPolicy
 	now    func() time.Time
 	logger *slog.Logger
+	obs    Observer // nil: none
 
 	reqs chan *appendReq
 	// mu guards closed against submitters, so that once closed is set no
@@ -48,6 +49,7 @@ type partition struct {
 	// Owned by the append goroutine.
 	dirty          bool // written since the last sync
 	syncedSinceCkp bool // synced since the last checkpoint
+	unsynced       int  // batches written since the last sync
 }
 
 type appendReq struct {
@@ -197,7 +199,10 @@ func (p *partition) commit(pending []*appendReq) {
 	}
 	durability := DurabilityWritten
 	if p.policy.Mode == SyncEveryBatch {
-		if err := p.log.Sync(); err != nil {
+		start := time.Now()
+		err := p.log.Sync()
+		p.observeSync(start, len(pending), err)
+		if err != nil {
 			e := api.NewError(api.CodePartitionFailed, "fdatasync of %s failed: %v", p.dir, err)
 			p.fail(e)
 			finish(e)
@@ -207,6 +212,7 @@ func (p *partition) commit(pending []*appendReq) {
 		p.syncedSinceCkp = true
 	} else {
 		p.dirty = true
+		p.unsynced += len(pending)
 	}
 	p.publishHW(p.log.NextOffset())
 	next := info.BaseOffset
@@ -222,10 +228,14 @@ func (p *partition) syncDirty() {
 	if !p.dirty || p.failed.Load() != nil {
 		return
 	}
-	if err := p.log.Sync(); err != nil {
+	start := time.Now()
+	err := p.log.Sync()
+	p.observeSync(start, p.unsynced, err)
+	if err != nil {
 		p.fail(api.NewError(api.CodePartitionFailed, "fdatasync of %s failed: %v", p.dir, err))
 		return
 	}
+	p.unsynced = 0
 	p.dirty = false
 	p.syncedSinceCkp = true
 }
