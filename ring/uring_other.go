@@ -1,0 +1,11 @@
+//go:build !linux
+
+package ring
+
+import "errors"
+
+// Probe reports that io_uring is unavailable: it is Linux-only.
+func Probe() (ok bool, reason string) { return false, "io_uring is Linux-only" }
+
+// NewUring fails: io_uring is Linux-only.
+func NewUring() (Backend, error) { return nil, errors.New("ring: io_uring is Linux-only") }
