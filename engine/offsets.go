@@ -35,6 +35,13 @@ type offsetStore struct {
 	f      *os.File
 	size   int64
 	groups map[string]map[tp]committed
+	// coord is the group coordinator, made on first use (group.go).
+	coordOnce sync.Once
+	coord     *coordinator
+	// snapshotSize is the size of the file after the last compaction.
+	snapshotSize int64
+	// noSync skips fdatasync (tests and benchmarks of compaction only).
+	noSync bool
 }
 
 type tp struct {
@@ -47,9 +54,14 @@ type committed struct {
 	Metadata string
 }
 
+// offsetRecord is one commit (or, with Deleted, the deletion of a
+// group's offsets). Member and Generation record who committed.
 type offsetRecord struct {
-	Group   string        `json:"g"`
-	Offsets []offsetEntry `json:"o"`
+	Group      string        `json:"g"`
+	Member     string        `json:"m,omitempty"`
+	Generation int32         `json:"gen,omitempty"`
+	Deleted    bool          `json:"d,omitempty"`
+	Offsets    []offsetEntry `json:"o,omitempty"`
 }
 
 type offsetEntry struct {
@@ -133,6 +145,10 @@ func (s *offsetStore) load() (int64, error) {
 }
 
 func (s *offsetStore) apply(rec offsetRecord) {
+	if rec.Deleted {
+		delete(s.groups, rec.Group)
+		return
+	}
 	g := s.groups[rec.Group]
 	if g == nil {
 		g = map[tp]committed{}
@@ -169,12 +185,17 @@ func (s *offsetStore) commit(rec offsetRecord) error {
 	if _, err := s.f.WriteAt(data, s.size); err != nil {
 		return storageError("commit offsets", err)
 	}
-	if err := s.f.Sync(); err != nil {
-		return storageError("commit offsets", err)
+	if !s.noSync {
+		if err := s.f.Sync(); err != nil {
+			return storageError("commit offsets", err)
+		}
 	}
 	s.size += int64(len(data))
 	s.apply(rec)
-	if s.size > compactBytes {
+	// Compact past compactBytes, or past twice the last snapshot when the
+	// state itself is larger, so the file stays within max(4 MiB, 2x the
+	// state) and compaction costs O(1) amortised per commit.
+	if s.size > max(compactBytes, 2*s.snapshotSize) {
 		if err := s.compactLocked(); err != nil {
 			s.log.Warn("group offsets compaction failed; will retry on the next commit", "err", err)
 		}
@@ -186,6 +207,9 @@ func (s *offsetStore) commit(rec offsetRecord) error {
 func (s *offsetStore) compactLocked() error {
 	var buf []byte
 	for _, g := range s.sortedGroups() {
+		if len(s.groups[g]) == 0 {
+			continue
+		}
 		rec := offsetRecord{Group: g}
 		for k, c := range s.groups[g] {
 			rec.Offsets = append(rec.Offsets, offsetEntry{Topic: k.Topic, Partition: k.Partition, Offset: c.Offset, Metadata: c.Metadata})
@@ -207,6 +231,7 @@ func (s *offsetStore) compactLocked() error {
 	s.f.Close()
 	s.f = f
 	s.size = int64(len(buf))
+	s.snapshotSize = s.size
 	return nil
 }
 
@@ -260,38 +285,41 @@ func validateGroup(group string) error {
 	return nil
 }
 
-// CommitOffsets stores committed offsets for group. A standalone consumer
-// commits with generation -1 and an empty memberID; consumer-group
-// membership does not exist in this build, so any other generation gets
-// FENCED_GENERATION. Each entry is checked on its own: an unknown topic or
-// partition, or an offset outside [log start, high watermark], sets that
-// entry's Err (OFFSET_OUT_OF_RANGE carries the valid range) and stores
+// CommitOffsets stores committed offsets for group (DESIGN §6). A member
+// commits with its memberID and the generation of its latest join or
+// heartbeat answer; a stale generation or an unknown member gets
+// FENCED_GENERATION and nothing is stored. A standalone consumer commits
+// with generation -1 and an empty memberID, accepted only while the group
+// has no members (FENCED_GENERATION otherwise). Each entry is checked on
+// its own: an unknown topic or partition, an offset beyond the high
+// watermark (OFFSET_OUT_OF_RANGE with the valid range), or a partition the
+// member does not hold (FENCED_GENERATION) sets that entry's Err and stores
 // nothing for it; the valid entries are stored together, durably, before
 // CommitOffsets returns. The returned slice has one entry per input entry.
 func (e *Engine) CommitOffsets(group, memberID string, generation int32, offsets []OffsetCommit) ([]OffsetCommit, error) {
 	if err := validateGroup(group); err != nil {
 		return nil, err
 	}
-	if generation >= 0 || memberID != "" {
-		return nil, api.NewError(api.CodeFencedGeneration, "group %q has no member %q of generation %d", group, memberID, generation)
+	// The group's lock spans the check and the write, so a commit is
+	// never stored for a generation that has already ended.
+	g := e.coord().get(group, false)
+	if g != nil {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+	}
+	m, err := fenceCommit(g, group, memberID, generation)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]OffsetCommit, len(offsets))
-	rec := offsetRecord{Group: group}
+	rec := offsetRecord{Group: group, Member: memberID, Generation: generation}
 	for i, o := range offsets {
 		out[i] = o
-		_, p, err := e.partition(o.Topic, o.Partition)
-		if err != nil {
-			out[i].Err = err
+		if out[i].Err = e.checkCommit(o); out[i].Err != nil {
 			continue
 		}
-		hw := p.hw.Load()
-		start := uint64(0)
-		if p.log != nil {
-			start = p.log.LogStartOffset()
-		}
-		if o.Offset > hw {
-			out[i].Err = api.NewRangeError(api.CodeOffsetOutOfRange, start, hw,
-				"commit of offset %d beyond the high watermark %d of %s/%d", o.Offset, hw, o.Topic, o.Partition)
+		if m != nil && !m.held[tp{o.Topic, o.Partition}] {
+			out[i].Err = api.NewError(api.CodeFencedGeneration, "%s/%d is not assigned to member %q of group %q", o.Topic, o.Partition, memberID, group)
 			continue
 		}
 		rec.Offsets = append(rec.Offsets, offsetEntry{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Metadata: o.Metadata})
@@ -303,6 +331,49 @@ func (e *Engine) CommitOffsets(group, memberID string, generation int32, offsets
 		return nil, err
 	}
 	return out, nil
+}
+
+// fenceCommit checks a commit's member and generation against the group
+// (nil when it has never had a member) and returns the member, or nil for
+// a standalone commit.
+func fenceCommit(g *group, name, memberID string, generation int32) (*member, error) {
+	if generation < 0 && memberID == "" {
+		if g != nil && len(g.members) > 0 {
+			return nil, api.NewError(api.CodeFencedGeneration,
+				"group %q has %d members: a commit without a generation is accepted only while it has none", name, len(g.members))
+		}
+		return nil, nil
+	}
+	var m *member
+	if g != nil {
+		m = g.members[memberID]
+	}
+	if m == nil {
+		return nil, api.NewError(api.CodeFencedGeneration, "group %q has no member %q", name, memberID)
+	}
+	if generation != m.generation {
+		return nil, api.NewError(api.CodeFencedGeneration, "stale generation %d of member %q in group %q (current %d)", generation, memberID, name, m.generation)
+	}
+	return m, nil
+}
+
+// checkCommit checks that o names an existing partition and an offset at
+// most its high watermark.
+func (e *Engine) checkCommit(o OffsetCommit) error {
+	_, p, err := e.partition(o.Topic, o.Partition)
+	if err != nil {
+		return err
+	}
+	hw := p.hw.Load()
+	start := uint64(0)
+	if p.log != nil {
+		start = p.log.LogStartOffset()
+	}
+	if o.Offset > hw {
+		return api.NewRangeError(api.CodeOffsetOutOfRange, start, hw,
+			"commit of offset %d beyond the high watermark %d of %s/%d", o.Offset, hw, o.Topic, o.Partition)
+	}
+	return nil
 }
 
 // FetchOffsets returns the committed offsets of group in topic (every

@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"sort"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// ResetMode selects the offset ResetOffsets sets.
+type ResetMode int
+
+// Reset modes (values match api.ResetMode).
+const (
+	ResetEarliest  ResetMode = 0 // the log start offset
+	ResetLatest    ResetMode = 1 // the high watermark
+	ResetOffset    ResetMode = 2 // the given offset, within [log start, high watermark]
+	ResetTimestamp ResetMode = 3 // not supported in this build
+)
+
+// state returns the group's state; g.mu held.
+func (g *group) state() string {
+	if len(g.members) == 0 {
+		return GroupEmpty
+	}
+	for _, m := range g.members {
+		if !sameSet(m.target, m.held) {
+			return GroupRebalancing
+		}
+	}
+	return GroupStable
+}
+
+func (g *group) summary() GroupSummary {
+	return GroupSummary{Group: g.name, State: g.state(), Members: len(g.members), Generation: g.generation}
+}
+
+// ListGroups returns every group that has members or committed offsets,
+// sorted by name.
+func (e *Engine) ListGroups() []GroupSummary {
+	seen := map[string]GroupSummary{}
+	for _, g := range e.coord().snapshot() {
+		g.mu.Lock()
+		if len(g.members) > 0 {
+			seen[g.name] = g.summary()
+		}
+		g.mu.Unlock()
+	}
+	e.offsets.mu.Lock()
+	for name := range e.offsets.groups {
+		if _, ok := seen[name]; !ok {
+			seen[name] = GroupSummary{Group: name, State: GroupEmpty}
+		}
+	}
+	e.offsets.mu.Unlock()
+	out := make([]GroupSummary, 0, len(seen))
+	for _, s := range seen {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out
+}
+
+// DescribeGroup returns the group's members with the partitions each holds
+// and, for every partition of the topics its members subscribe to or it
+// has offsets for, the committed offset, log end, high watermark and lag.
+// Errors: INVALID_REQUEST for a bad group id; a group that does not exist
+// is described as empty.
+func (e *Engine) DescribeGroup(name string) (GroupDescription, error) {
+	if err := validateGroup(name); err != nil {
+		return GroupDescription{}, err
+	}
+	d := GroupDescription{Summary: GroupSummary{Group: name, State: GroupEmpty}}
+	holder := map[tp]string{}
+	topics := map[string]bool{}
+	if g := e.coord().get(name, false); g != nil {
+		g.mu.Lock()
+		d.Summary = g.summary()
+		for _, m := range g.members {
+			info := GroupMemberInfo{MemberID: m.id, ClientID: m.clientID, Assignment: GroupAssignment{}}
+			for k := range m.held {
+				info.Assignment[k.Topic] = append(info.Assignment[k.Topic], k.Partition)
+				holder[k] = m.id
+			}
+			for _, ps := range info.Assignment {
+				sort.Ints(ps)
+			}
+			for _, t := range m.topics {
+				topics[t] = true
+			}
+			d.Members = append(d.Members, info)
+		}
+		g.mu.Unlock()
+	}
+	sort.Slice(d.Members, func(i, j int) bool { return d.Members[i].MemberID < d.Members[j].MemberID })
+	committedOf := map[tp]uint64{}
+	for _, o := range e.offsets.get(name, "") {
+		committedOf[tp{o.Topic, o.Partition}] = o.Offset
+		topics[o.Topic] = true
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	for _, t := range names {
+		ti, err := e.DescribeTopic(t)
+		if err != nil {
+			continue
+		}
+		for _, pi := range ti.Partitions {
+			k := tp{t, pi.Partition}
+			l := GroupPartitionLag{Topic: t, Partition: pi.Partition, CommittedOffset: -1,
+				LogEndOffset: pi.LogEndOffset, HighWatermark: pi.HighWatermark, MemberID: holder[k]}
+			from := pi.LogStartOffset
+			if c, ok := committedOf[k]; ok {
+				l.CommittedOffset, from = int64(c), c
+			}
+			if pi.HighWatermark > from {
+				l.Lag = int64(pi.HighWatermark - from)
+			}
+			d.Offsets = append(d.Offsets, l)
+		}
+	}
+	return d, nil
+}
+
+// ResetOffsets sets the group's committed offset of every partition of
+// topic to the log start (ResetEarliest), the high watermark
+// (ResetLatest) or value (ResetOffset, which must lie within every
+// partition's [log start, high watermark]). Refused with
+// GROUP_REBALANCING while the group has members. Errors also:
+// UNKNOWN_TOPIC, OFFSET_OUT_OF_RANGE (with the range), INVALID_REQUEST.
+func (e *Engine) ResetOffsets(name, topicName string, mode ResetMode, value int64) ([]OffsetCommit, error) {
+	if err := validateGroup(name); err != nil {
+		return nil, err
+	}
+	ti, err := e.DescribeTopic(topicName)
+	if err != nil {
+		return nil, err
+	}
+	g := e.coord().get(name, true)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.members) > 0 {
+		return nil, api.NewError(api.CodeGroupRebalancing, "group %q has %d members; offsets can be reset only while it has none", name, len(g.members))
+	}
+	rec := offsetRecord{Group: name, Generation: -1}
+	out := make([]OffsetCommit, 0, len(ti.Partitions))
+	for _, pi := range ti.Partitions {
+		var off uint64
+		switch mode {
+		case ResetEarliest:
+			off = pi.LogStartOffset
+		case ResetLatest:
+			off = pi.HighWatermark
+		case ResetOffset:
+			if value < 0 || uint64(value) < pi.LogStartOffset || uint64(value) > pi.HighWatermark {
+				return nil, api.NewRangeError(api.CodeOffsetOutOfRange, pi.LogStartOffset, pi.HighWatermark,
+					"offset %d outside [%d, %d] of %s/%d", value, pi.LogStartOffset, pi.HighWatermark, topicName, pi.Partition)
+			}
+			off = uint64(value)
+		default:
+			return nil, api.NewError(api.CodeInvalidRequest, "reset mode %d not supported", mode)
+		}
+		rec.Offsets = append(rec.Offsets, offsetEntry{Topic: topicName, Partition: pi.Partition, Offset: off})
+		out = append(out, OffsetCommit{Topic: topicName, Partition: pi.Partition, Offset: off})
+	}
+	if len(rec.Offsets) > 0 {
+		if err := e.offsets.commit(rec); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// DeleteGroup removes the group and its committed offsets, durably.
+// Refused with GROUP_REBALANCING while the group has members. Deleting a
+// group that does not exist is not an error.
+func (e *Engine) DeleteGroup(name string) error {
+	if err := validateGroup(name); err != nil {
+		return err
+	}
+	c := e.coord()
+	g := c.get(name, true)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.members) > 0 {
+		return api.NewError(api.CodeGroupRebalancing, "group %q has %d members; it can be deleted only while it has none", name, len(g.members))
+	}
+	if err := e.offsets.commit(offsetRecord{Group: name, Deleted: true}); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.groups[name] == g {
+		delete(c.groups, name)
+	}
+	c.mu.Unlock()
+	return nil
+}
