@@ -338,9 +338,10 @@ func (s *consumeSession) fetchLoop(ctx context.Context, p uint32, next uint64, r
 		case ctx.Err() != nil:
 			return
 		case err == nil:
-		case errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && e.HasRange && next > e.RangeEnd:
+		case errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && next > e.RangeEnd:
 			// Started beyond the high watermark (--from OFFSET): wait
-			// until the partition reaches it.
+			// until the partition reaches it. (HasRange is not required:
+			// the range [0, 0] of an empty partition arrives without it.)
 			_ = sleepCtx(ctx, followMaxWait)
 			continue
 		case errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && e.HasRange && next < e.RangeStart:
