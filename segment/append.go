@@ -3,8 +3,10 @@ package segment
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/seedqueue/sq/api/batch"
+	"github.com/seedqueue/sq/ring"
 )
 
 // Append writes batches at the end of the log with one gather write.
@@ -20,6 +22,14 @@ import (
 // unchanged and the next Append overwrites the same bytes. After a failed
 // sync (ErrFailed) every Append fails until the Log is reopened.
 func (l *Log) Append(batches [][]byte) (AppendInfo, error) {
+	return l.AppendAt(batches, time.Now().UnixMilli())
+}
+
+// AppendAt is Append with the broker append time of the batches, appendMs
+// (Unix ms), recorded in the segment's time index (see OffsetForTime and
+// SegmentInfo.MaxAppendTime). Append times are kept monotonic: an appendMs
+// below an earlier one is recorded as the earlier one.
+func (l *Log) AppendAt(batches [][]byte, appendMs int64) (AppendInfo, error) {
 	l.mu.RLock()
 	closed, failed, next, act := l.closed, l.failed, l.next, l.active()
 	l.mu.RUnlock()
@@ -74,8 +84,10 @@ func (l *Log) Append(batches [][]byte) (AppendInfo, error) {
 	}
 	act.dirty = 0
 	add := l.indexBatches(act, batches, pos, next)
+	tadd := l.timeBatches(act, appendMs, next)
 	l.mu.Lock()
 	act.index = append(act.index, add...)
+	l.publishTimes(act, tadd)
 	act.end = pos + total
 	act.next = off
 	act.maxTs = maxTs
@@ -188,6 +200,7 @@ func (l *Log) roll(old *segment, base uint64) (*segment, error) {
 		}
 	}
 	old.mapMu.Unlock()
+	dropTimes := l.sealTimeIndex(old)
 	var idxErr error
 	if old.idx != nil {
 		idxErr = old.idx.Close()
@@ -196,6 +209,9 @@ func (l *Log) roll(old *segment, base uint64) (*segment, error) {
 	old.idx = nil
 	if dropIndex {
 		old.index = nil
+	}
+	if dropTimes {
+		old.times = nil
 	}
 	l.segs = append(l.segs, s)
 	l.unsynced = append(l.unsynced, old)
@@ -209,21 +225,24 @@ func (l *Log) roll(old *segment, base uint64) (*segment, error) {
 // createSegment creates the .log and .index files of a new segment and
 // fsyncs the directory. On error it removes what it created.
 func (l *Log) createSegment(base uint64) (*segment, error) {
-	s := &segment{base: base, next: base, maxTs: -1, logPath: logPath(l.dir, base), idxPath: indexPath(l.dir, base)}
+	s := l.newSegment(base)
 	var err error
 	if s.file, err = l.fs.Create(s.logPath); err == nil {
 		if s.idx, err = l.fs.Create(s.idxPath); err == nil {
-			err = l.fs.SyncDir(l.dir)
+			if s.tidx, err = l.fs.Create(s.tidxPath); err == nil {
+				err = l.fs.SyncDir(l.dir)
+			}
 		}
 	}
 	if err != nil {
-		for _, f := range []interface{ Close() error }{s.file, s.idx} {
+		for _, f := range []ring.File{s.file, s.idx, s.tidx} {
 			if f != nil {
 				f.Close()
 			}
 		}
 		// Best effort: a leftover empty file is removed or reused at the
 		// next recovery.
+		_ = l.fs.Remove(s.tidxPath)
 		_ = l.fs.Remove(s.idxPath)
 		_ = l.fs.Remove(s.logPath)
 		return nil, fmt.Errorf("segment: create segment %d: %w", base, err)

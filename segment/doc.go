@@ -7,6 +7,7 @@
 //	<partition dir>/
 //	    00000000000000000000.log     batches (api/batch format), back to back
 //	    00000000000000000000.index   sparse index: u32 relative offset, u32 position
+//	    00000000000000000000.timeindex  time index: i64 broker append time, u32 relative offset
 //	    00000000000000001234.log     next segment, base offset 1234
 //	    00000000000000001234.index
 //	    recovery-point               last durable position (below)
@@ -23,6 +24,35 @@
 // first batch at least IndexIntervalBytes after the previous entry, so
 // entries strictly increase from (0, 0). A read looks up the last entry at
 // or below the wanted offset and scans batch headers forward from there.
+//
+// Each .timeindex entry is 12 bytes, little-endian:
+//
+//	0  i64  append time      broker clock, Unix ms
+//	8  u32  relative offset  baseOffset of the first batch appended at that time - segment base offset
+//
+// An append (AppendAt) adds an entry when its broker append time is later
+// than the segment's last entry, so there is at most one entry per
+// millisecond and per append, and every batch's append time is that of the
+// last entry at or before it: lookups by time (OffsetForTime) are exact.
+// Times never go back: an append dated before the latest one (a clock
+// step) counts as appended at the latest time. Entries strictly increase
+// in both fields from relative offset 0.
+//
+// The time index records the broker's time, never the producer's batch
+// timestamps, so one client with a wrong clock cannot pin or expire data;
+// the batch format (DESIGN §3.2) has no room for it, so the time index is
+// the only record of append times and cannot be rebuilt from the log. It
+// is written with each append (not synced per append), fsynced with a
+// sealed segment's data and before every recovery point is written, so
+// the entries of the records below the recovery point are durable. At
+// Open, the longest valid prefix of each .timeindex is kept (entries
+// pointing past a recovered end are dropped), and the records it does not
+// cover (a missing, empty or torn file, or records above the recovery
+// point whose entries may be lost in a crash) are dated by the .log file's
+// modification time. That time is never earlier than the records' real
+// append time, so the trade-off errs on the safe side: such records are
+// kept longer by retention, and a lookup by time may answer earlier than
+// the exact offset (a consumer reads a few records twice), never later.
 //
 // The recovery-point file is 36 bytes, little-endian: "SQRP", u32 version 1,
 // u64 next offset, u64 segment base offset, u64 byte position in that
@@ -57,9 +87,13 @@
 //
 // # Retention
 //
-// DeleteSegmentsBefore unlinks whole sealed segments below an offset and
-// moves the log start offset; a segment is unmapped when the last View
-// using it is released. It never deletes the segment holding the recovery
+// DeleteSegmentsBefore unlinks whole sealed segments (.log, .index,
+// .timeindex) below an offset, fsyncs the directory and moves the log
+// start offset; a segment is unmapped when the last View using it is
+// released, so readers holding a View keep reading it after the unlink.
+// Roll seals a non-empty active segment so a partition that receives no
+// appends can still age out; Segments reports each segment's size and
+// broker append times for the retention decisions, which the engine makes. It never deletes the segment holding the recovery
 // point: it syncs and checkpoints first if needed.
 //
 // # Recovery and crash safety

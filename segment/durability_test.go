@@ -62,7 +62,7 @@ func TestDurabilityOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	want := []string{"syncdir " + filepath.Base(filepath.Dir(dir)), "create 00000000000000000000.log", "create 00000000000000000000.index", "syncdir p0"}
+	want := []string{"syncdir " + filepath.Base(filepath.Dir(dir)), "create 00000000000000000000.log", "create 00000000000000000000.index", "create 00000000000000000000.timeindex", "syncdir p0"}
 	if got := rfs.take(); !slices.Equal(got, want) {
 		t.Fatalf("Open of a new directory: %v, want %v", got, want)
 	}
@@ -76,7 +76,7 @@ func TestDurabilityOrder(t *testing.T) {
 			continue
 		}
 		name := baseName(info.Segment)
-		want := []string{"create " + name + ".log", "create " + name + ".index", "syncdir p0"}
+		want := []string{"create " + name + ".log", "create " + name + ".index", "create " + name + ".timeindex", "syncdir p0"}
 		if !slices.Equal(ops, want) {
 			t.Fatalf("rolling append: %v, want %v", ops, want)
 		}

@@ -9,9 +9,10 @@ import (
 
 // segment is one .log file and its .index.
 type segment struct {
-	base    uint64 // offset of the first batch; the file name
-	logPath string
-	idxPath string
+	base     uint64 // offset of the first batch; the file name
+	logPath  string
+	idxPath  string
+	tidxPath string
 
 	// Guarded by Log.mu: written by the append goroutine (and recovery)
 	// with mu held, read by readers and Sync under mu.RLock.
@@ -19,13 +20,24 @@ type segment struct {
 	next  uint64       // offset after the last batch
 	index []indexEntry // sparse index, append-only while active; nil when sealed and the .index file is read through the mapping
 	maxTs int64        // largest batch maxTimestamp seen (Unix ms); see SegmentInfo
+	// Broker append times (timeindex.go): times is the active segment's
+	// time index (nil when sealed: read from the .timeindex file);
+	// firstAppend and maxAppend are the first and last entry's time, -1
+	// when the segment has none.
+	times       []timeEntry
+	firstAppend int64
+	maxAppend   int64
 
 	// Owned by the append goroutine while the segment is active; a sealed
 	// segment's file stays open until the Sync that covers its last write.
-	file  ring.File // the .log, read-write; nil once sealed and synced
-	idx   ring.File // the .index, read-write; nil once sealed
-	alloc int64     // fallocated size of file in bytes
-	dirty int64     // end of bytes a failed write may have left past end
+	file ring.File // the .log, read-write; nil once sealed and synced
+	idx  ring.File // the .index, read-write; nil once sealed
+	// tidx is the .timeindex, read-write; a sealed segment's stays open
+	// until the Sync that covers it. tidxFailed: a write to it failed.
+	tidx       ring.File
+	tidxFailed bool
+	alloc      int64 // fallocated size of file in bytes
+	dirty      int64 // end of bytes a failed write may have left past end
 	// idxFailed: an index write failed, so the .index file has a hole.
 	idxFailed bool
 
@@ -51,6 +63,9 @@ type Log struct {
 	closed   bool
 	failed   error      // sticky: a sync failed
 	unsynced []*segment // sealed segments whose last writes are not synced
+	// lastAppend is the latest broker append time recorded (Unix ms), -1
+	// if none: time index entries never go below it.
+	lastAppend int64
 
 	syncMu       sync.Mutex    // serializes Sync, Checkpoint and Close
 	synced       recoveryPoint // last synced position

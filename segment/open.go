@@ -33,7 +33,7 @@ func Open(dir string, fsys ring.FS, backend ring.Backend, opts Options) (*Log, e
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, fs: fsys, be: backend, opts: opts, ix: indexer{interval: int64(opts.IndexIntervalBytes)}}
+	l := &Log{dir: dir, fs: fsys, be: backend, opts: opts, ix: indexer{interval: int64(opts.IndexIntervalBytes)}, lastAppend: -1}
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("segment: open: %w", err)
 	}
@@ -58,6 +58,15 @@ func Open(dir string, fsys ring.FS, backend ring.Backend, opts Options) (*Log, e
 			l.closeFiles()
 			return nil, fmt.Errorf("segment: open: %w", err)
 		}
+	}
+	if act.tidx == nil {
+		if act.tidx, err = fsys.OpenReadWrite(act.tidxPath); err != nil {
+			l.closeFiles()
+			return nil, fmt.Errorf("segment: open: %w", err)
+		}
+	}
+	for _, s := range l.segs[:len(l.segs)-1] {
+		s.times = nil // sealed: lookups read the .timeindex file
 	}
 	if err := l.grow(act, act.end); err != nil {
 		l.closeFiles()
@@ -96,7 +105,7 @@ func (l *Log) listDir() ([]uint64, error) {
 		case ok && suffix == indexSuffix:
 			indexes[base] = true
 		case ok && suffix == timeIndexSuffix:
-			// Written by a later version of this package; kept as is.
+			// Checked against its log by recoverTimeIndex.
 		default:
 			l.opts.Logger.Warn("segment: stray file left alone", "file", filepath.Join(l.dir, name))
 		}
@@ -122,12 +131,12 @@ func (l *Log) closeFiles() {
 			s.m.release()
 			s.m = nil
 		}
-		for _, f := range []ring.File{s.file, s.idx} {
+		for _, f := range []ring.File{s.file, s.idx, s.tidx} {
 			if f != nil {
 				f.Close()
 			}
 		}
-		s.file, s.idx = nil, nil
+		s.file, s.idx, s.tidx = nil, nil, nil
 	}
 }
 

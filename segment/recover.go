@@ -32,7 +32,7 @@ func (l *Log) recover(bases []uint64, rp recoveryPoint, found bool) error {
 			dirChanged = true
 			break
 		}
-		s := &segment{base: base, next: base, maxTs: -1, logPath: logPath(l.dir, base), idxPath: indexPath(l.dir, base)}
+		s := l.newSegment(base)
 		l.segs = append(l.segs, s)
 		torn, rewrote, err := l.recoverSegment(s, i, rpIdx, rp, bases)
 		if err != nil {
@@ -150,7 +150,18 @@ func (l *Log) recoverSegment(s *segment, i, rpIdx int, rp recoveryPoint, bases [
 		}
 		rewrote = true
 	}
-	return torn, rewrote, nil
+	above := s.base // first offset above the recovery point
+	switch {
+	case i < rpIdx:
+		above = s.next
+	case i == rpIdx:
+		above = rp.next
+	}
+	trewrote, err := l.recoverTimeIndex(s, above)
+	if err != nil {
+		return false, false, err
+	}
+	return torn, rewrote || trewrote, nil
 }
 
 // verifyBelow checks the part of s below the recovery point, which must be
@@ -240,7 +251,7 @@ func (l *Log) writeIndex(s *segment) error {
 // write: they follow the end of the log).
 func (l *Log) removeSegments(bases []uint64) {
 	for _, base := range bases {
-		for _, p := range []string{logPath(l.dir, base), indexPath(l.dir, base)} {
+		for _, p := range []string{logPath(l.dir, base), indexPath(l.dir, base), timeIndexPath(l.dir, base)} {
 			if err := l.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				l.opts.Logger.Warn("segment: removing a segment after the torn tail failed", "file", p, "err", err)
 				continue

@@ -16,7 +16,13 @@ type SegmentInfo struct {
 	// Open; for a segment recovered below the recovery point, the largest
 	// among the batches after its last index entry.
 	MaxTimestamp int64
-	Active       bool // the last segment, which receives appends
+	// FirstAppendTime and MaxAppendTime are the broker append times (Unix
+	// ms) of the segment's first and last batches, from its time index; -1
+	// when the segment is empty. Retention by time and the roll by
+	// segment.ms use these, never the producer's timestamps.
+	FirstAppendTime int64
+	MaxAppendTime   int64
+	Active          bool // the last segment, which receives appends
 }
 
 // Segments returns a description of every segment, oldest first.
@@ -25,7 +31,8 @@ func (l *Log) Segments() []SegmentInfo {
 	defer l.mu.RUnlock()
 	out := make([]SegmentInfo, len(l.segs))
 	for i, s := range l.segs {
-		out[i] = SegmentInfo{BaseOffset: s.base, NextOffset: s.next, Bytes: s.end, MaxTimestamp: s.maxTs, Active: i == len(l.segs)-1}
+		out[i] = SegmentInfo{BaseOffset: s.base, NextOffset: s.next, Bytes: s.end, MaxTimestamp: s.maxTs,
+			FirstAppendTime: s.firstAppend, MaxAppendTime: s.maxAppend, Active: i == len(l.segs)-1}
 	}
 	return out
 }
@@ -87,7 +94,11 @@ func (l *Log) DeleteSegmentsBefore(offset uint64) (int, error) {
 			errs = append(errs, s.file.Close())
 			s.file = nil
 		}
-		for _, p := range []string{s.logPath, s.idxPath} {
+		if s.tidx != nil {
+			errs = append(errs, s.tidx.Close())
+			s.tidx = nil
+		}
+		for _, p := range []string{s.logPath, s.idxPath, s.tidxPath} {
 			if err := l.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			}
@@ -109,4 +120,28 @@ func slicesDelete(segs []*segment, s *segment) []*segment {
 		}
 	}
 	return out
+}
+
+// Roll seals the active segment and starts a new, empty one at the log end
+// offset, so that retention can delete the old one (the roll by segment.ms
+// of a partition that receives no appends). It does nothing and returns
+// false when the active segment is empty. Like Append, Roll must be called
+// from the appending goroutine. The new segment's name is durable when Roll
+// returns.
+func (l *Log) Roll() (bool, error) {
+	l.mu.RLock()
+	closed, failed, next, act := l.closed, l.failed, l.next, l.active()
+	l.mu.RUnlock()
+	switch {
+	case closed:
+		return false, ErrClosed
+	case failed != nil:
+		return false, failed
+	case act.end == 0:
+		return false, nil
+	}
+	if _, err := l.roll(act, next); err != nil {
+		return false, err
+	}
+	return true, nil
 }

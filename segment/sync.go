@@ -43,6 +43,9 @@ func (l *Log) syncLocked() error {
 	files := make([]ring.File, 0, len(pending)+1)
 	for _, s := range pending {
 		files = append(files, s.file)
+		if s.tidx != nil {
+			files = append(files, s.tidx)
+		}
 	}
 	files = append(files, act.file)
 	if err := l.be.Sync(files...); err != nil {
@@ -57,6 +60,10 @@ func (l *Log) syncLocked() error {
 	for _, s := range pending {
 		errs = append(errs, s.file.Close())
 		s.file = nil
+		if s.tidx != nil {
+			errs = append(errs, s.tidx.Close())
+			s.tidx = nil
+		}
 	}
 	l.synced = rp
 	if err := errors.Join(errs...); err != nil {
@@ -84,6 +91,17 @@ func (l *Log) Checkpoint() error {
 func (l *Log) checkpointLocked() error {
 	if l.synced == l.checkpointed {
 		return nil
+	}
+	// The recovery point vouches for the time index entries below it
+	// (recoverTimeIndex): make the active segment's durable first. Sealed
+	// segments' were synced with their data.
+	l.mu.RLock()
+	tidx := l.active().tidx
+	l.mu.RUnlock()
+	if tidx != nil {
+		if err := l.be.Sync(tidx); err != nil {
+			return fmt.Errorf("segment: checkpoint: sync time index: %w", err)
+		}
 	}
 	if err := writeRecoveryPoint(l.fs, l.dir, l.synced); err != nil {
 		return err
@@ -136,6 +154,10 @@ func (l *Log) Close() error {
 		if s.idx != nil {
 			errs = append(errs, s.idx.Close())
 			s.idx = nil
+		}
+		if s.tidx != nil {
+			errs = append(errs, s.tidx.Close())
+			s.tidx = nil
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

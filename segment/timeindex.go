@@ -1,0 +1,268 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/seedqueue/sq/ring"
+)
+
+// timeEntrySize is the size of one time index entry on disk: i64 broker
+// append time (Unix ms), u32 relative offset, little-endian.
+const timeEntrySize = 12
+
+// timeEntry says that the batch starting at relative offset rel, and every
+// batch after it up to the next entry, was appended at broker time ts
+// (Unix ms). Entries strictly increase in both fields.
+type timeEntry struct {
+	ts  int64
+	rel uint32
+}
+
+func timeIndexPath(dir string, base uint64) string {
+	return filepath.Join(dir, baseName(base)+timeIndexSuffix)
+}
+
+// newSegment returns the in-memory state of an empty segment at base.
+func (l *Log) newSegment(base uint64) *segment {
+	return &segment{base: base, next: base, maxTs: -1, firstAppend: -1, maxAppend: -1,
+		logPath: logPath(l.dir, base), idxPath: indexPath(l.dir, base), tidxPath: timeIndexPath(l.dir, base)}
+}
+
+// encodeTimeIndex returns the on-disk form of entries.
+func encodeTimeIndex(entries []timeEntry) []byte {
+	b := make([]byte, len(entries)*timeEntrySize)
+	for i, e := range entries {
+		binary.LittleEndian.PutUint64(b[i*timeEntrySize:], uint64(e.ts))
+		binary.LittleEndian.PutUint32(b[i*timeEntrySize+8:], e.rel)
+	}
+	return b
+}
+
+// decodeTimeIndex returns the longest valid prefix of the entries in b for
+// a segment holding count records: the first entry at relative offset 0,
+// then strictly increasing times and offsets, every offset below count.
+// whole is false when b holds anything beyond that prefix.
+func decodeTimeIndex(b []byte, count uint64) (entries []timeEntry, whole bool) {
+	n := len(b) / timeEntrySize
+	for i := 0; i < n; i++ {
+		e := timeEntry{
+			ts:  int64(binary.LittleEndian.Uint64(b[i*timeEntrySize:])),
+			rel: binary.LittleEndian.Uint32(b[i*timeEntrySize+8:]),
+		}
+		switch {
+		case uint64(e.rel) >= count,
+			i == 0 && e.rel != 0,
+			i > 0 && (e.ts <= entries[i-1].ts || e.rel <= entries[i-1].rel):
+			return entries, false
+		}
+		entries = append(entries, e)
+	}
+	return entries, len(b)%timeEntrySize == 0
+}
+
+// readTimeIndexFile reads and decodes the time index at path.
+func readTimeIndexFile(fsys ring.FS, path string, count uint64) ([]timeEntry, bool, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	b := make([]byte, fi.Size())
+	if n, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
+		return nil, false, err
+	}
+	entries, whole := decodeTimeIndex(b, count)
+	return entries, whole, nil
+}
+
+// searchTime returns the index of the first entry with ts >= ms, or
+// len(entries).
+func searchTime(entries []timeEntry, ms int64) int {
+	return sort.Search(len(entries), func(i int) bool { return entries[i].ts >= ms })
+}
+
+// timeBatches returns the time index entry of an append at broker time
+// appendMs whose first batch gets offset off in segment s (nil when the
+// append falls in the same millisecond as the segment's last entry, or the
+// clock went back), and writes it to s's .timeindex file. Times are kept
+// monotonic across the log: an append is never dated before an earlier one.
+// A failed write is logged, not returned (as for the offset index): the
+// file is rewritten at the roll, and recovery repairs it.
+func (l *Log) timeBatches(s *segment, appendMs int64, off uint64) []timeEntry {
+	ts := max(appendMs, l.lastAppend)
+	if n := len(s.times); n > 0 && ts <= s.times[n-1].ts {
+		return nil
+	}
+	add := []timeEntry{{ts: ts, rel: uint32(off - s.base)}}
+	if s.tidx != nil {
+		at := int64(len(s.times)) * timeEntrySize
+		if _, err := l.be.WriteAt(s.tidx, [][]byte{encodeTimeIndex(add)}, at); err != nil {
+			l.opts.Logger.Warn("segment: time index write failed; it is rewritten at the roll or repaired by recovery", "file", s.tidxPath, "err", err)
+			s.tidxFailed = true
+		}
+	}
+	return add
+}
+
+// publishTimes records entries added by an append; l.mu is held for writing.
+func (l *Log) publishTimes(s *segment, add []timeEntry) {
+	if len(add) == 0 {
+		return
+	}
+	if len(s.times) == 0 {
+		s.firstAppend = add[0].ts
+	}
+	s.times = append(s.times, add...)
+	s.maxAppend = add[len(add)-1].ts
+	l.lastAppend = s.maxAppend
+}
+
+// sealTimeIndex is called at the roll of s (on the append goroutine): it
+// rewrites s's .timeindex from memory if a write to it failed, and reports
+// whether the in-memory entries can be dropped (the file is complete). The
+// file stays open until the next Sync, which syncs and closes it.
+func (l *Log) sealTimeIndex(s *segment) bool {
+	if !s.tidxFailed {
+		return true
+	}
+	if err := l.writeTimeIndex(s, s.times); err != nil {
+		l.opts.Logger.Warn("segment: rewriting a time index failed", "file", s.tidxPath, "err", err)
+		return false
+	}
+	s.tidxFailed = false
+	return true
+}
+
+// writeTimeIndex replaces s's .timeindex file with entries and fsyncs it.
+func (l *Log) writeTimeIndex(s *segment, entries []timeEntry) error {
+	f, err := l.fs.Create(s.tidxPath)
+	if err != nil {
+		return fmt.Errorf("segment: rewrite time index %s: %w", s.tidxPath, err)
+	}
+	if len(entries) > 0 {
+		_, err = f.WriteAt(encodeTimeIndex(entries), 0)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("segment: rewrite time index %s: %w", s.tidxPath, err)
+	}
+	return nil
+}
+
+// recoverTimeIndex makes s's .timeindex agree with its recovered log (s.end
+// and s.next are final) and sets s.times, s.firstAppend and s.maxAppend.
+// The time index is the only record of broker append times, so it cannot
+// be rebuilt from the log: it keeps the longest valid prefix of the file
+// and dates the records it does not cover, and the records above the
+// recovery point (whose entries may not have reached the disk), by the
+// .log file's modification time, which is never earlier than their real
+// append time (see the package doc). above is the first offset of s above
+// the recovery point (s.next when none is). It reports whether it rewrote
+// the file.
+func (l *Log) recoverTimeIndex(s *segment, above uint64) (bool, error) {
+	count := s.next - s.base
+	entries, whole, err := readTimeIndexFile(l.fs, s.tidxPath, count)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		l.opts.Logger.Warn("segment: time index unreadable; dating its records by the log's modification time", "file", s.tidxPath, "err", err)
+	}
+	rewrite := err != nil || !whole
+	if count > 0 {
+		from := uint64(0) // no entry: date the whole segment
+		if n := len(entries); n > 0 {
+			from = uint64(entries[n-1].rel) + 1
+			if !rewrite {
+				// An intact file vouches for the records below the
+				// recovery point.
+				from = max(from, max(above, s.base)-s.base)
+			}
+		}
+		if from < count {
+			ts := l.mtimeMs(s)
+			if n := len(entries); n > 0 {
+				ts = max(ts, entries[n-1].ts+1)
+			}
+			l.opts.Logger.Warn("segment: time index does not cover every record; dating the rest by the log's modification time",
+				"file", s.tidxPath, "from_offset", s.base+from, "append_time_ms", ts)
+			entries = append(entries, timeEntry{ts: ts, rel: uint32(from)})
+			rewrite = true
+		}
+	}
+	if rewrite {
+		if err := l.writeTimeIndex(s, entries); err != nil {
+			return false, err
+		}
+	}
+	s.times = entries
+	s.firstAppend, s.maxAppend = -1, -1
+	if n := len(entries); n > 0 {
+		s.firstAppend, s.maxAppend = entries[0].ts, entries[n-1].ts
+		l.lastAppend = max(l.lastAppend, s.maxAppend)
+	}
+	return rewrite, nil
+}
+
+// mtimeMs returns the modification time of s's .log in Unix ms, or the
+// current time if it cannot be read.
+func (l *Log) mtimeMs(s *segment) int64 {
+	if s.file != nil {
+		if fi, err := s.file.Stat(); err == nil {
+			return fi.ModTime().UnixMilli()
+		}
+	}
+	return time.Now().UnixMilli()
+}
+
+// OffsetForTime returns the first offset of the first batch appended (by
+// broker append time, Unix ms) at or after ms, and that batch's append
+// time; when every batch was appended before ms it returns the log end
+// offset and -1. This is the lookup of Kafka's ListOffsets by timestamp
+// (KIP-79), except that times are the broker's, never the producer's.
+// Records recovered without a time index entry are dated by their file's
+// modification time (see the package doc), so the answer may come earlier
+// than the exact one, never later. Safe from any goroutine.
+func (l *Log) OffsetForTime(ms int64) (offset uint64, ts int64) {
+	type cand struct {
+		s     *segment
+		times []timeEntry
+		count uint64
+	}
+	l.mu.RLock()
+	next := l.next
+	var cands []cand
+	for _, s := range l.segs {
+		if s.maxAppend >= ms {
+			cands = append(cands, cand{s: s, times: s.times, count: s.next - s.base})
+		}
+	}
+	l.mu.RUnlock()
+	for _, c := range cands {
+		times := c.times
+		if times == nil {
+			var err error
+			if times, _, err = readTimeIndexFile(l.fs, c.s.tidxPath, c.count); err != nil {
+				l.opts.Logger.Warn("segment: time index unreadable; answering with the segment's start", "file", c.s.tidxPath, "err", err)
+				return c.s.base, -1
+			}
+		}
+		if i := searchTime(times, ms); i < len(times) {
+			return c.s.base + uint64(times[i].rel), times[i].ts
+		}
+	}
+	return next, -1
+}
