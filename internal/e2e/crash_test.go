@@ -113,9 +113,26 @@ func (l *crashLoad) run(ctx context.Context) (failedBatches int64) {
 // offsets from 0 in every partition.
 func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"default segments", nil},
+		// About five segments per partition, so the kill may land on a
+		// roll.
+		{"1 MiB segments", []string{"--segment-bytes", "1048576", "--max-batch-bytes", "262144", "--max-record-bytes", "65536"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testCrash(t, tc.flags)
+		})
+	}
+}
+
+func testCrash(t *testing.T, flags []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv := startServer(t, t.TempDir(), "--sync-policy", "every-batch")
+	srv := startServer(t, t.TempDir(), append([]string{"--sync-policy", "every-batch"}, flags...)...)
 	admin, err := sdk.Dial(ctx, sdk.ClientConfig{Addr: srv.addr})
 	if err != nil {
 		t.Fatal(err)
@@ -229,5 +246,12 @@ func verifyCrashLog(ctx context.Context, t *testing.T, addr string, acked []acke
 			t.Fatalf("partition %d offset %d holds record %d, acknowledged for record %d", a.partition, a.offset, got, id)
 		}
 	}
-	t.Logf("verified %d acknowledged records; %d records stored (the rest were stored but their acknowledgement was lost in the crash)", len(acked), total)
+	segments := 0
+	if info, err := c.DescribeTopic(ctx, crashTopic); err == nil {
+		for _, pi := range info.PartitionInfos {
+			segments += int(pi.SegmentCount)
+		}
+	}
+	t.Logf("verified %d acknowledged records; %d stored in %d segments (%d more than acknowledged: stored, but their acknowledgement was lost in the crash)",
+		len(acked), total, segments, total-len(acked))
 }
