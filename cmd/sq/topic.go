@@ -46,7 +46,7 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 			"do not start with \"__\". Settings left at 0 or empty take the server's defaults.",
 		Example: "  sq topic create orders --partitions 3\n" +
 			"  sq topic create audit --sync-policy every-batch --retention-ms 86400000 --segment-bytes 268435456",
-		Args: cobra.ExactArgs(1),
+		Args: oneTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTopicCreate(cmd, g, args[0], f)
 		},
@@ -124,7 +124,7 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 			"(first offset still stored), the high watermark (first offset not yet readable),\n" +
 			"the log end offset (offset of the next record), the size on disk and the number\n" +
 			"of segment files. A failed partition shows its error.",
-		Args: cobra.ExactArgs(1),
+		Args: oneTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial(cmd)
 			if err != nil {
@@ -169,6 +169,14 @@ func printTopicDescription(out io.Writer, t sdk.TopicInfo) error {
 	}
 	for _, e := range errs {
 		fmt.Fprintln(out, e)
+	}
+	return nil
+}
+
+// oneTopicName requires exactly one argument, the topic NAME.
+func oneTopicName(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("%s takes exactly one topic NAME, got %d arguments (see --help)", cmd.CommandPath(), len(args))
 	}
 	return nil
 }
