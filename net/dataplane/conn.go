@@ -63,6 +63,9 @@ type conn struct {
 	pubMu   sync.Mutex
 	pubTail map[partitionKey]chan struct{}
 
+	// subs are the push subscriptions (subscribe.go).
+	subs subscriptions
+
 	mu        sync.Mutex
 	reason    error      // why the connection closes; first one wins
 	level     slog.Level // log level of reason
@@ -76,6 +79,8 @@ type conn struct {
 type response struct {
 	msg   *capnp.Message
 	fetch *engine.FetchResult
+	// push marks a push frame of a subscription: it holds no request slot.
+	push bool
 }
 
 // release frees the message and the fetch buffers after the write.
@@ -433,7 +438,9 @@ func (c *conn) writeLoop() {
 		}
 		r.release()
 		c.touch()
-		<-c.slots
+		if !r.push {
+			<-c.slots
+		}
 	}
 }
 

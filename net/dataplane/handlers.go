@@ -88,6 +88,9 @@ func (c *conn) dispatch(req request) (*response, error) {
 	case api.Frame_Which_handshakeRequest:
 		return c.buildError(req, api.NewError(api.CodeInvalidRequest, "handshake already done on this connection")), nil
 	default:
+		if r, ok, err := c.dispatchExt(req); ok {
+			return r, err
+		}
 		return c.buildError(req, api.NewError(api.CodeInvalidRequest, "frame member %v is not a request this server serves", req.kind)), nil
 	}
 }

@@ -52,6 +52,10 @@ type request struct {
 	memberID   string
 	generation int32
 	commits    []engine.OffsetCommit
+
+	// ext holds the fields of group and subscribe frames (groups.go,
+	// subscribe.go).
+	ext any
 }
 
 // parseFrame decodes f into a request. An error means the frame cannot be
@@ -102,10 +106,13 @@ func parseFrame(f api.Frame) (request, error) {
 			}
 		}
 	default:
-		// Not a request this server serves (a response, or a member added
-		// to the schema later), answered with INVALID_REQUEST; a tail it
-		// carries is read and dropped to stay in step with the stream.
-		req.tailLen = api.TailLength(f)
+		var ok bool
+		if ok, err = parseExt(f, &req); !ok {
+			// Not a request this server serves (a response, or a member
+			// added to the schema later), answered with INVALID_REQUEST; a
+			// tail it carries is read and dropped to stay in step.
+			req.tailLen = api.TailLength(f)
+		}
 	}
 	if err != nil {
 		return request{}, fmt.Errorf("dataplane: parse %v: %w", req.kind, err)
