@@ -111,6 +111,9 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	if f.count < 0 {
 		return fmt.Errorf("--count %d: want 0 (no limit) or more", f.count)
 	}
+	if _, err := parseFrom(f.from); err != nil {
+		return err
+	}
 	c, err := g.dial(cmd)
 	if err != nil {
 		return err
@@ -203,17 +206,17 @@ func (s *consumeSession) startOffset(p uint32, pi sdk.PartitionInfo) (uint64, er
 	if off, ok := s.committed[p]; ok {
 		start = off
 	} else {
-		switch s.f.from {
-		case "earliest":
+		from, err := parseFrom(s.f.from)
+		if err != nil {
+			return 0, err
+		}
+		switch from {
+		case sdk.StartEarliest:
 			start = pi.LogStartOffset
-		case "latest":
+		case sdk.StartLatest:
 			start = pi.HighWatermark
 		default:
-			n, err := strconv.ParseUint(s.f.from, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("--from %q: want earliest, latest or an offset", s.f.from)
-			}
-			start = n
+			start, _ = from.Offset()
 		}
 	}
 	if start < pi.LogStartOffset {
@@ -221,6 +224,21 @@ func (s *consumeSession) startOffset(p uint32, pi sdk.PartitionInfo) (uint64, er
 		start = pi.LogStartOffset
 	}
 	return start, nil
+}
+
+// parseFrom parses --from: earliest, latest or an offset.
+func parseFrom(s string) (sdk.StartPosition, error) {
+	switch s {
+	case "earliest":
+		return sdk.StartEarliest, nil
+	case "latest":
+		return sdk.StartLatest, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("--from %q: want earliest, latest or an offset", s)
+	}
+	return sdk.StartAt(n), nil
 }
 
 // done reports whether --count records were printed.
