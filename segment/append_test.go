@@ -2,9 +2,13 @@ package segment
 
 import (
 	"testing"
+
+	"github.com/seedqueue/sq/ring"
 )
 
-func TestAppendReadAcrossRolls(t *testing.T) {
+func TestAppendReadAcrossRolls(t *testing.T) { forEachBackend(t, testAppendReadAcrossRolls) }
+
+func testAppendReadAcrossRolls(t *testing.T, be ring.Backend) {
 	tests := []struct {
 		name                   string
 		appends, per, recs, vb int
@@ -17,7 +21,7 @@ func TestAppendReadAcrossRolls(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			l := openLog(t, dir, smallOptions())
+			l := openLogOn(t, dir, be, smallOptions())
 			defer l.Close()
 			infos := appendBatches(t, l, tc.appends, tc.per, tc.recs, tc.vb)
 			next := uint64(0)

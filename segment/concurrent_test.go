@@ -4,13 +4,17 @@ import (
 	"errors"
 	"sync"
 	"testing"
+
+	"github.com/seedqueue/sq/ring"
 )
 
 // TestConcurrentReads runs readers against a log that is appending and
 // rolling; run with -race. Every read must see whole, intact, contiguous
 // batches below the limit it passed.
-func TestConcurrentReads(t *testing.T) {
-	l := openLog(t, t.TempDir(), smallOptions())
+func TestConcurrentReads(t *testing.T) { forEachBackend(t, testConcurrentReads) }
+
+func testConcurrentReads(t *testing.T, be ring.Backend) {
+	l := openLogOn(t, t.TempDir(), be, smallOptions())
 	defer l.Close()
 	done := make(chan struct{})
 	var wg sync.WaitGroup

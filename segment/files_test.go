@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/seedqueue/sq/ring"
 )
 
 // TestRecoverIndex: an index that disagrees with its log is rebuilt to the
@@ -114,7 +116,9 @@ func TestStrayFiles(t *testing.T) {
 
 // TestReopen: offsets continue after Close, and after a crash without Close
 // (unsynced data that reached the page cache survives a process crash).
-func TestReopen(t *testing.T) {
+func TestReopen(t *testing.T) { forEachBackend(t, testReopen) }
+
+func testReopen(t *testing.T, be ring.Backend) {
 	for _, clean := range []bool{true, false} {
 		name := map[bool]string{true: "after Close", false: "after a crash"}[clean]
 		t.Run(name, func(t *testing.T) {
@@ -127,7 +131,7 @@ func TestReopen(t *testing.T) {
 				}
 			}
 			for round := 0; round < 3; round++ {
-				l := openLog(t, f.dir, smallOptions())
+				l := openLogOn(t, f.dir, be, smallOptions())
 				want := f.last().NextOffset + uint64(round*10)
 				if _, end := readable(t, l); end != want {
 					t.Fatalf("round %d: readable to %d, want %d", round, end, want)

@@ -77,7 +77,9 @@ func truncate(t *testing.T, path string, size int64) {
 
 // TestRecoverTornTail: damage above the recovery point ends the log at the
 // damaged batch; everything before it stays readable and appends continue.
-func TestRecoverTornTail(t *testing.T) {
+func TestRecoverTornTail(t *testing.T) { forEachBackend(t, testRecoverTornTail) }
+
+func testRecoverTornTail(t *testing.T, be ring.Backend) {
 	tests := []struct {
 		name string
 		// damage returns the first offset that must not survive (the
@@ -158,7 +160,7 @@ func TestRecoverTornTail(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := build(t, 12, 14, false)
 			want := tc.damage(t, f)
-			l := openLog(t, f.dir, smallOptions())
+			l := openLogOn(t, f.dir, be, smallOptions())
 			defer l.Close()
 			if start, end := readable(t, l); start != 0 || end != want {
 				t.Fatalf("readable [%d, %d), want [0, %d)", start, end, want)
@@ -168,7 +170,7 @@ func TestRecoverTornTail(t *testing.T) {
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
-			l2 := openLog(t, f.dir, smallOptions())
+			l2 := openLogOn(t, f.dir, be, smallOptions())
 			defer l2.Close()
 			if _, end := readable(t, l2); end != want+6 {
 				t.Fatalf("after appending 6 records and reopening: end %d, want %d", end, want+6)
