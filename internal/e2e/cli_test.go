@@ -83,15 +83,28 @@ func splitRecords(data string) []string {
 
 var producedLine = regexp.MustCompile(`^produced (\d+) records? to (\S+)`)
 
-// produceFile produces file to topic with the CLI and checks the count it
-// reports.
-func produceFile(t *testing.T, addr, topic, file string, want int) {
+var rangeRE = regexp.MustCompile(`partition (\d+) offsets (\d+)(?:-(\d+))?`)
+
+// produceFile produces file to topic with the CLI, checks the count it
+// reports, and returns the offset ranges it reports per partition.
+func produceFile(t *testing.T, addr, topic, file string, want int) map[uint32][2]uint64 {
 	t.Helper()
 	out := sqOK(t, addr, nil, "produce", "--topic", topic, "--file", file)
 	m := producedLine.FindStringSubmatch(out)
 	if m == nil || m[1] != strconv.Itoa(want) || m[2] != topic+":" && m[2] != topic {
 		t.Fatalf("produce output %q: want %d records to %s", out, want, topic)
 	}
+	ranges := map[uint32][2]uint64{}
+	for _, r := range rangeRE.FindAllStringSubmatch(out, -1) {
+		p, _ := strconv.ParseUint(r[1], 10, 32)
+		first, _ := strconv.ParseUint(r[2], 10, 64)
+		last := first
+		if r[3] != "" {
+			last, _ = strconv.ParseUint(r[3], 10, 64)
+		}
+		ranges[uint32(p)] = [2]uint64{first, last}
+	}
+	return ranges
 }
 
 // checkRoundTrip checks that the consumed records are exactly the input
@@ -171,8 +184,15 @@ func TestCLIRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inputs := []struct{ topic, file, data string }{{"dpkg-status", dpkgStatus, string(data)}}
-	gen := filepath.Join(t.TempDir(), "generated.txt")
+	// Produce a snapshot: the package manager may rewrite the file while
+	// the test runs.
+	dir := t.TempDir()
+	snapshot := filepath.Join(dir, "status")
+	if err := os.WriteFile(snapshot, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inputs := []struct{ topic, file, data string }{{"dpkg-status", snapshot, string(data)}}
+	gen := filepath.Join(dir, "generated.txt")
 	if err := os.WriteFile(gen, []byte(generatedInput()), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -187,13 +207,21 @@ func TestCLIRoundTrip(t *testing.T) {
 			for _, l := range want {
 				longest = max(longest, len(l))
 			}
-			t.Logf("%s: %d bytes, %d lines, longest %d bytes", in.file, len(in.data), len(want), longest)
+			t.Logf("%s: %d bytes, %d lines, longest %d bytes", dpkgStatus, len(in.data), len(want), longest)
 		}
 		sqOK(t, srv.addr, nil, "topic", "create", in.topic, "--partitions", "3")
-		produceFile(t, srv.addr, in.topic, in.file, len(want))
+		ranges := produceFile(t, srv.addr, in.topic, in.file, len(want))
 		out := sqOK(t, srv.addr, nil, "consume", "--topic", in.topic, "--from", "earliest", "--format", "json")
 		got := parseConsumed(t, out)
 		checkRoundTrip(t, in.topic, want, got)
+		for p, recs := range got {
+			if r, ok := ranges[p]; !ok || r != [2]uint64{0, uint64(len(recs) - 1)} {
+				t.Errorf("%s: produce reported partition %d offsets %v, consumed offsets 0-%d", in.topic, p, r, len(recs)-1)
+			}
+		}
+		if len(ranges) != len(got) {
+			t.Errorf("%s: produce reported %d partitions, consumed %d", in.topic, len(ranges), len(got))
+		}
 		if in.topic == "dpkg-status" && len(got) < 2 {
 			t.Errorf("%s: all records in %d partition(s); keyless records should spread", in.topic, len(got))
 		}
