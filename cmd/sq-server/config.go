@@ -11,6 +11,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/ring"
 )
 
 // config is the server configuration assembled from flags and SQ_*
@@ -31,6 +32,7 @@ type config struct {
 	MaxBatch     int
 	MaxFrame     int
 	SegmentBytes int64
+	IOBackend    string
 	LogLevel     string
 	LogFormat    string
 }
@@ -58,6 +60,7 @@ var flagSpecs = []flagSpec{
 	{"max-batch-bytes", "SQ_MAX_BATCH_BYTES", "largest batch in bytes"},
 	{"max-frame-bytes", "SQ_MAX_FRAME_BYTES", "largest Cap'n Proto frame (without records) in bytes"},
 	{"segment-bytes", "SQ_SEGMENT_BYTES", "default segment size of topics in bytes"},
+	{"io-backend", "SQ_IO_BACKEND", "write-path I/O backend: auto, uring (io_uring; fails if the kernel refuses it) or portable (pwritev + fdatasync)"},
 	{"log-level", "SQ_LOG_LEVEL", "log level: debug, info, warn, error"},
 	{"log-format", "SQ_LOG_FORMAT", "log format: text or json"},
 }
@@ -78,6 +81,7 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.IntVar(&c.MaxBatch, "max-batch-bytes", api.DefaultMaxBatchBytes, "")
 	fs.IntVar(&c.MaxFrame, "max-frame-bytes", api.DefaultMaxFrameBytes, "")
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", engine.DefaultSegmentBytes, "")
+	fs.StringVar(&c.IOBackend, "io-backend", ring.ModeAuto, "")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "")
 	for _, s := range flagSpecs {
@@ -120,6 +124,11 @@ func (c *config) validate() error {
 	}
 	if c.MaxRecord > c.MaxBatch {
 		errs = append(errs, fmt.Errorf("--max-record-bytes %d is larger than --max-batch-bytes %d", c.MaxRecord, c.MaxBatch))
+	}
+	switch c.IOBackend {
+	case ring.ModeAuto, ring.ModeUring, ring.ModePortable:
+	default:
+		errs = append(errs, fmt.Errorf("--io-backend %q: want auto, uring or portable", c.IOBackend))
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/net/dataplane"
+	"github.com/seedqueue/sq/ring"
 )
 
 // version is the server version, set at build time with
@@ -70,17 +71,28 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 			log.Info("not served in this build; setting accepted and ignored", "flag", part.flag, "value", part.value, "part", part.what)
 		}
 	}
+	backend, _, err := ring.Select(c.IOBackend, log) // logs the backend and why, once
+	if err != nil {
+		return err
+	}
 	eng, err := engine.Open(engine.Options{
 		DataDir:        c.DataDir,
 		SyncPolicy:     c.SyncPolicy,
 		SegmentBytes:   c.SegmentBytes,
 		MaxRecordBytes: c.MaxRecord,
 		MaxBatchBytes:  c.MaxBatch,
+		Backend:        backend,
 		Logger:         log,
 	})
 	if err != nil {
+		backend.Close()
 		return err
 	}
+	defer func() {
+		if err := backend.Close(); err != nil {
+			log.Warn("closing the I/O backend", "err", err)
+		}
+	}()
 	srv, err := dataplane.New(eng, dataplane.Options{
 		Addr:          c.CapnpHost,
 		NodeID:        c.NodeID,
