@@ -4,12 +4,15 @@
 #   make test      the whole test suite (what CI runs)
 #   make check     gofmt + go vet
 #   make build     build bin/sq-server and bin/sq
-#   make generate  regenerate the Cap'n Proto code (needs Debian's capnproto)
+#   make generate  regenerate the Cap'n Proto and protobuf code (needs Debian's
+#                  capnproto and protobuf-compiler)
 
 GO        ?= go
 BIN       := bin
 TEST_TIMEOUT ?= 12m
 CAPNP_GO_VERSION := v3.1.0-alpha.2
+PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
 .PHONY: all build run test check fmt vet generate tools clean
 
@@ -36,10 +39,17 @@ vet:
 tools:
 	@command -v capnp >/dev/null || { echo "capnp missing: apt-get install capnproto"; exit 1; }
 	$(GO) install capnproto.org/go/capnp/v3/capnpc-go@$(CAPNP_GO_VERSION)
+	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install protobuf-compiler"; exit 1; }
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
 generate: tools
 	cd api && PATH="$$($(GO) env GOPATH)/bin:$$PATH" capnp compile \
 		-I"$$($(GO) list -m -f '{{.Dir}}' capnproto.org/go/capnp/v3)/std" -ogo sq.capnp
+	mkdir -p api/sqv1
+	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc -Iapi \
+		--go_out=api/sqv1 --go_opt=paths=source_relative \
+		--go-grpc_out=api/sqv1 --go-grpc_opt=paths=source_relative sq.proto
 
 clean:
 	rm -rf $(BIN)

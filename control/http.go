@@ -1,0 +1,36 @@
+package control
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Handler returns the HTTP handler of the node:
+//
+//	GET /healthz  200 "ok" while the process runs (liveness)
+//	GET /readyz   200 "ready" once SetReady(true), 503 before and from
+//	              StartShutdown on (readiness)
+//	GET /metrics  the Prometheus text exposition format
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		switch {
+		case s.stopping.Load():
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("shutting down\n"))
+		case !s.ready.Load():
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("recovering\n"))
+		default:
+			w.Write([]byte("ready\n"))
+		}
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	return mux
+}

@@ -1,0 +1,305 @@
+package control
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	grpccodes "google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/engine"
+)
+
+// Latency buckets in seconds: 50µs to ~3.3s, doubling.
+var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 17)
+
+// metrics holds the Prometheus collectors of one Server and implements
+// engine.Observer (metrics, and spans when a tracer is set).
+type metrics struct {
+	s      *Server
+	reg    *prometheus.Registry
+	tracer trace.Tracer // nil: no spans
+
+	publishedRecords, publishedBytes *prometheus.CounterVec // {topic}
+	fetchedRecords, fetchedBytes     *prometheus.CounterVec // {topic}
+	publishErrors, fetchErrors       *prometheus.CounterVec // {code}
+	publishLatency, fetchLatency     prometheus.Histogram
+	fsyncLatency, fsyncBatches       prometheus.Histogram
+	fsyncErrors                      prometheus.Counter
+	connections                      *prometheus.GaugeVec // {plane}
+	grpcInFlight                     prometheus.Gauge
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{s: s, reg: prometheus.NewRegistry(), tracer: s.opts.Tracer}
+	topic := []string{"topic"}
+	m.publishedRecords = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_published_records_total", Help: "Records appended (acknowledged), per topic."}, topic)
+	m.publishedBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_published_bytes_total", Help: "Batch bytes appended (acknowledged), per topic."}, topic)
+	m.fetchedRecords = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_fetched_records_total", Help: "Records returned by fetches, per topic."}, topic)
+	m.fetchedBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_fetched_bytes_total", Help: "Batch bytes returned by fetches, per topic."}, topic)
+	m.publishErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_publish_errors_total", Help: "Failed appends, per catalog error code."}, []string{"code"})
+	m.fetchErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_fetch_errors_total", Help: "Failed fetches, per catalog error code."}, []string{"code"})
+	m.publishLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sq_publish_latency_seconds", Help: "Time from an append's arrival at the engine to its acknowledgement (sync policy included).", Buckets: latencyBuckets})
+	m.fetchLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sq_fetch_latency_seconds", Help: "Time of one fetch, long-poll wait included.", Buckets: latencyBuckets})
+	m.fsyncLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sq_fsync_latency_seconds", Help: "Duration of one fdatasync of a partition log.", Buckets: latencyBuckets})
+	m.fsyncBatches = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sq_fsync_batches", Help: "Batches made durable by one fdatasync (group commit size).", Buckets: prometheus.ExponentialBuckets(1, 2, 11)})
+	m.fsyncErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "sq_fsync_errors_total", Help: "Failed fdatasyncs (each fails its partition)."})
+	m.connections = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sq_connections", Help: "Open client connections, per plane (capnp, grpc)."}, []string{"plane"})
+	m.grpcInFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "sq_grpc_inflight_requests", Help: "gRPC calls in progress (streams included)."})
+	m.reg.MustRegister(m.publishedRecords, m.publishedBytes, m.fetchedRecords, m.fetchedBytes,
+		m.publishErrors, m.fetchErrors, m.publishLatency, m.fetchLatency, m.fsyncLatency, m.fsyncBatches,
+		m.fsyncErrors, m.connections, m.grpcInFlight,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_inflight_requests", Help: "Engine appends and fetches in progress, every plane."},
+			func() float64 {
+				if !s.hasEngine() {
+					return 0
+				}
+				return float64(s.eng().InFlight())
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_uptime_seconds", Help: "Seconds since the server started."},
+			func() float64 { return s.opts.Now().Sub(s.started).Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_ready", Help: "1 when the node is ready (/readyz 200), else 0."},
+			func() float64 { return boolFloat(s.Ready()) }),
+		&stateCollector{s: s},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	for _, p := range []string{"capnp", "grpc"} {
+		m.connections.WithLabelValues(p)
+	}
+	return m
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// errCode is the catalog NAME of err, the label of the error counters.
+func errCode(err error) string { return api.AsError(err).Code.String() }
+
+// AppendDone implements engine.Observer.
+func (m *metrics) AppendDone(ctx context.Context, ev engine.AppendEvent) {
+	if ev.Err != nil {
+		m.publishErrors.WithLabelValues(errCode(ev.Err)).Inc()
+	} else {
+		m.publishedRecords.WithLabelValues(ev.Topic).Add(float64(ev.Records))
+		m.publishedBytes.WithLabelValues(ev.Topic).Add(float64(ev.Bytes))
+		m.publishLatency.Observe(ev.Duration.Seconds())
+	}
+	if m.tracer != nil {
+		m.span(ctx, "publish", semconv.MessagingOperationTypeSend, ev.Topic, ev.Partition, ev.Start, ev.Duration, ev.Err,
+			semconv.MessagingBatchMessageCount(ev.Records), semconv.MessagingKafkaOffset(int(ev.BaseOffset)),
+			attribute.Int("sq.batch.bytes", ev.Bytes))
+	}
+}
+
+// FetchDone implements engine.Observer.
+func (m *metrics) FetchDone(ctx context.Context, ev engine.FetchEvent) {
+	if ev.Err != nil {
+		m.fetchErrors.WithLabelValues(errCode(ev.Err)).Inc()
+	} else {
+		m.fetchedRecords.WithLabelValues(ev.Topic).Add(float64(ev.Records))
+		m.fetchedBytes.WithLabelValues(ev.Topic).Add(float64(ev.Bytes))
+		m.fetchLatency.Observe(ev.Duration.Seconds())
+	}
+	if m.tracer != nil {
+		m.span(ctx, "fetch", semconv.MessagingOperationTypeReceive, ev.Topic, ev.Partition, ev.Start, ev.Duration, ev.Err,
+			semconv.MessagingBatchMessageCount(ev.Records), semconv.MessagingKafkaOffset(int(ev.Offset)),
+			attribute.Int("sq.batch.bytes", ev.Bytes))
+	}
+}
+
+// SyncDone implements engine.Observer.
+func (m *metrics) SyncDone(ev engine.SyncEvent) {
+	if ev.Err != nil {
+		m.fsyncErrors.Inc()
+		return
+	}
+	m.fsyncLatency.Observe(ev.Duration.Seconds())
+	m.fsyncBatches.Observe(float64(ev.Batches))
+}
+
+// span records a finished messaging span (OTel messaging semantic
+// conventions, semconv v1.43.0) that started at start.
+func (m *metrics) span(ctx context.Context, op string, opType attribute.KeyValue, topic string, partition int,
+	start time.Time, d time.Duration, err error, extra ...attribute.KeyValue) {
+	kind := trace.SpanKindProducer
+	if op != "publish" {
+		kind = trace.SpanKindConsumer
+	}
+	_, sp := m.tracer.Start(ctx, op+" "+topic, trace.WithTimestamp(start), trace.WithSpanKind(kind))
+	sp.SetAttributes(append([]attribute.KeyValue{
+		semconv.MessagingSystemKey.String("sq"),
+		semconv.MessagingOperationName(op), opType,
+		semconv.MessagingDestinationName(topic),
+		semconv.MessagingDestinationPartitionID(strconv.Itoa(partition)),
+	}, extra...)...)
+	if err != nil {
+		sp.RecordError(err)
+		sp.SetStatus(codes.Error, err.Error())
+	}
+	sp.End(trace.WithTimestamp(start.Add(d)))
+}
+
+// needsEngine reports whether method is one of the sq.v1 services, which
+// answer Unavailable until the engine is recovered.
+func needsEngine(method string) bool { return strings.HasPrefix(method, "/sq.v1.") }
+
+func errRecovering() error {
+	return status.Error(grpccodes.Unavailable, "storage recovery in progress; retry when /readyz answers 200")
+}
+
+func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if needsEngine(info.FullMethod) && !m.s.hasEngine() {
+		return nil, errRecovering()
+	}
+	m.grpcInFlight.Inc()
+	defer m.grpcInFlight.Dec()
+	resp, err := h(ctx, req)
+	return resp, ToStatus(err)
+}
+
+func (m *metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if needsEngine(info.FullMethod) && !m.s.hasEngine() {
+		return errRecovering()
+	}
+	m.grpcInFlight.Inc()
+	defer m.grpcInFlight.Dec()
+	return ToStatus(h(srv, ss))
+}
+
+// countConns wraps ln so its accepted connections are counted in
+// sq_connections{plane} until closed.
+func (m *metrics) countConns(ln net.Listener, plane string) net.Listener {
+	return &countingListener{Listener: ln, g: m.connections.WithLabelValues(plane)}
+}
+
+type countingListener struct {
+	net.Listener
+	g prometheus.Gauge
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.g.Inc()
+	return &countingConn{Conn: c, g: l.g}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	g    prometheus.Gauge
+	once sync.Once
+}
+
+func (c *countingConn) Close() error {
+	c.once.Do(c.g.Dec)
+	return c.Conn.Close()
+}
+
+// stateCollector exports the per-partition offsets and sizes, consumer
+// group lag, disk space and build info, read from the engine at scrape
+// time.
+type stateCollector struct{ s *Server }
+
+var (
+	descLEO       = prometheus.NewDesc("sq_partition_log_end_offset", "Next offset to be written.", []string{"topic", "partition"}, nil)
+	descHW        = prometheus.NewDesc("sq_partition_high_watermark", "Offsets below it are readable.", []string{"topic", "partition"}, nil)
+	descLogStart  = prometheus.NewDesc("sq_partition_log_start_offset", "Oldest offset still stored.", []string{"topic", "partition"}, nil)
+	descSize      = prometheus.NewDesc("sq_partition_size_bytes", "Bytes of the partition's segments on disk.", []string{"topic", "partition"}, nil)
+	descSegments  = prometheus.NewDesc("sq_partition_segments", "Segment files of the partition.", []string{"topic", "partition"}, nil)
+	descFailed    = prometheus.NewDesc("sq_partition_failed", "1 when the partition is failed (read-only until restart).", []string{"topic", "partition"}, nil)
+	descLag       = prometheus.NewDesc("sq_consumer_group_lag_records", "High watermark minus the committed offset.", []string{"group", "topic", "partition"}, nil)
+	descDiskFree  = prometheus.NewDesc("sq_disk_free_bytes", "Free bytes of the data directory's file system (statfs f_bavail).", nil, nil)
+	descDiskTotal = prometheus.NewDesc("sq_disk_total_bytes", "Size of the data directory's file system.", nil, nil)
+	descInfo      = prometheus.NewDesc("sq_build_info", "Always 1; labels give the version, I/O backend and node.", []string{"version", "io_backend", "node_id", "cluster_id"}, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLEO, descHW, descLogStart, descSize, descSegments, descFailed, descLag, descDiskFree, descDiskTotal, descInfo} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	if !s.hasEngine() {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(descInfo, 1, s.opts.Version, s.eng().BackendName(), s.opts.NodeID, s.opts.ClusterID)
+	if total, free, err := diskSpace(s.eng().DataDir()); err == nil {
+		gauge(descDiskFree, float64(free))
+		gauge(descDiskTotal, float64(total))
+	}
+	hw := map[string][]engine.PartitionInfo{}
+	for _, t := range s.eng().ListTopics() {
+		ti, err := s.eng().DescribeTopic(t.Name)
+		if err != nil {
+			continue
+		}
+		hw[t.Name] = ti.Partitions
+		for _, p := range ti.Partitions {
+			l := []string{t.Name, strconv.Itoa(p.Partition)}
+			gauge(descLEO, float64(p.LogEndOffset), l...)
+			gauge(descHW, float64(p.HighWatermark), l...)
+			gauge(descLogStart, float64(p.LogStartOffset), l...)
+			gauge(descSize, float64(p.SizeBytes), l...)
+			gauge(descSegments, float64(p.SegmentCount), l...)
+			gauge(descFailed, boolFloat(p.Err != nil), l...)
+		}
+	}
+	c.collectLag(gauge, hw)
+}
+
+// collectLag exports the lag of every committed offset of every group the
+// engine lists.
+func (c *stateCollector) collectLag(gauge func(*prometheus.Desc, float64, ...string), parts map[string][]engine.PartitionInfo) {
+	for _, g := range c.s.groupNames() {
+		offs, err := c.s.eng().FetchOffsets(g, "")
+		if err != nil {
+			continue
+		}
+		for _, o := range offs {
+			ps := parts[o.Topic]
+			if o.Partition < 0 || o.Partition >= len(ps) {
+				continue
+			}
+			lag := 0.0
+			if hw := ps[o.Partition].HighWatermark; hw > o.Offset {
+				lag = float64(hw - o.Offset)
+			}
+			gauge(descLag, lag, g, o.Topic, strconv.Itoa(o.Partition))
+		}
+	}
+}
+
+// diskSpace returns the total and available bytes of dir's file system
+// (statfs(2)).
+func diskSpace(dir string) (total, free uint64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, err
+	}
+	return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), nil
+}

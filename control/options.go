@@ -1,0 +1,85 @@
+package control
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Options configure a Server. The zero value is valid after Defaults.
+type Options struct {
+	// NodeID and ClusterID identify this node in Cluster responses.
+	// Defaults "node-1" and "default".
+	NodeID    string
+	ClusterID string
+	// Version is the server build version (Cluster.NodeInfo, sq_build_info).
+	Version string
+	// GRPCAddr, CapnpAddr and HTTPAddr are the advertised listen addresses,
+	// reported by Cluster.NodeInfo and Cluster.Members.
+	GRPCAddr  string
+	CapnpAddr string
+	HTTPAddr  string
+	// MaxBatchBytes is the engine's batch limit; gRPC messages up to it
+	// plus 1 MiB of framing are accepted. Default api.DefaultMaxBatchBytes.
+	MaxBatchBytes int
+	// Tracer makes the spans of publish, fetch and commit. Nil (the
+	// default) makes none and costs nothing on the hot path.
+	Tracer trace.Tracer
+	// SubscribeMaxWait is the long poll of one Subscribe fetch; the stream
+	// goes on after it. Default 1s.
+	SubscribeMaxWait time.Duration
+	// SubscribeMaxBytes is the default soft cap of one Subscribe response,
+	// in bytes. Default 1 MiB.
+	SubscribeMaxBytes int
+	// Logger receives the server's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults fills every zero field with its default.
+func (o *Options) Defaults() {
+	if o.NodeID == "" {
+		o.NodeID = "node-1"
+	}
+	if o.ClusterID == "" {
+		o.ClusterID = "default"
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.MaxBatchBytes == 0 {
+		o.MaxBatchBytes = api.DefaultMaxBatchBytes
+	}
+	if o.SubscribeMaxWait == 0 {
+		o.SubscribeMaxWait = time.Second
+	}
+	if o.SubscribeMaxBytes == 0 {
+		o.SubscribeMaxBytes = 1 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Validate reports every invalid field at once (errors.Join).
+func (o *Options) Validate() error {
+	var errs []error
+	if o.SubscribeMaxWait < 0 || o.SubscribeMaxWait > 30*time.Second {
+		errs = append(errs, errors.New("control: SubscribeMaxWait must be in [0, 30s]"))
+	}
+	if o.MaxBatchBytes < 1 {
+		errs = append(errs, errors.New("control: MaxBatchBytes must be positive"))
+	}
+	if o.SubscribeMaxBytes < 1 {
+		errs = append(errs, errors.New("control: SubscribeMaxBytes must be positive"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,201 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/seedqueue/sq/api/sqv1"
+	"github.com/seedqueue/sq/engine"
+)
+
+// Engine is the part of the storage engine the control plane serves.
+// *engine.Engine implements it.
+type Engine interface {
+	CreateTopic(name string, partitions int, cfg engine.TopicConfig) (engine.TopicInfo, error)
+	DescribeTopic(name string) (engine.TopicInfo, error)
+	ListTopics() []engine.TopicInfo
+	Append(ctx context.Context, topic string, partition int, batch []byte) (engine.AppendResult, error)
+	Fetch(ctx context.Context, topic string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error)
+	CommitOffsets(group, memberID string, generation int32, offsets []engine.OffsetCommit) ([]engine.OffsetCommit, error)
+	FetchOffsets(group, topic string) ([]engine.OffsetCommit, error)
+	Limits() engine.Limits
+	BackendName() string
+	DataDir() string
+	InFlight() int64
+}
+
+// grpcFramingBytes is the allowance for protobuf framing above one batch
+// in a received message.
+const grpcFramingBytes = 1 << 20
+
+// Server is the control plane of one node: a gRPC server with the sq.v1
+// services, health and reflection, and an HTTP handler for /healthz,
+// /readyz and /metrics. Create it with New; it is not ready (503, health
+// NOT_SERVING) until SetReady(true).
+type Server struct {
+	engine  atomic.Pointer[Engine] // nil until SetEngine
+	opts    Options
+	started time.Time
+
+	grpc    *grpc.Server
+	health  *health.Server
+	metrics *metrics
+	http    *http.Server
+
+	ready    atomic.Bool
+	stopping atomic.Bool
+	closing  chan struct{} // closed by StartShutdown: ends Subscribe streams
+	stopOnce sync.Once
+
+	rr atomic.Uint32 // round-robin partition of keyless Publish with partition -1
+}
+
+// New returns a Server without an engine: /healthz, /metrics, health and
+// reflection serve at once, the sq.v1 services answer Unavailable until
+// SetEngine. It applies opts.Defaults and fails with the errors of
+// opts.Validate.
+func New(opts Options) (*Server, error) {
+	opts.Defaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, started: opts.Now(), closing: make(chan struct{})}
+	s.metrics = newMetrics(s)
+	s.grpc = grpc.NewServer(
+		// A publish carries up to one batch of records plus their framing.
+		grpc.MaxRecvMsgSize(opts.MaxBatchBytes+grpcFramingBytes),
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor),
+	)
+	s.health = health.NewServer()
+	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	sqv1.RegisterTopicsServer(s.grpc, &topicsService{s: s})
+	sqv1.RegisterGroupsServer(s.grpc, &groupsService{s: s})
+	sqv1.RegisterClusterServer(s.grpc, &clusterService{s: s})
+	sqv1.RegisterMessagingServer(s.grpc, &messagingService{s: s})
+	reflection.Register(s.grpc)
+	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// SetEngine attaches the recovered engine; the sq.v1 services serve from
+// now on. Call it once, after engine.Open.
+func (s *Server) SetEngine(eng Engine) { s.engine.Store(&eng) }
+
+// eng returns the engine; the interceptors guarantee that handlers run
+// only once it is set.
+func (s *Server) eng() Engine { return *s.engine.Load() }
+
+// hasEngine reports whether SetEngine was called.
+func (s *Server) hasEngine() bool { return s.engine.Load() != nil }
+
+// Observer returns the engine observer that feeds the metrics (and the
+// traces when Options.Tracer is set). Install it in engine.Options.Observer
+// before engine.Open.
+func (s *Server) Observer() engine.Observer { return s.metrics }
+
+// Registry returns the Prometheus registry behind /metrics, for extra
+// collectors.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+
+// GRPCServer returns the underlying gRPC server (for tests and extra
+// services).
+func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
+
+// serviceNames are the services whose health status follows readiness;
+// "" is the whole server.
+var serviceNames = []string{"", "sq.v1.Topics", "sq.v1.Groups", "sq.v1.Cluster", "sq.v1.Messaging"}
+
+func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
+	for _, n := range serviceNames {
+		s.health.SetServingStatus(n, st)
+	}
+}
+
+// SetReady marks the node ready (recovery done, listeners up: /readyz 200,
+// health SERVING) or not. It has no effect once StartShutdown was called.
+func (s *Server) SetReady(ready bool) {
+	if s.stopping.Load() {
+		return
+	}
+	s.ready.Store(ready)
+	if ready {
+		s.setHealth(healthpb.HealthCheckResponse_SERVING)
+	} else {
+		s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+}
+
+// Ready reports whether the node is ready.
+func (s *Server) Ready() bool { return s.ready.Load() && !s.stopping.Load() }
+
+// ServeGRPC serves gRPC on ln until Shutdown. It returns nil after
+// Shutdown, or the accept error.
+func (s *Server) ServeGRPC(ln net.Listener) error {
+	return s.grpc.Serve(s.metrics.countConns(ln, "grpc"))
+}
+
+// ServeHTTP serves /healthz, /readyz and /metrics on ln until Shutdown. It
+// returns nil after Shutdown, or the accept error.
+func (s *Server) ServeHTTP(ln net.Listener) error {
+	err := s.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// StartShutdown marks the node as stopping: /readyz answers 503, health
+// NOT_SERVING, and Subscribe streams end. Requests are still served until
+// Shutdown. It is idempotent.
+func (s *Server) StartShutdown() {
+	s.stopOnce.Do(func() {
+		s.stopping.Store(true)
+		s.ready.Store(false)
+		s.health.Shutdown()
+		close(s.closing)
+	})
+}
+
+// Shutdown calls StartShutdown, then stops the gRPC server gracefully
+// (in-flight RPCs finish) and the HTTP server. When ctx ends first the
+// remaining RPCs are cancelled and ctx's error is returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.StartShutdown()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+		err = ctx.Err()
+	}
+	if herr := s.http.Shutdown(ctx); herr != nil && err == nil {
+		err = herr
+	}
+	return err
+}
+
+// CountConns wraps ln so that its open connections are counted in
+// sq_connections{plane}. Use it for listeners served elsewhere (the Cap'n
+// Proto data plane).
+func (s *Server) CountConns(ln net.Listener, plane string) net.Listener {
+	return s.metrics.countConns(ln, plane)
+}

@@ -1,0 +1,380 @@
+package control_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/seedqueue/sq/api/sqv1"
+	"github.com/seedqueue/sq/control"
+	"github.com/seedqueue/sq/engine"
+)
+
+func TestReadinessAndHealthFollowRecoveryAndShutdown(t *testing.T) {
+	srv, err := control.New(control.Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, hl := listen(t), listen(t)
+	done := make(chan struct{}, 2)
+	go func() { srv.ServeGRPC(gl); done <- struct{}{} }()
+	go func() { srv.ServeHTTP(hl); done <- struct{}{} }()
+	base := "http://" + hl.Addr().String()
+	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	health := healthpb.NewHealthClient(conn)
+	healthIs := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		r, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != want {
+			t.Fatalf("health = %v, want %v", r.Status, want)
+		}
+	}
+	// Recovery is "held open": no engine has been attached yet.
+	if code, _ := httpGet(t, base+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d while recovering, want 200", code)
+	}
+	if code, _ := httpGet(t, base+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz = %d while recovering, want 503", code)
+	}
+	healthIs(healthpb.HealthCheckResponse_NOT_SERVING)
+	_, err = sqv1.NewTopicsClient(conn).ListTopics(context.Background(), &sqv1.ListTopicsRequest{})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("ListTopics while recovering: %v, want Unavailable", err)
+	}
+
+	eng, err := engine.Open(engine.Options{DataDir: t.TempDir(), Logger: quietLogger(), Observer: srv.Observer()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	srv.SetEngine(eng)
+	srv.SetReady(true)
+	if code, _ := httpGet(t, base+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz = %d after recovery, want 200", code)
+	}
+	healthIs(healthpb.HealthCheckResponse_SERVING)
+
+	srv.StartShutdown()
+	if code, _ := httpGet(t, base+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz = %d during shutdown, want 503", code)
+	}
+	healthIs(healthpb.HealthCheckResponse_NOT_SERVING)
+	srv.SetReady(true) // no effect once stopping
+	healthIs(healthpb.HealthCheckResponse_NOT_SERVING)
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	<-done
+}
+
+func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
+	n := startNode(t, control.Options{NodeID: "n1", ClusterID: "c1", Version: "test"})
+	ctx := context.Background()
+	services := listServices(t, n.conn)
+	for _, want := range []string{"sq.v1.Topics", "sq.v1.Groups", "sq.v1.Cluster", "sq.v1.Messaging", "grpc.health.v1.Health"} {
+		if !contains(services, want) {
+			t.Errorf("reflection lists %v, missing %s", services, want)
+		}
+	}
+
+	topics := sqv1.NewTopicsClient(n.conn)
+	groups := sqv1.NewGroupsClient(n.conn)
+	cluster := sqv1.NewClusterClient(n.conn)
+	msg := sqv1.NewMessagingClient(n.conn)
+	if _, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "every", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	value := []byte("v")
+	calls := map[string]func() error{
+		"Topics.CreateTopic": func() error {
+			_, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "every2", Partitions: 1})
+			return err
+		},
+		"Topics.AlterTopicConfig": func() error {
+			_, err := topics.AlterTopicConfig(ctx, &sqv1.AlterTopicConfigRequest{Name: "every2", RetentionMs: proto.Int64(60000)})
+			return err
+		},
+		"Topics.DeleteTopic": func() error {
+			_, err := topics.DeleteTopic(ctx, &sqv1.DeleteTopicRequest{Name: "every2"})
+			return err
+		},
+		"Topics.ListTopics": func() error {
+			r, err := topics.ListTopics(ctx, &sqv1.ListTopicsRequest{})
+			if err == nil && (len(r.Topics) == 0 || r.Topics[0].Name != "every") {
+				return fmt.Errorf("ListTopics = %v", r.Topics)
+			}
+			return err
+		},
+		"Topics.DescribeTopic": func() error {
+			r, err := topics.DescribeTopic(ctx, &sqv1.DescribeTopicRequest{Name: "every"})
+			if err == nil && len(r.Topic.Partitions) != 2 {
+				return fmt.Errorf("DescribeTopic partitions = %d", len(r.Topic.Partitions))
+			}
+			return err
+		},
+		"Groups.ListGroups": func() error {
+			_, err := groups.ListGroups(ctx, &sqv1.ListGroupsRequest{})
+			return err
+		},
+		"Groups.DescribeGroup": func() error {
+			_, err := groups.DescribeGroup(ctx, &sqv1.DescribeGroupRequest{Group: "g"})
+			return err
+		},
+		"Groups.ResetOffsets": func() error {
+			_, err := groups.ResetOffsets(ctx, &sqv1.ResetOffsetsRequest{Group: "g2", Topic: "every", To: "earliest"})
+			return err
+		},
+		"Groups.DeleteGroup": func() error {
+			_, err := groups.DeleteGroup(ctx, &sqv1.DeleteGroupRequest{Group: "g2"})
+			return err
+		},
+		"Cluster.NodeInfo": func() error {
+			r, err := cluster.NodeInfo(ctx, &sqv1.NodeInfoRequest{})
+			if err == nil && (r.NodeId != "n1" || r.ClusterId != "c1" || r.Version != "test" || r.IoBackend == "" || r.DataDirTotalBytes == 0) {
+				return fmt.Errorf("NodeInfo = %v", r)
+			}
+			return err
+		},
+		"Cluster.Members": func() error {
+			r, err := cluster.Members(ctx, &sqv1.MembersRequest{})
+			if err == nil && (len(r.Members) != 1 || !r.Members[0].Self) {
+				return fmt.Errorf("Members = %v", r.Members)
+			}
+			return err
+		},
+		"Messaging.Publish": func() error {
+			_, err := msg.Publish(ctx, &sqv1.PublishRequest{Topic: "every", Partition: 0, Records: []*sqv1.Record{{Value: value}}})
+			return err
+		},
+		"Messaging.PublishStream": func() error {
+			st, err := msg.PublishStream(ctx)
+			if err != nil {
+				return err
+			}
+			for range 2 {
+				if err := st.Send(&sqv1.PublishRequest{Topic: "every", Partition: 1, Records: []*sqv1.Record{{Value: value}}}); err != nil {
+					return err
+				}
+			}
+			r, err := st.CloseAndRecv()
+			if err == nil && len(r.Results) != 2 {
+				return fmt.Errorf("PublishStream results = %d", len(r.Results))
+			}
+			return err
+		},
+		"Messaging.Subscribe": func() error {
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			st, err := msg.Subscribe(sctx, &sqv1.SubscribeRequest{Topic: "every", Partition: 0})
+			if err != nil {
+				return err
+			}
+			r, err := st.Recv()
+			if err == nil && len(r.Records) == 0 {
+				return fmt.Errorf("Subscribe returned no record")
+			}
+			return err
+		},
+		"Messaging.CommitOffsets": func() error {
+			r, err := msg.CommitOffsets(ctx, &sqv1.CommitOffsetsRequest{Group: "g", Offsets: []*sqv1.OffsetEntry{{Topic: "every", Partition: 0, Offset: 1}}})
+			if err == nil && r.Offsets[0].Error != "" {
+				return fmt.Errorf("commit entry error %s", r.Offsets[0].Error)
+			}
+			return err
+		},
+		"Messaging.FetchOffsets": func() error {
+			r, err := msg.FetchOffsets(ctx, &sqv1.FetchOffsetsRequest{Group: "g", Topic: "every"})
+			if err == nil && (len(r.Offsets) != 1 || r.Offsets[0].Offset != 1) {
+				return fmt.Errorf("FetchOffsets = %v", r.Offsets)
+			}
+			return err
+		},
+	}
+	// The table must cover every RPC of the schema, in schema order.
+	svcs := sqv1.File_sq_proto.Services()
+	for i := 0; i < svcs.Len(); i++ {
+		sd := svcs.Get(i)
+		for j := 0; j < sd.Methods().Len(); j++ {
+			name := string(sd.Name()) + "." + string(sd.Methods().Get(j).Name())
+			call, ok := calls[name]
+			if !ok {
+				t.Errorf("no test call for %s", name)
+				continue
+			}
+			delete(calls, name)
+			if err := call(); err != nil && status.Code(err) != codes.Unimplemented {
+				t.Errorf("%s: %v", name, err)
+			} else if err != nil {
+				t.Logf("%s: %v", name, err)
+			}
+		}
+	}
+	for name := range calls {
+		t.Errorf("test calls %s, which the schema lacks", name)
+	}
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestInvalidRequestsChangeNothing(t *testing.T) {
+	n := startNode(t, control.Options{})
+	ctx := context.Background()
+	topics := sqv1.NewTopicsClient(n.conn)
+	msg := sqv1.NewMessagingClient(n.conn)
+	if _, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "keep", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	subscribeErr := func(req *sqv1.SubscribeRequest) error {
+		st, err := msg.Subscribe(ctx, req)
+		if err != nil {
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}
+	tests := []struct {
+		name    string
+		call    func() error
+		code    codes.Code
+		reason  string
+		message string
+	}{
+		{"negative partitions", func() error {
+			_, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "neg", Partitions: -3})
+			return err
+		}, codes.InvalidArgument, "INVALID_CONFIG", "partitions -3"},
+		{"zero partitions", func() error {
+			_, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "zero", Partitions: 0})
+			return err
+		}, codes.InvalidArgument, "INVALID_CONFIG", "partitions 0"},
+		{"bad name", func() error {
+			_, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "bad/name", Partitions: 1})
+			return err
+		}, codes.InvalidArgument, "INVALID_TOPIC_NAME", "bad/name"},
+		{"reserved name", func() error {
+			_, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "__internal", Partitions: 1})
+			return err
+		}, codes.InvalidArgument, "INVALID_TOPIC_NAME", "__"},
+		{"retention below zero", func() error {
+			_, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "ret", Partitions: 1, Config: &sqv1.TopicConfig{RetentionMs: -5}})
+			return err
+		}, codes.InvalidArgument, "INVALID_CONFIG", "retention_ms -5"},
+		{"retention bytes below zero", func() error {
+			_, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "retb", Partitions: 1, Config: &sqv1.TopicConfig{RetentionBytes: -2}})
+			return err
+		}, codes.InvalidArgument, "INVALID_CONFIG", "retention_bytes -2"},
+		{"bad sync policy", func() error {
+			_, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "sp", Partitions: 1, Config: &sqv1.TopicConfig{SyncPolicy: "sometimes"}})
+			return err
+		}, codes.InvalidArgument, "INVALID_CONFIG", "sometimes"},
+		{"existing topic", func() error {
+			_, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "keep", Partitions: 4})
+			return err
+		}, codes.AlreadyExists, "TOPIC_EXISTS", "keep"},
+		{"describe unknown topic", func() error {
+			_, err := topics.DescribeTopic(ctx, &sqv1.DescribeTopicRequest{Name: "nope"})
+			return err
+		}, codes.NotFound, "UNKNOWN_TOPIC", `"nope"`},
+		{"publish unknown topic", func() error {
+			_, err := msg.Publish(ctx, &sqv1.PublishRequest{Topic: "nope", Records: []*sqv1.Record{{Value: []byte("x")}}})
+			return err
+		}, codes.NotFound, "UNKNOWN_TOPIC", `"nope"`},
+		{"publish unknown partition", func() error {
+			_, err := msg.Publish(ctx, &sqv1.PublishRequest{Topic: "keep", Partition: 7, Records: []*sqv1.Record{{Value: []byte("x")}}})
+			return err
+		}, codes.NotFound, "UNKNOWN_PARTITION", "not 7"},
+		{"publish negative partition", func() error {
+			_, err := msg.Publish(ctx, &sqv1.PublishRequest{Topic: "keep", Partition: -2, Records: []*sqv1.Record{{Value: []byte("x")}}})
+			return err
+		}, codes.InvalidArgument, "INVALID_REQUEST", "partition -2"},
+		{"publish without records", func() error {
+			_, err := msg.Publish(ctx, &sqv1.PublishRequest{Topic: "keep"})
+			return err
+		}, codes.InvalidArgument, "INVALID_REQUEST", "without records"},
+		{"subscribe negative partition", func() error {
+			return subscribeErr(&sqv1.SubscribeRequest{Topic: "keep", Partition: -1})
+		}, codes.InvalidArgument, "INVALID_REQUEST", "partition -1"},
+		{"subscribe unknown topic", func() error {
+			return subscribeErr(&sqv1.SubscribeRequest{Topic: "nope"})
+		}, codes.NotFound, "UNKNOWN_TOPIC", `"nope"`},
+		{"subscribe beyond the end", func() error {
+			return subscribeErr(&sqv1.SubscribeRequest{Topic: "keep", From: sqv1.StartFrom_START_FROM_OFFSET, Offset: 99})
+		}, codes.OutOfRange, "OFFSET_OUT_OF_RANGE", "offset 99"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			st := status.Convert(err)
+			if st.Code() != tc.code {
+				t.Fatalf("code = %v (%v), want %v", st.Code(), err, tc.code)
+			}
+			if !strings.Contains(st.Message(), tc.message) {
+				t.Errorf("message %q does not mention %q", st.Message(), tc.message)
+			}
+			if reason := errorReason(st); reason != tc.reason {
+				t.Errorf("ErrorInfo reason = %q, want %q", reason, tc.reason)
+			}
+		})
+	}
+	list, err := topics.ListTopics(ctx, &sqv1.ListTopicsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Topics) != 1 || list.Topics[0].Name != "keep" || list.Topics[0].PartitionCount != 1 {
+		t.Errorf("topics after invalid requests = %v, want only keep with 1 partition", list.Topics)
+	}
+	d, err := topics.DescribeTopic(ctx, &sqv1.DescribeTopicRequest{Name: "keep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leo := d.Topic.Partitions[0].LogEndOffset; leo != 0 {
+		t.Errorf("log end offset = %d after refused publishes, want 0", leo)
+	}
+}
+
+// listServices asks the server reflection service for every service name.
+func listServices(t *testing.T, conn *grpc.ClientConn) []string {
+	t.Helper()
+	st, err := rpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.CloseSend()
+	if err := st.Send(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_ListServices{ListServices: "*"}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		out = append(out, s.Name)
+	}
+	return out
+}
