@@ -16,6 +16,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
+	"github.com/seedqueue/sq/ring"
 )
 
 func testOptions(dir string) Options {
@@ -165,11 +166,14 @@ func TestSyncPolicyParse(t *testing.T) {
 	}
 }
 
-func TestAppendFetchRestart(t *testing.T) {
+func TestAppendFetchRestart(t *testing.T) { forEachBackend(t, testAppendFetchRestart) }
+
+func testAppendFetchRestart(t *testing.T, be ring.Backend) {
 	for _, policy := range []string{"every-batch", "none", "5ms"} {
 		t.Run(policy, func(t *testing.T) {
 			dir := t.TempDir()
 			opts := testOptions(dir)
+			opts.Backend = be
 			e := openTest(t, opts)
 			if _, err := e.CreateTopic("t", 3, TopicConfig{SyncPolicy: policy}); err != nil {
 				t.Fatal(err)
@@ -244,8 +248,12 @@ func equal(a, b []string) bool {
 
 // TestGroupCommit appends from many goroutines at once: every batch gets a
 // distinct, contiguous offset range and the log holds them all.
-func TestGroupCommit(t *testing.T) {
-	e := openTest(t, testOptions(t.TempDir()))
+func TestGroupCommit(t *testing.T) { forEachBackend(t, testGroupCommit) }
+
+func testGroupCommit(t *testing.T, be ring.Backend) {
+	opts := testOptions(t.TempDir())
+	opts.Backend = be
+	e := openTest(t, opts)
 	if _, err := e.CreateTopic("t", 1, TopicConfig{}); err != nil {
 		t.Fatal(err)
 	}
