@@ -156,13 +156,15 @@ func printTopicDescription(out io.Writer, t sdk.TopicInfo) error {
 	}
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "PARTITION\tLOG START\tHIGH WATERMARK\tLOG END\tSIZE\tSEGMENTS\t")
+	fmt.Fprintln(w, "PARTITION\tLOG START\tHIGH WATERMARK\tLOG END\tSIZE\tSEGMENTS\tSTATUS\t")
 	var errs []string
 	for _, p := range t.PartitionInfos {
-		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%d\t\n", p.Partition, p.LogStartOffset, p.HighWatermark, p.LogEndOffset, formatBytes(p.SizeBytes), p.SegmentCount)
 		if p.Err != nil {
+			fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\tFAILED\t\n", p.Partition)
 			errs = append(errs, fmt.Sprintf("partition %d: %v", p.Partition, p.Err))
+			continue
 		}
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%d\tok\t\n", p.Partition, p.LogStartOffset, p.HighWatermark, p.LogEndOffset, formatBytes(p.SizeBytes), p.SegmentCount)
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -30,7 +30,7 @@ func TestFailedPartition(t *testing.T) {
 	srv = startServer(t, srv.dataDir)
 
 	desc := sqOK(t, srv.addr, nil, "topic", "describe", "half")
-	if !strings.Contains(desc, "partition 1: PARTITION_FAILED") {
+	if !strings.Contains(desc, "partition 1: PARTITION_FAILED") || !strings.Contains(desc, "FAILED") {
 		t.Errorf("describe does not show partition 1's error:\n%s", desc)
 	}
 	if out := sqOK(t, srv.addr, nil, "consume", "--topic", "half", "--partition", "0"); out != "a\nb\nc\n" {
