@@ -16,8 +16,8 @@ const followTimeout = 20 * time.Second
 
 // TestCLIKeysGroupsFollow covers the CLI features around the plain round
 // trip: keys from --key-separator, consumer groups resuming from committed
-// offsets, --follow stopped by SIGINT with a commit, and an unreachable
-// server.
+// offsets (also across a SIGKILL of the server), --follow stopped by SIGINT
+// with a commit, and an unreachable server.
 func TestCLIKeysGroupsFollow(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, t.TempDir())
@@ -165,6 +165,20 @@ func TestCLIKeysGroupsFollow(t *testing.T) {
 		cmd.Env = cleanEnv("SQ_SERVER=" + srv.addr)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("SQ_SERVER=%s sq topic list: %v, output %q", srv.addr, err, out)
+		}
+	})
+
+	// Last, as it replaces the server.
+	t.Run("group offsets survive SIGKILL", func(t *testing.T) {
+		sqOK(t, srv.addr, nil, "topic", "create", "durable", "--partitions", "1")
+		sqOK(t, srv.addr, []byte("1\n2\n3\n4\n"), "produce", "--topic", "durable")
+		if out := sqOK(t, srv.addr, nil, "consume", "--topic", "durable", "--group", "dg", "--count", "3"); out != "1\n2\n3\n" {
+			t.Fatalf("first read %q", out)
+		}
+		srv.kill()
+		srv = startServer(t, srv.dataDir)
+		if out := sqOK(t, srv.addr, nil, "consume", "--topic", "durable", "--group", "dg"); out != "4\n" {
+			t.Fatalf("after SIGKILL the group reads %q, want the record after its committed offset", out)
 		}
 	})
 }
