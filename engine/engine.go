@@ -33,6 +33,9 @@ type Engine struct {
 
 	obs observing
 
+	disk      *diskFloor    // nil: no free-space floor
+	scrubDone chan struct{} // closed when the scrub of sealed segments ends
+
 	closeOnce sync.Once
 	closing   chan struct{}
 	closeErr  error
@@ -68,6 +71,8 @@ func Open(opts Options) (*Engine, error) {
 		lock.release()
 		return nil, err
 	}
+	e.disk = newDiskFloor(opts)
+	e.startScrub()
 	return e, nil
 }
 
@@ -308,6 +313,9 @@ func (e *Engine) appendBatch(ctx context.Context, topicName string, partition in
 		}
 		return AppendResult{}, api.NewError(api.CodeCorruptBatch, "%v", err)
 	}
+	if err := e.disk.admit(len(b)); err != nil {
+		return AppendResult{}, err
+	}
 	return p.append(ctx, b, h.RecordCount)
 }
 
@@ -332,6 +340,7 @@ func (e *Engine) fetch(ctx context.Context, topicName string, partition int, off
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		close(e.closing)
+		<-e.scrubDone
 		e.createMu.Lock()
 		defer e.createMu.Unlock()
 		err := e.closeTopics()

@@ -308,6 +308,9 @@ func (fs *FS) MkdirAll(dirName string, perm os.FileMode) error {
 		}
 		missing = append(missing, q)
 	}
+	if len(missing) > 0 {
+		fs.dirOf(filepath.Dir(missing[len(missing)-1])) // adopt before the change
+	}
 	if err := fs.inner.MkdirAll(dirName, perm); err != nil {
 		return err
 	}

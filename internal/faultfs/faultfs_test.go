@@ -59,6 +59,12 @@ func TestCrashKeepsOnlySynced(t *testing.T) {
 	fs.MkdirAll(nd, 0o755) // directory entry not durable
 	write(t, fs, filepath.Join(nd, "x"), "x").Sync()
 	fs.SyncDir(nd)
+	osDir := filepath.Join(root, "made-with-os") // after root was adopted
+	os.Mkdir(osDir, 0o755)
+	y := write(t, fs, filepath.Join(osDir, "y"), "y")
+	y.Sync()
+	fs.SyncDir(osDir)
+	y.Close()
 	fs.Crash()
 	if _, err := fs.Backend().WriteAt(a, [][]byte{[]byte("z")}, 0); !errors.Is(err, ErrCrashed) {
 		t.Fatalf("write after crash: %v", err)
@@ -80,6 +86,7 @@ func TestCrashKeepsOnlySynced(t *testing.T) {
 		{filepath.Join(sub, "c.tmp"), "", false},
 		{filepath.Join(root, "old"), "adopted", true},
 		{filepath.Join(nd, "x"), "", false},
+		{filepath.Join(osDir, "y"), "y", true},
 	}
 	for _, tc := range tests {
 		got, ok := content(t, tc.path)

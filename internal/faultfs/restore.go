@@ -80,7 +80,8 @@ func (fs *FS) Restore(rng *rand.Rand) error {
 }
 
 // alive reports whether tracked directory p survives the crash: it is the
-// root or durably entered, as a directory, in a surviving parent.
+// root or durably entered, as a directory, in a surviving parent (or
+// unknown to a tracked parent: made with package os).
 func (fs *FS) alive(p string) bool {
 	for p != fs.root {
 		parent := filepath.Dir(p)
@@ -88,9 +89,13 @@ func (fs *FS) alive(p string) bool {
 			return false
 		}
 		if d := fs.dirs[parent]; d != nil {
-			if n := d.durable[filepath.Base(p)]; n == nil || !n.isDir {
+			base := filepath.Base(p)
+			n := d.durable[base]
+			if n == nil && d.cur[base] != nil || n != nil && !n.isDir {
 				return false
 			}
+			// Neither durable nor current: created behind fs's back with
+			// package os, so outside the simulation and kept.
 		}
 		p = parent
 	}
