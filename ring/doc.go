@@ -8,10 +8,11 @@
 //     implementation; tests may substitute their own.
 //   - Backend: the calls on the write path (gather write, fdatasync,
 //     preallocation, truncation). NewPortable returns the portable backend
-//     built on pwritev(2), fdatasync(2), fallocate(2) and ftruncate(2). An
-//     io_uring backend will implement the same interface: Sync takes several
-//     files so that one group commit can submit all its writes and syncs in
-//     one io_uring_enter(2).
+//     built on pwritev(2), fdatasync(2), fallocate(2) and ftruncate(2).
+//     NewUring returns the io_uring backend (Linux): writes as WRITEV, syncs
+//     as FSYNC(DATASYNC), the syncs of several files in one
+//     io_uring_enter(2). Probe says whether io_uring can run here and why;
+//     Select picks a backend for --io-backend auto|uring|portable.
 //
 // Errors are the operating system's, wrapped with the operation and file
 // name (*os.PathError or an error prefixed "ring: "), so errors.Is(err,

@@ -38,8 +38,7 @@ type WriteSyncer interface {
 	WriteAndSync(f File, bufs [][]byte, off int64) (n int64, err error)
 }
 
-// closeUserData is the user_data of the NOP that Close submits to stop the
-// completion reaper; operation ids never reach it.
+// closeUserData is a user_data that operation ids never reach.
 const closeUserData = ^uint64(0)
 
 // maxUringEntries bounds the submission queue size (IORING_MAX_ENTRIES).

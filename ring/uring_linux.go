@@ -113,9 +113,11 @@ var (
 )
 
 // uring is one io_uring instance with its mappings. Submissions are
-// serialized by sqMu and finish every io_uring_enter(2) with the SQ empty;
-// one reaper goroutine waits for completions and hands each to its call by
-// user_data.
+// serialized by sqMu and finish every io_uring_enter(2) with the SQ empty.
+// Completions are reaped by whichever waiting caller holds the leader
+// token: it waits in io_uring_enter(2) for completions, hands each to its
+// call by user_data, and passes the token on once its own call is done
+// (so one waiting caller costs no extra thread or goroutine wake-up).
 type uring struct {
 	fd                 int
 	sqMem, cqMem, sqes []byte
@@ -130,7 +132,7 @@ type uring struct {
 	closed bool          // guarded by sqMu
 	slots  chan struct{} // one token per operation in flight: bounds the CQ
 	pend   pendingTable
-	reaped chan struct{} // closed when the reaper has exited
+	leader chan struct{} // holding its one slot means reaping the CQ
 	once   sync.Once
 	cerr   error
 }
@@ -148,9 +150,8 @@ func newRing(entries uint32) (*uring, error) {
 		unix.Close(u.fd)
 		return nil, err
 	}
-	u.slots = make(chan struct{}, p.cqEntries-1) // one CQE stays free for Close's NOP
-	u.reaped = make(chan struct{})
-	go u.reap()
+	u.slots = make(chan struct{}, p.cqEntries)
+	u.leader = make(chan struct{}, 1)
 	return u, nil
 }
 
@@ -265,7 +266,7 @@ func (u *uring) submit(ops []op) ([]int32, error) {
 	atomic.StoreUint32(u.sqTail, tail)
 	err := u.flush(first, start, tail)
 	u.sqMu.Unlock()
-	<-c.done
+	u.wait(c)
 	runtime.KeepAlive(ops)
 	return c.res, err
 }
@@ -301,53 +302,56 @@ func (u *uring) finish(id uint64, res int32) {
 	}
 }
 
-// reap runs until Close: it waits for completions and hands each to its
-// call by user_data.
-func (u *uring) reap() {
-	defer close(u.reaped)
-	closing := false
+// wait returns when c is done. Meanwhile, if no other caller is reaping,
+// it takes the leader token and reaps until c is done.
+func (u *uring) wait(c *call) {
+	select {
+	case <-c.done:
+		return
+	case u.leader <- struct{}{}:
+	}
+	defer func() { <-u.leader }()
 	for {
-		head := atomic.LoadUint32(u.cqHead)
-		tail := atomic.LoadUint32(u.cqTail)
-		for ; head != tail; head++ {
-			c := (*uringCQE)(unsafe.Add(u.cqes, uintptr(head&u.cqMask)*unsafe.Sizeof(uringCQE{})))
-			if c.userData == closeUserData {
-				closing = true
-				continue
-			}
-			u.finish(c.userData, c.res)
-		}
-		atomic.StoreUint32(u.cqHead, head)
-		if closing && u.pend.size() == 0 {
+		u.reap()
+		select {
+		case <-c.done:
 			return
+		default:
 		}
-		// EINTR (the Go runtime's preemption signals) just loops.
+		// Returns at once if a completion is already in the ring; EINTR
+		// (the Go runtime's preemption signal) just loops.
 		_, _ = u.enter(0, 1, ioringEnterGetEvents)
 	}
 }
 
-// close stops the reaper after the operations in flight complete, then
-// unmaps the rings and closes the ring's descriptor. It is idempotent.
+// reap hands every completion in the CQ ring to its call. Only the holder
+// of the leader token calls it.
+func (u *uring) reap() {
+	head := atomic.LoadUint32(u.cqHead)
+	tail := atomic.LoadUint32(u.cqTail)
+	for ; head != tail; head++ {
+		c := (*uringCQE)(unsafe.Add(u.cqes, uintptr(head&u.cqMask)*unsafe.Sizeof(uringCQE{})))
+		u.finish(c.userData, c.res)
+	}
+	atomic.StoreUint32(u.cqHead, head)
+}
+
+// close refuses new submissions, reaps until the operations in flight have
+// completed, then unmaps the rings and closes the ring's descriptor. It is
+// idempotent.
 func (u *uring) close() error {
 	u.once.Do(func() {
 		u.sqMu.Lock()
 		u.closed = true
-		tail := atomic.LoadUint32(u.sqTail)
-		idx := tail & u.sqMask
-		*u.sqeAt(idx) = uringSQE{opcode: ioringOpNop, userData: closeUserData}
-		*(*uint32)(unsafe.Add(u.sqArray, uintptr(idx)*4)) = idx
-		atomic.StoreUint32(u.sqTail, tail+1)
-		for atomic.LoadUint32(u.sqHead) != tail+1 {
-			if _, err := u.enter(1, 0, 0); err != nil && err != unix.EINTR {
-				u.cerr = os.NewSyscallError("io_uring_enter", err)
+		u.sqMu.Unlock()
+		u.leader <- struct{}{} // kept: nobody reaps after this
+		for {
+			u.reap()
+			if u.pend.size() == 0 {
 				break
 			}
+			_, _ = u.enter(0, 1, ioringEnterGetEvents)
 		}
-		u.sqMu.Unlock()
-		if u.cerr != nil {
-			return // the reaper may still wait; leak the ring rather than unmap under it
-		}
-		<-u.reaped
 		u.unmap()
 		if err := unix.Close(u.fd); err != nil {
 			u.cerr = os.NewSyscallError("close io_uring", err)

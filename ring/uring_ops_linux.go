@@ -30,7 +30,12 @@ func Probe() (ok bool, reason string) {
 // IORING_OP_FSYNC with IORING_FSYNC_DATASYNC, the syncs of many files in
 // one io_uring_enter(2). It also implements WriteSyncer. Allocate and
 // Truncate are the portable calls. Call Probe first: NewUring fails where
-// the kernel refuses io_uring. Close it after its last use.
+// the kernel refuses io_uring. Close it after its last use; Close waits for
+// the operations in flight.
+//
+// The kernel runs a request on behalf of the thread that submitted it and
+// cancels it if that thread exits, so callers must not submit from a
+// goroutine that ends while locked to its thread (runtime.LockOSThread).
 func NewUring() (Backend, error) {
 	r, err := newRing(uringEntries)
 	if err != nil {
