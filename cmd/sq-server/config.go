@@ -33,9 +33,13 @@ type config struct {
 	MaxFrame     int
 	SegmentBytes int64
 	IOBackend    string
+	MinFreeBytes int64
 	LogLevel     string
 	LogFormat    string
 }
+
+// defaultMinFreeBytes is the default free-space floor (--min-free-bytes).
+const defaultMinFreeBytes = 256 << 20 // 256 MiB
 
 // flagSpec ties one flag to its environment variable.
 type flagSpec struct {
@@ -61,6 +65,7 @@ var flagSpecs = []flagSpec{
 	{"max-frame-bytes", "SQ_MAX_FRAME_BYTES", "largest Cap'n Proto frame (without records) in bytes"},
 	{"segment-bytes", "SQ_SEGMENT_BYTES", "default segment size of topics in bytes"},
 	{"io-backend", "SQ_IO_BACKEND", "write-path I/O backend: auto, uring (io_uring; fails if the kernel refuses it) or portable (pwritev + fdatasync)"},
+	{"min-free-bytes", "SQ_MIN_FREE_BYTES", "free-space floor of the data directory's file system in bytes: publishes get DISK_FULL below it (0 disables)"},
 	{"log-level", "SQ_LOG_LEVEL", "log level: debug, info, warn, error"},
 	{"log-format", "SQ_LOG_FORMAT", "log format: text or json"},
 }
@@ -82,6 +87,7 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.IntVar(&c.MaxFrame, "max-frame-bytes", api.DefaultMaxFrameBytes, "")
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", engine.DefaultSegmentBytes, "")
 	fs.StringVar(&c.IOBackend, "io-backend", ring.ModeAuto, "")
+	fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", defaultMinFreeBytes, "")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "")
 	for _, s := range flagSpecs {
@@ -112,6 +118,9 @@ func (c *config) validate() error {
 	var errs []error
 	if _, err := engine.ParseSyncPolicy(c.SyncPolicy); err != nil {
 		errs = append(errs, fmt.Errorf("--sync-policy: %v", err))
+	}
+	if c.MinFreeBytes < 0 {
+		errs = append(errs, fmt.Errorf("--min-free-bytes %d must not be negative", c.MinFreeBytes))
 	}
 	if c.NodeID == "" {
 		errs = append(errs, errors.New("--node-id must not be empty"))

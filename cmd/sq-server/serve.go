@@ -82,6 +82,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		MaxRecordBytes: c.MaxRecord,
 		MaxBatchBytes:  c.MaxBatch,
 		Backend:        backend,
+		MinFreeBytes:   c.MinFreeBytes,
 		Logger:         log,
 	})
 	if err != nil {
