@@ -107,8 +107,8 @@ func (l *crashLoad) run(ctx context.Context) (failedBatches int64) {
 	return failed.Load()
 }
 
-// TestCrashKeepsAcknowledgedRecords SIGKILLs sq-server under an every-batch
-// load, restarts it, sends what was not acknowledged, and checks that every
+// TestCrashKeepsAcknowledgedRecords SIGKILLs (or SIGTERMs) sq-server under
+// an every-batch load, restarts it, sends what was not acknowledged, and checks that every
 // acknowledged record is stored where its acknowledgement said, with dense
 // offsets from 0 in every partition.
 func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
@@ -116,20 +116,22 @@ func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		flags []string
+		term  bool // stop with SIGTERM (a graceful stop under load) instead of SIGKILL
 	}{
-		{"default segments", nil},
+		{"default segments", nil, false},
 		// About five segments per partition, so the kill may land on a
 		// roll.
-		{"1 MiB segments", []string{"--segment-bytes", "1048576", "--max-batch-bytes", "262144", "--max-record-bytes", "65536"}},
+		{"1 MiB segments", []string{"--segment-bytes", "1048576", "--max-batch-bytes", "262144", "--max-record-bytes", "65536"}, false},
+		{"SIGTERM under load", nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			testCrash(t, tc.flags)
+			testCrash(t, tc.flags, tc.term)
 		})
 	}
 }
 
-func testCrash(t *testing.T, flags []string) {
+func testCrash(t *testing.T, flags []string, term bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv := startServer(t, t.TempDir(), append([]string{"--sync-policy", "every-batch"}, flags...)...)
@@ -151,8 +153,13 @@ func testCrash(t *testing.T, flags []string) {
 	// at the first failure instead of waiting for the dead server.
 	p1 := newCrashProducer(ctx, t, srv.addr)
 	killed := make(chan struct{})
+	stopCode := 0
 	load := &crashLoad{p: p1, ids: all, acked: acked, killAfter: crashKillAfter, onThreshold: func() {
-		srv.kill()
+		if term {
+			stopCode = srv.stop()
+		} else {
+			srv.kill()
+		}
 		close(killed)
 	}}
 	failed := load.run(ctx)
@@ -162,7 +169,10 @@ func testCrash(t *testing.T, flags []string) {
 	default:
 		t.Fatalf("the load ended with %d records acknowledged, before the kill at %d", load.ackedCount.Load(), crashKillAfter)
 	}
-	t.Logf("phase 1: %d records acknowledged before and around the SIGKILL, %d batches failed", load.ackedCount.Load(), failed)
+	if stopCode != 0 {
+		t.Fatalf("sq-server exited with status %d after SIGTERM under load; log:\n%s", stopCode, srv.log)
+	}
+	t.Logf("phase 1: %d records acknowledged before and around the stop, %d batches failed", load.ackedCount.Load(), failed)
 
 	// Phase 2: restart on the same directory and send the rest.
 	srv = startServer(t, srv.dataDir, srv.extra...)
@@ -179,7 +189,11 @@ func testCrash(t *testing.T, flags []string) {
 	}
 	p2.Close()
 
-	verifyCrashLog(ctx, t, srv.addr, acked)
+	total := verifyCrashLog(ctx, t, srv.addr, acked)
+	if term && total != crashTotal {
+		// A graceful stop answers every request it carried out.
+		t.Errorf("after SIGTERM under load %d records are stored, %d were acknowledged: a stored batch lost its acknowledgement", total, crashTotal)
+	}
 }
 
 func newCrashProducer(ctx context.Context, t *testing.T, addr string) *sdk.Producer {
@@ -193,8 +207,9 @@ func newCrashProducer(ctx context.Context, t *testing.T, addr string) *sdk.Produ
 
 // verifyCrashLog reads every partition from 0 to its high watermark and
 // checks dense offsets, well-formed values, and that each acknowledged
-// record is at its acknowledged place.
-func verifyCrashLog(ctx context.Context, t *testing.T, addr string, acked []ackedAt) {
+// record is at its acknowledged place. It returns the number of records
+// stored.
+func verifyCrashLog(ctx context.Context, t *testing.T, addr string, acked []ackedAt) int {
 	t.Helper()
 	c, err := sdk.Dial(ctx, sdk.ClientConfig{Addr: addr})
 	if err != nil {
@@ -254,4 +269,5 @@ func verifyCrashLog(ctx context.Context, t *testing.T, addr string, acked []acke
 	}
 	t.Logf("verified %d acknowledged records; %d stored in %d segments (%d more than acknowledged: stored, but their acknowledgement was lost in the crash)",
 		len(acked), total, segments, total-len(acked))
+	return total
 }
