@@ -33,8 +33,7 @@ type Engine struct {
 
 	obs observing
 
-	disk      *diskFloor    // nil: no free-space floor
-	scrubDone chan struct{} // closed when the scrub of sealed segments ends
+	bg sync.WaitGroup // the retention goroutine
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -45,6 +44,7 @@ type topic struct {
 	meta   topicMeta
 	limits batch.Limits
 	parts  []*partition
+	refs   *topicRefs // users of its files; see DeleteTopic
 }
 
 // Open locks opts.DataDir (creating it if needed), recovers every topic's
@@ -71,13 +71,15 @@ func Open(opts Options) (*Engine, error) {
 		lock.release()
 		return nil, err
 	}
-	e.disk = newDiskFloor(opts)
-	e.startScrub()
+	if opts.RetentionCheckInterval > 0 {
+		e.bg.Go(func() { e.retentionLoop(opts.RetentionCheckInterval) })
+	}
 	return e, nil
 }
 
 func (e *Engine) open() error {
 	removeTemps(e.opts.DataDir, e.log)
+	e.emptyTrash()
 	if err := checkFormatVersion(e); err != nil {
 		return err
 	}
@@ -124,7 +126,8 @@ func (e *Engine) openTopic(m topicMeta) (*topic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: topic %s: %w", m.Name, err)
 	}
-	t := &topic{meta: m, limits: batch.Limits{MaxRecordBytes: int(m.Config.MaxRecordBytes), MaxBatchBytes: e.opts.MaxBatchBytes}}
+	t := &topic{meta: m, limits: batch.Limits{MaxRecordBytes: int(m.Config.MaxRecordBytes), MaxBatchBytes: e.opts.MaxBatchBytes},
+		refs: newTopicRefs(e.log.Warn)}
 	for i := 0; i < m.Partitions; i++ {
 		dir := filepath.Join(e.topicDir(m.Name), strconv.Itoa(i))
 		lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config))
@@ -313,15 +316,12 @@ func (e *Engine) appendBatch(ctx context.Context, topicName string, partition in
 		}
 		return AppendResult{}, api.NewError(api.CodeCorruptBatch, "%v", err)
 	}
-	if err := e.disk.admit(len(b)); err != nil {
-		return AppendResult{}, err
-	}
 	return p.append(ctx, b, h.RecordCount)
 }
 
 // fetch is Fetch without the observer.
 func (e *Engine) fetch(ctx context.Context, topicName string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*FetchResult, error) {
-	_, p, err := e.partition(topicName, partition)
+	t, p, err := e.partition(topicName, partition)
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +331,10 @@ func (e *Engine) fetch(ctx context.Context, topicName string, partition int, off
 	if maxBytes < 1 {
 		maxBytes = 1
 	}
-	return p.fetch(ctx, offset, maxBytes, maxWait, e.closing)
+	if !t.refs.acquire() {
+		return nil, unknownTopic(topicName)
+	}
+	return holdTopic(t, p, topicName)(p.fetch(ctx, offset, maxBytes, maxWait, e.closing))
 }
 
 // Close refuses new work, finishes the appends already queued, syncs,
@@ -340,7 +343,7 @@ func (e *Engine) fetch(ctx context.Context, topicName string, partition int, off
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		close(e.closing)
-		<-e.scrubDone
+		e.bg.Wait()
 		e.createMu.Lock()
 		defer e.createMu.Unlock()
 		err := e.closeTopics()

@@ -55,22 +55,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// RetentionCheckInterval is the period of the retention goroutine
+	// (EnforceRetention): roll by segment.ms, delete by retention.ms and
+	// retention.bytes. Default 5s; negative: no goroutine (tests call
+	// EnforceRetention themselves).
+	RetentionCheckInterval time.Duration
 	// Observer receives every append, fetch and fdatasync for metrics and
 	// traces (default nil: none).
 	Observer Observer
-	// MinFreeBytes is the free-space floor: while the file system of
-	// DataDir has fewer bytes available (statfs f_bavail), publishes fail
-	// with DISK_FULL (retriable); fetches, commits and the control plane
-	// keep working. 0 (the default here; the server's default is 256 MiB)
-	// disables the floor.
-	MinFreeBytes int64
-	// DiskFree returns the bytes available on the file system of a
-	// directory (default: statfs(2)); tests substitute it.
-	DiskFree func(dir string) (int64, error)
-	// ScrubBytesPerSec is the read rate of the background verification of
-	// sealed segments after Open (default DefaultScrubBytesPerSec); a
-	// negative value disables it.
-	ScrubBytesPerSec int64
 }
 
 // Defaults fills every zero field with its default.
@@ -111,11 +103,8 @@ func (o *Options) Defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.DiskFree == nil {
-		o.DiskFree = statfsFree
-	}
-	if o.ScrubBytesPerSec == 0 {
-		o.ScrubBytesPerSec = DefaultScrubBytesPerSec
+	if o.RetentionCheckInterval == 0 {
+		o.RetentionCheckInterval = DefaultRetentionCheckInterval
 	}
 }
 
@@ -142,9 +131,6 @@ func (o *Options) Validate() error {
 	}
 	if o.IndexIntervalBytes < 1 || o.PreallocBytes < 0 {
 		errs = append(errs, fmt.Errorf("index interval %d and prealloc %d must be positive", o.IndexIntervalBytes, o.PreallocBytes))
-	}
-	if o.MinFreeBytes < 0 {
-		errs = append(errs, fmt.Errorf("free-space floor %d must not be negative", o.MinFreeBytes))
 	}
 	return errors.Join(errs...)
 }

@@ -45,6 +45,10 @@ type partition struct {
 	hw     atomic.Uint64
 	notify atomic.Pointer[chan struct{}] // closed and replaced when hw moves
 	failed atomic.Pointer[api.Error]
+	// deleted: the topic was deleted; requests get UNKNOWN_TOPIC.
+	deleted atomic.Bool
+	// rolls carries roll requests (segment.ms) to the append goroutine.
+	rolls chan chan rollResult
 
 	// Owned by the append goroutine.
 	dirty          bool // written since the last sync
@@ -65,6 +69,7 @@ func newPartition(topic string, id int, dir string, log *segment.Log, policy Syn
 		topic: topic, id: id, dir: dir, log: log, policy: policy, now: now,
 		logger: logger.With("topic", topic, "partition", id),
 		reqs:   make(chan *appendReq, appendQueueLen),
+		rolls:  make(chan chan rollResult),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -92,6 +97,9 @@ func (p *partition) fail(err *api.Error) {
 // append queues b and waits for its commit. ctx cancellation stops the
 // wait, not the write: a batch already queued may still be appended.
 func (p *partition) append(ctx context.Context, b []byte, count uint32) (AppendResult, error) {
+	if p.deleted.Load() {
+		return AppendResult{}, unknownTopic(p.topic)
+	}
 	if e := p.failed.Load(); e != nil {
 		return AppendResult{}, e
 	}
@@ -99,6 +107,9 @@ func (p *partition) append(ctx context.Context, b []byte, count uint32) (AppendR
 	p.mu.RLock()
 	if p.closed {
 		p.mu.RUnlock()
+		if p.deleted.Load() {
+			return AppendResult{}, unknownTopic(p.topic)
+		}
 		return AppendResult{}, api.NewError(api.CodeShuttingDown, "server is shutting down")
 	}
 	select {
@@ -137,6 +148,8 @@ func (p *partition) run() {
 			p.commit(pending)
 			clear(pending)
 			pending = pending[:0]
+		case r := <-p.rolls:
+			r <- p.rollNow()
 		case <-tick:
 			p.syncDirty()
 		case <-ckp.C:
@@ -190,7 +203,7 @@ func (p *partition) commit(pending []*appendReq) {
 		bufs[i] = r.batch
 	}
 	appendTime := p.now().UnixMilli()
-	info, err := p.log.Append(bufs)
+	info, err := p.log.AppendAt(bufs, appendTime)
 	if err != nil {
 		// The log end is unchanged; the partition stays writable.
 		finish(storageError("write", err))
@@ -292,6 +305,9 @@ func (p *partition) fetch(ctx context.Context, offset uint64, maxBytes int, maxW
 	var timer *time.Timer
 	for {
 		wait := *p.notify.Load()
+		if p.deleted.Load() {
+			return nil, unknownTopic(p.topic)
+		}
 		hw := p.hw.Load()
 		start := p.log.LogStartOffset()
 		if offset < start || offset > hw {
