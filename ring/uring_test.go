@@ -371,3 +371,40 @@ func TestUringABIOffsets(t *testing.T) {
 		}
 	}
 }
+
+// TestUringSmallRingManyWaiters runs more callers than a 4-entry ring (8
+// CQEs) holds at once: submissions wait for free completion slots and the
+// waiters hand the reaping over among themselves.
+func TestUringSmallRingManyWaiters(t *testing.T) {
+	if ok, why := Probe(); !ok {
+		t.Skip("io_uring unavailable: " + why)
+	}
+	r, err := newRing(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for range 32 {
+		wg.Go(func() {
+			for range 200 {
+				res, err := r.submit([]op{{opcode: ioringOpNop}, {opcode: ioringOpNop}, {opcode: ioringOpNop}})
+				if err != nil || len(res) != 3 || res[0] != 0 || res[1] != 0 || res[2] != 0 {
+					errs <- fmt.Errorf("submit = %v, %v", res, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := r.close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.submit([]op{{opcode: ioringOpNop}, {opcode: ioringOpNop}, {opcode: ioringOpNop}, {opcode: ioringOpNop}, {opcode: ioringOpNop}}); err == nil {
+		t.Fatal("submit after close succeeded")
+	}
+}
