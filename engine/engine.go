@@ -33,6 +33,9 @@ type Engine struct {
 
 	obs observing
 
+	disk      *diskFloor    // nil: no free-space floor
+	scrubDone chan struct{} // closed when the scrub of sealed segments ends
+
 	bg sync.WaitGroup // the retention goroutine
 
 	closeOnce sync.Once
@@ -74,6 +77,8 @@ func Open(opts Options) (*Engine, error) {
 	if opts.RetentionCheckInterval > 0 {
 		e.bg.Go(func() { e.retentionLoop(opts.RetentionCheckInterval) })
 	}
+	e.disk = newDiskFloor(opts)
+	e.startScrub()
 	return e, nil
 }
 
@@ -316,6 +321,9 @@ func (e *Engine) appendBatch(ctx context.Context, topicName string, partition in
 		}
 		return AppendResult{}, api.NewError(api.CodeCorruptBatch, "%v", err)
 	}
+	if err := e.disk.admit(len(b)); err != nil {
+		return AppendResult{}, err
+	}
 	return p.append(ctx, b, h.RecordCount)
 }
 
@@ -344,6 +352,7 @@ func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		close(e.closing)
 		e.bg.Wait()
+		<-e.scrubDone
 		e.createMu.Lock()
 		defer e.createMu.Unlock()
 		err := e.closeTopics()

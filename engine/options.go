@@ -63,6 +63,19 @@ type Options struct {
 	// Observer receives every append, fetch and fdatasync for metrics and
 	// traces (default nil: none).
 	Observer Observer
+	// MinFreeBytes is the free-space floor: while the file system of
+	// DataDir has fewer bytes available (statfs f_bavail), publishes fail
+	// with DISK_FULL (retriable); fetches, commits and the control plane
+	// keep working. 0 (the default here; the server's default is 256 MiB)
+	// disables the floor.
+	MinFreeBytes int64
+	// DiskFree returns the bytes available on the file system of a
+	// directory (default: statfs(2)); tests substitute it.
+	DiskFree func(dir string) (int64, error)
+	// ScrubBytesPerSec is the read rate of the background verification of
+	// sealed segments after Open (default DefaultScrubBytesPerSec); a
+	// negative value disables it.
+	ScrubBytesPerSec int64
 }
 
 // Defaults fills every zero field with its default.
@@ -106,6 +119,12 @@ func (o *Options) Defaults() {
 	if o.RetentionCheckInterval == 0 {
 		o.RetentionCheckInterval = DefaultRetentionCheckInterval
 	}
+	if o.DiskFree == nil {
+		o.DiskFree = statfsFree
+	}
+	if o.ScrubBytesPerSec == 0 {
+		o.ScrubBytesPerSec = DefaultScrubBytesPerSec
+	}
 }
 
 // Validate reports every invalid field at once (errors.Join).
@@ -131,6 +150,9 @@ func (o *Options) Validate() error {
 	}
 	if o.IndexIntervalBytes < 1 || o.PreallocBytes < 0 {
 		errs = append(errs, fmt.Errorf("index interval %d and prealloc %d must be positive", o.IndexIntervalBytes, o.PreallocBytes))
+	}
+	if o.MinFreeBytes < 0 {
+		errs = append(errs, fmt.Errorf("free-space floor %d must not be negative", o.MinFreeBytes))
 	}
 	return errors.Join(errs...)
 }
