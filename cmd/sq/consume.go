@@ -80,7 +80,7 @@ UTF-8 is printed as base64 with "key_encoding":"base64" or
 	fl.Int64Var(&f.count, "count", 0, "stop after printing this many records (0: no limit)")
 	fl.BoolVar(&f.follow, "follow", false, "keep waiting for new records until Ctrl-C instead of stopping at the high watermark seen at start")
 	fl.StringVar(&f.format, "format", formatRaw, "output format: raw (values, one per line) or json (one object per line)")
-	fl.IntVar(&f.partition, "partition", -1, "read only this partition (default: all)")
+	fl.IntVar(&f.partition, "partition", -1, "read only this partition; -1 reads them all")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }

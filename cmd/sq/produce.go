@@ -70,7 +70,7 @@ exits with status 1 after reporting what was acknowledged.`,
 	fl.StringVar(&f.topic, "topic", "", "topic to produce to (required)")
 	fl.StringVar(&f.file, "file", "", "read records from this file instead of stdin")
 	fl.StringVar(&f.keySeparator, "key-separator", "", "split each line at the first occurrence of this string: key before, value after (a line without it has no key)")
-	fl.IntVar(&f.partition, "partition", -1, "send every record to this partition (default: spread keyless records, hash keyed ones)")
+	fl.IntVar(&f.partition, "partition", -1, "send every record to this partition; -1 spreads keyless records and places keyed ones by the hash of the key")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }
