@@ -85,6 +85,10 @@ func (c *conn) dispatch(req request) (*response, error) {
 		return c.commitOffsets(req)
 	case api.Frame_Which_fetchOffsetsRequest:
 		return c.fetchOffsets(req)
+	case api.Frame_Which_deleteTopicRequest:
+		return c.deleteTopic(req)
+	case api.Frame_Which_listOffsetsRequest:
+		return c.listOffsets(req)
 	case api.Frame_Which_handshakeRequest:
 		return c.buildError(req, api.NewError(api.CodeInvalidRequest, "handshake already done on this connection")), nil
 	default:

@@ -47,6 +47,10 @@ type request struct {
 	maxBytes  uint32
 	maxWaitMs uint32
 
+	// listOffsetsRequest (topic and partition above); deleteTopicRequest
+	// uses name.
+	timestamp int64
+
 	// commitOffsetsRequest, fetchOffsetsRequest (topic above)
 	group      string
 	memberID   string
@@ -105,6 +109,8 @@ func parseFrame(f api.Frame) (request, error) {
 				req.topic, err = r.Topic()
 			}
 		}
+	case api.Frame_Which_deleteTopicRequest, api.Frame_Which_listOffsetsRequest:
+		err = parseStorageAdmin(f, &req)
 	default:
 		var ok bool
 		if ok, err = parseExt(f, &req); !ok {

@@ -36,6 +36,13 @@ type Broker interface {
 	// FetchOffsets returns a group's committed offsets, for one topic or
 	// (topic "") for all.
 	FetchOffsets(group, topic string) ([]engine.OffsetCommit, error)
+	// DeleteTopic deletes a topic and its data; readers in the middle of a
+	// fetch finish safely and then get UNKNOWN_TOPIC.
+	DeleteTopic(name string) error
+	// ListOffsets looks up an offset by broker append time (Unix ms; -1
+	// latest, -2 earliest) and returns it with the append time of the batch
+	// found (-1 when none).
+	ListOffsets(topic string, partition int, timestamp int64) (offset uint64, ts int64, err error)
 }
 
 var _ Broker = (*engine.Engine)(nil)
