@@ -29,7 +29,9 @@ const (
 )
 
 // killValue is record id's value; killID parses it back.
-func killValue(id int) []byte { return fmt.Appendf(nil, "kill-%08d-%s", id, strings.Repeat("k", id%50)) }
+func killValue(id int) []byte {
+	return fmt.Appendf(nil, "kill-%08d-%s", id, strings.Repeat("k", id%50))
+}
 
 func killID(v []byte) (int, bool) {
 	s := string(v)
