@@ -36,6 +36,8 @@ type config struct {
 	MinFreeBytes int64
 	LogLevel     string
 	LogFormat    string
+
+	hooks *hooks // tests only
 }
 
 // defaultMinFreeBytes is the default free-space floor (--min-free-bytes).
@@ -49,9 +51,9 @@ type flagSpec struct {
 // The flags of the server, in the order of the README's table. Each flag
 // may also be set by its environment variable; the flag wins.
 var flagSpecs = []flagSpec{
-	{"grpc-host", "SQ_GRPC_HOST", "gRPC control-plane listen address (control plane not served in this build)"},
+	{"grpc-host", "SQ_GRPC_HOST", "gRPC control-plane listen address: topics, groups, cluster, publish/subscribe, health, reflection (empty: not served)"},
 	{"capnp-host", "SQ_CAPNP_HOST", "Cap'n Proto data-plane listen address (port 0 picks a free port)"},
-	{"http-host", "SQ_HTTP_HOST", "HTTP health/metrics listen address (not served in this build)"},
+	{"http-host", "SQ_HTTP_HOST", "HTTP listen address of /healthz, /readyz and /metrics (empty: not served)"},
 	{"node-id", "SQ_NODE_ID", "unique node identifier"},
 	{"data-dir", "SQ_DATA_DIR", "data directory (created if missing; locked while served)"},
 	{"seeds", "SQ_SEEDS", "comma-separated seed node addresses (clustering not in this build)"},

@@ -62,8 +62,6 @@ func newRootCommand() *cobra.Command {
 func run(ctx context.Context, c *config, log *slog.Logger) error {
 	log.Info("starting sq-server", "version", version, "node_id", c.NodeID, "cluster_id", c.ClusterID, "data_dir", c.DataDir)
 	for _, part := range []struct{ flag, value, what string }{
-		{"--grpc-host", c.GRPCHost, "gRPC control plane"},
-		{"--http-host", c.HTTPHost, "HTTP health and metrics"},
 		{"--seeds", c.Seeds, "clustering"},
 		{"--s3-bucket", c.S3Bucket, "tiered storage"},
 	} {
@@ -75,6 +73,15 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	cp, err := startControl(ctx, c, log)
+	if err != nil {
+		backend.Close()
+		return err
+	}
+	defer cp.shutdown(context.Background()) // after a failed start; idempotent
+	if c.hooks != nil && c.hooks.beforeRecovery != nil {
+		c.hooks.beforeRecovery()
+	}
 	eng, err := engine.Open(engine.Options{
 		DataDir:        c.DataDir,
 		SyncPolicy:     c.SyncPolicy,
@@ -84,6 +91,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		Backend:        backend,
 		MinFreeBytes:   c.MinFreeBytes,
 		Logger:         log,
+		Observer:       cp.srv.Observer(),
 	})
 	if err != nil {
 		backend.Close()
@@ -111,19 +119,32 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		return fmt.Errorf("data plane: listen on %s: %w", c.CapnpHost, err)
 	}
 	log.Info("data plane listening", "addr", ln.Addr().String())
+	c.hooks.listened("capnp", ln)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(cp.srv.CountConns(ln, "capnp")) }()
+	if err := cp.serveGRPC(eng); err != nil {
+		srv.Close()
+		eng.Close()
+		return err
+	}
+	cp.srv.SetReady(true)
 
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: refusing new work, finishing requests in flight")
 	case err = <-serveErr:
 		log.Error("data plane stopped", "err", err)
+	case err = <-cp.errs:
+		log.Error("control plane stopped", "err", err)
 	}
+	cp.srv.StartShutdown() // /readyz 503 and health NOT_SERVING from now on
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if serr := srv.Shutdown(sctx); serr != nil && !errors.Is(serr, context.Canceled) {
 		log.Warn("data plane shutdown", "err", serr)
+	}
+	if serr := cp.shutdown(sctx); serr != nil {
+		log.Warn("control plane shutdown", "err", serr)
 	}
 	if cerr := eng.Close(); cerr != nil {
 		err = errors.Join(err, cerr)

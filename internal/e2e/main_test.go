@@ -67,6 +67,9 @@ func cleanEnv(extra ...string) []string {
 			env = append(env, kv)
 		}
 	}
+	// Free ports for the control plane, so servers never collide on the
+	// defaults (6060, 6062); extra may override them.
+	env = append(env, "SQ_GRPC_HOST=127.0.0.1:0", "SQ_HTTP_HOST=127.0.0.1:0")
 	return append(env, extra...)
 }
 

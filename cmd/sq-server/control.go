@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/seedqueue/sq/control"
+	"github.com/seedqueue/sq/control/telemetry"
+	"github.com/seedqueue/sq/engine"
+)
+
+// hooks let tests observe and pace the start of run; nil fields are
+// skipped. They are never set outside tests.
+type hooks struct {
+	// beforeRecovery runs after the HTTP listener is up and before
+	// engine.Open recovers the data directory.
+	beforeRecovery func()
+	// listening is called with each plane ("http", "grpc", "capnp") and
+	// its bound address.
+	listening func(plane, addr string)
+}
+
+func (h *hooks) listened(plane string, ln net.Listener) {
+	if h != nil && h.listening != nil {
+		h.listening(plane, ln.Addr().String())
+	}
+}
+
+// controlPlane is the node's gRPC control plane, HTTP health and metrics
+// endpoints and OpenTelemetry export.
+type controlPlane struct {
+	srv   *control.Server
+	tel   *telemetry.Telemetry
+	log   *slog.Logger
+	errs  chan error // one per serving goroutine that stopped on its own
+	grpcH string
+	hooks *hooks
+}
+
+// startControl creates the control server, starts OpenTelemetry export
+// when OTEL_EXPORTER_OTLP_ENDPOINT is set, and serves HTTP at once, so
+// /healthz answers and /readyz says 503 during recovery. An empty
+// --http-host serves no HTTP.
+func startControl(ctx context.Context, c *config, log *slog.Logger) (*controlPlane, error) {
+	cp := &controlPlane{log: log, errs: make(chan error, 2), grpcH: c.GRPCHost, hooks: c.hooks}
+	opts := control.Options{NodeID: c.NodeID, ClusterID: c.ClusterID, Version: version,
+		GRPCAddr: c.GRPCHost, CapnpAddr: c.CapnpHost, HTTPAddr: c.HTTPHost, MaxBatchBytes: c.MaxBatch, Logger: log}
+	// The exporter reads the registry of the server it is built before.
+	var registry atomic.Pointer[prometheus.Registry]
+	gather := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		if r := registry.Load(); r != nil {
+			return r.Gather()
+		}
+		return nil, nil
+	})
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Version: version, Gatherer: gather, Getenv: os.Getenv})
+	if err != nil {
+		return nil, err
+	}
+	if tel.Enabled() {
+		log.Info("OpenTelemetry export on", "service_name", tel.ServiceName)
+	}
+	opts.Tracer = tel.Tracer
+	srv, err := control.New(opts)
+	if err != nil {
+		tel.Shutdown(ctx)
+		return nil, err
+	}
+	registry.Store(srv.Registry())
+	cp.srv, cp.tel = srv, tel
+	if c.HTTPHost == "" {
+		return cp, nil
+	}
+	ln, err := net.Listen("tcp", c.HTTPHost)
+	if err != nil {
+		tel.Shutdown(ctx)
+		return nil, fmt.Errorf("http: listen on %s: %w", c.HTTPHost, err)
+	}
+	log.Info("HTTP listening", "addr", ln.Addr().String(), "endpoints", "/healthz /readyz /metrics")
+	cp.hooks.listened("http", ln)
+	go func() { cp.errs <- fmt.Errorf("http server stopped: %w", errOrClosed(srv.ServeHTTP(ln))) }()
+	return cp, nil
+}
+
+// serveGRPC attaches the recovered engine and serves gRPC on --grpc-host
+// (none when it is empty).
+func (cp *controlPlane) serveGRPC(eng *engine.Engine) error {
+	cp.srv.SetEngine(eng)
+	if cp.grpcH == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", cp.grpcH)
+	if err != nil {
+		return fmt.Errorf("control plane: listen on %s: %w", cp.grpcH, err)
+	}
+	cp.log.Info("control plane listening", "addr", ln.Addr().String())
+	cp.hooks.listened("grpc", ln)
+	go func() { cp.errs <- fmt.Errorf("gRPC server stopped: %w", errOrClosed(cp.srv.ServeGRPC(ln))) }()
+	return nil
+}
+
+// errOrClosed turns the nil of a server stopped by Shutdown into an error
+// naming it, so that an early stop is reported.
+func errOrClosed(err error) error {
+	if err == nil {
+		return errors.New("closed")
+	}
+	return err
+}
+
+// shutdown stops gRPC (in-flight calls finish) and HTTP, then flushes the
+// OpenTelemetry exporters.
+func (cp *controlPlane) shutdown(ctx context.Context) error {
+	err := cp.srv.Shutdown(ctx)
+	if terr := cp.tel.Shutdown(ctx); terr != nil {
+		cp.log.Warn("OpenTelemetry shutdown", "err", terr)
+	}
+	return err
+}
