@@ -33,6 +33,7 @@ type consumeFlags struct {
 	topic     string
 	group     string
 	from      string
+	fromTime  string
 	count     int64
 	follow    bool
 	format    string
@@ -54,6 +55,9 @@ once and keeps waiting for new records until Ctrl-C or --count.
 --from says where to start in partitions without a committed offset:
 "earliest" (the log start offset), "latest" (the high watermark: only new
 records) or an offset, used in every partition read.
+--from-time TIME starts them instead at the first record the server
+appended at or after TIME (RFC 3339, or Unix milliseconds): the server's
+append time, not the producer's timestamp.
 
 With --group, sq starts from the group's committed offsets where there are
 any, and commits the position after the last record printed when it stops
@@ -67,7 +71,8 @@ UTF-8 is printed as base64 with "key_encoding":"base64" or
 {"key","value"} objects.`,
 		Example: "  sq consume --topic orders --from earliest\n" +
 			"  sq consume --topic orders --group billing --format json\n" +
-			"  sq consume --topic orders --from latest --follow",
+			"  sq consume --topic orders --from latest --follow\n" +
+			"  sq consume --topic orders --from-time 2026-01-02T15:04:05Z",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runConsume(cmd, g, f)
@@ -77,6 +82,7 @@ UTF-8 is printed as base64 with "key_encoding":"base64" or
 	fl.StringVar(&f.topic, "topic", "", "topic to read (required)")
 	fl.StringVar(&f.group, "group", "", "consumer group: resume from its committed offsets and commit the position when stopping")
 	fl.StringVar(&f.from, "from", "earliest", "start of partitions without a committed offset: earliest, latest, or an offset")
+	fl.StringVar(&f.fromTime, "from-time", "", "start of partitions without a committed offset: the first record the server appended at or after this time, RFC 3339 (2026-01-02T15:04:05Z) or Unix milliseconds; replaces --from")
 	fl.Int64Var(&f.count, "count", 0, "stop after printing this many records (0: no limit)")
 	fl.BoolVar(&f.follow, "follow", false, "keep waiting for new records until Ctrl-C instead of stopping at the high watermark seen at start")
 	fl.StringVar(&f.format, "format", formatRaw, "output format: raw (values, one per line) or json (one object per line)")
@@ -112,6 +118,9 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 		return fmt.Errorf("--count %d: want 0 (no limit) or more", f.count)
 	}
 	if _, err := parseFrom(f.from); err != nil {
+		return err
+	}
+	if err := checkFromTime(cmd, f); err != nil {
 		return err
 	}
 	c, err := g.dial(cmd)
@@ -189,7 +198,7 @@ func (s *consumeSession) start(ctx context.Context) error {
 			continue
 		}
 		s.end[p] = pi.HighWatermark
-		start, err := s.startOffset(p, pi)
+		start, err := s.startOffset(ctx, p, pi)
 		if err != nil {
 			return err
 		}
@@ -201,9 +210,15 @@ func (s *consumeSession) start(ctx context.Context) error {
 
 // startOffset is where partition p starts: the committed offset, else
 // --from, raised to the log start offset when retention removed it.
-func (s *consumeSession) startOffset(p uint32, pi sdk.PartitionInfo) (uint64, error) {
+func (s *consumeSession) startOffset(ctx context.Context, p uint32, pi sdk.PartitionInfo) (uint64, error) {
 	var start uint64
 	if off, ok := s.committed[p]; ok {
+		start = off
+	} else if s.f.fromTime != "" {
+		off, err := s.timeStart(ctx, p)
+		if err != nil {
+			return 0, err
+		}
 		start = off
 	} else {
 		from, err := parseFrom(s.f.from)

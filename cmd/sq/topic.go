@@ -22,7 +22,7 @@ func newTopicCommand(g *globals) *cobra.Command {
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g))
+	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g), newTopicDeleteCommand(g))
 	return cmd
 }
 
@@ -34,6 +34,7 @@ type topicCreateFlags struct {
 	retentionMs    int64
 	retentionBytes int64
 	segmentBytes   int64
+	segmentMs      int64
 }
 
 func newTopicCreateCommand(g *globals) *cobra.Command {
@@ -57,6 +58,7 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 	fl.Int64Var(&f.retentionMs, "retention-ms", 0, "delete segments older than this many milliseconds; -1 keeps them forever; 0: server default (7 days)")
 	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "delete the oldest segments while a partition is larger than this many bytes; -1 unlimited; 0: server default")
 	fl.Int64Var(&f.segmentBytes, "segment-bytes", 0, "size of one segment file in bytes; 0: server default (--segment-bytes of sq-server)")
+	fl.Int64Var(&f.segmentMs, "segment-ms", 0, "roll the active segment this many milliseconds after its first record, so quiet partitions age out; 0: server default (7 days)")
 	return cmd
 }
 
@@ -74,6 +76,7 @@ func runTopicCreate(cmd *cobra.Command, g *globals, name string, f topicCreateFl
 		RetentionMs:    f.retentionMs,
 		RetentionBytes: f.retentionBytes,
 		SegmentBytes:   f.segmentBytes,
+		SegmentMs:      f.segmentMs,
 	})
 	if err != nil {
 		return apiError(g.addr(cmd), err)
