@@ -14,7 +14,7 @@ func newTopicDeleteCommand(g *globals) *cobra.Command {
 			"consumers still reading the topic get UNKNOWN_TOPIC, and its files are removed\n" +
 			"from the server's disk once the last read in progress is done.",
 		Example: "  sq topic delete orders",
-		Args:    cobra.ExactArgs(1),
+		Args:    oneTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial(cmd)
 			if err != nil {
