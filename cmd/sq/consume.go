@@ -209,8 +209,8 @@ func (s *consumeSession) start(ctx context.Context) error {
 }
 
 // startOffset is where partition p starts: the committed offset, else
-// --from-time when given,
-// else --from, raised to the log start offset when retention removed it.
+// --from-time when given, else --from; raised to the log start offset when
+// retention removed it.
 func (s *consumeSession) startOffset(ctx context.Context, p uint32, pi sdk.PartitionInfo) (uint64, error) {
 	var start uint64
 	if off, ok := s.committed[p]; ok {
