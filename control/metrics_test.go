@@ -143,9 +143,16 @@ func TestMetricsMoveByTheRecordsSent(t *testing.T) {
 	if _, err := st.Recv(); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := msg.CommitOffsets(ctx, &sqv1.CommitOffsetsRequest{Group: "lagging", Offsets: []*sqv1.OffsetEntry{{Topic: "m", Partition: 1, Offset: 2}}}); err != nil {
+		t.Fatal(err)
+	}
 	fams = scrape(t, n)
 	if got, want := value(fams, "sq_fetched_records_total", topic), leo(fams, "1"); got != want {
 		t.Errorf("sq_fetched_records_total = %v, want %v", got, want)
+	}
+	lag := value(fams, "sq_consumer_group_lag_records", map[string]string{"group": "lagging", "topic": "m", "partition": "1"})
+	if want := leo(fams, "1") - 2; lag != want {
+		t.Errorf("sq_consumer_group_lag_records = %v, want %v", lag, want)
 	}
 }
 

@@ -220,10 +220,12 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 				continue
 			}
 			delete(calls, name)
-			if err := call(); err != nil && status.Code(err) != codes.Unimplemented {
-				t.Errorf("%s: %v", name, err)
-			} else if err != nil {
+			err := call()
+			switch {
+			case err != nil && status.Code(err) == codes.Unimplemented && mayBeUnimplemented[name]:
 				t.Logf("%s: %v", name, err)
+			case err != nil:
+				t.Errorf("%s: %v", name, err)
 			}
 		}
 	}
@@ -231,6 +233,10 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 		t.Errorf("test calls %s, which the schema lacks", name)
 	}
 }
+
+// mayBeUnimplemented lists the RPCs whose engine support is not in this
+// build yet.
+var mayBeUnimplemented = map[string]bool{"Topics.AlterTopicConfig": true}
 
 func contains(ss []string, s string) bool {
 	for _, x := range ss {

@@ -947,6 +947,7 @@ type GroupSummary struct {
 	// "empty", "stable", "rebalancing", ...
 	State         string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
 	MemberCount   int32  `protobuf:"varint,3,opt,name=member_count,json=memberCount,proto3" json:"member_count,omitempty"`
+	Generation    int32  `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -998,6 +999,13 @@ func (x *GroupSummary) GetState() string {
 func (x *GroupSummary) GetMemberCount() int32 {
 	if x != nil {
 		return x.MemberCount
+	}
+	return 0
+}
+
+func (x *GroupSummary) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
 	}
 	return 0
 }
@@ -1204,16 +1212,21 @@ func (x *TopicPartition) GetPartition() int32 {
 	return 0
 }
 
-// GroupOffset is a committed offset and the lag behind the high watermark.
+// GroupOffset is a partition of a group's topics: its committed offset and
+// the lag behind the high watermark.
 type GroupOffset struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Topic           string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition       int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	CommittedOffset uint64                 `protobuf:"varint,3,opt,name=committed_offset,json=committedOffset,proto3" json:"committed_offset,omitempty"`
-	HighWatermark   uint64                 `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
-	// high_watermark - committed_offset, in records.
-	Lag           uint64 `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
-	Metadata      string `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// -1 when the group has no committed offset for the partition.
+	CommittedOffset int64  `protobuf:"varint,3,opt,name=committed_offset,json=committedOffset,proto3" json:"committed_offset,omitempty"`
+	HighWatermark   uint64 `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	// high_watermark - committed_offset (or - log start when none), records.
+	Lag          int64  `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
+	Metadata     string `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	LogEndOffset uint64 `protobuf:"varint,7,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	// Member holding the partition in the current generation; empty if none.
+	MemberId      string `protobuf:"bytes,8,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1262,7 +1275,7 @@ func (x *GroupOffset) GetPartition() int32 {
 	return 0
 }
 
-func (x *GroupOffset) GetCommittedOffset() uint64 {
+func (x *GroupOffset) GetCommittedOffset() int64 {
 	if x != nil {
 		return x.CommittedOffset
 	}
@@ -1276,7 +1289,7 @@ func (x *GroupOffset) GetHighWatermark() uint64 {
 	return 0
 }
 
-func (x *GroupOffset) GetLag() uint64 {
+func (x *GroupOffset) GetLag() int64 {
 	if x != nil {
 		return x.Lag
 	}
@@ -1286,6 +1299,20 @@ func (x *GroupOffset) GetLag() uint64 {
 func (x *GroupOffset) GetMetadata() string {
 	if x != nil {
 		return x.Metadata
+	}
+	return ""
+}
+
+func (x *GroupOffset) GetLogEndOffset() uint64 {
+	if x != nil {
+		return x.LogEndOffset
+	}
+	return 0
+}
+
+func (x *GroupOffset) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
 	}
 	return ""
 }
@@ -2805,11 +2832,14 @@ const file_sq_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"?\n" +
 	"\x15DescribeTopicResponse\x12&\n" +
 	"\x05topic\x18\x01 \x01(\v2\x10.sq.v1.TopicInfoR\x05topic\"\x13\n" +
-	"\x11ListGroupsRequest\"]\n" +
+	"\x11ListGroupsRequest\"}\n" +
 	"\fGroupSummary\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12!\n" +
-	"\fmember_count\x18\x03 \x01(\x05R\vmemberCount\"A\n" +
+	"\fmember_count\x18\x03 \x01(\x05R\vmemberCount\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x05R\n" +
+	"generation\"A\n" +
 	"\x12ListGroupsResponse\x12+\n" +
 	"\x06groups\x18\x01 \x03(\v2\x13.sq.v1.GroupSummaryR\x06groups\",\n" +
 	"\x14DescribeGroupRequest\x12\x14\n" +
@@ -2822,14 +2852,16 @@ const file_sq_proto_rawDesc = "" +
 	"assignment\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xc1\x01\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\x84\x02\n" +
 	"\vGroupOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
-	"\x10committed_offset\x18\x03 \x01(\x04R\x0fcommittedOffset\x12%\n" +
+	"\x10committed_offset\x18\x03 \x01(\x03R\x0fcommittedOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\x04 \x01(\x04R\rhighWatermark\x12\x10\n" +
-	"\x03lag\x18\x05 \x01(\x04R\x03lag\x12\x1a\n" +
-	"\bmetadata\x18\x06 \x01(\tR\bmetadata\"\xbf\x01\n" +
+	"\x03lag\x18\x05 \x01(\x03R\x03lag\x12\x1a\n" +
+	"\bmetadata\x18\x06 \x01(\tR\bmetadata\x12$\n" +
+	"\x0elog_end_offset\x18\a \x01(\x04R\flogEndOffset\x12\x1b\n" +
+	"\tmember_id\x18\b \x01(\tR\bmemberId\"\xbf\x01\n" +
 	"\x15DescribeGroupResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1e\n" +

@@ -102,7 +102,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 			log.Warn("closing the I/O backend", "err", err)
 		}
 	}()
-	srv, err := dataplane.New(eng, dataplane.Options{
+	srv, err := dataplane.New(cp.srv.Traced(eng), dataplane.Options{
 		Addr:          c.CapnpHost,
 		NodeID:        c.NodeID,
 		ServerVersion: version,

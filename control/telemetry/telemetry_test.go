@@ -104,6 +104,13 @@ func TestPublishSpanReachesCollector(t *testing.T) {
 	if _, err := eng.Append(ctx, "traced", 1, buf); err != nil {
 		t.Fatal(err)
 	}
+	traced := srv.Traced(eng)
+	if _, err := traced.JoinGroup("g", "", "client-1", []string{"traced"}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := traced.CommitOffsets("solo", "", -1, []engine.OffsetCommit{{Topic: "traced", Partition: 1, Offset: 1}}); err != nil {
+		t.Fatal(err)
+	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := tel.Shutdown(sctx); err != nil { // flushes the batcher
@@ -112,9 +119,16 @@ func TestPublishSpanReachesCollector(t *testing.T) {
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
 	var span *tracepb.Span
+	names := map[string]bool{}
 	for _, s := range rcv.spans {
+		names[s.Name] = true
 		if s.Name == "publish traced" {
 			span = s
+		}
+	}
+	for _, want := range []string{"join g", "commit solo"} {
+		if !names[want] {
+			t.Errorf("no %q span among %v", want, names)
 		}
 	}
 	if span == nil {
