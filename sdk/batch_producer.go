@@ -1,0 +1,380 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/batch"
+)
+
+// Defaults of BatchProducerConfig.
+const (
+	DefaultLinger       = 5 * time.Millisecond
+	DefaultBatchBytes   = 1 << 20  // 1 MiB, capped at the server's maxBatchBytes
+	DefaultBatchRecords = 16384    // records per batch
+	DefaultMaxInFlight  = 32       // batches in flight over all partitions
+	DefaultBufferBytes  = 64 << 20 // 64 MiB buffered and in flight
+)
+
+// ErrBufferFull is returned by BatchProducer.Send when the buffer holds
+// BufferBytes already and BatchProducerConfig.ErrorOnFull is set.
+var ErrBufferFull = errors.New("sdk: batch producer buffer full")
+
+// BatchProducerConfig configures a BatchProducer. The zero value is valid:
+// every zero field takes the default named in its comment.
+type BatchProducerConfig struct {
+	// ProducerConfig holds the connection, partitioner and retry settings
+	// (Addr, Retries, RetryBackoff, ...), as for NewProducer.
+	ProducerConfig
+
+	// Linger is how long a partition's open batch waits for more records
+	// after its first record before it is sent (franz-go's linger, Kafka's
+	// linger.ms). Default 5ms; negative sends at once (a batch still
+	// collects the records sent while the previous one is in flight).
+	Linger time.Duration
+	// BatchBytes closes a batch when its encoded size would exceed it.
+	// Default 1 MiB; never above the server's maxBatchBytes.
+	BatchBytes int
+	// BatchRecords closes a batch when it holds this many records. Default
+	// 16384.
+	BatchRecords int
+	// MaxInFlight bounds the batches sent and not yet acknowledged, over all
+	// partitions. Each partition has at most one batch in flight, so a
+	// retry never lets a later batch of the same partition overtake it.
+	// Default 32.
+	MaxInFlight int
+	// BufferBytes bounds the memory of records accepted by Send and not
+	// yet acknowledged or failed (by their encoded-size estimate). When it
+	// is reached Send blocks until space frees, or fails with
+	// ErrBufferFull when ErrorOnFull is set. A record larger than the
+	// whole buffer is accepted only into an empty buffer. Default 64 MiB.
+	BufferBytes int
+	// ErrorOnFull makes Send fail with ErrBufferFull instead of blocking
+	// when the buffer is full.
+	ErrorOnFull bool
+
+	// OnError is called once per batch that failed for good (after the
+	// retries), with its records. It runs on the partition's sender
+	// goroutine: a slow OnError delays that partition. Default: the failure
+	// is logged to Logger.
+	OnError func(BatchError)
+	// OnAck, when set, is called once per acknowledged batch, in offset
+	// order per partition, on the partition's sender goroutine.
+	OnAck func(BatchAck)
+}
+
+// BatchError is a batch that could not be stored: Err says why (an
+// *api.Error from the server, an error wrapping ErrConnection once the
+// retries ran out, ErrClosed, or a context error from Close). Messages
+// are the records of the batch, in the order they were sent.
+type BatchError struct {
+	Topic     string
+	Partition uint32
+	Messages  []ProducerMessage
+	Err       error
+}
+
+// Error implements error.
+func (e BatchError) Error() string {
+	return fmt.Sprintf("sdk: batch of %d records to %s/%d failed: %v", len(e.Messages), e.Topic, e.Partition, e.Err)
+}
+
+// Unwrap returns Err.
+func (e BatchError) Unwrap() error { return e.Err }
+
+// BatchAck is one acknowledged batch: Messages[i] is stored at offset
+// BaseOffset+i of Partition with Durability.
+type BatchAck struct {
+	Topic      string
+	Partition  uint32
+	BaseOffset uint64
+	Durability Durability
+	Messages   []ProducerMessage
+}
+
+// BatchProducer sends records without waiting for each one: Send buffers
+// the record in its partition's open batch and returns; a batch is sent
+// when it reaches BatchBytes or BatchRecords, when it has waited Linger,
+// or at Flush and Close. Results arrive through OnAck and OnError.
+//
+// Placement is as for Producer (the Partitioner for keyed records), except
+// that keyless records stick to one partition per topic until that
+// partition's batch is closed, then move to the next partition (the sticky
+// partitioner of KIP-480), so they form large batches.
+//
+// Ordering: each partition has one sender goroutine with at most one batch
+// in flight, and a batch is retried (Retries, with backoff) before the
+// next one of its partition is sent, so the records of one partition are
+// stored in the order of their Send calls. Delivery is at-least-once: when
+// a connection is lost after the server appended a batch, the retry stores
+// it again, right after the first copy.
+//
+// Memory is bounded by BufferBytes (see Send). A BatchProducer is safe for
+// concurrent use.
+type BatchProducer struct {
+	p   *Producer
+	cfg BatchProducerConfig
+
+	ctx    context.Context // cancelled by Close after the final flush
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	sem    chan struct{} // one token per batch in flight
+
+	mu       sync.Mutex
+	closed   bool
+	parts    map[topicPartition]*bpPartition
+	sticky   map[string]uint32 // keyless partition per topic
+	buffered int               // bytes accepted and not yet finished
+	records  int               // records accepted and not yet finished
+	changed  chan struct{}     // closed and replaced when buffered shrinks
+}
+
+// bpPartition is one partition's open batch, closed batches and sender.
+// Its fields are guarded by BatchProducer.mu.
+type bpPartition struct {
+	tp     topicPartition
+	open   []ProducerMessage
+	bytes  int       // encoded estimate of open, with batch overhead
+	first  time.Time // when open got its first record
+	closed [][]ProducerMessage
+	wake   chan struct{} // buffered 1
+}
+
+// NewBatchProducer connects to cfg.Addr and starts the producer. It fails
+// as Dial does.
+func NewBatchProducer(ctx context.Context, cfg BatchProducerConfig) (*BatchProducer, error) {
+	p, err := NewProducer(ctx, cfg.ProducerConfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ProducerConfig = p.cfg
+	if cfg.Linger == 0 {
+		cfg.Linger = DefaultLinger
+	}
+	if cfg.BatchBytes <= 0 {
+		cfg.BatchBytes = DefaultBatchBytes
+	}
+	if cfg.BatchRecords <= 0 {
+		cfg.BatchRecords = DefaultBatchRecords
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.BufferBytes <= 0 {
+		cfg.BufferBytes = DefaultBufferBytes
+	}
+	bp := &BatchProducer{
+		p:       p,
+		cfg:     cfg,
+		sem:     make(chan struct{}, cfg.MaxInFlight),
+		parts:   map[topicPartition]*bpPartition{},
+		sticky:  map[string]uint32{},
+		changed: make(chan struct{}),
+	}
+	bp.ctx, bp.cancel = context.WithCancel(context.Background())
+	return bp, nil
+}
+
+// Client returns the producer's underlying Client (for admin requests).
+func (bp *BatchProducer) Client() *Client { return bp.p.client }
+
+// Send queues one record for topic; key nil means no key. Send keeps
+// references to key and value until the record is acknowledged or failed:
+// do not modify them in between. See SendMessage.
+func (bp *BatchProducer) Send(ctx context.Context, topic string, key, value []byte) error {
+	return bp.SendMessage(ctx, ProducerMessage{Topic: topic, Key: key, Value: value})
+}
+
+// SendMessage queues m and returns once it is buffered; its outcome is
+// reported later through OnAck or OnError. A zero Timestamp becomes the
+// time of the call. It returns an error, and the record is not queued, when
+// the topic name is empty or unknown (api.ErrUnknownTopic), the record is
+// over the server's maxRecordBytes (api.ErrMessageTooLarge), the producer is
+// closed (ErrClosed), the buffer is full and ErrorOnFull is set
+// (ErrBufferFull), or ctx ends while Send waits for buffer space.
+func (bp *BatchProducer) SendMessage(ctx context.Context, m ProducerMessage) error {
+	if m.Topic == "" {
+		return api.NewError(api.CodeInvalidTopicName, "empty topic name")
+	}
+	n, err := bp.p.partitions(ctx, m.Topic)
+	if err != nil {
+		return err
+	}
+	maxRecord := int(bp.p.client.Limits().MaxRecordBytes)
+	if size := batch.RecordSize(m.Key, m.Value, toRecordHeaders(m.Headers)); size > maxRecord {
+		return api.NewError(api.CodeMessageTooLarge, "record of %d bytes (key+value+headers) over the server's maxRecordBytes %d", size, maxRecord)
+	}
+	if m.Timestamp == 0 {
+		m.Timestamp = time.Now().UnixMilli()
+	}
+	size := recordEstimate(&m)
+	bp.mu.Lock()
+	if err := bp.reserve(ctx, size); err != nil {
+		bp.mu.Unlock()
+		return err
+	}
+	var part uint32
+	if m.Key != nil {
+		part = bp.p.cfg.Partitioner.Partition(m.Topic, m.Key, n) % n
+	} else {
+		s, ok := bp.sticky[m.Topic]
+		if !ok {
+			s = bp.p.nextKeyless(m.Topic, n)
+			bp.sticky[m.Topic] = s
+		}
+		part = s % n
+	}
+	pp := bp.partition(topicPartition{m.Topic, part})
+	if len(pp.open) > 0 && (pp.bytes+size > bp.batchBytes() || len(pp.open) >= bp.cfg.BatchRecords) {
+		bp.closeOpen(pp)
+	}
+	if len(pp.open) == 0 {
+		pp.first = time.Now()
+		pp.bytes = batchOverhead
+		signal(pp.wake)
+	}
+	pp.open = append(pp.open, m)
+	pp.bytes += size
+	if len(pp.open) >= bp.cfg.BatchRecords || bp.cfg.Linger < 0 {
+		bp.closeOpen(pp)
+	}
+	bp.mu.Unlock()
+	return nil
+}
+
+// batchBytes is the batch size bound: BatchBytes capped at the server's
+// maxBatchBytes.
+func (bp *BatchProducer) batchBytes() int {
+	return min(bp.cfg.BatchBytes, int(bp.p.client.Limits().MaxBatchBytes))
+}
+
+// reserve takes size bytes of the buffer, waiting for space unless
+// ErrorOnFull. It is called and returns with bp.mu held.
+func (bp *BatchProducer) reserve(ctx context.Context, size int) error {
+	for {
+		if bp.closed {
+			return ErrClosed
+		}
+		if bp.buffered == 0 || bp.buffered+size <= bp.cfg.BufferBytes {
+			bp.buffered += size
+			bp.records++
+			return nil
+		}
+		if bp.cfg.ErrorOnFull {
+			return ErrBufferFull
+		}
+		ch := bp.changed
+		bp.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			bp.mu.Lock()
+			return ctx.Err()
+		}
+		bp.mu.Lock()
+	}
+}
+
+// partition returns tp's state, starting its sender on first use. Called
+// with bp.mu held.
+func (bp *BatchProducer) partition(tp topicPartition) *bpPartition {
+	pp := bp.parts[tp]
+	if pp == nil {
+		pp = &bpPartition{tp: tp, wake: make(chan struct{}, 1)}
+		bp.parts[tp] = pp
+		bp.wg.Add(1)
+		go bp.sender(pp)
+	}
+	return pp
+}
+
+// closeOpen moves pp's open batch to its queue of closed batches and moves
+// the topic's keyless records on to the next partition. Called with bp.mu
+// held.
+func (bp *BatchProducer) closeOpen(pp *bpPartition) {
+	if len(pp.open) == 0 {
+		return
+	}
+	pp.closed = append(pp.closed, pp.open)
+	pp.open = nil
+	pp.bytes = 0
+	if s, ok := bp.sticky[pp.tp.topic]; ok && s == pp.tp.partition {
+		delete(bp.sticky, pp.tp.topic)
+	}
+	signal(pp.wake)
+}
+
+// signal wakes the owner of ch (buffered 1) without blocking.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// release returns the buffer space of finished records and wakes waiters.
+// Called with bp.mu held.
+func (bp *BatchProducer) release(msgs []ProducerMessage) {
+	for i := range msgs {
+		bp.buffered -= recordEstimate(&msgs[i])
+	}
+	bp.records -= len(msgs)
+	close(bp.changed)
+	bp.changed = make(chan struct{})
+}
+
+// Buffered returns the records accepted by Send and not yet acknowledged or
+// failed.
+func (bp *BatchProducer) Buffered() int {
+	bp.mu.Lock()
+	defer bp.mu.Unlock()
+	return bp.records
+}
+
+// Flush sends every open batch at once and waits until every record
+// accepted so far, and any accepted while Flush waits, is acknowledged or
+// failed. It returns ctx's error when ctx ends first (the records stay
+// queued).
+func (bp *BatchProducer) Flush(ctx context.Context) error {
+	bp.mu.Lock()
+	defer bp.mu.Unlock()
+	for {
+		for _, pp := range bp.parts {
+			bp.closeOpen(pp)
+		}
+		if bp.records == 0 {
+			return nil
+		}
+		ch := bp.changed
+		bp.mu.Unlock()
+		select {
+		case <-ch:
+			bp.mu.Lock()
+		case <-ctx.Done():
+			bp.mu.Lock()
+			return ctx.Err()
+		}
+	}
+}
+
+// Close flushes (waiting for every buffered record, bounded by the
+// retries), stops the senders and closes the connection. Send fails with
+// ErrClosed from the start of Close. Close is idempotent; it returns the
+// connection's close error.
+func (bp *BatchProducer) Close() error {
+	bp.mu.Lock()
+	if bp.closed {
+		bp.mu.Unlock()
+		return nil
+	}
+	bp.closed = true
+	bp.mu.Unlock()
+	_ = bp.Flush(context.Background())
+	bp.cancel()
+	bp.wg.Wait()
+	return bp.p.Close()
+}

@@ -1,0 +1,321 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+)
+
+func newTestBatchProducer(t testing.TB, s *fakeServer, mod ...func(*BatchProducerConfig)) *BatchProducer {
+	t.Helper()
+	cfg := BatchProducerConfig{ProducerConfig: ProducerConfig{Addr: s.addr, ClientID: "test-batch-producer",
+		RetryBackoff: time.Millisecond, RetryBackoffMax: 10 * time.Millisecond,
+		ReconnectBackoff: time.Millisecond, ReconnectBackoffMax: 10 * time.Millisecond}}
+	for _, f := range mod {
+		f(&cfg)
+	}
+	bp, err := NewBatchProducer(testCtx(t), cfg)
+	if err != nil {
+		t.Fatalf("NewBatchProducer: %v", err)
+	}
+	t.Cleanup(func() { bp.Close() })
+	return bp
+}
+
+// sequence parses the values "<key>-<n>" stored in a partition, in offset
+// order, dropping repeats of values already seen (at-least-once retries).
+func sequence(t *testing.T, s *fakeServer, topic string, partition uint32) map[string][]int {
+	t.Helper()
+	seen := map[string]bool{}
+	out := map[string][]int{}
+	for _, r := range s.records(topic, partition) {
+		_, kv, _ := strings.Cut(r, ":")
+		_, v, _ := strings.Cut(kv, "=")
+		if seen[v] {
+			continue
+		}
+		seen[v] = true
+		k, n, _ := strings.Cut(v, "-")
+		i, err := strconv.Atoi(n)
+		if err != nil {
+			t.Fatalf("stored value %q", v)
+		}
+		out[k] = append(out[k], i)
+	}
+	return out
+}
+
+// checkInOrder fails unless every key's values are 0..n-1 in order.
+func checkInOrder(t *testing.T, seqs map[string][]int, n int) {
+	t.Helper()
+	for k, seq := range seqs {
+		if len(seq) != n {
+			t.Fatalf("key %s: %d distinct records stored, want %d", k, len(seq), n)
+		}
+		for i, v := range seq {
+			if v != i {
+				t.Fatalf("key %s: record %d is %d: out of order", k, i, v)
+			}
+		}
+	}
+}
+
+func TestBatchProducerKeepsOrderPerPartitionAcrossRetries(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*BatchProducerConfig)
+	}{
+		{"small batches", func(c *BatchProducerConfig) { c.BatchRecords = 7 }},
+		{"byte bound", func(c *BatchProducerConfig) { c.BatchBytes = 600 }},
+		{"no linger", func(c *BatchProducerConfig) { c.Linger = -1 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newFakeServer(t)
+			s.createTopic("t", 3)
+			s.failPublish("t", 1, api.CodeThrottled, api.CodeDiskFull)
+			var mu sync.Mutex
+			acked := 0
+			bp := newTestBatchProducer(t, s, tc.mod, func(c *BatchProducerConfig) {
+				c.Partitioner = PartitionerFunc(func(_ string, key []byte, _ uint32) uint32 { return uint32(key[1] - '0') })
+				c.OnAck = func(a BatchAck) {
+					mu.Lock()
+					acked += len(a.Messages)
+					mu.Unlock()
+				}
+				c.OnError = func(e BatchError) { t.Errorf("OnError: %v", e) }
+			})
+			ctx := testCtx(t)
+			const n = 300
+			for i := range n {
+				for k := range 3 {
+					key := fmt.Sprintf("k%d", k)
+					if err := bp.Send(ctx, "t", []byte(key), fmt.Appendf(nil, "%s-%d", key, i)); err != nil {
+						t.Fatalf("Send: %v", err)
+					}
+				}
+			}
+			if err := bp.Flush(ctx); err != nil {
+				t.Fatalf("Flush: %v", err)
+			}
+			mu.Lock()
+			if acked != 3*n {
+				t.Errorf("OnAck saw %d records, want %d", acked, 3*n)
+			}
+			mu.Unlock()
+			for p := range uint32(3) {
+				seqs := sequence(t, s, "t", p)
+				if len(seqs) != 1 {
+					t.Fatalf("partition %d holds keys %v", p, seqs)
+				}
+				checkInOrder(t, seqs, n)
+			}
+		})
+	}
+}
+
+// blockedServer returns a fake server whose publishes wait until release
+// is called (release is idempotent).
+func blockedServer(t *testing.T) (s *fakeServer, release func()) {
+	s = newFakeServer(t)
+	s.createTopic("t", 1)
+	unblock := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(unblock) }) }
+	s.setHook(func(f api.Frame) {
+		if f.Which() == api.Frame_Which_publishRequest {
+			<-unblock
+		}
+	})
+	return s, release
+}
+
+func TestBatchProducerBackPressure(t *testing.T) {
+	value := make([]byte, 100)
+	per := recordEstimate(&ProducerMessage{Value: value})
+	const capacity = 10
+	t.Run("error when full", func(t *testing.T) {
+		s, release := blockedServer(t)
+		bp := newTestBatchProducer(t, s, func(c *BatchProducerConfig) {
+			c.BufferBytes = capacity * per
+			c.ErrorOnFull = true
+			c.Linger = -1
+		})
+		t.Cleanup(release) // before the producer's Close, which flushes
+		ctx := testCtx(t)
+		for i := range capacity {
+			if err := bp.Send(ctx, "t", nil, value); err != nil {
+				t.Fatalf("Send %d: %v", i, err)
+			}
+		}
+		if err := bp.Send(ctx, "t", nil, value); !errors.Is(err, ErrBufferFull) {
+			t.Fatalf("Send over the buffer = %v, want ErrBufferFull", err)
+		}
+		if got := bp.Buffered(); got != capacity {
+			t.Fatalf("Buffered = %d, want %d", got, capacity)
+		}
+	})
+	t.Run("block when full", func(t *testing.T) {
+		s, release := blockedServer(t)
+		bp := newTestBatchProducer(t, s, func(c *BatchProducerConfig) {
+			c.BufferBytes = capacity * per
+			c.Linger = -1
+		})
+		t.Cleanup(release)
+		ctx := testCtx(t)
+		for i := range capacity {
+			if err := bp.Send(ctx, "t", nil, value); err != nil {
+				t.Fatalf("Send %d: %v", i, err)
+			}
+		}
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := bp.Send(cancelled, "t", nil, value); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Send on a full buffer with a cancelled context = %v, want context.Canceled", err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- bp.Send(ctx, "t", nil, value) }()
+		release()
+		if err := <-done; err != nil {
+			t.Fatalf("blocked Send = %v", err)
+		}
+		if err := bp.Flush(ctx); err != nil {
+			t.Fatalf("Flush: %v", err)
+		}
+		if got := bp.Buffered(); got != 0 {
+			t.Fatalf("Buffered after Flush = %d", got)
+		}
+		if got := len(s.records("t", 0)); got != capacity+1 {
+			t.Fatalf("%d records stored, want %d", got, capacity+1)
+		}
+	})
+}
+
+func TestBatchProducerReportsErrors(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	s.failPublish("t", 0, api.CodePartitionFailed)
+	errs := make(chan BatchError, 10)
+	bp := newTestBatchProducer(t, s, func(c *BatchProducerConfig) {
+		c.OnError = func(e BatchError) { errs <- e }
+		c.Linger = time.Hour // only Flush sends
+	})
+	ctx := testCtx(t)
+	for _, v := range []string{"a", "b"} {
+		if err := bp.Send(ctx, "t", nil, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bp.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-errs:
+		if !errors.Is(e, api.ErrPartitionFailed) || len(e.Messages) != 2 || string(e.Messages[1].Value) != "b" || e.Topic != "t" {
+			t.Fatalf("BatchError = %+v", e)
+		}
+	default:
+		t.Fatal("no BatchError after Flush")
+	}
+	// The partition keeps working for later batches.
+	if err := bp.Send(ctx, "t", nil, []byte("c")); err != nil {
+		t.Fatal(err)
+	}
+	if err := bp.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(s.records("t", 0), ","); got != "0:=c" {
+		t.Fatalf("stored %s", got)
+	}
+
+	checks := []struct {
+		name string
+		m    ProducerMessage
+		want error
+	}{
+		{"unknown topic", NewProducerMessage("nope", []byte("x")), api.ErrUnknownTopic},
+		{"empty topic", NewProducerMessage("", []byte("x")), api.ErrInvalidTopicName},
+		{"record too large", NewProducerMessage("t", make([]byte, s.limits.MaxRecordBytes+1)), api.ErrMessageTooLarge},
+	}
+	for _, c := range checks {
+		if err := bp.SendMessage(ctx, c.m); !errors.Is(err, c.want) {
+			t.Errorf("%s: SendMessage = %v, want %v", c.name, err, c.want)
+		}
+	}
+	if err := bp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := bp.Send(ctx, "t", nil, []byte("late")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Send after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestBatchProducerSurvivesServerRestart(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 2)
+	bp := newTestBatchProducer(t, s, func(c *BatchProducerConfig) {
+		c.BatchRecords = 10
+		c.Partitioner = PartitionerFunc(func(_ string, key []byte, _ uint32) uint32 { return uint32(key[1] - '0') })
+		c.OnError = func(e BatchError) { t.Errorf("OnError: %v", e) }
+	})
+	ctx := testCtx(t)
+	const n = 400
+	for i := range n {
+		if i == n/2 {
+			s.restart()
+		}
+		for k := range 2 {
+			key := fmt.Sprintf("k%d", k)
+			if err := bp.Send(ctx, "t", []byte(key), fmt.Appendf(nil, "%s-%d", key, i)); err != nil {
+				t.Fatalf("Send: %v", err)
+			}
+		}
+	}
+	if err := bp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for p := range uint32(2) {
+		checkInOrder(t, sequence(t, s, "t", p), n)
+	}
+}
+
+func TestBatchProducerLingerSendsWithoutFlush(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	bp := newTestBatchProducer(t, s, func(c *BatchProducerConfig) { c.Linger = 5 * time.Millisecond })
+	if err := bp.Send(testCtx(t), "t", nil, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the lingering batch", func() bool { return len(s.records("t", 0)) == 1 })
+	waitFor(t, 5*time.Second, "the ack", func() bool { return bp.Buffered() == 0 })
+}
+
+func TestBatchProducerKeylessRecordsFormBatches(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 4)
+	bp := newTestBatchProducer(t, s, func(c *BatchProducerConfig) { c.BatchRecords = 25; c.Linger = time.Hour })
+	ctx := testCtx(t)
+	for i := range 100 {
+		if err := bp.Send(ctx, "t", nil, fmt.Appendf(nil, "%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bp.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(api.Frame_Which_publishRequest); n != 4 {
+		t.Fatalf("%d publish requests for 100 keyless records in batches of 25, want 4", n)
+	}
+	for p := range uint32(4) {
+		if got := len(s.records("t", p)); got != 25 {
+			t.Errorf("partition %d holds %d records, want 25", p, got)
+		}
+	}
+}
