@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/seedqueue/sq/internal/faultfs"
+	"github.com/seedqueue/sq/ring"
 )
 
 // crashSeed runs one seed of TestEngineCrashSeeds (also SQ_CRASH_SEED).
@@ -42,16 +45,22 @@ func engineSeeds(t *testing.T) []uint64 {
 // contiguous, every stored record is one that was published, and the
 // next publish continues after the recovered end. Rerun one seed with
 // SQ_CRASH_SEED=<n> go test -run TestEngineCrashSeeds ./engine.
+// Writes go through each I/O backend in turn (faultfs simulates the syncs).
 func TestEngineCrashSeeds(t *testing.T) {
-	for _, seed := range engineSeeds(t) {
-		if !t.Run(fmt.Sprint(seed), func(t *testing.T) { engineCrashOnce(t, seed) }) {
-			t.Logf("seed %d failed; rerun it with SQ_CRASH_SEED=%d go test -run TestEngineCrashSeeds ./engine", seed, seed)
+	forEachBackend(t, func(t *testing.T, be ring.Backend) {
+		for _, seed := range engineSeeds(t) {
+			if !t.Run(fmt.Sprint(seed), func(t *testing.T) { engineCrashOnce(t, be, seed) }) {
+				t.Logf("seed %d failed; rerun it with SQ_CRASH_SEED=%d go test -run TestEngineCrashSeeds ./engine", seed, seed)
+			}
 		}
-	}
+	})
 }
 
-func engineCrashOnce(t *testing.T, seed uint64) {
-	opts, fs := faultOptions(t.TempDir())
+func engineCrashOnce(t *testing.T, be ring.Backend, seed uint64) {
+	dir := t.TempDir()
+	fs := faultfs.New(dir, be)
+	opts := testOptions(dir)
+	opts.FS, opts.Backend, opts.ScrubBytesPerSec = fs, fs.Backend(), -1
 	opts.SegmentBytes, opts.MaxBatchBytes, opts.PreallocBytes = 8<<10, 2<<10, 4<<10
 	e, err := Open(opts)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/seedqueue/sq/internal/faultfs"
+	"github.com/seedqueue/sq/ring"
 )
 
 // crashSeed runs one seed of TestCrashSeeds (also SQ_CRASH_SEED).
@@ -56,19 +57,22 @@ type crashRun struct {
 // that nothing beyond what was appended appears, and that the log takes
 // appends and survives another restart. Rerun one seed with
 // SQ_CRASH_SEED=<n> go test -run TestCrashSeeds ./segment.
+// Writes go through each I/O backend in turn (faultfs simulates the syncs).
 func TestCrashSeeds(t *testing.T) {
-	for _, seed := range seedsToRun(t, crashSeedCount) {
-		if !t.Run(fmt.Sprint(seed), func(t *testing.T) { crashOnce(t, seed) }) {
-			t.Logf("seed %d failed; rerun it with SQ_CRASH_SEED=%d go test -run TestCrashSeeds ./segment", seed, seed)
+	forEachBackend(t, func(t *testing.T, be ring.Backend) {
+		for _, seed := range seedsToRun(t, crashSeedCount) {
+			if !t.Run(fmt.Sprint(seed), func(t *testing.T) { crashOnce(t, be, seed) }) {
+				t.Logf("seed %d failed; rerun it with SQ_CRASH_SEED=%d go test -run TestCrashSeeds ./segment", seed, seed)
+			}
 		}
-	}
+	})
 }
 
-func crashOnce(t *testing.T, seed uint64) {
+func crashOnce(t *testing.T, be ring.Backend, seed uint64) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "p")
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	fs := faultfs.New(root, nil)
+	fs := faultfs.New(root, be)
 	opts := smallOptions()
 	l, err := Open(dir, fs, fs.Backend(), opts)
 	if err != nil {
