@@ -19,7 +19,7 @@ const (
 
 // StartPosition says where a consumer starts reading a partition for which
 // its group has no committed offset (or when it has no group): StartEarliest
-// (the zero value), StartLatest or StartAt(offset).
+// (the zero value), StartLatest, StartAt(offset) or StartAtTime(t).
 type StartPosition int64
 
 const (
@@ -54,6 +54,9 @@ func (s StartPosition) String() string {
 	}
 	if s == StartLatest {
 		return "latest"
+	}
+	if ms, ok := s.Time(); ok {
+		return "time " + time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
 	}
 	return "earliest"
 }
@@ -239,9 +242,21 @@ func (c *Consumer) startOffsets(ctx context.Context) ([]uint64, map[uint32]uint6
 	for _, pi := range ti.PartitionInfos {
 		infos[pi.Partition] = pi
 	}
+	all := make([]uint32, ti.Partitions)
+	for p := range all {
+		all[p] = uint32(p)
+	}
+	times, err := c.timeStarts(ctx, all, committed)
+	if err != nil {
+		return nil, nil, err
+	}
 	starts := make([]uint64, ti.Partitions)
 	for p := range starts {
 		if off, ok := committed[uint32(p)]; ok {
+			starts[p] = off
+			continue
+		}
+		if off, ok := times[uint32(p)]; ok {
 			starts[p] = off
 			continue
 		}
