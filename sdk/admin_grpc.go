@@ -1,0 +1,185 @@
+package sdk
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/sqv1"
+)
+
+// AdminConfig configures an Admin. The zero value is valid.
+type AdminConfig struct {
+	GrpcConfig
+}
+
+// Admin administers topics, consumer groups and the cluster over the gRPC
+// control plane (api/sq.proto, sq-server --grpc-host). Errors are
+// *api.Error values from the catalog (errors.Is against the api
+// sentinels), ErrConnection when the server cannot be reached, or a gRPC
+// status (codes.Unimplemented for what the server does not offer). An
+// Admin is safe for concurrent use.
+type Admin struct {
+	cfg     AdminConfig
+	conn    *grpc.ClientConn
+	topics  sqv1.TopicsClient
+	groups  sqv1.GroupsClient
+	cluster sqv1.ClusterClient
+}
+
+// NewAdmin returns an Admin for cfg.Addr. It does not contact the server:
+// the first call connects.
+func NewAdmin(cfg AdminConfig) (*Admin, error) {
+	cfg.defaults()
+	conn, err := dialGrpc(cfg.GrpcConfig)
+	if err != nil {
+		return nil, err
+	}
+	return newAdminConn(cfg, conn), nil
+}
+
+func newAdminConn(cfg AdminConfig, conn *grpc.ClientConn) *Admin {
+	return &Admin{cfg: cfg, conn: conn, topics: sqv1.NewTopicsClient(conn),
+		groups: sqv1.NewGroupsClient(conn), cluster: sqv1.NewClusterClient(conn)}
+}
+
+// Close closes the connection.
+func (a *Admin) Close() error { return a.conn.Close() }
+
+// CreateTopic creates a topic of partitions partitions; zero fields of cfg
+// take the server defaults.
+func (a *Admin) CreateTopic(ctx context.Context, name string, partitions uint32, cfg TopicConfig) (TopicInfo, error) {
+	r, err := unary(ctx, a.cfg.RequestTimeout, a.topics.CreateTopic, &sqv1.CreateTopicRequest{
+		Name: name, Partitions: int32(min(partitions, 1<<31-1)), Config: topicConfigToProto(cfg)})
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return topicFromProto(r.Topic), nil
+}
+
+// TopicConfigChange lists the config fields AlterTopicConfig changes; nil
+// fields keep their value.
+type TopicConfigChange struct {
+	SyncPolicy     *string
+	SegmentBytes   *int64
+	RetentionBytes *int64 // -1 unlimited
+	RetentionMs    *int64 // -1 unlimited
+	MaxRecordBytes *int32
+	SegmentMs      *int64
+}
+
+// AlterTopicConfig changes the set fields of a topic's config and returns
+// the topic with its new effective config.
+func (a *Admin) AlterTopicConfig(ctx context.Context, name string, ch TopicConfigChange) (TopicInfo, error) {
+	r, err := unary(ctx, a.cfg.RequestTimeout, a.topics.AlterTopicConfig, &sqv1.AlterTopicConfigRequest{
+		Name: name, SyncPolicy: ch.SyncPolicy, SegmentBytes: ch.SegmentBytes, RetentionBytes: ch.RetentionBytes,
+		RetentionMs: ch.RetentionMs, MaxRecordBytes: ch.MaxRecordBytes, SegmentMs: ch.SegmentMs})
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return topicFromProto(r.Topic), nil
+}
+
+// DeleteTopic deletes a topic and its data.
+func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
+	_, err := unary(ctx, a.cfg.RequestTimeout, a.topics.DeleteTopic, &sqv1.DeleteTopicRequest{Name: name})
+	return err
+}
+
+// ListTopics returns every topic, sorted by name, without partition
+// details.
+func (a *Admin) ListTopics(ctx context.Context) ([]TopicInfo, error) {
+	r, err := unary(ctx, a.cfg.RequestTimeout, a.topics.ListTopics, &sqv1.ListTopicsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TopicInfo, len(r.Topics))
+	for i, t := range r.Topics {
+		out[i] = topicFromProto(t)
+	}
+	return out, nil
+}
+
+// DescribeTopic returns a topic with its partitions' offsets and sizes.
+func (a *Admin) DescribeTopic(ctx context.Context, name string) (TopicInfo, error) {
+	r, err := unary(ctx, a.cfg.RequestTimeout, a.topics.DescribeTopic, &sqv1.DescribeTopicRequest{Name: name})
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return topicFromProto(r.Topic), nil
+}
+
+// NodeInfo describes the node the Admin is connected to.
+type NodeInfo struct {
+	NodeID, ClusterID, Version string
+	Uptime                     time.Duration
+	IOBackend                  string // "portable" or "uring"
+	DataDir                    string
+	DataDirTotalBytes          uint64 // file system of the data directory
+	DataDirFreeBytes           uint64
+	DataBytes                  int64 // held by the partitions' segments
+	Topics                     int
+	GrpcAddr, CapnpAddr        string
+	HTTPAddr                   string
+}
+
+// NodeInfo returns the node's identity, version, uptime and storage.
+func (a *Admin) NodeInfo(ctx context.Context) (NodeInfo, error) {
+	r, err := unary(ctx, a.cfg.RequestTimeout, a.cluster.NodeInfo, &sqv1.NodeInfoRequest{})
+	if err != nil {
+		return NodeInfo{}, err
+	}
+	return NodeInfo{NodeID: r.NodeId, ClusterID: r.ClusterId, Version: r.Version,
+		Uptime: time.Duration(r.UptimeMs) * time.Millisecond, IOBackend: r.IoBackend, DataDir: r.DataDir,
+		DataDirTotalBytes: r.DataDirTotalBytes, DataDirFreeBytes: r.DataDirFreeBytes, DataBytes: r.DataBytes,
+		Topics: int(r.TopicCount), GrpcAddr: r.GrpcAddress, CapnpAddr: r.CapnpAddress, HTTPAddr: r.HttpAddress}, nil
+}
+
+// ClusterMember is one node of the cluster.
+type ClusterMember struct {
+	NodeID, GrpcAddr, CapnpAddr string
+	State                       string // "alive"
+	Self                        bool   // the node answering
+}
+
+// Members lists the cluster's nodes (the node alone until clustering
+// exists).
+func (a *Admin) Members(ctx context.Context) ([]ClusterMember, error) {
+	r, err := unary(ctx, a.cfg.RequestTimeout, a.cluster.Members, &sqv1.MembersRequest{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ClusterMember, len(r.Members))
+	for i, m := range r.Members {
+		out[i] = ClusterMember{NodeID: m.NodeId, GrpcAddr: m.GrpcAddress, CapnpAddr: m.CapnpAddress, State: m.State, Self: m.Self}
+	}
+	return out, nil
+}
+
+func topicConfigToProto(c TopicConfig) *sqv1.TopicConfig {
+	return &sqv1.TopicConfig{SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
+		RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs}
+}
+
+func topicFromProto(t *sqv1.TopicInfo) TopicInfo {
+	if t == nil {
+		return TopicInfo{}
+	}
+	out := TopicInfo{Name: t.Name, Partitions: uint32(t.PartitionCount)}
+	if c := t.Config; c != nil {
+		out.Config = TopicConfig{SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
+			RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs}
+	}
+	for _, p := range t.Partitions {
+		pi := PartitionInfo{Partition: uint32(p.Partition), LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark,
+			LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes, SegmentCount: uint32(p.SegmentCount)}
+		if p.Error != "" {
+			pi.Err = &api.Error{Code: api.CodePartitionFailed, Message: strings.TrimPrefix(p.Error, "PARTITION_FAILED: ")}
+		}
+		out.PartitionInfos = append(out.PartitionInfos, pi)
+	}
+	return out
+}

@@ -1,0 +1,109 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// DefaultControlAddr is the gRPC control-plane address used when a gRPC
+// config leaves Addr empty (sq-server --grpc-host).
+const DefaultControlAddr = "127.0.0.1:6060"
+
+// errorDomain is the google.rpc.ErrorInfo domain of catalog errors.
+const errorDomain = "seedqueue.io"
+
+// GrpcConfig is the connection part of AdminConfig, GrpcProducerConfig
+// and GrpcConsumerConfig. The zero value is valid.
+type GrpcConfig struct {
+	// Addr is the server's gRPC control-plane address. Default
+	// DefaultControlAddr ("127.0.0.1:6060").
+	Addr string
+	// RequestTimeout bounds each unary call. Default 30s.
+	RequestTimeout time.Duration
+	// DialOptions replace the default options (plaintext transport), for
+	// example to add TLS credentials or interceptors.
+	DialOptions []grpc.DialOption
+}
+
+func (c *GrpcConfig) defaults() {
+	if c.Addr == "" {
+		c.Addr = DefaultControlAddr
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+}
+
+// dialGrpc creates the client connection; it does not block (gRPC
+// connects on the first call).
+func dialGrpc(c GrpcConfig) (*grpc.ClientConn, error) {
+	opts := c.DialOptions
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	conn, err := grpc.NewClient(c.Addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: gRPC client for %s: %v", ErrConnection, c.Addr, err)
+	}
+	return conn, nil
+}
+
+// fromStatus turns a gRPC error into the SDK's errors: a status with a
+// catalog ErrorInfo becomes the *api.Error it carries (so errors.Is
+// against the api sentinels works), Unavailable without one wraps
+// ErrConnection, context errors stay themselves, anything else keeps the
+// gRPC status (test it with status.Code).
+func fromStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	for _, d := range st.Details() {
+		ei, ok := d.(*errdetails.ErrorInfo)
+		if !ok || ei.Domain != errorDomain {
+			continue
+		}
+		code, _ := strconv.Atoi(ei.Metadata["code"])
+		e := &api.Error{Code: api.Code(code), Message: st.Message()}
+		if name := api.Code(code).String() + ": "; len(e.Message) > len(name) && e.Message[:len(name)] == name {
+			e.Message = e.Message[len(name):]
+		}
+		if s, ok := ei.Metadata["range_start"]; ok {
+			e.RangeStart, _ = strconv.ParseUint(s, 10, 64)
+			e.RangeEnd, _ = strconv.ParseUint(ei.Metadata["range_end"], 10, 64)
+			e.HasRange = true
+		}
+		return e
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		return fmt.Errorf("%w: %v", ErrConnection, st.Message())
+	case codes.Canceled:
+		return errors.Join(context.Canceled, err)
+	case codes.DeadlineExceeded:
+		return errors.Join(context.DeadlineExceeded, err)
+	}
+	return err
+}
+
+// unary runs one call with the request timeout and converts its error.
+func unary[Req, Resp any](ctx context.Context, timeout time.Duration, call func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := call(ctx, req)
+	return resp, fromStatus(err)
+}

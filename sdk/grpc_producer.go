@@ -1,0 +1,267 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/sqv1"
+)
+
+// GrpcProducerConfig configures a GrpcProducer. The zero value is valid:
+// every zero field takes the default named in its comment.
+type GrpcProducerConfig struct {
+	GrpcConfig
+	// Partitioner places keyed records. Default HashPartitioner.
+	Partitioner Partitioner
+	// Retries is how many times a request that failed with a retriable
+	// error is sent again. Default 10; negative disables retries.
+	Retries int
+	// RetryBackoff is the wait before the first retry, doubled per retry
+	// with jitter up to RetryBackoffMax. Defaults 100ms and 2s.
+	RetryBackoff    time.Duration
+	RetryBackoffMax time.Duration
+	// MetadataMaxAge is how long a topic's partition count is cached.
+	// Default 5m; read again after UNKNOWN_TOPIC or UNKNOWN_PARTITION.
+	MetadataMaxAge time.Duration
+	// BatchBytesMax bounds the record bytes (keys, values, headers) of one
+	// Publish request; a partition's records above it go in several
+	// requests, in order. Default 1 MiB.
+	BatchBytesMax int
+	// Logger receives retries. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c *GrpcProducerConfig) defaults() {
+	c.GrpcConfig.defaults()
+	if c.Partitioner == nil {
+		c.Partitioner = HashPartitioner{}
+	}
+	if c.Retries == 0 {
+		c.Retries = 10
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = 100 * time.Millisecond
+	}
+	if c.RetryBackoffMax == 0 {
+		c.RetryBackoffMax = 2 * time.Second
+	}
+	if c.MetadataMaxAge == 0 {
+		c.MetadataMaxAge = 5 * time.Minute
+	}
+	if c.BatchBytesMax == 0 {
+		c.BatchBytesMax = 1 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// GrpcProducer is the Producer for clients that use the gRPC plane
+// (Messaging.Publish) instead of Cap'n Proto: the same Send and SendBatch,
+// partitioning, ordering and at-least-once retries as Producer. A
+// GrpcProducer is safe for concurrent use.
+type GrpcProducer struct {
+	cfg   GrpcProducerConfig
+	admin *Admin
+	msg   sqv1.MessagingClient
+
+	mu     sync.Mutex
+	counts map[string]cachedCount // topic -> partition count
+	rr     map[string]uint32      // topic -> next keyless partition
+}
+
+type cachedCount struct {
+	n  uint32
+	at time.Time
+}
+
+// NewGrpcProducer returns a producer for cfg.Addr. It does not contact the
+// server: the first send connects.
+func NewGrpcProducer(cfg GrpcProducerConfig) (*GrpcProducer, error) {
+	cfg.defaults()
+	conn, err := dialGrpc(cfg.GrpcConfig)
+	if err != nil {
+		return nil, err
+	}
+	return &GrpcProducer{cfg: cfg, admin: newAdminConn(AdminConfig{cfg.GrpcConfig}, conn), msg: sqv1.NewMessagingClient(conn),
+		counts: map[string]cachedCount{}, rr: map[string]uint32{}}, nil
+}
+
+// Admin returns the Admin sharing the producer's connection.
+func (p *GrpcProducer) Admin() *Admin { return p.admin }
+
+// Close closes the connection; sends in flight fail.
+func (p *GrpcProducer) Close() error { return p.admin.Close() }
+
+// Send sends one record and waits for its acknowledgement. The error is
+// the Ack's Err.
+func (p *GrpcProducer) Send(ctx context.Context, topic string, key, value []byte) (Ack, error) {
+	acks, err := p.SendBatch(ctx, []ProducerMessage{{Topic: topic, Key: key, Value: value}})
+	if err != nil {
+		return Ack{Topic: topic, Err: err}, err
+	}
+	return acks[0], acks[0].Err
+}
+
+// SendBatch sends msgs, one Publish per partition (several when over
+// BatchBytesMax), and returns one Ack per message in input order. The
+// error is non-nil only when no message could be placed (ctx done before
+// any send); per-record failures are in the Acks.
+func (p *GrpcProducer) SendBatch(ctx context.Context, msgs []ProducerMessage) ([]Ack, error) {
+	acks := make([]Ack, len(msgs))
+	groups, order, err := p.place(ctx, msgs, acks)
+	if err != nil {
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	for _, k := range order {
+		idx := groups[k]
+		wg.Go(func() { p.sendPartition(ctx, k, msgs, idx, acks) })
+	}
+	wg.Wait()
+	return acks, nil
+}
+
+type grpcTP struct {
+	topic     string
+	partition uint32
+}
+
+// place picks each message's partition, grouping the indexes of msgs by
+// partition in input order. Messages of unknown topics get their Ack.Err.
+func (p *GrpcProducer) place(ctx context.Context, msgs []ProducerMessage, acks []Ack) (map[grpcTP][]int, []grpcTP, error) {
+	groups := map[grpcTP][]int{}
+	var order []grpcTP
+	sticky := map[string]uint32{}
+	for i, m := range msgs {
+		acks[i].Topic = m.Topic
+		n, err := p.partitionCount(ctx, m.Topic)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			acks[i].Err = err
+			continue
+		}
+		var part uint32
+		if m.Key != nil {
+			part = p.cfg.Partitioner.Partition(m.Topic, m.Key, n) % n
+		} else {
+			s, ok := sticky[m.Topic]
+			if !ok {
+				p.mu.Lock()
+				s = p.rr[m.Topic] % n
+				p.rr[m.Topic] = s + 1
+				p.mu.Unlock()
+				sticky[m.Topic] = s
+			}
+			part = s
+		}
+		k := grpcTP{m.Topic, part}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	return groups, order, nil
+}
+
+// partitionCount returns the cached partition count of topic, reading it
+// again when older than MetadataMaxAge.
+func (p *GrpcProducer) partitionCount(ctx context.Context, topic string) (uint32, error) {
+	p.mu.Lock()
+	c, ok := p.counts[topic]
+	p.mu.Unlock()
+	if ok && time.Since(c.at) < p.cfg.MetadataMaxAge {
+		return c.n, nil
+	}
+	ti, err := p.admin.DescribeTopic(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	if ti.Partitions == 0 {
+		return 0, errors.New("sdk: topic without partitions")
+	}
+	p.mu.Lock()
+	p.counts[topic] = cachedCount{ti.Partitions, time.Now()}
+	p.mu.Unlock()
+	return ti.Partitions, nil
+}
+
+// sendPartition publishes the messages idx of one partition, in order, in
+// requests of at most BatchBytesMax record bytes, each after the previous
+// one was acknowledged.
+func (p *GrpcProducer) sendPartition(ctx context.Context, k grpcTP, msgs []ProducerMessage, idx []int, acks []Ack) {
+	for len(idx) > 0 {
+		n, size := 0, 0
+		for n < len(idx) && (n == 0 || size+recordBytes(msgs[idx[n]]) <= p.cfg.BatchBytesMax) {
+			size += recordBytes(msgs[idx[n]])
+			n++
+		}
+		chunk := idx[:n]
+		idx = idx[n:]
+		req := &sqv1.PublishRequest{Topic: k.topic, Partition: int32(k.partition), Records: make([]*sqv1.Record, len(chunk))}
+		for j, i := range chunk {
+			req.Records[j] = recordToProto(msgs[i])
+		}
+		res, err := p.publish(ctx, req)
+		for j, i := range chunk {
+			acks[i].Partition = k.partition
+			if err != nil {
+				acks[i].Err = err
+				continue
+			}
+			acks[i].Offset = res.BaseOffset + uint64(j)
+			acks[i].Durability = Durability(res.Durability)
+		}
+		if err != nil {
+			if errors.Is(err, api.ErrUnknownTopic) || errors.Is(err, api.ErrUnknownPartition) {
+				p.mu.Lock()
+				delete(p.counts, k.topic) // read the partition count again next time
+				p.mu.Unlock()
+			}
+			for _, i := range idx { // later records must not overtake a failed one
+				acks[i].Partition, acks[i].Err = k.partition, err
+			}
+			return
+		}
+	}
+}
+
+// publish sends req, retrying retriable errors with backoff.
+func (p *GrpcProducer) publish(ctx context.Context, req *sqv1.PublishRequest) (*sqv1.PublishResponse, error) {
+	for attempt := 0; ; attempt++ {
+		res, err := unary(ctx, p.cfg.RequestTimeout, p.msg.Publish, req)
+		if err == nil || !IsRetriable(err) || attempt >= p.cfg.Retries || p.cfg.Retries < 0 {
+			return res, err
+		}
+		p.cfg.Logger.Warn("retrying publish", "topic", req.Topic, "partition", req.Partition, "attempt", attempt+1, "err", err)
+		if serr := sleep(ctx, backoff(attempt+1, p.cfg.RetryBackoff, p.cfg.RetryBackoffMax)); serr != nil {
+			return nil, err
+		}
+	}
+}
+
+// recordBytes is the payload size of m (key, value, headers).
+func recordBytes(m ProducerMessage) int {
+	n := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+func recordToProto(m ProducerMessage) *sqv1.Record {
+	r := &sqv1.Record{Key: m.Key, Value: m.Value, TimestampMs: m.Timestamp}
+	if m.Key != nil && len(m.Key) == 0 {
+		r.Key = []byte{} // keep "empty key" distinct from "no key"
+	}
+	for _, h := range m.Headers {
+		r.Headers = append(r.Headers, &sqv1.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	return r
+}
