@@ -11,6 +11,7 @@
 //	  meta/topics/<topic>.json   topic config (tmp -> fsync -> rename -> fsync dir)
 //	  topics/<topic>/<p>/        one segment.Log per partition
 //	  groups/offsets.log         committed offsets (checksummed records, compacted by snapshot)
+//	  trash/<nanos>/             directories of deleted topics, removed when unused (or at start)
 //
 // # Write path (DESIGN §3.3)
 //
@@ -34,4 +35,18 @@
 //
 // Readers never see offsets at or above the high watermark, which is
 // published atomically after the write (and sync, under every-batch).
+//
+// # Retention, lookup by time and deletion
+//
+// Every append is stamped with the broker's clock (Options.Now) and
+// recorded in the segment's time index (segment.Log.AppendAt). A retention
+// goroutine (EnforceRetention, every Options.RetentionCheckInterval) rolls
+// an active segment older than the topic's segment.ms and deletes whole
+// sealed segments, oldest first, past retention.ms (by the newest append
+// time in the segment) or while the partition stays at or above
+// retention.bytes without them; the log start offset moves and fetches
+// below it get OFFSET_OUT_OF_RANGE with the valid range. ListOffsets
+// answers lookups by append time (KIP-79: -1 latest, -2 earliest).
+// DeleteTopic removes a topic while it is being read: see its doc for the
+// order of the steps and what a crash between them leaves.
 package engine
