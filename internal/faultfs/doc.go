@@ -33,7 +33,11 @@
 // seen are adopted, on first use, as durable with their content on disk.
 //
 // Directories and files the FS never touched (written with package os by
-// the code under test) are left alone by Restore.
+// the code under test) are left alone by Restore. SyncDir reconciles the
+// directory's entries with the disk first, so names that package os
+// created, renamed or removed in it become durable as they are. Renaming
+// a directory is modelled only as the change of its entry: its tracked
+// contents stay under the old path and are not restored.
 //
 // # Injection
 //

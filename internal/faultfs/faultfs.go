@@ -334,12 +334,35 @@ func (fs *FS) SyncDir(dirName string) error {
 	}
 	if p := fs.path(dirName); p != "" {
 		d := fs.dirOf(p)
+		fs.reconcile(p, d)
 		d.durable = make(map[string]*node, len(d.cur))
 		for k, n := range d.cur {
 			d.durable[k] = n
 		}
 	}
 	return nil
+}
+
+// reconcile brings d's current entries in line with the directory on
+// disk, for names created, renamed or removed with package os rather than
+// through fs: vanished names are dropped, new ones adopted as they are.
+func (fs *FS) reconcile(p string, d *dir) {
+	ents, err := os.ReadDir(p)
+	if err != nil {
+		return
+	}
+	onDisk := make(map[string]bool, len(ents))
+	for _, e := range ents {
+		onDisk[e.Name()] = true
+		if d.cur[e.Name()] == nil {
+			d.cur[e.Name()] = &node{isDir: e.IsDir()}
+		}
+	}
+	for name := range d.cur {
+		if !onDisk[name] {
+			delete(d.cur, name)
+		}
+	}
 }
 
 // Stat returns name's metadata (ring.FS).

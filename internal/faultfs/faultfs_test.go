@@ -157,3 +157,34 @@ func TestCrashAfterAndTorn(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncDirSeesPackageOS: a directory renamed away with package os and a
+// file created with package os are taken as they are by the next SyncDir.
+func TestSyncDirSeesPackageOS(t *testing.T) {
+	root := t.TempDir()
+	fs := New(root, nil)
+	topic := filepath.Join(root, "t")
+	fs.MkdirAll(topic, 0o755)
+	fs.SyncDir(root)
+	f := write(t, fs, filepath.Join(topic, "seg"), "data")
+	f.Sync()
+	f.Close()
+	fs.SyncDir(topic)
+	if err := os.Rename(topic, filepath.Join(root, "trash")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "made-with-os"), []byte("os"), 0o644)
+	fs.SyncDir(root)
+	fs.Crash()
+	if err := fs.Restore(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := content(t, filepath.Join(topic, "seg")); ok {
+		t.Error("a directory renamed away and synced came back")
+	}
+	for _, p := range []string{filepath.Join(root, "trash", "seg"), filepath.Join(root, "made-with-os")} {
+		if _, ok := content(t, p); !ok {
+			t.Errorf("%s lost", p)
+		}
+	}
+}

@@ -94,8 +94,13 @@ func (fs *FS) alive(p string) bool {
 			if n == nil && d.cur[base] != nil || n != nil && !n.isDir {
 				return false
 			}
-			// Neither durable nor current: created behind fs's back with
-			// package os, so outside the simulation and kept.
+			if n == nil {
+				// Neither durable nor current: made with package os, so
+				// outside the simulation; kept if it is still there.
+				if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+					return false
+				}
+			}
 		}
 		p = parent
 	}
