@@ -177,6 +177,7 @@ func ToWire(w WireError, err error) error {
 	w.SetCode(uint16(e.Code))
 	w.SetRangeStart(e.RangeStart)
 	w.SetRangeEnd(e.RangeEnd)
+	w.SetHasRange(e.HasRange)
 	msg := e.Message
 	if msg == "" {
 		msg = e.Code.Entry().Message
@@ -191,6 +192,6 @@ func FromWire(w WireError) error {
 	}
 	msg, _ := w.Text()
 	e := &Error{Code: Code(w.Code()), Message: msg, RangeStart: w.RangeStart(), RangeEnd: w.RangeEnd()}
-	e.HasRange = e.RangeStart != 0 || e.RangeEnd != 0
+	e.HasRange = w.HasRange() || e.RangeStart != 0 || e.RangeEnd != 0
 	return e
 }

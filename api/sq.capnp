@@ -50,6 +50,9 @@ struct WireError {
   # [rangeStart, rangeEnd]. Zero otherwise.
   rangeStart @2 :UInt64;
   rangeEnd   @3 :UInt64;
+  # True when [rangeStart, rangeEnd] is set: [0, 0] is a valid range (an
+  # empty partition).
+  hasRange   @4 :Bool;
 }
 
 # Durability is what a publish acknowledgement guarantees.

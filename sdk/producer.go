@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -260,11 +261,16 @@ func (p *Producer) assign(ctx context.Context, msgs []ProducerMessage, acks []Ac
 	return groups
 }
 
-// nextKeyless returns the partition for the keyless records of one call.
+// nextKeyless returns the partition for the keyless records of one call:
+// round-robin from a random first partition, so that many short-lived
+// producers (one per CLI run, say) still spread over every partition.
 func (p *Producer) nextKeyless(topic string, n uint32) uint32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	v := p.rr[topic]
+	v, ok := p.rr[topic]
+	if !ok {
+		v = rand.Uint32()
+	}
 	p.rr[topic] = v + 1
 	return v % n
 }
