@@ -107,7 +107,8 @@
 // segment, or a file shorter than the recovery point is corruption: Open
 // returns a *CorruptError naming the file and byte position and truncates
 // nothing. (Batches below the recovery point that the spot checks do not
-// cover are not re-verified at Open; their CRCs are checked by consumers.)
+// cover are not re-verified at Open; VerifySealed scrubs sealed segments in
+// the background, and consumers check CRCs.)
 //
 // Above the recovery point every batch is read and checked with
 // batch.CheckHeader (CRC-32C) and for an unbroken baseOffset sequence. The
