@@ -33,6 +33,14 @@
 // after EIO the kernel may have dropped the dirty pages, so a later
 // successful sync would prove nothing (the "fsyncgate" lesson).
 //
+// Below the free-space floor (Options.MinFreeBytes, statfs(2) of the data
+// directory, refreshed at most every 100 ms) publishes fail with DISK_FULL
+// before they are queued; fetches, commits and topic administration do
+// not consult it. After Open a background scrub verifies every sealed
+// segment (segment.Log.VerifySealed, at Options.ScrubBytesPerSec); a
+// corrupt one fails its partition with PARTITION_FAILED naming the file
+// and byte position, and truncates nothing.
+//
 // Readers never see offsets at or above the high watermark, which is
 // published atomically after the write (and sync, under every-batch).
 //
