@@ -218,10 +218,11 @@ func (l *Log) recoverTimeIndex(s *segment, above uint64) (bool, error) {
 }
 
 // mtimeMs returns the modification time of s's .log in Unix ms, or the
-// current time if it cannot be read.
+// current time if it cannot be read or is not after 1970 (a file system
+// that keeps no times): a time too early would expire the records at once.
 func (l *Log) mtimeMs(s *segment) int64 {
 	if s.file != nil {
-		if fi, err := s.file.Stat(); err == nil {
+		if fi, err := s.file.Stat(); err == nil && fi.ModTime().UnixMilli() > 0 {
 			return fi.ModTime().UnixMilli()
 		}
 	}
