@@ -290,6 +290,18 @@ func TestInvalidRequestsChangeNothing(t *testing.T) {
 			_, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "ret", Partitions: 1, Config: &sqv1.TopicConfig{RetentionMs: -5}})
 			return err
 		}, codes.InvalidArgument, "INVALID_CONFIG", "retention_ms -5"},
+		{"alter retention below zero", func() error {
+			_, err := topics.AlterTopicConfig(ctx, &sqv1.AlterTopicConfigRequest{Name: "keep", RetentionMs: proto.Int64(-7)})
+			return err
+		}, codes.InvalidArgument, "INVALID_CONFIG", "retention_ms -7"},
+		{"alter unknown topic", func() error {
+			_, err := topics.AlterTopicConfig(ctx, &sqv1.AlterTopicConfigRequest{Name: "nope", RetentionMs: proto.Int64(1000)})
+			return err
+		}, codes.NotFound, "UNKNOWN_TOPIC", `"nope"`},
+		{"delete unknown topic", func() error {
+			_, err := topics.DeleteTopic(ctx, &sqv1.DeleteTopicRequest{Name: "nope"})
+			return err
+		}, codes.NotFound, "UNKNOWN_TOPIC", `"nope"`},
 		{"retention bytes below zero", func() error {
 			_, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "retb", Partitions: 1, Config: &sqv1.TopicConfig{RetentionBytes: -2}})
 			return err

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/engine"
 )
@@ -16,8 +17,27 @@ type TopicDeleter interface {
 	DeleteTopic(name string) error
 }
 
-// AlterTopicConfig implements sq.v1.Topics.
-func (t *topicsService) AlterTopicConfig(context.Context, *sqv1.AlterTopicConfigRequest) (*sqv1.AlterTopicConfigResponse, error) {
+// AlterTopicConfig implements sq.v1.Topics. The request is checked (name,
+// existence, values) before the engine is asked; this build's engine
+// cannot change a topic's config, so a valid request answers
+// Unimplemented.
+func (t *topicsService) AlterTopicConfig(_ context.Context, req *sqv1.AlterTopicConfigRequest) (*sqv1.AlterTopicConfigResponse, error) {
+	if err := engine.ValidateTopicName(req.Name); err != nil {
+		return nil, err
+	}
+	if _, err := t.s.eng().DescribeTopic(req.Name); err != nil {
+		return nil, err
+	}
+	cfg := engine.TopicConfig{SyncPolicy: req.GetSyncPolicy(), SegmentBytes: req.GetSegmentBytes(), RetentionBytes: req.GetRetentionBytes(),
+		RetentionMs: req.GetRetentionMs(), MaxRecordBytes: req.GetMaxRecordBytes(), SegmentMs: req.GetSegmentMs()}
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	if req.SyncPolicy != nil {
+		if _, err := engine.ParseSyncPolicy(*req.SyncPolicy); err != nil {
+			return nil, api.NewError(api.CodeInvalidConfig, "%v", err)
+		}
+	}
 	return nil, status.Error(codes.Unimplemented, "AlterTopicConfig: changing a topic's config is not available in this build")
 }
 

@@ -25,6 +25,13 @@
 //	# keep reading new records until Ctrl-C
 //	SQ_SERVER=10.0.0.1:6064 sq consume --topic orders --from latest --follow
 //
+// What only the gRPC control plane offers (sq topic alter, sq cluster info)
+// goes to --control, else SQ_CONTROL, else 127.0.0.1:6060 (the default of
+// sq-server --grpc-host):
+//
+//	sq topic alter orders --retention-ms 86400000
+//	sq --control 10.0.0.1:6060 cluster info
+//
 // Errors are printed as "sq: NAME: message" with the catalog name of the
 // server's error (for example `sq: UNKNOWN_TOPIC: topic "x" does not exist`)
 // and make sq exit with status 1.
@@ -67,11 +74,12 @@ func main() {
 
 // globals holds the flags shared by every command.
 type globals struct {
-	server string
-	getenv func(string) string
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
+	server  string
+	control string // gRPC control-plane address (control.go)
+	getenv  func(string) string
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
 }
 
 // addr returns the server address: --server when given, else SQ_SERVER,
@@ -102,7 +110,10 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.server, "server", defaultServer,
 		"data-plane address of the SQ server, host:port (env "+serverEnv+"; the flag wins)")
+	root.PersistentFlags().StringVar(&g.control, "control", defaultControl,
+		"gRPC control-plane address of the SQ server, host:port, for topic alter and cluster info (env "+controlEnv+"; the flag wins)")
 	root.AddCommand(newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g))
+	root.AddCommand(newClusterCommand(g))
 	return root
 }
 

@@ -22,7 +22,7 @@ func newTopicCommand(g *globals) *cobra.Command {
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g), newTopicDeleteCommand(g))
+	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g), newTopicDeleteCommand(g), newTopicAlterCommand(g))
 	return cmd
 }
 

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/seedqueue/sq/sdk"
+)
+
+// controlEnv is the environment variable read when --control is not given;
+// defaultControl is the address used when neither is set (the default of
+// sq-server --grpc-host).
+const (
+	controlEnv     = "SQ_CONTROL"
+	defaultControl = sdk.DefaultControlAddr
+)
+
+// controlAddr returns the control-plane address: --control when given,
+// else SQ_CONTROL, else the default.
+func (g *globals) controlAddr(cmd *cobra.Command) string {
+	if f := cmd.Flags().Lookup("control"); f != nil && f.Changed {
+		return g.control
+	}
+	if v := g.getenv(controlEnv); v != "" {
+		return v
+	}
+	return g.control
+}
+
+// admin returns an Admin for the control plane named by the flags.
+func (g *globals) admin(cmd *cobra.Command) (*sdk.Admin, error) {
+	return sdk.NewAdmin(sdk.AdminConfig{GrpcConfig: sdk.GrpcConfig{Addr: g.controlAddr(cmd), RequestTimeout: 30 * time.Second}})
+}
+
+// controlError explains a control-plane failure: unreachable, not offered
+// by this server, or a catalog error ("NAME: message").
+func controlError(addr string, err error) error {
+	if errors.Is(err, sdk.ErrConnection) {
+		return fmt.Errorf("cannot reach the SQ control plane at %s (set the address with --control or %s): %w", addr, controlEnv, err)
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unimplemented {
+		return errors.New(st.Message())
+	}
+	return apiError(addr, err)
+}
+
+// topicAlterFlags are the flags of `sq topic alter`; only the flags given
+// change the config.
+type topicAlterFlags struct {
+	syncPolicy     string
+	retentionMs    int64
+	retentionBytes int64
+	segmentBytes   int64
+	segmentMs      int64
+	maxRecordBytes int32
+}
+
+func newTopicAlterCommand(g *globals) *cobra.Command {
+	var f topicAlterFlags
+	cmd := &cobra.Command{
+		Use:   "alter NAME",
+		Short: "Change a topic's config (control plane)",
+		Long: "Change the config of the topic NAME: only the flags given change, the others\n" +
+			"keep their value. Runs over the gRPC control plane (--control).",
+		Example: "  sq topic alter orders --retention-ms 86400000\n" +
+			"  sq topic alter audit --sync-policy every-batch --retention-bytes -1",
+		Args: oneTopicName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ch := sdk.TopicConfigChange{}
+			fl := cmd.Flags()
+			if fl.Changed("sync-policy") {
+				ch.SyncPolicy = &f.syncPolicy
+			}
+			if fl.Changed("retention-ms") {
+				ch.RetentionMs = &f.retentionMs
+			}
+			if fl.Changed("retention-bytes") {
+				ch.RetentionBytes = &f.retentionBytes
+			}
+			if fl.Changed("segment-bytes") {
+				ch.SegmentBytes = &f.segmentBytes
+			}
+			if fl.Changed("segment-ms") {
+				ch.SegmentMs = &f.segmentMs
+			}
+			if fl.Changed("max-record-bytes") {
+				ch.MaxRecordBytes = &f.maxRecordBytes
+			}
+			if ch == (sdk.TopicConfigChange{}) {
+				return errors.New("nothing to change: give at least one of --sync-policy, --retention-ms, --retention-bytes, --segment-bytes, --segment-ms, --max-record-bytes")
+			}
+			a, err := g.admin(cmd)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			info, err := a.AlterTopicConfig(cmd.Context(), args[0], ch)
+			if err != nil {
+				return controlError(g.controlAddr(cmd), err)
+			}
+			return printTopicDescription(g.stdout, info)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.syncPolicy, "sync-policy", "", "every-batch, none, or an fsync interval in ms (N or Nms)")
+	fl.Int64Var(&f.retentionMs, "retention-ms", 0, "keep records this many milliseconds (-1: forever)")
+	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "keep at most this many bytes per partition (-1: unlimited)")
+	fl.Int64Var(&f.segmentBytes, "segment-bytes", 0, "roll segment files at this size in bytes")
+	fl.Int64Var(&f.segmentMs, "segment-ms", 0, "roll the active segment after this many milliseconds")
+	fl.Int32Var(&f.maxRecordBytes, "max-record-bytes", 0, "largest record (key+value+headers) in bytes")
+	return cmd
+}
+
+func newClusterCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Node and cluster information (control plane)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	info := &cobra.Command{
+		Use:   "info",
+		Short: "Show the node's identity, version, uptime, I/O backend, storage and cluster members",
+		Long: "Show what the node at --control reports about itself and its cluster: node and\n" +
+			"cluster ids, version, uptime, I/O backend, data directory usage and members.",
+		Example: "  sq cluster info\n  sq --control 10.0.0.1:6060 cluster info",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := g.admin(cmd)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			addr := g.controlAddr(cmd)
+			n, err := a.NodeInfo(cmd.Context())
+			if err != nil {
+				return controlError(addr, err)
+			}
+			members, err := a.Members(cmd.Context())
+			if err != nil {
+				return controlError(addr, err)
+			}
+			return printClusterInfo(g.stdout, n, members)
+		},
+	}
+	cmd.AddCommand(info)
+	return cmd
+}
+
+func printClusterInfo(out io.Writer, n sdk.NodeInfo, members []sdk.ClusterMember) error {
+	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	fmt.Fprintf(w, "Node:\t%s\n", n.NodeID)
+	fmt.Fprintf(w, "Cluster:\t%s\n", n.ClusterID)
+	fmt.Fprintf(w, "Version:\t%s\n", n.Version)
+	fmt.Fprintf(w, "Uptime:\t%s\n", n.Uptime.Round(time.Second))
+	fmt.Fprintf(w, "I/O backend:\t%s\n", n.IOBackend)
+	fmt.Fprintf(w, "Data dir:\t%s\n", n.DataDir)
+	fmt.Fprintf(w, "Data bytes:\t%s in %d topic%s\n", formatBytes(n.DataBytes), n.Topics, plural(n.Topics))
+	fmt.Fprintf(w, "Disk:\t%s free of %s\n", formatBytes(int64(n.DataDirFreeBytes)), formatBytes(int64(n.DataDirTotalBytes)))
+	fmt.Fprintf(w, "Listeners:\tgrpc %s, capnp %s, http %s\n", orDash(n.GrpcAddr), orDash(n.CapnpAddr), orDash(n.HTTPAddr))
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	w = tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(w, "MEMBER\tSTATE\tGRPC\tCAPNP\t")
+	for _, m := range members {
+		self := ""
+		if m.Self {
+			self = " (this node)"
+		}
+		fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t\n", m.NodeID, self, m.State, orDash(m.GrpcAddr), orDash(m.CapnpAddr))
+	}
+	return w.Flush()
+}

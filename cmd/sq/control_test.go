@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/seedqueue/sq/control"
+	"github.com/seedqueue/sq/engine"
+)
+
+// startControl serves a control plane over a fresh engine on loopback
+// and returns its gRPC address; it stops at the end of the test.
+func startControl(t *testing.T) string {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := control.New(control.Options{NodeID: "cli-node", ClusterID: "cli-cluster", Version: "cli-test", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(engine.Options{DataDir: t.TempDir(), Logger: quiet, Observer: srv.Observer()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.CreateTopic("orders", 2, engine.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetEngine(eng)
+	srv.SetReady(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.ServeGRPC(ln); close(done) }()
+	t.Cleanup(func() {
+		srv.Shutdown(context.Background())
+		<-done
+		eng.Close()
+	})
+	return ln.Addr().String()
+}
+
+func TestControlCommands(t *testing.T) {
+	addr := startControl(t)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		wantOut []string
+		wantErr string
+	}{
+		{"cluster info", nil, []string{"--control", addr, "cluster", "info"},
+			[]string{"cli-node", "cli-cluster", "cli-test", "I/O backend:", "(this node)"}, ""},
+		{"control from env", map[string]string{"SQ_CONTROL": addr}, []string{"cluster", "info"}, []string{"cli-node"}, ""},
+		{"flag wins over env", map[string]string{"SQ_CONTROL": deadAddr}, []string{"--control", addr, "cluster", "info"}, []string{"cli-node"}, ""},
+		{"unreachable", nil, []string{"--control", deadAddr, "cluster", "info"}, nil, "cannot reach the SQ control plane at " + deadAddr},
+		{"alter without flags", nil, []string{"--control", addr, "topic", "alter", "orders"}, nil, "nothing to change"},
+		{"alter bad name", nil, []string{"--control", addr, "topic", "alter", "bad/name", "--retention-ms", "5"}, nil, "bad/name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			root := newRootCommand(nil, &out, &errOut, func(k string) string { return tc.env[k] })
+			root.SetArgs(tc.args)
+			err := root.ExecuteContext(context.Background())
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.wantOut {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+}
