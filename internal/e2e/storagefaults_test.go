@@ -278,14 +278,13 @@ func TestSealedBitFlip(t *testing.T) {
 		t.Fatalf("exit status %d", code)
 	}
 	path := segmentPath(dir, "flip", 0, 0)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	starts, data := batchStarts(t, path)
+	if len(starts) < 4 {
+		t.Fatalf("%d batches in the first segment", len(starts))
 	}
-	if _, err := os.Stat(segmentPath(dir, "flip", 0, 0)); err != nil {
-		t.Fatal(err)
-	}
-	data[len(data)/2] ^= 0x04
+	// Inside the records of a batch in the middle of the data (a sealed
+	// segment may keep a zero tail when a reader had it mapped at the roll).
+	data[starts[len(starts)/2]+batch.HeaderSize+100] ^= 0x04
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
