@@ -103,9 +103,7 @@ func (m *metrics) AppendDone(ctx context.Context, ev engine.AppendEvent) {
 		m.publishLatency.Observe(ev.Duration.Seconds())
 	}
 	if m.tracer != nil {
-		m.span(ctx, "publish", semconv.MessagingOperationTypeSend, ev.Topic, ev.Partition, ev.Start, ev.Duration, ev.Err,
-			semconv.MessagingBatchMessageCount(ev.Records), semconv.MessagingKafkaOffset(int(ev.BaseOffset)),
-			attribute.Int("sq.batch.bytes", ev.Bytes))
+		m.span(ctx, "publish", ev.Topic, ev.Partition, ev.Start, ev.Duration, ev.Err, ev.Records, ev.BaseOffset, ev.Bytes)
 	}
 }
 
@@ -119,9 +117,7 @@ func (m *metrics) FetchDone(ctx context.Context, ev engine.FetchEvent) {
 		m.fetchLatency.Observe(ev.Duration.Seconds())
 	}
 	if m.tracer != nil {
-		m.span(ctx, "fetch", semconv.MessagingOperationTypeReceive, ev.Topic, ev.Partition, ev.Start, ev.Duration, ev.Err,
-			semconv.MessagingBatchMessageCount(ev.Records), semconv.MessagingKafkaOffset(int(ev.Offset)),
-			attribute.Int("sq.batch.bytes", ev.Bytes))
+		m.span(ctx, "fetch", ev.Topic, ev.Partition, ev.Start, ev.Duration, ev.Err, ev.Records, ev.Offset, ev.Bytes)
 	}
 }
 
@@ -136,23 +132,30 @@ func (m *metrics) SyncDone(ev engine.SyncEvent) {
 }
 
 // span records a finished messaging span (OTel messaging semantic
-// conventions, semconv v1.43.0) that started at start.
-func (m *metrics) span(ctx context.Context, op string, opType attribute.KeyValue, topic string, partition int,
-	start time.Time, d time.Duration, err error, extra ...attribute.KeyValue) {
-	kind := trace.SpanKindProducer
+// conventions, semconv v1.43.0) that started at start: "publish <topic>"
+// (producer, operation type send) or "fetch <topic>" (consumer, receive).
+// Attributes are built only for a recording span.
+func (m *metrics) span(ctx context.Context, op, topic string, partition int, start time.Time, d time.Duration, err error,
+	records int, offset uint64, bytes int) {
+	kind, opType := trace.SpanKindProducer, semconv.MessagingOperationTypeSend
 	if op != "publish" {
-		kind = trace.SpanKindConsumer
+		kind, opType = trace.SpanKindConsumer, semconv.MessagingOperationTypeReceive
 	}
 	_, sp := m.tracer.Start(ctx, op+" "+topic, trace.WithTimestamp(start), trace.WithSpanKind(kind))
-	sp.SetAttributes(append([]attribute.KeyValue{
-		semconv.MessagingSystemKey.String("sq"),
-		semconv.MessagingOperationName(op), opType,
-		semconv.MessagingDestinationName(topic),
-		semconv.MessagingDestinationPartitionID(strconv.Itoa(partition)),
-	}, extra...)...)
-	if err != nil {
-		sp.RecordError(err)
-		sp.SetStatus(codes.Error, err.Error())
+	if sp.IsRecording() {
+		sp.SetAttributes(
+			semconv.MessagingSystemKey.String("sq"),
+			semconv.MessagingOperationName(op), opType,
+			semconv.MessagingDestinationName(topic),
+			semconv.MessagingDestinationPartitionID(strconv.Itoa(partition)),
+			semconv.MessagingBatchMessageCount(records),
+			semconv.MessagingKafkaOffset(int(offset)),
+			attribute.Int("sq.batch.bytes", bytes),
+		)
+		if err != nil {
+			sp.RecordError(err)
+			sp.SetStatus(codes.Error, err.Error())
+		}
 	}
 	sp.End(trace.WithTimestamp(start.Add(d)))
 }
