@@ -114,6 +114,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 		"gRPC control-plane address of the SQ server, host:port, for topic alter and cluster info (env "+controlEnv+"; the flag wins)")
 	root.AddCommand(newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g))
 	root.AddCommand(newClusterCommand(g))
+	root.AddCommand(newBenchCommand(g))
 	return root
 }
 

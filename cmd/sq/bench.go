@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/seedqueue/sq/sdk"
+)
+
+// benchFlags are the flags of `sq bench`.
+type benchFlags struct {
+	mode        string
+	producers   int
+	consumers   int
+	topic       string
+	partitions  int
+	recordSize  int
+	keys        int
+	batchBytes  int
+	linger      time.Duration
+	inFlight    int
+	syncPolicy  string
+	duration    time.Duration
+	count       int64
+	rate        float64
+	jsonFile    string
+	plotFile    string
+	quiet       bool
+	keepTopic   bool
+	drainWindow time.Duration
+}
+
+const benchLong = `Measure SQ end to end: producers publish with sdk.BatchProducer and
+consumers read with fetch, over real connections to the server.
+
+Modes (the first argument, default e2e):
+  produce  only publish; reports publish throughput and ack latency.
+  consume  publish --count records first (not timed), then read them all back
+           from offset 0 with --consumers; reports catch-up read throughput.
+  e2e      publish and consume at once; reports both throughputs, the ack
+           latency and the end-to-end latency (send to receipt by a consumer).
+
+The run publishes for --duration, or --count records in total when --count is
+set. With --rate R the producers offer a fixed load of R records/s in total,
+and every latency is measured from the record's intended send time, so a
+stall of the server or of the producer shows up in the latency instead of
+lowering the load (coordinated-omission safe). Without --rate they send as
+fast as the back-pressure of the producer allows. Latencies go into
+HdrHistogram histograms (1 us to 60 s, 3 significant digits).
+
+Each record's value is --record-size bytes, the first 8 of which carry its
+intended send time (so values under 8 bytes give no latency figures). With
+--keys N the records carry N distinct keys in turn; with 0 they have no key
+(sticky partitioning).
+
+Unless --topic names an existing topic, sq bench creates a fresh topic with
+--partitions and --sync-policy and deletes it at the end (--keep-topic keeps
+it). Results go to stdout, with the conditions beside them: record size,
+batch bytes, linger, in-flight batches, sync policy, partitions, producers,
+consumers, CPU count, Go version and the server's I/O backend (printed as
+"unknown": the data-plane handshake does not report it). A progress bar is
+drawn on stderr while it runs when stderr is a terminal (not with --quiet).
+
+--json FILE writes the result as JSON (records_per_sec, mb_per_sec,
+ack_latency_ms and e2e_latency_ms with p50/p90/p99/p999/max, consume figures,
+the conditions, and the throughput per 250 ms interval). --plot FILE.png draws the
+throughput over time and the latency distributions.`
+
+func newBenchCommand(g *globals) *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench [produce|consume|e2e]",
+		Short: "Benchmark publish, consume or end-to-end throughput and latency",
+		Long:  benchLong,
+		Example: "  sq bench --count 1000000\n" +
+			"  sq bench produce --duration 30s --partitions 4 --producers 2 --sync-policy every-batch\n" +
+			"  sq bench e2e --rate 100000 --duration 20s --json result.json --plot result.png\n" +
+			"  sq bench consume --count 5000000 --consumers 2 --partitions 2",
+		Args:      cobra.MaximumNArgs(1),
+		ValidArgs: []string{"produce", "consume", "e2e"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.mode = "e2e"
+			if len(args) == 1 {
+				f.mode = args[0]
+			}
+			if err := f.validate(cmd); err != nil {
+				return err
+			}
+			return runBench(cmd, g, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&f.producers, "producers", 1, "producers, each with its own BatchProducer and connection")
+	fl.IntVar(&f.consumers, "consumers", 1, "consumers, each with its own connection; partition p is read by consumer p mod N")
+	fl.StringVar(&f.topic, "topic", "", "topic to use; created with --partitions and --sync-policy when missing (default: a fresh sq-bench-* topic)")
+	fl.IntVar(&f.partitions, "partitions", 1, "partitions of the topic sq bench creates")
+	fl.IntVar(&f.recordSize, "record-size", 100, "bytes of each record's value")
+	fl.IntVar(&f.keys, "keys", 0, "distinct record keys used in turn (0: no keys)")
+	fl.IntVar(&f.batchBytes, "batch-bytes", sdk.DefaultBatchBytes, "BatchProducer batch size bound in bytes")
+	fl.DurationVar(&f.linger, "linger", sdk.DefaultLinger, "BatchProducer linger: how long a batch waits for more records (0: send at once)")
+	fl.IntVar(&f.inFlight, "in-flight", sdk.DefaultMaxInFlight, "batches in flight per producer (over all partitions; one per partition)")
+	fl.StringVar(&f.syncPolicy, "sync-policy", "every-batch", "sync policy of the topic sq bench creates: every-batch, none, or an interval N / Nms")
+	fl.DurationVar(&f.duration, "duration", 10*time.Second, "how long to publish (ignored with --count)")
+	fl.Int64Var(&f.count, "count", 0, "records to publish in total (instead of --duration)")
+	fl.Float64Var(&f.rate, "rate", 0, "offered load in records/s over all producers (0: as fast as possible)")
+	fl.StringVar(&f.jsonFile, "json", "", "write the result as JSON to this file")
+	fl.StringVar(&f.plotFile, "plot", "", "draw throughput over time and latency distributions to this PNG file")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	fl.BoolVar(&f.keepTopic, "keep-topic", false, "do not delete the topic sq bench created")
+	fl.DurationVar(&f.drainWindow, "drain-timeout", 30*time.Second, "how long consumers may take to read the last records after publishing ends")
+	return cmd
+}
+
+// validate checks the flags and returns every problem at once.
+func (f *benchFlags) validate(cmd *cobra.Command) error {
+	var errs []error
+	switch f.mode {
+	case "produce", "consume", "e2e":
+	default:
+		errs = append(errs, fmt.Errorf("unknown mode %q: want produce, consume or e2e", f.mode))
+	}
+	positive := []struct {
+		name string
+		v    int
+	}{{"producers", f.producers}, {"partitions", f.partitions}, {"batch-bytes", f.batchBytes}, {"in-flight", f.inFlight}}
+	for _, p := range positive {
+		if p.v < 1 {
+			errs = append(errs, fmt.Errorf("--%s must be at least 1, got %d", p.name, p.v))
+		}
+	}
+	if f.mode != "produce" && f.consumers < 1 {
+		errs = append(errs, fmt.Errorf("--consumers must be at least 1 in %s mode, got %d", f.mode, f.consumers))
+	}
+	if f.recordSize < 0 || f.keys < 0 || f.rate < 0 || f.count < 0 {
+		errs = append(errs, errors.New("--record-size, --keys, --rate and --count must not be negative"))
+	}
+	if f.count == 0 && f.duration <= 0 {
+		errs = append(errs, errors.New("give a positive --duration or --count"))
+	}
+	if f.mode == "consume" && f.count == 0 && !cmd.Flags().Changed("duration") {
+		f.count = 1_000_000
+	}
+	return errors.Join(errs...)
+}
+
+// runBench prepares the topic, runs the benchmark and reports it.
+func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
+	ctx := cmd.Context()
+	addr := g.addr(cmd)
+	admin, err := g.dial(cmd)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	created, err := prepareBenchTopic(ctx, admin, &f)
+	if err != nil {
+		return err
+	}
+	if created && !f.keepTopic {
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := admin.DeleteTopic(dctx, f.topic); err != nil {
+				fmt.Fprintf(g.stderr, "sq bench: could not delete topic %s: %v\n", f.topic, err)
+			}
+		}()
+	}
+	cond := benchConditions(f, admin.Limits())
+	var progress io.Writer
+	if showProgress(g, f) {
+		progress = g.stderr
+	}
+	b := newBenchRun(addr, f, progress)
+	res, err := b.run(ctx)
+	if err != nil {
+		return err
+	}
+	res.BenchConditions = cond
+	printBench(g.stdout, res)
+	if f.jsonFile != "" {
+		if err := writeBenchJSON(f.jsonFile, res); err != nil {
+			return err
+		}
+	}
+	if f.plotFile != "" {
+		if err := writeBenchPlot(f.plotFile, res); err != nil {
+			return err
+		}
+	}
+	if res.Errors > 0 {
+		return fmt.Errorf("%d records failed (first: %s)", res.Errors, res.FirstError)
+	}
+	return nil
+}
+
+// prepareBenchTopic creates the topic (a fresh name unless --topic is
+// given) and reads its partition count. It reports whether it created it.
+func prepareBenchTopic(ctx context.Context, c *sdk.Client, f *benchFlags) (bool, error) {
+	if f.topic == "" {
+		f.topic = fmt.Sprintf("sq-bench-%d", time.Now().UnixNano())
+	}
+	ti, err := c.CreateTopic(ctx, f.topic, uint32(f.partitions), sdk.TopicConfig{SyncPolicy: f.syncPolicy})
+	if err == nil {
+		f.partitions = int(ti.Partitions)
+		return true, nil
+	}
+	ti, derr := c.DescribeTopic(ctx, f.topic)
+	if derr != nil {
+		return false, fmt.Errorf("create topic %s: %w", f.topic, err)
+	}
+	f.partitions = int(ti.Partitions)
+	f.syncPolicy = ti.Config.SyncPolicy
+	return false, nil
+}
+
+// showProgress reports whether to draw the progress bar: stderr is a
+// terminal and --quiet is not set.
+func showProgress(g *globals, f benchFlags) bool {
+	if f.quiet {
+		return false
+	}
+	file, ok := g.stderr.(*os.File)
+	return ok && term.IsTerminal(int(file.Fd()))
+}
+
+// benchConditions describes the run's conditions.
+func benchConditions(f benchFlags, lim sdk.Limits) BenchConditions {
+	return BenchConditions{
+		Mode:            f.mode,
+		Topic:           f.topic,
+		RecordSizeBytes: f.recordSize,
+		BatchBytes:      min(f.batchBytes, int(lim.MaxBatchBytes)),
+		LingerMs:        float64(f.linger) / float64(time.Millisecond),
+		InFlight:        f.inFlight,
+		SyncPolicy:      f.syncPolicy,
+		Partitions:      f.partitions,
+		Producers:       f.producers,
+		Consumers:       f.consumers,
+		Keys:            f.keys,
+		RateTarget:      f.rate,
+		CPUs:            runtime.NumCPU(),
+		GoVersion:       runtime.Version(),
+		IOBackend:       "unknown",
+		ServerVersion:   lim.ServerVersion,
+	}
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// BenchConditions are the conditions of a run, printed beside its figures
+// and written at the top level of the JSON result.
+type BenchConditions struct {
+	Mode            string  `json:"mode"` // produce, consume or e2e
+	Topic           string  `json:"topic"`
+	RecordSizeBytes int     `json:"record_size_bytes"` // value bytes per record
+	BatchBytes      int     `json:"batch_bytes"`       // BatchProducer batch bound
+	LingerMs        float64 `json:"linger_ms"`
+	InFlight        int     `json:"in_flight"` // batches in flight per producer
+	SyncPolicy      string  `json:"sync_policy"`
+	Partitions      int     `json:"partitions"`
+	Producers       int     `json:"producers"`
+	Consumers       int     `json:"consumers"`
+	Keys            int     `json:"keys"`
+	RateTarget      float64 `json:"rate_target"` // offered records/s; 0 unlimited
+	CPUs            int     `json:"cpus"`        // of the machine running sq bench
+	GoVersion       string  `json:"go_version"`
+	IOBackend       string  `json:"io_backend"` // "unknown" when the server does not report it
+	ServerVersion   string  `json:"server_version"`
+}
+
+// LatencySummary holds percentiles of one latency histogram, in
+// milliseconds.
+type LatencySummary struct {
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p999"`
+	Max   float64 `json:"max"`
+}
+
+// BenchSample is the throughput of one interval of the run (250 ms; the
+// last one may be shorter).
+type BenchSample struct {
+	Second   float64 `json:"t_sec"`    // seconds since the start, end of the interval
+	Produced int64   `json:"produced"` // records acknowledged in the interval
+	Consumed int64   `json:"consumed"` // records read in the interval
+}
+
+// BenchResult is the outcome of a run. RecordsPerSec and MBPerSec are the
+// headline of the mode: publish throughput for produce and e2e, read
+// throughput for consume. MB are 10^6 bytes of record values.
+type BenchResult struct {
+	BenchConditions
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+
+	PublishedRecords     int64           `json:"published_records"`
+	PublishSeconds       float64         `json:"publish_seconds"`
+	PublishRecordsPerSec float64         `json:"publish_records_per_sec"`
+	PublishMBPerSec      float64         `json:"publish_mb_per_sec"`
+	AckLatencyMs         *LatencySummary `json:"ack_latency_ms"`
+
+	ConsumedRecords      int64           `json:"consumed_records,omitempty"`
+	ConsumeSeconds       float64         `json:"consume_seconds,omitempty"`
+	ConsumeRecordsPerSec float64         `json:"consume_records_per_sec,omitempty"`
+	ConsumeMBPerSec      float64         `json:"consume_mb_per_sec,omitempty"`
+	E2ELatencyMs         *LatencySummary `json:"e2e_latency_ms,omitempty"`
+
+	Errors     int64         `json:"errors"`
+	FirstError string        `json:"first_error,omitempty"`
+	Throughput []BenchSample `json:"throughput"`
+
+	ackHist, e2eHist *hdrhistogram.Histogram // for the plot
+}
+
+// summarize returns the percentiles of h (microseconds) in milliseconds,
+// or nil when h is empty.
+func summarize(h *hdrhistogram.Histogram) *LatencySummary {
+	if h.TotalCount() == 0 {
+		return nil
+	}
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	return &LatencySummary{
+		Count: h.TotalCount(),
+		P50:   ms(h.ValueAtQuantile(50)),
+		P90:   ms(h.ValueAtQuantile(90)),
+		P99:   ms(h.ValueAtQuantile(99)),
+		P999:  ms(h.ValueAtQuantile(99.9)),
+		Max:   ms(h.Max()),
+	}
+}
+
+// fill computes the result's figures from the run's counters.
+func (b *benchRun) fill(res *BenchResult, pub, cons time.Duration, consumed bool) {
+	size := float64(b.f.recordSize)
+	res.PublishedRecords = b.produced.Load()
+	res.PublishSeconds = pub.Seconds()
+	if pub > 0 {
+		res.PublishRecordsPerSec = float64(res.PublishedRecords) / pub.Seconds()
+	}
+	res.PublishMBPerSec = res.PublishRecordsPerSec * size / 1e6
+	res.ackHist = b.ack.h
+	res.AckLatencyMs = summarize(b.ack.h)
+	res.RecordsPerSec, res.MBPerSec = res.PublishRecordsPerSec, res.PublishMBPerSec
+	if consumed {
+		res.ConsumedRecords = b.consumed.Load()
+		res.ConsumeSeconds = cons.Seconds()
+		if cons > 0 {
+			res.ConsumeRecordsPerSec = float64(res.ConsumedRecords) / cons.Seconds()
+		}
+		res.ConsumeMBPerSec = res.ConsumeRecordsPerSec * size / 1e6
+		if b.f.mode == "e2e" {
+			res.e2eHist = b.e2e.h
+			res.E2ELatencyMs = summarize(b.e2e.h)
+		}
+		if b.f.mode == "consume" {
+			res.RecordsPerSec, res.MBPerSec = res.ConsumeRecordsPerSec, res.ConsumeMBPerSec
+		}
+	}
+	res.Errors = b.errs.Load()
+	if s := b.firstErr.Load(); s != nil {
+		res.FirstError = *s
+	}
+	b.mu.Lock()
+	res.Throughput = append([]BenchSample(nil), b.samples...)
+	b.mu.Unlock()
+}
+
+// printBench writes the human-readable report.
+func printBench(w io.Writer, r *BenchResult) {
+	fmt.Fprintf(w, "sq bench %s: topic %s\n", r.Mode, r.Topic)
+	fmt.Fprintf(w, "publish  %12s records in %.2fs: %s records/s, %.2f MB/s\n",
+		commas(float64(r.PublishedRecords)), r.PublishSeconds, commas(r.PublishRecordsPerSec), r.PublishMBPerSec)
+	printLatency(w, "ack latency", r.AckLatencyMs)
+	if r.Mode != "produce" {
+		fmt.Fprintf(w, "consume  %12s records in %.2fs: %s records/s, %.2f MB/s\n",
+			commas(float64(r.ConsumedRecords)), r.ConsumeSeconds, commas(r.ConsumeRecordsPerSec), r.ConsumeMBPerSec)
+		if r.Mode == "e2e" {
+			printLatency(w, "e2e latency", r.E2ELatencyMs)
+		}
+	}
+	rate := "unlimited"
+	if r.RateTarget > 0 {
+		rate = commas(r.RateTarget) + " records/s (latency from the intended send time)"
+	}
+	fmt.Fprintf(w, "conditions: record size %d B, batch %d B, linger %gms, in-flight %d, sync policy %s, "+
+		"partitions %d, producers %d, consumers %d, keys %d, rate %s, %d CPUs, %s, I/O backend %s, server %s\n",
+		r.RecordSizeBytes, r.BatchBytes, r.LingerMs, r.InFlight, r.SyncPolicy, r.Partitions, r.Producers,
+		r.Consumers, r.Keys, rate, r.CPUs, r.GoVersion, r.IOBackend, r.ServerVersion)
+	if r.Errors > 0 {
+		fmt.Fprintf(w, "errors: %d records failed; first: %s\n", r.Errors, r.FirstError)
+	}
+}
+
+func printLatency(w io.Writer, name string, l *LatencySummary) {
+	if l == nil {
+		fmt.Fprintf(w, "  %-12s n/a (no records, or --record-size under 8)\n", name)
+		return
+	}
+	fmt.Fprintf(w, "  %-12s ms: p50 %.3f  p90 %.3f  p99 %.3f  p999 %.3f  max %.3f\n", name, l.P50, l.P90, l.P99, l.P999, l.Max)
+}
+
+// commas formats v rounded to an integer with thousands separators.
+func commas(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// writeBenchJSON writes r as indented JSON to path.
+func writeBenchJSON(path string, r *BenchResult) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write --json file: %w", err)
+	}
+	return nil
+}

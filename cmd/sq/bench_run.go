@@ -1,0 +1,388 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/seedqueue/sq/sdk"
+)
+
+// Bounds of the latency histograms, in microseconds, and their precision.
+const (
+	histMinMicros = 1
+	histMaxMicros = 60_000_000 // 60 s
+	histSigFigs   = 3
+	// slabBytes is the size of the blocks record values are cut from.
+	slabBytes = 1 << 20
+	// fetchWait bounds one consumer long poll, so consumers notice the end.
+	fetchWait = 100 * time.Millisecond
+	// sampleEvery is the period of the throughput samples.
+	sampleEvery = 250 * time.Millisecond
+)
+
+// hist is an HdrHistogram of latencies in microseconds, safe for
+// concurrent use.
+type hist struct {
+	mu sync.Mutex
+	h  *hdrhistogram.Histogram
+}
+
+func newHist() *hist {
+	return &hist{h: hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs)}
+}
+
+// recordSince records now minus each value's intended send time.
+func (h *hist) recordSince(now int64, values [][]byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, v := range values {
+		if len(v) < 8 {
+			continue
+		}
+		us := (now - int64(binary.LittleEndian.Uint64(v))) / 1000
+		_ = h.h.RecordValue(min(max(us, histMinMicros), histMaxMicros))
+	}
+}
+
+// benchRun is one `sq bench` run.
+type benchRun struct {
+	addr     string
+	f        benchFlags
+	progress io.Writer // where the progress bar goes; nil: no bar
+
+	produced atomic.Int64 // records acknowledged
+	consumed atomic.Int64 // records read by consumers
+	errs     atomic.Int64 // records failed
+	firstErr atomic.Pointer[string]
+
+	ack, e2e *hist
+
+	mu      sync.Mutex
+	samples []BenchSample
+}
+
+func newBenchRun(addr string, f benchFlags, progress io.Writer) *benchRun {
+	return &benchRun{addr: addr, f: f, progress: progress, ack: newHist(), e2e: newHist()}
+}
+
+func (b *benchRun) fail(n int64, err error) {
+	b.errs.Add(n)
+	s := err.Error()
+	b.firstErr.CompareAndSwap(nil, &s)
+}
+
+// run executes the mode and returns its result.
+func (b *benchRun) run(ctx context.Context) (*BenchResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopSampler := b.startSampler(ctx)
+	res := &BenchResult{}
+	var (
+		consumers *benchConsumers
+		err       error
+	)
+	if b.f.mode == "e2e" {
+		if consumers, err = b.startConsumers(ctx); err != nil {
+			stopSampler()
+			return nil, err
+		}
+	}
+	pubStart := time.Now()
+	if err := b.produce(ctx); err != nil {
+		stopSampler()
+		return nil, err
+	}
+	pubElapsed := time.Since(pubStart)
+	consStart := pubStart
+	if b.f.mode == "consume" {
+		consStart = time.Now()
+		if consumers, err = b.startConsumers(ctx); err != nil {
+			stopSampler()
+			return nil, err
+		}
+	}
+	if consumers != nil {
+		consumers.drain(b, b.f.drainWindow)
+	}
+	consElapsed := time.Since(consStart)
+	stopSampler()
+	b.fill(res, pubElapsed, consElapsed, consumers != nil)
+	return res, ctx.Err()
+}
+
+// produce runs the producers until --count records or --duration.
+func (b *benchRun) produce(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, b.f.producers)
+	start := time.Now()
+	for i := range b.f.producers {
+		n := int64(0)
+		if b.f.count > 0 {
+			n = b.f.count / int64(b.f.producers)
+			if int64(i) < b.f.count%int64(b.f.producers) {
+				n++
+			}
+		}
+		wg.Go(func() {
+			if err := b.producer(ctx, i, n, start); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// producer sends n records (or until --duration when n is 0) through one
+// BatchProducer, paced by --rate when set.
+func (b *benchRun) producer(ctx context.Context, id int, n int64, start time.Time) error {
+	bp, err := sdk.NewBatchProducer(ctx, sdk.BatchProducerConfig{
+		ProducerConfig: sdk.ProducerConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-%d", id)},
+		Linger:         benchLinger(b.f.linger),
+		BatchBytes:     b.f.batchBytes,
+		MaxInFlight:    b.f.inFlight,
+		OnAck: func(a sdk.BatchAck) {
+			now := time.Now().UnixNano()
+			vals := make([][]byte, len(a.Messages))
+			for i := range a.Messages {
+				vals[i] = a.Messages[i].Value
+			}
+			b.ack.recordSince(now, vals)
+			b.produced.Add(int64(len(a.Messages)))
+		},
+		OnError: func(e sdk.BatchError) { b.fail(int64(len(e.Messages)), e) },
+	})
+	if err != nil {
+		return fmt.Errorf("producer %d: %w", id, err)
+	}
+	var interval time.Duration
+	if b.f.rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(b.f.producers) / b.f.rate)
+	}
+	deadline := start.Add(b.f.duration)
+	keys := benchKeys(b.f.keys, id)
+	var slab []byte
+	var sendErr error
+	for i := int64(0); n == 0 || i < n; i++ {
+		now := time.Now()
+		intended := now
+		if interval > 0 {
+			intended = start.Add(time.Duration(i) * interval)
+			if d := intended.Sub(now); d > 0 {
+				time.Sleep(d)
+				now = time.Now()
+			}
+		}
+		if n == 0 && !now.Before(deadline) || ctx.Err() != nil {
+			break
+		}
+		if len(slab) < b.f.recordSize {
+			slab = make([]byte, max(slabBytes, b.f.recordSize))
+		}
+		v := slab[:b.f.recordSize:b.f.recordSize]
+		slab = slab[b.f.recordSize:]
+		if len(v) >= 8 {
+			binary.LittleEndian.PutUint64(v, uint64(intended.UnixNano()))
+		}
+		m := sdk.ProducerMessage{Topic: b.f.topic, Value: v, Timestamp: intended.UnixMilli()}
+		if len(keys) > 0 {
+			m.Key = keys[i%int64(len(keys))]
+		}
+		if err := bp.SendMessage(ctx, m); err != nil {
+			sendErr = fmt.Errorf("producer %d: send: %w", id, err)
+			break
+		}
+	}
+	if err := bp.Close(); err != nil && sendErr == nil {
+		sendErr = err
+	}
+	if sendErr != nil && ctx.Err() == nil {
+		return sendErr
+	}
+	return nil
+}
+
+// benchLinger maps --linger to BatchProducerConfig.Linger: 0 (and below)
+// sends each batch at once.
+func benchLinger(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
+// benchKeys returns the keys producer id uses: "key-<k>" for k in [0, n).
+func benchKeys(n, id int) [][]byte {
+	keys := make([][]byte, n)
+	for k := range keys {
+		keys[k] = fmt.Appendf(nil, "key-%d", (k+id)%n)
+	}
+	return keys
+}
+
+// benchConsumers are the consumer goroutines of a run.
+type benchConsumers struct {
+	clients []*sdk.Client
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// startConsumers connects --consumers clients and starts one reader per
+// partition, from offset 0.
+func (b *benchRun) startConsumers(ctx context.Context) (*benchConsumers, error) {
+	bc := &benchConsumers{stop: make(chan struct{})}
+	for i := range b.f.consumers {
+		c, err := sdk.Dial(ctx, sdk.ClientConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-consumer-%d", i)})
+		if err != nil {
+			bc.close()
+			return nil, fmt.Errorf("consumer %d: %w", i, err)
+		}
+		bc.clients = append(bc.clients, c)
+	}
+	for p := range b.f.partitions {
+		c := bc.clients[p%len(bc.clients)]
+		bc.wg.Go(func() { b.consume(ctx, c, uint32(p), bc.stop) })
+	}
+	return bc, nil
+}
+
+// consume reads partition p from offset 0 until stop is closed.
+func (b *benchRun) consume(ctx context.Context, c *sdk.Client, p uint32, stop <-chan struct{}) {
+	var off uint64
+	vals := make([][]byte, 0, 1024)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		res, err := c.Fetch(ctx, sdk.FetchRequest{Topic: b.f.topic, Partition: p, Offset: off, MaxBytes: 8 << 20, MaxWait: fetchWait})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !sdk.IsRetriable(err) {
+				b.fail(0, fmt.Errorf("consume partition %d: %w", p, err))
+				return
+			}
+			continue
+		}
+		now := time.Now().UnixNano()
+		vals = vals[:0]
+		for i := range res.Messages {
+			vals = append(vals, res.Messages[i].Value)
+		}
+		b.e2e.recordSince(now, vals)
+		b.consumed.Add(int64(len(res.Messages)))
+		off = res.NextOffset
+	}
+}
+
+// drain waits until the consumers have read every acknowledged record, or
+// until window passes, then stops them.
+func (bc *benchConsumers) drain(b *benchRun, window time.Duration) {
+	deadline := time.Now().Add(window)
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for b.consumed.Load() < b.produced.Load() && time.Now().Before(deadline) {
+		<-t.C
+	}
+	if c, p := b.consumed.Load(), b.produced.Load(); c < p {
+		b.fail(0, fmt.Errorf("consumers read %d of %d records within --drain-timeout %v", c, p, window))
+	}
+	close(bc.stop)
+	bc.wg.Wait()
+	bc.close()
+}
+
+func (bc *benchConsumers) close() {
+	for _, c := range bc.clients {
+		c.Close()
+	}
+}
+
+// startSampler records throughput once per sampleEvery and drives the
+// progress bar; the returned func stops it (and clears the bar).
+func (b *benchRun) startSampler(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var bar *progressbar.ProgressBar
+	if b.progress != nil {
+		bar = b.newBar()
+	}
+	wg.Go(func() {
+		start := time.Now()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		var lastP, lastC int64
+		next := start.Add(sampleEvery)
+		sample := func(now time.Time) {
+			p, c := b.produced.Load(), b.consumed.Load()
+			b.mu.Lock()
+			b.samples = append(b.samples, BenchSample{Second: now.Sub(start).Seconds(), Produced: p - lastP, Consumed: c - lastC})
+			b.mu.Unlock()
+			lastP, lastC = p, c
+		}
+		for {
+			select {
+			case <-done:
+				sample(time.Now()) // the last, partial interval
+				return
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				if bar != nil {
+					b.updateBar(bar, now.Sub(start), b.produced.Load(), b.consumed.Load())
+				}
+				if now.Before(next) {
+					continue
+				}
+				sample(now)
+				next = next.Add(sampleEvery)
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		if bar != nil {
+			_ = bar.Finish()
+			_ = bar.Clear()
+		}
+	}
+}
+
+// newBar makes the progress bar: over records with --count, over time
+// otherwise.
+func (b *benchRun) newBar() *progressbar.ProgressBar {
+	max := int64(b.f.duration / time.Millisecond)
+	if b.f.count > 0 {
+		max = b.f.count
+	}
+	return progressbar.NewOptions64(max,
+		progressbar.OptionSetWriter(b.progress),
+		progressbar.OptionSetDescription("sq bench "+b.f.mode),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionShowDescriptionAtLineEnd(),
+		progressbar.OptionClearOnFinish(),
+	)
+}
+
+func (b *benchRun) updateBar(bar *progressbar.ProgressBar, elapsed time.Duration, p, c int64) {
+	if b.f.count > 0 {
+		_ = bar.Set64(min(p, b.f.count))
+	} else {
+		_ = bar.Set64(min(int64(elapsed/time.Millisecond), int64(b.f.duration/time.Millisecond)))
+	}
+	bar.Describe(fmt.Sprintf("acked %d, consumed %d", p, c))
+}

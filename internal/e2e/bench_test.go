@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBenchSmoke runs a tiny `sq bench` in each mode against a real server
+// and checks only that it completes and reports non-zero figures.
+func TestBenchSmoke(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	help := sqOK(t, srv.addr, nil, "bench", "--help")
+	for _, flag := range []string{"--producers", "--consumers", "--topic", "--partitions", "--record-size", "--keys",
+		"--batch-bytes", "--linger", "--in-flight", "--sync-policy", "--duration", "--count", "--rate", "--json", "--plot", "--quiet"} {
+		if !strings.Contains(help, flag) {
+			t.Errorf("sq bench --help does not document %s", flag)
+		}
+	}
+	tests := []struct {
+		mode  string
+		extra []string
+	}{
+		{"e2e", []string{"--partitions", "2", "--keys", "4"}},
+		{"produce", []string{"--rate", "20000", "--linger", "0"}},
+		{"consume", []string{"--consumers", "2", "--partitions", "2", "--sync-policy", "none"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.mode, func(t *testing.T) {
+			dir := t.TempDir()
+			jsonFile, plotFile := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.png")
+			args := append([]string{"bench", tc.mode, "--count", "2000", "--quiet", "--json", jsonFile, "--plot", plotFile}, tc.extra...)
+			out := sqOK(t, srv.addr, nil, args...)
+			if !strings.Contains(out, "records/s") || !strings.Contains(out, "conditions:") {
+				t.Fatalf("report lacks figures or conditions:\n%s", out)
+			}
+			data, err := os.ReadFile(jsonFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res struct {
+				RecordsPerSec float64 `json:"records_per_sec"`
+				MBPerSec      float64 `json:"mb_per_sec"`
+				Published     int64   `json:"published_records"`
+				Errors        int64   `json:"errors"`
+				SyncPolicy    string  `json:"sync_policy"`
+				CPUs          int     `json:"cpus"`
+				Ack           *struct {
+					P50, P99, Max float64
+				} `json:"ack_latency_ms"`
+			}
+			if err := json.Unmarshal(data, &res); err != nil {
+				t.Fatalf("--json output: %v\n%s", err, data)
+			}
+			if res.RecordsPerSec <= 0 || res.MBPerSec <= 0 || res.Published != 2000 || res.Errors != 0 ||
+				res.Ack == nil || res.Ack.Max <= 0 || res.SyncPolicy == "" || res.CPUs <= 0 {
+				t.Fatalf("--json result lacks figures:\n%s", data)
+			}
+			if st, err := os.Stat(plotFile); err != nil || st.Size() == 0 {
+				t.Fatalf("--plot file: %v", err)
+			}
+		})
+	}
+}
