@@ -7,12 +7,16 @@ import (
 	"io/fs"
 )
 
-// VerifySealed reads every sealed segment from its first byte to its end
-// and checks each batch as recovery does above the recovery point (length,
+// VerifySealed reads every sealed segment from its first byte to its end,
+// and the active segment up to its last synced position, and checks each
+// batch as recovery does above the recovery point (length,
 // magic, CRC-32C with batch.CheckHeader, an unbroken baseOffset sequence),
 // and that the data ends exactly where the segment does. Open only
-// spot-checks sealed segments, so this background scrub is what finds a
-// bit flip in the middle of one (DESIGN §3.6).
+// spot-checks what lies below the recovery point, so this background scrub
+// is what finds a bit flip in the middle of a sealed segment or of the
+// synced part of the active one (DESIGN §3.6). Bytes below the synced
+// position of the active segment never change, so reading them while
+// appends continue is safe.
 //
 // It returns the first damage found as a *CorruptError naming the file and
 // byte position, and truncates nothing. Segments that retention deletes
@@ -36,7 +40,14 @@ func (l *Log) VerifySealed(ctx context.Context, pace func(n int) error) error {
 	for _, s := range l.segs[:len(l.segs)-1] {
 		segs = append(segs, sealed{base: s.base, next: s.next, path: s.logPath, end: s.end})
 	}
+	act := l.active()
 	l.mu.RUnlock()
+	l.syncMu.Lock()
+	synced := l.synced
+	l.syncMu.Unlock()
+	if synced.base == act.base && synced.pos > 0 {
+		segs = append(segs, sealed{base: act.base, next: synced.next, path: act.logPath, end: synced.pos})
+	}
 	for _, s := range segs {
 		if err := ctx.Err(); err != nil {
 			return err
