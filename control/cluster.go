@@ -20,7 +20,7 @@ func (c *clusterService) NodeInfo(context.Context, *sqv1.NodeInfoRequest) (*sqv1
 		NodeId: o.NodeID, ClusterId: o.ClusterID, Version: o.Version,
 		UptimeMs:  o.Now().Sub(s.started).Milliseconds(),
 		IoBackend: s.eng().BackendName(), DataDir: s.eng().DataDir(),
-		GrpcAddress: o.GRPCAddr, CapnpAddress: o.CapnpAddr, HttpAddress: o.HTTPAddr,
+		GrpcAddress: s.addr("grpc", o.GRPCAddr), CapnpAddress: s.addr("capnp", o.CapnpAddr), HttpAddress: s.addr("http", o.HTTPAddr),
 	}
 	if total, free, err := diskSpace(s.eng().DataDir()); err == nil {
 		out.DataDirTotalBytes, out.DataDirFreeBytes = total, free
@@ -39,8 +39,9 @@ func (c *clusterService) NodeInfo(context.Context, *sqv1.NodeInfoRequest) (*sqv1
 // Members implements sq.v1.Cluster: this node alone until clustering
 // exists.
 func (c *clusterService) Members(context.Context, *sqv1.MembersRequest) (*sqv1.MembersResponse, error) {
-	o := c.s.opts
+	s := c.s
+	o := s.opts
 	return &sqv1.MembersResponse{ClusterId: o.ClusterID, Members: []*sqv1.Member{{
-		NodeId: o.NodeID, GrpcAddress: o.GRPCAddr, CapnpAddress: o.CapnpAddr, State: "alive", Self: true,
+		NodeId: o.NodeID, GrpcAddress: s.addr("grpc", o.GRPCAddr), CapnpAddress: s.addr("capnp", o.CapnpAddr), State: "alive", Self: true,
 	}}}, nil
 }

@@ -64,6 +64,13 @@ func startNode(t *testing.T, opts control.Options) *node {
 	go func() { srv.ServeHTTP(hl); done <- struct{}{} }()
 	go func() { n.dp.Serve(srv.CountConns(cl, "capnp")); done <- struct{}{} }()
 	srv.SetReady(true)
+	eventually(t, "HTTP serving", func() bool {
+		resp, err := http.Get("http://" + n.httpAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
 	n.conn, err = grpc.NewClient(n.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

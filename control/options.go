@@ -18,8 +18,10 @@ type Options struct {
 	ClusterID string
 	// Version is the server build version (Cluster.NodeInfo, sq_build_info).
 	Version string
-	// GRPCAddr, CapnpAddr and HTTPAddr are the advertised listen addresses,
-	// reported by Cluster.NodeInfo and Cluster.Members.
+	// GRPCAddr, CapnpAddr and HTTPAddr are the configured listen addresses,
+	// reported by Cluster.NodeInfo and Cluster.Members until the listener
+	// of the plane is known (ServeGRPC, ServeHTTP, CountConns), whose bound
+	// address is reported from then on.
 	GRPCAddr  string
 	CapnpAddr string
 	HTTPAddr  string

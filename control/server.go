@@ -59,6 +59,9 @@ type Server struct {
 	stopOnce sync.Once
 
 	rr atomic.Uint32 // round-robin partition of keyless Publish with partition -1
+
+	addrMu sync.Mutex
+	addrs  map[string]string // plane -> bound listener address
 }
 
 // New returns a Server without an engine: /healthz, /metrics, health and
@@ -144,12 +147,14 @@ func (s *Server) Ready() bool { return s.ready.Load() && !s.stopping.Load() }
 // ServeGRPC serves gRPC on ln until Shutdown. It returns nil after
 // Shutdown, or the accept error.
 func (s *Server) ServeGRPC(ln net.Listener) error {
+	s.setAddr("grpc", ln)
 	return s.grpc.Serve(s.metrics.countConns(ln, "grpc"))
 }
 
 // ServeHTTP serves /healthz, /readyz and /metrics on ln until Shutdown. It
 // returns nil after Shutdown, or the accept error.
 func (s *Server) ServeHTTP(ln net.Listener) error {
+	s.setAddr("http", ln)
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -194,8 +199,30 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // CountConns wraps ln so that its open connections are counted in
-// sq_connections{plane}. Use it for listeners served elsewhere (the Cap'n
-// Proto data plane).
+// sq_connections{plane}, and reports ln's address as the plane's in
+// Cluster.NodeInfo. Use it for listeners served elsewhere (plane "capnp"
+// for the Cap'n Proto data plane).
 func (s *Server) CountConns(ln net.Listener, plane string) net.Listener {
+	s.setAddr(plane, ln)
 	return s.metrics.countConns(ln, plane)
+}
+
+// setAddr records the bound address of plane's listener.
+func (s *Server) setAddr(plane string, ln net.Listener) {
+	s.addrMu.Lock()
+	defer s.addrMu.Unlock()
+	if s.addrs == nil {
+		s.addrs = map[string]string{}
+	}
+	s.addrs[plane] = ln.Addr().String()
+}
+
+// addr returns the bound address of plane, else def (the configured one).
+func (s *Server) addr(plane, def string) string {
+	s.addrMu.Lock()
+	defer s.addrMu.Unlock()
+	if a, ok := s.addrs[plane]; ok {
+		return a
+	}
+	return def
 }

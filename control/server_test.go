@@ -148,7 +148,8 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 		},
 		"Cluster.NodeInfo": func() error {
 			r, err := cluster.NodeInfo(ctx, &sqv1.NodeInfoRequest{})
-			if err == nil && (r.NodeId != "n1" || r.ClusterId != "c1" || r.Version != "test" || r.IoBackend == "" || r.DataDirTotalBytes == 0) {
+			if err == nil && (r.NodeId != "n1" || r.ClusterId != "c1" || r.Version != "test" || r.IoBackend == "" || r.DataDirTotalBytes == 0 ||
+				r.GrpcAddress != n.grpcAddr || r.CapnpAddress != n.capnpAddr || r.HttpAddress != n.httpAddr) {
 				return fmt.Errorf("NodeInfo = %v", r)
 			}
 			return err
