@@ -699,6 +699,8 @@ type MessagingClient interface {
 	Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error)
 	// PublishStream appends each request as one batch, in order, and answers
 	// once with the result of every request when the client closes the stream.
+	// An error ends the stream with that error; the requests before it were
+	// appended, the ones after it were not read.
 	PublishStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PublishRequest, PublishStreamResponse], error)
 	// Subscribe streams a partition's records from an offset or from a
 	// group's committed offset, waiting for new records at the end.
@@ -791,6 +793,8 @@ type MessagingServer interface {
 	Publish(context.Context, *PublishRequest) (*PublishResponse, error)
 	// PublishStream appends each request as one batch, in order, and answers
 	// once with the result of every request when the client closes the stream.
+	// An error ends the stream with that error; the requests before it were
+	// appended, the ones after it were not read.
 	PublishStream(grpc.ClientStreamingServer[PublishRequest, PublishStreamResponse]) error
 	// Subscribe streams a partition's records from an offset or from a
 	// group's committed offset, waiting for new records at the end.
