@@ -31,6 +31,9 @@ type response struct {
 type call struct {
 	maxTailBytes uint32        // largest records tail accepted in the response
 	ch           chan response // buffered 1: the reader never blocks on it
+	// stream, for a subscribe, receives every push frame; the call ends
+	// with a push without records (subscribe.go).
+	stream *pushStream
 }
 
 // outFrame is one frame queued for the writer goroutine.
@@ -256,6 +259,10 @@ func (c *conn) fail(cause error) {
 	c.nc.Close()
 	err := fmt.Errorf("%w: %v", ErrConnection, cause)
 	for _, cl := range pending {
+		if cl.stream != nil {
+			cl.stream.put(response{err: err})
+			continue
+		}
 		cl.ch <- response{err: err}
 	}
 }
@@ -299,7 +306,10 @@ func (c *conn) readLoop() {
 		n := api.TailLength(f)
 		c.mu.Lock()
 		cl := c.pending[id]
-		delete(c.pending, id)
+		more := cl != nil && cl.stream != nil && n > 0 && f.Which() == api.Frame_Which_pushBatches
+		if !more {
+			delete(c.pending, id)
+		}
 		c.mu.Unlock()
 		limit := c.limits.MaxBatchBytes
 		if cl != nil {
@@ -316,6 +326,14 @@ func (c *conn) readLoop() {
 		}
 		if cl == nil {
 			c.log.Warn("sdk: response for no pending request", "correlation_id", id, "kind", f.Which().String())
+			continue
+		}
+		if cl.stream != nil {
+			// A subscription holds its in-flight token until its end.
+			if !more {
+				<-c.sem
+			}
+			cl.stream.put(response{f: f, tail: tail})
 			continue
 		}
 		<-c.sem

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -68,28 +69,51 @@ type ConsumerConfig struct {
 	Addr string
 	// ClientID names this consumer to the server. Default "sq-go".
 	ClientID string
-	// Topic is the topic to read, all of its partitions. Required.
+	// Topic is the topic to read. Required.
 	Topic string
-	// ConsumerGroup, when set, is the group whose committed offsets the
-	// consumer resumes from and commits to (as a standalone consumer:
-	// generation -1, DESIGN §6). Empty: no committed offsets; Commit fails
-	// with ErrNoGroup and AutoCommit is ignored.
+	// ConsumerGroup, when set, makes the consumer a member of the group
+	// (DESIGN §6): the broker assigns it a share of the topic's partitions,
+	// moves partitions between members as they join and leave, and the
+	// consumer resumes each newly assigned partition at the group's
+	// committed offset read from the broker. Empty: the consumer reads
+	// every partition, has no committed offsets, Commit fails with
+	// ErrNoGroup and AutoCommit is ignored. Against a server without a
+	// group coordinator the consumer reads every partition and commits as
+	// a standalone consumer (generation -1).
 	ConsumerGroup string
-	// AutoCommit commits, at the next Poll (at most once per
-	// AutoCommitInterval) and at Close, the position after the records
-	// returned by earlier Polls, never records not yet returned
-	// (at-least-once). Default false.
+	// AutoCommit commits the position after the records returned by the
+	// previous Poll (at-least-once): at the next Poll (at most once per
+	// AutoCommitInterval), when a partition is revoked (before it is
+	// released to another member), and at Close. It never commits records
+	// not yet returned by Poll. Default false.
 	AutoCommit bool
-	// AutoCommitInterval is the least time between automatic commits.
-	// Default 5s.
+	// AutoCommitInterval is the least time between automatic commits at
+	// Poll. Default 5s.
 	AutoCommitInterval time.Duration
+	// SessionTimeout is how long the broker keeps a member that stopped
+	// heartbeating. 0: the server default (10 s); the server clamps it to
+	// its bounds (100 ms to 5 min).
+	SessionTimeout time.Duration
+	// OnPartitionsAssigned and OnPartitionsRevoked, when set, are called
+	// with the partitions added to and removed from this member's
+	// assignment, after the change took effect (a revoked partition has
+	// been committed, with AutoCommit, and released). They run on the
+	// consumer's goroutines (the heartbeat loop or Poll) and must not
+	// call Poll, Commit or Close.
+	OnPartitionsAssigned func(partitions []uint32)
+	OnPartitionsRevoked  func(partitions []uint32)
+	// UseFetch reads with long-poll fetches instead of the default push
+	// subscription (the server pushes new records within MaxBytes of
+	// credit per partition).
+	UseFetch bool
 	// StartFrom applies to partitions without a committed offset. Default
 	// StartEarliest.
 	StartFrom StartPosition
 	// MaxPollRecords caps the records one Poll returns. Default 500.
 	MaxPollRecords int
-	// MaxBytes is the soft cap, in bytes, of one partition's fetch (one
-	// batch larger than it is still returned). Default 1 MiB.
+	// MaxBytes is the soft cap, in bytes, of one partition's fetch, and the
+	// credit window of a push subscription (one batch larger than it is
+	// still delivered). Default 1 MiB.
 	MaxBytes uint32
 	// MaxWait is how long an idle Poll waits for records before it returns
 	// none, and the long-poll wait of each fetch. Default 500ms.
@@ -101,8 +125,9 @@ type ConsumerConfig struct {
 	RequestTimeout      time.Duration
 	ReconnectBackoff    time.Duration
 	ReconnectBackoffMax time.Duration
-	// Logger receives reconnections, retried errors and offset resets
-	// (records lost to retention are always logged). Default: discard.
+	// Logger receives reconnections, retried errors, rebalances and offset
+	// resets (records lost to retention are always logged). Default:
+	// discard.
 	Logger *slog.Logger
 }
 
@@ -122,20 +147,29 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 	return c
 }
 
-// Consumer reads every partition of one topic. Each partition is fetched in
-// the background (a long poll of MaxWait, at most one response buffered per
-// partition), and Poll hands out what has arrived, each partition's records
-// in offset order. After a lost connection the consumer reconnects and goes
-// on from its in-memory position.
+// Consumer reads the partitions of one topic: all of them, or with a
+// ConsumerGroup the ones the broker assigns to this member. Each partition
+// is read in the background (a push subscription, or a long poll of
+// MaxWait with UseFetch; at most one response buffered per partition), and
+// Poll hands out what has arrived, each partition's records in offset
+// order. After a lost connection the consumer reconnects and goes on from
+// its in-memory position.
+//
+// With a ConsumerGroup, a heartbeat goroutine applies assignment changes
+// as they come: partitions that do not move keep being read. A revoked
+// partition stops being read at once (records fetched but not yet
+// returned are dropped); with AutoCommit it is committed and released at
+// the next Poll (or Close), so the commit covers exactly the records the
+// application has finished with; without AutoCommit it is released at
+// once. A newly assigned partition starts at the group's committed offset
+// read from the broker.
 //
 // Delivery is at-least-once when committing: Commit (and AutoCommit) store
 // the position after the records already returned, so records returned but
 // not yet processed when the process dies are read again after a restart.
 //
-// The partition count is read once, by NewConsumer: partitions added to the
-// topic later are not read until a new Consumer is made. Group membership
-// and partition assignment (DESIGN §6) are not implemented yet: every
-// consumer reads all partitions and commits as a standalone consumer.
+// The partition count is read once, by NewConsumer, in the standalone
+// mode; group members get partitions added later through the assignment.
 //
 // Poll and Commit must not be called concurrently with each other; Close may
 // be called from any goroutine.
@@ -148,20 +182,29 @@ type Consumer struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	ready  chan struct{} // cap 1: a fetcher posted records or an error
+	// revoke is signalled (cap 1) when partitions wait for Poll to
+	// commit and release them.
+	revoke chan struct{}
+	// hbNow asks the heartbeat loop for an immediate heartbeat (cap 1).
+	hbNow chan struct{}
 
 	mu         sync.Mutex
-	parts      []*partFetcher
-	consumed   []uint64 // per partition: offset after the records returned
-	committed  []uint64 // per partition: last offset committed
-	hasCommit  []bool
+	parts      map[uint32]*partFetcher
+	order      []uint32          // keys of parts, sorted
+	consumed   map[uint32]uint64 // offset after the records returned
+	committed  map[uint32]uint64 // last offset committed
+	revoking   map[uint32]bool   // revoked, waiting for Poll to commit and release
 	rrNext     int
 	lastCommit time.Time
+	failed     bool // Poll returned a non-retriable error
+
+	group groupState
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// partFetcher fetches one partition in the background. buf and err are
+// partFetcher reads one partition in the background. buf and err are
 // guarded by Consumer.mu; pos is owned by the fetch goroutine.
 type partFetcher struct {
 	partition uint32
@@ -169,10 +212,13 @@ type partFetcher struct {
 	buf       []Message
 	err       error
 	wake      chan struct{} // cap 1: Poll drained buf or took err
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when the goroutine returned
 }
 
-// NewConsumer connects to cfg.Addr, reads the topic's partitions and, with a
-// ConsumerGroup, the group's committed offsets, and starts fetching. It
+// NewConsumer connects to cfg.Addr and starts reading: every partition, or
+// with a ConsumerGroup the partitions the broker assigns after a join. It
 // fails with ErrInvalidConfig when Topic is empty, api.ErrUnknownTopic when
 // the topic does not exist, or as Dial does.
 func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
@@ -192,45 +238,67 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Consumer{client: client, cfg: cfg, log: client.cfg.Logger, ready: make(chan struct{}, 1), lastCommit: time.Now()}
-	starts, committed, err := c.startOffsets(ctx)
-	if err != nil {
-		client.Close()
-		return nil, err
-	}
-	n := len(starts)
-	c.consumed = starts
-	c.committed = make([]uint64, n)
-	c.hasCommit = make([]bool, n)
-	for p, off := range committed {
-		if int(p) < n {
-			c.committed[p], c.hasCommit[p] = off, true
-		}
+	c := &Consumer{
+		client: client, cfg: cfg, log: client.cfg.Logger,
+		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1),
+		lastCommit: time.Now(),
+		parts:      map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{},
+		revoking: map[uint32]bool{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	for p := range n {
-		pf := &partFetcher{partition: uint32(p), pos: starts[p], wake: make(chan struct{}, 1)}
-		c.parts = append(c.parts, pf)
-		c.wg.Go(func() { c.fetchLoop(pf) })
+	if err := c.start(ctx); err != nil {
+		c.cancel()
+		c.stopAll()
+		client.Close()
+		return nil, err
 	}
 	return c, nil
 }
 
-// startOffsets returns each partition's first offset to fetch, and the
-// group's committed offsets.
-func (c *Consumer) startOffsets(ctx context.Context) ([]uint64, map[uint32]uint64, error) {
+// start joins the group, or without one (or without a coordinator on the
+// server) starts reading every partition.
+func (c *Consumer) start(ctx context.Context) error {
 	ti, err := c.client.DescribeTopic(ctx, c.cfg.Topic)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	if ti.Partitions == 0 {
-		return nil, nil, fmt.Errorf("sdk: topic %q has no partitions", c.cfg.Topic)
+		return fmt.Errorf("sdk: topic %q has no partitions", c.cfg.Topic)
+	}
+	if c.cfg.ConsumerGroup != "" {
+		joined, err := c.join(ctx)
+		if err == nil && joined {
+			c.wg.Go(c.heartbeatLoop)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	all := make([]uint32, ti.Partitions)
+	for p := range all {
+		all[p] = uint32(p)
+	}
+	return c.assign(ctx, all, ti)
+}
+
+// assign starts reading partitions: at the group's committed offset when
+// there is one, else at StartFrom. ti may be zero: it is described then.
+func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo) error {
+	if len(partitions) == 0 {
+		return nil
+	}
+	if ti.Name == "" {
+		var err error
+		if ti, err = c.client.DescribeTopic(ctx, c.cfg.Topic); err != nil {
+			return err
+		}
 	}
 	committed := map[uint32]uint64{}
 	if c.cfg.ConsumerGroup != "" {
 		offs, err := c.client.FetchOffsets(ctx, c.cfg.ConsumerGroup, c.cfg.Topic)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		for _, o := range offs {
 			if o.Topic == c.cfg.Topic && o.Err == nil {
@@ -242,44 +310,105 @@ func (c *Consumer) startOffsets(ctx context.Context) ([]uint64, map[uint32]uint6
 	for _, pi := range ti.PartitionInfos {
 		infos[pi.Partition] = pi
 	}
-	all := make([]uint32, ti.Partitions)
-	for p := range all {
-		all[p] = uint32(p)
-	}
-	times, err := c.timeStarts(ctx, all, committed)
+	times, err := c.timeStarts(ctx, partitions, committed)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	starts := make([]uint64, ti.Partitions)
-	for p := range starts {
-		if off, ok := committed[uint32(p)]; ok {
-			starts[p] = off
-			continue
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range partitions {
+		start, ok := committed[p]
+		if ok {
+			c.committed[p] = start
+		} else if off, ok := times[p]; ok {
+			delete(c.committed, p)
+			start = off
+		} else {
+			delete(c.committed, p)
+			pi, known := infos[p]
+			start = c.startOffset(pi, known)
 		}
-		if off, ok := times[uint32(p)]; ok {
-			starts[p] = off
-			continue
-		}
-		pi, known := infos[uint32(p)]
-		switch off, at := c.cfg.StartFrom.Offset(); {
-		case at:
-			starts[p] = off
-		case c.cfg.StartFrom == StartLatest && known:
-			starts[p] = pi.HighWatermark
-		case c.cfg.StartFrom == StartLatest:
-			// No partition state in the describe: the fetcher turns the
-			// out-of-range answer into the high watermark.
-			starts[p] = math.MaxUint64
-		case known:
-			starts[p] = pi.LogStartOffset
-		}
+		c.consumed[p] = start
+		c.startFetcher(p, start)
 	}
-	c.log.Debug("sdk: consumer start", "topic", c.cfg.Topic, "group", c.cfg.ConsumerGroup, "start_from", c.cfg.StartFrom.String(), "offsets", starts)
-	return starts, committed, nil
+	c.log.Debug("sdk: consumer reading", "topic", c.cfg.Topic, "group", c.cfg.ConsumerGroup, "partitions", partitions, "start_from", c.cfg.StartFrom.String())
+	return nil
+}
+
+// startOffset applies StartFrom to a partition without a committed offset.
+func (c *Consumer) startOffset(pi PartitionInfo, known bool) uint64 {
+	switch off, at := c.cfg.StartFrom.Offset(); {
+	case at:
+		return off
+	case c.cfg.StartFrom == StartLatest && known:
+		return pi.HighWatermark
+	case c.cfg.StartFrom == StartLatest:
+		// No partition state in the describe: the fetcher turns the
+		// out-of-range answer into the high watermark.
+		return math.MaxUint64
+	case known:
+		return pi.LogStartOffset
+	}
+	return 0
+}
+
+// startFetcher starts the goroutine of partition p at pos; c.mu held.
+func (c *Consumer) startFetcher(p uint32, pos uint64) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	pf := &partFetcher{partition: p, pos: pos, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	c.parts[p] = pf
+	c.order = sortedKeys(c.parts)
+	c.wg.Go(func() {
+		defer close(pf.done)
+		c.readLoop(pf)
+	})
+}
+
+// stopFetcher stops partition p's goroutine and drops what it buffered;
+// c.mu held. The caller waits on the returned channel without c.mu.
+func (c *Consumer) stopFetcher(p uint32) chan struct{} {
+	pf := c.parts[p]
+	if pf == nil {
+		return nil
+	}
+	pf.cancel()
+	pf.buf, pf.err = nil, nil
+	delete(c.parts, p)
+	c.order = sortedKeys(c.parts)
+	return pf.done
+}
+
+// stopAll stops every fetcher and waits for them.
+func (c *Consumer) stopAll() {
+	c.mu.Lock()
+	var dones []chan struct{}
+	for p := range c.parts {
+		dones = append(dones, c.stopFetcher(p))
+	}
+	c.mu.Unlock()
+	for _, d := range dones {
+		<-d
+	}
+}
+
+func sortedKeys(m map[uint32]*partFetcher) []uint32 {
+	out := make([]uint32, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 // Client returns the consumer's underlying Client (for admin requests).
 func (c *Consumer) Client() *Client { return c.client }
+
+// Assignment returns the partitions this consumer reads now, sorted.
+func (c *Consumer) Assignment() []uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]uint32(nil), c.order...)
+}
 
 // Poll returns the records that have arrived, at most MaxPollRecords, each
 // partition's in offset order. When none has, it waits up to MaxWait and
@@ -287,20 +416,29 @@ func (c *Consumer) Client() *Client { return c.client }
 // are retried in the background (and logged); Poll returns an error for a
 // failure that retrying does not cure (for example api.ErrUnknownTopic when
 // the topic was deleted, or batch.ErrCorrupt), for ctx, or ErrClosed.
+// Revoked partitions are committed (with AutoCommit) and released here.
 func (c *Consumer) Poll(ctx context.Context) ([]Message, error) {
 	if c.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
+	c.releaseRevoked(ctx)
 	c.maybeAutoCommit(ctx)
 	timer := time.NewTimer(c.cfg.MaxWait)
 	defer timer.Stop()
 	for {
 		msgs, err := c.drain()
 		if len(msgs) > 0 || err != nil {
+			if err != nil {
+				c.mu.Lock()
+				c.failed = true
+				c.mu.Unlock()
+			}
 			return msgs, err
 		}
 		select {
 		case <-c.ready:
+		case <-c.revoke:
+			c.releaseRevoked(ctx)
 		case <-timer.C:
 			return nil, nil
 		case <-ctx.Done():
@@ -318,9 +456,12 @@ func (c *Consumer) drain() ([]Message, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []Message
-	n := len(c.parts)
+	n := len(c.order)
+	if n == 0 {
+		return nil, nil
+	}
 	for k := 0; k < n && len(out) < c.cfg.MaxPollRecords; k++ {
-		pf := c.parts[(c.rrNext+k)%n]
+		pf := c.parts[c.order[(c.rrNext+k)%n]]
 		if len(pf.buf) == 0 {
 			continue
 		}
@@ -337,7 +478,8 @@ func (c *Consumer) drain() ([]Message, error) {
 	if len(out) > 0 {
 		return out, nil
 	}
-	for _, pf := range c.parts {
+	for _, p := range c.order {
+		pf := c.parts[p]
 		if pf.err != nil {
 			err := pf.err
 			pf.err = nil
@@ -354,101 +496,4 @@ func notify(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
-}
-
-// fetchLoop fetches one partition until Close, keeping at most one fetched
-// response buffered.
-func (c *Consumer) fetchLoop(pf *partFetcher) {
-	failures := 0
-	for {
-		c.mu.Lock()
-		busy := len(pf.buf) > 0 || pf.err != nil
-		c.mu.Unlock()
-		if busy {
-			select {
-			case <-pf.wake:
-				continue
-			case <-c.ctx.Done():
-				return
-			}
-		}
-		started := time.Now()
-		res, err := c.client.Fetch(c.ctx, FetchRequest{
-			Topic:     c.cfg.Topic,
-			Partition: pf.partition,
-			Offset:    pf.pos,
-			MaxBytes:  c.cfg.MaxBytes,
-			MaxWait:   c.cfg.MaxWait,
-		})
-		if c.ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			failures++
-			if !c.fetchFailed(pf, err) {
-				d := backoff(failures, c.client.cfg.ReconnectBackoff, c.client.cfg.ReconnectBackoffMax)
-				if sleep(c.ctx, d) != nil {
-					return
-				}
-			}
-			continue
-		}
-		failures = 0
-		pf.pos = res.NextOffset
-		if len(res.Messages) == 0 {
-			// A server that does not hold an empty fetch for MaxWait
-			// must not make this loop spin.
-			if time.Since(started) < c.cfg.MaxWait/4 && sleep(c.ctx, min(c.cfg.MaxWait/4, 100*time.Millisecond)) != nil {
-				return
-			}
-			continue
-		}
-		c.mu.Lock()
-		pf.buf = res.Messages
-		c.mu.Unlock()
-		notify(c.ready)
-	}
-}
-
-// fetchFailed handles a failed fetch. It returns true when the fetch can be
-// retried at once (the position was moved), false to back off first.
-func (c *Consumer) fetchFailed(pf *partFetcher, err error) bool {
-	if start, end, ok := c.validRange(err, pf.partition); ok && c.reposition(pf, start, end) {
-		return true
-	}
-	if IsRetriable(err) {
-		c.log.Warn("sdk: fetch failed, retrying", "topic", c.cfg.Topic, "partition", pf.partition, "offset", pf.pos, "err", err)
-		return false
-	}
-	c.log.Error("sdk: fetch failed", "topic", c.cfg.Topic, "partition", pf.partition, "offset", pf.pos, "err", err)
-	c.mu.Lock()
-	pf.err = err
-	c.mu.Unlock()
-	notify(c.ready)
-	return false
-}
-
-// reposition moves an out-of-range position into [start, end] and reports
-// whether it moved. Nothing is buffered for the partition (fetches happen
-// only with an empty buffer), so the consumed position moves with it.
-func (c *Consumer) reposition(pf *partFetcher, start, end uint64) bool {
-	old := pf.pos
-	switch {
-	case old < start:
-		pf.pos = start
-		c.log.Warn("sdk: offset below the log start: records lost to retention are skipped",
-			"topic", c.cfg.Topic, "partition", pf.partition, "offset", old, "log_start", start, "skipped", start-old)
-	case old > end:
-		pf.pos = end
-		if old != math.MaxUint64 {
-			c.log.Warn("sdk: offset beyond the high watermark: moving to the high watermark",
-				"topic", c.cfg.Topic, "partition", pf.partition, "offset", old, "high_watermark", end)
-		}
-	default:
-		return false
-	}
-	c.mu.Lock()
-	c.consumed[pf.partition] = pf.pos
-	c.mu.Unlock()
-	return true
 }

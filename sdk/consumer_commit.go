@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"time"
 
 	"github.com/seedqueue/sq/api"
@@ -50,12 +51,14 @@ func (c *Consumer) maybeAutoCommit(ctx context.Context) {
 	}
 }
 
-// Commit commits, for every partition, the position after the records
-// returned by Polls so far (at-least-once: commit after processing them).
-// Partitions whose position has not changed since the last successful
-// commit are skipped. It fails with ErrNoGroup without a ConsumerGroup,
-// ErrClosed after Close, or with the server's errors (per-partition ones
-// joined).
+// Commit commits, for every partition this consumer holds, the position
+// after the records returned by Polls so far (at-least-once: commit after
+// processing them). Partitions whose position has not changed since the
+// last successful commit are skipped. It fails with ErrNoGroup without a
+// ConsumerGroup, ErrClosed after Close, api.ErrFencedGeneration when the
+// member's generation is stale (a rebalance is under way: the next
+// heartbeat brings the new one), or with the server's errors
+// (per-partition ones joined).
 func (c *Consumer) Commit(ctx context.Context) error {
 	if c.cfg.ConsumerGroup == "" {
 		return ErrNoGroup
@@ -63,25 +66,44 @@ func (c *Consumer) Commit(ctx context.Context) error {
 	if c.client.isClosed() {
 		return ErrClosed
 	}
-	return c.commit(ctx)
+	return c.commitPartitions(ctx, nil)
 }
 
-func (c *Consumer) commit(ctx context.Context) error {
+// commitPartitions commits the consumed positions of ps (nil: every
+// partition held).
+func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 	c.mu.Lock()
+	if ps == nil {
+		for p := range c.consumed {
+			ps = append(ps, p)
+		}
+	}
 	var offs []OffsetCommit
-	for p, pos := range c.consumed {
-		if (c.hasCommit[p] && c.committed[p] == pos) || pos == math.MaxUint64 {
-			// Unchanged, or "latest" not resolved yet (no fetch answered).
+	for _, p := range ps {
+		pos, ok := c.consumed[p]
+		if !ok || pos == math.MaxUint64 {
+			// Not held, or "latest" not resolved yet (no fetch answered).
 			continue
 		}
-		offs = append(offs, OffsetCommit{Topic: c.cfg.Topic, Partition: uint32(p), Offset: pos})
+		if prev, done := c.committed[p]; done && prev == pos {
+			continue
+		}
+		offs = append(offs, OffsetCommit{Topic: c.cfg.Topic, Partition: p, Offset: pos})
 	}
+	sort.Slice(offs, func(i, j int) bool { return offs[i].Partition < offs[j].Partition })
+	g := c.group
 	c.lastCommit = time.Now()
 	c.mu.Unlock()
 	if len(offs) == 0 {
 		return nil
 	}
-	res, err := c.client.CommitOffsets(ctx, c.cfg.ConsumerGroup, offs)
+	var res []OffsetCommit
+	var err error
+	if g.memberID == "" {
+		res, err = c.client.CommitOffsets(ctx, c.cfg.ConsumerGroup, offs)
+	} else {
+		res, err = c.client.CommitGroupOffsets(ctx, c.cfg.ConsumerGroup, g.memberID, g.generation, offs)
+	}
 	if err != nil {
 		return fmt.Errorf("sdk: commit group %q: %w", c.cfg.ConsumerGroup, err)
 	}
@@ -92,9 +114,10 @@ func (c *Consumer) commit(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("partition %d offset %d: %w", r.Partition, r.Offset, r.Err))
 			continue
 		}
-		if i < len(offs) && int(offs[i].Partition) < len(c.committed) {
-			p := offs[i].Partition
-			c.committed[p], c.hasCommit[p] = offs[i].Offset, true
+		if i < len(offs) {
+			if _, held := c.consumed[offs[i].Partition]; held {
+				c.committed[offs[i].Partition] = offs[i].Offset
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -104,18 +127,23 @@ func (c *Consumer) commit(ctx context.Context) error {
 	return nil
 }
 
-// Close stops fetching, commits the consumed positions when AutoCommit is
-// on (bounded by RequestTimeout), and closes the connection. It returns the
-// commit's error, if any. Close is idempotent.
+// Close stops reading, commits the consumed positions when AutoCommit is
+// on (bounded by RequestTimeout; skipped after Poll returned an error),
+// leaves the group so its partitions move at once, and closes the
+// connection. It returns the commit's error, if any. Close is idempotent.
 func (c *Consumer) Close() error {
 	c.closeOnce.Do(func() {
 		c.cancel()
 		c.wg.Wait()
-		if c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" {
-			ctx, cancel := context.WithTimeout(context.Background(), c.client.cfg.RequestTimeout)
-			c.closeErr = c.commit(ctx)
-			cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), c.client.cfg.RequestTimeout)
+		defer cancel()
+		c.mu.Lock()
+		failed := c.failed
+		c.mu.Unlock()
+		if c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" && !failed {
+			c.closeErr = c.commitPartitions(ctx, nil)
 		}
+		c.leave(ctx)
 		c.client.Close()
 	})
 	return c.closeErr

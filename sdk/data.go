@@ -283,6 +283,10 @@ type OffsetCommit struct {
 // that offset was refused (for example OFFSET_OUT_OF_RANGE beyond the high
 // watermark); the error return is for the request as a whole.
 func (c *Client) CommitOffsets(ctx context.Context, group string, offsets []OffsetCommit) ([]OffsetCommit, error) {
+	return c.commitOffsets(ctx, group, "", -1, offsets)
+}
+
+func (c *Client) commitOffsets(ctx context.Context, group, memberID string, generation int32, offsets []OffsetCommit) ([]OffsetCommit, error) {
 	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
 		req, err := f.NewCommitOffsetsRequest()
 		if err != nil {
@@ -291,10 +295,10 @@ func (c *Client) CommitOffsets(ctx context.Context, group string, offsets []Offs
 		if err := req.SetGroup(group); err != nil {
 			return err
 		}
-		if err := req.SetMemberId(""); err != nil {
+		if err := req.SetMemberId(memberID); err != nil {
 			return err
 		}
-		req.SetGeneration(-1)
+		req.SetGeneration(generation)
 		list, err := req.NewOffsets(int32(len(offsets)))
 		if err != nil {
 			return err

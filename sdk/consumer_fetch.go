@@ -1,0 +1,205 @@
+package sdk
+
+import (
+	"errors"
+	"math"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// readLoop reads one partition until its fetcher is stopped: by push
+// subscription unless UseFetch is set or the server does not serve it.
+func (c *Consumer) readLoop(pf *partFetcher) {
+	if !c.cfg.UseFetch && c.pushLoop(pf) {
+		return
+	}
+	c.fetchLoop(pf)
+}
+
+// waitDrained waits until Poll has taken pf's records and error. It
+// returns false when the fetcher is stopped.
+func (c *Consumer) waitDrained(pf *partFetcher) bool {
+	for {
+		c.mu.Lock()
+		busy := len(pf.buf) > 0 || pf.err != nil
+		c.mu.Unlock()
+		if !busy {
+			return true
+		}
+		select {
+		case <-pf.wake:
+		case <-pf.ctx.Done():
+			return false
+		}
+	}
+}
+
+// post hands fetched records to Poll; false when the fetcher was stopped
+// meanwhile (the records are dropped).
+func (c *Consumer) post(pf *partFetcher, msgs []Message) bool {
+	c.mu.Lock()
+	if pf.ctx.Err() != nil {
+		c.mu.Unlock()
+		return false
+	}
+	pf.buf = msgs
+	c.mu.Unlock()
+	notify(c.ready)
+	return true
+}
+
+// pushLoop reads pf through push subscriptions, granting back the credit
+// of each push once Poll has taken its records. It returns false when the
+// server does not serve subscriptions (the caller falls back to fetch),
+// true when the fetcher was stopped.
+func (c *Consumer) pushLoop(pf *partFetcher) bool {
+	failures := 0
+	for pf.ctx.Err() == nil {
+		sub, err := c.client.Subscribe(pf.ctx, c.cfg.Topic, pf.partition, pf.pos, c.cfg.MaxBytes)
+		if err == nil {
+			err = c.consumeSubscription(pf, sub)
+			closeSub(c, sub)
+		}
+		if pf.ctx.Err() != nil {
+			return true
+		}
+		if errors.Is(err, api.ErrInvalidRequest) || errors.Is(err, ErrUnexpectedResponse) {
+			c.log.Info("sdk: server does not push; reading with fetch", "topic", c.cfg.Topic, "partition", pf.partition)
+			return false
+		}
+		if errors.Is(err, ErrSubscriptionEnded) {
+			failures = 0
+			continue
+		}
+		failures++
+		if !c.fetchFailed(pf, err) {
+			if sleep(pf.ctx, backoff(failures, c.client.cfg.ReconnectBackoff, c.client.cfg.ReconnectBackoffMax)) != nil {
+				return true
+			}
+		}
+	}
+	return true
+}
+
+func closeSub(c *Consumer, sub *Subscription) {
+	if c.ctx.Err() != nil {
+		return // Close ends the connection, and the subscriptions with it
+	}
+	// Unsubscribe on a live connection so the server stops pushing; the
+	// fetcher's context may be cancelled already.
+	ctx, cancel := contextWithTimeout(c.client.cfg.RequestTimeout)
+	defer cancel()
+	_ = sub.Close(ctx)
+}
+
+// consumeSubscription hands the pushes of sub to Poll until an error.
+func (c *Consumer) consumeSubscription(pf *partFetcher, sub *Subscription) error {
+	for {
+		res, err := sub.Next(pf.ctx)
+		if err != nil {
+			return err
+		}
+		pf.pos = res.NextOffset
+		if len(res.Messages) > 0 {
+			if !c.post(pf, res.Messages) || !c.waitDrained(pf) {
+				return pf.ctx.Err()
+			}
+		}
+		if err := sub.Grant(pf.ctx, res.Bytes); err != nil {
+			return err
+		}
+	}
+}
+
+// fetchLoop fetches one partition until its fetcher is stopped, keeping at
+// most one fetched response buffered.
+func (c *Consumer) fetchLoop(pf *partFetcher) {
+	failures := 0
+	for {
+		if !c.waitDrained(pf) {
+			return
+		}
+		started := time.Now()
+		res, err := c.client.Fetch(pf.ctx, FetchRequest{
+			Topic:     c.cfg.Topic,
+			Partition: pf.partition,
+			Offset:    pf.pos,
+			MaxBytes:  c.cfg.MaxBytes,
+			MaxWait:   c.cfg.MaxWait,
+		})
+		if pf.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			failures++
+			if !c.fetchFailed(pf, err) {
+				d := backoff(failures, c.client.cfg.ReconnectBackoff, c.client.cfg.ReconnectBackoffMax)
+				if sleep(pf.ctx, d) != nil {
+					return
+				}
+			}
+			continue
+		}
+		failures = 0
+		pf.pos = res.NextOffset
+		if len(res.Messages) == 0 {
+			// A server that does not hold an empty fetch for MaxWait
+			// must not make this loop spin.
+			if time.Since(started) < c.cfg.MaxWait/4 && sleep(pf.ctx, min(c.cfg.MaxWait/4, 100*time.Millisecond)) != nil {
+				return
+			}
+			continue
+		}
+		if !c.post(pf, res.Messages) {
+			return
+		}
+	}
+}
+
+// fetchFailed handles a failed read. It returns true when the read can be
+// retried at once (the position was moved), false to back off first.
+func (c *Consumer) fetchFailed(pf *partFetcher, err error) bool {
+	if start, end, ok := c.validRange(err, pf.partition); ok && c.reposition(pf, start, end) {
+		return true
+	}
+	if IsRetriable(err) {
+		c.log.Warn("sdk: fetch failed, retrying", "topic", c.cfg.Topic, "partition", pf.partition, "offset", pf.pos, "err", err)
+		return false
+	}
+	c.log.Error("sdk: fetch failed", "topic", c.cfg.Topic, "partition", pf.partition, "offset", pf.pos, "err", err)
+	c.mu.Lock()
+	if pf.ctx.Err() == nil {
+		pf.err = err
+	}
+	c.mu.Unlock()
+	notify(c.ready)
+	return false
+}
+
+// reposition moves an out-of-range position into [start, end] and reports
+// whether it moved. Nothing is buffered for the partition (reads happen
+// only with an empty buffer), so the consumed position moves with it.
+func (c *Consumer) reposition(pf *partFetcher, start, end uint64) bool {
+	old := pf.pos
+	switch {
+	case old < start:
+		pf.pos = start
+		c.log.Warn("sdk: offset below the log start: records lost to retention are skipped",
+			"topic", c.cfg.Topic, "partition", pf.partition, "offset", old, "log_start", start, "skipped", start-old)
+	case old > end:
+		pf.pos = end
+		if old != math.MaxUint64 {
+			c.log.Warn("sdk: offset beyond the high watermark: moving to the high watermark",
+				"topic", c.cfg.Topic, "partition", pf.partition, "offset", old, "high_watermark", end)
+		}
+	default:
+		return false
+	}
+	c.mu.Lock()
+	if pf.ctx.Err() == nil {
+		c.consumed[pf.partition] = pf.pos
+	}
+	c.mu.Unlock()
+	return true
+}

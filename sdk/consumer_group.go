@@ -1,0 +1,223 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// groupState is the consumer's membership, guarded by Consumer.mu.
+// memberID is empty for a standalone consumer.
+type groupState struct {
+	memberID   string
+	generation int32
+	interval   time.Duration
+}
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
+
+// join joins the group and starts reading the assigned partitions. It
+// returns false, nil when the server has no coordinator (the consumer
+// then runs standalone).
+func (c *Consumer) join(ctx context.Context) (bool, error) {
+	m, err := c.client.JoinGroup(ctx, c.cfg.ConsumerGroup, "", []string{c.cfg.Topic}, c.cfg.SessionTimeout)
+	if errors.Is(err, api.ErrInvalidRequest) {
+		c.log.Warn("sdk: server has no group coordinator; consuming every partition as a standalone consumer", "group", c.cfg.ConsumerGroup)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	c.group = groupState{memberID: m.MemberID, generation: m.Generation, interval: m.HeartbeatInterval}
+	c.mu.Unlock()
+	c.log.Info("sdk: joined group", "group", c.cfg.ConsumerGroup, "member", m.MemberID, "generation", m.Generation, "partitions", m.Assignment[c.cfg.Topic])
+	return true, c.apply(ctx, m.Assignment[c.cfg.Topic])
+}
+
+// heartbeatLoop heartbeats every interval (or at once when asked) and
+// applies the assignment of each answer, until Close.
+func (c *Consumer) heartbeatLoop() {
+	for {
+		c.mu.Lock()
+		d := c.group.interval
+		c.mu.Unlock()
+		t := time.NewTimer(max(d, 10*time.Millisecond))
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-c.hbNow:
+			t.Stop()
+		}
+		if err := c.heartbeat(); err != nil && c.ctx.Err() == nil {
+			c.log.Warn("sdk: heartbeat failed", "group", c.cfg.ConsumerGroup, "err", err)
+		}
+	}
+}
+
+// owned returns the partitions this member holds: read now or waiting to
+// be released.
+func (c *Consumer) owned() []uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := append([]uint32(nil), c.order...)
+	for p := range c.revoking {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (c *Consumer) heartbeat() error {
+	ctx, cancel := context.WithTimeout(c.ctx, c.client.cfg.RequestTimeout)
+	defer cancel()
+	c.mu.Lock()
+	g := c.group
+	c.mu.Unlock()
+	m, err := c.client.Heartbeat(ctx, c.cfg.ConsumerGroup, g.memberID, g.generation, Assignment{c.cfg.Topic: c.owned()})
+	if errors.Is(err, api.ErrFencedGeneration) {
+		// Removed (session expired): the partitions may be another
+		// member's already. Drop them without committing and join again.
+		c.log.Warn("sdk: removed from the group; joining again", "group", c.cfg.ConsumerGroup, "member", g.memberID, "err", err)
+		c.dropAll()
+		_, err = c.join(ctx)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.group.generation, c.group.interval = m.Generation, m.HeartbeatInterval
+	c.mu.Unlock()
+	return c.apply(ctx, m.Assignment[c.cfg.Topic])
+}
+
+// apply makes the assignment current: new partitions start reading at the
+// committed offset; revoked ones stop being read and, with AutoCommit,
+// wait for Poll to commit and release them (without AutoCommit they are
+// released at once).
+func (c *Consumer) apply(ctx context.Context, assigned []uint32) error {
+	want := map[uint32]bool{}
+	for _, p := range assigned {
+		want[p] = true
+	}
+	c.mu.Lock()
+	var added, revoked, resumed []uint32
+	var dones []chan struct{}
+	for _, p := range assigned {
+		switch {
+		case c.revoking[p]:
+			// Given back before it was released: go on from the position.
+			delete(c.revoking, p)
+			c.startFetcher(p, c.consumed[p])
+			resumed = append(resumed, p)
+		case c.parts[p] == nil:
+			added = append(added, p)
+		}
+	}
+	for _, p := range append([]uint32(nil), c.order...) {
+		if !want[p] {
+			dones = append(dones, c.stopFetcher(p))
+			revoked = append(revoked, p)
+			c.revoking[p] = true
+		}
+	}
+	c.mu.Unlock()
+	for _, d := range dones {
+		<-d
+	}
+	if len(revoked) > 0 {
+		c.log.Info("sdk: partitions revoked", "group", c.cfg.ConsumerGroup, "partitions", revoked)
+		if c.cfg.AutoCommit {
+			notify(c.revoke) // Poll commits and releases them
+		} else {
+			c.release(revoked)
+		}
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	if err := c.assign(ctx, added, TopicInfo{}); err != nil {
+		return err
+	}
+	c.log.Info("sdk: partitions assigned", "group", c.cfg.ConsumerGroup, "partitions", added)
+	if c.cfg.OnPartitionsAssigned != nil {
+		c.cfg.OnPartitionsAssigned(added)
+	}
+	return nil
+}
+
+// releaseRevoked commits (with AutoCommit) and releases the revoked
+// partitions. Poll calls it: the records it returned before have been
+// processed, so the commit covers exactly them.
+func (c *Consumer) releaseRevoked(ctx context.Context) {
+	c.mu.Lock()
+	var ps []uint32
+	for p := range c.revoking {
+		ps = append(ps, p)
+	}
+	c.mu.Unlock()
+	if len(ps) == 0 {
+		return
+	}
+	if c.cfg.AutoCommit {
+		if err := c.commitPartitions(ctx, ps); err != nil {
+			c.log.Warn("sdk: commit of revoked partitions failed", "group", c.cfg.ConsumerGroup, "partitions", ps, "err", err)
+		}
+	}
+	c.release(ps)
+}
+
+// release forgets revoked partitions and heartbeats at once so that the
+// coordinator can hand them over.
+func (c *Consumer) release(ps []uint32) {
+	c.mu.Lock()
+	for _, p := range ps {
+		delete(c.revoking, p)
+		delete(c.consumed, p)
+		delete(c.committed, p)
+	}
+	c.mu.Unlock()
+	notify(c.hbNow)
+	if c.cfg.OnPartitionsRevoked != nil {
+		c.cfg.OnPartitionsRevoked(ps)
+	}
+}
+
+// dropAll stops reading every partition without committing: the member
+// was fenced.
+func (c *Consumer) dropAll() {
+	c.stopAll()
+	c.mu.Lock()
+	var ps []uint32
+	for p := range c.consumed {
+		ps = append(ps, p)
+	}
+	clear(c.revoking)
+	clear(c.consumed)
+	clear(c.committed)
+	c.mu.Unlock()
+	if len(ps) > 0 && c.cfg.OnPartitionsRevoked != nil {
+		c.cfg.OnPartitionsRevoked(ps)
+	}
+}
+
+// leave leaves the group at Close, so partitions move at once.
+func (c *Consumer) leave(ctx context.Context) {
+	c.mu.Lock()
+	id := c.group.memberID
+	c.mu.Unlock()
+	if id == "" {
+		return
+	}
+	if err := c.client.LeaveGroup(ctx, c.cfg.ConsumerGroup, id); err != nil {
+		c.log.Warn("sdk: leave group failed; the session timeout will remove the member", "group", c.cfg.ConsumerGroup, "err", err)
+	}
+}
