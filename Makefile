@@ -14,7 +14,7 @@ CAPNP_GO_VERSION := v3.1.0-alpha.2
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build run test check fmt vet generate tools clean
+.PHONY: all build run test check fmt vet generate tools clean bench bench-peers
 
 all: check build
 
@@ -53,3 +53,17 @@ generate: tools
 
 clean:
 	rm -rf $(BIN)
+
+# BENCHTIME bounds each benchmark of `make bench`; raise it for figures
+# worth quoting (docs/performance.md says which were used).
+BENCHTIME ?= 100ms
+BENCH ?= .
+
+bench:
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./benchmarks
+
+# PEERS_DURATION is how long each system is measured by `make bench-peers`.
+PEERS_DURATION ?= 10s
+
+bench-peers: build
+	cd benchmarks/peers && $(GO) run . -sq-bin ../../$(BIN) -duration $(PEERS_DURATION)

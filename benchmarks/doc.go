@@ -7,4 +7,13 @@
 // and portable pwritev + fdatasync) under the every-batch sync policy: each
 // commit is one segment.Log.Append of one batch followed by Sync, as the
 // engine's partition goroutine does (DESIGN §3.3).
+//
+// The hot-path benchmarks (hotpath_test.go, loopback_test.go) measure, with
+// -benchmem: the SDK's batch build, batch validation, frame encode and
+// decode, engine appends with group commit, fetch from mmap, and the whole
+// path over loopback TCP with an in-process server: BatchProducer publish
+// throughput, consume catch-up through sdk.Client.Fetch, and the ack
+// latency at a fixed offered load (HdrHistogram, from intended send times).
+// The side-by-side comparison with NATS JetStream and Redis Streams is the
+// separate module in peers/ (make bench-peers).
 package benchmarks

@@ -33,8 +33,9 @@ type BatchProducerConfig struct {
 
 	// Linger is how long a partition's open batch waits for more records
 	// after its first record before it is sent (franz-go's linger, Kafka's
-	// linger.ms). Default 5ms; negative sends at once (a batch still
-	// collects the records sent while the previous one is in flight).
+	// linger.ms). Default 5ms; negative means no wait: the open batch is
+	// sent as soon as the partition has no batch in flight, so it holds the
+	// records sent while the previous one was in flight.
 	Linger time.Duration
 	// BatchBytes closes a batch when its encoded size would exceed it.
 	// Default 1 MiB; never above the server's maxBatchBytes.
@@ -239,7 +240,7 @@ func (bp *BatchProducer) SendMessage(ctx context.Context, m ProducerMessage) err
 	}
 	pp.open = append(pp.open, m)
 	pp.bytes += size
-	if len(pp.open) >= bp.cfg.BatchRecords || bp.cfg.Linger < 0 {
+	if len(pp.open) >= bp.cfg.BatchRecords {
 		bp.closeOpen(pp)
 	}
 	bp.mu.Unlock()

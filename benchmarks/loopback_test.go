@@ -1,0 +1,176 @@
+package benchmarks
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/net/dataplane"
+	"github.com/seedqueue/sq/sdk"
+)
+
+// hpServe serves eng's data plane on a loopback port until the benchmark
+// ends and returns the address.
+func hpServe(tb testing.TB, eng *engine.Engine) string {
+	tb.Helper()
+	srv, err := dataplane.New(eng, dataplane.Options{NodeID: "bench", ServerVersion: "bench", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	tb.Cleanup(func() {
+		srv.Close()
+		<-served
+	})
+	return ln.Addr().String()
+}
+
+// hpProducer opens a BatchProducer on addr with cfg's batching fields.
+func hpProducer(tb testing.TB, addr string, cfg sdk.BatchProducerConfig) *sdk.BatchProducer {
+	tb.Helper()
+	cfg.Addr = addr
+	if cfg.OnError == nil {
+		cfg.OnError = func(e sdk.BatchError) { tb.Error(e) }
+	}
+	bp, err := sdk.NewBatchProducer(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { bp.Close() })
+	return bp
+}
+
+// BenchmarkBatchProducerPublish measures publish throughput of one
+// BatchProducer (defaults: 5 ms linger, 1 MiB batches, one batch in flight
+// per partition) to an in-process server over loopback TCP: 100 B keyless
+// records, per sync policy and partition count. One op is one record,
+// counted when acknowledged (Flush at the end).
+func BenchmarkBatchProducerPublish(b *testing.B) {
+	for _, policy := range []string{"every-batch", "none"} {
+		for _, parts := range []int{1, 4} {
+			b.Run(fmt.Sprintf("sync=%s/partitions=%d", policy, parts), func(b *testing.B) {
+				addr := hpServe(b, hpEngine(b, policy, parts))
+				bp := hpProducer(b, addr, sdk.BatchProducerConfig{})
+				v := bytes.Repeat([]byte("v"), hpValueBytes)
+				ctx := context.Background()
+				b.SetBytes(hpValueBytes)
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := bp.Send(ctx, "t", nil, v); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := bp.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			})
+		}
+	}
+}
+
+// BenchmarkConsumeCatchUp measures reading a log already on disk through
+// sdk.Client.Fetch (1 MiB fetches, CRC check and decode into Messages)
+// over loopback. The log of b.N 100 B records is written first, outside
+// the timer. One op is one record read.
+func BenchmarkConsumeCatchUp(b *testing.B) {
+	eng := hpEngine(b, "none", 1)
+	addr := hpServe(b, eng)
+	bp := hpProducer(b, addr, sdk.BatchProducerConfig{})
+	v := bytes.Repeat([]byte("v"), hpValueBytes)
+	ctx := context.Background()
+	for range b.N {
+		if err := bp.Send(ctx, "t", nil, v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := bp.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	c, err := sdk.Dial(ctx, sdk.ClientConfig{Addr: addr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.SetBytes(hpValueBytes)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var off uint64
+	for off < uint64(b.N) {
+		res, err := c.Fetch(ctx, sdk.FetchRequest{Topic: "t", Offset: off, MaxBytes: 1 << 20})
+		if err != nil {
+			b.Fatal(err)
+		}
+		off = res.NextOffset
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkPublishLatencyAtRate offers a fixed 100,000 records/s of 100 B
+// records from one BatchProducer (linger 0: each batch is sent as soon as
+// the previous one of the partition is acknowledged) to one every-batch
+// partition, and reports ack latency percentiles measured from each
+// record's intended send time (coordinated-omission safe). One op is one
+// record; run it with -benchtime=Nx for a fixed count.
+func BenchmarkPublishLatencyAtRate(b *testing.B) {
+	const rate = 100_000
+	addr := hpServe(b, hpEngine(b, "every-batch", 1))
+	var mu sync.Mutex
+	h := hdrhistogram.New(1, 60_000_000, 3)
+	bp := hpProducer(b, addr, sdk.BatchProducerConfig{
+		Linger: -1,
+		OnAck: func(a sdk.BatchAck) {
+			now := time.Now().UnixNano()
+			mu.Lock()
+			for _, m := range a.Messages {
+				_ = h.RecordValue(max(1, (now-int64(binary.LittleEndian.Uint64(m.Value)))/1000))
+			}
+			mu.Unlock()
+		},
+	})
+	ctx := context.Background()
+	interval := time.Second / rate
+	slab := make([]byte, 0)
+	b.ReportAllocs()
+	start := time.Now()
+	for i := range b.N {
+		intended := start.Add(time.Duration(i) * interval)
+		if d := time.Until(intended); d > 0 {
+			time.Sleep(d)
+		}
+		if len(slab) < hpValueBytes {
+			slab = make([]byte, 1<<20)
+		}
+		v := slab[:hpValueBytes:hpValueBytes]
+		slab = slab[hpValueBytes:]
+		binary.LittleEndian.PutUint64(v, uint64(intended.UnixNano()))
+		if err := bp.Send(ctx, "t", nil, v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := bp.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	mu.Lock()
+	defer mu.Unlock()
+	b.ReportMetric(float64(h.ValueAtQuantile(50))/1000, "p50-ms")
+	b.ReportMetric(float64(h.ValueAtQuantile(99))/1000, "p99-ms")
+	b.ReportMetric(float64(h.ValueAtQuantile(99.9))/1000, "p999-ms")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
