@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -504,5 +505,28 @@ func TestActiveIndexRebuilt(t *testing.T) {
 				t.Fatalf("append after rebuild = %+v, %v", res, err)
 			}
 		})
+	}
+}
+
+// TestRetentionGoroutine: with a positive RetentionCheckInterval the
+// engine enforces retention by itself, and Close stops the goroutine.
+func TestRetentionGoroutine(t *testing.T) {
+	clk := newRetClock()
+	opts := retentionOptions(t.TempDir(), clk)
+	opts.RetentionCheckInterval = 5 * time.Millisecond
+	e := openTest(t, opts)
+	if _, err := e.CreateTopic("auto", 1, TopicConfig{RetentionMs: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, e, "auto", 40, 20)
+	clk.Advance(time.Hour)
+	for deadline := time.Now().Add(10 * time.Second); partInfo(t, e, "auto").LogStartOffset == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the retention goroutine deleted nothing")
+		}
+		runtime.Gosched()
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
