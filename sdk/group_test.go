@@ -1,0 +1,504 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/batch"
+	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/net/dataplane"
+)
+
+// groupSession is the session timeout of the members in these tests; the
+// heartbeat interval is a third of it.
+const groupSession = 600 * time.Millisecond
+
+// broker is a real engine served on loopback.
+type broker struct {
+	addr string
+	eng  *engine.Engine
+}
+
+func startBroker(t *testing.T) *broker {
+	t.Helper()
+	opts := engine.Options{DataDir: t.TempDir(), SyncPolicy: "none", Logger: slog.New(slog.DiscardHandler)}
+	eng, err := engine.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := dataplane.New(eng, dataplane.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		<-served
+		eng.Close()
+	})
+	return &broker{addr: ln.Addr().String(), eng: eng}
+}
+
+// produce appends n records "p<partition>-<i>" to each listed partition.
+func (b *broker) produce(t *testing.T, topic string, partitions []int, n int) {
+	t.Helper()
+	if err := b.produceErr(topic, partitions, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *broker) produceErr(topic string, partitions []int, n int) error {
+	for _, p := range partitions {
+		var bb batch.Builder
+		for i := range n {
+			bb.Add(nil, fmt.Appendf(nil, "p%d-%d", p, i), nil, 1)
+		}
+		out, err := bb.Build()
+		if err != nil {
+			return err
+		}
+		if _, err := b.eng.Append(context.Background(), topic, p, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *broker) topic(t *testing.T, name string, partitions int) {
+	t.Helper()
+	if _, err := b.eng.CreateTopic(name, partitions, engine.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// member is a consumer polling in the background and recording what it
+// reads.
+type member struct {
+	c    *Consumer
+	stop context.CancelFunc
+	done chan struct{}
+
+	mu   sync.Mutex
+	seen map[uint32][]uint64
+}
+
+func startMember(t *testing.T, b *broker, cfg ConsumerConfig) *member {
+	t.Helper()
+	cfg.Addr = b.addr
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = groupSession
+	}
+	cfg.MaxWait = 50 * time.Millisecond
+	c, err := NewConsumer(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{c: c, stop: cancel, done: make(chan struct{}), seen: map[uint32][]uint64{}}
+	go func() {
+		defer close(m.done)
+		for ctx.Err() == nil {
+			msgs, err := c.Poll(ctx)
+			if err != nil {
+				return
+			}
+			m.mu.Lock()
+			for _, msg := range msgs {
+				m.seen[msg.Partition] = append(m.seen[msg.Partition], msg.Offset)
+			}
+			m.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { m.close() })
+	return m
+}
+
+// close stops polling and closes the consumer (commit, leave).
+func (m *member) close() {
+	m.stop()
+	<-m.done
+	m.c.Close()
+}
+
+// kill stops the member as a crash would: no commit, no leave; its
+// connection closes.
+func (m *member) kill() {
+	m.stop()
+	<-m.done
+	kill(m.c)
+}
+
+func kill(c *Consumer) {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.wg.Wait()
+		c.client.Close()
+	})
+}
+
+func (m *member) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, s := range m.seen {
+		n += len(s)
+	}
+	return n
+}
+
+func waitAssigned(t *testing.T, what string, timeout time.Duration, ms []*member, want ...int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	waitFor(t, timeout, what, func() bool {
+		for i, m := range ms {
+			if len(m.c.Assignment()) != want[i] {
+				return false
+			}
+		}
+		return true
+	})
+	return time.Since(start)
+}
+
+// checkGroupOrder fails when, per partition, the offsets read by the
+// group (in member order) have a gap or go backwards within a member.
+func checkGroupOrder(t *testing.T, total map[uint32]uint64, ms ...*member) {
+	t.Helper()
+	for p, n := range total {
+		got := map[uint64]int{}
+		for _, m := range ms {
+			m.mu.Lock()
+			s := m.seen[p]
+			for i, off := range s {
+				if i > 0 && off <= s[i-1] {
+					t.Errorf("partition %d: offset %d after %d in one member", p, off, s[i-1])
+				}
+				got[off]++
+			}
+			m.mu.Unlock()
+		}
+		for off := range n {
+			if got[off] != 1 {
+				t.Errorf("partition %d offset %d read %d times, want exactly once", p, off, got[off])
+			}
+		}
+	}
+}
+
+func TestGroupThreeMembersShareAndMove(t *testing.T) {
+	b := startBroker(t)
+	b.topic(t, "orders", 6)
+	cfg := ConsumerConfig{Topic: "orders", ConsumerGroup: "g"}
+	ms := []*member{startMember(t, b, cfg)}
+	waitAssigned(t, "first member owns all", 5*time.Second, ms, 6)
+	ms = append(ms, startMember(t, b, cfg), startMember(t, b, cfg))
+	waitAssigned(t, "2 partitions each", 5*time.Second, ms, 2, 2, 2)
+	seen := map[uint32]bool{}
+	for _, m := range ms {
+		for _, p := range m.c.Assignment() {
+			if seen[p] {
+				t.Fatalf("partition %d assigned twice", p)
+			}
+			seen[p] = true
+		}
+	}
+	b.produce(t, "orders", []int{0, 1, 2, 3, 4, 5}, 100)
+	waitFor(t, 10*time.Second, "600 records read", func() bool {
+		return ms[0].count()+ms[1].count()+ms[2].count() >= 600
+	})
+	total := map[uint32]uint64{0: 100, 1: 100, 2: 100, 3: 100, 4: 100, 5: 100}
+	checkGroupOrder(t, total, ms...)
+
+	// One leaves: the other two own all 6 within a heartbeat round, well
+	// before the session timeout would have removed it.
+	ms[2].close()
+	if d := waitAssigned(t, "two members own all 6", 5*time.Second, ms[:2], 3, 3); d >= groupSession {
+		t.Errorf("partitions moved %v after the leave, not within a heartbeat round (%v)", d, groupSession/3)
+	}
+	// One is killed: its partitions move within the session timeout.
+	ms[1].kill()
+	start := time.Now()
+	waitAssigned(t, "survivor owns all 6", 5*time.Second, ms[:1], 6)
+	if d := time.Since(start); d > groupSession+2*groupSession/3+500*time.Millisecond {
+		t.Errorf("partitions moved %v after the kill; session timeout %v", d, groupSession)
+	}
+}
+
+// Members that keep their partitions during a rebalance keep reading them:
+// their readers are never stopped, and records published during the
+// rebalance reach them.
+func TestGroupJoinDoesNotStopTheWorld(t *testing.T) {
+	b := startBroker(t)
+	b.topic(t, "t", 4)
+	cfg := ConsumerConfig{Topic: "t", ConsumerGroup: "g", AutoCommit: true, AutoCommitInterval: time.Millisecond}
+	a := startMember(t, b, cfg)
+	waitAssigned(t, "a owns all", 5*time.Second, []*member{a}, 4)
+	a.c.mu.Lock()
+	before := map[uint32]*partFetcher{}
+	for p, pf := range a.c.parts {
+		before[p] = pf
+	}
+	a.c.mu.Unlock()
+
+	stop := make(chan struct{})
+	produced := make(chan map[uint32]uint64, 1)
+	go func() {
+		n := map[uint32]uint64{}
+		for {
+			select {
+			case <-stop:
+				produced <- n
+				return
+			default:
+			}
+			if err := b.produceErr("t", []int{0, 1, 2, 3}, 1); err != nil {
+				panic(err)
+			}
+			for p := range 4 {
+				n[uint32(p)]++
+			}
+		}
+	}()
+	bm := startMember(t, b, cfg)
+	waitAssigned(t, "2 each", 5*time.Second, []*member{a, bm}, 2, 2)
+	// Records published after the rebalance reach both.
+	ca, cb := a.count(), bm.count()
+	waitFor(t, 5*time.Second, "both keep reading", func() bool { return a.count() > ca && bm.count() > cb })
+	close(stop)
+	total := <-produced
+
+	a.c.mu.Lock()
+	for p, pf := range a.c.parts {
+		if before[p] != pf {
+			t.Errorf("reader of kept partition %d was restarted", p)
+		}
+	}
+	a.c.mu.Unlock()
+	waitFor(t, 10*time.Second, "everything read", func() bool {
+		n := uint64(0)
+		for _, c := range total {
+			n += c
+		}
+		// Records of a moved partition may be read twice (at-least-once
+		// across the move); check coverage, not the count.
+		return uint64(a.count()+bm.count()) >= n
+	})
+	for p, n := range total {
+		got := map[uint64]bool{}
+		for _, m := range []*member{a, bm} {
+			m.mu.Lock()
+			s := m.seen[p]
+			for i, off := range s {
+				if i > 0 && off <= s[i-1] {
+					t.Errorf("partition %d: offset %d after %d in one member", p, off, s[i-1])
+				}
+				got[off] = true
+			}
+			m.mu.Unlock()
+		}
+		for off := range n {
+			if !got[off] {
+				t.Fatalf("partition %d: offset %d never read (gap)", p, off)
+			}
+		}
+	}
+}
+
+// p0 moves from A to B, B reads to 300 and commits, p0 moves back to A: A
+// resumes at 300 (from the broker, not from its own position).
+func TestGroupMoveBackResumesAtCommitted(t *testing.T) {
+	b := startBroker(t)
+	b.topic(t, "t", 1)
+	b.produce(t, "t", []int{0}, 500)
+	ctx := context.Background()
+	cfg := ConsumerConfig{Addr: b.addr, Topic: "t", ConsumerGroup: "g", SessionTimeout: groupSession, MaxPollRecords: 100, MaxWait: 50 * time.Millisecond}
+	a, err := NewConsumer(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	msgs := pollN(t, a, 100)
+	if msgs[0].Offset != 0 || msgs[99].Offset != 99 {
+		t.Fatalf("A read %d..%d", msgs[0].Offset, msgs[99].Offset)
+	}
+	if err := a.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	staleGen, aID := a.group.generation, a.group.memberID
+	a.mu.Unlock()
+
+	// B joins; A is removed (its session expires: its heartbeats stop)
+	// so p0 moves to B.
+	bc, err := NewConsumer(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Close()
+	a.cancel() // stops A's heartbeats and readers, keeps its connection
+	a.wg.Wait()
+	waitFor(t, 5*time.Second, "p0 moves to B", func() bool { return len(bc.Assignment()) == 1 })
+	got := pollN(t, bc, 200)
+	if got[0].Offset != 100 || got[199].Offset != 299 {
+		t.Fatalf("B read %d..%d, want 100..299", got[0].Offset, got[199].Offset)
+	}
+	if err := bc.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A's stale generation is fenced and changes nothing.
+	_, err = a.Client().CommitGroupOffsets(ctx, "g", aID, staleGen, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 100}})
+	if !errors.Is(err, api.ErrFencedGeneration) {
+		t.Fatalf("stale commit: %v", err)
+	}
+	if offs, _ := bc.Client().FetchOffsets(ctx, "g", "t"); len(offs) != 1 || offs[0].Offset != 300 {
+		t.Fatalf("committed after a stale commit: %+v", offs)
+	}
+
+	// A comes back as a member (fenced, it joins again) and B leaves:
+	// p0 returns to A, which resumes at 300.
+	a2 := &Consumer{client: a.client, cfg: a.cfg.withDefaults(), log: a.log,
+		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1),
+		parts: map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{}, revoking: map[uint32]bool{}}
+	a2.ctx, a2.cancel = context.WithCancel(context.Background())
+	// The old position of A (100) is kept in a2 to show it is not used.
+	a2.consumed[0] = 100
+	if err := a2.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer a2.Close()
+	bc.Close()
+	waitFor(t, 5*time.Second, "p0 back to A", func() bool { return len(a2.Assignment()) == 1 })
+	back := pollN(t, a2, 1)
+	if back[0].Offset != 300 {
+		t.Fatalf("A resumed at %d, want 300", back[0].Offset)
+	}
+}
+
+func TestGroupAutoCommitAtLeastOnce(t *testing.T) {
+	b := startBroker(t)
+	b.topic(t, "t", 1)
+	b.produce(t, "t", []int{0}, 500)
+	ctx := context.Background()
+	cfg := ConsumerConfig{Addr: b.addr, Topic: "t", ConsumerGroup: "g", SessionTimeout: 300 * time.Millisecond,
+		AutoCommit: true, AutoCommitInterval: time.Nanosecond, MaxPollRecords: 500, MaxWait: 50 * time.Millisecond}
+
+	// Processed 200 of 500 polled records, then killed: nothing past 200
+	// may be committed.
+	c1, err := NewConsumer(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pollN(t, c1, 500); len(got) != 500 {
+		t.Fatalf("polled %d", len(got))
+	}
+	kill(c1)
+	c2, err := NewConsumer(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pollN(t, c2, 1)
+	if first := got[0].Offset; first > 200 {
+		t.Fatalf("restarted at %d after processing 200", first)
+	}
+	// Read everything, Poll again (which commits it), then killed: the
+	// next member resumes exactly after the last record.
+	got = append(got, pollN(t, c2, int(500-got[0].Offset)-len(got))...)
+	if last := got[len(got)-1].Offset; last != 499 {
+		t.Fatalf("last record %d", last)
+	}
+	if _, err := c2.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kill(c2)
+	b.produce(t, "t", []int{0}, 1)
+	c3, err := NewConsumer(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if off := pollN(t, c3, 1)[0].Offset; off != 500 {
+		t.Fatalf("resumed at %d, want 500", off)
+	}
+}
+
+// A push consumer with a small credit window and a slow handler reads
+// every record once, in order; a consumer at the log end gets a new record
+// at once, not after MaxWait.
+func TestPushSmallCreditSlowHandler(t *testing.T) {
+	b := startBroker(t)
+	b.topic(t, "t", 2)
+	for range 20 {
+		b.produce(t, "t", []int{0, 1}, 50)
+	}
+	c, err := NewConsumer(context.Background(), ConsumerConfig{Addr: b.addr, Topic: "t", MaxBytes: 2048, MaxPollRecords: 7, MaxWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	next := map[uint32]uint64{}
+	for next[0]+next[1] < 2000 {
+		msgs := pollN(t, c, 1)
+		for _, m := range msgs {
+			if m.Offset != next[m.Partition] {
+				t.Fatalf("partition %d: offset %d, want %d", m.Partition, m.Offset, next[m.Partition])
+			}
+			next[m.Partition]++
+		}
+		time.Sleep(time.Millisecond) // the slow handler
+	}
+	start := time.Now()
+	b.produce(t, "t", []int{1}, 1)
+	msgs := pollN(t, c, 1)
+	if msgs[0].Offset != 1000 || time.Since(start) > 5*time.Second {
+		t.Fatalf("new record %d after %v", msgs[0].Offset, time.Since(start))
+	}
+}
+
+func TestGroupAdminThroughClient(t *testing.T) {
+	b := startBroker(t)
+	b.topic(t, "t", 2)
+	b.produce(t, "t", []int{0, 1}, 10)
+	ctx := context.Background()
+	m := startMember(t, b, ConsumerConfig{Topic: "t", ConsumerGroup: "g"})
+	waitAssigned(t, "member owns all", 5*time.Second, []*member{m}, 2)
+	cl := m.c.Client()
+	if _, err := cl.ResetOffsets(ctx, "g", "t", ResetEarliest, 0); !errors.Is(err, api.ErrGroupRebalancing) {
+		t.Fatalf("reset with a member: %v", err)
+	}
+	d, err := cl.DescribeGroup(ctx, "g")
+	if err != nil || len(d.Members) != 1 || len(d.Offsets) != 2 || d.Summary.State == "" {
+		t.Fatalf("describe: %+v %v", d, err)
+	}
+	m.close()
+	c2, err := Dial(ctx, ClientConfig{Addr: b.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	offs, err := c2.ResetOffsets(ctx, "g", "t", ResetToOffset, 4)
+	if err != nil || len(offs) != 2 || offs[1].Offset != 4 {
+		t.Fatalf("reset: %+v %v", offs, err)
+	}
+	gs, err := c2.ListGroups(ctx)
+	if err != nil || len(gs) != 1 || gs[0].Group != "g" {
+		t.Fatalf("list: %+v %v", gs, err)
+	}
+	if err := c2.DeleteGroup(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if gs, _ := c2.ListGroups(ctx); len(gs) != 0 {
+		t.Fatalf("after delete: %+v", gs)
+	}
+}
