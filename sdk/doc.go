@@ -1,6 +1,8 @@
 // Package sdk is the Go client of SQ (SeedQueue). It speaks the Cap'n Proto
-// data plane (api/sq.capnp, default port 6064) and imports only package api
-// and api/batch from this module.
+// data plane (api/sq.capnp, default port 6064) and, for Admin, GrpcProducer
+// and GrpcConsumer, the gRPC control plane (api/sq.proto, default port
+// 6060). It imports only package api (with api/batch and api/sqv1) from
+// this module.
 //
 // Three layers:
 //
@@ -13,6 +15,13 @@
 //     server's limits and retries.
 //   - Consumer: Poll over every partition of a topic, with optional consumer
 //     group offsets, Commit and AutoCommit.
+//
+// Over gRPC, for networks or languages where Cap'n Proto is not an option:
+// Admin (topics, consumer groups, node info and members), GrpcProducer
+// (Send, SendBatch: the Producer's partitioning, ordering and retries) and
+// GrpcConsumer (Poll, Commit, Close over one Subscribe stream per
+// partition, committing as a standalone consumer). Records are the same on
+// both planes.
 //
 // # Publish
 //

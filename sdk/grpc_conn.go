@@ -20,6 +20,11 @@ import (
 // config leaves Addr empty (sq-server --grpc-host).
 const DefaultControlAddr = "127.0.0.1:6060"
 
+// grpcMaxRecvBytes bounds one received gRPC message: a Subscribe
+// response holds at least one whole batch, up to the server's batch limit
+// (16 MiB by default), plus framing.
+const grpcMaxRecvBytes = 64 << 20
+
 // errorDomain is the google.rpc.ErrorInfo domain of catalog errors.
 const errorDomain = "seedqueue.io"
 
@@ -31,8 +36,8 @@ type GrpcConfig struct {
 	Addr string
 	// RequestTimeout bounds each unary call. Default 30s.
 	RequestTimeout time.Duration
-	// DialOptions replace the default options (plaintext transport), for
-	// example to add TLS credentials or interceptors.
+	// DialOptions replace the default options (plaintext transport, 64 MiB
+	// received-message bound), for example to add TLS credentials.
 	DialOptions []grpc.DialOption
 }
 
@@ -50,7 +55,8 @@ func (c *GrpcConfig) defaults() {
 func dialGrpc(c GrpcConfig) (*grpc.ClientConn, error) {
 	opts := c.DialOptions
 	if len(opts) == 0 {
-		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcMaxRecvBytes))}
 	}
 	conn, err := grpc.NewClient(c.Addr, opts...)
 	if err != nil {
