@@ -211,6 +211,21 @@ func TestRetentionRollsQuietPartition(t *testing.T) {
 	if n := readRange(t, e, "quiet", 30); n != 1 {
 		t.Fatalf("read %d records", n)
 	}
+	// A partition whose sealed segments are all gone restarts cleanly.
+	clk.Advance(time.Minute)
+	if err := e.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openTest(t, retentionOptions(dir, clk))
+	if pi := partInfo(t, e, "quiet"); pi.LogStartOffset != 31 || pi.HighWatermark != 31 {
+		t.Fatalf("after restart: %+v", pi)
+	}
+	if res, err := e.Append(context.Background(), "quiet", 0, mkBatch(t, "v31")); err != nil || res.BaseOffset != 31 {
+		t.Fatalf("append after restart = %+v, %v", res, err)
+	}
 }
 
 // TestRetentionLargePartition is case f: retention removes the oldest
