@@ -198,6 +198,7 @@ type countingListener struct {
 	g prometheus.Gauge
 }
 
+// Accept counts the accepted connection until it is closed.
 func (l *countingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
@@ -213,6 +214,7 @@ type countingConn struct {
 	once sync.Once
 }
 
+// Close closes the connection and uncounts it once.
 func (c *countingConn) Close() error {
 	c.once.Do(c.g.Dec)
 	return c.Conn.Close()
@@ -236,12 +238,15 @@ var (
 	descInfo      = prometheus.NewDesc("sq_build_info", "Always 1; labels give the version, I/O backend and node.", []string{"version", "io_backend", "node_id", "cluster_id"}, nil)
 )
 
+// Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLEO, descHW, descLogStart, descSize, descSegments, descFailed, descLag, descDiskFree, descDiskTotal, descInfo} {
 		ch <- d
 	}
 }
 
+// Collect implements prometheus.Collector: it reads the engine's topics,
+// partitions and group offsets at scrape time.
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
 	if !s.hasEngine() {
