@@ -115,6 +115,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 	root.AddCommand(newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g))
 	root.AddCommand(newClusterCommand(g))
 	root.AddCommand(newBenchCommand(g))
+	root.AddCommand(newGroupCommand(g))
 	return root
 }
 

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/seedqueue/sq/sdk"
+)
+
+func TestParseResetTo(t *testing.T) {
+	cases := []struct {
+		in    string
+		mode  sdk.ResetMode
+		value int64
+		bad   bool
+	}{
+		{"earliest", sdk.ResetEarliest, 0, false},
+		{"latest", sdk.ResetLatest, 0, false},
+		{"1200", sdk.ResetToOffset, 1200, false},
+		{"", 0, 0, true},
+		{"-1", 0, 0, true},
+		{"soon", 0, 0, true},
+	}
+	for _, tc := range cases {
+		mode, value, err := parseResetTo(tc.in)
+		if (err != nil) != tc.bad || (!tc.bad && (mode != tc.mode || value != tc.value)) {
+			t.Errorf("parseResetTo(%q) = %v, %d, %v", tc.in, mode, value, err)
+		}
+	}
+}
+
+func TestPrintGroup(t *testing.T) {
+	var out bytes.Buffer
+	err := printGroup(&out, sdk.GroupDescription{
+		Summary: sdk.GroupSummary{Group: "billing", State: "stable", Members: 1, Generation: 3},
+		Members: []sdk.GroupMember{{MemberID: "m-1", ClientID: "app", Assignment: sdk.Assignment{"orders": {0, 1}}}},
+		Offsets: []sdk.GroupPartitionLag{
+			{Topic: "orders", Partition: 0, CommittedOffset: 5, LogEndOffset: 9, Lag: 4, MemberID: "m-1"},
+			{Topic: "orders", Partition: 1, CommittedOffset: -1, LogEndOffset: 2, Lag: 2},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"State: stable", "orders:0,1", "COMMITTED", "orders  0          5          9        4    m-1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
