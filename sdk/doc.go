@@ -13,8 +13,11 @@
 //     Fetch, CommitOffsets and FetchOffsets. It never retries by itself.
 //   - Producer: Send and SendBatch with partitioning, batching under the
 //     server's limits and retries.
-//   - Consumer: Poll over every partition of a topic, with optional consumer
-//     group offsets, Commit and AutoCommit.
+//   - Consumer: Poll over every partition of a topic, or as a member of a
+//     consumer group over the partitions the broker assigns it, with
+//     Commit and AutoCommit. Records arrive by push subscription (the
+//     broker pushes within a byte credit the consumer grants back) or, with
+//     UseFetch, by long-poll fetch.
 //
 // Over gRPC, for networks or languages where Cap'n Proto is not an option:
 // Admin (topics, consumer groups, node info and members), GrpcProducer
@@ -66,7 +69,24 @@
 // Consuming is at-least-once with a consumer group. Commit and AutoCommit
 // store, per partition, the offset after the last record returned by Poll,
 // never a record not yet returned; records returned but not yet processed
-// when a consumer dies are read again by the next one. A position that
+// when a consumer dies are read again by the next one. AutoCommit commits
+// the position after the records returned by the previous Poll at the next
+// Poll (at most once per AutoCommitInterval), when a partition is revoked
+// (at the next Poll, before the partition is released to another member),
+// and at Close (skipped after Poll returned an error).
+//
+// # Consumer groups
+//
+// Members of one ConsumerGroup share the topic's partitions (DESIGN §6,
+// broker-side assignment as in Kafka's KIP-848). A heartbeat goroutine
+// applies assignment changes: partitions that do not move keep being read;
+// a revoked one stops at once and is committed (AutoCommit) and released at
+// the next Poll; a newly assigned one starts at the group's committed
+// offset read from the broker. OnPartitionsAssigned and
+// OnPartitionsRevoked report the changes. Commits carry the member id and
+// generation: a stale one fails with api.ErrFencedGeneration and changes
+// nothing. A member removed by its session timeout drops its partitions
+// without committing and joins again. A position that
 // retention has removed (OFFSET_OUT_OF_RANGE below the log start) moves to
 // the log start and the number of skipped offsets is logged at warning
 // level on ConsumerConfig.Logger: records lost to retention are never skipped
