@@ -329,10 +329,7 @@ func (c *conn) readLoop() {
 			continue
 		}
 		if cl.stream != nil {
-			// A subscription holds its in-flight token until its end.
-			if !more {
-				<-c.sem
-			}
+			// A subscription holds no in-flight token (openStream).
 			cl.stream.put(response{f: f, tail: tail})
 			continue
 		}

@@ -28,12 +28,18 @@ type broker struct {
 
 func startBroker(t *testing.T) *broker {
 	t.Helper()
+	return startBrokerOpts(t, dataplane.Options{})
+}
+
+func startBrokerOpts(t *testing.T, dopts dataplane.Options) *broker {
+	t.Helper()
 	opts := engine.Options{DataDir: t.TempDir(), SyncPolicy: "none", Logger: slog.New(slog.DiscardHandler)}
 	eng, err := engine.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := dataplane.New(eng, dataplane.Options{Logger: slog.New(slog.DiscardHandler)})
+	dopts.Logger = slog.New(slog.DiscardHandler)
+	srv, err := dataplane.New(eng, dopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,4 +507,19 @@ func TestGroupAdminThroughClient(t *testing.T) {
 	if gs, _ := c2.ListGroups(ctx); len(gs) != 0 {
 		t.Fatalf("after delete: %+v", gs)
 	}
+}
+
+// Subscriptions hold no request slot: a consumer reads more partitions
+// than the server's in-flight limit and still heartbeats and commits.
+func TestPushMorePartitionsThanInFlight(t *testing.T) {
+	b := startBrokerOpts(t, dataplane.Options{MaxInFlightPerConn: 4})
+	b.topic(t, "t", 8)
+	b.produce(t, "t", []int{0, 1, 2, 3, 4, 5, 6, 7}, 10)
+	m := startMember(t, b, ConsumerConfig{Topic: "t", ConsumerGroup: "g", AutoCommit: true, AutoCommitInterval: time.Millisecond})
+	waitFor(t, 10*time.Second, "80 records", func() bool { return m.count() >= 80 })
+	waitFor(t, 10*time.Second, "commits of every partition", func() bool {
+		offs, err := m.c.Client().FetchOffsets(context.Background(), "g", "t")
+		return err == nil && len(offs) == 8
+	})
+	checkGroupOrder(t, map[uint32]uint64{0: 10, 1: 10, 2: 10, 3: 10, 4: 10, 5: 10, 6: 10, 7: 10}, m)
 }

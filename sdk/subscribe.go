@@ -53,7 +53,8 @@ func (s *pushStream) next(ctx context.Context) (response, error) {
 }
 
 // openStream sends a subscribe built by build and registers its stream.
-// The in-flight token is held until the subscription's final frame.
+// The in-flight token is given back once the frame is sent: the server
+// serves a subscription outside its request slots.
 func (c *conn) openStream(ctx context.Context, build func(api.Frame) error, maxTailBytes uint32) (uint64, *pushStream, error) {
 	select {
 	case c.sem <- struct{}{}:
@@ -84,6 +85,8 @@ func (c *conn) openStream(ctx context.Context, build func(api.Frame) error, maxT
 	}
 	select {
 	case c.out <- outFrame{msg: msg}:
+		// The server holds no request slot for a subscription.
+		<-c.sem
 		return id, st, nil
 	case <-ctx.Done():
 		c.forget(id)

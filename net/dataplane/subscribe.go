@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 
@@ -159,21 +160,35 @@ func (c *conn) dispatchSubscribe(req request) (*response, error) {
 	}
 }
 
-// subscribe runs one subscription until unsubscribe, an error, Shutdown or
-// the connection's end: it fetches what is readable from the position,
-// within the credit, and queues it as push frames (which hold no request
-// slot). Its final frame, the request's answer, is a push without records,
-// with the error that ended it, if any.
+// subscribe starts one subscription on its own goroutine and answers
+// nothing: a subscription holds no request slot, so a consumer may keep
+// more of them open than MaxInFlightPerConn. The goroutine runs until
+// unsubscribe, an error, Shutdown or the connection's end: it fetches what
+// is readable from the position, within the credit, and queues it as push
+// frames. Its final frame is a push without records, with the error that
+// ended it, if any.
 func (c *conn) subscribe(req request, s *subReq) (*response, error) {
 	ctx, cancel := context.WithCancel(c.pollCtx)
-	defer cancel()
-	stop := context.AfterFunc(c.srv.drainCtx, cancel)
-	defer stop()
 	sub := &subscription{credit: int64(s.credit), more: make(chan struct{}, 1), cancel: cancel}
 	if !c.subs.add(req.corrID, sub) {
+		cancel()
 		return c.pushFrame(req, s, nil, api.NewError(api.CodeInvalidRequest, "subscription %d already exists", req.corrID))
 	}
-	defer c.subs.remove(req.corrID)
+	// handle is counted in c.handlers, so this Add precedes its Wait.
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		defer cancel()
+		defer c.subs.remove(req.corrID)
+		c.push(ctx, req, s, sub)
+	}()
+	return &response{}, nil
+}
+
+// push runs a subscription; see subscribe.
+func (c *conn) push(ctx context.Context, req request, s *subReq, sub *subscription) {
+	stop := context.AfterFunc(c.srv.drainCtx, sub.cancel)
+	defer stop()
 	offset := s.offset
 	var berr error
 	for {
@@ -199,21 +214,31 @@ func (c *conn) subscribe(req request, s *subReq) (*response, error) {
 			break
 		}
 		sub.spend(n)
-		r, err := c.pushFrame(req, s, res, nil)
-		if err != nil {
-			if r != nil {
-				r.release()
-			}
-			return nil, err
+		if !c.sendPush(req, s, res, nil) {
+			return
 		}
-		r.push = true
-		c.out <- r
 		offset = next
 	}
 	if berr == nil && c.srv.shutting.Load() {
 		berr = api.NewError(api.CodeShuttingDown, "server is shutting down")
 	}
-	return c.pushFrame(req, s, nil, berr)
+	c.sendPush(req, s, nil, berr)
+}
+
+// sendPush queues a push frame for the writer; false when it could not be
+// built (the connection is then closed).
+func (c *conn) sendPush(req request, s *subReq, res *engine.FetchResult, berr error) bool {
+	r, err := c.pushFrame(req, s, res, berr)
+	if err != nil {
+		if r != nil {
+			r.release()
+		}
+		c.forceClose(fmt.Errorf("build push frame: %w", err))
+		return false
+	}
+	r.push = true
+	c.out <- r
+	return true
 }
 
 // nextOffset returns the offset after the last whole batch in bufs (from
