@@ -27,6 +27,7 @@ type benchFlags struct {
 	batchBytes  int
 	linger      time.Duration
 	inFlight    int
+	bufferBytes int
 	syncPolicy  string
 	duration    time.Duration
 	count       int64
@@ -107,6 +108,7 @@ func newBenchCommand(g *globals) *cobra.Command {
 	fl.IntVar(&f.batchBytes, "batch-bytes", sdk.DefaultBatchBytes, "BatchProducer batch size bound in bytes")
 	fl.DurationVar(&f.linger, "linger", sdk.DefaultLinger, "BatchProducer linger: how long a batch waits for more records (0: send at once)")
 	fl.IntVar(&f.inFlight, "in-flight", sdk.DefaultMaxInFlight, "batches in flight per producer (over all partitions; one per partition)")
+	fl.IntVar(&f.bufferBytes, "buffer-bytes", sdk.DefaultBufferBytes, "BatchProducer buffer per producer in bytes: records accepted and not yet acknowledged (Send blocks beyond it)")
 	fl.StringVar(&f.syncPolicy, "sync-policy", "every-batch", "sync policy of the topic sq bench creates: every-batch, none, or an interval N / Nms")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "how long to publish (ignored with --count)")
 	fl.Int64Var(&f.count, "count", 0, "records to publish in total (instead of --duration)")
@@ -130,7 +132,7 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 	positive := []struct {
 		name string
 		v    int
-	}{{"producers", f.producers}, {"partitions", f.partitions}, {"batch-bytes", f.batchBytes}, {"in-flight", f.inFlight}}
+	}{{"producers", f.producers}, {"partitions", f.partitions}, {"batch-bytes", f.batchBytes}, {"in-flight", f.inFlight}, {"buffer-bytes", f.bufferBytes}}
 	for _, p := range positive {
 		if p.v < 1 {
 			errs = append(errs, fmt.Errorf("--%s must be at least 1, got %d", p.name, p.v))
@@ -240,6 +242,7 @@ func benchConditions(f benchFlags, lim sdk.Limits) BenchConditions {
 		BatchBytes:      min(f.batchBytes, int(lim.MaxBatchBytes)),
 		LingerMs:        float64(f.linger) / float64(time.Millisecond),
 		InFlight:        f.inFlight,
+		BufferBytes:     f.bufferBytes,
 		SyncPolicy:      f.syncPolicy,
 		Partitions:      f.partitions,
 		Producers:       f.producers,

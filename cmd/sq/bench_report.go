@@ -19,7 +19,8 @@ type BenchConditions struct {
 	RecordSizeBytes int     `json:"record_size_bytes"` // value bytes per record
 	BatchBytes      int     `json:"batch_bytes"`       // BatchProducer batch bound
 	LingerMs        float64 `json:"linger_ms"`
-	InFlight        int     `json:"in_flight"` // batches in flight per producer
+	InFlight        int     `json:"in_flight"`    // batches in flight per producer
+	BufferBytes     int     `json:"buffer_bytes"` // BatchProducer buffer per producer
 	SyncPolicy      string  `json:"sync_policy"`
 	Partitions      int     `json:"partitions"`
 	Producers       int     `json:"producers"`
@@ -149,8 +150,8 @@ func printBench(w io.Writer, r *BenchResult) {
 		rate = commas(r.RateTarget) + " records/s (latency from the intended send time)"
 	}
 	fmt.Fprintf(w, "conditions: record size %d B, batch %d B, linger %gms, in-flight %d, sync policy %s, "+
-		"partitions %d, producers %d, consumers %d, keys %d, rate %s, %d CPUs, %s, I/O backend %s, server %s\n",
-		r.RecordSizeBytes, r.BatchBytes, r.LingerMs, r.InFlight, r.SyncPolicy, r.Partitions, r.Producers,
+		"buffer %d B, partitions %d, producers %d, consumers %d, keys %d, rate %s, %d CPUs, %s, I/O backend %s, server %s\n",
+		r.RecordSizeBytes, r.BatchBytes, r.LingerMs, r.InFlight, r.SyncPolicy, r.BufferBytes, r.Partitions, r.Producers,
 		r.Consumers, r.Keys, rate, r.CPUs, r.GoVersion, r.IOBackend, r.ServerVersion)
 	if r.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d records failed; first: %s\n", r.Errors, r.FirstError)

@@ -150,6 +150,7 @@ func (b *benchRun) producer(ctx context.Context, id int, n int64, start time.Tim
 		Linger:         benchLinger(b.f.linger),
 		BatchBytes:     b.f.batchBytes,
 		MaxInFlight:    b.f.inFlight,
+		BufferBytes:    b.f.bufferBytes,
 		OnAck: func(a sdk.BatchAck) {
 			now := time.Now().UnixNano()
 			vals := make([][]byte, len(a.Messages))
