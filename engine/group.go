@@ -102,6 +102,7 @@ type group struct {
 	generation int32
 	members    map[string]*member
 	sig        string // sorted member ids at the last generation bump
+	deleted    bool   // removed by DeleteGroup: look the group up again
 }
 
 // coordinator runs the groups of one engine. Assignment follows the
@@ -178,6 +179,22 @@ func (c *coordinator) snapshot() []*group {
 	return out
 }
 
+// lock returns the group locked, creating it when create is set (nil
+// when it does not exist). A group deleted meanwhile is looked up again.
+func (c *coordinator) lock(name string, create bool) *group {
+	for {
+		g := c.get(name, create)
+		if g == nil {
+			return nil
+		}
+		g.mu.Lock()
+		if !g.deleted {
+			return g
+		}
+		g.mu.Unlock()
+	}
+}
+
 // get returns the group, creating it when create is set.
 func (c *coordinator) get(name string, create bool) *group {
 	c.mu.Lock()
@@ -225,8 +242,7 @@ func (e *Engine) JoinGroup(groupID, memberID, clientID string, topics []string, 
 	}
 	c := e.coord()
 	c.startReaper()
-	g := c.get(groupID, true)
-	g.mu.Lock()
+	g := c.lock(groupID, true)
 	defer g.mu.Unlock()
 	m := g.members[memberID]
 	if memberID != "" && m == nil {
@@ -256,11 +272,10 @@ func (e *Engine) Heartbeat(groupID, memberID string, generation int32, owned Gro
 		return JoinResult{}, err
 	}
 	c := e.coord()
-	g := c.get(groupID, false)
+	g := c.lock(groupID, false)
 	if g == nil {
 		return JoinResult{}, api.NewError(api.CodeFencedGeneration, "group %q has no member %q; join again", groupID, memberID)
 	}
-	g.mu.Lock()
 	defer g.mu.Unlock()
 	m := g.members[memberID]
 	if m == nil {
@@ -293,11 +308,10 @@ func (e *Engine) LeaveGroup(groupID, memberID string) error {
 	if err := validateGroup(groupID); err != nil {
 		return err
 	}
-	g := e.coord().get(groupID, false)
+	g := e.coord().lock(groupID, false)
 	if g == nil {
 		return nil
 	}
-	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.members[memberID]; ok {
 		delete(g.members, memberID)

@@ -138,8 +138,7 @@ func (e *Engine) ResetOffsets(name, topicName string, mode ResetMode, value int6
 	if err != nil {
 		return nil, err
 	}
-	g := e.coord().get(name, true)
-	g.mu.Lock()
+	g := e.coord().lock(name, true)
 	defer g.mu.Unlock()
 	if len(g.members) > 0 {
 		return nil, api.NewError(api.CodeGroupRebalancing, "group %q has %d members; offsets can be reset only while it has none", name, len(g.members))
@@ -181,8 +180,7 @@ func (e *Engine) DeleteGroup(name string) error {
 		return err
 	}
 	c := e.coord()
-	g := c.get(name, true)
-	g.mu.Lock()
+	g := c.lock(name, true)
 	defer g.mu.Unlock()
 	if len(g.members) > 0 {
 		return api.NewError(api.CodeGroupRebalancing, "group %q has %d members; it can be deleted only while it has none", name, len(g.members))
@@ -190,6 +188,7 @@ func (e *Engine) DeleteGroup(name string) error {
 	if err := e.offsets.commit(offsetRecord{Group: name, Deleted: true}); err != nil {
 		return err
 	}
+	g.deleted = true
 	c.mu.Lock()
 	if c.groups[name] == g {
 		delete(c.groups, name)

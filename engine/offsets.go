@@ -302,9 +302,8 @@ func (e *Engine) CommitOffsets(group, memberID string, generation int32, offsets
 	}
 	// The group's lock spans the check and the write, so a commit is
 	// never stored for a generation that has already ended.
-	g := e.coord().get(group, false)
+	g := e.coord().lock(group, false)
 	if g != nil {
-		g.mu.Lock()
 		defer g.mu.Unlock()
 	}
 	m, err := fenceCommit(g, group, memberID, generation)
