@@ -222,19 +222,58 @@ func (s *Subscription) Grant(ctx context.Context, n uint32) error {
 	})
 }
 
-// Close ends the subscription (unsubscribe) and waits for the server's
-// answer. Pushes not yet returned by Next are dropped.
+// Close ends the subscription (unsubscribe). It does not wait for the
+// server's answer; pushes not yet returned by Next are dropped.
 func (s *Subscription) Close(ctx context.Context) error {
 	if s.cn.broken() {
 		return nil
 	}
-	_, err := s.cn.roundTrip(ctx, func(f api.Frame) error {
+	return s.cn.sendNoWait(ctx, func(f api.Frame) error {
 		r, err := f.NewUnsubscribeRequest()
 		if err != nil {
 			return err
 		}
 		r.SetSubscriptionId(s.id)
 		return nil
-	}, nil, 0)
-	return err
+	})
+}
+
+// sendNoWait sends a request whose response is read and dropped by the
+// reader, without waiting for it.
+func (c *conn) sendNoWait(ctx context.Context, build func(api.Frame) error) error {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return c.failure()
+	}
+	cl := &call{ch: make(chan response, 1)}
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		<-c.sem
+		return c.failure()
+	}
+	id := c.nextID
+	c.nextID++
+	c.pending[id] = cl
+	c.mu.Unlock()
+	msg, f, err := api.NewFrameMessage(id)
+	if err == nil {
+		err = build(f)
+	}
+	if err != nil {
+		c.forget(id)
+		return fmt.Errorf("sdk: encode request: %w", err)
+	}
+	select {
+	case c.out <- outFrame{msg: msg}:
+		return nil
+	case <-ctx.Done():
+		c.forget(id)
+		return ctx.Err()
+	case <-c.done:
+		return c.failure()
+	}
 }
