@@ -25,6 +25,12 @@
 //	# keep reading new records until Ctrl-C
 //	SQ_SERVER=10.0.0.1:6064 sq consume --topic orders --from latest --follow
 //
+//	# consumer groups: members, assignment, committed offsets and lag
+//	sq group list
+//	sq group describe billing
+//	sq group reset-offsets billing --topic orders --to earliest
+//	sq group delete billing
+//
 // What only the gRPC control plane offers (sq topic alter, sq cluster info)
 // goes to --control, else SQ_CONTROL, else 127.0.0.1:6060 (the default of
 // sq-server --grpc-host):
