@@ -105,7 +105,7 @@ func (bp *BatchProducer) publish(tp topicPartition, data []byte) (PublishResult,
 			return res, nil
 		}
 		if errors.Is(err, api.ErrUnknownTopic) || errors.Is(err, api.ErrUnknownPartition) {
-			bp.p.invalidate(tp.topic)
+			bp.forgetTopic(tp.topic)
 		}
 		if !bp.p.retry(ctx, err, attempt, fmt.Sprintf("publish %s/%d", tp.topic, tp.partition)) {
 			return PublishResult{}, err
