@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,6 +38,7 @@ type benchFlags struct {
 	quiet       bool
 	keepTopic   bool
 	drainWindow time.Duration
+	cpuProfile  string
 }
 
 const benchLong = `Measure SQ end to end: producers publish with sdk.BatchProducer and
@@ -117,6 +119,7 @@ func newBenchCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.plotFile, "plot", "", "draw throughput over time and latency distributions to this PNG file")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fl.BoolVar(&f.keepTopic, "keep-topic", false, "do not delete the topic sq bench created")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of sq bench itself (the client side) to this file (go tool pprof)")
 	fl.DurationVar(&f.drainWindow, "drain-timeout", 30*time.Second, "how long consumers may take to read the last records after publishing ends")
 	return cmd
 }
@@ -181,6 +184,17 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 		progress = g.stderr
 	}
 	b := newBenchRun(addr, f, progress)
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	res, err := b.run(ctx)
 	if err != nil {
 		return err
