@@ -313,56 +313,41 @@ func (b *Builder) Reset() {
 
 // Build encodes the added records as one batch with baseOffset 0, leader
 // epoch 0, producerId -1, and a valid CRC. It fails with no records.
+//
+// The records are encoded in place in the returned buffer, sized by
+// EstimatedSize (an upper bound), so the batch is neither copied out of an
+// arena nor grown while it is built. Should the bound ever be short, the
+// encoding falls back to a pooled, growable arena and one copy.
 func (b *Builder) Build() ([]byte, error) {
 	if len(b.recs) == 0 {
 		return nil, fmt.Errorf("batch: build: no records")
 	}
-	// A pooled, growable arena; the batch is copied out of it once below.
-	msg, seg, err := capnp.NewMessage(capnp.SingleSegment(nil))
-	if err != nil {
-		return nil, err
+	out := make([]byte, b.EstimatedSize())
+	body := out[HeaderSize+8 : HeaderSize+8 : len(out)]
+	_, seg, err := capnp.NewMessage(capnp.SingleSegment(body))
+	if err == nil {
+		err = b.encode(seg)
 	}
-	defer msg.Release()
-	rs, err := api.NewRootRecordSet(seg)
-	if err != nil {
-		return nil, err
-	}
-	list, err := rs.NewRecords(int32(len(b.recs)))
-	if err != nil {
-		return nil, err
-	}
-	for i, p := range b.recs {
-		r := list.At(i)
-		r.SetOffsetDelta(uint32(i))
-		r.SetTimestampDelta(p.ts - b.firstTs)
-		if p.key != nil {
-			if err := r.SetKey(p.key); err != nil {
-				return nil, err
-			}
+	var data []byte
+	if err == nil {
+		data = seg.Data()
+		out = out[:HeaderSize+8+len(data)]
+	} else {
+		// The in-place arena cannot grow: encode again in a growable one.
+		pm, pseg, perr := capnp.NewMessage(capnp.SingleSegment(nil))
+		if perr != nil {
+			return nil, perr
 		}
-		if err := r.SetValue(nonNil(p.value)); err != nil {
+		defer pm.Release()
+		if err := b.encode(pseg); err != nil {
 			return nil, err
 		}
-		if len(p.headers) > 0 {
-			hl, err := r.NewHeaders(int32(len(p.headers)))
-			if err != nil {
-				return nil, err
-			}
-			for j, h := range p.headers {
-				if err := hl.At(j).SetKey(h.Key); err != nil {
-					return nil, err
-				}
-				if err := hl.At(j).SetValue(nonNil(h.Value)); err != nil {
-					return nil, err
-				}
-			}
-		}
+		data = pseg.Data()
+		out = make([]byte, HeaderSize+8+len(data))
+		copy(out[HeaderSize+8:], data)
 	}
-	data := seg.Data()
-	out := make([]byte, HeaderSize+8+len(data))
 	binary.LittleEndian.PutUint32(out[HeaderSize:], 0)
 	binary.LittleEndian.PutUint32(out[HeaderSize+4:], uint32(len(data)/8))
-	copy(out[HeaderSize+8:], data)
 	h := Header{
 		BatchLength:     uint32(len(out) - LengthFieldEnd),
 		Magic:           Magic,
@@ -377,6 +362,46 @@ func (b *Builder) Build() ([]byte, error) {
 	putHeader(out, h)
 	binary.LittleEndian.PutUint32(out[offCRC:], Checksum(out))
 	return out, nil
+}
+
+// encode writes the added records as a RecordSet rooted in seg's message.
+func (b *Builder) encode(seg *capnp.Segment) error {
+	rs, err := api.NewRootRecordSet(seg)
+	if err != nil {
+		return err
+	}
+	list, err := rs.NewRecords(int32(len(b.recs)))
+	if err != nil {
+		return err
+	}
+	for i, p := range b.recs {
+		r := list.At(i)
+		r.SetOffsetDelta(uint32(i))
+		r.SetTimestampDelta(p.ts - b.firstTs)
+		if p.key != nil {
+			if err := r.SetKey(p.key); err != nil {
+				return err
+			}
+		}
+		if err := r.SetValue(nonNil(p.value)); err != nil {
+			return err
+		}
+		if len(p.headers) > 0 {
+			hl, err := r.NewHeaders(int32(len(p.headers)))
+			if err != nil {
+				return err
+			}
+			for j, h := range p.headers {
+				if err := hl.At(j).SetKey(h.Key); err != nil {
+					return err
+				}
+				if err := hl.At(j).SetValue(nonNil(h.Value)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // nonNil returns b, or an empty non-nil slice so capnp stores an empty
