@@ -60,11 +60,12 @@ type BatchProducerConfig struct {
 
 	// OnError is called once per batch that failed for good (after the
 	// retries), with its records. It runs on the partition's sender
-	// goroutine: a slow OnError delays that partition. Default: the failure
-	// is logged to Logger.
+	// goroutine: a slow OnError delays that partition. It may call Send
+	// (the batch's buffer space is already free); Flush and Close return
+	// only after it. Default: the failure is logged to Logger.
 	OnError func(BatchError)
 	// OnAck, when set, is called once per acknowledged batch, in offset
-	// order per partition, on the partition's sender goroutine.
+	// order per partition, on the partition's sender goroutine, as OnError.
 	OnAck func(BatchAck)
 }
 
@@ -372,13 +373,25 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// release returns the buffer space of finished records and wakes waiters.
-// Called with bp.mu held.
-func (bp *BatchProducer) release(msgs []ProducerMessage) {
+// releaseBytes returns the buffer space of finished records and wakes the
+// Sends waiting for it. Called with bp.mu held, before the callbacks, so a
+// callback may Send.
+func (bp *BatchProducer) releaseBytes(msgs []ProducerMessage) {
 	for i := range msgs {
 		bp.buffered -= recordEstimate(&msgs[i])
 	}
-	bp.records -= len(msgs)
+	bp.notify()
+}
+
+// releaseRecords counts n records finished once their callback returned,
+// so Flush and Close return after the callbacks. Called with bp.mu held.
+func (bp *BatchProducer) releaseRecords(n int) {
+	bp.records -= n
+	bp.notify()
+}
+
+// notify wakes every waiter on bp.changed. Called with bp.mu held.
+func (bp *BatchProducer) notify() {
 	close(bp.changed)
 	bp.changed = make(chan struct{})
 }

@@ -82,6 +82,9 @@ func (bp *BatchProducer) sendBatch(tp topicPartition, msgs []ProducerMessage, b 
 		res, err = bp.publish(tp, data)
 	}
 	<-bp.sem
+	bp.mu.Lock()
+	bp.releaseBytes(msgs)
+	bp.mu.Unlock()
 	switch {
 	case err != nil && bp.cfg.OnError != nil:
 		bp.cfg.OnError(BatchError{Topic: tp.topic, Partition: tp.partition, Messages: msgs, Err: err})
@@ -91,7 +94,7 @@ func (bp *BatchProducer) sendBatch(tp topicPartition, msgs []ProducerMessage, b 
 		bp.cfg.OnAck(BatchAck{Topic: tp.topic, Partition: tp.partition, BaseOffset: res.BaseOffset, Durability: res.Durability, Messages: msgs})
 	}
 	bp.mu.Lock()
-	bp.release(msgs)
+	bp.releaseRecords(len(msgs))
 	bp.mu.Unlock()
 }
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -317,5 +318,44 @@ func TestBatchProducerKeylessRecordsFormBatches(t *testing.T) {
 		if got := len(s.records("t", p)); got != 25 {
 			t.Errorf("partition %d holds %d records, want 25", p, got)
 		}
+	}
+}
+
+// TestBatchProducerCallbackMaySend checks that OnAck can Send even when the
+// buffer has room for one record only: the acknowledged batch's space is
+// freed before its callback runs, and Flush waits for the callbacks.
+func TestBatchProducerCallbackMaySend(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	value := make([]byte, 100)
+	var (
+		bp     *BatchProducer
+		acks   atomic.Int32
+		sendMu sync.Mutex
+	)
+	const follow = 5
+	bp = newTestBatchProducer(t, s, func(c *BatchProducerConfig) {
+		c.BufferBytes = recordEstimate(&ProducerMessage{Value: value})
+		c.Linger = -1
+		c.OnAck = func(a BatchAck) {
+			if acks.Add(1) <= follow {
+				sendMu.Lock()
+				defer sendMu.Unlock()
+				if err := bp.Send(context.Background(), "t", nil, value); err != nil {
+					t.Errorf("Send from OnAck: %v", err)
+				}
+			}
+		}
+	})
+	ctx := testCtx(t)
+	if err := bp.Send(ctx, "t", nil, value); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the follow-up records", func() bool { return acks.Load() > follow })
+	if err := bp.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(s.records("t", 0)); got != follow+1 {
+		t.Fatalf("%d records stored, want %d", got, follow+1)
 	}
 }
