@@ -144,6 +144,7 @@ type bpPartition struct {
 	bytes   int       // encoded estimate of open, with batch overhead
 	first   time.Time // when open got its first record
 	lastLen int       // records of the last closed batch
+	busy    int       // batches taken by the sender and not yet published
 	closed  [][]ProducerMessage
 	wake    chan struct{} // buffered 1
 }
