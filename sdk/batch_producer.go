@@ -108,10 +108,12 @@ type BatchAck struct {
 // partition's batch is closed, then move to the next partition (the sticky
 // partitioner of KIP-480), so they form large batches.
 //
-// Ordering: each partition has one sender goroutine with at most one batch
-// in flight, and a batch is retried (Retries, with backoff) before the
-// next one of its partition is sent, so the records of one partition are
-// stored in the order of their Send calls. Delivery is at-least-once: when
+// Ordering: each partition has a sender goroutine, which closes and
+// encodes its batches in order (the next full batch while the previous one
+// is in flight), and a publisher goroutine with at most one batch in
+// flight; a batch is retried (Retries, with backoff) before the next one of
+// its partition is sent, so the records of one partition are stored in the
+// order of their Send calls. Delivery is at-least-once: when
 // a connection is lost after the server appended a batch, the retry stores
 // it again, right after the first copy.
 //
