@@ -444,6 +444,7 @@ func (bp *BatchProducer) Close() error {
 		return nil
 	}
 	bp.closed = true
+	bp.notify() // Sends waiting for buffer space fail with ErrClosed now
 	bp.mu.Unlock()
 	_ = bp.Flush(context.Background())
 	bp.cancel()
