@@ -17,6 +17,7 @@ var forbidden = map[string][]string{
 	"segment":       {"engine", "net", "control", "gossip", "tier", "cmd", "sdk"},
 	"ring":          {"segment", "engine", "net", "control", "gossip", "tier", "cmd", "sdk", "api"},
 	"net/dataplane": {"cmd", "sdk", "control", "gossip"},
+	"control":       {"cmd", "sdk", "net", "gossip"},
 }
 
 func TestImportRules(t *testing.T) {
