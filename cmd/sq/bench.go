@@ -46,10 +46,13 @@ consumers read with fetch, over real connections to the server.
 
 Modes (the first argument, default e2e):
   produce  only publish; reports publish throughput and ack latency.
-  consume  publish --count records first (not timed), then read them all back
-           from offset 0 with --consumers; reports catch-up read throughput.
-  e2e      publish and consume at once; reports both throughputs, the ack
-           latency and the end-to-end latency (send to receipt by a consumer).
+  consume  publish --count records first (not timed), then read the whole
+           topic back (log start to high watermark) with --consumers;
+           reports catch-up read throughput.
+  e2e      publish and consume at once (consumers start at the end of the
+           topic, so they read this run's records); reports both throughputs,
+           the ack latency and the end-to-end latency (send to receipt by a
+           consumer).
 
 The run publishes for --duration, or --count records in total when --count is
 set. With --rate R the producers offer a fixed load of R records/s in total,

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,8 +74,10 @@ func newBenchRun(addr string, f benchFlags, progress io.Writer) *benchRun {
 	return &benchRun{addr: addr, f: f, progress: progress, ack: newHist(), e2e: newHist()}
 }
 
+// fail records a failure of n records (at least one, so a failed run never
+// reports zero errors).
 func (b *benchRun) fail(n int64, err error) {
-	b.errs.Add(n)
+	b.errs.Add(max(n, 1))
 	s := err.Error()
 	b.firstErr.CompareAndSwap(nil, &s)
 }
@@ -233,14 +236,19 @@ func benchKeys(n, id int) [][]byte {
 // benchConsumers are the consumer goroutines of a run.
 type benchConsumers struct {
 	clients []*sdk.Client
-	stop    chan struct{}
+	catchUp bool          // consume mode: readers end at the high watermark
+	stop    chan struct{} // closed by drain
+	readers chan struct{} // closed when every reader has returned
 	wg      sync.WaitGroup
 }
 
 // startConsumers connects --consumers clients and starts one reader per
-// partition, from offset 0.
+// partition. In e2e mode a reader starts at the partition's high watermark
+// (only this run's records) and runs until drain stops it; in consume mode
+// it reads from the log start up to the high watermark at its start (the
+// whole log, catch-up) and then ends.
 func (b *benchRun) startConsumers(ctx context.Context) (*benchConsumers, error) {
-	bc := &benchConsumers{stop: make(chan struct{})}
+	bc := &benchConsumers{stop: make(chan struct{}), readers: make(chan struct{})}
 	for i := range b.f.consumers {
 		c, err := sdk.Dial(ctx, sdk.ClientConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-consumer-%d", i)})
 		if err != nil {
@@ -249,18 +257,33 @@ func (b *benchRun) startConsumers(ctx context.Context) (*benchConsumers, error) 
 		}
 		bc.clients = append(bc.clients, c)
 	}
-	for p := range b.f.partitions {
-		c := bc.clients[p%len(bc.clients)]
-		bc.wg.Go(func() { b.consume(ctx, c, uint32(p), bc.stop) })
+	ti, err := bc.clients[0].DescribeTopic(ctx, b.f.topic)
+	if err != nil {
+		bc.close()
+		return nil, fmt.Errorf("describe topic %s: %w", b.f.topic, err)
 	}
+	bc.catchUp = b.f.mode == "consume"
+	for _, pi := range ti.PartitionInfos {
+		c := bc.clients[int(pi.Partition)%len(bc.clients)]
+		from, to := pi.HighWatermark, uint64(math.MaxUint64)
+		if bc.catchUp {
+			from, to = pi.LogStartOffset, pi.HighWatermark
+		}
+		bc.wg.Go(func() { b.consume(ctx, c, pi.Partition, from, to, bc.stop) })
+	}
+	go func() {
+		bc.wg.Wait()
+		close(bc.readers)
+	}()
 	return bc, nil
 }
 
-// consume reads partition p from offset 0 until stop is closed.
-func (b *benchRun) consume(ctx context.Context, c *sdk.Client, p uint32, stop <-chan struct{}) {
-	var off uint64
+// consume reads partition p from offset from until offset to or until
+// stop is closed.
+func (b *benchRun) consume(ctx context.Context, c *sdk.Client, p uint32, from, to uint64, stop <-chan struct{}) {
+	off := from
 	vals := make([][]byte, 0, 1024)
-	for {
+	for off < to {
 		select {
 		case <-stop:
 			return
@@ -288,17 +311,32 @@ func (b *benchRun) consume(ctx context.Context, c *sdk.Client, p uint32, stop <-
 	}
 }
 
-// drain waits until the consumers have read every acknowledged record, or
-// until window passes, then stops them.
+// drain waits until the consumers have read every record of the run (e2e:
+// every acknowledged record; consume: every partition up to its high
+// watermark), or until window passes, then stops them.
 func (bc *benchConsumers) drain(b *benchRun, window time.Duration) {
-	deadline := time.Now().Add(window)
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for b.consumed.Load() < b.produced.Load() && time.Now().Before(deadline) {
-		<-t.C
-	}
-	if c, p := b.consumed.Load(), b.produced.Load(); c < p {
-		b.fail(0, fmt.Errorf("consumers read %d of %d records within --drain-timeout %v", c, p, window))
+	deadline := time.NewTimer(window)
+	defer deadline.Stop()
+	if bc.catchUp {
+		select {
+		case <-bc.readers:
+		case <-deadline.C:
+			b.fail(0, fmt.Errorf("consumers did not read the log within --drain-timeout %v", window))
+		}
+	} else {
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+	wait:
+		for b.consumed.Load() < b.produced.Load() {
+			select {
+			case <-t.C:
+			case <-deadline.C:
+				break wait
+			}
+		}
+		if c, p := b.consumed.Load(), b.produced.Load(); c < p {
+			b.fail(0, fmt.Errorf("consumers read %d of %d records within --drain-timeout %v", c, p, window))
+		}
 	}
 	close(bc.stop)
 	bc.wg.Wait()

@@ -46,6 +46,8 @@ func TestBenchSmoke(t *testing.T) {
 				Published     int64   `json:"published_records"`
 				Errors        int64   `json:"errors"`
 				SyncPolicy    string  `json:"sync_policy"`
+				Consumed      int64   `json:"consumed_records"`
+				ConsumeRate   float64 `json:"consume_records_per_sec"`
 				CPUs          int     `json:"cpus"`
 				Ack           *struct {
 					P50, P99, Max float64
@@ -57,6 +59,9 @@ func TestBenchSmoke(t *testing.T) {
 			if res.RecordsPerSec <= 0 || res.MBPerSec <= 0 || res.Published != 2000 || res.Errors != 0 ||
 				res.Ack == nil || res.Ack.Max <= 0 || res.SyncPolicy == "" || res.CPUs <= 0 {
 				t.Fatalf("--json result lacks figures:\n%s", data)
+			}
+			if tc.mode != "produce" && (res.Consumed != 2000 || res.ConsumeRate <= 0) {
+				t.Fatalf("--json result lacks consume figures:\n%s", data)
 			}
 			if st, err := os.Stat(plotFile); err != nil || st.Size() == 0 {
 				t.Fatalf("--plot file: %v", err)
