@@ -150,19 +150,26 @@ func (e *Engine) openTopic(m topicMeta) (*topic, error) {
 	return t, nil
 }
 
-// reportOrphanTopicDirs logs topic directories without metadata: the
-// remains of a create that crashed before its metadata was written. They
-// hold no acknowledged record and are removed by the next create of the
-// same name.
+// reportOrphanTopicDirs logs topic directories without metadata. An empty
+// one is the remains of a create that crashed before its metadata was
+// written (it holds no acknowledged record) and the next create of the
+// name replaces it. One that holds data lost its metadata file: it is
+// reported as an error and kept, and CreateTopic refuses the name.
 func (e *Engine) reportOrphanTopicDirs() {
 	ents, err := os.ReadDir(filepath.Join(e.opts.DataDir, "topics"))
 	if err != nil {
 		return
 	}
 	for _, ent := range ents {
-		if _, ok := e.topics[ent.Name()]; !ok {
-			e.log.Warn("ignoring topic directory without metadata", "path", filepath.Join(e.opts.DataDir, "topics", ent.Name()))
+		if _, ok := e.topics[ent.Name()]; ok {
+			continue
 		}
+		path := filepath.Join(e.opts.DataDir, "topics", ent.Name())
+		if dirHoldsData(path) {
+			e.log.Error("topic directory holds data but has no metadata; not served and kept as is (restore meta/topics/"+ent.Name()+".json, or move the directory away to reuse the name)", "path", path)
+			continue
+		}
+		e.log.Warn("ignoring empty topic directory without metadata (left by an interrupted create)", "path", path)
 	}
 }
 
@@ -212,8 +219,14 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 	if exists {
 		return TopicInfo{}, api.NewError(api.CodeTopicExists, "topic %q already exists", name)
 	}
-	// A directory without metadata is the remains of a crashed create.
+	// A directory without metadata is the remains of a crashed create,
+	// unless it holds data: then its metadata was lost, and replacing it
+	// would destroy acknowledged records.
 	dir := e.topicDir(name)
+	if dirHoldsData(dir) {
+		return TopicInfo{}, api.NewError(api.CodeTopicExists,
+			"topic directory %s holds data but has no metadata (meta/topics/%s.json missing or unreadable); restore the metadata file and restart, or move the directory away to reuse the name", dir, name)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return TopicInfo{}, storageError("create topic", err)
 	}

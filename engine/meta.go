@@ -141,20 +141,53 @@ func (e *Engine) loadTopicMetas() ([]topicMeta, error) {
 			e.log.Warn("ignoring unknown file in topic metadata directory", "path", path)
 			continue
 		}
-		data, err := os.ReadFile(path)
+		m, err := readTopicMeta(path, name)
 		if err != nil {
-			return nil, err
-		}
-		var m topicMeta
-		if err := json.Unmarshal(data, &m); err != nil {
-			return nil, fmt.Errorf("engine: topic metadata %s: %w", path, err)
-		}
-		if m.Name+".json" != name || ValidateTopicName(m.Name) != nil || m.Partitions < 1 || m.Partitions > MaxPartitions {
-			return nil, fmt.Errorf("engine: topic metadata %s: invalid name %q or partition count %d", path, m.Name, m.Partitions)
+			// One damaged metadata file must not take every other topic
+			// down: the topic is not served, its data is left untouched,
+			// and CreateTopic refuses the name while its directory holds
+			// data.
+			e.log.Error("topic metadata unreadable; topic not served (restore the file from a backup, or move the topic directory away to reuse the name)",
+				"path", path, "err", err)
+			continue
 		}
 		metas = append(metas, m)
 	}
 	return metas, nil
+}
+
+func readTopicMeta(path, name string) (topicMeta, error) {
+	var m topicMeta
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, err
+	}
+	if m.Name+".json" != name || ValidateTopicName(m.Name) != nil || m.Partitions < 1 || m.Partitions > MaxPartitions {
+		return m, fmt.Errorf("invalid name %q or partition count %d", m.Name, m.Partitions)
+	}
+	if _, err := ParseSyncPolicy(m.Config.SyncPolicy); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// dirHoldsData reports whether dir (a topic directory) holds a non-empty
+// segment file anywhere below it.
+func dirHoldsData(dir string) bool {
+	found := false
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || found || d.IsDir() || !strings.HasSuffix(path, ".log") {
+			return nil
+		}
+		if info, err := d.Info(); err == nil && info.Size() > 0 {
+			found = true
+		}
+		return nil
+	})
+	return found
 }
 
 // removeTemps deletes the engine's leftover temporary files in dir.
