@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"unicode/utf8"
+
 	"github.com/seedqueue/sq/api"
 )
 
@@ -25,7 +27,8 @@ func ValidateTopicName(name string) error {
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return api.NewError(api.CodeInvalidTopicName, "topic name %q has %q at position %d: only [a-zA-Z0-9._-] allowed", name, rune(c), i)
+			r, _ := utf8.DecodeRuneInString(name[i:])
+			return api.NewError(api.CodeInvalidTopicName, "topic name %q has %q at byte %d: only [a-zA-Z0-9._-] allowed", name, r, i)
 		}
 	}
 	return nil

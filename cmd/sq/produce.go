@@ -100,6 +100,7 @@ func runProduce(cmd *cobra.Command, g *globals, f produceFlags) error {
 		return api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0-%d, not %d", f.topic, info.Partitions-1, f.partition)
 	}
 	s := &produceSession{
+		addr:      addr,
 		p:         p,
 		topic:     f.topic,
 		sep:       []byte(f.keySeparator),
@@ -119,6 +120,7 @@ func runProduce(cmd *cobra.Command, g *globals, f produceFlags) error {
 
 // produceSession sends the records of one `sq produce` run.
 type produceSession struct {
+	addr      string // the server address, for error messages
 	p         *sdk.Producer
 	topic     string
 	sep       []byte
@@ -260,7 +262,7 @@ func (s *produceSession) send(ctx context.Context, c chunk) error {
 	for i, a := range acks {
 		if a.Err != nil {
 			if s.failed < maxPrintedErrors {
-				fmt.Fprintf(s.stderr, "sq: line %d: %v\n", c.lines[i], apiError("", a.Err))
+				fmt.Fprintf(s.stderr, "sq: line %d: %v\n", c.lines[i], apiError(s.addr, a.Err))
 			}
 			s.failed++
 			if first == nil {
