@@ -22,7 +22,7 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/sq-server ./cmd/sq
 
 run: build
-	./$(BIN)/sq-server serve
+	./$(BIN)/sq-server serve $(ARGS)
 
 test: check
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
