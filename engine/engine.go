@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seedqueue/sq/api"
@@ -44,11 +45,24 @@ type Engine struct {
 }
 
 type topic struct {
+	state atomic.Pointer[topicState] // replaced whole by AlterTopicConfig
+	parts []*partition
+	refs  *topicRefs // users of its files; see DeleteTopic
+}
+
+// topicState is a topic's persisted metadata and the batch limits derived
+// from it.
+type topicState struct {
 	meta   topicMeta
 	limits batch.Limits
-	parts  []*partition
-	refs   *topicRefs // users of its files; see DeleteTopic
 }
+
+func (e *Engine) newTopicState(m topicMeta) *topicState {
+	return &topicState{meta: m, limits: batch.Limits{MaxRecordBytes: int(m.Config.MaxRecordBytes), MaxBatchBytes: e.opts.MaxBatchBytes}}
+}
+
+// meta returns the topic's current metadata.
+func (t *topic) meta() topicMeta { return t.state.Load().meta }
 
 // Open locks opts.DataDir (creating it if needed), recovers every topic's
 // partitions and the group offsets, and returns the running engine. A
@@ -131,8 +145,8 @@ func (e *Engine) openTopic(m topicMeta) (*topic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: topic %s: %w", m.Name, err)
 	}
-	t := &topic{meta: m, limits: batch.Limits{MaxRecordBytes: int(m.Config.MaxRecordBytes), MaxBatchBytes: e.opts.MaxBatchBytes},
-		refs: newTopicRefs(e.log.Warn)}
+	t := &topic{refs: newTopicRefs(e.log.Warn)}
+	t.state.Store(e.newTopicState(m))
 	for i := 0; i < m.Partitions; i++ {
 		dir := filepath.Join(e.topicDir(m.Name), strconv.Itoa(i))
 		lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config))
@@ -265,7 +279,8 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 }
 
 func (t *topic) info(withPartitions bool) TopicInfo {
-	ti := TopicInfo{Name: t.meta.Name, PartitionCount: t.meta.Partitions, Config: t.meta.Config}
+	m := t.meta()
+	ti := TopicInfo{Name: m.Name, PartitionCount: m.Partitions, Config: m.Config}
 	if withPartitions {
 		for _, p := range t.parts {
 			ti.Partitions = append(ti.Partitions, p.info())
@@ -327,7 +342,7 @@ func (e *Engine) appendBatch(ctx context.Context, topicName string, partition in
 	if err != nil {
 		return AppendResult{}, err
 	}
-	h, err := batch.Validate(b, t.limits)
+	h, err := batch.Validate(b, t.state.Load().limits)
 	if err != nil {
 		if errors.Is(err, batch.ErrTooLarge) {
 			return AppendResult{}, api.NewError(api.CodeMessageTooLarge, "%v", err)

@@ -25,14 +25,15 @@ const (
 
 // partition owns one segment.Log and its append goroutine.
 type partition struct {
-	topic  string
-	id     int
-	dir    string
-	log    *segment.Log // nil when the partition failed to open
-	policy SyncPolicy
-	now    func() time.Time
-	logger *slog.Logger
-	obs    Observer // nil: none
+	topic         string
+	id            int
+	dir           string
+	log           *segment.Log // nil when the partition failed to open
+	policy        atomic.Pointer[SyncPolicy]
+	policyChanged chan struct{} // signals run to rebuild its sync ticker
+	now           func() time.Time
+	logger        *slog.Logger
+	obs           Observer // nil: none
 
 	reqs chan *appendReq
 	// mu guards closed against submitters, so that once closed is set no
@@ -66,13 +67,15 @@ type appendReq struct {
 
 func newPartition(topic string, id int, dir string, log *segment.Log, policy SyncPolicy, now func() time.Time, logger *slog.Logger) *partition {
 	p := &partition{
-		topic: topic, id: id, dir: dir, log: log, policy: policy, now: now,
-		logger: logger.With("topic", topic, "partition", id),
-		reqs:   make(chan *appendReq, appendQueueLen),
-		rolls:  make(chan chan rollResult),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		topic: topic, id: id, dir: dir, log: log, now: now,
+		policyChanged: make(chan struct{}, 1),
+		logger:        logger.With("topic", topic, "partition", id),
+		reqs:          make(chan *appendReq, appendQueueLen),
+		rolls:         make(chan chan rollResult),
+		stop:          make(chan struct{}),
+		done:          make(chan struct{}),
 	}
+	p.policy.Store(&policy)
 	ch := make(chan struct{})
 	p.notify.Store(&ch)
 	if log != nil {
@@ -131,12 +134,24 @@ func (p *partition) append(ctx context.Context, b []byte, count uint32) (AppendR
 // together, and syncs on the interval policy's timer.
 func (p *partition) run() {
 	defer close(p.done)
+	var ticker *time.Ticker
 	var tick <-chan time.Time
-	if p.policy.Mode == SyncInterval {
-		t := time.NewTicker(p.policy.Interval)
-		defer t.Stop()
-		tick = t.C
+	setTicker := func() {
+		if ticker != nil {
+			ticker.Stop()
+			ticker, tick = nil, nil
+		}
+		if pol := p.policy.Load(); pol.Mode == SyncInterval {
+			ticker = time.NewTicker(pol.Interval)
+			tick = ticker.C
+		}
 	}
+	setTicker()
+	defer func() {
+		if ticker != nil {
+			ticker.Stop()
+		}
+	}()
 	ckp := time.NewTicker(checkpointInterval)
 	defer ckp.Stop()
 	pending := make([]*appendReq, 0, 64)
@@ -152,6 +167,9 @@ func (p *partition) run() {
 			r <- p.rollNow()
 		case <-tick:
 			p.syncDirty()
+		case <-p.policyChanged:
+			setTicker()
+			p.syncDirty() // what was written under a laxer policy is synced now
 		case <-ckp.C:
 			p.checkpoint()
 		case <-p.stop:
@@ -211,7 +229,7 @@ func (p *partition) commit(pending []*appendReq) {
 		return
 	}
 	durability := DurabilityWritten
-	if p.policy.Mode == SyncEveryBatch {
+	if p.policy.Load().Mode == SyncEveryBatch {
 		start := time.Now()
 		err := p.log.Sync()
 		p.observeSync(start, len(pending), err)
@@ -233,6 +251,16 @@ func (p *partition) commit(pending []*appendReq) {
 		r.res = AppendResult{BaseOffset: next, RecordCount: r.count, LogAppendTime: appendTime, Durability: durability}
 		next += uint64(r.count)
 		close(r.done)
+	}
+}
+
+// setPolicy changes the sync policy; the append goroutine applies it from
+// its next commit and syncs what was written before.
+func (p *partition) setPolicy(pol SyncPolicy) {
+	p.policy.Store(&pol)
+	select {
+	case p.policyChanged <- struct{}{}:
+	default:
 	}
 }
 

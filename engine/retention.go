@@ -57,7 +57,7 @@ func (e *Engine) EnforceRetention() error {
 	var errs []error
 	for _, t := range topics {
 		for _, p := range t.parts {
-			if err := p.enforceRetention(t.meta.Config, now); err != nil {
+			if err := p.enforceRetention(t.meta().Config, now); err != nil {
 				errs = append(errs, err)
 			}
 		}

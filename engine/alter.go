@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"github.com/seedqueue/sq/api"
+)
+
+// TopicConfigChange lists the settings AlterTopicConfig changes; nil
+// fields keep their value. A field set to 0 returns to the server default,
+// as at create.
+type TopicConfigChange struct {
+	SyncPolicy     *string
+	SegmentBytes   *int64
+	RetentionBytes *int64
+	RetentionMs    *int64
+	MaxRecordBytes *int32
+	SegmentMs      *int64
+}
+
+// AlterTopicConfig changes settings of an existing topic, persists them
+// (the metadata file is replaced atomically) and applies them at once:
+// a new sync policy from the next commit (what was written under the old
+// one is synced then), retention and segment.ms from the next retention
+// pass, max.record.bytes from the next publish. segment.bytes is fixed at
+// create: changing it is INVALID_CONFIG. Errors: UNKNOWN_TOPIC,
+// INVALID_TOPIC_NAME, INVALID_CONFIG (nothing changes), STORAGE_ERROR.
+func (e *Engine) AlterTopicConfig(name string, change TopicConfigChange) (TopicInfo, error) {
+	e.createMu.Lock()
+	defer e.createMu.Unlock()
+	if e.isClosing() {
+		return TopicInfo{}, api.NewError(api.CodeShuttingDown, "server is shutting down")
+	}
+	t, err := e.topic(name)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	m := t.meta()
+	cfg := m.Config
+	if change.SegmentBytes != nil && *change.SegmentBytes != cfg.SegmentBytes {
+		return TopicInfo{}, api.NewError(api.CodeInvalidConfig, "segment.bytes is fixed when a topic is created (topic %q has %d)", name, cfg.SegmentBytes)
+	}
+	set(&cfg.SyncPolicy, change.SyncPolicy)
+	set(&cfg.RetentionBytes, change.RetentionBytes)
+	set(&cfg.RetentionMs, change.RetentionMs)
+	set(&cfg.MaxRecordBytes, change.MaxRecordBytes)
+	set(&cfg.SegmentMs, change.SegmentMs)
+	cfg, err = e.resolveConfig(cfg)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	policy, err := ParseSyncPolicy(cfg.SyncPolicy)
+	if err != nil {
+		return TopicInfo{}, api.NewError(api.CodeInvalidConfig, "%v", err)
+	}
+	m.Config = cfg
+	if err := e.writeTopicMeta(m); err != nil {
+		return TopicInfo{}, storageError("alter topic config", err)
+	}
+	t.state.Store(e.newTopicState(m))
+	for _, p := range t.parts {
+		if *p.policy.Load() != policy {
+			p.setPolicy(policy)
+		}
+	}
+	e.log.Info("topic config changed", "topic", name, "sync_policy", cfg.SyncPolicy,
+		"retention_ms", cfg.RetentionMs, "retention_bytes", cfg.RetentionBytes, "segment_ms", cfg.SegmentMs, "max_record_bytes", cfg.MaxRecordBytes)
+	return t.info(true), nil
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
