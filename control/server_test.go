@@ -237,7 +237,7 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 
 // mayBeUnimplemented lists the RPCs whose engine support is not in this
 // build yet.
-var mayBeUnimplemented = map[string]bool{"Topics.AlterTopicConfig": true}
+var mayBeUnimplemented = map[string]bool{}
 
 func contains(ss []string, s string) bool {
 	for _, x := range ss {
@@ -295,6 +295,14 @@ func TestInvalidRequestsChangeNothing(t *testing.T) {
 			_, err := topics.AlterTopicConfig(ctx, &sqv1.AlterTopicConfigRequest{Name: "keep", RetentionMs: proto.Int64(-7)})
 			return err
 		}, codes.InvalidArgument, "INVALID_CONFIG", "retention_ms -7"},
+		{"alter segment bytes", func() error {
+			_, err := topics.AlterTopicConfig(ctx, &sqv1.AlterTopicConfigRequest{Name: "keep", SegmentBytes: proto.Int64(2 << 20)})
+			return err
+		}, codes.InvalidArgument, "INVALID_CONFIG", "segment.bytes"},
+		{"alter bad sync policy", func() error {
+			_, err := topics.AlterTopicConfig(ctx, &sqv1.AlterTopicConfigRequest{Name: "keep", SyncPolicy: proto.String("often")})
+			return err
+		}, codes.InvalidArgument, "INVALID_CONFIG", "often"},
 		{"alter unknown topic", func() error {
 			_, err := topics.AlterTopicConfig(ctx, &sqv1.AlterTopicConfigRequest{Name: "nope", RetentionMs: proto.Int64(1000)})
 			return err
@@ -371,6 +379,9 @@ func TestInvalidRequestsChangeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c := d.Topic.Config; c.RetentionMs != engine.DefaultRetentionMs || c.SyncPolicy != "every-batch" {
+		t.Errorf("config after refused alters = %v", c)
+	}
 	if leo := d.Topic.Partitions[0].LogEndOffset; leo != 0 {
 		t.Errorf("log end offset = %d after refused publishes, want 0", leo)
 	}
@@ -396,4 +407,34 @@ func listServices(t *testing.T, conn *grpc.ClientConn) []string {
 		out = append(out, s.Name)
 	}
 	return out
+}
+
+func TestAlterTopicConfig(t *testing.T) {
+	n := startNode(t, control.Options{})
+	ctx := context.Background()
+	topics := sqv1.NewTopicsClient(n.conn)
+	if _, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "alt", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := topics.AlterTopicConfig(ctx, &sqv1.AlterTopicConfigRequest{Name: "alt", RetentionMs: proto.Int64(60000), SyncPolicy: proto.String("none")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Topic.Config; c.RetentionMs != 60000 || c.SyncPolicy != "none" || c.RetentionBytes != -1 {
+		t.Errorf("altered config = %v, want retention 60000, sync none, retention bytes unchanged (-1)", c)
+	}
+	d, err := topics.DescribeTopic(ctx, &sqv1.DescribeTopicRequest{Name: "alt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := d.Topic.Config; c.RetentionMs != 60000 || c.SyncPolicy != "none" {
+		t.Errorf("described config = %v after alter", c)
+	}
+	res, err := sqv1.NewMessagingClient(n.conn).Publish(ctx, &sqv1.PublishRequest{Topic: "alt", Partition: 1, Records: []*sqv1.Record{{Value: []byte("x")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Durability != sqv1.Durability_DURABILITY_WRITTEN {
+		t.Errorf("durability %v after altering the sync policy to none, want WRITTEN", res.Durability)
+	}
 }

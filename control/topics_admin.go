@@ -17,15 +17,17 @@ type TopicDeleter interface {
 	DeleteTopic(name string) error
 }
 
-// AlterTopicConfig implements sq.v1.Topics. The request is checked (name,
-// existence, values) before the engine is asked; this build's engine
-// cannot change a topic's config, so a valid request answers
-// Unimplemented.
+// TopicAlterer is implemented by engines that change a topic's config
+// (*engine.Engine does).
+type TopicAlterer interface {
+	AlterTopicConfig(name string, change engine.TopicConfigChange) (engine.TopicInfo, error)
+}
+
+// AlterTopicConfig implements sq.v1.Topics: the fields set in the request
+// change, the others keep their value. The request is checked (name,
+// values) before the engine is asked; segment_bytes is fixed at create.
 func (t *topicsService) AlterTopicConfig(_ context.Context, req *sqv1.AlterTopicConfigRequest) (*sqv1.AlterTopicConfigResponse, error) {
 	if err := engine.ValidateTopicName(req.Name); err != nil {
-		return nil, err
-	}
-	if _, err := t.s.eng().DescribeTopic(req.Name); err != nil {
 		return nil, err
 	}
 	cfg := engine.TopicConfig{SyncPolicy: req.GetSyncPolicy(), SegmentBytes: req.GetSegmentBytes(), RetentionBytes: req.GetRetentionBytes(),
@@ -38,7 +40,19 @@ func (t *topicsService) AlterTopicConfig(_ context.Context, req *sqv1.AlterTopic
 			return nil, api.NewError(api.CodeInvalidConfig, "%v", err)
 		}
 	}
-	return nil, status.Error(codes.Unimplemented, "AlterTopicConfig: changing a topic's config is not available in this build")
+	a, ok := t.s.eng().(TopicAlterer)
+	if !ok {
+		if _, err := t.s.eng().DescribeTopic(req.Name); err != nil {
+			return nil, err
+		}
+		return nil, status.Error(codes.Unimplemented, "AlterTopicConfig: changing a topic's config is not available in this build")
+	}
+	ti, err := a.AlterTopicConfig(req.Name, engine.TopicConfigChange{SyncPolicy: req.SyncPolicy, SegmentBytes: req.SegmentBytes,
+		RetentionBytes: req.RetentionBytes, RetentionMs: req.RetentionMs, MaxRecordBytes: req.MaxRecordBytes, SegmentMs: req.SegmentMs})
+	if err != nil {
+		return nil, err
+	}
+	return &sqv1.AlterTopicConfigResponse{Topic: t.s.topicInfoTo(ti)}, nil
 }
 
 // DeleteTopic implements sq.v1.Topics.

@@ -65,6 +65,8 @@ func TestControlCommands(t *testing.T) {
 		{"control from env", map[string]string{"SQ_CONTROL": addr}, []string{"cluster", "info"}, []string{"cli-node"}, ""},
 		{"flag wins over env", map[string]string{"SQ_CONTROL": deadAddr}, []string{"--control", addr, "cluster", "info"}, []string{"cli-node"}, ""},
 		{"unreachable", nil, []string{"--control", deadAddr, "cluster", "info"}, nil, "cannot reach the SQ control plane at " + deadAddr},
+		{"alter", nil, []string{"--control", addr, "topic", "alter", "orders", "--retention-ms", "60000", "--sync-policy", "none"},
+			[]string{"Topic:", "orders", "none", "1m"}, ""},
 		{"alter without flags", nil, []string{"--control", addr, "topic", "alter", "orders"}, nil, "nothing to change"},
 		{"alter bad name", nil, []string{"--control", addr, "topic", "alter", "bad/name", "--retention-ms", "5"}, nil, "bad/name"},
 	}
