@@ -15,8 +15,11 @@ import (
 // their baseOffset fields in place, consecutively from NextOffset, so the
 // caller's buffers are modified. If the active segment would grow past
 // SegmentBytes, or a relative offset or position would overflow u32, it
-// first rolls to a new segment and fsyncs the directory before returning.
-// It does not fdatasync the data: call Sync.
+// first rolls to a new segment: it fdatasyncs the old segment and writes
+// the recovery point at its end, then creates the new segment's files and
+// fsyncs the directory before returning. Otherwise it does not fdatasync
+// the data: call Sync. A failed fdatasync at a roll returns an error
+// wrapping ErrFailed (see Sync).
 //
 // On error nothing is published: NextOffset and the write position are
 // unchanged and the next Append overwrites the same bytes. After a failed
@@ -176,7 +179,15 @@ func (l *Log) grow(s *segment, need int64) error {
 // if no reader has it mapped, its preallocated tail is trimmed and its
 // in-memory index dropped (later reads map the .index file); its file stays
 // open until the next Sync.
+//
+// Before the new file is created, old is fdatasynced, whatever the sync
+// policy, and the recovery point is moved to its end (sealOld): a segment
+// that has a successor is durable, so recovery may treat any damage in it
+// as corruption and cut a torn write only in the last segment (doc.go).
 func (l *Log) roll(old *segment, base uint64) (*segment, error) {
+	if err := l.sealOld(old, base); err != nil {
+		return nil, err
+	}
 	s, err := l.createSegment(base)
 	if err != nil {
 		return nil, err
@@ -220,6 +231,33 @@ func (l *Log) roll(old *segment, base uint64) (*segment, error) {
 		l.opts.Logger.Warn("segment: closing an index failed", "file", old.idxPath, "err", idxErr)
 	}
 	return s, nil
+}
+
+// sealOld fdatasyncs old, the active segment about to be sealed at offset
+// next, with its time index, and checkpoints the recovery point at its end.
+// A failed sync puts the Log in the failed state (see Sync); a failed
+// checkpoint is logged: the recovery point only shortens recovery.
+func (l *Log) sealOld(old *segment, next uint64) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	files := []ring.File{old.file}
+	if old.tidx != nil {
+		files = append(files, old.tidx)
+	}
+	if err := l.be.Sync(files...); err != nil {
+		err = fmt.Errorf("%w: sync %s before the roll: %w", ErrFailed, old.logPath, err)
+		l.mu.Lock()
+		l.failed = err
+		l.mu.Unlock()
+		return err
+	}
+	if l.synced.next <= next {
+		l.synced = recoveryPoint{next: next, base: old.base, pos: old.end}
+	}
+	if err := l.checkpointLocked(); err != nil {
+		l.opts.Logger.Warn("segment: recovery-point checkpoint at a roll failed", "dir", l.dir, "err", err)
+	}
+	return nil
 }
 
 // createSegment creates the .log and .index files of a new segment and

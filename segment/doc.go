@@ -98,29 +98,54 @@
 //
 // # Recovery and crash safety
 //
-// The recovery point is a position the last Sync made durable. At Open,
-// everything below it is trusted but spot-checked: each sealed segment is
-// scanned from its last index entry to its end, which must reach the next
-// segment's base offset exactly, and the segment holding the recovery point
-// is scanned from the index entry before it up to it, which must land on a
-// batch boundary with the recorded offset. Any failure there, a missing
-// segment, or a file shorter than the recovery point is corruption: Open
-// returns a *CorruptError naming the file and byte position and truncates
-// nothing. (Batches below the recovery point that the spot checks do not
-// cover are not re-verified at Open; VerifySealed scrubs sealed segments in
-// the background, and consumers check CRCs.)
+// Invariant: a torn write can only be in the last segment. A roll
+// fdatasyncs the old segment (and its time index), whatever the sync
+// policy, and checkpoints the recovery point at its end, before it creates
+// the next segment's files; so once a segment has a successor on disk, all
+// of its bytes are durable. (Cost: one fdatasync and one recovery-point
+// write per segment.) A segment that has a successor must therefore be
+// whole: its batches valid and in sequence from its base offset exactly up
+// to the next segment's base offset. Anything else there, a bad batch, a
+// short file, an offset gap or overlap, an empty or stray .log file named
+// between or after real segments, is corruption (a disk fault or a file
+// changed by hand), never a torn write, whatever the recovery point says or
+// whether there is one. An empty segment never legitimately has a
+// successor: a roll happens only from a non-empty segment.
 //
-// Above the recovery point every batch is read and checked with
-// batch.CheckHeader (CRC-32C) and for an unbroken baseOffset sequence. The
-// first batch that is short, longer than the file or MaxBatchBytes, has zero
-// magic, fails its check or breaks the sequence ends the log: the segment is
-// truncated there and fsynced, and later segments are removed, before
-// anything is mapped. Under the every-batch sync policy nothing past that
-// point was acknowledged, because each acknowledgement waited for a Sync
-// covering all earlier writes. Indexes that disagree with their log are
-// rebuilt. The scanned segments are then fdatasynced, since their bytes may
-// have survived only in the page cache of a crashed process, and a new
-// recovery point is written.
+// The recovery point is a position the last Sync (or roll) made durable. At
+// Open, everything below it is trusted but spot-checked: each sealed
+// segment below it is scanned from its last index entry to its end, which
+// must reach the next segment's base offset exactly, and the segment
+// holding the recovery point is scanned from the index entry before it up
+// to it, which must land on a batch boundary with the recorded offset.
+// Sealed segments above it (possible only when the recovery point is
+// missing or older than the last roll) are scanned in full. Any failure
+// there, a missing segment, or a file shorter than the recovery point is
+// corruption: Open returns a *CorruptError naming the file and byte
+// position and truncates and removes nothing. (Batches below the recovery
+// point that the spot checks do not cover are not re-verified at Open;
+// VerifySealed scrubs sealed segments in the background, and consumers
+// check CRCs.)
+//
+// Only in the last segment, above the recovery point, may the log end in a
+// torn write: there every batch is read and checked with batch.CheckHeader
+// (CRC-32C) and for an unbroken baseOffset sequence, and the first batch
+// that is short, longer than the file or MaxBatchBytes, has zero magic,
+// fails its check or breaks the sequence ends the log: the segment is
+// truncated there and fsynced before anything is mapped. Under the
+// every-batch sync policy nothing past that point was acknowledged, because
+// each acknowledgement waited for a Sync covering all earlier writes. Since
+// earlier segments were synced before the last one was created, the cut can
+// never reach acknowledged records in them, and no segment is ever removed
+// by recovery. Indexes that disagree with their log are rebuilt. The
+// scanned segments are then fdatasynced, since their bytes may have
+// survived only in the page cache of a crashed process, and a new recovery
+// point is written.
+//
+// Logs written before this invariant existed (a roll did not sync) may hold
+// a torn tail in the segment before the last after a crash; Open now
+// reports it as corruption instead of cutting it and removing the later
+// segments.
 //
 // A failed write leaves the end where it was; the next Append overwrites
 // the same bytes and zeroes any that the failed write left beyond its own

@@ -51,13 +51,30 @@ func (r *recordingFS) SyncDir(dir string) error {
 	return r.FS.SyncDir(dir)
 }
 
+// recordingBackend records the fdatasyncs of .log files into an FS's log.
+type recordingBackend struct {
+	ring.Backend
+	r *recordingFS
+}
+
+func (b *recordingBackend) Sync(files ...ring.File) error {
+	for _, f := range files {
+		if strings.HasSuffix(f.Name(), logSuffix) {
+			b.r.record("sync", f.Name())
+		}
+	}
+	return b.Backend.Sync(files...)
+}
+
 // TestDurabilityOrder checks that names are made durable before the calls
 // that depend on them return: a rolled segment's files before Append
-// returns, the recovery point's rename before Checkpoint returns.
+// returns, the recovery point's rename before Checkpoint returns; and that
+// a roll fdatasyncs the sealed segment and checkpoints before it creates
+// the next segment (doc.go: a torn write can only be in the last segment).
 func TestDurabilityOrder(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "p0")
 	rfs := &recordingFS{FS: ring.OS}
-	l, err := Open(dir, rfs, ring.NewPortable(), smallOptions())
+	l, err := Open(dir, rfs, &recordingBackend{Backend: ring.NewPortable(), r: rfs}, smallOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +93,9 @@ func TestDurabilityOrder(t *testing.T) {
 			continue
 		}
 		name := baseName(info.Segment)
-		want := []string{"create " + name + ".log", "create " + name + ".index", "create " + name + ".timeindex", "syncdir p0"}
+		want := []string{"sync 00000000000000000000.log",
+			"create recovery-point.sqtmp", "rename recovery-point.sqtmp->recovery-point", "syncdir p0",
+			"create " + name + ".log", "create " + name + ".index", "create " + name + ".timeindex", "syncdir p0"}
 		if !slices.Equal(ops, want) {
 			t.Fatalf("rolling append: %v, want %v", ops, want)
 		}
@@ -85,6 +104,7 @@ func TestDurabilityOrder(t *testing.T) {
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
 	}
+	rfs.take() // the fdatasyncs of Sync
 	if err := l.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,15 +15,20 @@ import (
 //
 //   - files ending in .sqtmp are deleted; other unknown files are logged and
 //     left alone;
-//   - below the recovery point, segments are checked from their last index
-//     entry (or from their start if the index disagrees): a bad batch, a
-//     missing segment or a file shorter than the recovery point says returns
-//     a *CorruptError and nothing is truncated;
-//   - above the recovery point, the log is scanned batch by batch; the first
-//     batch that is short, longer than the file or MaxBatchBytes, has zero
-//     magic, fails CheckHeader (CRC) or breaks the baseOffset sequence ends
-//     the log: it and everything after it are cut off (ftruncate + fsync,
-//     later segments removed) before anything is mapped;
+//   - a segment that has a successor must be whole: valid batches in
+//     sequence from its base offset exactly up to the next segment's base
+//     offset (a roll syncs a segment before creating its successor, so a
+//     torn write can only be in the last segment). Below the recovery
+//     point this is spot-checked from the last index entry (or from the
+//     start if the index disagrees); above it, or without one, every batch
+//     is checked. A bad batch, a short or empty file, an offset gap, a
+//     missing segment or a file shorter than the recovery point says
+//     returns a *CorruptError and nothing is truncated or removed;
+//   - in the last segment, above the recovery point, the log is scanned
+//     batch by batch; the first batch that is short, longer than the file
+//     or MaxBatchBytes, has zero magic, fails CheckHeader (CRC) or breaks
+//     the baseOffset sequence ends the log: it and everything after it are
+//     cut off (ftruncate + fsync) before anything is mapped;
 //   - an index that disagrees with its log (missing, empty, not increasing,
 //     pointing past the data) is rebuilt from the log.
 //

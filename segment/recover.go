@@ -3,7 +3,6 @@ package segment
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 
 	"github.com/seedqueue/sq/ring"
@@ -25,27 +24,21 @@ func (l *Log) recover(bases []uint64, rp recoveryPoint, found bool) error {
 	}
 	dirChanged := false
 	for i, base := range bases {
-		if i > rpIdx && base != l.next {
-			l.opts.Logger.Warn("segment: torn log: segment does not follow the previous one; removing it and later ones",
-				"file", logPath(l.dir, base), "want_base", l.next)
-			l.removeSegments(bases[i:])
-			dirChanged = true
-			break
+		if i > 0 && base != l.next {
+			// Unreachable: recoverSegment checks that a segment with a
+			// successor ends exactly at the successor's base.
+			return &CorruptError{File: logPath(l.dir, base), Position: 0,
+				Err: fmt.Errorf("segment starts at offset %d; the previous one ends at %d", base, l.next)}
 		}
 		s := l.newSegment(base)
 		l.segs = append(l.segs, s)
-		torn, rewrote, err := l.recoverSegment(s, i, rpIdx, rp, bases)
+		rewrote, err := l.recoverSegment(s, i, rpIdx, rp, bases)
 		if err != nil {
 			return err
 		}
 		l.next = s.next
 		l.size += s.end
 		dirChanged = dirChanged || rewrote
-		if torn && i+1 < len(bases) {
-			l.removeSegments(bases[i+1:])
-			dirChanged = true
-			break
-		}
 	}
 	if dirChanged {
 		if err := l.fs.SyncDir(l.dir); err != nil {
@@ -97,15 +90,18 @@ func (l *Log) finishRecovery(rpIdx int, rp recoveryPoint, found bool) error {
 	return nil
 }
 
-// recoverSegment opens s (the i-th of bases) and finds its end. torn reports
-// that the log ends inside s; rewrote that its index file was rewritten.
-func (l *Log) recoverSegment(s *segment, i, rpIdx int, rp recoveryPoint, bases []uint64) (torn, rewrote bool, err error) {
+// recoverSegment opens s (the i-th of bases) and finds its end; rewrote
+// reports that its index file was rewritten. Only the last segment may end
+// in a torn write (cut off here); in a segment with a successor, data that
+// does not run whole and in sequence up to the successor's base offset is a
+// *CorruptError, whatever the recovery point says (doc.go).
+func (l *Log) recoverSegment(s *segment, i, rpIdx int, rp recoveryPoint, bases []uint64) (rewrote bool, err error) {
 	if s.file, err = l.fs.OpenReadWrite(s.logPath); err != nil {
-		return false, false, fmt.Errorf("segment: open: %w", err)
+		return false, fmt.Errorf("segment: open: %w", err)
 	}
 	fi, err := s.file.Stat()
 	if err != nil {
-		return false, false, fmt.Errorf("segment: open: %w", err)
+		return false, fmt.Errorf("segment: open: %w", err)
 	}
 	size := fi.Size()
 	s.alloc = size
@@ -114,39 +110,35 @@ func (l *Log) recoverSegment(s *segment, i, rpIdx int, rp recoveryPoint, bases [
 		l.opts.Logger.Warn("segment: rebuilding index from its log", "file", s.idxPath, "reason", why)
 	}
 	sc := &scanner{f: s.file, path: s.logPath, size: size, maxBatch: l.opts.MaxBatchBytes}
-	stop := never
-	if i+1 < len(bases) {
-		// A sealed segment ends where the next one begins. Bytes after that
-		// can only be left over from a failed write before the roll.
-		stop = func(_ int64, off uint64) bool { return off >= bases[i+1] }
-	}
+	last := i == len(bases)-1
 	switch {
-	case i < rpIdx:
-		err = l.verifyBelow(sc, s, fileIndex, indexOK, -1, bases[i+1])
+	case !last && i != rpIdx:
+		// Sealed and durable (roll synced it before creating its
+		// successor), whether below the recovery point or not.
+		err = l.verifyBelow(sc, s, fileIndex, indexOK && i < rpIdx, -1, bases[i+1])
 	case i == rpIdx:
 		if size < rp.pos {
-			return false, false, &CorruptError{File: s.logPath, Position: size,
+			return false, &CorruptError{File: s.logPath, Position: size,
 				Err: fmt.Errorf("file is %d bytes, the recovery point is at byte %d", size, rp.pos)}
 		}
 		if err = l.verifyBelow(sc, s, fileIndex, indexOK, rp.pos, rp.next); err == nil {
-			torn = l.scanAbove(sc, s, s.end, s.next, stop)
+			err = l.scanAbove(sc, s, s.end, s.next, bases, i)
 		}
 	default:
-		torn = l.scanAbove(sc, s, 0, s.base, stop)
+		err = l.scanAbove(sc, s, 0, s.base, bases, i)
 	}
 	if err != nil {
-		return false, false, err
+		return false, err
 	}
-	last := torn || i == len(bases)-1
-	if i >= rpIdx && last && size > s.end {
+	if last && size > s.end {
 		if err := l.be.Truncate(s.file, s.end); err != nil {
-			return false, false, fmt.Errorf("segment: open: cut torn tail: %w", err)
+			return false, fmt.Errorf("segment: open: cut torn tail: %w", err)
 		}
 		s.alloc = s.end
 	}
 	if !indexOK || !slices.Equal(s.index, fileIndex) {
 		if err := l.writeIndex(s); err != nil {
-			return false, false, err
+			return false, err
 		}
 		rewrote = true
 	}
@@ -159,9 +151,9 @@ func (l *Log) recoverSegment(s *segment, i, rpIdx int, rp recoveryPoint, bases [
 	}
 	trewrote, err := l.recoverTimeIndex(s, above)
 	if err != nil {
-		return false, false, err
+		return false, err
 	}
-	return torn, rewrote || trewrote, nil
+	return rewrote || trewrote, nil
 }
 
 // verifyBelow checks the part of s below the recovery point, which must be
@@ -212,18 +204,36 @@ func (l *Log) verifyBelow(sc *scanner, s *segment, fileIndex []indexEntry, index
 	return nil
 }
 
-// scanAbove scans s from byte pos and offset off, above the recovery point,
-// to the first batch that is not whole, valid and in sequence, or until
-// stop, and sets s.end and s.next there. It reports whether it stopped at a
-// torn write rather than the clean end of the data.
-func (l *Log) scanAbove(sc *scanner, s *segment, pos int64, off uint64, stop func(int64, uint64) bool) bool {
-	pos, off, err := l.walk(sc, s, pos, off, stop)
-	s.end, s.next = pos, off
-	if err == nil || errors.Is(err, errCleanEnd) {
-		return false
+// scanAbove scans s, the i-th of bases, from byte pos and offset off,
+// above the recovery point. In the last segment it stops at the first batch
+// that is not whole, valid and in sequence, logs it as a torn write unless
+// it is the clean end of the data, and sets s.end and s.next there. In a
+// segment with a successor the data must run whole and in sequence exactly
+// up to the successor's base offset (later bytes are left over from a
+// failed write before the roll): anything else is a *CorruptError.
+func (l *Log) scanAbove(sc *scanner, s *segment, pos int64, off uint64, bases []uint64, i int) error {
+	if i+1 < len(bases) {
+		want := bases[i+1]
+		pos, off, err := l.walk(sc, s, pos, off, func(_ int64, off uint64) bool { return off >= want })
+		if err == nil && off != want {
+			err = fmt.Errorf("data reaches offset %d at byte %d; the next segment %s starts at offset %d",
+				off, pos, logPath(l.dir, want), want)
+		} else if errors.Is(err, errCleanEnd) {
+			err = fmt.Errorf("data ends at offset %d, byte %d; the next segment %s starts at offset %d",
+				off, pos, logPath(l.dir, want), want)
+		}
+		if err != nil {
+			return &CorruptError{File: s.logPath, Position: pos, Err: err}
+		}
+		s.end, s.next = pos, off
+		return nil
 	}
-	l.opts.Logger.Warn("segment: torn write cut off", "file", s.logPath, "position", pos, "offset", off, "reason", err)
-	return true
+	pos, off, err := l.walk(sc, s, pos, off, never)
+	s.end, s.next = pos, off
+	if err != nil && !errors.Is(err, errCleanEnd) {
+		l.opts.Logger.Warn("segment: torn write cut off", "file", s.logPath, "position", pos, "offset", off, "reason", err)
+	}
+	return nil
 }
 
 // writeIndex replaces s's index file with s.index and fsyncs it.
@@ -245,18 +255,4 @@ func (l *Log) writeIndex(s *segment) error {
 		return fmt.Errorf("segment: rewrite index %s: %w", s.idxPath, err)
 	}
 	return nil
-}
-
-// removeSegments deletes the .log and .index files of bases (after a torn
-// write: they follow the end of the log).
-func (l *Log) removeSegments(bases []uint64) {
-	for _, base := range bases {
-		for _, p := range []string{logPath(l.dir, base), indexPath(l.dir, base), timeIndexPath(l.dir, base)} {
-			if err := l.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				l.opts.Logger.Warn("segment: removing a segment after the torn tail failed", "file", p, "err", err)
-				continue
-			}
-			l.opts.Logger.Warn("segment: removed a segment after the end of the log", "file", p)
-		}
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/seedqueue/sq/ring"
@@ -14,7 +15,7 @@ import (
 type fixture struct {
 	dir    string
 	infos  []AppendInfo // one batch per append
-	synced int          // appends covered by the recovery point
+	synced int          // appends covered by the recovery point (the explicit checkpoint or the last roll)
 }
 
 // last returns the last append.
@@ -43,6 +44,13 @@ func build(t *testing.T, synced, unsynced int, clean bool) *fixture {
 		f.synced = len(f.infos)
 	} else {
 		abandon(t, l)
+		// A roll checkpoints at the end of the sealed segment.
+		for k := len(f.infos) - 1; k > synced; k-- {
+			if f.infos[k].Rolled {
+				f.synced = k
+				break
+			}
+		}
 	}
 	return f
 }
@@ -124,31 +132,12 @@ func testRecoverTornTail(t *testing.T, be ring.Backend) {
 			patch(t, f.logOf(len(f.infos)-1), f.last().Position, b)
 			return f.last().BaseOffset
 		}},
-		{"CRC bit flip in an earlier segment removes later segments", func(t *testing.T, f *fixture) uint64 {
-			k := -1
-			for i := f.synced; i < len(f.infos); i++ {
-				if f.infos[i].Segment != f.last().Segment && f.infos[i].Segment != f.infos[f.synced-1].Segment {
-					k = i
-					break
-				}
-			}
-			if k < 0 {
-				t.Fatal("fixture has no sealed segment above the recovery point")
-			}
-			flipBit(t, f.logOf(k), f.infos[k].Position+f.infos[k].Bytes-3)
-			t.Cleanup(func() {
-				if exists(f.logOf(len(f.infos) - 1)) {
-					t.Errorf("segment after the torn write still exists")
-				}
-			})
-			return f.infos[k].BaseOffset
-		}},
 		{"first batch of a later segment has the wrong offset", func(t *testing.T, f *fixture) uint64 {
 			k := len(f.infos) - 1
 			for f.infos[k-1].Segment == f.last().Segment {
 				k--
 			}
-			if k <= f.synced {
+			if k < f.synced {
 				t.Fatal("fixture's last segment starts below the recovery point")
 			}
 			b := binary.LittleEndian.AppendUint64(nil, f.infos[k].BaseOffset+1)
@@ -252,6 +241,93 @@ func TestRecoverCorruptBelowRecoveryPoint(t *testing.T) {
 				}
 				for p, size := range sizes {
 					if got := fileSize(t, p); got != size {
+						t.Errorf("%s: size %d after Open, was %d", p, got, size)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestRecoverSealedSegmentCorrupt: damage in a segment that has a successor
+// is corruption even above the recovery point (or without one): Open fails
+// naming the file and position, and no file is cut or removed.
+func TestRecoverSealedSegmentCorrupt(t *testing.T) {
+	// middle returns an append in a segment that is neither the first nor
+	// the last, and not that segment's first batch.
+	middle := func(t *testing.T, f *fixture) int {
+		for k := 1; k < len(f.infos); k++ {
+			s := f.infos[k].Segment
+			if s != f.infos[0].Segment && s != f.last().Segment && f.infos[k-1].Segment == s {
+				return k
+			}
+		}
+		t.Fatal("fixture has no middle segment of two batches")
+		return 0
+	}
+	tests := []struct {
+		name string
+		// damage returns the file and position the error must name.
+		damage func(t *testing.T, f *fixture) (string, int64)
+	}{
+		{"bit flip in the middle of a middle segment", func(t *testing.T, f *fixture) (string, int64) {
+			k := middle(t, f)
+			flipBit(t, f.logOf(k), f.infos[k].Position+f.infos[k].Bytes/2)
+			return f.logOf(k), f.infos[k].Position
+		}},
+		{"middle segment cut short", func(t *testing.T, f *fixture) (string, int64) {
+			k := middle(t, f)
+			truncate(t, f.logOf(k), f.infos[k].Position+7)
+			return f.logOf(k), f.infos[k].Position
+		}},
+		{"empty stray segment inside a segment's range", func(t *testing.T, f *fixture) (string, int64) {
+			k := middle(t, f)
+			stray := logPath(f.dir, f.infos[k].BaseOffset+1)
+			if err := os.WriteFile(stray, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return f.logOf(k), f.infos[k].Position + f.infos[k].Bytes
+		}},
+		{"empty stray segment after the end", func(t *testing.T, f *fixture) (string, int64) {
+			if err := os.WriteFile(logPath(f.dir, f.last().NextOffset+1000), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return f.logOf(len(f.infos) - 1), f.last().Position + f.last().Bytes
+		}},
+	}
+	for _, tc := range tests {
+		for _, clean := range []bool{false, true} {
+			name := tc.name + "/crashed"
+			if clean {
+				name = tc.name + "/closed"
+			}
+			t.Run(name, func(t *testing.T) {
+				f := build(t, 12, 14, clean)
+				if err := os.Remove(filepath.Join(f.dir, recoveryPointName)); err != nil {
+					t.Fatal(err)
+				}
+				file, pos := tc.damage(t, f)
+				sizes := map[string]int64{}
+				logs, _ := filepath.Glob(filepath.Join(f.dir, "*"))
+				for _, p := range logs {
+					sizes[p] = fileSize(t, p)
+				}
+				l, err := Open(f.dir, ring.OS, ring.NewPortable(), smallOptions())
+				if err == nil {
+					l.Close()
+					t.Fatal("Open succeeded on a corrupt log")
+				}
+				var ce *CorruptError
+				if !errors.As(err, &ce) {
+					t.Fatalf("Open: %v, want a *CorruptError", err)
+				}
+				if ce.File != file || ce.Position != pos {
+					t.Fatalf("CorruptError names %s at %d, want %s at %d (%v)", ce.File, ce.Position, file, pos, err)
+				}
+				for p, size := range sizes {
+					if !exists(p) {
+						t.Errorf("%s removed by Open", p)
+					} else if got := fileSize(t, p); strings.HasSuffix(p, logSuffix) && got != size {
 						t.Errorf("%s: size %d after Open, was %d", p, got, size)
 					}
 				}
