@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/seedqueue/sq/ring"
@@ -69,8 +70,13 @@ func decodeRecoveryPoint(b []byte) (recoveryPoint, error) {
 }
 
 // readRecoveryPoint reads dir's recovery point. found is false when the
-// file does not exist; a file that exists but does not decode is corruption.
-func readRecoveryPoint(fsys ring.FS, dir string) (rp recoveryPoint, found bool, err error) {
+// file does not exist, and also when it cannot be read or does not decode
+// (empty, short, checksum mismatch): the file is written atomically (tmp,
+// fsync, rename), so damage means disk trouble, which is logged at ERROR
+// level naming the file; recovery then scans as if there were none, which
+// is safe because sealed segments must be whole (doc.go) and only the last
+// segment's tail can be cut.
+func readRecoveryPoint(fsys ring.FS, dir string, logger *slog.Logger) (rp recoveryPoint, found bool, err error) {
 	path := filepath.Join(dir, recoveryPointName)
 	f, err := fsys.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -82,12 +88,13 @@ func readRecoveryPoint(fsys ring.FS, dir string) (rp recoveryPoint, found bool, 
 	defer f.Close()
 	b := make([]byte, rpSize+1)
 	n, err := f.ReadAt(b, 0)
-	if err != nil && err != io.EOF {
-		return recoveryPoint{}, false, fmt.Errorf("segment: open: read %s: %w", path, err)
+	if err == nil || err == io.EOF {
+		rp, err = decodeRecoveryPoint(b[:n])
 	}
-	rp, err = decodeRecoveryPoint(b[:n])
 	if err != nil {
-		return recoveryPoint{}, false, &CorruptError{File: path, Position: 0, Err: err}
+		logger.Error("segment: recovery-point file damaged (disk trouble?); ignoring it and scanning the whole log",
+			"file", path, "err", err)
+		return recoveryPoint{}, false, nil
 	}
 	return rp, true, nil
 }

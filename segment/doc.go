@@ -58,7 +58,13 @@
 // u64 next offset, u64 segment base offset, u64 byte position in that
 // segment, u32 CRC-32C of the preceding 32 bytes. It is written as
 // recovery-point.sqtmp, fsynced, renamed over the old one and the directory
-// fsynced.
+// fsynced. Because it is replaced atomically, a recovery-point file that
+// cannot be read or does not decode (empty, short, checksum mismatch)
+// means disk trouble: Open logs an ERROR naming it and recovers as if it
+// were missing, scanning the whole log. That is safe: a sealed segment
+// must be whole whatever the recovery point says (see Recovery below), so
+// only the last segment's torn tail can be cut. Deleting the file by hand
+// has the same effect.
 //
 // # Writing
 //

@@ -49,7 +49,7 @@ func Open(dir string, fsys ring.FS, backend ring.Backend, opts Options) (*Log, e
 	if err != nil {
 		return nil, err
 	}
-	rp, found, err := readRecoveryPoint(fsys, dir)
+	rp, found, err := readRecoveryPoint(fsys, dir, opts.Logger)
 	if err != nil {
 		return nil, err
 	}

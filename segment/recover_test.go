@@ -1,8 +1,11 @@
 package segment
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,11 +210,6 @@ func TestRecoverCorruptBelowRecoveryPoint(t *testing.T) {
 			}
 			return f.logOf(i), f.infos[i].Position + f.infos[i].Bytes
 		}},
-		{"recovery point file damaged", func(t *testing.T, f *fixture) (string, int64) {
-			p := filepath.Join(f.dir, recoveryPointName)
-			flipBit(t, p, 9)
-			return p, 0
-		}},
 	}
 	for _, tc := range tests {
 		for _, clean := range []bool{false, true} {
@@ -334,4 +332,63 @@ func TestRecoverSealedSegmentCorrupt(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestRecoverDamagedRecoveryPoint: a recovery-point file that does not
+// decode is logged at ERROR and ignored (full scan): the log opens with all
+// its data, and damage in a sealed segment is still corruption.
+func TestRecoverDamagedRecoveryPoint(t *testing.T) {
+	damages := []struct {
+		name   string
+		damage func(t *testing.T, p string)
+	}{
+		{"empty", func(t *testing.T, p string) { truncate(t, p, 0) }},
+		{"bit flip", func(t *testing.T, p string) { flipBit(t, p, 9) }},
+		{"short", func(t *testing.T, p string) { truncate(t, p, rpSize-1) }},
+	}
+	for _, d := range damages {
+		for _, clean := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/clean=%v", d.name, clean), func(t *testing.T) {
+				f := build(t, 12, 14, clean)
+				rpPath := filepath.Join(f.dir, recoveryPointName)
+				d.damage(t, rpPath)
+				var logs bytes.Buffer
+				opts := smallOptions()
+				opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+				l, err := Open(f.dir, ring.OS, ring.NewPortable(), opts)
+				if err != nil {
+					t.Fatalf("Open: %v", err)
+				}
+				if start, end := readable(t, l); start != 0 || end != f.last().NextOffset {
+					t.Errorf("readable [%d, %d), want [0, %d)", start, end, f.last().NextOffset)
+				}
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), rpPath) {
+					t.Errorf("no ERROR naming %s in the log:\n%s", rpPath, logs.String())
+				}
+				if _, found, err := readRecoveryPoint(ring.OS, f.dir, opts.Logger); !found || err != nil {
+					t.Errorf("recovery point not rewritten: found %v, %v", found, err)
+				}
+			})
+		}
+	}
+	t.Run("damaged and a bit flip in a sealed segment", func(t *testing.T) {
+		f := build(t, 12, 14, false)
+		flipBit(t, filepath.Join(f.dir, recoveryPointName), 9)
+		k := 1
+		for f.infos[k].Segment == f.infos[0].Segment {
+			k++
+		}
+		flipBit(t, f.logOf(k-1), f.infos[k-1].Position+f.infos[k-1].Bytes/2)
+		l, err := Open(f.dir, ring.OS, ring.NewPortable(), smallOptions())
+		var ce *CorruptError
+		if !errors.As(err, &ce) || ce.File != f.logOf(k-1) {
+			if err == nil {
+				l.Close()
+			}
+			t.Fatalf("Open: %v, want a *CorruptError naming %s", err, f.logOf(k-1))
+		}
+	})
 }
