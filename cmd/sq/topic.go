@@ -16,7 +16,7 @@ import (
 func newTopicCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "topic",
-		Short: "Create, list and describe topics",
+		Short: "Create, list, describe, alter and delete topics",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
