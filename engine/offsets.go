@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/ring"
@@ -25,8 +26,17 @@ import (
 // each appended and fdatasync'd before the commit is acknowledged. When the
 // file passes compactBytes it is replaced by a snapshot of the current state
 // (tmp, fsync, rename, fsync dir), so it stays small under frequent commits.
-// At open, a torn or corrupt tail record ends the file: it is cut off, and
-// every record before it is kept.
+//
+// At open, since each commit is synced before the next is written, only the
+// last record can be torn: a bad last record (short, bad CRC or JSON, with
+// no valid record after it) is cut off with a warning, and every record
+// before it is kept. A bad record with a valid record after it is
+// corruption: the file is first copied aside to
+// offsets.log.damaged-<unix ms>, an error names the file and the byte
+// position, the record is skipped when its length field is intact (every
+// record before and after it is kept), and replay stops at it when not
+// (the records after it cannot be found reliably; the copy keeps them);
+// then the file is rewritten as a snapshot of what was loaded.
 type offsetStore struct {
 	mu     sync.Mutex
 	dir    string
@@ -88,60 +98,150 @@ func openOffsetStore(dir string, fs ring.FS, log *slog.Logger) (*offsetStore, er
 		return nil, fmt.Errorf("engine: open %s: %w", path, err)
 	}
 	s.f = f
-	good, err := s.load()
-	if err != nil {
-		f.Close()
+	if err := s.recover(path); err != nil {
+		s.f.Close()
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if st.Size() != good {
-		log.Warn("cutting torn tail of the group offsets log", "path", path, "valid_bytes", good, "file_bytes", st.Size())
-		if err := f.Truncate(good); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, err
-		}
-	}
-	s.size = good
 	return s, nil
 }
 
-// load replays the file and returns the length of its valid prefix.
-func (s *offsetStore) load() (int64, error) {
-	var pos int64
-	var hdr [8]byte
-	for {
-		if _, err := s.f.ReadAt(hdr[:], pos); err != nil {
-			if errors.Is(err, io.EOF) {
-				return pos, nil
-			}
-			return 0, err
-		}
-		n := binary.LittleEndian.Uint32(hdr[:])
-		if n == 0 || n > maxOffsetsRecord {
-			return pos, nil
-		}
-		payload := make([]byte, n)
-		if _, err := s.f.ReadAt(payload, pos+8); err != nil {
-			return pos, nil
-		}
-		if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(hdr[4:]) {
-			return pos, nil
-		}
-		var rec offsetRecord
-		if err := json.Unmarshal(payload, &rec); err != nil {
-			return pos, nil
-		}
-		s.apply(rec)
-		pos += 8 + int64(n)
+// recover loads the file and repairs it: a torn last record is cut off;
+// corruption before the end is copied aside and the file rewritten as a
+// snapshot of what was loaded.
+func (s *offsetStore) recover(path string) error {
+	data, err := readWhole(s.f)
+	if err != nil {
+		return fmt.Errorf("engine: read %s: %w", path, err)
 	}
+	res := s.load(data)
+	if len(res.corrupt) == 0 {
+		if res.valid != int64(len(data)) {
+			s.log.Warn("cutting torn tail of the group offsets log", "path", path, "valid_bytes", res.valid, "file_bytes", len(data))
+			if err := s.f.Truncate(res.valid); err != nil {
+				return err
+			}
+			if err := s.f.Sync(); err != nil {
+				return err
+			}
+		}
+		s.size = res.valid
+		return nil
+	}
+	damaged := fmt.Sprintf("%s.damaged-%d", path, time.Now().UnixMilli())
+	if err := writeFileAtomic(s.fs, damaged, data); err != nil {
+		return fmt.Errorf("engine: copy damaged %s aside: %w", path, err)
+	}
+	for _, c := range res.corrupt {
+		s.log.Error("corrupt record in the group offsets log: skipped; the commits it held are lost",
+			"path", path, "byte_position", c.pos, "record_bytes", c.length, "copy", damaged)
+	}
+	if res.valid != int64(len(data)) {
+		s.log.Error("corrupt record length in the group offsets log: the records after it cannot be read and are dropped",
+			"path", path, "byte_position", res.valid, "dropped_bytes", int64(len(data))-res.valid, "copy", damaged)
+	}
+	if err := s.compactLocked(); err != nil {
+		return fmt.Errorf("engine: rewrite %s: %w", path, err)
+	}
+	return nil
+}
+
+func readWhole(f *os.File) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, st.Size())
+	n, err := f.ReadAt(data, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return data[:n], nil
+}
+
+// loadResult is the outcome of replaying the offsets log.
+type loadResult struct {
+	// valid is where replay stopped: the file's length, or the start of
+	// a torn tail or of a corrupt record whose length is not intact.
+	valid int64
+	// corrupt lists the records skipped before the end of the file.
+	corrupt []badRecord
+}
+
+// badRecord is a corrupt record: its position and, when its length field
+// is intact, its size in bytes (header included); 0 otherwise.
+type badRecord struct {
+	pos, length int64
+}
+
+// load replays data. A bad record (length, CRC or JSON) followed by a
+// valid record somewhere after it is corruption, not a torn write (each
+// commit is synced before the next is written, so only the last record
+// can be torn): with its length field intact it is skipped and replay
+// goes on after it; otherwise replay stops there (there is no way to
+// resync). A bad record with no valid record after it is a torn tail.
+func (s *offsetStore) load(data []byte) loadResult {
+	var res loadResult
+	pos := 0
+	for pos < len(data) {
+		rec, n, ok := parseRecord(data, pos)
+		if ok {
+			s.apply(rec)
+			pos += n
+			continue
+		}
+		if nextValid(data, pos+1) < 0 {
+			break // torn tail
+		}
+		if n <= 0 {
+			res.corrupt = append(res.corrupt, badRecord{pos: int64(pos)})
+			res.valid = int64(pos)
+			return res
+		}
+		res.corrupt = append(res.corrupt, badRecord{pos: int64(pos), length: int64(n)})
+		pos += n
+	}
+	res.valid = int64(pos)
+	if len(res.corrupt) > 0 && res.corrupt[len(res.corrupt)-1].length == 0 {
+		res.valid = res.corrupt[len(res.corrupt)-1].pos
+	}
+	return res
+}
+
+// parseRecord decodes the record at pos. n is its size (header included)
+// when its header is whole and its length field within the file and
+// maxOffsetsRecord, else 0; ok reports that CRC and JSON are valid too.
+func parseRecord(data []byte, pos int) (rec offsetRecord, n int, ok bool) {
+	if len(data)-pos < 8 {
+		return rec, 0, false
+	}
+	size := binary.LittleEndian.Uint32(data[pos:])
+	if size == 0 || size > maxOffsetsRecord || int64(size) > int64(len(data)-pos-8) {
+		return rec, 0, false
+	}
+	n = 8 + int(size)
+	payload := data[pos+8 : pos+n]
+	if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(data[pos+4:]) {
+		return rec, n, false
+	}
+	if err := json.Unmarshal(payload, &rec); err != nil {
+		return rec, n, false
+	}
+	return rec, n, true
+}
+
+// nextValid returns the position of the first valid record starting at
+// or after from, or -1. Payloads are JSON objects, so only positions whose
+// payload would start with '{' are checked.
+func nextValid(data []byte, from int) int {
+	for i := from; i+9 <= len(data); i++ {
+		if data[i+8] != '{' {
+			continue
+		}
+		if _, _, ok := parseRecord(data, i); ok {
+			return i
+		}
+	}
+	return -1
 }
 
 func (s *offsetStore) apply(rec offsetRecord) {
@@ -205,15 +305,29 @@ func (s *offsetStore) commit(rec offsetRecord) error {
 
 // compactLocked replaces the file by one record per group.
 func (s *offsetStore) compactLocked() error {
+	return s.rewriteLocked("")
+}
+
+// rewriteLocked replaces the file by one record per group, leaving out the
+// offsets of topic skip ("" leaves out nothing). The memory state is not
+// changed.
+func (s *offsetStore) rewriteLocked(skip string) error {
 	var buf []byte
 	for _, g := range s.sortedGroups() {
-		if len(s.groups[g]) == 0 {
-			continue
-		}
 		rec := offsetRecord{Group: g}
 		for k, c := range s.groups[g] {
+			if skip != "" && k.Topic == skip {
+				continue
+			}
 			rec.Offsets = append(rec.Offsets, offsetEntry{Topic: k.Topic, Partition: k.Partition, Offset: c.Offset, Metadata: c.Metadata})
 		}
+		if len(rec.Offsets) == 0 {
+			continue
+		}
+		sort.Slice(rec.Offsets, func(i, j int) bool {
+			a, b := rec.Offsets[i], rec.Offsets[j]
+			return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+		})
 		data, err := encodeRecord(rec)
 		if err != nil {
 			return err
@@ -232,6 +346,42 @@ func (s *offsetStore) compactLocked() error {
 	s.f = f
 	s.size = int64(len(buf))
 	s.snapshotSize = s.size
+	return nil
+}
+
+// forgetTopic removes every group's committed offsets of topic, durably
+// first: the file is rewritten without them (tmp, fsync, rename, fsync
+// dir) before they leave memory, so on error nothing has changed. A topic
+// created under a name must call it before the topic becomes visible, so
+// that the new topic does not inherit the offsets committed to an earlier
+// topic of that name (one deleted, or whose metadata was lost). Errors:
+// SHUTTING_DOWN after close, or the file system's.
+func (s *offsetStore) forgetTopic(topic string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return api.NewError(api.CodeShuttingDown, "server is shutting down")
+	}
+	found := false
+	for _, g := range s.groups {
+		for k := range g {
+			found = found || k.Topic == topic
+		}
+	}
+	if !found {
+		return nil
+	}
+	if err := s.rewriteLocked(topic); err != nil {
+		return err
+	}
+	for _, g := range s.groups {
+		for k := range g {
+			if k.Topic == topic {
+				delete(g, k)
+			}
+		}
+	}
+	s.log.Info("dropped the group offsets committed to an earlier topic of the name", "topic", topic)
 	return nil
 }
 
