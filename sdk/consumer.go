@@ -188,12 +188,20 @@ type Consumer struct {
 	// hbNow asks the heartbeat loop for an immediate heartbeat (cap 1).
 	hbNow chan struct{}
 
-	mu         sync.Mutex
-	parts      map[uint32]*partFetcher
-	order      []uint32          // keys of parts, sorted
-	consumed   map[uint32]uint64 // offset after the records returned
-	committed  map[uint32]uint64 // last offset committed
-	revoking   map[uint32]bool   // revoked, waiting for Poll to commit and release
+	mu        sync.Mutex
+	parts     map[uint32]*partFetcher
+	order     []uint32          // keys of parts, sorted
+	consumed  map[uint32]uint64 // offset after the records returned
+	committed map[uint32]uint64 // last offset committed
+	revoking  map[uint32]bool   // revoked, waiting for Poll to commit and release
+	// returned marks partitions with records returned by Poll since their
+	// last stored commit. lost holds positions that were never stored
+	// because the member was fenced (its partitions dropped) or the commit
+	// of a revoked partition failed; Commit (and Close with AutoCommit)
+	// report them once, with lostErr as the cause.
+	returned   map[uint32]bool
+	lost       map[uint32]uint64
+	lostErr    error
 	rrNext     int
 	lastCommit time.Time
 	failed     bool // Poll returned a non-retriable error
@@ -243,7 +251,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1),
 		lastCommit: time.Now(),
 		parts:      map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{},
-		revoking: map[uint32]bool{},
+		revoking: map[uint32]bool{}, returned: map[uint32]bool{}, lost: map[uint32]uint64{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if err := c.start(ctx); err != nil {
@@ -329,6 +337,7 @@ func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo
 			start = c.startOffset(pi, known)
 		}
 		c.consumed[p] = start
+		delete(c.returned, p)
 		c.startFetcher(p, start)
 	}
 	c.log.Debug("sdk: consumer reading", "topic", c.cfg.Topic, "group", c.cfg.ConsumerGroup, "partitions", partitions, "start_from", c.cfg.StartFrom.String())
@@ -468,6 +477,7 @@ func (c *Consumer) drain() ([]Message, error) {
 		take := min(len(pf.buf), c.cfg.MaxPollRecords-len(out))
 		out = append(out, pf.buf[:take]...)
 		c.consumed[pf.partition] = pf.buf[take-1].Offset + 1
+		c.returned[pf.partition] = true
 		pf.buf = pf.buf[take:]
 		if len(pf.buf) == 0 {
 			pf.buf = nil

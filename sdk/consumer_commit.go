@@ -46,7 +46,9 @@ func (c *Consumer) maybeAutoCommit(ctx context.Context) {
 	if !due {
 		return
 	}
-	if err := c.Commit(ctx); err != nil {
+	// Positions lost to a fence stay pending for the application's
+	// Commit or Close: the auto-commit only logs its own failures.
+	if err := c.commitPartitions(ctx, nil); err != nil {
 		c.log.Warn("sdk: auto-commit failed", "group", c.cfg.ConsumerGroup, "topic", c.cfg.Topic, "err", err)
 	}
 }
@@ -57,8 +59,19 @@ func (c *Consumer) maybeAutoCommit(ctx context.Context) {
 // last successful commit are skipped. It fails with ErrNoGroup without a
 // ConsumerGroup, ErrClosed after Close, api.ErrFencedGeneration when the
 // member's generation is stale (a rebalance is under way: the next
-// heartbeat brings the new one), or with the server's errors
-// (per-partition ones joined).
+// heartbeat brings the new one) or the member is unknown (for example
+// after a broker restart: the consumer joins again at once), or with the
+// server's errors (per-partition ones joined).
+//
+// Commit never reports success for positions that were not stored: when
+// the member was removed from the group (session expired, broker
+// restarted) after Poll had returned records it had not committed, its
+// partitions are dropped and read again from the group's committed
+// offsets after it rejoins, and the next Commit fails, wrapping the cause
+// (api.ErrFencedGeneration), and names the partitions and positions that
+// were not stored. The same holds when the automatic commit of a revoked
+// partition failed. Such a loss is reported once; a later commit that
+// stores the partition at or past the lost position clears it.
 func (c *Consumer) Commit(ctx context.Context) error {
 	if c.cfg.ConsumerGroup == "" {
 		return ErrNoGroup
@@ -66,7 +79,65 @@ func (c *Consumer) Commit(ctx context.Context) error {
 	if c.client.isClosed() {
 		return ErrClosed
 	}
-	return c.commitPartitions(ctx, nil)
+	err := c.commitPartitions(ctx, nil)
+	return joinLost(c.takeLost(), err)
+}
+
+// joinLost joins the report of lost positions with a commit's error.
+func joinLost(lost, err error) error {
+	if lost == nil {
+		return err
+	}
+	if err == nil {
+		return lost
+	}
+	return errors.Join(lost, err)
+}
+
+// noteLost records, with cause, the positions of ps that have records
+// returned by Poll and not stored (ps nil: every partition held); c.mu
+// held.
+func (c *Consumer) noteLost(ps []uint32, cause error) {
+	if ps == nil {
+		for p := range c.consumed {
+			ps = append(ps, p)
+		}
+	}
+	for _, p := range ps {
+		pos, ok := c.consumed[p]
+		if !ok || !c.returned[p] {
+			continue
+		}
+		c.lost[p] = pos
+		c.lostErr = cause
+	}
+}
+
+// takeLost returns the error reporting the positions that were never
+// stored, and forgets them; nil when there are none.
+func (c *Consumer) takeLost() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.lost) == 0 {
+		return nil
+	}
+	ps := make([]uint32, 0, len(c.lost))
+	for p := range c.lost {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	desc := ""
+	for i, p := range ps {
+		if i > 0 {
+			desc += ", "
+		}
+		desc += fmt.Sprintf("%d@%d", p, c.lost[p])
+	}
+	err := fmt.Errorf("sdk: commit group %q: positions (partition@offset) %s of topic %q were not stored: %w; "+
+		"records after the group's committed offsets are read again", c.cfg.ConsumerGroup, desc, c.cfg.Topic, c.lostErr)
+	clear(c.lost)
+	c.lostErr = nil
+	return err
 }
 
 // commitPartitions commits the consumed positions of ps (nil: every
@@ -105,7 +176,13 @@ func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 		res, err = c.client.CommitGroupOffsets(ctx, c.cfg.ConsumerGroup, g.memberID, g.generation, offs)
 	}
 	if err != nil {
+		if errors.Is(err, api.ErrFencedGeneration) {
+			notify(c.hbNow) // the heartbeat brings the generation, or joins again
+		}
 		return fmt.Errorf("sdk: commit group %q: %w", c.cfg.ConsumerGroup, err)
+	}
+	if len(res) != len(offs) {
+		return fmt.Errorf("sdk: commit group %q: %w: %d results for %d offsets", c.cfg.ConsumerGroup, ErrUnexpectedResponse, len(res), len(offs))
 	}
 	var errs []error
 	c.mu.Lock()
@@ -114,10 +191,15 @@ func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 			errs = append(errs, fmt.Errorf("partition %d offset %d: %w", r.Partition, r.Offset, r.Err))
 			continue
 		}
-		if i < len(offs) {
-			if _, held := c.consumed[offs[i].Partition]; held {
-				c.committed[offs[i].Partition] = offs[i].Offset
+		p, off := offs[i].Partition, offs[i].Offset
+		if pos, held := c.consumed[p]; held {
+			c.committed[p] = off
+			if pos == off {
+				delete(c.returned, p)
 			}
+		}
+		if lost, ok := c.lost[p]; ok && off >= lost {
+			delete(c.lost, p)
 		}
 	}
 	c.mu.Unlock()
@@ -141,7 +223,8 @@ func (c *Consumer) Close() error {
 		failed := c.failed
 		c.mu.Unlock()
 		if c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" && !failed {
-			c.closeErr = c.commitPartitions(ctx, nil)
+			err := c.commitPartitions(ctx, nil)
+			c.closeErr = joinLost(c.takeLost(), err)
 		}
 		c.leave(ctx)
 		c.client.Close()

@@ -86,7 +86,7 @@ func (c *Consumer) heartbeat() error {
 		// Removed (session expired): the partitions may be another
 		// member's already. Drop them without committing and join again.
 		c.log.Warn("sdk: removed from the group; joining again", "group", c.cfg.ConsumerGroup, "member", g.memberID, "err", err)
-		c.dropAll()
+		c.dropAll(err)
 		_, err = c.join(ctx)
 		return err
 	}
@@ -170,6 +170,9 @@ func (c *Consumer) releaseRevoked(ctx context.Context) {
 	if c.cfg.AutoCommit {
 		if err := c.commitPartitions(ctx, ps); err != nil {
 			c.log.Warn("sdk: commit of revoked partitions failed", "group", c.cfg.ConsumerGroup, "partitions", ps, "err", err)
+			c.mu.Lock()
+			c.noteLost(ps, err) // reported by the next Commit or Close
+			c.mu.Unlock()
 		}
 	}
 	c.release(ps)
@@ -183,6 +186,7 @@ func (c *Consumer) release(ps []uint32) {
 		delete(c.revoking, p)
 		delete(c.consumed, p)
 		delete(c.committed, p)
+		delete(c.returned, p)
 	}
 	c.mu.Unlock()
 	notify(c.hbNow)
@@ -192,17 +196,20 @@ func (c *Consumer) release(ps []uint32) {
 }
 
 // dropAll stops reading every partition without committing: the member
-// was fenced.
-func (c *Consumer) dropAll() {
+// was fenced (cause). Positions after records returned by Poll and not
+// committed are recorded as lost, for Commit to report.
+func (c *Consumer) dropAll(cause error) {
 	c.stopAll()
 	c.mu.Lock()
 	var ps []uint32
 	for p := range c.consumed {
 		ps = append(ps, p)
 	}
+	c.noteLost(nil, cause)
 	clear(c.revoking)
 	clear(c.consumed)
 	clear(c.committed)
+	clear(c.returned)
 	c.mu.Unlock()
 	if len(ps) > 0 && c.cfg.OnPartitionsRevoked != nil {
 		c.cfg.OnPartitionsRevoked(ps)
