@@ -95,14 +95,22 @@ func committedOf(t *testing.T, e *engine.Engine, group string) map[int]uint64 {
 // fix, the rejoin dropped the positions silently and the next Commit and
 // Close returned nil with the pre-restart offsets still stored.
 func TestGroupCommitAfterBrokerRestart(t *testing.T) {
-	for _, rejoin := range []bool{false, true} {
-		t.Run(map[bool]string{false: "commit-before-rejoin", true: "commit-after-rejoin"}[rejoin], func(t *testing.T) {
-			testCommitAfterRestart(t, rejoin)
+	tests := []struct {
+		name             string
+		rejoin, closeNow bool
+	}{
+		{"commit-before-rejoin", false, false},
+		{"commit-after-rejoin", true, false},
+		{"close-after-rejoin", true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			testCommitAfterRestart(t, tc.rejoin, tc.closeNow)
 		})
 	}
 }
 
-func testCommitAfterRestart(t *testing.T, rejoin bool) {
+func testCommitAfterRestart(t *testing.T, rejoin, closeOnly bool) {
 	b := startRestartable(t)
 	b.topic(t, "t", 3)
 	parts := []int{0, 1, 2}
@@ -158,6 +166,18 @@ func testCommitAfterRestart(t *testing.T, rejoin bool) {
 		})
 	}
 	want = map[int]uint64{0: 200, 1: 200, 2: 200}
+	if closeOnly {
+		// Close, with AutoCommit, reports the positions it could not
+		// store.
+		err := c.Close()
+		if got := committedOf(t, b.eng, "my-group"); err == nil && !maps.Equal(got, want) {
+			t.Fatalf("Close returned nil but the broker holds %v, want %v", got, want)
+		}
+		if err != nil && !errors.Is(err, api.ErrFencedGeneration) {
+			t.Fatalf("Close: %v, want FENCED_GENERATION", err)
+		}
+		return
+	}
 	cerr := c.Commit(ctx)
 	if got := committedOf(t, b.eng, "my-group"); cerr == nil && !maps.Equal(got, want) {
 		t.Fatalf("Commit returned nil but the broker holds %v, want %v", got, want)
