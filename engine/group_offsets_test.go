@@ -57,6 +57,8 @@ func TestOffsetsLogCorruption(t *testing.T) {
 			[]int{1, 2, 3, 4}, true, func(s []int) int { return s[1] }},
 		{"length 0 of the second record", func(d []byte, s []int) []byte { copy(d[s[1]:], []byte{0, 0, 0, 0}); return d },
 			[]int{1, 2, 3, 4}, true, func(s []int) int { return s[1] }},
+		{"CRC of the second record and a torn last record", func(d []byte, s []int) []byte { d[s[1]+6] ^= 0x01; return d[:len(d)-3] },
+			[]int{1, 4}, true, func(s []int) int { return s[1] }},
 		{"torn last record", func(d []byte, _ []int) []byte { return d[:len(d)-3] },
 			[]int{4}, false, nil},
 		{"bad payload byte in the last record", func(d []byte, s []int) []byte { d[s[4]+10] ^= 0xff; return d },

@@ -132,12 +132,17 @@ func (s *offsetStore) recover(path string) error {
 		return fmt.Errorf("engine: copy damaged %s aside: %w", path, err)
 	}
 	for _, c := range res.corrupt {
+		if c.length == 0 {
+			continue // logged below
+		}
 		s.log.Error("corrupt record in the group offsets log: skipped; the commits it held are lost",
 			"path", path, "byte_position", c.pos, "record_bytes", c.length, "copy", damaged)
 	}
-	if res.valid != int64(len(data)) {
-		s.log.Error("corrupt record length in the group offsets log: the records after it cannot be read and are dropped",
-			"path", path, "byte_position", res.valid, "dropped_bytes", int64(len(data))-res.valid, "copy", damaged)
+	if last := res.corrupt[len(res.corrupt)-1]; last.length == 0 {
+		s.log.Error("corrupt record length in the group offsets log: the records after it cannot be found and are dropped",
+			"path", path, "byte_position", last.pos, "dropped_bytes", int64(len(data))-last.pos, "copy", damaged)
+	} else if res.valid != int64(len(data)) {
+		s.log.Warn("cutting torn tail of the group offsets log", "path", path, "valid_bytes", res.valid, "file_bytes", len(data))
 	}
 	if err := s.compactLocked(); err != nil {
 		return fmt.Errorf("engine: rewrite %s: %w", path, err)
@@ -181,7 +186,7 @@ type badRecord struct {
 // resync). A bad record with no valid record after it is a torn tail.
 func (s *offsetStore) load(data []byte) loadResult {
 	var res loadResult
-	pos := 0
+	pos, next := 0, -1 // next: the first valid record after the last bad one
 	for pos < len(data) {
 		rec, n, ok := parseRecord(data, pos)
 		if ok {
@@ -189,21 +194,20 @@ func (s *offsetStore) load(data []byte) loadResult {
 			pos += n
 			continue
 		}
-		if nextValid(data, pos+1) < 0 {
+		if next <= pos {
+			next = nextValid(data, pos+1)
+		}
+		if next < 0 {
 			break // torn tail
 		}
 		if n <= 0 {
 			res.corrupt = append(res.corrupt, badRecord{pos: int64(pos)})
-			res.valid = int64(pos)
-			return res
+			break // no way to resync
 		}
 		res.corrupt = append(res.corrupt, badRecord{pos: int64(pos), length: int64(n)})
 		pos += n
 	}
 	res.valid = int64(pos)
-	if len(res.corrupt) > 0 && res.corrupt[len(res.corrupt)-1].length == 0 {
-		res.valid = res.corrupt[len(res.corrupt)-1].pos
-	}
 	return res
 }
 
