@@ -241,6 +241,11 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 		return TopicInfo{}, api.NewError(api.CodeTopicExists,
 			"topic directory %s holds data but has no metadata (meta/topics/%s.json missing or unreadable); restore the metadata file and restart, or move the directory away to reuse the name", dir, name)
 	}
+	// A new topic must not inherit the committed offsets of an earlier
+	// topic of the same name (one whose metadata was lost, say).
+	if err := e.offsets.forgetTopic(name); err != nil {
+		return TopicInfo{}, storageError("create topic: drop the name's old group offsets", err)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return TopicInfo{}, storageError("create topic", err)
 	}
