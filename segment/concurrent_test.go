@@ -103,9 +103,22 @@ func TestConcurrentSyncAndRetention(t *testing.T) {
 	}
 	loop(l.Sync)
 	loop(l.Checkpoint)
+	// retained is closed by the retention goroutine after its first
+	// deletion; the appender waits for it halfway, so retention runs
+	// concurrently with appends and reads however the goroutines are
+	// scheduled.
+	retained := make(chan struct{})
+	var retainedOnce sync.Once
+	var retainErr error // written once, before retained is closed
 	loop(func() error {
 		if next := l.NextOffset(); next > 100 {
-			_, err := l.DeleteSegmentsBefore(next - 100)
+			n, err := l.DeleteSegmentsBefore(next - 100)
+			if n > 0 || err != nil {
+				retainedOnce.Do(func() {
+					retainErr = err
+					close(retained)
+				})
+			}
 			return err
 		}
 		return nil
@@ -131,6 +144,12 @@ func TestConcurrentSyncAndRetention(t *testing.T) {
 	}
 	for i := 0; i < 300; i++ {
 		appendBatches(t, l, 1, 1+i%2, 2, 30)
+		if i == 150 {
+			<-retained
+			if retainErr != nil {
+				t.Error(retainErr)
+			}
+		}
 	}
 	close(done)
 	wg.Wait()
