@@ -113,7 +113,7 @@ func (e *Engine) DeleteTopic(name string) error {
 	} else {
 		t.refs.trash.Store(&trash)
 	}
-	if err := e.offsets.dropTopic(name); err != nil {
+	if err := e.offsets.forgetTopic(name); err != nil {
 		e.log.Warn("dropping a deleted topic's group offsets failed", "topic", name, "err", err)
 	}
 	t.refs.release()
@@ -186,27 +186,4 @@ func (p *partition) markDeleted() {
 	p.deleted.Store(true)
 	ch := make(chan struct{})
 	close(*p.notify.Swap(&ch))
-}
-
-// dropTopic removes the committed offsets of topic from every group and
-// rewrites the offsets file without them.
-func (s *offsetStore) dropTopic(topic string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.f == nil {
-		return nil
-	}
-	changed := false
-	for _, g := range s.groups {
-		for k := range g {
-			if k.Topic == topic {
-				delete(g, k)
-				changed = true
-			}
-		}
-	}
-	if !changed {
-		return nil
-	}
-	return s.compactLocked()
 }

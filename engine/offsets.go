@@ -385,7 +385,7 @@ func (s *offsetStore) forgetTopic(topic string) error {
 			}
 		}
 	}
-	s.log.Info("dropped the group offsets committed to an earlier topic of the name", "topic", topic)
+	s.log.Info("dropped every group's committed offsets of the topic", "topic", topic)
 	return nil
 }
 
