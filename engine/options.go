@@ -38,7 +38,8 @@ type Options struct {
 	SegmentBytes int64
 	// IndexIntervalBytes is the sparse index interval (4 KiB).
 	IndexIntervalBytes int
-	// PreallocBytes is the fallocate step of active segments (16 MiB).
+	// PreallocBytes is the largest fallocate step of active segments (16
+	// MiB); steps start at 1 MiB and double (segment.Options).
 	PreallocBytes int64
 	// MaxRecordBytes bounds key+value+headers of one record (1 MiB).
 	MaxRecordBytes int

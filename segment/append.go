@@ -140,18 +140,40 @@ func (l *Log) indexBatches(s *segment, batches [][]byte, pos int64, off uint64) 
 	return add
 }
 
+// minGrowBytes is the first fallocate step of a segment (at most
+// PreallocBytes): an empty segment takes no disk space, and a partition
+// that receives little data takes little.
+const minGrowBytes = 1 << 20
+
+// growSize returns the size to which a segment file of alloc bytes grows
+// to hold need bytes: need itself if alloc already holds it; otherwise the
+// first step is max(need, min(1 MiB, prealloc)), and each later step
+// doubles alloc, at most prealloc bytes per step, and at least up to need.
+// The result does not pass segBytes unless need does.
+func growSize(alloc, need, prealloc, segBytes int64) int64 {
+	if need <= alloc {
+		return alloc
+	}
+	size := max(need, min(minGrowBytes, prealloc))
+	if alloc > 0 {
+		size = max(need, alloc+min(alloc, prealloc))
+	}
+	if need <= segBytes && size > segBytes {
+		size = max(segBytes, need)
+	}
+	return size
+}
+
 // grow makes sure s's file is allocated and mapped up to at least need
-// bytes, growing in PreallocBytes steps, and remaps it if it grew. Readers
-// holding the old mapping keep it until they release it.
+// bytes, growing by fallocate in steps that start small and double up to
+// PreallocBytes (growSize), and remaps it if it grew. Nothing is allocated
+// or mapped while need is 0: readers skip an empty segment. Readers holding
+// the old mapping keep it until they release it.
 func (l *Log) grow(s *segment, need int64) error {
-	if need <= s.alloc && s.m != nil {
+	if need <= s.alloc && (s.m != nil || need == 0) {
 		return nil
 	}
-	step := l.opts.PreallocBytes
-	size := max((need+step-1)/step*step, step)
-	if need <= l.opts.SegmentBytes && size > l.opts.SegmentBytes {
-		size = max(l.opts.SegmentBytes, need)
-	}
+	size := growSize(s.alloc, need, l.opts.PreallocBytes, l.opts.SegmentBytes)
 	if size > s.alloc {
 		if err := l.be.Allocate(s.file, s.alloc, size-s.alloc); err != nil {
 			return fmt.Errorf("segment: preallocate %s to %d bytes: %w", s.logPath, size, err)

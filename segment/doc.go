@@ -71,8 +71,10 @@
 // One goroutine appends. Append assigns offsets, writes all batches of one
 // call with one gather write at the end of the active segment and publishes
 // the new end under a lock; Sync fdatasyncs. The active segment grows by
-// fallocate in PreallocBytes steps, so its file is longer than its data and
-// the tail reads as zeros until Close trims it. A segment rolls before it
+// fallocate on demand, in steps that start at 1 MiB (or the append's size)
+// and double the file up to PreallocBytes per step, so an empty segment
+// takes no disk space and a large one few remaps; its file is longer than
+// its data and the tail reads as zeros until Close trims it. A segment rolls before it
 // would pass SegmentBytes or overflow its u32 relative offsets or positions;
 // the new files are created and the directory fsynced before the Append
 // returns. At a roll the sealed segment's preallocated tail is trimmed if no

@@ -26,8 +26,10 @@ type Options struct {
 	// of a segment and then for the first batch at least this many bytes
 	// after the previous entry. Default 4096.
 	IndexIntervalBytes int
-	// PreallocBytes: the active segment grows by fallocate in steps of this
-	// many bytes. Default 16 MiB.
+	// PreallocBytes: the largest fallocate step of the active segment, which
+	// grows on demand: the first step is 1 MiB (at most PreallocBytes) or
+	// the append's size, and each later step doubles the file, up to this
+	// many bytes. An empty segment takes no space. Default 16 MiB.
 	PreallocBytes int64
 	// MaxBatchBytes: the largest batch (header included) recovery accepts;
 	// a longer length field is a torn write. Default 16 MiB.
