@@ -150,6 +150,13 @@
 // survived only in the page cache of a crashed process, and a new recovery
 // point is written.
 //
+// Open logs the log start, log end and segment count at INFO. The
+// recovery point does not record the log start, so a first segment
+// deleted by hand while stopped moves the log start silently, except that
+// index files left without their .log (retention removes a segment's
+// .index and .timeindex before its .log, so a crash never leaves them)
+// make Open log a WARN naming the missing offset range.
+//
 // Logs written before this invariant existed (a roll did not sync) may hold
 // a torn tail in the segment before the last after a crash; Open now
 // reports it as corruption instead of cutting it and removing the later

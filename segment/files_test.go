@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -180,4 +181,68 @@ func TestReadOutOfRange(t *testing.T) {
 		t.Fatalf("Read(100) = %v", err)
 	}
 	v.Release()
+}
+
+// TestLogStartLogged: Open logs the log start; a first segment whose .log
+// was deleted while stopped (its index files left) is a WARN naming the
+// missing offset range; retention's deletions are not.
+func TestLogStartLogged(t *testing.T) {
+	tests := []struct {
+		name   string
+		remove func(t *testing.T, l *Log, second uint64) // second: base of the second segment
+		want   []string                                  // substrings of the log
+		never  string
+	}{
+		{"first .log deleted by hand", func(t *testing.T, l *Log, _ uint64) {
+			if err := os.Remove(logPath(l.Dir(), 0)); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"level=WARN", "log start moved while stopped", "missing_from=0 missing_to=%d", "log_start=%d"}, ""},
+		{"first segment's files all deleted by hand", func(t *testing.T, l *Log, _ uint64) {
+			for _, p := range []string{logPath(l.Dir(), 0), indexPath(l.Dir(), 0), timeIndexPath(l.Dir(), 0)} {
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, []string{"level=INFO", "segment: opened", "log_start=%d"}, "level=WARN"},
+		{"retention", nil, []string{"level=INFO", "segment: opened", "log_start=%d"}, "level=WARN"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openLog(t, dir, smallOptions())
+			appendBatches(t, l, 30, 1, 2, 50)
+			second := l.Segments()[1].BaseOffset
+			if tc.remove == nil {
+				if n, err := l.DeleteSegmentsBefore(second); n != 1 || err != nil {
+					t.Fatalf("DeleteSegmentsBefore: %d, %v", n, err)
+				}
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.remove != nil {
+				tc.remove(t, l, second)
+			}
+			var logs bytes.Buffer
+			opts := smallOptions()
+			opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			l = openLog(t, dir, opts)
+			defer l.Close()
+			if got := l.LogStartOffset(); got != second {
+				t.Fatalf("log start %d, want %d", got, second)
+			}
+			for _, w := range tc.want {
+				if strings.Contains(w, "%d") {
+					w = strings.ReplaceAll(w, "%d", strconv.FormatUint(second, 10))
+				}
+				if !strings.Contains(logs.String(), w) {
+					t.Errorf("log lacks %q:\n%s", w, logs.String())
+				}
+			}
+			if tc.never != "" && strings.Contains(logs.String(), tc.never) {
+				t.Errorf("log has %q:\n%s", tc.never, logs.String())
+			}
+		})
+	}
 }

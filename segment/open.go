@@ -45,7 +45,7 @@ func Open(dir string, fsys ring.FS, backend ring.Backend, opts Options) (*Log, e
 	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
 		return nil, fmt.Errorf("segment: open: %w", err)
 	}
-	bases, err := l.listDir()
+	bases, orphans, err := l.listDir()
 	if err != nil {
 		return nil, err
 	}
@@ -81,25 +81,52 @@ func Open(dir string, fsys ring.FS, backend ring.Backend, opts Options) (*Log, e
 		l.closeFiles()
 		return nil, err
 	}
+	l.logStart(rp, found, orphans)
 	return l, nil
 }
 
+// logStart logs where the log starts and ends after Open, at INFO; and at
+// WARN when index files of segments below the first one are left
+// (orphans: base offsets of .index or .timeindex files without a .log),
+// which means the first segments' .log files were deleted while the
+// partition was stopped, moving the log start: the WARN names the missing
+// offset range. (The recovery point does not record the log start, so a
+// .log deleted together with its index files is seen only in the INFO.)
+func (l *Log) logStart(rp recoveryPoint, found bool, orphans []uint64) {
+	start, next, segs := l.segs[0].base, l.next, len(l.segs)
+	var missing []uint64
+	for _, b := range orphans {
+		if b < start {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		l.opts.Logger.Warn("segment: log start moved while stopped: the .log files of the first segments are missing",
+			"dir", l.dir, "missing_from", slices.Min(missing), "missing_to", start, "log_start", start)
+	}
+	args := []any{"dir", l.dir, "log_start", start, "next_offset", next, "segments", segs}
+	if found {
+		args = append(args, "recovery_point", rp.next)
+	}
+	l.opts.Logger.Info("segment: opened", args...)
+}
+
 // listDir returns the base offsets of the .log files in l.dir, sorted,
-// deleting .sqtmp files and logging unknown ones.
-func (l *Log) listDir() ([]uint64, error) {
+// deleting .sqtmp files and logging unknown ones, and those of .index or
+// .timeindex files that have no .log (orphans).
+func (l *Log) listDir() (bases, orphans []uint64, err error) {
 	names, err := l.fs.ReadDir(l.dir)
 	if err != nil {
-		return nil, fmt.Errorf("segment: open: %w", err)
+		return nil, nil, fmt.Errorf("segment: open: %w", err)
 	}
-	var bases []uint64
-	logs, indexes := map[uint64]bool{}, map[uint64]bool{}
+	logs, indexes := map[uint64]bool{}, map[uint64]string{}
 	removed := false
 	for _, name := range names {
 		base, suffix, ok := parseName(name)
 		switch {
 		case strings.HasSuffix(name, tmpSuffix):
 			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
-				return nil, fmt.Errorf("segment: open: %w", err)
+				return nil, nil, fmt.Errorf("segment: open: %w", err)
 			}
 			l.opts.Logger.Info("segment: removed temporary file", "file", filepath.Join(l.dir, name))
 			removed = true
@@ -108,25 +135,28 @@ func (l *Log) listDir() ([]uint64, error) {
 			bases = append(bases, base)
 			logs[base] = true
 		case ok && suffix == indexSuffix:
-			indexes[base] = true
+			indexes[base] = name
 		case ok && suffix == timeIndexSuffix:
 			// Checked against its log by recoverTimeIndex.
+			indexes[base] = name
 		default:
 			l.opts.Logger.Warn("segment: stray file left alone", "file", filepath.Join(l.dir, name))
 		}
 	}
-	for base := range indexes {
+	for base, name := range indexes {
 		if !logs[base] {
-			l.opts.Logger.Warn("segment: index without a log left alone", "file", indexPath(l.dir, base))
+			l.opts.Logger.Warn("segment: index without a log left alone", "file", filepath.Join(l.dir, name))
+			orphans = append(orphans, base)
 		}
 	}
 	if removed {
 		if err := l.fs.SyncDir(l.dir); err != nil {
-			return nil, fmt.Errorf("segment: open: %w", err)
+			return nil, nil, fmt.Errorf("segment: open: %w", err)
 		}
 	}
 	slices.Sort(bases)
-	return bases, nil
+	slices.Sort(orphans)
+	return bases, orphans, nil
 }
 
 // closeFiles closes every file and mapping of l after a failed Open.

@@ -98,7 +98,11 @@ func (l *Log) DeleteSegmentsBefore(offset uint64) (int, error) {
 			errs = append(errs, s.tidx.Close())
 			s.tidx = nil
 		}
-		for _, p := range []string{s.logPath, s.idxPath, s.tidxPath} {
+		// The .log last: a crash in between leaves a .log without
+		// indexes (rebuilt at Open, deleted again by retention), never
+		// indexes without a .log, which Open reports as a .log deleted by
+		// hand (logStart).
+		for _, p := range []string{s.idxPath, s.tidxPath, s.logPath} {
 			if err := l.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			}
