@@ -341,23 +341,35 @@ func (e *Engine) ListTopics() []TopicInfo {
 	return out
 }
 
-// appendBatch is Append without the observer.
-func (e *Engine) appendBatch(ctx context.Context, topicName string, partition int, b []byte) (AppendResult, error) {
+// enqueueBatch validates b and queues it in the partition's FIFO behind
+// after (nil: no chain), without the observer and without waiting.
+func (e *Engine) enqueueBatch(ctx context.Context, topicName string, partition int, b []byte, after *Pending) (*appendReq, uint32, error) {
 	t, p, err := e.partition(topicName, partition)
 	if err != nil {
-		return AppendResult{}, err
+		return nil, 0, err
+	}
+	var prev *appendReq
+	if after != nil {
+		if after.part != p {
+			return nil, 0, api.NewError(api.CodeInvalidRequest, "append chained behind an append to another partition")
+		}
+		prev = after.req
 	}
 	h, err := batch.Validate(b, t.state.Load().limits)
 	if err != nil {
 		if errors.Is(err, batch.ErrTooLarge) {
-			return AppendResult{}, api.NewError(api.CodeMessageTooLarge, "%v", err)
+			return nil, 0, api.NewError(api.CodeMessageTooLarge, "%v", err)
 		}
-		return AppendResult{}, api.NewError(api.CodeCorruptBatch, "%v", err)
+		return nil, 0, api.NewError(api.CodeCorruptBatch, "%v", err)
 	}
 	if err := e.disk.admit(len(b)); err != nil {
-		return AppendResult{}, err
+		return nil, 0, err
 	}
-	return p.append(ctx, b, h.RecordCount)
+	req, err := p.enqueue(ctx, b, h.RecordCount, prev)
+	if err != nil {
+		return nil, 0, err
+	}
+	return req, h.RecordCount, nil
 }
 
 // fetch is Fetch without the observer.

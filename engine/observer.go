@@ -80,18 +80,11 @@ func (e *Engine) InFlight() int64 { return e.obs.inFlight.Load() }
 // DISK_FULL, STORAGE_ERROR, PARTITION_FAILED, SHUTTING_DOWN, or ctx's
 // error (the batch may still be appended after a cancelled wait).
 func (e *Engine) Append(ctx context.Context, topicName string, partition int, b []byte) (AppendResult, error) {
-	e.obs.inFlight.Add(1)
-	defer e.obs.inFlight.Add(-1)
-	o := e.opts.Observer
-	if o == nil {
-		return e.appendBatch(ctx, topicName, partition, b)
+	pd, err := e.AppendAsync(ctx, topicName, partition, b, nil)
+	if err != nil {
+		return AppendResult{}, err
 	}
-	start := time.Now()
-	n := len(b)
-	res, err := e.appendBatch(ctx, topicName, partition, b)
-	o.AppendDone(ctx, AppendEvent{Topic: topicName, Partition: partition, Records: int(res.RecordCount), Bytes: n,
-		Start: start, Duration: time.Since(start), BaseOffset: res.BaseOffset, Err: err})
-	return res, err
+	return pd.Wait(ctx)
 }
 
 // Fetch returns whole batches of the partition starting with the batch

@@ -60,6 +60,10 @@ type partition struct {
 type appendReq struct {
 	batch []byte
 	count uint32
+	// after is the request this one is chained behind (AppendAsync): when
+	// it failed, this one fails with the same error without being written.
+	// Only the append goroutine reads it; it is cleared once r is finished.
+	after *appendReq
 	res   AppendResult
 	err   error
 	done  chan struct{}
@@ -97,31 +101,36 @@ func (p *partition) fail(err *api.Error) {
 	}
 }
 
-// append queues b and waits for its commit. ctx cancellation stops the
-// wait, not the write: a batch already queued may still be appended.
-func (p *partition) append(ctx context.Context, b []byte, count uint32) (AppendResult, error) {
+// enqueue puts b into the partition's FIFO behind after (nil: no chain)
+// and returns the queued request without waiting for its commit. ctx
+// bounds only the wait for room in the queue.
+func (p *partition) enqueue(ctx context.Context, b []byte, count uint32, after *appendReq) (*appendReq, error) {
 	if p.deleted.Load() {
-		return AppendResult{}, unknownTopic(p.topic)
+		return nil, unknownTopic(p.topic)
 	}
 	if e := p.failed.Load(); e != nil {
-		return AppendResult{}, e
+		return nil, e
 	}
-	req := &appendReq{batch: b, count: count, done: make(chan struct{})}
+	req := &appendReq{batch: b, count: count, after: after, done: make(chan struct{})}
 	p.mu.RLock()
+	defer p.mu.RUnlock()
 	if p.closed {
-		p.mu.RUnlock()
 		if p.deleted.Load() {
-			return AppendResult{}, unknownTopic(p.topic)
+			return nil, unknownTopic(p.topic)
 		}
-		return AppendResult{}, api.NewError(api.CodeShuttingDown, "server is shutting down")
+		return nil, api.NewError(api.CodeShuttingDown, "server is shutting down")
 	}
 	select {
 	case p.reqs <- req:
+		return req, nil
 	case <-ctx.Done():
-		p.mu.RUnlock()
-		return AppendResult{}, ctx.Err()
+		return nil, ctx.Err()
 	}
-	p.mu.RUnlock()
+}
+
+// wait returns req's outcome once committed. ctx cancellation stops the
+// wait, not the write: a batch already queued may still be appended.
+func (req *appendReq) wait(ctx context.Context) (AppendResult, error) {
 	select {
 	case <-req.done:
 		return req.res, req.err
@@ -206,9 +215,14 @@ func (p *partition) drain(pending []*appendReq) []*appendReq {
 // commit writes pending with one gather write, applies the sync policy,
 // publishes the new high watermark and acknowledges every request.
 func (p *partition) commit(pending []*appendReq) {
+	pending = p.dropChained(pending)
+	if len(pending) == 0 {
+		return
+	}
 	finish := func(err error) {
 		for _, r := range pending {
 			r.err = err
+			r.batch = nil
 			close(r.done)
 		}
 	}
@@ -250,8 +264,30 @@ func (p *partition) commit(pending []*appendReq) {
 	for _, r := range pending {
 		r.res = AppendResult{BaseOffset: next, RecordCount: r.count, LogAppendTime: appendTime, Durability: durability}
 		next += uint64(r.count)
+		r.batch = nil
 		close(r.done)
 	}
+}
+
+// dropChained fails, without writing them, the requests whose predecessor
+// in their chain failed (in an earlier commit, or earlier in this one), and
+// returns the others in order. Because the rest of one commit succeeds or
+// fails together, a chain never has a stored batch after a failed one.
+// Runs on the append goroutine, which alone sets err before closing done.
+func (p *partition) dropChained(pending []*appendReq) []*appendReq {
+	kept := pending[:0]
+	for _, r := range pending {
+		a := r.after
+		r.after = nil // keep no chain of old requests alive
+		if a != nil && a.err != nil {
+			r.err = a.err
+			r.batch = nil
+			close(r.done)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	return kept
 }
 
 // setPolicy changes the sync policy; the append goroutine applies it from

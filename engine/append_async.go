@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// Pending is one batch queued by AppendAsync and not yet waited for. Its
+// place in the partition's log order is fixed: batches queued later on
+// the same partition get higher offsets.
+type Pending struct {
+	e         *Engine
+	part      *partition
+	req       *appendReq
+	ctx       context.Context // the caller's, for the observer
+	topic     string
+	partition int
+	bytes     int
+	records   uint32
+	start     time.Time
+	waited    bool
+}
+
+// AppendAsync validates the batch b (DESIGN §3.2) and queues it in the
+// partition's append FIFO, returning once it is queued, not once it is
+// committed: the order of AppendAsync calls on one partition is the order
+// of the batches in the log. The engine takes ownership of b.
+//
+// after, when not nil, is an earlier Pending of the same partition (for
+// example the previous publish of the same connection): if after fails,
+// this batch fails with the same error without being written, so a chain
+// of batches is stored as a prefix (its first failure ends it). Batches of
+// one group commit succeed or fail together, so this holds within a commit
+// too.
+//
+// Every Pending must be waited for exactly once with Wait. ctx bounds the
+// wait for room in the queue (appendQueueLen batches). Errors, before
+// anything is queued: UNKNOWN_TOPIC, UNKNOWN_PARTITION, MESSAGE_TOO_LARGE,
+// CORRUPT_BATCH, DISK_FULL, PARTITION_FAILED, SHUTTING_DOWN,
+// INVALID_REQUEST (after belongs to another partition), or ctx's error.
+func (e *Engine) AppendAsync(ctx context.Context, topicName string, partition int, b []byte, after *Pending) (*Pending, error) {
+	e.obs.inFlight.Add(1)
+	pd := &Pending{e: e, ctx: ctx, topic: topicName, partition: partition, bytes: len(b)}
+	if e.opts.Observer != nil {
+		pd.start = time.Now()
+	}
+	req, n, err := e.enqueueBatch(ctx, topicName, partition, b, after)
+	if err != nil {
+		pd.done(AppendResult{}, err)
+		return nil, err
+	}
+	_, pd.part, _ = e.partition(topicName, partition)
+	pd.req, pd.records = req, n
+	return pd, nil
+}
+
+// Wait returns the outcome of the queued batch once the topic's sync policy
+// is satisfied. Errors: STORAGE_ERROR, DISK_FULL, PARTITION_FAILED,
+// SHUTTING_DOWN, the error of the batch it was chained behind, or ctx's
+// error (the batch may still be appended after a cancelled wait). Wait
+// must be called once; later calls return the same outcome without
+// reporting it again.
+func (pd *Pending) Wait(ctx context.Context) (AppendResult, error) {
+	res, err := pd.req.wait(ctx)
+	if !pd.waited {
+		pd.waited = true
+		pd.done(res, err)
+	}
+	return res, err
+}
+
+// done ends the append's in-flight count and reports it to the observer.
+func (pd *Pending) done(res AppendResult, err error) {
+	e := pd.e
+	e.obs.inFlight.Add(-1)
+	if o := e.opts.Observer; o != nil {
+		o.AppendDone(pd.ctx, AppendEvent{Topic: pd.topic, Partition: pd.partition, Records: int(res.RecordCount), Bytes: pd.bytes,
+			Start: pd.start, Duration: time.Since(pd.start), BaseOffset: res.BaseOffset, Err: err})
+	}
+}
