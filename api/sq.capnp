@@ -150,6 +150,11 @@ struct PublishRequest {
   topic         @0 :Text;
   partition     @1 :UInt32;
   recordsLength @2 :UInt32;
+  # chained: the client sent this publish while an earlier publish to the
+  # same partition on this connection was unanswered, and the server must
+  # fail it, unwritten, with that publish's error if that publish fails
+  # (docs/performance.md, "Pipelined publishes"). false: no such link.
+  chained       @3 :Bool;
 }
 
 struct PublishResponse {

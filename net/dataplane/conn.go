@@ -58,10 +58,10 @@ type conn struct {
 	// lastActive is the Unix nano time of the last frame read or written.
 	lastActive atomic.Int64
 
-	// pubMu guards pubTail: per partition, the done channel of the last
-	// publish read on this connection.
+	// pubMu guards pubTail: per partition, the link of the last publish
+	// read on this connection (removed once it succeeded).
 	pubMu   sync.Mutex
-	pubTail map[partitionKey]chan struct{}
+	pubTail map[partitionKey]*pubLink
 
 	// subs are the push subscriptions (subscribe.go).
 	subs subscriptions
@@ -311,7 +311,7 @@ func (c *conn) readLoop() error {
 			continue
 		}
 		if req.kind == api.Frame_Which_publishRequest {
-			req.prev, req.done = c.chainPublish(req)
+			req.prev, req.link = c.chainPublish(req)
 		}
 		c.handlers.Add(1)
 		go c.handle(req)
@@ -324,32 +324,45 @@ type partitionKey struct {
 	partition uint32
 }
 
+// pubLink is one publish in a connection's chain of publishes to one
+// partition. queued is closed once the publish is queued in the engine
+// (pending set) or refused before that (err set).
+type pubLink struct {
+	queued  chan struct{}
+	pending *engine.Pending
+	err     error
+}
+
 // chainPublish links a publish behind the previous publish to the same
 // partition read on this connection, so that a client pipelining batches
 // to one partition gets them appended in the order it sent them (as a
-// Kafka producer does). Publishes to different partitions run at once.
-// The reader calls it in stream order.
-func (c *conn) chainPublish(req request) (prev, done chan struct{}) {
+// Kafka producer does): each is queued in the engine once the previous one
+// is queued, without waiting for its commit. Publishes to different
+// partitions run at once. The reader calls it in stream order.
+func (c *conn) chainPublish(req request) (prev, link *pubLink) {
 	k := partitionKey{req.topic, req.partition}
-	done = make(chan struct{})
+	link = &pubLink{queued: make(chan struct{})}
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
 	if c.pubTail == nil {
-		c.pubTail = make(map[partitionKey]chan struct{})
+		c.pubTail = make(map[partitionKey]*pubLink)
 	}
 	prev = c.pubTail[k]
-	c.pubTail[k] = done
-	return prev, done
+	c.pubTail[k] = link
+	return prev, link
 }
 
-// unchainPublish marks a publish's append as returned and forgets the
-// partition when no later publish is queued behind it.
-func (c *conn) unchainPublish(req request) {
-	close(req.done)
+// unchainPublish forgets the partition once its last publish succeeded. A
+// failed last publish stays, so that chained publishes the client sent
+// before it saw the failure fail too.
+func (c *conn) unchainPublish(req request, err error) {
+	if err != nil {
+		return
+	}
 	k := partitionKey{req.topic, req.partition}
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
-	if c.pubTail[k] == req.done {
+	if c.pubTail[k] == req.link {
 		delete(c.pubTail, k)
 	}
 }

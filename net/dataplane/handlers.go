@@ -385,23 +385,57 @@ func (c *conn) publish(req request) (*response, error) {
 	return r, setErr(berr, p.NewError)
 }
 
-// appendInOrder appends the publish's batch once the publishes read
-// before it on this connection for the same partition have returned.
-func (c *conn) appendInOrder(req request) (engine.AppendResult, error) {
-	if req.done != nil {
-		defer c.unchainPublish(req)
+// appendInOrder queues the publish's batch in the engine once the
+// publishes read before it on this connection for the same partition are
+// queued, then waits for its commit. A chained publish (PublishRequest
+// chained) whose predecessor failed fails with the same error, unwritten:
+// either here, when the predecessor was refused before it was queued, or
+// in the engine's commit (engine.AppendAsync's after).
+func (c *conn) appendInOrder(req request) (res engine.AppendResult, err error) {
+	if req.link != nil {
+		defer func() { c.unchainPublish(req, err) }()
 	}
+	pd, err := c.queuePublish(req)
+	if err == nil && pd == nil {
+		// A synchronous broker: the next publish waits for this one.
+		res, err = c.srv.broker.Append(c.ctx, req.topic, int(req.partition), req.tail)
+	}
+	if req.link != nil {
+		req.link.pending, req.link.err = pd, err
+		close(req.link.queued)
+	}
+	if err != nil || pd == nil {
+		return res, err
+	}
+	return pd.Wait(c.ctx)
+}
+
+// queuePublish waits until the previous publish of the chain is queued and
+// queues this one behind it. A nil Pending with a nil error means the
+// broker cannot queue without waiting: the caller appends synchronously.
+func (c *conn) queuePublish(req request) (*engine.Pending, error) {
+	var after *engine.Pending
 	if req.prev != nil {
 		select {
-		case <-req.prev:
+		case <-req.prev.queued:
 		case <-c.ctx.Done():
-			return engine.AppendResult{}, api.NewError(api.CodeShuttingDown, "connection closing")
+			return nil, api.NewError(api.CodeShuttingDown, "connection closing")
+		}
+		if req.chained {
+			if req.prev.err != nil {
+				return nil, req.prev.err
+			}
+			after = req.prev.pending
 		}
 	}
 	if len(req.tail) == 0 {
-		return engine.AppendResult{}, api.NewError(api.CodeInvalidRequest, "publish without a records tail (recordsLength 0)")
+		return nil, api.NewError(api.CodeInvalidRequest, "publish without a records tail (recordsLength 0)")
 	}
-	return c.srv.broker.Append(c.ctx, req.topic, int(req.partition), req.tail)
+	ab, ok := c.srv.broker.(AsyncAppender)
+	if !ok {
+		return nil, nil
+	}
+	return ab.AppendAsync(c.ctx, req.topic, int(req.partition), req.tail, after)
 }
 
 // fetchParams returns the bytes and long-poll wait of a fetch: maxBytes 0

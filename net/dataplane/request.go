@@ -23,10 +23,13 @@ type request struct {
 	// tailHeld is what the tail holds of the connection's tail budget,
 	// given back once the request has been served.
 	tailHeld int64
-	// prev and done order the publishes of one connection to one
-	// partition: the request appends after prev is closed and closes done
-	// once its append returns (see conn.chainPublish).
-	prev, done chan struct{}
+	// prev and link order the publishes of one connection to one
+	// partition: the request is queued in the engine once prev is queued,
+	// and records in link how it was queued (see conn.chainPublish).
+	prev, link *pubLink
+	// chained is the publish request's chained flag: it fails with prev's
+	// error if prev fails.
+	chained bool
 
 	// handshakeRequest
 	clientID        string
@@ -89,6 +92,7 @@ func parseFrame(f api.Frame) (request, error) {
 		if r, err = f.PublishRequest(); err == nil {
 			req.partition = r.Partition()
 			req.tailLen = r.RecordsLength()
+			req.chained = r.Chained()
 			req.topic, err = r.Topic()
 		}
 	case api.Frame_Which_fetchRequest:

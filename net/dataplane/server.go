@@ -47,6 +47,20 @@ type Broker interface {
 
 var _ Broker = (*engine.Engine)(nil)
 
+// AsyncAppender is implemented by a Broker that can queue a batch without
+// waiting for its commit (engine.Engine.AppendAsync). The server then
+// queues the publishes of one connection to one partition in the order
+// read and waits for their commits in parallel, so that a client's
+// pipelined batches share group commits. A Broker without it appends each
+// publish once the previous one to the partition has returned.
+type AsyncAppender interface {
+	// AppendAsync queues batch behind after (nil: not chained) and returns
+	// once it is queued; the Pending's Wait returns the outcome.
+	AppendAsync(ctx context.Context, topic string, partition int, batch []byte, after *engine.Pending) (*engine.Pending, error)
+}
+
+var _ AsyncAppender = (*engine.Engine)(nil)
+
 // ErrServerClosed is returned by Serve and ListenAndServe after Shutdown or
 // Close.
 var ErrServerClosed = errors.New("dataplane: server closed")
