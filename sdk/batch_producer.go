@@ -14,10 +14,13 @@ import (
 // Defaults of BatchProducerConfig.
 const (
 	DefaultLinger       = 5 * time.Millisecond
-	DefaultBatchBytes   = 1 << 20  // 1 MiB, capped at the server's maxBatchBytes
-	DefaultBatchRecords = 16384    // records per batch
-	DefaultMaxInFlight  = 32       // batches in flight over all partitions
-	DefaultBufferBytes  = 64 << 20 // 64 MiB buffered and in flight
+	DefaultBatchBytes   = 1 << 20 // 1 MiB, capped at the server's maxBatchBytes
+	DefaultBatchRecords = 16384   // records per batch
+	DefaultMaxInFlight  = 32      // batches in flight over all partitions
+	// DefaultMaxInFlightPerPartition is the batches of one partition in
+	// flight at once (pipelined on one connection).
+	DefaultMaxInFlightPerPartition = 4
+	DefaultBufferBytes             = 64 << 20 // 64 MiB buffered and in flight
 )
 
 // ErrBufferFull is returned by BatchProducer.Send when the buffer holds
@@ -44,10 +47,17 @@ type BatchProducerConfig struct {
 	// 16384.
 	BatchRecords int
 	// MaxInFlight bounds the batches sent and not yet acknowledged, over all
-	// partitions. Each partition has at most one batch in flight, so a
-	// retry never lets a later batch of the same partition overtake it.
-	// Default 32.
+	// partitions. Default 32.
 	MaxInFlight int
+	// MaxInFlightPerPartition bounds the batches of one partition sent and
+	// not yet acknowledged (Kafka's max.in.flight.requests.per.connection).
+	// Default 4; 1 sends each batch after the previous one is acknowledged.
+	// Above 1, batches are pipelined on one connection and a retry still
+	// never lets a later batch overtake an earlier one (see BatchProducer);
+	// this needs a server that honours PublishRequest.chained (this
+	// version's), else a retried batch may be stored after later ones (a
+	// warning is logged when that happens).
+	MaxInFlightPerPartition int
 	// BufferBytes bounds the memory of records accepted by Send and not
 	// yet acknowledged or failed (by their encoded-size estimate). When it
 	// is reached Send blocks until space frees, or fails with
@@ -109,13 +119,17 @@ type BatchAck struct {
 // partitioner of KIP-480), so they form large batches.
 //
 // Ordering: each partition has a sender goroutine, which closes and
-// encodes its batches in order (the next full batch while the previous one
-// is in flight), and a publisher goroutine with at most one batch in
-// flight; a batch is retried (Retries, with backoff) before the next one of
-// its partition is sent, so the records of one partition are stored in the
-// order of their Send calls. Delivery is at-least-once: when
-// a connection is lost after the server appended a batch, the retry stores
-// it again, right after the first copy.
+// encodes its batches in order (the next full batch while earlier ones are
+// in flight), and a publisher goroutine with up to MaxInFlightPerPartition
+// batches in flight on one connection, written in order. When a batch
+// fails, the server fails the later batches of the partition that were
+// sent before the client saw the failure (they are chained), and the
+// publisher retries the failed batch (Retries, with backoff) and then
+// resends the later ones, so the records of one partition are stored in
+// the order of their Send calls. Delivery is at-least-once: when a
+// connection is lost after the server appended some batches, the retries
+// store them again, so a partition may hold a run of batches twice (each
+// copy in order: for example 1 2 3 2 3 4).
 //
 // Memory is bounded by BufferBytes (see Send). A BatchProducer is safe for
 // concurrent use.
@@ -173,6 +187,9 @@ func NewBatchProducer(ctx context.Context, cfg BatchProducerConfig) (*BatchProdu
 	}
 	if cfg.BufferBytes <= 0 {
 		cfg.BufferBytes = DefaultBufferBytes
+	}
+	if cfg.MaxInFlightPerPartition <= 0 {
+		cfg.MaxInFlightPerPartition = DefaultMaxInFlightPerPartition
 	}
 	bp := &BatchProducer{
 		p:       p,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -357,5 +358,65 @@ func TestBatchProducerCallbackMaySend(t *testing.T) {
 	}
 	if got := len(s.records("t", 0)); got != follow+1 {
 		t.Fatalf("%d records stored, want %d", got, follow+1)
+	}
+}
+
+// TestBatchProducerPipelinedRetryKeepsOrder: with several batches of one
+// partition in flight, a retriable failure of the first one fails the
+// later ones too (they were sent chained), and the producer resends them
+// after its retry, so the partition stores every record once, in order.
+func TestBatchProducerPipelinedRetryKeepsOrder(t *testing.T) {
+	for _, code := range []api.Code{api.CodeThrottled, api.CodeDiskFull} {
+		t.Run(code.String(), func(t *testing.T) {
+			s := newFakeServer(t)
+			s.createTopic("t", 1)
+			s.failPublish("t", 0, code)
+			var gate sync.Once
+			s.setHook(func(f api.Frame) {
+				if f.Which() != api.Frame_Which_publishRequest {
+					return
+				}
+				// Hold the first publish until three more are read, so
+				// they are in flight behind it when it fails.
+				gate.Do(func() {
+					deadline := time.Now().Add(10 * time.Second)
+					for s.count(api.Frame_Which_publishRequest) < 4 && time.Now().Before(deadline) {
+						runtime.Gosched()
+					}
+				})
+			})
+			var acks atomic.Int64
+			bp := newTestBatchProducer(t, s, func(c *BatchProducerConfig) {
+				c.BatchRecords = 10
+				c.MaxInFlightPerPartition = 4
+				c.OnAck = func(a BatchAck) { acks.Add(int64(len(a.Messages))) }
+				c.OnError = func(e BatchError) { t.Errorf("OnError: %v", e) }
+			})
+			ctx := testCtx(t)
+			const n = 200
+			for i := range n {
+				if err := bp.Send(ctx, "t", []byte("k"), fmt.Appendf(nil, "k-%d", i)); err != nil {
+					t.Fatalf("Send: %v", err)
+				}
+			}
+			if err := bp.Flush(ctx); err != nil {
+				t.Fatalf("Flush: %v", err)
+			}
+			if got := s.count(api.Frame_Which_publishRequest); got < 4 {
+				t.Fatalf("%d publishes, want at least 4 (several in flight)", got)
+			}
+			if acks.Load() != n {
+				t.Fatalf("acknowledged %d records, want %d", acks.Load(), n)
+			}
+			recs := s.records("t", 0)
+			if len(recs) != n {
+				t.Fatalf("stored %d records, want %d (a chained batch was stored after a failure?)", len(recs), n)
+			}
+			for i, r := range recs {
+				if want := fmt.Sprintf("=k-%d", i); !strings.HasSuffix(r, want) {
+					t.Fatalf("record %d is %q, want the value k-%d: out of order", i, r, i)
+				}
+			}
+		})
 	}
 }

@@ -89,24 +89,7 @@ func (c *Client) Publish(ctx context.Context, topic string, partition uint32, ba
 	if err != nil {
 		return PublishResult{}, err
 	}
-	if err := expect(r.f, api.Frame_Which_publishResponse); err != nil {
-		return PublishResult{}, err
-	}
-	resp, err := r.f.PublishResponse()
-	if err != nil {
-		return PublishResult{}, err
-	}
-	if err := respErr(resp.Error()); err != nil {
-		return PublishResult{}, err
-	}
-	return PublishResult{
-		Topic:         topic,
-		Partition:     partition,
-		BaseOffset:    resp.BaseOffset(),
-		RecordCount:   resp.RecordCount(),
-		LogAppendTime: resp.LogAppendTime(),
-		Durability:    Durability(resp.Durability()),
-	}, nil
+	return decodePublish(r, topic, partition)
 }
 
 // DefaultFetchMaxBytes is FetchRequest.MaxBytes when zero: 1 MiB.

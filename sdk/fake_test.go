@@ -142,6 +142,7 @@ func (s *fakeServer) serve(nc net.Conn, stopped chan struct{}) {
 	var reqs sync.WaitGroup
 	defer reqs.Wait()
 	fr := api.NewFrameReader(nc, s.limits.MaxFrameBytes, s.limits.MaxBatchBytes)
+	chains := fakeChains{}
 	for {
 		_, f, err := fr.ReadFrame()
 		if err != nil {
@@ -155,6 +156,7 @@ func (s *fakeServer) serve(nc net.Conn, stopped chan struct{}) {
 		s.requests[f.Which()]++
 		hook := s.hook
 		s.mu.Unlock()
+		link := chains.link(f)
 		reqs.Add(1)
 		go func() {
 			defer reqs.Done()
@@ -165,7 +167,9 @@ func (s *fakeServer) serve(nc net.Conn, stopped chan struct{}) {
 			if hook != nil {
 				hook(f)
 			}
-			msg, rtail := s.handle(f, tail, stopped)
+			link.wait()
+			msg, rtail := s.handle(f, tail, stopped, link)
+			link.finish()
 			s.mu.Lock()
 			s.inFlight-- // answered: the client may send the next request
 			s.mu.Unlock()
@@ -353,5 +357,50 @@ func setErr(newErr func() (api.WireError, error), err error) {
 	}
 	if e := api.ToWire(w, err); e != nil {
 		panic(e)
+	}
+}
+
+// fakeLink orders the publishes of one connection to one partition as the
+// real server does: each is appended after the previous one, and a chained
+// publish whose predecessor failed fails with the same error, unwritten.
+type fakeLink struct {
+	prev     *fakeLink
+	chained  bool
+	done     chan struct{}
+	err      error // the publish's outcome, set before done is closed
+	chainErr error // set by wait: the predecessor's error, for a chained publish
+}
+
+// fakeChains is a connection's last publish link per partition; only the
+// connection's reader uses it.
+type fakeChains map[topicPartition]*fakeLink
+
+// link returns the link of a publish frame (nil for other frames).
+func (c fakeChains) link(f api.Frame) *fakeLink {
+	if f.Which() != api.Frame_Which_publishRequest {
+		return nil
+	}
+	pr, _ := f.PublishRequest()
+	topic, _ := pr.Topic()
+	tp := topicPartition{topic, pr.Partition()}
+	l := &fakeLink{prev: c[tp], chained: pr.Chained(), done: make(chan struct{})}
+	c[tp] = l
+	return l
+}
+
+func (l *fakeLink) wait() {
+	if l == nil || l.prev == nil {
+		return
+	}
+	<-l.prev.done
+	if l.chained {
+		l.chainErr = l.prev.err
+	}
+	l.prev = nil
+}
+
+func (l *fakeLink) finish() {
+	if l != nil {
+		close(l.done)
 	}
 }

@@ -10,7 +10,9 @@ import (
 )
 
 // handle answers one request; a nil message sends nothing.
-func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}) (*capnp.Message, [][]byte) {
+// link, for a publish, orders it behind the connection's previous publish to
+// the partition and receives its outcome.
+func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}, link *fakeLink) (*capnp.Message, [][]byte) {
 	msg, f := newResponse(req)
 	must := func(err error) {
 		if err != nil {
@@ -50,7 +52,12 @@ func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}) (
 		r, _ := f.NewPublishResponse()
 		must(r.SetTopic(topic))
 		r.SetPartition(pr.Partition())
-		base, err := s.appendBatch(topic, pr.Partition(), tail)
+		var base uint64
+		err := link.chainErr
+		if err == nil {
+			base, err = s.appendBatch(topic, pr.Partition(), tail)
+		}
+		link.err = err
 		if err == nil {
 			h, _ := batch.ParseHeader(tail)
 			r.SetBaseOffset(base)

@@ -1,0 +1,148 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// errConnSwitched: the live connection is not the one the pipeline of a
+// partition is using, so the publish was not sent (startPublish).
+var errConnSwitched = errors.New("sdk: connection changed under a pipeline")
+
+// pubCall is one publish written to a connection and not yet answered.
+type pubCall struct {
+	cn        *conn
+	cl        *call
+	deadline  time.Time // RequestTimeout after the send
+	topic     string
+	partition uint32
+}
+
+// startPublish sends one publish of data to topic/partition and returns
+// once the frame is queued for the connection's writer, without waiting
+// for the response: publishes started one after the other are written in
+// that order. When want is not nil and the live connection is another one,
+// nothing is sent and the error is errConnSwitched. chained sets the
+// request's chained flag (the server fails this publish if the previous
+// one of the partition on this connection failed).
+func (c *Client) startPublish(ctx context.Context, want *conn, topic string, partition uint32, data []byte, chained bool) (*pubCall, error) {
+	if lim := c.Limits(); len(data) > int(lim.MaxBatchBytes) {
+		return nil, api.NewError(api.CodeMessageTooLarge, "batch of %d bytes over the server's maxBatchBytes %d", len(data), lim.MaxBatchBytes)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	cn, err := c.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if want != nil && cn != want {
+		return nil, errConnSwitched
+	}
+	cl, err := cn.start(ctx, func(f api.Frame) error {
+		req, err := f.NewPublishRequest()
+		if err != nil {
+			return err
+		}
+		req.SetPartition(partition)
+		req.SetRecordsLength(uint32(len(data)))
+		req.SetChained(chained)
+		return req.SetTopic(topic)
+	}, data, 0)
+	if err != nil {
+		if c.isClosed() {
+			return nil, ErrClosed
+		}
+		return nil, err
+	}
+	return &pubCall{cn: cn, cl: cl, deadline: time.Now().Add(c.cfg.RequestTimeout), topic: topic, partition: partition}, nil
+}
+
+// result decodes the response r of pc.
+func (c *Client) pubResult(pc *pubCall, r response) (PublishResult, error) {
+	if r.err != nil {
+		if c.isClosed() {
+			return PublishResult{}, ErrClosed
+		}
+		return PublishResult{}, r.err
+	}
+	if r.f.Which() == api.Frame_Which_errorResponse {
+		we, _ := r.f.ErrorResponse()
+		return PublishResult{}, wireErr(we)
+	}
+	return decodePublish(r, pc.topic, pc.partition)
+}
+
+// timedOut closes pc's connection because pc got no response by its
+// deadline; every request waiting on it then fails with ErrConnection.
+func (c *Client) timedOut(pc *pubCall) {
+	cause := fmt.Errorf("no response within %v", c.cfg.RequestTimeout)
+	pc.cn.fail(cause)
+	c.cfg.Logger.Warn("sdk: request timed out, closing the connection", "addr", c.cfg.Addr, "timeout", c.cfg.RequestTimeout)
+}
+
+// decodePublish reads a publish response.
+func decodePublish(r response, topic string, partition uint32) (PublishResult, error) {
+	if err := expect(r.f, api.Frame_Which_publishResponse); err != nil {
+		return PublishResult{}, err
+	}
+	resp, err := r.f.PublishResponse()
+	if err != nil {
+		return PublishResult{}, err
+	}
+	if err := respErr(resp.Error()); err != nil {
+		return PublishResult{}, err
+	}
+	return PublishResult{
+		Topic:         topic,
+		Partition:     partition,
+		BaseOffset:    resp.BaseOffset(),
+		RecordCount:   resp.RecordCount(),
+		LogAppendTime: resp.LogAppendTime(),
+		Durability:    Durability(resp.Durability()),
+	}, nil
+}
+
+// start sends one request, as roundTrip does, and returns its call once
+// the frame is handed to the writer; the response arrives on the call's
+// channel (the connection's failure too).
+func (c *conn) start(ctx context.Context, build func(api.Frame) error, tail []byte, maxTailBytes uint32) (*call, error) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.done:
+		return nil, c.failure()
+	}
+	cl := &call{maxTailBytes: maxTailBytes, ch: make(chan response, 1)}
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		<-c.sem
+		return nil, c.failure()
+	}
+	id := c.nextID
+	c.nextID++
+	c.pending[id] = cl
+	c.mu.Unlock()
+	msg, f, err := api.NewFrameMessage(id)
+	if err == nil {
+		err = build(f)
+	}
+	if err != nil {
+		c.forget(id)
+		return nil, fmt.Errorf("sdk: encode request: %w", err)
+	}
+	select {
+	case c.out <- outFrame{msg: msg, tail: tail}:
+		return cl, nil
+	case <-ctx.Done():
+		c.forget(id)
+		return nil, ctx.Err()
+	case <-c.done:
+		return nil, c.failure()
+	}
+}
