@@ -55,8 +55,8 @@ func hpProducer(tb testing.TB, addr string, cfg sdk.BatchProducerConfig) *sdk.Ba
 }
 
 // BenchmarkBatchProducerPublish measures publish throughput of one
-// BatchProducer (defaults: 5 ms linger, 1 MiB batches, one batch in flight
-// per partition) to an in-process server over loopback TCP: 100 B keyless
+// BatchProducer (defaults: 5 ms linger, 1 MiB batches, up to 4 batches in
+// flight per partition) to an in-process server over loopback TCP: 100 B keyless
 // records, per sync policy and partition count. One op is one record,
 // counted when acknowledged (Flush at the end).
 func BenchmarkBatchProducerPublish(b *testing.B) {
@@ -80,6 +80,31 @@ func BenchmarkBatchProducerPublish(b *testing.B) {
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 			})
 		}
+	}
+}
+
+// BenchmarkBatchProducerInFlight is BenchmarkBatchProducerPublish under
+// every-batch with one partition, per MaxInFlightPerPartition (1 sends each
+// batch after the previous one is acknowledged).
+func BenchmarkBatchProducerInFlight(b *testing.B) {
+	for _, w := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("inflight=%d", w), func(b *testing.B) {
+			addr := hpServe(b, hpEngine(b, "every-batch", 1))
+			bp := hpProducer(b, addr, sdk.BatchProducerConfig{MaxInFlightPerPartition: w})
+			v := bytes.Repeat([]byte("v"), hpValueBytes)
+			ctx := context.Background()
+			b.SetBytes(hpValueBytes)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bp.Send(ctx, "t", nil, v); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := bp.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
 	}
 }
 
@@ -122,8 +147,8 @@ func BenchmarkConsumeCatchUp(b *testing.B) {
 }
 
 // BenchmarkPublishLatencyAtRate offers a fixed 100,000 records/s of 100 B
-// records from one BatchProducer (linger 0: each batch is sent as soon as
-// the previous one of the partition is acknowledged) to one every-batch
+// records from one BatchProducer (no linger: each batch is sent as soon as
+// the partition has a free in-flight slot, up to 4) to one every-batch
 // partition, and reports ack latency percentiles measured from each
 // record's intended send time (coordinated-omission safe). One op is one
 // record; run it with -benchtime=Nx for a fixed count.
