@@ -112,7 +112,7 @@ func newBenchCommand(g *globals) *cobra.Command {
 	fl.IntVar(&f.keys, "keys", 0, "distinct record keys used in turn (0: no keys)")
 	fl.IntVar(&f.batchBytes, "batch-bytes", sdk.DefaultBatchBytes, "BatchProducer batch size bound in bytes")
 	fl.DurationVar(&f.linger, "linger", sdk.DefaultLinger, "BatchProducer linger: how long a batch waits for more records (0: send at once)")
-	fl.IntVar(&f.inFlight, "in-flight", sdk.DefaultMaxInFlight, "batches in flight per producer (over all partitions; one per partition)")
+	fl.IntVar(&f.inFlight, "in-flight", sdk.DefaultMaxInFlight, "batches in flight per producer (over all partitions; up to 4 per partition, pipelined)")
 	fl.IntVar(&f.bufferBytes, "buffer-bytes", sdk.DefaultBufferBytes, "BatchProducer buffer per producer in bytes: records accepted and not yet acknowledged (Send blocks beyond it)")
 	fl.StringVar(&f.syncPolicy, "sync-policy", "every-batch", "sync policy of the topic sq bench creates: every-batch, none, or an interval N / Nms")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "how long to publish (ignored with --count)")
