@@ -141,8 +141,12 @@ func (c *Consumer) takeLost() error {
 }
 
 // commitPartitions commits the consumed positions of ps (nil: every
-// partition held).
+// partition held). Only a successful commit of every partition restarts
+// the auto-commit interval: committing the partitions of a revocation, or
+// a failed commit, leaves the next auto-commit due.
 func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
+	all := ps == nil
+	started := time.Now()
 	c.mu.Lock()
 	if ps == nil {
 		for p := range c.consumed {
@@ -163,7 +167,9 @@ func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 	}
 	sort.Slice(offs, func(i, j int) bool { return offs[i].Partition < offs[j].Partition })
 	g := c.group
-	c.lastCommit = time.Now()
+	if all && len(offs) == 0 {
+		c.lastCommit = started
+	}
 	c.mu.Unlock()
 	if len(offs) == 0 {
 		return nil
@@ -201,6 +207,9 @@ func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 		if lost, ok := c.lost[p]; ok && off >= lost {
 			delete(c.lost, p)
 		}
+	}
+	if all && len(errs) == 0 {
+		c.lastCommit = started
 	}
 	c.mu.Unlock()
 	if len(errs) > 0 {

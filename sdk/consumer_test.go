@@ -316,3 +316,36 @@ func TestOffsetOutOfRangeWithoutRange(t *testing.T) {
 		t.Fatalf("first offset %d, want 5 (moved to the high watermark)", msgs[0].Offset)
 	}
 }
+
+// TestAutoCommitAfterPartialCommit: committing only some partitions (as a
+// revocation does) must not postpone the auto-commit of the others.
+func TestAutoCommitAfterPartialCommit(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 2)
+	p := newTestProducer(t, s)
+	for i := range 8 {
+		if _, err := p.Send(testCtx(t), "t", []byte(fmt.Sprint(i)), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newTestConsumer(t, s, ConsumerConfig{Topic: "t", ConsumerGroup: "g", AutoCommit: true, AutoCommitInterval: time.Hour})
+	got := 0
+	for got < 8 {
+		got += len(pollN(t, c, 1))
+	}
+	c.mu.Lock()
+	c.lastCommit = time.Now().Add(-2 * time.Hour) // the auto-commit is due
+	c.mu.Unlock()
+	// A partial commit, as for a revoked partition...
+	if err := c.commitPartitions(testCtx(t), []uint32{0}); err != nil {
+		t.Fatal(err)
+	}
+	// ...leaves the auto-commit of the rest due.
+	c.maybeAutoCommit(testCtx(t))
+	cl := dialTest(t, s)
+	defer cl.Close()
+	offs, err := cl.FetchOffsets(testCtx(t), "g", "t")
+	if err != nil || len(offs) != 2 {
+		t.Fatalf("FetchOffsets = %+v, %v; want both partitions committed", offs, err)
+	}
+}
