@@ -395,19 +395,35 @@ func (c *conn) appendInOrder(req request) (res engine.AppendResult, err error) {
 	if req.link != nil {
 		defer func() { c.unchainPublish(req, err) }()
 	}
-	pd, err := c.queuePublish(req)
-	if err == nil && pd == nil {
-		// A synchronous broker: the next publish waits for this one.
-		res, err = c.srv.broker.Append(c.ctx, req.topic, int(req.partition), req.tail)
-	}
-	if req.link != nil {
-		req.link.pending, req.link.err = pd, err
-		close(req.link.queued)
-	}
+	pd, res, err := c.queueLinked(req)
 	if err != nil || pd == nil {
 		return res, err
 	}
 	return pd.Wait(c.ctx)
+}
+
+// queueLinked queues the publish (or, with a synchronous broker, appends
+// it and returns the result) and then releases the next publish of the
+// chain, even on a panic.
+func (c *conn) queueLinked(req request) (pd *engine.Pending, res engine.AppendResult, err error) {
+	if req.link != nil {
+		defer func() {
+			if p := recover(); p != nil {
+				err = api.NewError(api.CodeUnknown, "internal error")
+				req.link.err = err
+				close(req.link.queued)
+				panic(p)
+			}
+			req.link.pending, req.link.err = pd, err
+			close(req.link.queued)
+		}()
+	}
+	pd, err = c.queuePublish(req)
+	if err == nil && pd == nil {
+		// A synchronous broker: the next publish waits for this one.
+		res, err = c.srv.broker.Append(c.ctx, req.topic, int(req.partition), req.tail)
+	}
+	return pd, res, err
 }
 
 // queuePublish waits until the previous publish of the chain is queued and
