@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -59,7 +60,7 @@ func newMetrics(s *Server) *metrics {
 	m.fsyncErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "sq_fsync_errors_total", Help: "Failed fdatasyncs (each fails its partition)."})
 	m.connections = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sq_connections", Help: "Open client connections, per plane (capnp, grpc)."}, []string{"plane"})
 	m.grpcInFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "sq_grpc_inflight_requests", Help: "gRPC calls in progress (streams included)."})
-	m.reg.MustRegister(m.publishedRecords, m.publishedBytes, m.fetchedRecords, m.fetchedBytes,
+	m.reg.MustRegister(&topicCounters{s: s, vecs: []*prometheus.CounterVec{m.publishedRecords, m.publishedBytes, m.fetchedRecords, m.fetchedBytes}},
 		m.publishErrors, m.fetchErrors, m.publishLatency, m.fetchLatency, m.fsyncLatency, m.fsyncBatches,
 		m.fsyncErrors, m.connections, m.grpcInFlight,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_inflight_requests", Help: "Engine appends and fetches in progress, every plane."},
@@ -218,6 +219,72 @@ type countingConn struct {
 func (c *countingConn) Close() error {
 	c.once.Do(c.g.Dec)
 	return c.Conn.Close()
+}
+
+// topicCounters collects the per-topic counter vectors after removing
+// the series of topics that no longer exist, so deleted topics (a bench
+// run's, say) do not leave series behind. A deleted topic's series
+// re-created by an operation in flight at the deletion are removed at the
+// next scrape.
+type topicCounters struct {
+	s    *Server
+	vecs []*prometheus.CounterVec // each labelled {topic} only
+}
+
+// Describe implements prometheus.Collector.
+func (c *topicCounters) Describe(ch chan<- *prometheus.Desc) {
+	for _, v := range c.vecs {
+		v.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector: prune, then collect.
+func (c *topicCounters) Collect(ch chan<- prometheus.Metric) {
+	c.prune()
+	for _, v := range c.vecs {
+		v.Collect(ch)
+	}
+}
+
+// prune deletes the series of every topic the engine does not list
+// (nothing before the engine is recovered).
+func (c *topicCounters) prune() {
+	if !c.s.hasEngine() {
+		return
+	}
+	live := map[string]bool{}
+	for _, t := range c.s.eng().ListTopics() {
+		live[t.Name] = true
+	}
+	for _, v := range c.vecs {
+		for _, topic := range topicLabels(v) {
+			if !live[topic] {
+				v.DeletePartialMatch(prometheus.Labels{"topic": topic})
+			}
+		}
+	}
+}
+
+// topicLabels returns the topic label values of v's series.
+func topicLabels(v *prometheus.CounterVec) []string {
+	ch := make(chan prometheus.Metric)
+	go func() {
+		v.Collect(ch)
+		close(ch)
+	}()
+	var out []string
+	for m := range ch {
+		var pb dto.Metric
+		if m.Write(&pb) != nil {
+			continue
+		}
+		for _, l := range pb.GetLabel() {
+			if l.GetName() == "topic" {
+				out = append(out, l.GetValue())
+			}
+		}
+	}
+	return out
 }
 
 // stateCollector exports the per-partition offsets and sizes, consumer

@@ -160,3 +160,48 @@ func TestMetricsMoveByTheRecordsSent(t *testing.T) {
 func leo(fams map[string]*dto.MetricFamily, p string) float64 {
 	return value(fams, "sq_partition_log_end_offset", map[string]string{"topic": "m", "partition": p})
 }
+
+// The per-topic series of a deleted topic are gone at the next scrape;
+// those of a live topic stay.
+func TestMetricsForgetDeletedTopics(t *testing.T) {
+	n := startNode(t, control.Options{})
+	ctx := context.Background()
+	topics := sqv1.NewTopicsClient(n.conn)
+	msg := sqv1.NewMessagingClient(n.conn)
+	for _, name := range []string{"gone", "kept"} {
+		if _, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: name, Partitions: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := msg.Publish(ctx, &sqv1.PublishRequest{Topic: name, Records: []*sqv1.Record{{Value: []byte("v")}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.eng.Fetch(ctx, name, 0, 0, 1<<20, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	families := []string{"sq_published_records_total", "sq_published_bytes_total", "sq_fetched_records_total", "sq_fetched_bytes_total"}
+	before := scrape(t, n)
+	for _, f := range families {
+		if value(before, f, map[string]string{"topic": "gone"}) <= 0 {
+			t.Fatalf("%s{topic=gone} missing before the delete", f)
+		}
+	}
+	if _, err := topics.DeleteTopic(ctx, &sqv1.DeleteTopicRequest{Name: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	after := scrape(t, n)
+	for name, f := range after {
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "topic" && l.GetValue() == "gone" {
+					t.Errorf("%s still has a series for the deleted topic", name)
+				}
+			}
+		}
+	}
+	for _, f := range families {
+		if value(after, f, map[string]string{"topic": "kept"}) <= 0 {
+			t.Errorf("%s{topic=kept} missing after deleting another topic", f)
+		}
+	}
+}
