@@ -32,6 +32,7 @@ const (
 	CodeInvalidConfig      Code = 18
 	CodeStorageError       Code = 19
 	CodeTooManyRequests    Code = 20
+	CodeUnknownGroup       Code = 21
 )
 
 // CatalogEntry describes one code: its NAME as printed in logs and by the
@@ -67,6 +68,7 @@ var Catalog = [...]CatalogEntry{
 	CodeInvalidConfig:      {CodeInvalidConfig, "INVALID_CONFIG", false, "invalid configuration value"},
 	CodeStorageError:       {CodeStorageError, "STORAGE_ERROR", true, "storage write failed"},
 	CodeTooManyRequests:    {CodeTooManyRequests, "TOO_MANY_REQUESTS", true, "too many requests in flight on this connection"},
+	CodeUnknownGroup:       {CodeUnknownGroup, "UNKNOWN_GROUP", false, "consumer group has no members and no committed offsets"},
 }
 
 // Entry returns the catalog entry of c, or the UNKNOWN entry for a code this
@@ -150,6 +152,7 @@ var (
 	ErrInvalidConfig      = &Error{Code: CodeInvalidConfig}
 	ErrStorageError       = &Error{Code: CodeStorageError}
 	ErrTooManyRequests    = &Error{Code: CodeTooManyRequests}
+	ErrUnknownGroup       = &Error{Code: CodeUnknownGroup}
 )
 
 // AsError converts err into an *Error: an *Error anywhere in its chain is

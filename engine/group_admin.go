@@ -35,46 +35,82 @@ func (g *group) summary() GroupSummary {
 }
 
 // ListGroups returns every group that has members or committed offsets,
-// sorted by name.
+// sorted by name. Each summary is the one DescribeGroup reports.
 func (e *Engine) ListGroups() []GroupSummary {
-	seen := map[string]GroupSummary{}
+	names := map[string]bool{}
 	for _, g := range e.coord().snapshot() {
-		g.mu.Lock()
-		if len(g.members) > 0 {
-			seen[g.name] = g.summary()
-		}
-		g.mu.Unlock()
+		names[g.name] = true
 	}
 	e.offsets.mu.Lock()
 	for name := range e.offsets.groups {
-		if _, ok := seen[name]; !ok {
-			seen[name] = GroupSummary{Group: name, State: GroupEmpty}
-		}
+		names[name] = true
 	}
 	e.offsets.mu.Unlock()
-	out := make([]GroupSummary, 0, len(seen))
-	for _, s := range seen {
-		out = append(out, s)
+	out := make([]GroupSummary, 0, len(names))
+	for name := range names {
+		if s, ok := e.groupSummary(name); ok {
+			out = append(out, s)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out
 }
 
+// groupSummary is the one source of a group's summary for ListGroups and
+// DescribeGroup: the coordinator's state and generation (kept after the
+// last member leaves), or empty with generation 0 for a group known only
+// by its committed offsets. ok is false when the group has neither members
+// nor committed offsets (it does not exist).
+func (e *Engine) groupSummary(name string) (s GroupSummary, ok bool) {
+	s = GroupSummary{Group: name, State: GroupEmpty}
+	members := false
+	if g := e.coord().get(name, false); g != nil {
+		g.mu.Lock()
+		if !g.deleted {
+			s, members = g.summary(), len(g.members) > 0
+		}
+		g.mu.Unlock()
+	}
+	return s, members || e.hasOffsets(name)
+}
+
+// hasOffsets reports whether the group has committed offsets.
+func (e *Engine) hasOffsets(name string) bool {
+	e.offsets.mu.Lock()
+	defer e.offsets.mu.Unlock()
+	return len(e.offsets.groups[name]) > 0
+}
+
+// errUnknownGroup is the UNKNOWN_GROUP error of a group with no members
+// and no committed offsets.
+func errUnknownGroup(name string) error {
+	return api.NewError(api.CodeUnknownGroup, "group %q has no members and no committed offsets", name)
+}
+
+// errGroupHasMembers refuses an admin change while the group has members.
+// INVALID_REQUEST (not retriable): the caller must stop the members first.
+func errGroupHasMembers(name string, n int, what string) error {
+	return api.NewError(api.CodeInvalidRequest, "group %q has %d active members; stop them first (%s only while it has none)", name, n, what)
+}
+
 // DescribeGroup returns the group's members with the partitions each holds
 // and, for every partition of the topics its members subscribe to or it
 // has offsets for, the committed offset, log end, high watermark and lag.
-// Errors: INVALID_REQUEST for a bad group id; a group that does not exist
-// is described as empty.
+// Errors: INVALID_REQUEST for a bad group id; UNKNOWN_GROUP for a group
+// with no members and no committed offsets.
 func (e *Engine) DescribeGroup(name string) (GroupDescription, error) {
 	if err := validateGroup(name); err != nil {
 		return GroupDescription{}, err
 	}
-	d := GroupDescription{Summary: GroupSummary{Group: name, State: GroupEmpty}}
+	sum, ok := e.groupSummary(name)
+	if !ok {
+		return GroupDescription{}, errUnknownGroup(name)
+	}
+	d := GroupDescription{Summary: sum}
 	holder := map[tp]string{}
 	topics := map[string]bool{}
 	if g := e.coord().get(name, false); g != nil {
 		g.mu.Lock()
-		d.Summary = g.summary()
 		for _, m := range g.members {
 			info := GroupMemberInfo{MemberID: m.id, ClientID: m.clientID, Assignment: GroupAssignment{}}
 			for k := range m.held {
@@ -128,7 +164,7 @@ func (e *Engine) DescribeGroup(name string) (GroupDescription, error) {
 // topic to the log start (ResetEarliest), the high watermark
 // (ResetLatest) or value (ResetOffset, which must lie within every
 // partition's [log start, high watermark]). Refused with
-// GROUP_REBALANCING while the group has members. Errors also:
+// INVALID_REQUEST while the group has members. Errors also:
 // UNKNOWN_TOPIC, OFFSET_OUT_OF_RANGE (with the range), INVALID_REQUEST.
 func (e *Engine) ResetOffsets(name, topicName string, mode ResetMode, value int64) ([]OffsetCommit, error) {
 	if err := validateGroup(name); err != nil {
@@ -141,7 +177,7 @@ func (e *Engine) ResetOffsets(name, topicName string, mode ResetMode, value int6
 	g := e.coord().lock(name, true)
 	defer g.mu.Unlock()
 	if len(g.members) > 0 {
-		return nil, api.NewError(api.CodeGroupRebalancing, "group %q has %d members; offsets can be reset only while it has none", name, len(g.members))
+		return nil, errGroupHasMembers(name, len(g.members), "offsets can be reset")
 	}
 	rec := offsetRecord{Group: name, Generation: -1}
 	out := make([]OffsetCommit, 0, len(ti.Partitions))
@@ -173,8 +209,8 @@ func (e *Engine) ResetOffsets(name, topicName string, mode ResetMode, value int6
 }
 
 // DeleteGroup removes the group and its committed offsets, durably.
-// Refused with GROUP_REBALANCING while the group has members. Deleting a
-// group that does not exist is not an error.
+// Refused with INVALID_REQUEST while the group has members; UNKNOWN_GROUP
+// for a group with no members and no committed offsets.
 func (e *Engine) DeleteGroup(name string) error {
 	if err := validateGroup(name); err != nil {
 		return err
@@ -183,7 +219,16 @@ func (e *Engine) DeleteGroup(name string) error {
 	g := c.lock(name, true)
 	defer g.mu.Unlock()
 	if len(g.members) > 0 {
-		return api.NewError(api.CodeGroupRebalancing, "group %q has %d members; it can be deleted only while it has none", name, len(g.members))
+		return errGroupHasMembers(name, len(g.members), "it can be deleted")
+	}
+	if !e.hasOffsets(name) {
+		c.mu.Lock()
+		if c.groups[name] == g {
+			delete(c.groups, name)
+		}
+		c.mu.Unlock()
+		g.deleted = true
+		return errUnknownGroup(name)
 	}
 	if err := e.offsets.commit(offsetRecord{Group: name, Deleted: true}); err != nil {
 		return err

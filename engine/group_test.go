@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -272,10 +273,10 @@ func TestGroupCommitFencing(t *testing.T) {
 func TestGroupAdmin(t *testing.T) {
 	e, _ := groupEngine(t, 2)
 	a := join(t, e, time.Second)
-	if _, err := e.ResetOffsets("g", "t", ResetEarliest, 0); codeOf(err) != api.CodeGroupRebalancing {
+	if _, err := e.ResetOffsets("g", "t", ResetEarliest, 0); codeOf(err) != api.CodeInvalidRequest || !strings.Contains(err.Error(), "1 active members; stop them first") {
 		t.Fatalf("reset with members: %v", err)
 	}
-	if err := e.DeleteGroup("g"); codeOf(err) != api.CodeGroupRebalancing {
+	if err := e.DeleteGroup("g"); codeOf(err) != api.CodeInvalidRequest || api.IsRetriable(err) {
 		t.Fatalf("delete with members: %v", err)
 	}
 	if gs := e.ListGroups(); len(gs) != 1 || gs[0].Members != 1 {
@@ -301,6 +302,50 @@ func TestGroupAdmin(t *testing.T) {
 	}
 	if o, _ := e.FetchOffsets("g", ""); len(o) != 0 {
 		t.Fatalf("offsets after delete: %+v", o)
+	}
+	if _, err := e.DescribeGroup("g"); codeOf(err) != api.CodeUnknownGroup {
+		t.Fatalf("describe after delete: %v", err)
+	}
+}
+
+// A group with neither members nor committed offsets does not exist:
+// describe and delete answer UNKNOWN_GROUP (not retriable) and list
+// leaves it out.
+func TestUnknownGroup(t *testing.T) {
+	e, _ := groupEngine(t, 1)
+	a := join(t, e, time.Second)
+	e.LeaveGroup("g", a.id) // members gone, nothing committed
+	for _, name := range []string{"nosuch", "g"} {
+		if _, err := e.DescribeGroup(name); codeOf(err) != api.CodeUnknownGroup || api.IsRetriable(err) {
+			t.Errorf("describe %s: %v", name, err)
+		}
+		if err := e.DeleteGroup(name); codeOf(err) != api.CodeUnknownGroup {
+			t.Errorf("delete %s: %v", name, err)
+		}
+	}
+	if gs := e.ListGroups(); len(gs) != 0 {
+		t.Fatalf("list: %+v", gs)
+	}
+}
+
+// List and describe report the same generation for an empty group that
+// had members and committed offsets.
+func TestListAndDescribeAgreeOnGeneration(t *testing.T) {
+	e, _ := groupEngine(t, 1)
+	a := join(t, e, time.Second)
+	b := join(t, e, time.Second)
+	e.LeaveGroup("g", b.id)
+	e.LeaveGroup("g", a.id)
+	if _, err := e.ResetOffsets("g", "t", ResetEarliest, 0); err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.DescribeGroup("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := e.ListGroups()
+	if len(gs) != 1 || gs[0] != d.Summary || d.Summary.Generation == 0 || d.Summary.State != GroupEmpty {
+		t.Fatalf("list %+v, describe %+v", gs, d.Summary)
 	}
 }
 

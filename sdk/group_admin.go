@@ -88,6 +88,7 @@ func (c *Client) ListGroups(ctx context.Context) ([]GroupSummary, error) {
 
 // DescribeGroup returns the group's members with their partitions and,
 // per partition, the committed offset, log end, high watermark and lag.
+// api.ErrUnknownGroup: the group has no members and no committed offsets.
 func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescription, error) {
 	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
 		req, err := f.NewDescribeGroupRequest()
@@ -144,7 +145,7 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 
 // ResetOffsets sets the group's committed offset of every partition of
 // topic (mode ResetToOffset uses offset). The server refuses it with
-// api.ErrGroupRebalancing while the group has members, and an offset
+// api.ErrInvalidRequest while the group has members, and an offset
 // outside a partition's range with api.ErrOffsetOutOfRange.
 func (c *Client) ResetOffsets(ctx context.Context, group, topic string, mode ResetMode, offset int64) ([]OffsetCommit, error) {
 	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
@@ -180,7 +181,8 @@ func (c *Client) ResetOffsets(ctx context.Context, group, topic string, mode Res
 }
 
 // DeleteGroup deletes a group and its committed offsets; refused with
-// api.ErrGroupRebalancing while the group has members.
+// api.ErrInvalidRequest while the group has members, and
+// api.ErrUnknownGroup for a group with no members and no committed offsets.
 func (c *Client) DeleteGroup(ctx context.Context, group string) error {
 	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
 		req, err := f.NewDeleteGroupRequest()

@@ -481,7 +481,7 @@ func TestGroupAdminThroughClient(t *testing.T) {
 	m := startMember(t, b, ConsumerConfig{Topic: "t", ConsumerGroup: "g"})
 	waitAssigned(t, "member owns all", 5*time.Second, []*member{m}, 2)
 	cl := m.c.Client()
-	if _, err := cl.ResetOffsets(ctx, "g", "t", ResetEarliest, 0); !errors.Is(err, api.ErrGroupRebalancing) {
+	if _, err := cl.ResetOffsets(ctx, "g", "t", ResetEarliest, 0); !errors.Is(err, api.ErrInvalidRequest) {
 		t.Fatalf("reset with a member: %v", err)
 	}
 	d, err := cl.DescribeGroup(ctx, "g")
@@ -507,6 +507,12 @@ func TestGroupAdminThroughClient(t *testing.T) {
 	}
 	if gs, _ := c2.ListGroups(ctx); len(gs) != 0 {
 		t.Fatalf("after delete: %+v", gs)
+	}
+	if _, err := c2.DescribeGroup(ctx, "g"); !errors.Is(err, api.ErrUnknownGroup) {
+		t.Fatalf("describe after delete: %v", err)
+	}
+	if err := c2.DeleteGroup(ctx, "g"); !errors.Is(err, api.ErrUnknownGroup) {
+		t.Fatalf("delete after delete: %v", err)
 	}
 }
 
