@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"go.opentelemetry.io/otel"
 
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/control/telemetry"
@@ -66,6 +67,11 @@ func startControl(ctx context.Context, c *config, log *slog.Logger) (*controlPla
 		return nil, err
 	}
 	if tel.Enabled() {
+		// Export errors (an unreachable collector, say) go to the server's
+		// log, in its format, not to the standard logger.
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			log.Warn("OpenTelemetry export failed", "err", err)
+		}))
 		log.Info("OpenTelemetry export on", "service_name", tel.ServiceName)
 	}
 	opts.Tracer = tel.Tracer

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +26,14 @@ var version = "0.1.0-dev"
 // shutdownTimeout bounds the graceful stop: in-flight requests get this
 // long to finish before connections are closed.
 const shutdownTimeout = 30 * time.Second
+
+// controlGrace bounds how long open control-plane streams may keep the
+// control plane up during a stop; unary calls finish well within it.
+const controlGrace = 2 * time.Second
+
+// telemetryFlushTimeout bounds the final flush of the OpenTelemetry
+// exporters.
+const telemetryFlushTimeout = 3 * time.Second
 
 func newRootCommand() *cobra.Command {
 	var c config
@@ -140,14 +149,32 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	cp.srv.StartShutdown() // /readyz 503 and health NOT_SERVING from now on
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if serr := srv.Shutdown(sctx); serr != nil && !errors.Is(serr, context.Canceled) {
-		log.Warn("data plane shutdown", "err", serr)
-	}
-	if serr := cp.shutdown(sctx); serr != nil {
-		log.Warn("control plane shutdown", "err", serr)
-	}
+	// Both planes drain at once. Long-lived control-plane streams (health
+	// Watch, Subscribe) get controlGrace, not the whole timeout, so they
+	// cannot hold the engine's final sync back.
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if serr := srv.Shutdown(sctx); serr != nil && !errors.Is(serr, context.Canceled) {
+			log.Warn("data plane shutdown", "err", serr)
+		}
+	})
+	wg.Go(func() {
+		cctx, ccancel := context.WithTimeout(sctx, controlGrace)
+		defer ccancel()
+		if serr := cp.srv.Shutdown(cctx); serr != nil {
+			log.Info("control plane streams closed at the end of the grace period", "grace", controlGrace, "err", serr)
+		}
+	})
+	wg.Wait()
 	if cerr := eng.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
+	}
+	// The exporters flush last and briefly: an unreachable collector must
+	// not delay the stop.
+	tctx, tcancel := context.WithTimeout(context.Background(), telemetryFlushTimeout)
+	defer tcancel()
+	if terr := cp.tel.Shutdown(tctx); terr != nil {
+		log.Warn("OpenTelemetry shutdown", "err", terr)
 	}
 	if err == nil {
 		log.Info("stopped cleanly")
