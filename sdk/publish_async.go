@@ -61,7 +61,7 @@ func (c *Client) startPublish(ctx context.Context, want *conn, topic string, par
 	return &pubCall{cn: cn, cl: cl, deadline: time.Now().Add(c.cfg.RequestTimeout), topic: topic, partition: partition}, nil
 }
 
-// result decodes the response r of pc.
+// pubResult decodes the response r of pc.
 func (c *Client) pubResult(pc *pubCall, r response) (PublishResult, error) {
 	if r.err != nil {
 		if c.isClosed() {
