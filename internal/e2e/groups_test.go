@@ -64,4 +64,10 @@ func TestGroupOffsetsSurviveSIGKILL(t *testing.T) {
 	if offs, _ := cl.FetchOffsets(ctx, "g", ""); len(offs) != 0 {
 		t.Fatalf("offsets after delete: %+v", offs)
 	}
+	// A group with no members and no offsets: exit status 1, UNKNOWN_GROUP.
+	for _, args := range [][]string{{"group", "describe", "g"}, {"group", "delete", "g"}, {"group", "describe", "nosuch"}} {
+		if stderr := sqFails(t, srv.addr, nil, args...); !strings.HasPrefix(stderr, "sq: UNKNOWN_GROUP: ") {
+			t.Errorf("sq %v: stderr %q, want sq: UNKNOWN_GROUP: ...", args, stderr)
+		}
+	}
 }
