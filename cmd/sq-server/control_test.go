@@ -90,3 +90,55 @@ func get(t *testing.T, url string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestShutdownWithOpenWatch: an open grpc.health.v1 Watch stream does not
+// hold the stop for the whole shutdown timeout; it sees NOT_SERVING, and
+// the server stops within the control plane's grace.
+func TestShutdownWithOpenWatch(t *testing.T) {
+	var c config
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	bindFlags(fs, &c)
+	if err := fs.Parse([]string{"--data-dir", t.TempDir(), "--capnp-host", "127.0.0.1:0",
+		"--grpc-host", "127.0.0.1:0", "--http-host", "", "--io-backend", "portable"}); err != nil {
+		t.Fatal(err)
+	}
+	grpcAddr := make(chan string, 1)
+	c.hooks = &hooks{listening: func(plane, addr string) {
+		if plane == "grpc" {
+			grpcAddr <- addr
+		}
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, &c, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	conn, err := grpc.NewClient(<-grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	wctx, wcancel := context.WithCancel(context.Background())
+	defer wcancel()
+	w, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r, err := w.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+	}
+	cancel() // SIGTERM
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(shutdownTimeout - 5*time.Second):
+		t.Fatal("an open Watch stream held the stop for the whole shutdown timeout")
+	}
+}
