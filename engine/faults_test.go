@@ -297,3 +297,27 @@ func TestScrubFindsCorruptSealedSegment(t *testing.T) {
 		t.Fatalf("partition 1: %v", got)
 	}
 }
+
+// TestFailedSyncAtRoll: under a lax policy the only syncs are at segment
+// rolls; one that fails puts the partition in the failed state (reported
+// by DescribeTopic), not in a writable state whose log refuses appends.
+func TestFailedSyncAtRoll(t *testing.T) {
+	dir := t.TempDir()
+	opts, fs := faultOptions(dir)
+	e := openTest(t, opts)
+	if _, err := e.CreateTopic("t", 1, TopicConfig{SyncPolicy: "none", SegmentBytes: opts.SegmentBytes}); err != nil {
+		t.Fatal(err)
+	}
+	fs.Inject(faultfs.Rule{Ops: faultfs.OpSync, Path: "*.log", Times: 1, Err: syscall.EIO})
+	var err error
+	for i := 0; i < 10000 && err == nil; i++ {
+		_, err = e.Append(context.Background(), "t", 0, mkBatch(t, strings.Repeat("x", 1000)))
+	}
+	if codeOf(err) != api.CodePartitionFailed {
+		t.Fatalf("append after the failed sync at a roll = %v, want PARTITION_FAILED", err)
+	}
+	info, derr := e.DescribeTopic("t")
+	if derr != nil || info.Partitions[0].Err == nil {
+		t.Fatalf("describe after the failed sync: %+v %v; want the partition reported failed", info.Partitions, derr)
+	}
+}

@@ -237,6 +237,14 @@ func (p *partition) commit(pending []*appendReq) {
 	appendTime := p.now().UnixMilli()
 	info, err := p.log.AppendAt(bufs, appendTime)
 	if err != nil {
+		if errors.Is(err, segment.ErrFailed) {
+			// A sync failed (at a segment roll, say): the log refuses
+			// appends until it is reopened, so the partition fails too.
+			e := api.NewError(api.CodePartitionFailed, "partition %s/%d: %v", p.topic, p.id, err)
+			p.fail(e)
+			finish(e)
+			return
+		}
 		// The log end is unchanged; the partition stays writable.
 		finish(storageError("write", err))
 		p.logger.Warn("append failed", "err", err)
