@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"time"
@@ -55,12 +56,17 @@ Modes (the first argument, default e2e):
            consumer).
 
 The run publishes for --duration, or --count records in total when --count is
-set. With --rate R the producers offer a fixed load of R records/s in total,
-and every latency is measured from the record's intended send time, so a
-stall of the server or of the producer shows up in the latency instead of
-lowering the load (coordinated-omission safe). Without --rate they send as
-fast as the back-pressure of the producer allows. Latencies go into
-HdrHistogram histograms (1 us to 60 s, 3 significant digits).
+set (--count 0, the default, means "not set": publish for --duration; in
+consume mode without --duration it is 1,000,000). With --rate R the producers
+offer a fixed load of R records/s in total: the records whose intended send
+time falls within --duration are sent (rate x duration of them), and every
+latency is measured from the record's intended send time, so a stall of the
+server or of the producer shows up in the latency instead of lowering the
+load (coordinated-omission safe); a producer that falls behind stops at
+--duration plus --drain-timeout. Without --rate they send as fast as the
+back-pressure of the producer allows, and the ack latency then includes the
+time a record waits in the producer's buffer. Latencies go into HdrHistogram
+histograms (1 us to 60 s, 3 significant digits).
 
 Each record's value is --record-size bytes, the first 8 of which carry its
 intended send time (so values under 8 bytes give no latency figures). With
@@ -71,11 +77,13 @@ Unless --topic names an existing topic, sq bench creates a fresh topic with
 --partitions and --sync-policy and deletes it at the end (--keep-topic keeps
 it). Results go to stdout, with the conditions beside them: record size,
 batch bytes, linger, in-flight batches, sync policy, partitions, producers,
-consumers, CPU count, Go version and the server's I/O backend (printed as
-"unknown": the data-plane handshake does not report it). A progress bar is
+consumers (not in produce mode), CPU count, Go version and the server's I/O
+backend, read from the control plane's NodeInfo at --control ("unknown" when
+it cannot be reached). A progress bar is
 drawn on stderr while it runs when stderr is a terminal (not with --quiet).
 
---json FILE writes the result as JSON (records_per_sec, mb_per_sec,
+--json FILE and --plot FILE are checked before the run: their directory must
+exist and be writable. --json FILE writes the result as JSON (records_per_sec, mb_per_sec,
 ack_latency_ms and e2e_latency_ms with p50/p90/p99/p999/max, consume figures,
 the conditions, and the throughput per 250 ms interval). --plot FILE.png draws the
 throughput over time and the latency distributions.`
@@ -116,7 +124,7 @@ func newBenchCommand(g *globals) *cobra.Command {
 	fl.IntVar(&f.bufferBytes, "buffer-bytes", sdk.DefaultBufferBytes, "BatchProducer buffer per producer in bytes: records accepted and not yet acknowledged (Send blocks beyond it)")
 	fl.StringVar(&f.syncPolicy, "sync-policy", "every-batch", "sync policy of the topic sq bench creates: every-batch, none, or an interval N / Nms")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "how long to publish (ignored with --count)")
-	fl.Int64Var(&f.count, "count", 0, "records to publish in total (instead of --duration)")
+	fl.Int64Var(&f.count, "count", 0, "records to publish in total, instead of --duration (0: not set, publish for --duration)")
 	fl.Float64Var(&f.rate, "rate", 0, "offered load in records/s over all producers (0: as fast as possible)")
 	fl.StringVar(&f.jsonFile, "json", "", "write the result as JSON to this file")
 	fl.StringVar(&f.plotFile, "plot", "", "draw throughput over time and latency distributions to this PNG file")
@@ -156,7 +164,56 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 	if f.mode == "consume" && f.count == 0 && !cmd.Flags().Changed("duration") {
 		f.count = 1_000_000
 	}
+	for _, o := range []struct{ flag, path string }{{"json", f.jsonFile}, {"plot", f.plotFile}} {
+		if err := checkOutputPath(o.path); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", o.flag, err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// checkOutputPath checks, before the run, that a result file can be
+// written at path: not a directory, and its directory exists and accepts a
+// new file (tried with a temporary file, removed at once). An empty path
+// is not checked.
+func checkOutputPath(path string) error {
+	if path == "" {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("directory of %s: %w", path, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	tmp, err := os.CreateTemp(dir, ".sq-bench-*")
+	if err != nil {
+		return fmt.Errorf("directory %s is not writable: %w", dir, err)
+	}
+	tmp.Close()
+	return os.Remove(tmp.Name())
+}
+
+// benchIOBackend asks the control plane at --control for the server's
+// I/O backend; "unknown" when it cannot be reached within a few seconds.
+func benchIOBackend(ctx context.Context, g *globals, cmd *cobra.Command) string {
+	a, err := g.admin(cmd)
+	if err != nil {
+		return "unknown"
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	n, err := a.NodeInfo(ctx)
+	if err != nil || n.IOBackend == "" {
+		return "unknown"
+	}
+	return n.IOBackend
 }
 
 // runBench prepares the topic, runs the benchmark and reports it.
@@ -182,6 +239,7 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 		}()
 	}
 	cond := benchConditions(f, admin.Limits())
+	cond.IOBackend = benchIOBackend(ctx, g, cmd)
 	var progress io.Writer
 	if showProgress(g, f) {
 		progress = g.stderr
@@ -252,6 +310,10 @@ func showProgress(g *globals, f benchFlags) bool {
 
 // benchConditions describes the run's conditions.
 func benchConditions(f benchFlags, lim sdk.Limits) BenchConditions {
+	consumers := f.consumers
+	if f.mode == "produce" {
+		consumers = 0 // produce mode runs none
+	}
 	return BenchConditions{
 		Mode:            f.mode,
 		Topic:           f.topic,
@@ -263,7 +325,7 @@ func benchConditions(f benchFlags, lim sdk.Limits) BenchConditions {
 		SyncPolicy:      f.syncPolicy,
 		Partitions:      f.partitions,
 		Producers:       f.producers,
-		Consumers:       f.consumers,
+		Consumers:       consumers,
 		Keys:            f.keys,
 		RateTarget:      f.rate,
 		CPUs:            runtime.NumCPU(),

@@ -50,22 +50,11 @@ var (
 
 func throughputPlot(r *BenchResult) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("sq bench %s: throughput (%d B records, sync %s, %d partitions)", r.Mode, r.RecordSizeBytes, r.SyncPolicy, r.Partitions)
+	p.Title.Text = fmt.Sprintf("sq bench %s: throughput (%d B records, sync %s, %d partition%s)", r.Mode, r.RecordSizeBytes, r.SyncPolicy, r.Partitions, plural(r.Partitions))
 	p.X.Label.Text = "seconds"
 	p.Y.Label.Text = "records/s"
 	p.Add(plotter.NewGrid())
-	prod := make(plotter.XYs, 0, len(r.Throughput))
-	cons := make(plotter.XYs, 0, len(r.Throughput))
-	last := 0.0
-	for _, s := range r.Throughput {
-		dt := s.Second - last
-		last = s.Second
-		if dt <= 0 {
-			continue
-		}
-		prod = append(prod, plotter.XY{X: s.Second, Y: float64(s.Produced) / dt})
-		cons = append(cons, plotter.XY{X: s.Second, Y: float64(s.Consumed) / dt})
-	}
+	prod, cons := throughputPoints(r.Throughput)
 	if len(prod) == 0 {
 		prod = append(prod, plotter.XY{X: r.PublishSeconds, Y: r.PublishRecordsPerSec})
 		cons = append(cons, plotter.XY{X: r.ConsumeSeconds, Y: r.ConsumeRecordsPerSec})
@@ -81,6 +70,27 @@ func throughputPlot(r *BenchResult) (*plot.Plot, error) {
 	p.Y.Min = 0
 	p.Legend.Top = true
 	return p, nil
+}
+
+// throughputPoints converts the samples into records/s per interval, each
+// scaled by its real length. The final sample, taken when the run stops,
+// covers the tail (producers closing, consumers draining) of a partial
+// interval and is left out unless it is the only one: it would draw a rate
+// drop that did not happen.
+func throughputPoints(samples []BenchSample) (prod, cons plotter.XYs) {
+	prod = make(plotter.XYs, 0, len(samples))
+	cons = make(plotter.XYs, 0, len(samples))
+	last := 0.0
+	for i, s := range samples {
+		dt := s.Second - last
+		last = s.Second
+		if dt <= 0 || i == len(samples)-1 && i > 0 {
+			continue
+		}
+		prod = append(prod, plotter.XY{X: s.Second, Y: float64(s.Produced) / dt})
+		cons = append(cons, plotter.XY{X: s.Second, Y: float64(s.Consumed) / dt})
+	}
+	return prod, cons
 }
 
 func latencyPlot(r *BenchResult) (*plot.Plot, error) {

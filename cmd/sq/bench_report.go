@@ -24,12 +24,12 @@ type BenchConditions struct {
 	SyncPolicy      string  `json:"sync_policy"`
 	Partitions      int     `json:"partitions"`
 	Producers       int     `json:"producers"`
-	Consumers       int     `json:"consumers"`
+	Consumers       int     `json:"consumers"` // 0 in produce mode
 	Keys            int     `json:"keys"`
 	RateTarget      float64 `json:"rate_target"` // offered records/s; 0 unlimited
 	CPUs            int     `json:"cpus"`        // of the machine running sq bench
 	GoVersion       string  `json:"go_version"`
-	IOBackend       string  `json:"io_backend"` // "unknown" when the server does not report it
+	IOBackend       string  `json:"io_backend"` // from NodeInfo at --control; "unknown" when unreachable
 	ServerVersion   string  `json:"server_version"`
 }
 
@@ -149,10 +149,17 @@ func printBench(w io.Writer, r *BenchResult) {
 	if r.RateTarget > 0 {
 		rate = commas(r.RateTarget) + " records/s (latency from the intended send time)"
 	}
+	consumers := ""
+	if r.Mode != "produce" {
+		consumers = fmt.Sprintf(", consumers %d", r.Consumers)
+	}
 	fmt.Fprintf(w, "conditions: record size %d B, batch %d B, linger %gms, in-flight %d, sync policy %s, "+
-		"buffer %d B, partitions %d, producers %d, consumers %d, keys %d, rate %s, %d CPUs, %s, I/O backend %s, server %s\n",
+		"buffer %d B, partitions %d, producers %d%s, keys %d, rate %s, %d CPUs, %s, I/O backend %s, server %s\n",
 		r.RecordSizeBytes, r.BatchBytes, r.LingerMs, r.InFlight, r.SyncPolicy, r.BufferBytes, r.Partitions, r.Producers,
-		r.Consumers, r.Keys, rate, r.CPUs, r.GoVersion, r.IOBackend, r.ServerVersion)
+		consumers, r.Keys, rate, r.CPUs, r.GoVersion, r.IOBackend, r.ServerVersion)
+	if r.RateTarget == 0 {
+		fmt.Fprintln(w, "note: no --rate, so the ack latency includes the time records queue in the producer's buffer (give --rate for service latency)")
+	}
 	if r.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d records failed; first: %s\n", r.Errors, r.FirstError)
 	}

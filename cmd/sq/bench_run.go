@@ -168,25 +168,13 @@ func (b *benchRun) producer(ctx context.Context, id int, n int64, start time.Tim
 	if err != nil {
 		return fmt.Errorf("producer %d: %w", id, err)
 	}
-	var interval time.Duration
-	if b.f.rate > 0 {
-		interval = time.Duration(float64(time.Second) * float64(b.f.producers) / b.f.rate)
-	}
-	deadline := start.Add(b.f.duration)
+	sched := benchSchedule{rate: b.f.rate, producers: b.f.producers, id: id}
 	keys := benchKeys(b.f.keys, id)
 	var slab []byte
 	var sendErr error
 	for i := int64(0); n == 0 || i < n; i++ {
-		now := time.Now()
-		intended := now
-		if interval > 0 {
-			intended = start.Add(time.Duration(i) * interval)
-			if d := intended.Sub(now); d > 0 {
-				time.Sleep(d)
-				now = time.Now()
-			}
-		}
-		if n == 0 && !now.Before(deadline) || ctx.Err() != nil {
+		intended, ok := b.waitTurn(sched, i, n, start)
+		if !ok || ctx.Err() != nil {
 			break
 		}
 		if len(slab) < b.f.recordSize {
@@ -213,6 +201,44 @@ func (b *benchRun) producer(ctx context.Context, id int, n int64, start time.Tim
 		return sendErr
 	}
 	return nil
+}
+
+// waitTurn waits until the intended send time of the producer's record i
+// under --rate (now without it) and returns it; ok is false when the run
+// has no record i: with --count (n > 0) never, with --duration when the
+// schedule is complete, or when a producer behind --rate reaches
+// --duration plus --drain-timeout, or without --rate at --duration.
+func (b *benchRun) waitTurn(sched benchSchedule, i, n int64, start time.Time) (intended time.Time, ok bool) {
+	now := time.Now()
+	if sched.rate <= 0 {
+		return now, n > 0 || now.Before(start.Add(b.f.duration))
+	}
+	at := sched.at(i)
+	if n == 0 && at >= b.f.duration {
+		return time.Time{}, false
+	}
+	intended = start.Add(at)
+	if d := intended.Sub(now); d > 0 {
+		time.Sleep(d)
+		now = time.Now()
+	}
+	return intended, n > 0 || now.Before(start.Add(b.f.duration+b.f.drainWindow))
+}
+
+// benchSchedule is the send schedule of one producer under --rate: the
+// run's records are spaced 1/rate apart and dealt to the producers in turn,
+// so record i of producer id is record i*producers+id of the run.
+type benchSchedule struct {
+	rate          float64 // records/s over all producers; > 0
+	producers, id int
+}
+
+// at returns the intended send time of the producer's record i, from the
+// start of the run. Over a run of length d the producers together send
+// the records with at(i) < d: ceil(rate x d) of them.
+func (s benchSchedule) at(i int64) time.Duration {
+	k := float64(i*int64(s.producers) + int64(s.id))
+	return time.Duration(k * float64(time.Second) / s.rate)
 }
 
 // benchLinger maps --linger to BatchProducerConfig.Linger: 0 (and below)

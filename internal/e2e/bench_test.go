@@ -19,12 +19,13 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("sq bench --help does not document %s", flag)
 		}
 	}
+	grpcAddr, _ := controlAddrs(t, srv)
 	tests := []struct {
 		mode  string
 		extra []string
 	}{
 		{"e2e", []string{"--partitions", "2", "--keys", "4"}},
-		{"produce", []string{"--rate", "20000", "--linger", "0"}},
+		{"produce", []string{"--rate", "20000", "--linger", "0", "--control", grpcAddr}},
 		{"consume", []string{"--consumers", "2", "--partitions", "2", "--sync-policy", "none"}},
 	}
 	for _, tc := range tests {
@@ -49,6 +50,7 @@ func TestBenchSmoke(t *testing.T) {
 				Consumed      int64   `json:"consumed_records"`
 				ConsumeRate   float64 `json:"consume_records_per_sec"`
 				CPUs          int     `json:"cpus"`
+				IOBackend     string  `json:"io_backend"`
 				Ack           *struct {
 					P50, P99, Max float64
 				} `json:"ack_latency_ms"`
@@ -60,6 +62,9 @@ func TestBenchSmoke(t *testing.T) {
 				res.Ack == nil || res.Ack.Max <= 0 || res.SyncPolicy == "" || res.CPUs <= 0 {
 				t.Fatalf("--json result lacks figures:\n%s", data)
 			}
+			if tc.mode == "produce" && (res.IOBackend == "" || res.IOBackend == "unknown" || strings.Contains(out, "consumers")) {
+				t.Fatalf("produce with --control: I/O backend %q (want the server's), report:\n%s", res.IOBackend, out)
+			}
 			if tc.mode != "produce" && (res.Consumed != 2000 || res.ConsumeRate <= 0) {
 				t.Fatalf("--json result lacks consume figures:\n%s", data)
 			}
@@ -68,4 +73,19 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		})
 	}
+	// --rate over --duration sends exactly rate x duration records.
+	t.Run("rate over a duration", func(t *testing.T) {
+		jsonFile := filepath.Join(t.TempDir(), "r.json")
+		sqOK(t, srv.addr, nil, "bench", "produce", "--rate", "4000", "--duration", "500ms", "--quiet", "--json", jsonFile)
+		data, err := os.ReadFile(jsonFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct {
+			Published int64 `json:"published_records"`
+		}
+		if err := json.Unmarshal(data, &res); err != nil || res.Published != 2000 {
+			t.Fatalf("published %d records at 4000/s for 500ms, want 2000 (%v)", res.Published, err)
+		}
+	})
 }
