@@ -66,7 +66,10 @@ func (s *Server) publish(ctx context.Context, req *sqv1.PublishRequest) (*sqv1.P
 		return nil, err
 	}
 	var b batch.Builder
-	for _, r := range req.Records {
+	for i, r := range req.Records {
+		if r.TimestampMs < 0 {
+			return nil, invalid("record %d: timestamp_ms %d is negative (Unix ms; 0 means now)", i, r.TimestampMs)
+		}
 		var hs []batch.RecordHeader
 		if len(r.Headers) > 0 {
 			hs = make([]batch.RecordHeader, len(r.Headers))

@@ -343,6 +343,10 @@ func TestInvalidRequestsChangeNothing(t *testing.T) {
 			_, err := msg.Publish(ctx, &sqv1.PublishRequest{Topic: "keep", Partition: -2, Records: []*sqv1.Record{{Value: []byte("x")}}})
 			return err
 		}, codes.InvalidArgument, "INVALID_REQUEST", "partition -2"},
+		{"publish negative timestamp", func() error {
+			_, err := msg.Publish(ctx, &sqv1.PublishRequest{Topic: "keep", Records: []*sqv1.Record{{Value: []byte("x")}, {Value: []byte("y"), TimestampMs: -5}}})
+			return err
+		}, codes.InvalidArgument, "INVALID_REQUEST", "timestamp_ms -5"},
 		{"publish without records", func() error {
 			_, err := msg.Publish(ctx, &sqv1.PublishRequest{Topic: "keep"})
 			return err

@@ -2,6 +2,7 @@ package batch
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -85,6 +86,17 @@ func TestValidateRejects(t *testing.T) {
 			putCRC(b)
 			return b
 		}, Limits{}, ErrCorrupt},
+		{"negative first timestamp", func(b []byte) []byte {
+			binary.LittleEndian.PutUint64(b[offFirstTimestamp:], uint64(1<<64-5)) // -5
+			putCRC(b)
+			return b
+		}, Limits{}, ErrCorrupt},
+		{"negative max timestamp", func(b []byte) []byte {
+			binary.LittleEndian.PutUint64(b[offMaxTimestamp:], uint64(1<<64-1)) // -1
+			putCRC(b)
+			return b
+		}, Limits{}, ErrCorrupt},
+		{"negative record timestamp", func([]byte) []byte { return negativeDeltaBatch(t) }, Limits{}, ErrCorrupt},
 		{"count mismatch", func(b []byte) []byte {
 			b[offRecordCount] = 5
 			b[offLastOffsetDelta] = 4
@@ -103,6 +115,34 @@ func TestValidateRejects(t *testing.T) {
 	if _, err := Validate(good, Limits{MaxRecordBytes: 1 << 20}); err != nil {
 		t.Fatalf("good batch: %v", err)
 	}
+}
+
+// negativeDeltaBatch returns a batch with firstTimestamp 1000 whose second
+// record's timestampDelta is rewritten from +delta to -delta (so its
+// timestamp is negative), CRC fixed: a batch the Builder never makes.
+func negativeDeltaBatch(t *testing.T) []byte {
+	const delta = 0x1122334455
+	var bb Builder
+	bb.Add(nil, []byte("a"), nil, 1000)
+	bb.Add(nil, []byte("b"), nil, 1000+delta)
+	b, err := bb.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pos, neg [8]byte
+	binary.LittleEndian.PutUint64(pos[:], delta)
+	d := int64(delta)
+	binary.LittleEndian.PutUint64(neg[:], uint64(-d))
+	i := bytes.Index(b[offFirstTimestamp+16:], pos[:])
+	if i < 0 || bytes.Count(b, pos[:]) != 1 {
+		t.Fatal("timestampDelta not found once in the batch")
+	}
+	copy(b[offFirstTimestamp+16+i:], neg[:])
+	putCRC(b)
+	if _, err := CheckHeader(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func putCRC(b []byte) {

@@ -46,10 +46,12 @@ type Limits struct {
 
 // Validate checks the whole batch b as the server does before an append
 // (DESIGN §3.2): length within limits, magic, CRC, lastOffsetDelta =
-// recordCount-1, no compression or control bit, then walks the record list
-// in place to check that offsetDelta runs 0..n-1 and every record is within
-// MaxRecordBytes. Integrity failures wrap ErrCorrupt, size failures
-// ErrTooLarge.
+// recordCount-1, no compression or control bit, firstTimestamp and
+// maxTimestamp not negative, then walks the record list in place to check
+// that offsetDelta runs 0..n-1, no record's timestamp (firstTimestamp +
+// timestampDelta) is negative and every record is within MaxRecordBytes.
+// Integrity failures (a negative timestamp included) wrap ErrCorrupt, size
+// failures ErrTooLarge.
 func Validate(b []byte, lim Limits) (Header, error) {
 	if lim.MaxBatchBytes > 0 && len(b) > lim.MaxBatchBytes {
 		return Header{}, fmt.Errorf("%w: batch of %d bytes, limit %d", ErrTooLarge, len(b), lim.MaxBatchBytes)
@@ -57,6 +59,9 @@ func Validate(b []byte, lim Limits) (Header, error) {
 	h, err := CheckHeader(b)
 	if err != nil {
 		return h, err
+	}
+	if h.FirstTimestamp < 0 || h.MaxTimestamp < 0 {
+		return h, fmt.Errorf("%w: negative timestamp (first %d, max %d ms)", ErrCorrupt, h.FirstTimestamp, h.MaxTimestamp)
 	}
 	list, _, err := recordList(b)
 	if err != nil {
@@ -69,6 +74,9 @@ func Validate(b []byte, lim Limits) (Header, error) {
 		r := list.At(i)
 		if r.OffsetDelta() != uint32(i) {
 			return h, fmt.Errorf("%w: record %d has offsetDelta %d", ErrCorrupt, i, r.OffsetDelta())
+		}
+		if ts := h.FirstTimestamp + r.TimestampDelta(); ts < 0 {
+			return h, fmt.Errorf("%w: record %d has the negative timestamp %d ms", ErrCorrupt, i, ts)
 		}
 		size, err := wireRecordSize(r)
 		if err != nil {
