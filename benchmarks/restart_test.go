@@ -20,9 +20,14 @@ const restartLogBytes = 512 << 20
 // until restartLogBytes are written.
 func fillLog(b *testing.B, eng *engine.Engine) {
 	b.Helper()
+	info, err := eng.DescribeTopic("t")
+	if err != nil {
+		b.Fatal(err)
+	}
 	tmpl := hpBatch(b, 1000)
-	for written := 0; written < restartLogBytes; written += len(tmpl) {
-		if _, err := eng.Append(context.Background(), "t", 0, append([]byte(nil), tmpl...)); err != nil {
+	for i, written := 0, 0; written < restartLogBytes; i, written = i+1, written+len(tmpl) {
+		p := i % info.PartitionCount
+		if _, err := eng.Append(context.Background(), "t", p, append([]byte(nil), tmpl...)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -39,7 +44,8 @@ func openEngine(b *testing.B, dir string) *engine.Engine {
 	return eng
 }
 
-// BenchmarkRestart measures engine.Open of a 512 MiB partition (100 B
+// BenchmarkRestart measures engine.Open of a 512 MiB log, in one partition
+// or spread over 4 for crash-image/partitions=4 (100 B
 // records in 1000-record batches; sync policy none, so no recovery-point
 // checkpoint is ever written):
 //
@@ -53,7 +59,7 @@ func openEngine(b *testing.B, dir string) *engine.Engine {
 func BenchmarkRestart(b *testing.B) {
 	b.Run("clean", func(b *testing.B) {
 		dir := b.TempDir()
-		eng := hpEngineIn(b, dir)
+		eng := hpEngineIn(b, dir, 1)
 		fillLog(b, eng)
 		if err := eng.Close(); err != nil {
 			b.Fatal(err)
@@ -68,45 +74,47 @@ func BenchmarkRestart(b *testing.B) {
 			b.StartTimer()
 		}
 	})
-	b.Run("crash-image", func(b *testing.B) {
-		dir := b.TempDir()
-		eng := hpEngineIn(b, dir)
-		fillLog(b, eng)
-		image := filepath.Join(b.TempDir(), "image")
-		if err := copyDir(dir, image); err != nil {
-			b.Fatal(err)
-		}
-		if err := eng.Close(); err != nil {
-			b.Fatal(err)
-		}
-		b.SetBytes(restartLogBytes)
-		for b.Loop() {
-			b.StopTimer()
-			run := filepath.Join(b.TempDir(), fmt.Sprint("run-", b.N))
-			if err := copyDir(image, run); err != nil {
+	for _, parts := range []int{1, 4} {
+		b.Run(fmt.Sprintf("crash-image/partitions=%d", parts), func(b *testing.B) {
+			dir := b.TempDir()
+			eng := hpEngineIn(b, dir, parts)
+			fillLog(b, eng)
+			image := filepath.Join(b.TempDir(), "image")
+			if err := copyDir(dir, image); err != nil {
 				b.Fatal(err)
 			}
-			b.StartTimer()
-			eng := openEngine(b, run)
-			b.StopTimer()
 			if err := eng.Close(); err != nil {
 				b.Fatal(err)
 			}
-			os.RemoveAll(run)
-			b.StartTimer()
-		}
-	})
+			b.SetBytes(restartLogBytes)
+			for b.Loop() {
+				b.StopTimer()
+				run := filepath.Join(b.TempDir(), fmt.Sprint("run-", b.N))
+				if err := copyDir(image, run); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				eng := openEngine(b, run)
+				b.StopTimer()
+				if err := eng.Close(); err != nil {
+					b.Fatal(err)
+				}
+				os.RemoveAll(run)
+				b.StartTimer()
+			}
+		})
+	}
 }
 
 // hpEngineIn opens an engine with sync policy none on dir with topic "t"
-// of one partition.
-func hpEngineIn(b *testing.B, dir string) *engine.Engine {
+// of parts partitions.
+func hpEngineIn(b *testing.B, dir string, parts int) *engine.Engine {
 	b.Helper()
 	eng, err := engine.Open(engine.Options{DataDir: dir, SyncPolicy: "none", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := eng.CreateTopic("t", 1, engine.TopicConfig{}); err != nil {
+	if _, err := eng.CreateTopic("t", parts, engine.TopicConfig{}); err != nil {
 		b.Fatal(err)
 	}
 	return eng

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -31,6 +32,7 @@ type Engine struct {
 	createMu sync.Mutex // serialises topic creation
 
 	offsets *offsetStore
+	openSem chan struct{} // bounds partitions opened at once; see openParallelism
 
 	obs observing
 
@@ -82,7 +84,8 @@ func Open(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{opts: opts, log: opts.Logger, lock: lock, topics: map[string]*topic{}, closing: make(chan struct{})}
+	e := &Engine{opts: opts, log: opts.Logger, lock: lock, topics: map[string]*topic{}, closing: make(chan struct{}),
+		openSem: make(chan struct{}, openParallelism())}
 	if err := e.open(); err != nil {
 		e.closeTopics()
 		lock.release()
@@ -111,12 +114,26 @@ func (e *Engine) open() error {
 	if err != nil {
 		return err
 	}
-	for _, m := range metas {
-		t, err := e.openTopic(m)
-		if err != nil {
-			return err
+	// Recovery is CPU-bound (CRC of everything above each recovery
+	// point): topics and their partitions open in parallel, bounded by
+	// openParallelism.
+	topics := make([]*topic, len(metas))
+	errs := make([]error, len(metas))
+	var wg sync.WaitGroup
+	for i, m := range metas {
+		wg.Go(func() { topics[i], errs[i] = e.openTopic(m) })
+	}
+	wg.Wait()
+	for i, m := range metas {
+		if errs[i] != nil {
+			for _, t := range topics {
+				if t != nil {
+					closeParts(t.parts)
+				}
+			}
+			return errs[i]
 		}
-		e.topics[m.Name] = t
+		e.topics[m.Name] = topics[i]
 	}
 	e.reportOrphanTopicDirs()
 	e.offsets, err = openOffsetStore(filepath.Join(e.opts.DataDir, "groups"), e.opts.FS, e.log)
@@ -145,24 +162,34 @@ func (e *Engine) openTopic(m topicMeta) (*topic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: topic %s: %w", m.Name, err)
 	}
-	t := &topic{refs: newTopicRefs(e.log.Warn)}
+	t := &topic{refs: newTopicRefs(e.log.Warn), parts: make([]*partition, m.Partitions)}
 	t.state.Store(e.newTopicState(m))
-	for i := 0; i < m.Partitions; i++ {
-		dir := filepath.Join(e.topicDir(m.Name), strconv.Itoa(i))
-		lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config))
-		p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log)
-		p.obs = e.opts.Observer
-		if err != nil {
-			code := api.CodeStorageError
-			if errors.Is(err, segment.ErrCorrupt) {
-				code = api.CodePartitionFailed
+	var wg sync.WaitGroup
+	for i := range m.Partitions {
+		e.openSem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-e.openSem }()
+			dir := filepath.Join(e.topicDir(m.Name), strconv.Itoa(i))
+			lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config))
+			p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log)
+			p.obs = e.opts.Observer
+			if err != nil {
+				code := api.CodeStorageError
+				if errors.Is(err, segment.ErrCorrupt) {
+					code = api.CodePartitionFailed
+				}
+				p.fail(api.NewError(code, "partition %s/%d failed to open: %v", m.Name, i, err))
 			}
-			p.fail(api.NewError(code, "partition %s/%d failed to open: %v", m.Name, i, err))
-		}
-		t.parts = append(t.parts, p)
+			t.parts[i] = p
+		})
 	}
+	wg.Wait()
 	return t, nil
 }
+
+// openParallelism bounds the partitions opened (recovered) at once: enough
+// to keep every core busy checking CRCs while another waits on the disk.
+func openParallelism() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // reportOrphanTopicDirs logs topic directories without metadata. An empty
 // one is the remains of a create that crashed before its metadata was
