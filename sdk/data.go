@@ -42,9 +42,18 @@ type Header struct {
 	Value []byte
 }
 
-// Message is one record read from a partition. Key, Value and header values
-// are copies owned by the caller. Key is nil when the record has no key;
-// Value is never nil (an empty value is an empty slice).
+// Message is one record read from a partition. Key is nil when the record
+// has no key; Value is never nil (an empty value is an empty slice).
+//
+// Key, Value and header values belong to the caller: they stay valid and
+// unchanged after Fetch or Poll returns, and the SDK never reuses them.
+// They are not copied one by one: every record of one fetch response (or
+// push) points into that response's records buffer, one allocation read
+// from the network and used by nothing else (capacity clipped to each
+// slice's length, so an append copies). Holding any Message of a response
+// keeps the whole buffer (up to the fetch's MaxBytes, 1 MiB by default)
+// reachable; copy the bytes to keep a few records of a large response for
+// long.
 type Message struct {
 	Topic     string
 	Partition uint32
@@ -169,10 +178,15 @@ func (c *Client) Fetch(ctx context.Context, req FetchRequest) (FetchResult, erro
 // decodeBatches decodes the whole batches in buf, keeping records at or
 // above from, and returns them with the offset after the last batch. A
 // partial batch at the end of buf is ignored.
+//
+// buf is the response's records tail, read into a buffer of its own that
+// nothing else reuses: the Messages' keys, values and header values alias
+// it (capacity clipped to their length) instead of being copied, so a
+// fetch costs one buffer and one Message slice, not an allocation or a
+// copy per record.
 func decodeBatches(buf []byte, topic string, partition uint32, from uint64) ([]Message, uint64, error) {
 	var (
-		msgs []Message
-		a    arena
+		msgs = make([]Message, 0, countRecords(buf, from))
 		next = from
 		it   batch.Iter
 	)
@@ -194,30 +208,7 @@ func decodeBatches(buf []byte, topic string, partition uint32, from uint64) ([]M
 		if err := it.Reset(b); err != nil {
 			return nil, from, fmt.Errorf("sdk: fetch %s/%d batch at %d: %w", topic, partition, h.BaseOffset, err)
 		}
-		for it.Next() {
-			r := it.Record()
-			if r.Offset < from {
-				continue
-			}
-			m := Message{
-				Topic:     topic,
-				Partition: partition,
-				Offset:    r.Offset,
-				Timestamp: r.Timestamp,
-				Key:       a.copy(r.Key),
-				Value:     a.copy(r.Value),
-			}
-			if m.Value == nil {
-				m.Value = []byte{}
-			}
-			if len(r.Headers) > 0 {
-				m.Headers = make([]Header, len(r.Headers))
-				for i, rh := range r.Headers {
-					m.Headers[i] = Header{Key: rh.Key, Value: a.copy(rh.Value)}
-				}
-			}
-			msgs = append(msgs, m)
-		}
+		msgs = appendRecords(msgs, &it, topic, partition, from)
 		if err := it.Err(); err != nil {
 			return nil, from, fmt.Errorf("sdk: fetch %s/%d batch at %d: %w", topic, partition, h.BaseOffset, err)
 		}
@@ -226,29 +217,52 @@ func decodeBatches(buf []byte, topic string, partition uint32, from uint64) ([]M
 	return msgs, next, nil
 }
 
-// arena copies many small byte slices into a few larger allocations, so
-// the messages of one fetch do not pin the network buffer and do not cost
-// one allocation each.
-type arena struct{ buf []byte }
+// appendRecords appends a Message per record of it at or above from.
+func appendRecords(msgs []Message, it *batch.Iter, topic string, partition uint32, from uint64) []Message {
+	for it.Next() {
+		r := it.Record()
+		if r.Offset < from {
+			continue
+		}
+		msgs = append(msgs, Message{
+			Topic:     topic,
+			Partition: partition,
+			Offset:    r.Offset,
+			Timestamp: r.Timestamp,
+			Key:       r.Key[:len(r.Key):len(r.Key)],
+			Value:     r.Value[:len(r.Value):len(r.Value)],
+		})
+		if len(r.Headers) > 0 {
+			hs := make([]Header, len(r.Headers))
+			for i, rh := range r.Headers {
+				hs[i] = Header{Key: rh.Key, Value: rh.Value[:len(rh.Value):len(rh.Value)]}
+			}
+			msgs[len(msgs)-1].Headers = hs
+		}
+	}
+	return msgs
+}
 
-const arenaChunk = 64 << 10
+// minWireRecord is the smallest encoding of a record in a batch's list:
+// its element of 2 data words and 3 pointers.
+const minWireRecord = 40
 
-func (a *arena) copy(b []byte) []byte {
-	if b == nil {
-		return nil
+// countRecords returns the records the whole batches of buf hold past
+// from, as their headers say, bounded by what buf can hold: the capacity
+// of the Message slice, so it is allocated once.
+func countRecords(buf []byte, from uint64) int {
+	n, bound := 0, len(buf)/minWireRecord+1
+	for len(buf) > 0 {
+		_, rest, h, err := batch.Split(buf, 0)
+		if err != nil {
+			break
+		}
+		buf = rest
+		if h.NextOffset() > from {
+			n += int(h.RecordCount)
+		}
 	}
-	if len(b) == 0 {
-		return []byte{}
-	}
-	if len(b) > arenaChunk/4 {
-		return append([]byte(nil), b...)
-	}
-	if cap(a.buf)-len(a.buf) < len(b) {
-		a.buf = make([]byte, 0, arenaChunk)
-	}
-	n := len(a.buf)
-	a.buf = append(a.buf, b...)
-	return a.buf[n : n+len(b) : n+len(b)]
+	return min(n, bound)
 }
 
 // OffsetCommit is one committed offset of a consumer group.

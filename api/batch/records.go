@@ -160,6 +160,8 @@ type Iter struct {
 	i    int
 	rec  Record
 	err  error
+	raw  rawRecords // the list read directly, when fast
+	fast bool
 }
 
 // NewIter returns an iterator over the records of the whole batch b. It
@@ -187,6 +189,7 @@ func (it *Iter) Reset(b []byte) error {
 		return err
 	}
 	*it = Iter{h: h, list: list, rec: Record{Headers: it.rec.Headers[:0]}}
+	it.raw, it.fast = rawList(b[HeaderSize+8:], list.Len())
 	return nil
 }
 
@@ -197,6 +200,10 @@ func (it *Iter) Header() Header { return it.h }
 func (it *Iter) Next() bool {
 	if it.err != nil || it.i >= it.list.Len() {
 		return false
+	}
+	if it.fast && it.raw.record(it.i, &it.h, &it.rec) {
+		it.i++
+		return true
 	}
 	r := it.list.At(it.i)
 	it.i++
