@@ -16,6 +16,7 @@ const (
 	DefaultAutoCommitInterval = 5 * time.Second
 	DefaultMaxPollRecords     = 500
 	DefaultMaxWait            = 500 * time.Millisecond
+	DefaultMaxPollInterval    = 5 * time.Minute
 )
 
 // StartPosition says where a consumer starts reading a partition for which
@@ -94,6 +95,19 @@ type ConsumerConfig struct {
 	// heartbeating. 0: the server default (10 s); the server clamps it to
 	// its bounds (100 ms to 5 min).
 	SessionTimeout time.Duration
+	// MaxPollInterval bounds how long a group member may go without
+	// calling Poll (as Kafka's max.poll.interval.ms, KIP-62). Past it, the
+	// heartbeat goroutine leaves the group (so a stalled application does
+	// not hold its partitions, or block a rebalance waiting for it to
+	// release a revoked one, while its process lives), logs a warning,
+	// and drops its partitions without committing: positions after
+	// records returned by Poll and not committed are reported by the next
+	// Commit (or Close with AutoCommit) as not stored, wrapping
+	// ErrMaxPollIntervalExceeded. The next Poll joins the group again;
+	// the partitions then assigned start at the group's committed
+	// offsets. A Poll in progress counts as polling. 0: the default, 5
+	// min; negative: no bound.
+	MaxPollInterval time.Duration
 	// OnPartitionsAssigned and OnPartitionsRevoked, when set, are called
 	// with the partitions added to and removed from this member's
 	// assignment, after the change took effect (a revoked partition has
@@ -144,6 +158,9 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 	if c.MaxWait <= 0 {
 		c.MaxWait = DefaultMaxWait
 	}
+	if c.MaxPollInterval == 0 {
+		c.MaxPollInterval = DefaultMaxPollInterval
+	}
 	return c
 }
 
@@ -162,7 +179,8 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 // the next Poll (or Close), so the commit covers exactly the records the
 // application has finished with; without AutoCommit it is released at
 // once. A newly assigned partition starts at the group's committed offset
-// read from the broker.
+// read from the broker. A member that does not call Poll for
+// MaxPollInterval leaves the group and joins again at its next Poll.
 //
 // Delivery is at-least-once when committing: Commit (and AutoCommit) store
 // the position after the records already returned, so records returned but
@@ -205,6 +223,11 @@ type Consumer struct {
 	rrNext     int
 	lastCommit time.Time
 	failed     bool // Poll returned a non-retriable error
+	// polling is true while Poll runs; lastPoll is when Poll last
+	// started or returned (at first, when the consumer started). The heartbeat loop
+	// leaves the group when neither holds within MaxPollInterval.
+	polling  bool
+	lastPoll time.Time
 
 	group groupState
 
@@ -274,6 +297,9 @@ func (c *Consumer) start(ctx context.Context) error {
 		return fmt.Errorf("sdk: topic %q has no partitions", c.cfg.Topic)
 	}
 	if c.cfg.ConsumerGroup != "" {
+		c.mu.Lock()
+		c.lastPoll = time.Now() // MaxPollInterval runs from the start
+		c.mu.Unlock()
 		joined, err := c.join(ctx)
 		if err == nil && joined {
 			c.wg.Go(c.heartbeatLoop)
@@ -425,11 +451,14 @@ func (c *Consumer) Assignment() []uint32 {
 // are retried in the background (and logged); Poll returns an error for a
 // failure that retrying does not cure (for example api.ErrUnknownTopic when
 // the topic was deleted, or batch.ErrCorrupt), for ctx, or ErrClosed.
-// Revoked partitions are committed (with AutoCommit) and released here.
+// Revoked partitions are committed (with AutoCommit) and released here,
+// and a member that left its group after MaxPollInterval joins it again.
 func (c *Consumer) Poll(ctx context.Context) ([]Message, error) {
 	if c.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
+	c.pollStarted()
+	defer c.pollEnded()
 	c.releaseRevoked(ctx)
 	c.maybeAutoCommit(ctx)
 	timer := time.NewTimer(c.cfg.MaxWait)

@@ -70,8 +70,10 @@ func (c *Consumer) maybeAutoCommit(ctx context.Context) {
 // offsets after it rejoins, and the next Commit fails, wrapping the cause
 // (api.ErrFencedGeneration), and names the partitions and positions that
 // were not stored. The same holds when the automatic commit of a revoked
-// partition failed. Such a loss is reported once; a later commit that
-// stores the partition at or past the lost position clears it.
+// partition failed, and when the member left the group because Poll was
+// not called within MaxPollInterval (the cause is then
+// ErrMaxPollIntervalExceeded). Such a loss is reported once; a later
+// commit that stores the partition at or past the lost position clears it.
 func (c *Consumer) Commit(ctx context.Context) error {
 	if c.cfg.ConsumerGroup == "" {
 		return ErrNoGroup
@@ -167,6 +169,10 @@ func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 	}
 	sort.Slice(offs, func(i, j int) bool { return offs[i].Partition < offs[j].Partition })
 	g := c.group
+	if g.left {
+		// Left the group after MaxPollInterval: nothing is held.
+		offs = nil
+	}
 	if all && len(offs) == 0 {
 		c.lastCommit = started
 	}

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -10,11 +11,13 @@ import (
 )
 
 // groupState is the consumer's membership, guarded by Consumer.mu.
-// memberID is empty for a standalone consumer.
+// memberID is empty for a standalone consumer, and after the member left
+// the group because Poll was not called within MaxPollInterval (left).
 type groupState struct {
 	memberID   string
 	generation int32
 	interval   time.Duration
+	left       bool // left after MaxPollInterval; the next Poll rejoins
 }
 
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
@@ -41,7 +44,9 @@ func (c *Consumer) join(ctx context.Context) (bool, error) {
 }
 
 // heartbeatLoop heartbeats every interval (or at once when asked) and
-// applies the assignment of each answer, until Close.
+// applies the assignment of each answer, until Close. It leaves the group
+// when the application stalls past MaxPollInterval, and joins again once
+// Poll is called.
 func (c *Consumer) heartbeatLoop() {
 	for {
 		c.mu.Lock()
@@ -56,10 +61,85 @@ func (c *Consumer) heartbeatLoop() {
 		case <-c.hbNow:
 			t.Stop()
 		}
+		if c.leaveIfStalled() {
+			continue
+		}
+		c.mu.Lock()
+		left, stalled := c.group.left, c.stalledLocked()
+		c.mu.Unlock()
+		if left {
+			if !stalled {
+				c.rejoin()
+			}
+			continue
+		}
 		if err := c.heartbeat(); err != nil && c.ctx.Err() == nil {
 			c.log.Warn("sdk: heartbeat failed", "group", c.cfg.ConsumerGroup, "err", err)
 		}
 	}
+}
+
+// stalledLocked reports whether the application has not called Poll for
+// longer than MaxPollInterval; c.mu held.
+func (c *Consumer) stalledLocked() bool {
+	return c.cfg.MaxPollInterval > 0 && !c.polling && time.Since(c.lastPoll) > c.cfg.MaxPollInterval
+}
+
+// leaveIfStalled leaves the group when the member has not polled within
+// MaxPollInterval (as Kafka's max.poll.interval.ms, KIP-62): its
+// partitions are dropped without committing (positions returned by Poll
+// and not committed are recorded as lost) and the coordinator moves them
+// at once. It reports whether it left.
+func (c *Consumer) leaveIfStalled() bool {
+	c.mu.Lock()
+	g := c.group
+	if g.memberID == "" || !c.stalledLocked() {
+		c.mu.Unlock()
+		return false
+	}
+	idle := time.Since(c.lastPoll).Round(time.Millisecond)
+	c.group = groupState{interval: g.interval, left: true}
+	c.mu.Unlock()
+	cause := fmt.Errorf("%w: no Poll for %v (MaxPollInterval %v)", ErrMaxPollIntervalExceeded, idle, c.cfg.MaxPollInterval)
+	c.log.Warn("sdk: Poll not called within MaxPollInterval; leaving the group so its partitions move, "+
+		"without committing records returned since the last commit (the next Poll joins again)",
+		"group", c.cfg.ConsumerGroup, "member", g.memberID, "since_last_poll", idle,
+		"max_poll_interval", c.cfg.MaxPollInterval, "partitions", c.owned())
+	c.dropAll(cause)
+	ctx, cancel := context.WithTimeout(c.ctx, c.client.cfg.RequestTimeout)
+	defer cancel()
+	if err := c.client.LeaveGroup(ctx, c.cfg.ConsumerGroup, g.memberID); err != nil && c.ctx.Err() == nil {
+		c.log.Warn("sdk: leave group failed; the session timeout will remove the member", "group", c.cfg.ConsumerGroup, "err", err)
+	}
+	return true
+}
+
+// rejoin joins the group again after leaveIfStalled, once Poll was
+// called. A failure is logged and retried at the next heartbeat tick.
+func (c *Consumer) rejoin() {
+	ctx, cancel := context.WithTimeout(c.ctx, c.client.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := c.join(ctx); err != nil && c.ctx.Err() == nil {
+		c.log.Warn("sdk: joining the group again failed; retrying", "group", c.cfg.ConsumerGroup, "err", err)
+	}
+}
+
+// pollStarted and pollEnded mark Poll's activity for MaxPollInterval; a
+// member that left the group is asked to join again at once.
+func (c *Consumer) pollStarted() {
+	c.mu.Lock()
+	c.polling, c.lastPoll = true, time.Now()
+	left := c.group.left
+	c.mu.Unlock()
+	if left {
+		notify(c.hbNow)
+	}
+}
+
+func (c *Consumer) pollEnded() {
+	c.mu.Lock()
+	c.polling, c.lastPoll = false, time.Now()
+	c.mu.Unlock()
 }
 
 // owned returns the partitions this member holds: read now or waiting to

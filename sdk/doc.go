@@ -86,7 +86,15 @@
 // OnPartitionsRevoked report the changes. Commits carry the member id and
 // generation: a stale one fails with api.ErrFencedGeneration and changes
 // nothing. A member removed by its session timeout drops its partitions
-// without committing and joins again. A position that
+// without committing and joins again. A member whose application does not
+// call Poll for ConsumerConfig.MaxPollInterval (default 5 min; as Kafka's
+// max.poll.interval.ms, KIP-62) leaves the group although it still
+// heartbeats, so a stalled application neither holds its partitions nor
+// delays a rebalance past that bound; it logs a warning, drops its
+// partitions without committing (the next Commit, or Close with
+// AutoCommit, reports the positions not stored, wrapping
+// ErrMaxPollIntervalExceeded) and joins again at its next Poll, at the
+// group's committed offsets. A position that
 // retention has removed (OFFSET_OUT_OF_RANGE below the log start) moves to
 // the log start and the number of skipped offsets is logged at warning
 // level on ConsumerConfig.Logger: records lost to retention are never skipped

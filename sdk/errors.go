@@ -29,6 +29,13 @@ var (
 	// contacting the server (for example an empty ConsumerConfig.Topic).
 	ErrInvalidConfig = errors.New("sdk: invalid configuration")
 
+	// ErrMaxPollIntervalExceeded is the cause a Consumer reports (wrapped
+	// by the next Commit, or Close with AutoCommit) for the positions it
+	// could not store because it left its group: the application did not
+	// call Poll for longer than ConsumerConfig.MaxPollInterval (as Kafka's
+	// max.poll.interval.ms, KIP-62).
+	ErrMaxPollIntervalExceeded = errors.New("sdk: no Poll within the max poll interval; the consumer left its group")
+
 	// ErrUnexpectedResponse reports a response frame of the wrong kind for
 	// its request: a server speaking another protocol revision.
 	ErrUnexpectedResponse = errors.New("sdk: unexpected response")
