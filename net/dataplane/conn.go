@@ -156,7 +156,7 @@ func (c *conn) serve() {
 	close(c.out)
 	<-writerDone
 	c.cancel()
-	c.nc.Close()
+	c.closeGracefully()
 	c.srv.removeConn(c)
 
 	c.mu.Lock()
@@ -167,6 +167,24 @@ func (c *conn) serve() {
 	}
 	c.srv.opts.Logger.Log(context.Background(), level, "dataplane: connection closed",
 		"remote", c.remote, "reason", reason.Error())
+}
+
+// closeLinger bounds how long a closing connection keeps reading (and
+// discarding) what the client still sends after the last response.
+const closeLinger = time.Second
+
+// closeGracefully half-closes the connection, then reads and discards what
+// the client still sends, for up to closeLinger, before closing it. Closing
+// a socket that holds unread bytes makes the kernel answer with RST, and a
+// RST can destroy responses the client has received but not yet read: an
+// acknowledged publish whose acknowledgement the producer never sees. With
+// the half-close the client reads every response, then EOF, and closes.
+func (c *conn) closeGracefully() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		c.nc.SetReadDeadline(time.Now().Add(closeLinger))
+		io.Copy(io.Discard, c.nc)
+	}
+	c.nc.Close()
 }
 
 // readLoopSafe runs readLoop and turns a panic into a close reason, so a
