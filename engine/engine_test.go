@@ -52,19 +52,20 @@ func mkBatch(t testing.TB, values ...string) []byte {
 	return out
 }
 
-// readAll fetches every record of a partition from offset 0.
-func readAll(t *testing.T, e *Engine, topic string, p int) []string {
+// walkRecords fetches partition p of topic from offset from up to the high
+// watermark and calls fn with each record at or after from, in offset
+// order (records of a first batch that starts before from are skipped).
+func walkRecords(t *testing.T, e *Engine, topic string, p int, from uint64, fn func(rec *batch.Record)) {
 	t.Helper()
-	var out []string
-	var off uint64
+	off := from
 	for {
 		r, err := e.Fetch(context.Background(), topic, p, off, 1<<20, 0)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("Fetch(%s/%d, %d): %v", topic, p, off, err)
 		}
 		if len(r.Bufs) == 0 {
 			r.Release()
-			return out
+			return
 		}
 		for _, buf := range r.Bufs {
 			for len(buf) > 0 {
@@ -78,20 +79,32 @@ func readAll(t *testing.T, e *Engine, topic string, p int) []string {
 					t.Fatal(err)
 				}
 				for it.Next() {
-					rec := it.Record()
-					if rec.Offset < off {
-						continue
+					if rec := it.Record(); rec.Offset >= off {
+						fn(rec)
+						off = rec.Offset + 1
 					}
-					if rec.Offset != uint64(len(out)) {
-						t.Fatalf("offset %d, want %d", rec.Offset, len(out))
-					}
-					out = append(out, string(rec.Value))
-					off = rec.Offset + 1
+				}
+				if err := it.Err(); err != nil {
+					t.Fatal(err)
 				}
 			}
 		}
 		r.Release()
 	}
+}
+
+// readAll fetches every record of a partition from offset 0 and checks
+// that offsets are dense from 0.
+func readAll(t *testing.T, e *Engine, topic string, p int) []string {
+	t.Helper()
+	var out []string
+	walkRecords(t, e, topic, p, 0, func(rec *batch.Record) {
+		if rec.Offset != uint64(len(out)) {
+			t.Fatalf("offset %d, want %d", rec.Offset, len(out))
+		}
+		out = append(out, string(rec.Value))
+	})
+	return out
 }
 
 func codeOf(err error) api.Code {

@@ -79,41 +79,14 @@ func appendN(t *testing.T, e *Engine, topic string, batches, perBatch int) []uin
 func readRange(t *testing.T, e *Engine, topic string, from uint64) int {
 	t.Helper()
 	off, n := from, 0
-	for {
-		r, err := e.Fetch(context.Background(), topic, 0, off, 1<<20, 0)
-		if err != nil {
-			t.Fatalf("Fetch(%d): %v", off, err)
+	walkRecords(t, e, topic, 0, from, func(rec *batch.Record) {
+		if rec.Offset != off || string(rec.Value) != fmt.Sprintf("v%d", rec.Offset) {
+			t.Fatalf("record at offset %d (want %d) has value %q", rec.Offset, off, rec.Value)
 		}
-		if len(r.Bufs) == 0 {
-			r.Release()
-			return n
-		}
-		for _, buf := range r.Bufs {
-			for len(buf) > 0 {
-				b, rest, _, err := batch.Split(buf, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				buf = rest
-				it, err := batch.NewIter(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for it.Next() {
-					rec := it.Record()
-					if rec.Offset < off {
-						continue
-					}
-					if rec.Offset != off || string(rec.Value) != fmt.Sprintf("v%d", rec.Offset) {
-						t.Fatalf("record at offset %d (want %d) has value %q", rec.Offset, off, rec.Value)
-					}
-					off++
-					n++
-				}
-			}
-		}
-		r.Release()
-	}
+		off++
+		n++
+	})
+	return n
 }
 
 func partInfo(t *testing.T, e *Engine, topic string) PartitionInfo {
