@@ -3,7 +3,7 @@
 // the frame codec that reads and writes a frame with its raw records tail,
 // and the error catalog.
 //
-// # Frame layout (DESIGN §4)
+// # Frame layout (docs/architecture.md §4)
 //
 // Each frame is one Cap'n Proto message in standard stream framing
 // (https://capnproto.org/encoding.html#serialization-over-a-stream) whose

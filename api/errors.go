@@ -9,7 +9,7 @@ import (
 // Error.code. Codes are stable: never renumber one, only add.
 type Code uint16
 
-// The error catalog (DESIGN §4). Code 0 means "no error" and is never sent.
+// The error catalog (docs/architecture.md §4). Code 0 means "no error" and is never sent.
 const (
 	CodeNone               Code = 0
 	CodeUnknown            Code = 1

@@ -15,7 +15,7 @@ import (
 // UNSUPPORTED_VERSION.
 const ProtocolVersion uint16 = 1
 
-// Default limits of the data plane (DESIGN §4), stated by the server in its
+// Default limits of the data plane (docs/architecture.md §4), stated by the server in its
 // handshake response.
 const (
 	DefaultMaxRecordBytes = 1 << 20  // 1 MiB: key + value + headers of one record

@@ -1,10 +1,10 @@
 # SQ data-plane schema: the frame exchanged on the Cap'n Proto TCP port
 # (default 6064) and the record list carried inside every batch.
 #
-# Wire layout of one frame on the stream (see DESIGN §4):
+# Wire layout of one frame on the stream (see docs/architecture.md §4):
 #
 #   [Cap'n Proto message, standard stream framing, root Frame]
-#   [recordsLength raw bytes: zero or more batches, DESIGN §3.2]
+#   [recordsLength raw bytes: zero or more batches, docs/architecture.md §3.2]
 #
 # Only publish requests, fetch responses and push batches carry a records
 # tail; every other frame has none.
@@ -249,7 +249,7 @@ struct ListOffsetsResponse {
   error     @2 :WireError;
 }
 
-# ---------------------------------------------------------------- consumer groups (DESIGN §6)
+# ---------------------------------------------------------------- consumer groups (docs/architecture.md §6)
 
 struct TopicPartitions {
   topic      @0 :Text;

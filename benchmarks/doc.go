@@ -6,7 +6,7 @@
 // The append benchmarks compare the I/O backends of package ring (io_uring
 // and portable pwritev + fdatasync) under the every-batch sync policy: each
 // commit is one segment.Log.Append of one batch followed by Sync, as the
-// engine's partition goroutine does (DESIGN §3.3).
+// engine's partition goroutine does (docs/architecture.md §3.3).
 //
 // The hot-path benchmarks (hotpath_test.go, loopback_test.go) measure, with
 // -benchmem: the SDK's batch build, batch validation, frame encode and

@@ -67,7 +67,7 @@ func BenchmarkBatchBuild(b *testing.B) {
 }
 
 // BenchmarkValidate measures the server's per-batch check before an
-// append (DESIGN §3.2): header, CRC-32C and the in-place walk of the
+// append (docs/architecture.md §3.2): header, CRC-32C and the in-place walk of the
 // record list. One op is one batch.
 func BenchmarkValidate(b *testing.B) {
 	lim := batch.Limits{MaxRecordBytes: 1 << 20, MaxBatchBytes: 16 << 20}

@@ -1,4 +1,4 @@
-// Package control is SQ's control plane (DESIGN §5): the gRPC services of
+// Package control is SQ's control plane (docs/architecture.md §5): the gRPC services of
 // api/sq.proto (topics, groups, cluster, and publish/subscribe for clients
 // that cannot speak Cap'n Proto) with the standard grpc.health.v1 service
 // and server reflection, and the HTTP endpoints /healthz, /readyz and

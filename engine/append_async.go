@@ -21,7 +21,7 @@ type Pending struct {
 	waited    bool
 }
 
-// AppendAsync validates the batch b (DESIGN §3.2) and queues it in the
+// AppendAsync validates the batch b (docs/architecture.md §3.2) and queues it in the
 // partition's append FIFO, returning once it is queued, not once it is
 // committed: the order of AppendAsync calls on one partition is the order
 // of the batches in the log. The engine takes ownership of b.

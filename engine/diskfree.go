@@ -32,7 +32,7 @@ func statfsFree(dir string) (int64, error) {
 }
 
 // diskFloor rejects publishes with DISK_FULL while the free space of the
-// data directory's file system is below Options.MinFreeBytes (DESIGN
+// data directory's file system is below Options.MinFreeBytes (docs/architecture.md
 // §3.3). Fetches, commits and the control plane do not consult it. A nil
 // *diskFloor admits everything.
 type diskFloor struct {

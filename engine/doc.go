@@ -3,7 +3,7 @@
 // under each topic's sync policy, fetch by offset with long polling, the
 // high watermark, and committed consumer-group offsets.
 //
-// # Layout of the data directory (DESIGN §3.1)
+// # Layout of the data directory (docs/architecture.md §3.1)
 //
 //	<data-dir>/
 //	  LOCK                       flock'd while an Engine owns the directory
@@ -13,7 +13,7 @@
 //	  groups/offsets.log         committed offsets (checksummed records, compacted by snapshot)
 //	  trash/<nanos>/             directories of deleted topics, removed when unused (or at start)
 //
-// # Write path (DESIGN §3.3)
+// # Write path (docs/architecture.md §3.3)
 //
 // Each partition has one append goroutine. It takes every batch queued
 // since its last commit (group commit), assigns offsets, writes them with

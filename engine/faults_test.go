@@ -154,7 +154,7 @@ func TestENOSPCMidWrite(t *testing.T) {
 	}
 }
 
-// TestFailedFdatasync (DESIGN §3.3): a failed fdatasync fails the acks of
+// TestFailedFdatasync (docs/architecture.md §3.3): a failed fdatasync fails the acks of
 // that commit and the partition (PARTITION_FAILED) until reopened; reads
 // keep working; a reopen after the crash recovers exactly what was synced.
 func TestFailedFdatasync(t *testing.T) {
@@ -195,7 +195,7 @@ func TestFailedFdatasync(t *testing.T) {
 	}
 }
 
-// TestClampCommittedOffsets (DESIGN §3.6): a committed offset beyond the
+// TestClampCommittedOffsets (docs/architecture.md §3.6): a committed offset beyond the
 // high watermark recovered after a crash under the none policy is clamped
 // to it, with a warning.
 func TestClampCommittedOffsets(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/seedqueue/sq/api"
 )
 
-// Bounds and defaults of group membership (DESIGN §6).
+// Bounds and defaults of group membership (docs/architecture.md §6).
 const (
 	// DefaultSessionTimeout is the session timeout of a member that asks
 	// for none.

@@ -73,7 +73,7 @@ type observing struct {
 // (long-poll fetches included).
 func (e *Engine) InFlight() int64 { return e.obs.inFlight.Load() }
 
-// Append validates the batch b (DESIGN §3.2), appends it to the partition
+// Append validates the batch b (docs/architecture.md §3.2), appends it to the partition
 // and returns once the topic's sync policy is satisfied. The engine takes
 // ownership of b (it patches the base offset in place). Errors:
 // UNKNOWN_TOPIC, UNKNOWN_PARTITION, MESSAGE_TOO_LARGE, CORRUPT_BATCH,

@@ -439,7 +439,7 @@ func validateGroup(group string) error {
 	return nil
 }
 
-// CommitOffsets stores committed offsets for group (DESIGN §6). A member
+// CommitOffsets stores committed offsets for group (docs/architecture.md §6). A member
 // commits with its memberID and the generation of its latest join or
 // heartbeat answer; a stale generation or an unknown member gets
 // FENCED_GENERATION and nothing is stored. A standalone consumer commits
@@ -540,7 +540,7 @@ func (e *Engine) FetchOffsets(group, topic string) ([]OffsetCommit, error) {
 }
 
 // clampOffsets lowers committed offsets above the recovered high
-// watermark to it, with a warning (DESIGN §3.6): after a crash under a
+// watermark to it, with a warning (docs/architecture.md §3.6): after a crash under a
 // lax sync policy the log may end before a commit that referred to it.
 func (e *Engine) clampOffsets() {
 	s := e.offsets

@@ -108,7 +108,7 @@ type OffsetCommit struct {
 	Err       error
 }
 
-// Limits are the data-plane size limits (DESIGN §4).
+// Limits are the data-plane size limits (docs/architecture.md §4).
 type Limits struct {
 	MaxRecordBytes int // key + value + headers of one record
 	MaxBatchBytes  int // one batch

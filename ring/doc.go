@@ -1,4 +1,4 @@
-// Package ring is the file-I/O seam of SQ's storage (DESIGN §3.4).
+// Package ring is the file-I/O seam of SQ's storage (docs/architecture.md §3.4).
 //
 // It has two halves:
 //

@@ -73,7 +73,7 @@ type ConsumerConfig struct {
 	// Topic is the topic to read. Required.
 	Topic string
 	// ConsumerGroup, when set, makes the consumer a member of the group
-	// (DESIGN §6): the broker assigns it a share of the topic's partitions,
+	// (docs/architecture.md §6): the broker assigns it a share of the topic's partitions,
 	// moves partitions between members as they join and leave, and the
 	// consumer resumes each newly assigned partition at the group's
 	// committed offset read from the broker. Empty: the consumer reads

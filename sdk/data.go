@@ -10,7 +10,7 @@ import (
 	"github.com/seedqueue/sq/api/batch"
 )
 
-// Durability is what a publish acknowledgement guarantees (DESIGN §3.3).
+// Durability is what a publish acknowledgement guarantees (docs/architecture.md §3.3).
 type Durability uint8
 
 const (
@@ -276,7 +276,7 @@ type OffsetCommit struct {
 
 // CommitOffsets stores committed offsets for group as a standalone consumer
 // (no member id, generation -1: accepted only while the group has no
-// members, DESIGN §6). It returns one entry per input with its Err set when
+// members, docs/architecture.md §6). It returns one entry per input with its Err set when
 // that offset was refused (for example OFFSET_OUT_OF_RANGE beyond the high
 // watermark); the error return is for the request as a whole.
 func (c *Client) CommitOffsets(ctx context.Context, group string, offsets []OffsetCommit) ([]OffsetCommit, error) {

@@ -77,7 +77,7 @@
 //
 // # Consumer groups
 //
-// Members of one ConsumerGroup share the topic's partitions (DESIGN §6,
+// Members of one ConsumerGroup share the topic's partitions (docs/architecture.md §6,
 // broker-side assignment as in Kafka's KIP-848). A heartbeat goroutine
 // applies assignment changes: partitions that do not move keep being read;
 // a revoked one stops at once and is committed (AutoCommit) and released at

@@ -13,7 +13,7 @@ func recordEstimate(m *ProducerMessage) int {
 	return batch.EncodedRecordBound(m.Key, m.Value, toBatchHeaders(m.Headers))
 }
 
-// encodeBatch encodes msgs[idx...] as one batch (DESIGN §3.2).
+// encodeBatch encodes msgs[idx...] as one batch (docs/architecture.md §3.2).
 func encodeBatch(msgs []ProducerMessage, idx []int) ([]byte, error) {
 	var b batch.Builder
 	for _, i := range idx {

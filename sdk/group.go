@@ -14,7 +14,7 @@ import (
 type Assignment map[string][]uint32
 
 // GroupMembership is the coordinator's answer to JoinGroup and Heartbeat
-// (DESIGN §6).
+// (docs/architecture.md §6).
 type GroupMembership struct {
 	MemberID   string
 	Generation int32

@@ -119,7 +119,7 @@ func (c *conn) sendOnly(ctx context.Context, build func(api.Frame) error) error 
 	}
 }
 
-// Subscription is a push subscription to one partition (DESIGN §4): the
+// Subscription is a push subscription to one partition (docs/architecture.md §4): the
 // server sends batches as they become readable, within the byte credit
 // the subscriber grants. Next returns them; Grant returns credit once
 // they are processed, so a slow subscriber makes the server wait instead

@@ -119,7 +119,7 @@ func appendUntilCrash(t *testing.T, l *Log, fs *faultfs.FS, rng *rand.Rand) cras
 	switch rng.IntN(4) {
 	case 0: // a full disk for a while: partial writes fail with ENOSPC
 		fs.Inject(faultfs.Rule{Ops: faultfs.OpWrite | faultfs.OpAllocate, Path: "*.log", After: rng.IntN(20), Times: 1 + rng.IntN(3), Err: syscall.ENOSPC, Partial: true})
-	case 1: // a failed fdatasync (DESIGN §3.3)
+	case 1: // a failed fdatasync (docs/architecture.md §3.3)
 		fs.Inject(faultfs.Rule{Ops: faultfs.OpSync, After: rng.IntN(20), Times: 1, Err: syscall.EIO})
 	}
 	for i := 0; i < 60 && !fs.Crashed(); i++ {

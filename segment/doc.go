@@ -1,6 +1,6 @@
 // Package segment stores one partition's log: a directory of segment files
 // holding record batches back to back, their sparse offset indexes, and a
-// recovery point (DESIGN §3.1, §3.3, §3.5, §3.6).
+// recovery point (docs/architecture.md §3.1, §3.3, §3.5, §3.6).
 //
 // # Files
 //
@@ -40,7 +40,7 @@
 //
 // The time index records the broker's time, never the producer's batch
 // timestamps, so one client with a wrong clock cannot pin or expire data;
-// the batch format (DESIGN §3.2) has no room for it, so the time index is
+// the batch format (docs/architecture.md §3.2) has no room for it, so the time index is
 // the only record of append times and cannot be rebuilt from the log. It
 // is written with each append (not synced per append), fsynced with a
 // sealed segment's data and before every recovery point is written, so

@@ -17,7 +17,7 @@ var (
 	// ErrClosed is returned by calls on a closed Log.
 	ErrClosed = errors.New("segment: log closed")
 	// ErrFailed wraps the error of a failed sync: the Log accepts no more
-	// appends or syncs until it is reopened (DESIGN §3.3).
+	// appends or syncs until it is reopened (docs/architecture.md §3.3).
 	ErrFailed = errors.New("segment: log failed")
 )
 

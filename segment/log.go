@@ -45,7 +45,7 @@ type segment struct {
 	m     *mapping // current read mapping; nil until first read if sealed
 }
 
-// Log is one partition's log: a directory of segments (DESIGN §3.1). Append,
+// Log is one partition's log: a directory of segments (docs/architecture.md §3.1). Append,
 // Sync, Checkpoint and Close are called from one goroutine at a time (the
 // partition's append goroutine; Sync and Checkpoint may also come from a
 // ticker goroutine); Read and the accessors are safe from any goroutine.

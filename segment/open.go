@@ -11,7 +11,7 @@ import (
 )
 
 // Open opens the partition directory dir, creating it (and a first segment
-// at offset 0) if needed, and recovers it (DESIGN §3.6):
+// at offset 0) if needed, and recovers it (docs/architecture.md §3.6):
 //
 //   - files ending in .sqtmp are deleted; other unknown files are logged and
 //     left alone;

@@ -14,7 +14,7 @@ import (
 // and that the data ends exactly where the segment does. Open only
 // spot-checks what lies below the recovery point, so this background scrub
 // is what finds a bit flip in the middle of a sealed segment or of the
-// synced part of the active one (DESIGN §3.6). Bytes below the synced
+// synced part of the active one (docs/architecture.md §3.6). Bytes below the synced
 // position of the active segment never change, so reading them while
 // appends continue is safe.
 //

@@ -15,7 +15,7 @@ import (
 // A failed sync puts the Log in a failed state: the error wraps ErrFailed
 // and the cause, and every later Append and Sync returns it until the Log
 // is reopened (after EIO the kernel may have dropped the dirty pages, so a
-// later successful sync would prove nothing; DESIGN §3.3).
+// later successful sync would prove nothing; docs/architecture.md §3.3).
 func (l *Log) Sync() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
@@ -73,7 +73,7 @@ func (l *Log) syncLocked() error {
 }
 
 // Checkpoint writes the recovery point, the last position Sync made
-// durable, so that the next Open scans only what follows it (DESIGN §3.6):
+// durable, so that the next Open scans only what follows it (docs/architecture.md §3.6):
 // tmp file, fsync, rename, fsync of the directory. It does nothing if the
 // synced position has not moved since the last Checkpoint.
 func (l *Log) Checkpoint() error {

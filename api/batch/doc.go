@@ -1,7 +1,7 @@
 // Package batch builds, validates and iterates SQ record batches, the unit
 // of write, CRC, replication and fetch. The same bytes are written by the
 // SDK, checked by the server, stored in segment files and returned by fetch
-// (DESIGN §3.2).
+// (docs/architecture.md §3.2).
 //
 // # Format
 //

@@ -45,7 +45,7 @@ type Limits struct {
 }
 
 // Validate checks the whole batch b as the server does before an append
-// (DESIGN §3.2): length within limits, magic, CRC, lastOffsetDelta =
+// (docs/architecture.md §3.2): length within limits, magic, CRC, lastOffsetDelta =
 // recordCount-1, no compression or control bit, firstTimestamp and
 // maxTimestamp not negative, then walks the record list in place to check
 // that offsetDelta runs 0..n-1, no record's timestamp (firstTimestamp +

@@ -1,4 +1,4 @@
-// SQ control plane and gRPC data path (DESIGN §5), package sq.v1.
+// SQ control plane and gRPC data path (docs/architecture.md §5), package sq.v1.
 //
 // Served by sq-server on --grpc-host (default 127.0.0.1:6060) next to the
 // standard grpc.health.v1 service and server reflection. Errors are gRPC

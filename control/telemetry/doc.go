@@ -1,4 +1,4 @@
-// Package telemetry sets up OpenTelemetry export for sq-server (DESIGN §5).
+// Package telemetry sets up OpenTelemetry export for sq-server (docs/architecture.md §5).
 //
 // When OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT /
 // OTEL_EXPORTER_OTLP_METRICS_ENDPOINT) is set, Setup starts an OTLP/gRPC

@@ -43,7 +43,7 @@ func TestImportRules(t *testing.T) {
 				}
 				for _, ban := range bans {
 					if drel == ban || strings.HasPrefix(drel, ban+"/") {
-						t.Errorf("%s imports %s: DESIGN §2 forbids %s -> %s", rel, drel, owner, ban)
+						t.Errorf("%s imports %s: docs/architecture.md §2 forbids %s -> %s", rel, drel, owner, ban)
 					}
 				}
 			}

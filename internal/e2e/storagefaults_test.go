@@ -91,7 +91,7 @@ func numbered(prefix string, from, n int) []string {
 }
 
 // batchStarts returns the byte positions of the batches in a .log file:
-// it walks the length fields (DESIGN §3.2) up to the first zero magic.
+// it walks the length fields (docs/architecture.md §3.2) up to the first zero magic.
 func batchStarts(t *testing.T, path string) (starts []int64, data []byte) {
 	t.Helper()
 	data, err := os.ReadFile(path)

@@ -2,7 +2,7 @@
 // and engine: an implementation of ring.FS, ring.File and ring.Backend
 // that can "crash" (keep only what was synced, file contents and directory
 // entries alike) and fail chosen operations with EIO, ENOSPC or any other
-// error (DESIGN §9). It follows the habits of pebble's vfs.MemFS (strict
+// error (docs/architecture.md §9). It follows the habits of pebble's vfs.MemFS (strict
 // mode, ResetToSyncedState) and vfs/errorfs (injection by operation kind
 // and path), adapted to SQ's seam: segment maps files with mmap(2) through
 // File.Fd, so faultfs wraps REAL files in a directory of the test's and

@@ -8,7 +8,7 @@ import (
 )
 
 // ForEachBackend runs fn once per I/O backend, as subtests named
-// "backend=portable" and "backend=uring" (DESIGN §3.4: the segment and
+// "backend=portable" and "backend=uring" (docs/architecture.md §3.4: the segment and
 // engine suites run on both). The uring subtest skips with the probe's
 // reason where the kernel refuses io_uring. The backend is closed when the
 // subtest ends.

@@ -1,4 +1,4 @@
-// Package dataplane serves SQ's Cap'n Proto data plane over TCP (DESIGN §4,
+// Package dataplane serves SQ's Cap'n Proto data plane over TCP (docs/architecture.md §4,
 // default port 6064): a Server reads frames (api/sq.capnp), runs each request
 // against a Broker (the engine) and writes the responses, each frame with its
 // records tail in one writev.

@@ -10,7 +10,7 @@ import (
 	"github.com/seedqueue/sq/engine"
 )
 
-// GroupBroker is the consumer-group part of a broker (DESIGN §6).
+// GroupBroker is the consumer-group part of a broker (docs/architecture.md §6).
 // *engine.Engine implements it. A Broker that does not answers the group
 // frames with INVALID_REQUEST.
 type GroupBroker interface {

@@ -11,7 +11,7 @@ import (
 
 // Defaults applied by Options.Defaults to zero fields.
 const (
-	// DefaultAddr is the data-plane listen address (DESIGN §4: port 6064).
+	// DefaultAddr is the data-plane listen address (docs/architecture.md §4: port 6064).
 	DefaultAddr = ":6064"
 	// DefaultMaxInFlightPerConn bounds the requests served at once on one
 	// connection.

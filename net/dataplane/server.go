@@ -65,7 +65,7 @@ var _ AsyncAppender = (*engine.Engine)(nil)
 // Close.
 var ErrServerClosed = errors.New("dataplane: server closed")
 
-// Server serves the Cap'n Proto data plane (DESIGN §4) for a Broker. Create
+// Server serves the Cap'n Proto data plane (docs/architecture.md §4) for a Broker. Create
 // one with New; its methods are safe for concurrent use.
 type Server struct {
 	broker Broker
