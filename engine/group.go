@@ -69,7 +69,7 @@ type GroupPartitionLag struct {
 	CommittedOffset int64 // -1 when the group has none
 	LogEndOffset    uint64
 	HighWatermark   uint64
-	Lag             int64  // HighWatermark - committed (or - log start when none)
+	Lag             int64  // records left to read: ConsumerLag (HW - max(committed, log start))
 	MemberID        string // holder in the current generation, "" if none
 }
 
