@@ -37,7 +37,9 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 func startNode(t *testing.T, opts control.Options) *node {
 	t.Helper()
 	n := &node{}
-	opts.Logger = quietLogger()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger()
+	}
 	opts.SubscribeMaxWait = 100 * time.Millisecond
 	srv, err := control.New(opts)
 	if err != nil {

@@ -138,7 +138,7 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 	if req.MaxBytes < 0 {
 		return invalid("max_bytes %d: want 0 (default) or more", req.MaxBytes)
 	}
-	off, err := s.startOffset(req)
+	off, explicit, err := s.startOffset(req)
 	if err != nil {
 		return err
 	}
@@ -161,8 +161,16 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 			if ctx.Err() != nil && stream.Context().Err() == nil {
 				return api.NewError(api.CodeShuttingDown, "server is shutting down")
 			}
+			if start, ok := belowLogStart(err, off); ok && !explicit {
+				// Retention overtook the stream's position: go on at the
+				// log start, as the consumers do (auto.offset.reset=earliest).
+				s.logSkipped(req, "stream", off, start)
+				off = start
+				continue
+			}
 			return err
 		}
+		explicit = false // from here on the position is the stream's own
 		resp := &sqv1.SubscribeResponse{Topic: req.Topic, Partition: req.Partition, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset}
 		resp.Records, off, err = decodeRecords(r.Bufs, off)
 		r.Release()
@@ -179,36 +187,65 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 }
 
 // startOffset resolves where a subscription starts: the group's committed
-// offset when it has one, else req.From.
-func (s *Server) startOffset(req *sqv1.SubscribeRequest) (uint64, error) {
+// offset when it has one, moved up to the log start when retention has
+// removed it (logged with the number of records skipped), else req.From.
+// An explicit START_FROM_OFFSET (explicit true) is not moved: outside
+// [log start, high watermark] the first read fails with
+// OFFSET_OUT_OF_RANGE and its range, as a Kafka fetch does.
+func (s *Server) startOffset(req *sqv1.SubscribeRequest) (off uint64, explicit bool, err error) {
+	committed, hasCommitted := uint64(0), false
 	if req.Group != "" {
 		offs, err := s.eng().FetchOffsets(req.Group, req.Topic)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		for _, o := range offs {
 			if o.Partition == int(req.Partition) {
-				return o.Offset, nil
+				committed, hasCommitted = o.Offset, true
 			}
 		}
 	}
 	ti, err := s.eng().DescribeTopic(req.Topic)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if int(req.Partition) >= len(ti.Partitions) {
-		return 0, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", req.Topic, len(ti.Partitions)-1, req.Partition)
+		return 0, false, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", req.Topic, len(ti.Partitions)-1, req.Partition)
 	}
 	p := ti.Partitions[req.Partition]
+	if hasCommitted {
+		if committed < p.LogStartOffset {
+			s.logSkipped(req, "committed offset", committed, p.LogStartOffset)
+			return p.LogStartOffset, false, nil
+		}
+		return committed, false, nil
+	}
 	switch req.From {
 	case sqv1.StartFrom_START_FROM_EARLIEST:
-		return p.LogStartOffset, nil
+		return p.LogStartOffset, false, nil
 	case sqv1.StartFrom_START_FROM_LATEST:
-		return p.HighWatermark, nil
+		return p.HighWatermark, false, nil
 	case sqv1.StartFrom_START_FROM_OFFSET:
-		return req.Offset, nil
+		return req.Offset, true, nil
 	}
-	return 0, invalid("from %d: want START_FROM_EARLIEST, START_FROM_LATEST or START_FROM_OFFSET", req.From)
+	return 0, false, invalid("from %d: want START_FROM_EARLIEST, START_FROM_LATEST or START_FROM_OFFSET", req.From)
+}
+
+// belowLogStart reports whether err is OFFSET_OUT_OF_RANGE for an offset
+// below the log start, and returns that log start.
+func belowLogStart(err error, off uint64) (uint64, bool) {
+	var e *api.Error
+	if errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && e.HasRange && off < e.RangeStart {
+		return e.RangeStart, true
+	}
+	return 0, false
+}
+
+// logSkipped logs, at warning level, a subscription moved from off up to
+// the log start because retention removed the records in between.
+func (s *Server) logSkipped(req *sqv1.SubscribeRequest, what string, off, start uint64) {
+	s.opts.Logger.Warn("control: subscribe: "+what+" below the log start: records lost to retention are skipped",
+		"topic", req.Topic, "partition", req.Partition, "group", req.Group, "offset", off, "log_start", start, "skipped", start-off)
 }
 
 // decodeRecords copies the records at or above from out of the whole
