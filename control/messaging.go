@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"io"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -74,7 +75,7 @@ func (s *Server) publish(ctx context.Context, req *sqv1.PublishRequest) (*sqv1.P
 		if len(r.Headers) > 0 {
 			hs = make([]batch.RecordHeader, len(r.Headers))
 			for i, h := range r.Headers {
-				hs[i] = batch.RecordHeader{Key: h.Key, Value: h.Value}
+				hs[i] = batch.RecordHeader{Key: string(h.Key), Value: h.Value}
 			}
 		}
 		key := r.Key
@@ -277,7 +278,7 @@ func decodeRecords(bufs [][]byte, from uint64) ([]*sqv1.ConsumedRecord, uint64, 
 					cr.Key = clone(r.Key)
 				}
 				for _, rh := range r.Headers {
-					cr.Headers = append(cr.Headers, &sqv1.RecordHeader{Key: rh.Key, Value: clone(rh.Value)})
+					cr.Headers = append(cr.Headers, &sqv1.RecordHeader{Key: []byte(rh.Key), Value: clone(rh.Value)})
 				}
 				out = append(out, cr)
 			}
@@ -326,6 +327,7 @@ func (s *Server) commitSpan(ctx context.Context, group string, n int, start time
 	if s.opts.Tracer == nil {
 		return
 	}
+	group = strings.ToValidUTF8(group, "\uFFFD") // refused by the engine, but still named in the span
 	_, sp := s.opts.Tracer.Start(ctx, "commit "+group, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindConsumer))
 	sp.SetAttributes(semconv.MessagingSystemKey.String("sq"), semconv.MessagingOperationName("commit"),
 		semconv.MessagingOperationTypeSettle, semconv.MessagingConsumerGroupName(group),
@@ -342,7 +344,7 @@ func offsetEntries(in []engine.OffsetCommit) []*sqv1.OffsetEntry {
 	for i, o := range in {
 		out[i] = &sqv1.OffsetEntry{Topic: o.Topic, Partition: int32(o.Partition), Offset: o.Offset, Metadata: o.Metadata}
 		if o.Err != nil {
-			out[i].Error = o.Err.Error()
+			out[i].Error = strings.ToValidUTF8(o.Err.Error(), "\uFFFD")
 		}
 	}
 	return out

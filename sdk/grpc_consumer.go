@@ -236,7 +236,7 @@ func (c *GrpcConsumer) stream(p uint32, off uint64) (uint64, bool, error) {
 				m.Value = []byte{}
 			}
 			for _, h := range rec.Headers {
-				m.Headers = append(m.Headers, Header{Key: h.Key, Value: h.Value})
+				m.Headers = append(m.Headers, Header{Key: string(h.Key), Value: h.Value})
 			}
 			msgs = append(msgs, m)
 		}

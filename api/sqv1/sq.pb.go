@@ -1221,7 +1221,8 @@ type GroupOffset struct {
 	// -1 when the group has no committed offset for the partition.
 	CommittedOffset int64  `protobuf:"varint,3,opt,name=committed_offset,json=committedOffset,proto3" json:"committed_offset,omitempty"`
 	HighWatermark   uint64 `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
-	// high_watermark - committed_offset (or - log start when none), records.
+	// Records left to read: high_watermark - max(committed_offset, log start
+	// offset); high_watermark - log start offset when nothing is committed.
 	Lag          int64  `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
 	Metadata     string `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	LogEndOffset uint64 `protobuf:"varint,7,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
@@ -1933,10 +1934,12 @@ func (x *MembersResponse) GetMembers() []*Member {
 	return nil
 }
 
-// RecordHeader is one record header.
+// RecordHeader is one record header. The key is bytes, not string: the
+// Cap'n Proto plane stores whatever bytes a client sends, and a proto3
+// string must be valid UTF-8, so either plane reads what the other wrote.
 type RecordHeader struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1972,11 +1975,11 @@ func (*RecordHeader) Descriptor() ([]byte, []int) {
 	return file_sq_proto_rawDescGZIP(), []int{30}
 }
 
-func (x *RecordHeader) GetKey() string {
+func (x *RecordHeader) GetKey() []byte {
 	if x != nil {
 		return x.Key
 	}
-	return ""
+	return nil
 }
 
 func (x *RecordHeader) GetValue() []byte {
@@ -2912,7 +2915,7 @@ const file_sq_proto_rawDesc = "" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12'\n" +
 	"\amembers\x18\x02 \x03(\v2\r.sq.v1.MemberR\amembers\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\x8f\x01\n" +
 	"\x06Record\x12\x15\n" +
 	"\x03key\x18\x01 \x01(\fH\x00R\x03key\x88\x01\x01\x12\x14\n" +

@@ -703,7 +703,12 @@ type MessagingClient interface {
 	// appended, the ones after it were not read.
 	PublishStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PublishRequest, PublishStreamResponse], error)
 	// Subscribe streams a partition's records from an offset or from a
-	// group's committed offset, waiting for new records at the end.
+	// group's committed offset, waiting for new records at the end. A
+	// group's committed offset below the log start, and a stream position
+	// that retention removes, move to the log start (as Kafka's
+	// auto.offset.reset=earliest; the server logs the count skipped and
+	// log_start_offset shows it); an explicit START_FROM_OFFSET outside
+	// [log start, high watermark] fails with OUT_OF_RANGE and the range.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
 	// CommitOffsets stores a standalone consumer's committed offsets.
 	CommitOffsets(ctx context.Context, in *CommitOffsetsRequest, opts ...grpc.CallOption) (*CommitOffsetsResponse, error)
@@ -797,7 +802,12 @@ type MessagingServer interface {
 	// appended, the ones after it were not read.
 	PublishStream(grpc.ClientStreamingServer[PublishRequest, PublishStreamResponse]) error
 	// Subscribe streams a partition's records from an offset or from a
-	// group's committed offset, waiting for new records at the end.
+	// group's committed offset, waiting for new records at the end. A
+	// group's committed offset below the log start, and a stream position
+	// that retention removes, move to the log start (as Kafka's
+	// auto.offset.reset=earliest; the server logs the count skipped and
+	// log_start_offset shows it); an explicit START_FROM_OFFSET outside
+	// [log start, high watermark] fails with OUT_OF_RANGE and the range.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
 	// CommitOffsets stores a standalone consumer's committed offsets.
 	CommitOffsets(context.Context, *CommitOffsetsRequest) (*CommitOffsetsResponse, error)
