@@ -13,6 +13,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
@@ -181,10 +183,51 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 		if len(resp.Records) == 0 {
 			continue
 		}
-		if err := stream.Send(resp); err != nil {
+		if err := sendSplit(stream.Send, resp, GrpcMaxMessageBytes); err != nil {
 			return err
 		}
 	}
+}
+
+// GrpcMaxMessageBytes bounds every Subscribe response the server sends,
+// in bytes of the encoded message: 64 KiB below gRPC's default 4 MiB
+// receive limit (grpc.MaxCallRecvMsgSize), so a default-configured gRPC
+// client reads any batch up to the server's batch limit (16 MiB by
+// default) as several responses. Cluster.NodeInfo advertises it. A single
+// record whose encoding exceeds it cannot be sent on this plane: the
+// Subscribe fails with MESSAGE_TOO_LARGE naming its offset (read it over
+// Cap'n Proto).
+const GrpcMaxMessageBytes = 4<<20 - 64<<10
+
+// sendSplit sends resp's records as consecutive responses of at most
+// bound encoded bytes each, in order. A record that does not fit a
+// response alone ends the stream with MESSAGE_TOO_LARGE after the records
+// before it are sent.
+func sendSplit(send func(*sqv1.SubscribeResponse) error, resp *sqv1.SubscribeResponse, bound int) error {
+	recs := resp.Records
+	resp.Records = nil
+	base := proto.Size(resp)
+	part := func(rs []*sqv1.ConsumedRecord) *sqv1.SubscribeResponse {
+		return &sqv1.SubscribeResponse{Topic: resp.Topic, Partition: resp.Partition, Records: rs,
+			HighWatermark: resp.HighWatermark, LogStartOffset: resp.LogStartOffset}
+	}
+	size, first := base, 0
+	for i, cr := range recs {
+		n := protowire.SizeTag(3) + protowire.SizeBytes(proto.Size(cr))
+		if size+n > bound && i > first {
+			if err := send(part(recs[first:i])); err != nil {
+				return err
+			}
+			size, first = base, i
+		}
+		if base+n > bound {
+			return api.NewError(api.CodeMessageTooLarge,
+				"record at offset %d of %s/%d takes %d bytes in a gRPC response, above the %d-byte bound of one response (gRPC's default 4 MiB receive limit); read it over the Cap'n Proto plane",
+				cr.Offset, resp.Topic, resp.Partition, base+n, bound)
+		}
+		size += n
+	}
+	return send(part(recs[first:]))
 }
 
 // startOffset resolves where a subscription starts: the group's committed

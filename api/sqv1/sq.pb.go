@@ -1638,13 +1638,18 @@ type NodeInfoResponse struct {
 	DataDirTotalBytes uint64 `protobuf:"varint,7,opt,name=data_dir_total_bytes,json=dataDirTotalBytes,proto3" json:"data_dir_total_bytes,omitempty"`
 	DataDirFreeBytes  uint64 `protobuf:"varint,8,opt,name=data_dir_free_bytes,json=dataDirFreeBytes,proto3" json:"data_dir_free_bytes,omitempty"`
 	// Bytes held by the partitions' segments.
-	DataBytes     int64  `protobuf:"varint,9,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
-	TopicCount    int32  `protobuf:"varint,10,opt,name=topic_count,json=topicCount,proto3" json:"topic_count,omitempty"`
-	GrpcAddress   string `protobuf:"bytes,11,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
-	CapnpAddress  string `protobuf:"bytes,12,opt,name=capnp_address,json=capnpAddress,proto3" json:"capnp_address,omitempty"`
-	HttpAddress   string `protobuf:"bytes,13,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DataBytes    int64  `protobuf:"varint,9,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
+	TopicCount   int32  `protobuf:"varint,10,opt,name=topic_count,json=topicCount,proto3" json:"topic_count,omitempty"`
+	GrpcAddress  string `protobuf:"bytes,11,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	CapnpAddress string `protobuf:"bytes,12,opt,name=capnp_address,json=capnpAddress,proto3" json:"capnp_address,omitempty"`
+	HttpAddress  string `protobuf:"bytes,13,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	// Bound of every message the server sends on this plane, bytes: a
+	// Subscribe response is split below it, so a client with gRPC's default
+	// 4 MiB receive limit reads any batch. A record too large for it fails
+	// the Subscribe with MESSAGE_TOO_LARGE; read it over Cap'n Proto.
+	GrpcMaxMessageBytes int64 `protobuf:"varint,14,opt,name=grpc_max_message_bytes,json=grpcMaxMessageBytes,proto3" json:"grpc_max_message_bytes,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *NodeInfoResponse) Reset() {
@@ -1766,6 +1771,13 @@ func (x *NodeInfoResponse) GetHttpAddress() string {
 		return x.HttpAddress
 	}
 	return ""
+}
+
+func (x *NodeInfoResponse) GetGrpcMaxMessageBytes() int64 {
+	if x != nil {
+		return x.GrpcMaxMessageBytes
+	}
+	return 0
 }
 
 type MembersRequest struct {
@@ -2264,7 +2276,10 @@ type SubscribeRequest struct {
 	Offset uint64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
 	// When set, start from the group's committed offset when it has one.
 	Group string `protobuf:"bytes,5,opt,name=group,proto3" json:"group,omitempty"`
-	// Soft cap of one response, bytes (at least one batch). Default 1 MiB.
+	// Soft cap of the records read at a time, bytes (at least one batch).
+	// Default 1 MiB. Each response stays below the server's
+	// grpc_max_message_bytes (NodeInfo): what one read returns may come as
+	// several responses.
 	MaxBytes      int32 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2883,7 +2898,7 @@ const file_sq_proto_rawDesc = "" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
 	"\x13DeleteGroupResponse\"\x11\n" +
-	"\x0fNodeInfoRequest\"\xc6\x03\n" +
+	"\x0fNodeInfoRequest\"\xfb\x03\n" +
 	"\x10NodeInfoResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2902,7 +2917,8 @@ const file_sq_proto_rawDesc = "" +
 	"topicCount\x12!\n" +
 	"\fgrpc_address\x18\v \x01(\tR\vgrpcAddress\x12#\n" +
 	"\rcapnp_address\x18\f \x01(\tR\fcapnpAddress\x12!\n" +
-	"\fhttp_address\x18\r \x01(\tR\vhttpAddress\"\x10\n" +
+	"\fhttp_address\x18\r \x01(\tR\vhttpAddress\x123\n" +
+	"\x16grpc_max_message_bytes\x18\x0e \x01(\x03R\x13grpcMaxMessageBytes\"\x10\n" +
 	"\x0eMembersRequest\"\x93\x01\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
