@@ -356,3 +356,58 @@ func TestCapnpConsumerBelowLogStart(t *testing.T) {
 		}
 	}
 }
+
+// TestCapnpConsumerOvertakenByRetention: a Cap'n Proto consumer whose
+// position retention removes while it reads goes on at the log start and
+// logs the count skipped (push subscription and fetch).
+func TestCapnpConsumerOvertakenByRetention(t *testing.T) {
+	n := startNode(t, control.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	msg := sqv1.NewMessagingClient(n.conn)
+	for _, useFetch := range []bool{false, true} {
+		topic := fmt.Sprintf("ccmid-%v", useFetch)
+		midStreamTopic(t, n, topic)
+		var logs logBuf
+		c, err := sdk.NewConsumer(ctx, sdk.ConsumerConfig{Addr: n.capnpAddr, Topic: topic, UseFetch: useFetch, MaxBytes: 1, MaxPollRecords: 1, Logger: logs.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var offsets []uint64
+		poll := func() {
+			for ctx.Err() == nil {
+				msgs, err := c.Poll(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range msgs {
+					offsets = append(offsets, m.Offset)
+				}
+				if len(msgs) > 0 {
+					return
+				}
+			}
+		}
+		poll()
+		if err := publishN(ctx, msg, topic, 200); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.eng.EnforceRetention(); err != nil {
+			t.Fatal(err)
+		}
+		start := logStart(t, n, topic)
+		if start <= 3 {
+			t.Fatalf("retention left the log start at %d", start)
+		}
+		for offsets[len(offsets)-1] < start && ctx.Err() == nil {
+			poll()
+		}
+		c.Close()
+		// Records read ahead before retention ran are still delivered; the
+		// first one after them is the log start, and the gap is logged.
+		i := len(offsets) - 1
+		if offsets[i] != start || i == 0 || !skippedLine(logs.String(), start-offsets[i-1]-1) {
+			t.Errorf("UseFetch %v: offsets %v, want a jump to the log start %d logged with its count; logs:\n%s", useFetch, offsets, start, logs.String())
+		}
+	}
+}
