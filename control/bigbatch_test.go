@@ -151,3 +151,44 @@ func TestGrpcConsumerBigBatch(t *testing.T) {
 		t.Fatalf("read %d records before MESSAGE_TOO_LARGE, want 12", read)
 	}
 }
+
+// TestPublishStreamResponseBound: a PublishStream's one response stays
+// below the advertised bound: once the results of the requests appended
+// would fill it, the next request fails with MESSAGE_TOO_LARGE and is not
+// appended, instead of a response a default client cannot read.
+func TestPublishStreamResponseBound(t *testing.T) {
+	n := startNode(t, control.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	topic := strings.Repeat("t", engine.MaxTopicNameLength) // the largest results
+	if _, err := sqv1.NewTopicsClient(n.conn).CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: topic, Partitions: 1,
+		Config: &sqv1.TopicConfig{SyncPolicy: "none"}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqv1.NewMessagingClient(n.conn).PublishStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const most = 30_000 // far more than fit
+	sent := 0
+	for ; sent < most; sent++ {
+		if err := st.Send(&sqv1.PublishRequest{Topic: topic, Partition: 0, Records: []*sqv1.Record{{Value: []byte("v")}}}); err != nil {
+			break // the server ended the stream; CloseAndRecv has its status
+		}
+	}
+	_, err = st.CloseAndRecv()
+	s, _ := status.FromError(err)
+	if s.Code() != codes.ResourceExhausted || errorReason(s) != "MESSAGE_TOO_LARGE" || !strings.Contains(s.Message(), "new one") {
+		t.Fatalf("after %d requests: %v; want MESSAGE_TOO_LARGE", sent, err)
+	}
+	ti, err := n.eng.DescribeTopic(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appended := ti.Partitions[0].HighWatermark
+	one := proto.Size(&sqv1.PublishStreamResponse{Results: []*sqv1.PublishResponse{{Topic: topic, Partition: 0,
+		BaseOffset: appended, RecordCount: 1, LogAppendTimeMs: time.Now().UnixMilli(), Durability: sqv1.Durability_DURABILITY_WRITTEN}}})
+	if full := int(appended) * one; full > control.GrpcMaxMessageBytes || full < control.GrpcMaxMessageBytes*9/10 {
+		t.Fatalf("%d requests appended, whose results take about %d bytes; want at most and close to the bound %d", appended, full, control.GrpcMaxMessageBytes)
+	}
+}

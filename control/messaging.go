@@ -35,8 +35,14 @@ func (m *messagingService) Publish(ctx context.Context, req *sqv1.PublishRequest
 
 // PublishStream implements sq.v1.Messaging: each request is one batch,
 // appended in order; the first error ends the stream.
+//
+// The one response holds a result per request and stays below
+// GrpcMaxMessageBytes: a request whose result might not fit any more is
+// refused with MESSAGE_TOO_LARGE before it is appended (the client ends
+// the stream and opens another).
 func (m *messagingService) PublishStream(stream grpc.ClientStreamingServer[sqv1.PublishRequest, sqv1.PublishStreamResponse]) error {
 	out := &sqv1.PublishStreamResponse{}
+	size := 0
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -45,12 +51,26 @@ func (m *messagingService) PublishStream(stream grpc.ClientStreamingServer[sqv1.
 		if err != nil {
 			return err
 		}
+		if size+publishResultMaxBytes(req.Topic) > GrpcMaxMessageBytes {
+			return api.NewError(api.CodeMessageTooLarge,
+				"PublishStream: the results of the %d requests appended fill the %d-byte bound of its one response; this request and the ones after it were not appended: end the stream and publish the rest on a new one",
+				len(out.Results), GrpcMaxMessageBytes)
+		}
 		res, err := m.s.publish(stream.Context(), req)
 		if err != nil {
 			return err
 		}
 		out.Results = append(out.Results, res)
+		size += protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(res))
 	}
+}
+
+// publishResultMaxBytes bounds the encoding of one PublishResponse to
+// topic inside a PublishStreamResponse: the topic, five numeric fields of
+// at most 11 bytes each with their tags, and the field's own tag and
+// length.
+func publishResultMaxBytes(topic string) int {
+	return 3 + len(topic) + 5*11 + 4
 }
 
 // publish validates req, encodes its records as one batch and appends it.
