@@ -228,8 +228,9 @@ func sendSplit(send func(*sqv1.SubscribeResponse) error, resp *sqv1.SubscribeRes
 	resp.Records = nil
 	base := proto.Size(resp)
 	part := func(rs []*sqv1.ConsumedRecord) *sqv1.SubscribeResponse {
-		return &sqv1.SubscribeResponse{Topic: resp.Topic, Partition: resp.Partition, Records: rs,
-			HighWatermark: resp.HighWatermark, LogStartOffset: resp.LogStartOffset}
+		p := proto.Clone(resp).(*sqv1.SubscribeResponse) // every field but the records
+		p.Records = rs
+		return p
 	}
 	size, first := base, 0
 	for i, cr := range recs {
