@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/control"
@@ -179,5 +182,84 @@ func TestHeaderKeysAcrossSDKPlanes(t *testing.T) {
 		if len(msgs) != 1 || !sameHeaders(msgs[0].Headers, hs) {
 			t.Errorf("%s: read %+v, want headers %q", name, msgs, hs)
 		}
+	}
+}
+
+// rawCodec sends and receives already encoded protobuf bytes, as a client
+// in a language whose protobuf library does not check UTF-8 may.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*(v.(*[]byte)) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// TestGrpcRefusesInvalidUTF8Strings: string fields with bytes that are not
+// UTF-8, sent over gRPC by a client that does not check them, are refused
+// (the gRPC layer cannot decode them) and leave nothing a Cap'n Proto read
+// would see. (Header keys, a bytes field, cross: see interopRecords.)
+func TestGrpcRefusesInvalidUTF8Strings(t *testing.T) {
+	n := startNode(t, control.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := sqv1.NewTopicsClient(n.conn).CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "r", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := publishN(ctx, sqv1.NewMessagingClient(n.conn), "r", 2); err != nil {
+		t.Fatal(err)
+	}
+	c, err := sdk.Dial(ctx, sdk.ClientConfig{Addr: n.capnpAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	call := func(method string, req []byte) error {
+		var resp []byte
+		return n.conn.Invoke(ctx, "/sq.v1.Messaging/"+method, &req, &resp, grpc.ForceCodec(rawCodec{}))
+	}
+	entry := func(metadata string) []byte {
+		var e []byte
+		e = protowire.AppendTag(e, 1, protowire.BytesType)
+		e = protowire.AppendString(e, "r")
+		e = protowire.AppendTag(e, 3, protowire.VarintType)
+		e = protowire.AppendVarint(e, 1)
+		e = protowire.AppendTag(e, 4, protowire.BytesType)
+		return protowire.AppendString(e, metadata)
+	}
+	commit := func(group, metadata string) []byte {
+		var b []byte
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, group)
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		return protowire.AppendBytes(b, entry(metadata))
+	}
+	if err := call("CommitOffsets", commit("ok", "fine")); err != nil {
+		t.Fatalf("the raw codec itself: %v", err)
+	}
+	for _, bad := range invalidUTF8 {
+		if err := call("CommitOffsets", commit("g-"+bad, "m")); err == nil {
+			t.Errorf("gRPC commit for group %q accepted", "g-"+bad)
+		}
+		if err := call("CommitOffsets", commit("ok", bad)); err == nil {
+			t.Errorf("gRPC commit with metadata %q accepted", bad)
+		}
+		var sub []byte
+		sub = protowire.AppendTag(sub, 1, protowire.BytesType)
+		sub = protowire.AppendString(sub, "g-"+bad)
+		sub = protowire.AppendTag(sub, 2, protowire.BytesType)
+		sub = protowire.AppendString(sub, "r")
+		if err := call("FetchOffsets", sub); err == nil {
+			t.Errorf("gRPC fetch offsets of group %q accepted", "g-"+bad)
+		}
+	}
+	gs, err := c.ListGroups(ctx)
+	if err != nil || len(gs) != 1 || gs[0].Group != "ok" {
+		t.Fatalf("Cap'n Proto ListGroups = %+v, %v; want only %q", gs, err, "ok")
+	}
+	offs, err := c.FetchOffsets(ctx, "ok", "r")
+	if err != nil || len(offs) != 1 || offs[0].Metadata != "fine" {
+		t.Fatalf("Cap'n Proto FetchOffsets(ok) = %+v, %v; want the first commit alone", offs, err)
 	}
 }
