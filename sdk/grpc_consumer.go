@@ -35,8 +35,9 @@ type GrpcConsumerConfig struct {
 	StartFrom StartPosition
 	// MaxPollRecords caps the records one Poll returns. Default 500.
 	MaxPollRecords int
-	// MaxBytes is the soft cap, in bytes, of one streamed response (at
-	// least one batch). Default 1 MiB.
+	// MaxBytes is the soft cap, in bytes, of what the server reads at a
+	// time for one partition (at least one batch); the server splits it
+	// into responses below NodeInfo.GrpcMaxMessageBytes. Default 1 MiB.
 	MaxBytes uint32
 	// MaxWait is how long an idle Poll waits for records before it returns
 	// none. Default 500ms.
