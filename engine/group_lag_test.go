@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -35,10 +36,15 @@ func TestConsumerLag(t *testing.T) {
 func TestDescribeGroupLagAfterRetention(t *testing.T) {
 	clk := newRetClock()
 	e := openTest(t, retentionOptions(t.TempDir(), clk))
-	if _, err := e.CreateTopic("g", 1, TopicConfig{RetentionMs: 1000}); err != nil {
+	if _, err := e.CreateTopic("g", 2, TopicConfig{RetentionMs: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	appendN(t, e, "g", 30, 20)
+	// Partition 1 holds 3 records and no group commits there: its lag is
+	// HW - log start = 3.
+	if _, err := e.Append(context.Background(), "g", 1, mkBatch(t, "a", "b", "c")); err != nil {
+		t.Fatal(err)
+	}
 	for _, g := range []struct {
 		name string
 		off  uint64
@@ -66,12 +72,15 @@ func TestDescribeGroupLagAfterRetention(t *testing.T) {
 		"ahead":  int64(pi.HighWatermark - ahead),
 	} {
 		d, err := e.DescribeGroup(group)
-		if err != nil || len(d.Offsets) != 1 {
+		if err != nil || len(d.Offsets) != 2 {
 			t.Fatalf("DescribeGroup(%s) = %+v, %v", group, d, err)
 		}
 		if d.Offsets[0].Lag != want {
 			t.Errorf("%s: lag %d, want %d (log start %d, HW %d, committed %d)", group, d.Offsets[0].Lag, want,
 				pi.LogStartOffset, pi.HighWatermark, d.Offsets[0].CommittedOffset)
+		}
+		if p1 := d.Offsets[1]; p1.Partition != 1 || p1.CommittedOffset != -1 || p1.Lag != 3 {
+			t.Errorf("%s: partition without a commit %+v, want committed -1 and lag 3", group, p1)
 		}
 	}
 }
