@@ -16,7 +16,9 @@ $Go.import("github.com/seedqueue/sq/api");
 
 # ---------------------------------------------------------------- records
 
-# Header is one record header: a UTF-8 key and an opaque value.
+# Header is one record header: a key (UTF-8 by convention; the server stores
+# and returns its bytes unchanged, and gRPC carries it as bytes) and an opaque
+# value.
 struct Header {
   key   @0 :Text;
   value @1 :Data;

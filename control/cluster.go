@@ -21,6 +21,7 @@ func (c *clusterService) NodeInfo(context.Context, *sqv1.NodeInfoRequest) (*sqv1
 		UptimeMs:  o.Now().Sub(s.started).Milliseconds(),
 		IoBackend: s.eng().BackendName(), DataDir: s.eng().DataDir(),
 		GrpcAddress: s.addr("grpc", o.GRPCAddr), CapnpAddress: s.addr("capnp", o.CapnpAddr), HttpAddress: s.addr("http", o.HTTPAddr),
+		GrpcMaxMessageBytes: GrpcMaxMessageBytes,
 	}
 	if total, free, err := diskSpace(s.eng().DataDir()); err == nil {
 		out.DataDirTotalBytes, out.DataDirFreeBytes = total, free

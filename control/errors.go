@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -57,7 +58,9 @@ func ToStatus(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
 	e := api.AsError(err)
-	st := status.New(grpcCode(e.Code), e.Error())
+	// A status message is a proto3 string: bytes that are not UTF-8 (from
+	// a name a client sent) would make the status details unsendable.
+	st := status.New(grpcCode(e.Code), strings.ToValidUTF8(e.Error(), "\uFFFD"))
 	md := map[string]string{"code": strconv.Itoa(int(e.Code))}
 	if e.HasRange {
 		md["range_start"] = strconv.FormatUint(e.RangeStart, 10)

@@ -36,16 +36,29 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // startNode starts a ready node; every server stops at the end of the test.
 func startNode(t *testing.T, opts control.Options) *node {
 	t.Helper()
+	return startNodeWith(t, opts, nil)
+}
+
+// startNodeWith is startNode with the engine options changed by tune
+// (when not nil) before the engine opens.
+func startNodeWith(t *testing.T, opts control.Options, tune func(*engine.Options)) *node {
+	t.Helper()
 	n := &node{}
-	opts.Logger = quietLogger()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger()
+	}
 	opts.SubscribeMaxWait = 100 * time.Millisecond
 	srv, err := control.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.srv = srv
-	eng, err := engine.Open(engine.Options{DataDir: t.TempDir(), SegmentBytes: 1 << 20, PreallocBytes: 64 << 10,
-		MaxBatchBytes: 256 << 10, MaxRecordBytes: 64 << 10, Logger: quietLogger(), Observer: srv.Observer()})
+	eo := engine.Options{DataDir: t.TempDir(), SegmentBytes: 1 << 20, PreallocBytes: 64 << 10,
+		MaxBatchBytes: 256 << 10, MaxRecordBytes: 64 << 10, Logger: quietLogger(), Observer: srv.Observer()}
+	if tune != nil {
+		tune(&eo)
+	}
+	eng, err := engine.Open(eo)
 	if err != nil {
 		t.Fatal(err)
 	}

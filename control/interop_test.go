@@ -3,6 +3,7 @@ package control_test
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/seedqueue/sq/api/sqv1"
@@ -21,6 +22,14 @@ var interopRecords = []struct {
 	{[]byte{}, []byte("empty key"), nil},
 	{[]byte{0, 1, 2, 255}, []byte{}, []sdk.Header{{Key: "h1", Value: []byte{9, 8}}, {Key: "h2", Value: []byte{}}}},
 	{[]byte("k"), bytes.Repeat([]byte{0xa5}, 3000), []sdk.Header{{Key: "trace", Value: []byte("x")}}},
+	// Header keys are bytes on both planes: invalid UTF-8 (a lone
+	// continuation byte, a truncated sequence, an overlong encoding, a
+	// surrogate), a NUL, an empty key and a long key cross unchanged.
+	{[]byte("u"), []byte("header keys"), []sdk.Header{
+		{Key: "\xff\xfe", Value: []byte("a")}, {Key: "caf\xc3", Value: []byte("b")}, {Key: "\xc0\xaf", Value: nil},
+		{Key: "\xed\xa0\x80", Value: []byte("d")}, {Key: "nul\x00inside", Value: []byte("e")}, {Key: "", Value: []byte("f")},
+		{Key: strings.Repeat("\x80", 1000), Value: []byte("g")}, {Key: "ünïcödé", Value: []byte("h")},
+	}},
 }
 
 func TestGrpcPublishReadOverCapnp(t *testing.T) {
@@ -33,7 +42,7 @@ func TestGrpcPublishReadOverCapnp(t *testing.T) {
 	for i, r := range interopRecords {
 		rec := &sqv1.Record{Key: r.key, Value: r.value, TimestampMs: int64(1000 + i)}
 		for _, h := range r.headers {
-			rec.Headers = append(rec.Headers, &sqv1.RecordHeader{Key: h.Key, Value: h.Value})
+			rec.Headers = append(rec.Headers, &sqv1.RecordHeader{Key: []byte(h.Key), Value: h.Value})
 		}
 		req.Records = append(req.Records, rec)
 	}
@@ -106,7 +115,7 @@ func TestCapnpPublishReadOverGrpc(t *testing.T) {
 		w := interopRecords[i]
 		var hs []sdk.Header
 		for _, h := range m.Headers {
-			hs = append(hs, sdk.Header{Key: h.Key, Value: h.Value})
+			hs = append(hs, sdk.Header{Key: string(h.Key), Value: h.Value})
 		}
 		if m.Offset != uint64(i) || m.TimestampMs != int64(2000+i) || !sameKey(m.Key, w.key) || !bytes.Equal(m.Value, w.value) || !sameHeaders(hs, w.headers) {
 			t.Errorf("record %d = %v, want key %v value %d bytes headers %v", i, m, w.key, len(w.value), w.headers)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"io"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -12,6 +13,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
@@ -32,8 +35,14 @@ func (m *messagingService) Publish(ctx context.Context, req *sqv1.PublishRequest
 
 // PublishStream implements sq.v1.Messaging: each request is one batch,
 // appended in order; the first error ends the stream.
+//
+// The one response holds a result per request and stays below
+// GrpcMaxMessageBytes: a request whose result might not fit any more is
+// refused with MESSAGE_TOO_LARGE before it is appended (the client ends
+// the stream and opens another).
 func (m *messagingService) PublishStream(stream grpc.ClientStreamingServer[sqv1.PublishRequest, sqv1.PublishStreamResponse]) error {
 	out := &sqv1.PublishStreamResponse{}
+	size := 0
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -42,12 +51,26 @@ func (m *messagingService) PublishStream(stream grpc.ClientStreamingServer[sqv1.
 		if err != nil {
 			return err
 		}
+		if size+publishResultMaxBytes(req.Topic) > GrpcMaxMessageBytes {
+			return api.NewError(api.CodeMessageTooLarge,
+				"PublishStream: the results of the %d requests appended fill the %d-byte bound of its one response; this request and the ones after it were not appended: end the stream and publish the rest on a new one",
+				len(out.Results), GrpcMaxMessageBytes)
+		}
 		res, err := m.s.publish(stream.Context(), req)
 		if err != nil {
 			return err
 		}
 		out.Results = append(out.Results, res)
+		size += protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(res))
 	}
+}
+
+// publishResultMaxBytes bounds the encoding of one PublishResponse to
+// topic inside a PublishStreamResponse: the topic, five numeric fields of
+// at most 11 bytes each with their tags, and the field's own tag and
+// length.
+func publishResultMaxBytes(topic string) int {
+	return 3 + len(topic) + 5*11 + 4
 }
 
 // publish validates req, encodes its records as one batch and appends it.
@@ -74,7 +97,7 @@ func (s *Server) publish(ctx context.Context, req *sqv1.PublishRequest) (*sqv1.P
 		if len(r.Headers) > 0 {
 			hs = make([]batch.RecordHeader, len(r.Headers))
 			for i, h := range r.Headers {
-				hs[i] = batch.RecordHeader{Key: h.Key, Value: h.Value}
+				hs[i] = batch.RecordHeader{Key: string(h.Key), Value: h.Value}
 			}
 		}
 		key := r.Key
@@ -138,7 +161,7 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 	if req.MaxBytes < 0 {
 		return invalid("max_bytes %d: want 0 (default) or more", req.MaxBytes)
 	}
-	off, err := s.startOffset(req)
+	off, explicit, err := s.startOffset(req)
 	if err != nil {
 		return err
 	}
@@ -161,8 +184,16 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 			if ctx.Err() != nil && stream.Context().Err() == nil {
 				return api.NewError(api.CodeShuttingDown, "server is shutting down")
 			}
+			if start, ok := belowLogStart(err, off); ok && !explicit {
+				// Retention overtook the stream's position: go on at the
+				// log start, as the consumers do (auto.offset.reset=earliest).
+				s.logSkipped(req, "stream", off, start)
+				off = start
+				continue
+			}
 			return err
 		}
+		explicit = false // from here on the position is the stream's own
 		resp := &sqv1.SubscribeResponse{Topic: req.Topic, Partition: req.Partition, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset}
 		resp.Records, off, err = decodeRecords(r.Bufs, off)
 		r.Release()
@@ -172,43 +203,114 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 		if len(resp.Records) == 0 {
 			continue
 		}
-		if err := stream.Send(resp); err != nil {
+		if err := sendSplit(stream.Send, resp, GrpcMaxMessageBytes); err != nil {
 			return err
 		}
 	}
 }
 
+// GrpcMaxMessageBytes bounds every Subscribe response the server sends,
+// in bytes of the encoded message: 64 KiB below gRPC's default 4 MiB
+// receive limit (grpc.MaxCallRecvMsgSize), so a default-configured gRPC
+// client reads any batch up to the server's batch limit (16 MiB by
+// default) as several responses. Cluster.NodeInfo advertises it. A single
+// record whose encoding exceeds it cannot be sent on this plane: the
+// Subscribe fails with MESSAGE_TOO_LARGE naming its offset (read it over
+// Cap'n Proto).
+const GrpcMaxMessageBytes = 4<<20 - 64<<10
+
+// sendSplit sends resp's records as consecutive responses of at most
+// bound encoded bytes each, in order. A record that does not fit a
+// response alone ends the stream with MESSAGE_TOO_LARGE after the records
+// before it are sent.
+func sendSplit(send func(*sqv1.SubscribeResponse) error, resp *sqv1.SubscribeResponse, bound int) error {
+	recs := resp.Records
+	resp.Records = nil
+	base := proto.Size(resp)
+	part := func(rs []*sqv1.ConsumedRecord) *sqv1.SubscribeResponse {
+		p := proto.Clone(resp).(*sqv1.SubscribeResponse) // every field but the records
+		p.Records = rs
+		return p
+	}
+	size, first := base, 0
+	for i, cr := range recs {
+		n := protowire.SizeTag(3) + protowire.SizeBytes(proto.Size(cr))
+		if size+n > bound && i > first {
+			if err := send(part(recs[first:i])); err != nil {
+				return err
+			}
+			size, first = base, i
+		}
+		if base+n > bound {
+			return api.NewError(api.CodeMessageTooLarge,
+				"record at offset %d of %s/%d takes %d bytes in a gRPC response, above the %d-byte bound of one response (gRPC's default 4 MiB receive limit); read it over the Cap'n Proto plane",
+				cr.Offset, resp.Topic, resp.Partition, base+n, bound)
+		}
+		size += n
+	}
+	return send(part(recs[first:]))
+}
+
 // startOffset resolves where a subscription starts: the group's committed
-// offset when it has one, else req.From.
-func (s *Server) startOffset(req *sqv1.SubscribeRequest) (uint64, error) {
+// offset when it has one, moved up to the log start when retention has
+// removed it (logged with the number of records skipped), else req.From.
+// An explicit START_FROM_OFFSET (explicit true) is not moved: outside
+// [log start, high watermark] the first read fails with
+// OFFSET_OUT_OF_RANGE and its range, as a Kafka fetch does.
+func (s *Server) startOffset(req *sqv1.SubscribeRequest) (off uint64, explicit bool, err error) {
+	committed, hasCommitted := uint64(0), false
 	if req.Group != "" {
 		offs, err := s.eng().FetchOffsets(req.Group, req.Topic)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		for _, o := range offs {
 			if o.Partition == int(req.Partition) {
-				return o.Offset, nil
+				committed, hasCommitted = o.Offset, true
 			}
 		}
 	}
 	ti, err := s.eng().DescribeTopic(req.Topic)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if int(req.Partition) >= len(ti.Partitions) {
-		return 0, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", req.Topic, len(ti.Partitions)-1, req.Partition)
+		return 0, false, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", req.Topic, len(ti.Partitions)-1, req.Partition)
 	}
 	p := ti.Partitions[req.Partition]
+	if hasCommitted {
+		if committed < p.LogStartOffset {
+			s.logSkipped(req, "committed offset", committed, p.LogStartOffset)
+			return p.LogStartOffset, false, nil
+		}
+		return committed, false, nil
+	}
 	switch req.From {
 	case sqv1.StartFrom_START_FROM_EARLIEST:
-		return p.LogStartOffset, nil
+		return p.LogStartOffset, false, nil
 	case sqv1.StartFrom_START_FROM_LATEST:
-		return p.HighWatermark, nil
+		return p.HighWatermark, false, nil
 	case sqv1.StartFrom_START_FROM_OFFSET:
-		return req.Offset, nil
+		return req.Offset, true, nil
 	}
-	return 0, invalid("from %d: want START_FROM_EARLIEST, START_FROM_LATEST or START_FROM_OFFSET", req.From)
+	return 0, false, invalid("from %d: want START_FROM_EARLIEST, START_FROM_LATEST or START_FROM_OFFSET", req.From)
+}
+
+// belowLogStart reports whether err is OFFSET_OUT_OF_RANGE for an offset
+// below the log start, and returns that log start.
+func belowLogStart(err error, off uint64) (uint64, bool) {
+	var e *api.Error
+	if errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && e.HasRange && off < e.RangeStart {
+		return e.RangeStart, true
+	}
+	return 0, false
+}
+
+// logSkipped logs, at warning level, a subscription moved from off up to
+// the log start because retention removed the records in between.
+func (s *Server) logSkipped(req *sqv1.SubscribeRequest, what string, off, start uint64) {
+	s.opts.Logger.Warn("control: subscribe: "+what+" below the log start: records lost to retention are skipped",
+		"topic", req.Topic, "partition", req.Partition, "group", req.Group, "offset", off, "log_start", start, "skipped", start-off)
 }
 
 // decodeRecords copies the records at or above from out of the whole
@@ -240,7 +342,7 @@ func decodeRecords(bufs [][]byte, from uint64) ([]*sqv1.ConsumedRecord, uint64, 
 					cr.Key = clone(r.Key)
 				}
 				for _, rh := range r.Headers {
-					cr.Headers = append(cr.Headers, &sqv1.RecordHeader{Key: rh.Key, Value: clone(rh.Value)})
+					cr.Headers = append(cr.Headers, &sqv1.RecordHeader{Key: []byte(rh.Key), Value: clone(rh.Value)})
 				}
 				out = append(out, cr)
 			}
@@ -289,6 +391,7 @@ func (s *Server) commitSpan(ctx context.Context, group string, n int, start time
 	if s.opts.Tracer == nil {
 		return
 	}
+	group = strings.ToValidUTF8(group, "\uFFFD") // refused by the engine, but still named in the span
 	_, sp := s.opts.Tracer.Start(ctx, "commit "+group, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindConsumer))
 	sp.SetAttributes(semconv.MessagingSystemKey.String("sq"), semconv.MessagingOperationName("commit"),
 		semconv.MessagingOperationTypeSettle, semconv.MessagingConsumerGroupName(group),
@@ -305,7 +408,7 @@ func offsetEntries(in []engine.OffsetCommit) []*sqv1.OffsetEntry {
 	for i, o := range in {
 		out[i] = &sqv1.OffsetEntry{Topic: o.Topic, Partition: int32(o.Partition), Offset: o.Offset, Metadata: o.Metadata}
 		if o.Err != nil {
-			out[i].Error = o.Err.Error()
+			out[i].Error = strings.ToValidUTF8(o.Err.Error(), "\uFFFD")
 		}
 	}
 	return out

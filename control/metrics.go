@@ -299,7 +299,7 @@ var (
 	descSize      = prometheus.NewDesc("sq_partition_size_bytes", "Bytes of the partition's segments on disk.", []string{"topic", "partition"}, nil)
 	descSegments  = prometheus.NewDesc("sq_partition_segments", "Segment files of the partition.", []string{"topic", "partition"}, nil)
 	descFailed    = prometheus.NewDesc("sq_partition_failed", "1 when the partition is failed (read-only until restart).", []string{"topic", "partition"}, nil)
-	descLag       = prometheus.NewDesc("sq_consumer_group_lag_records", "High watermark minus the committed offset.", []string{"group", "topic", "partition"}, nil)
+	descLag       = prometheus.NewDesc("sq_consumer_group_lag_records", "Records the group has left to read: high watermark minus max(committed offset, log start offset).", []string{"group", "topic", "partition"}, nil)
 	descDiskFree  = prometheus.NewDesc("sq_disk_free_bytes", "Free bytes of the data directory's file system (statfs f_bavail).", nil, nil)
 	descDiskTotal = prometheus.NewDesc("sq_disk_total_bytes", "Size of the data directory's file system.", nil, nil)
 	descInfo      = prometheus.NewDesc("sq_build_info", "Always 1; labels give the version, I/O backend and node.", []string{"version", "io_backend", "node_id", "cluster_id"}, nil)
@@ -360,11 +360,9 @@ func (c *stateCollector) collectLag(gauge func(*prometheus.Desc, float64, ...str
 			if o.Partition < 0 || o.Partition >= len(ps) {
 				continue
 			}
-			lag := 0.0
-			if hw := ps[o.Partition].HighWatermark; hw > o.Offset {
-				lag = float64(hw - o.Offset)
-			}
-			gauge(descLag, lag, g, o.Topic, strconv.Itoa(o.Partition))
+			pi := ps[o.Partition]
+			lag := engine.ConsumerLag(o.Offset, true, pi.LogStartOffset, pi.HighWatermark)
+			gauge(descLag, float64(lag), g, o.Topic, strconv.Itoa(o.Partition))
 		}
 	}
 }

@@ -34,8 +34,9 @@ type Options struct {
 	// SubscribeMaxWait is the long poll of one Subscribe fetch; the stream
 	// goes on after it. Default 1s.
 	SubscribeMaxWait time.Duration
-	// SubscribeMaxBytes is the default soft cap of one Subscribe response,
-	// in bytes. Default 1 MiB.
+	// SubscribeMaxBytes is the default soft cap of one Subscribe read, in
+	// bytes (at least one batch); what a read returns is sent as responses
+	// below GrpcMaxMessageBytes. Default 1 MiB.
 	SubscribeMaxBytes int
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"strings"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/sqv1"
@@ -41,7 +42,7 @@ func (s *Server) topicInfoTo(t engine.TopicInfo) *sqv1.TopicInfo {
 			Leader: s.opts.NodeID,
 		}
 		if p.Err != nil {
-			pi.Error = p.Err.Error()
+			pi.Error = strings.ToValidUTF8(p.Err.Error(), "\uFFFD") // a proto3 string; a path may hold any bytes
 		}
 		out.Partitions = append(out.Partitions, pi)
 	}

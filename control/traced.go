@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -31,6 +32,9 @@ func (t *TracedEngine) JoinGroup(groupID, memberID, clientID string, topics []st
 	}
 	start := time.Now()
 	res, err := t.Engine.JoinGroup(groupID, memberID, clientID, topics, sessionTimeout)
+	// Ids the engine refused as invalid UTF-8 still name the span: OTLP
+	// carries proto3 strings, so they are made valid first.
+	groupID, clientID = strings.ToValidUTF8(groupID, "\uFFFD"), strings.ToValidUTF8(clientID, "\uFFFD")
 	_, sp := t.s.opts.Tracer.Start(context.Background(), "join "+groupID, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindConsumer))
 	sp.SetAttributes(semconv.MessagingSystemKey.String("sq"), semconv.MessagingOperationName("join"),
 		semconv.MessagingConsumerGroupName(groupID), semconv.MessagingClientID(clientID))

@@ -69,7 +69,7 @@ type GroupPartitionLag struct {
 	CommittedOffset int64 // -1 when the group has none
 	LogEndOffset    uint64
 	HighWatermark   uint64
-	Lag             int64  // HighWatermark - committed (or - log start when none)
+	Lag             int64  // records left to read: ConsumerLag (HW - max(committed, log start))
 	MemberID        string // holder in the current generation, "" if none
 }
 
@@ -227,9 +227,13 @@ func clampSession(d time.Duration) time.Duration {
 // sessionTimeout 0 means DefaultSessionTimeout; others are clamped to
 // [MinSessionTimeout, MaxSessionTimeout]. Errors: INVALID_REQUEST (bad
 // group id, no topics, too many members), UNKNOWN_TOPIC,
-// FENCED_GENERATION when memberID is not a member (rejoin with "").
+// FENCED_GENERATION when memberID is not a member (rejoin with ""). Group
+// and client ids must be valid UTF-8 (INVALID_REQUEST otherwise).
 func (e *Engine) JoinGroup(groupID, memberID, clientID string, topics []string, sessionTimeout time.Duration) (JoinResult, error) {
 	if err := validateGroup(groupID); err != nil {
+		return JoinResult{}, err
+	}
+	if err := validUTF8("client id", clientID); err != nil {
 		return JoinResult{}, err
 	}
 	if len(topics) == 0 {

@@ -147,17 +147,36 @@ func (e *Engine) DescribeGroup(name string) (GroupDescription, error) {
 			k := tp{t, pi.Partition}
 			l := GroupPartitionLag{Topic: t, Partition: pi.Partition, CommittedOffset: -1,
 				LogEndOffset: pi.LogEndOffset, HighWatermark: pi.HighWatermark, MemberID: holder[k]}
-			from := pi.LogStartOffset
-			if c, ok := committedOf[k]; ok {
-				l.CommittedOffset, from = int64(c), c
+			c, ok := committedOf[k]
+			if ok {
+				l.CommittedOffset = int64(c)
 			}
-			if pi.HighWatermark > from {
-				l.Lag = int64(pi.HighWatermark - from)
-			}
+			l.Lag = ConsumerLag(c, ok, pi.LogStartOffset, pi.HighWatermark)
 			d.Offsets = append(d.Offsets, l)
 		}
 	}
 	return d, nil
+}
+
+// ConsumerLag is the lag of a group in one partition, in records: the
+// records it still has to read, HW - max(committed, log start). A committed
+// offset below the log start counts only the records still stored, since a
+// consumer resuming there moves to the log start (retention removed the
+// rest). Without a committed offset (hasCommitted false) the lag is
+// HW - log start: what a consumer starting at the earliest stored record
+// (the default start, like Kafka's auto.offset.reset=earliest) has to read.
+// It is 0 when that position is at or beyond the high watermark.
+// DescribeGroup, the gRPC Groups service, the CLI and the
+// sq_consumer_group_lag_records metric all use it.
+func ConsumerLag(committed uint64, hasCommitted bool, logStart, highWatermark uint64) int64 {
+	from := logStart
+	if hasCommitted {
+		from = max(committed, logStart)
+	}
+	if highWatermark <= from {
+		return 0
+	}
+	return int64(highWatermark - from)
 }
 
 // ResetOffsets sets the group's committed offset of every partition of

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/ring"
@@ -436,6 +437,19 @@ func validateGroup(group string) error {
 	if group == "" || len(group) > maxGroupNameLength {
 		return api.NewError(api.CodeInvalidRequest, "group id must be 1 to %d bytes, got %d", maxGroupNameLength, len(group))
 	}
+	return validUTF8("group id", group)
+}
+
+// validUTF8 refuses, with INVALID_REQUEST, a string that is not valid
+// UTF-8. Group ids, client ids and commit metadata are strings on both
+// planes (proto3 string on gRPC, which must be valid UTF-8, and the JSON
+// groups log): bytes that either could not carry are refused at the
+// engine, the one place both planes pass, so what one plane accepts the
+// other can read.
+func validUTF8(what, s string) error {
+	if !utf8.ValidString(s) {
+		return api.NewError(api.CodeInvalidRequest, "%s %q is not valid UTF-8", what, s)
+	}
 	return nil
 }
 
@@ -445,8 +459,9 @@ func validateGroup(group string) error {
 // FENCED_GENERATION and nothing is stored. A standalone consumer commits
 // with generation -1 and an empty memberID, accepted only while the group
 // has no members (FENCED_GENERATION otherwise). Each entry is checked on
-// its own: an unknown topic or partition, an offset beyond the high
-// watermark (OFFSET_OUT_OF_RANGE with the valid range), or a partition the
+// its own: metadata that is not valid UTF-8 (INVALID_REQUEST), an unknown
+// topic or partition, an offset beyond the high watermark
+// (OFFSET_OUT_OF_RANGE with the valid range), or a partition the
 // member does not hold (FENCED_GENERATION) sets that entry's Err and stores
 // nothing for it; the valid entries are stored together, durably, before
 // CommitOffsets returns. The returned slice has one entry per input entry.
@@ -510,9 +525,12 @@ func fenceCommit(g *group, name, memberID string, generation int32) (*member, er
 	return m, nil
 }
 
-// checkCommit checks that o names an existing partition and an offset at
-// most its high watermark.
+// checkCommit checks that o's metadata is valid UTF-8 and that o names an
+// existing partition and an offset at most its high watermark.
 func (e *Engine) checkCommit(o OffsetCommit) error {
+	if err := validUTF8("commit metadata", o.Metadata); err != nil {
+		return err
+	}
 	_, p, err := e.partition(o.Topic, o.Partition)
 	if err != nil {
 		return err

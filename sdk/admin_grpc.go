@@ -124,6 +124,10 @@ type NodeInfo struct {
 	Topics                     int
 	GrpcAddr, CapnpAddr        string
 	HTTPAddr                   string
+	// GrpcMaxMessageBytes bounds every Subscribe response of the gRPC
+	// plane, bytes (below gRPC's default 4 MiB receive limit); a record
+	// larger than it is read only over Cap'n Proto. 0 from older servers.
+	GrpcMaxMessageBytes int64
 }
 
 // NodeInfo returns the node's identity, version, uptime and storage.
@@ -135,7 +139,8 @@ func (a *Admin) NodeInfo(ctx context.Context) (NodeInfo, error) {
 	return NodeInfo{NodeID: r.NodeId, ClusterID: r.ClusterId, Version: r.Version,
 		Uptime: time.Duration(r.UptimeMs) * time.Millisecond, IOBackend: r.IoBackend, DataDir: r.DataDir,
 		DataDirTotalBytes: r.DataDirTotalBytes, DataDirFreeBytes: r.DataDirFreeBytes, DataBytes: r.DataBytes,
-		Topics: int(r.TopicCount), GrpcAddr: r.GrpcAddress, CapnpAddr: r.CapnpAddress, HTTPAddr: r.HttpAddress}, nil
+		Topics: int(r.TopicCount), GrpcAddr: r.GrpcAddress, CapnpAddr: r.CapnpAddress, HTTPAddr: r.HttpAddress,
+		GrpcMaxMessageBytes: r.GrpcMaxMessageBytes}, nil
 }
 
 // ClusterMember is one node of the cluster.

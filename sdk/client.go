@@ -31,8 +31,9 @@ type ClientConfig struct {
 	// Addr is the server's data-plane address, host:port. Default
 	// DefaultAddr ("127.0.0.1:6064").
 	Addr string
-	// ClientID names this client in the server's logs and metrics. Default
-	// "sq-go".
+	// ClientID names this client in the server's logs and metrics, and in
+	// group descriptions; valid UTF-8 (a group join with any other bytes
+	// fails with INVALID_REQUEST). Default "sq-go".
 	ClientID string
 	// DialTimeout bounds one TCP dial plus handshake. Default 10s.
 	DialTimeout time.Duration

@@ -140,8 +140,10 @@ type ConsumerConfig struct {
 	ReconnectBackoff    time.Duration
 	ReconnectBackoffMax time.Duration
 	// Logger receives reconnections, retried errors, rebalances and offset
-	// resets (records lost to retention are always logged). Default:
-	// discard.
+	// resets. Default: discard, except the warning about records lost to
+	// retention (a position below the log start moved to it, with the
+	// count skipped), which goes to slog.Default() when Logger is nil, so
+	// it is never silent.
 	Logger *slog.Logger
 }
 
@@ -195,6 +197,8 @@ type Consumer struct {
 	client *Client
 	cfg    ConsumerConfig
 	log    *slog.Logger
+	// lossLog receives the retention warnings: cfg.Logger or slog.Default().
+	lossLog *slog.Logger
 
 	ctx    context.Context // cancelled by Close; stops the fetchers
 	cancel context.CancelFunc
@@ -270,7 +274,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		return nil, err
 	}
 	c := &Consumer{
-		client: client, cfg: cfg, log: client.cfg.Logger,
+		client: client, cfg: cfg, log: client.cfg.Logger, lossLog: lossLogger(cfg.Logger),
 		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1),
 		lastCommit: time.Now(),
 		parts:      map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{},

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"errors"
+	"log/slog"
 	"math"
 	"time"
 
@@ -185,8 +186,7 @@ func (c *Consumer) reposition(pf *partFetcher, start, end uint64) bool {
 	switch {
 	case old < start:
 		pf.pos = start
-		c.log.Warn("sdk: offset below the log start: records lost to retention are skipped",
-			"topic", c.cfg.Topic, "partition", pf.partition, "offset", old, "log_start", start, "skipped", start-old)
+		logLost(c.lossLog, c.cfg.Topic, pf.partition, old, start)
 	case old > end:
 		pf.pos = end
 		if old != math.MaxUint64 {
@@ -202,4 +202,21 @@ func (c *Consumer) reposition(pf *partFetcher, start, end uint64) bool {
 	}
 	c.mu.Unlock()
 	return true
+}
+
+// lossLogger is where a consumer reports records lost to retention: l, or
+// slog.Default() when l is nil, so the loss is never silent.
+func lossLogger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.Default()
+	}
+	return l
+}
+
+// logLost warns that a position of topic/partition below the log start
+// moved up to it: the offsets [from, to) were removed by retention before
+// they were read (the policy of Kafka's auto.offset.reset=earliest).
+func logLost(l *slog.Logger, topic string, partition uint32, from, to uint64) {
+	l.Warn("sdk: offset below the log start: records lost to retention are skipped",
+		"topic", topic, "partition", partition, "offset", from, "log_start", to, "skipped", to-from)
 }

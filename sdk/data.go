@@ -36,7 +36,9 @@ func (d Durability) String() string {
 	}
 }
 
-// Header is one record header: a UTF-8 key and an opaque value.
+// Header is one record header: a key (UTF-8 by convention, as Kafka's) and
+// an opaque value. Both planes carry the key's bytes unchanged, even when
+// they are not UTF-8 (bytes on gRPC, Text on Cap'n Proto).
 type Header struct {
 	Key   string
 	Value []byte
@@ -270,7 +272,7 @@ type OffsetCommit struct {
 	Topic     string
 	Partition uint32
 	Offset    uint64 // the next offset the group will read
-	Metadata  string // opaque to the server
+	Metadata  string // opaque to the server; valid UTF-8 (else INVALID_REQUEST)
 	Err       error  // per-entry result of CommitOffsets; nil on success
 }
 

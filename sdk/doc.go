@@ -24,7 +24,13 @@
 // (Send, SendBatch: the Producer's partitioning, ordering and retries) and
 // GrpcConsumer (Poll, Commit, Close over one Subscribe stream per
 // partition, committing as a standalone consumer). Records are the same on
-// both planes.
+// both planes: header keys cross as bytes (even when not UTF-8), while group
+// ids, client ids and commit metadata must be valid UTF-8 on both
+// (api.ErrInvalidRequest otherwise). The server splits Subscribe responses
+// below NodeInfo.GrpcMaxMessageBytes (4 MiB - 64 KiB), so any gRPC client
+// with default limits reads any batch; a single record above it makes
+// GrpcConsumer.Poll return api.ErrMessageTooLarge (read it over Cap'n
+// Proto).
 //
 // # Publish
 //
@@ -95,10 +101,12 @@
 // AutoCommit, reports the positions not stored, wrapping
 // ErrMaxPollIntervalExceeded) and joins again at its next Poll, at the
 // group's committed offsets. A position that
-// retention has removed (OFFSET_OUT_OF_RANGE below the log start) moves to
-// the log start and the number of skipped offsets is logged at warning
-// level on ConsumerConfig.Logger: records lost to retention are never skipped
-// silently when a Logger is set.
+// retention has removed (a committed offset, a StartAt, or a position
+// overtaken while reading) moves to the log start, as Kafka's
+// auto.offset.reset=earliest, and a warning gives the offset, the log start
+// and the count skipped; Consumer and GrpcConsumer alike, on their Logger,
+// or on slog.Default() when none is set: records lost to retention are
+// never skipped silently.
 //
 // # Errors
 //

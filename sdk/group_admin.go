@@ -28,7 +28,7 @@ type GroupPartitionLag struct {
 	CommittedOffset int64 // -1 when the group has none
 	LogEndOffset    uint64
 	HighWatermark   uint64
-	Lag             int64  // HighWatermark - committed (or - log start when none)
+	Lag             int64  // records left: HighWatermark - max(committed, log start); HW - log start when none
 	MemberID        string // holder, "" if none
 }
 

@@ -35,8 +35,9 @@ type GrpcConsumerConfig struct {
 	StartFrom StartPosition
 	// MaxPollRecords caps the records one Poll returns. Default 500.
 	MaxPollRecords int
-	// MaxBytes is the soft cap, in bytes, of one streamed response (at
-	// least one batch). Default 1 MiB.
+	// MaxBytes is the soft cap, in bytes, of what the server reads at a
+	// time for one partition (at least one batch); the server splits it
+	// into responses below NodeInfo.GrpcMaxMessageBytes. Default 1 MiB.
 	MaxBytes uint32
 	// MaxWait is how long an idle Poll waits for records before it returns
 	// none. Default 500ms.
@@ -45,9 +46,13 @@ type GrpcConsumerConfig struct {
 	// partition after an error. Defaults 100ms and 2s.
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
-	// Logger receives re-subscriptions and offset resets (records lost to
-	// retention are always logged). Default: discard.
+	// Logger receives re-subscriptions and offset resets. Default: discard,
+	// except the warning about records lost to retention (a position below
+	// the log start moved to it, with the count skipped), which goes to
+	// slog.Default() when Logger is nil, so it is never silent.
 	Logger *slog.Logger
+	// lossLog receives the retention warnings: Logger, or slog.Default().
+	lossLog *slog.Logger
 }
 
 func (c *GrpcConsumerConfig) defaults() {
@@ -70,6 +75,7 @@ func (c *GrpcConsumerConfig) defaults() {
 	if c.RetryBackoffMax == 0 {
 		c.RetryBackoffMax = 2 * time.Second
 	}
+	c.lossLog = lossLogger(c.Logger)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -167,6 +173,9 @@ func (c *GrpcConsumer) startOffsets(ctx context.Context) ([]uint64, error) {
 		default:
 			off = pi.LogStartOffset
 		}
+		if off < pi.LogStartOffset {
+			logLost(c.cfg.lossLog, c.cfg.Topic, pi.Partition, off, pi.LogStartOffset)
+		}
 		out[i] = max(min(off, pi.HighWatermark), pi.LogStartOffset)
 	}
 	return out, nil
@@ -186,8 +195,7 @@ func (c *GrpcConsumer) run(p uint32, off uint64) {
 		var e *api.Error
 		if errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && e.HasRange {
 			if off < e.RangeStart {
-				c.cfg.Logger.Warn("offset below the log start: records lost to retention", "topic", c.cfg.Topic,
-					"partition", p, "offset", off, "log_start", e.RangeStart, "skipped", e.RangeStart-off)
+				logLost(c.cfg.lossLog, c.cfg.Topic, p, off, e.RangeStart)
 				off = e.RangeStart
 			} else {
 				off = e.RangeEnd
@@ -229,12 +237,17 @@ func (c *GrpcConsumer) stream(p uint32, off uint64) (uint64, bool, error) {
 				m.Value = []byte{}
 			}
 			for _, h := range rec.Headers {
-				m.Headers = append(m.Headers, Header{Key: h.Key, Value: h.Value})
+				m.Headers = append(m.Headers, Header{Key: string(h.Key), Value: h.Value})
 			}
 			msgs = append(msgs, m)
 		}
 		if len(msgs) == 0 {
 			continue
+		}
+		if first := msgs[0].Offset; first > off && r.LogStartOffset > off {
+			// The server moved the stream up to the log start: retention
+			// removed [off, first) before it was read.
+			logLost(c.cfg.lossLog, c.cfg.Topic, p, off, first)
 		}
 		select {
 		case c.batch <- grpcBatch{msgs: msgs}:

@@ -261,7 +261,7 @@ func recordToProto(m ProducerMessage) *sqv1.Record {
 		r.Key = []byte{} // keep "empty key" distinct from "no key"
 	}
 	for _, h := range m.Headers {
-		r.Headers = append(r.Headers, &sqv1.RecordHeader{Key: h.Key, Value: h.Value})
+		r.Headers = append(r.Headers, &sqv1.RecordHeader{Key: []byte(h.Key), Value: h.Value})
 	}
 	return r
 }

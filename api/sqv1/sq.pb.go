@@ -1221,7 +1221,8 @@ type GroupOffset struct {
 	// -1 when the group has no committed offset for the partition.
 	CommittedOffset int64  `protobuf:"varint,3,opt,name=committed_offset,json=committedOffset,proto3" json:"committed_offset,omitempty"`
 	HighWatermark   uint64 `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
-	// high_watermark - committed_offset (or - log start when none), records.
+	// Records left to read: high_watermark - max(committed_offset, log start
+	// offset); high_watermark - log start offset when nothing is committed.
 	Lag          int64  `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
 	Metadata     string `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	LogEndOffset uint64 `protobuf:"varint,7,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
@@ -1637,13 +1638,18 @@ type NodeInfoResponse struct {
 	DataDirTotalBytes uint64 `protobuf:"varint,7,opt,name=data_dir_total_bytes,json=dataDirTotalBytes,proto3" json:"data_dir_total_bytes,omitempty"`
 	DataDirFreeBytes  uint64 `protobuf:"varint,8,opt,name=data_dir_free_bytes,json=dataDirFreeBytes,proto3" json:"data_dir_free_bytes,omitempty"`
 	// Bytes held by the partitions' segments.
-	DataBytes     int64  `protobuf:"varint,9,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
-	TopicCount    int32  `protobuf:"varint,10,opt,name=topic_count,json=topicCount,proto3" json:"topic_count,omitempty"`
-	GrpcAddress   string `protobuf:"bytes,11,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
-	CapnpAddress  string `protobuf:"bytes,12,opt,name=capnp_address,json=capnpAddress,proto3" json:"capnp_address,omitempty"`
-	HttpAddress   string `protobuf:"bytes,13,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DataBytes    int64  `protobuf:"varint,9,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
+	TopicCount   int32  `protobuf:"varint,10,opt,name=topic_count,json=topicCount,proto3" json:"topic_count,omitempty"`
+	GrpcAddress  string `protobuf:"bytes,11,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	CapnpAddress string `protobuf:"bytes,12,opt,name=capnp_address,json=capnpAddress,proto3" json:"capnp_address,omitempty"`
+	HttpAddress  string `protobuf:"bytes,13,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	// Bound of every message the server sends on this plane, bytes: a
+	// Subscribe response is split below it, so a client with gRPC's default
+	// 4 MiB receive limit reads any batch. A record too large for it fails
+	// the Subscribe with MESSAGE_TOO_LARGE; read it over Cap'n Proto.
+	GrpcMaxMessageBytes int64 `protobuf:"varint,14,opt,name=grpc_max_message_bytes,json=grpcMaxMessageBytes,proto3" json:"grpc_max_message_bytes,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *NodeInfoResponse) Reset() {
@@ -1765,6 +1771,13 @@ func (x *NodeInfoResponse) GetHttpAddress() string {
 		return x.HttpAddress
 	}
 	return ""
+}
+
+func (x *NodeInfoResponse) GetGrpcMaxMessageBytes() int64 {
+	if x != nil {
+		return x.GrpcMaxMessageBytes
+	}
+	return 0
 }
 
 type MembersRequest struct {
@@ -1933,10 +1946,12 @@ func (x *MembersResponse) GetMembers() []*Member {
 	return nil
 }
 
-// RecordHeader is one record header.
+// RecordHeader is one record header. The key is bytes, not string: the
+// Cap'n Proto plane stores whatever bytes a client sends, and a proto3
+// string must be valid UTF-8, so either plane reads what the other wrote.
 type RecordHeader struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1972,11 +1987,11 @@ func (*RecordHeader) Descriptor() ([]byte, []int) {
 	return file_sq_proto_rawDescGZIP(), []int{30}
 }
 
-func (x *RecordHeader) GetKey() string {
+func (x *RecordHeader) GetKey() []byte {
 	if x != nil {
 		return x.Key
 	}
-	return ""
+	return nil
 }
 
 func (x *RecordHeader) GetValue() []byte {
@@ -2261,7 +2276,10 @@ type SubscribeRequest struct {
 	Offset uint64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
 	// When set, start from the group's committed offset when it has one.
 	Group string `protobuf:"bytes,5,opt,name=group,proto3" json:"group,omitempty"`
-	// Soft cap of one response, bytes (at least one batch). Default 1 MiB.
+	// Soft cap of the records read at a time, bytes (at least one batch).
+	// Default 1 MiB. Each response stays below the server's
+	// grpc_max_message_bytes (NodeInfo): what one read returns may come as
+	// several responses.
 	MaxBytes      int32 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2880,7 +2898,7 @@ const file_sq_proto_rawDesc = "" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
 	"\x13DeleteGroupResponse\"\x11\n" +
-	"\x0fNodeInfoRequest\"\xc6\x03\n" +
+	"\x0fNodeInfoRequest\"\xfb\x03\n" +
 	"\x10NodeInfoResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2899,7 +2917,8 @@ const file_sq_proto_rawDesc = "" +
 	"topicCount\x12!\n" +
 	"\fgrpc_address\x18\v \x01(\tR\vgrpcAddress\x12#\n" +
 	"\rcapnp_address\x18\f \x01(\tR\fcapnpAddress\x12!\n" +
-	"\fhttp_address\x18\r \x01(\tR\vhttpAddress\"\x10\n" +
+	"\fhttp_address\x18\r \x01(\tR\vhttpAddress\x123\n" +
+	"\x16grpc_max_message_bytes\x18\x0e \x01(\x03R\x13grpcMaxMessageBytes\"\x10\n" +
 	"\x0eMembersRequest\"\x93\x01\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
@@ -2912,7 +2931,7 @@ const file_sq_proto_rawDesc = "" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12'\n" +
 	"\amembers\x18\x02 \x03(\v2\r.sq.v1.MemberR\amembers\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\x8f\x01\n" +
 	"\x06Record\x12\x15\n" +
 	"\x03key\x18\x01 \x01(\fH\x00R\x03key\x88\x01\x01\x12\x14\n" +

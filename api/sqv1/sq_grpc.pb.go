@@ -700,10 +700,18 @@ type MessagingClient interface {
 	// PublishStream appends each request as one batch, in order, and answers
 	// once with the result of every request when the client closes the stream.
 	// An error ends the stream with that error; the requests before it were
-	// appended, the ones after it were not read.
+	// appended, the ones after it were not read. The one response stays
+	// below NodeInfo.grpc_max_message_bytes: a request whose result would not
+	// fit (after some 15,000 requests to a 249-character topic, over 100,000
+	// to a short one) fails with MESSAGE_TOO_LARGE and is not appended.
 	PublishStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PublishRequest, PublishStreamResponse], error)
 	// Subscribe streams a partition's records from an offset or from a
-	// group's committed offset, waiting for new records at the end.
+	// group's committed offset, waiting for new records at the end. A
+	// group's committed offset below the log start, and a stream position
+	// that retention removes, move to the log start (as Kafka's
+	// auto.offset.reset=earliest; the server logs the count skipped and
+	// log_start_offset shows it); an explicit START_FROM_OFFSET outside
+	// [log start, high watermark] fails with OUT_OF_RANGE and the range.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
 	// CommitOffsets stores a standalone consumer's committed offsets.
 	CommitOffsets(ctx context.Context, in *CommitOffsetsRequest, opts ...grpc.CallOption) (*CommitOffsetsResponse, error)
@@ -794,10 +802,18 @@ type MessagingServer interface {
 	// PublishStream appends each request as one batch, in order, and answers
 	// once with the result of every request when the client closes the stream.
 	// An error ends the stream with that error; the requests before it were
-	// appended, the ones after it were not read.
+	// appended, the ones after it were not read. The one response stays
+	// below NodeInfo.grpc_max_message_bytes: a request whose result would not
+	// fit (after some 15,000 requests to a 249-character topic, over 100,000
+	// to a short one) fails with MESSAGE_TOO_LARGE and is not appended.
 	PublishStream(grpc.ClientStreamingServer[PublishRequest, PublishStreamResponse]) error
 	// Subscribe streams a partition's records from an offset or from a
-	// group's committed offset, waiting for new records at the end.
+	// group's committed offset, waiting for new records at the end. A
+	// group's committed offset below the log start, and a stream position
+	// that retention removes, move to the log start (as Kafka's
+	// auto.offset.reset=earliest; the server logs the count skipped and
+	// log_start_offset shows it); an explicit START_FROM_OFFSET outside
+	// [log start, high watermark] fails with OUT_OF_RANGE and the range.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
 	// CommitOffsets stores a standalone consumer's committed offsets.
 	CommitOffsets(context.Context, *CommitOffsetsRequest) (*CommitOffsetsResponse, error)

@@ -236,7 +236,8 @@ func (s *consumeSession) startOffset(ctx context.Context, p uint32, pi sdk.Parti
 		}
 	}
 	if start < pi.LogStartOffset {
-		fmt.Fprintf(s.stderr, "sq: partition %d: offset %d is no longer stored; starting at the log start offset %d\n", p, start, pi.LogStartOffset)
+		fmt.Fprintf(s.stderr, "sq: partition %d: offset %d is no longer stored; starting at the log start offset %d (%d records lost to retention skipped)\n",
+			p, start, pi.LogStartOffset, pi.LogStartOffset-start)
 		start = pi.LogStartOffset
 	}
 	return start, nil
@@ -310,7 +311,8 @@ func (s *consumeSession) outOfRange(p uint32, err error) (uint64, bool) {
 	if !errors.As(err, &e) || e.Code != api.CodeOffsetOutOfRange || !e.HasRange || s.pos[p] >= e.RangeStart {
 		return 0, false
 	}
-	fmt.Fprintf(s.stderr, "sq: partition %d: offsets %d-%d are no longer stored; going on at %d\n", p, s.pos[p], e.RangeStart-1, e.RangeStart)
+	fmt.Fprintf(s.stderr, "sq: partition %d: offsets %d-%d are no longer stored; going on at %d (%d records lost to retention skipped)\n",
+		p, s.pos[p], e.RangeStart-1, e.RangeStart, e.RangeStart-s.pos[p])
 	return e.RangeStart, true
 }
 
@@ -379,7 +381,8 @@ func (s *consumeSession) fetchLoop(ctx context.Context, p uint32, next uint64, r
 			_ = sleepCtx(ctx, followMaxWait)
 			continue
 		case errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && e.HasRange && next < e.RangeStart:
-			fmt.Fprintf(s.stderr, "sq: partition %d: offsets %d-%d are no longer stored; going on at %d\n", p, next, e.RangeStart-1, e.RangeStart)
+			fmt.Fprintf(s.stderr, "sq: partition %d: offsets %d-%d are no longer stored; going on at %d (%d records lost to retention skipped)\n",
+				p, next, e.RangeStart-1, e.RangeStart, e.RangeStart-next)
 			next = e.RangeStart
 			continue
 		case sdk.IsRetriable(err):

@@ -22,9 +22,9 @@ const (
 const encodingBase64 = "base64"
 
 // jsonRecord is one line of `sq consume --format json`. Key is null when the
-// record has no key. Key, Value and header values are strings when they are
-// valid UTF-8, otherwise standard base64 with the matching *_encoding field
-// set to "base64" (the field is absent otherwise).
+// record has no key. Key, Value, header keys and header values are strings
+// when they are valid UTF-8, otherwise standard base64 with the matching
+// *_encoding field set to "base64" (the field is absent otherwise).
 type jsonRecord struct {
 	Topic         string       `json:"topic"`
 	Partition     uint32       `json:"partition"`
@@ -40,6 +40,7 @@ type jsonRecord struct {
 // jsonHeader is one record header in jsonRecord.
 type jsonHeader struct {
 	Key           string `json:"key"`
+	KeyEncoding   string `json:"key_encoding,omitempty"`
 	Value         string `json:"value"`
 	ValueEncoding string `json:"value_encoding,omitempty"`
 }
@@ -61,8 +62,9 @@ func toJSONRecord(m sdk.Message) jsonRecord {
 	}
 	r.Value, r.ValueEncoding = encodeBytes(m.Value)
 	for _, h := range m.Headers {
+		k, kenc := encodeBytes([]byte(h.Key))
 		v, enc := encodeBytes(h.Value)
-		r.Headers = append(r.Headers, jsonHeader{Key: h.Key, Value: v, ValueEncoding: enc})
+		r.Headers = append(r.Headers, jsonHeader{Key: k, KeyEncoding: kenc, Value: v, ValueEncoding: enc})
 	}
 	return r
 }

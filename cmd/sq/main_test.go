@@ -86,6 +86,11 @@ func TestJSONRecord(t *testing.T) {
 			`{"topic":"t","partition":0,"offset":0,"timestamp":0,"key":"","value":""}`},
 		{"binary", sdk.Message{Topic: "t", Key: []byte{0xff}, Value: []byte{0xc3, 0x28}},
 			`{"topic":"t","partition":0,"offset":0,"timestamp":0,"key":"/w==","key_encoding":"base64","value":"wyg=","value_encoding":"base64"}`},
+		{"header keys that are not UTF-8", sdk.Message{Topic: "t", Value: []byte("v"), Headers: []sdk.Header{
+			{Key: "\xff\xfe", Value: []byte("a")}, {Key: "ok", Value: []byte{0xc3}}, {Key: "caf\xc3", Value: nil}, {Key: "é"}}},
+			`{"topic":"t","partition":0,"offset":0,"timestamp":0,"key":null,"value":"v","headers":[` +
+				`{"key":"//4=","key_encoding":"base64","value":"a"},{"key":"ok","value":"ww==","value_encoding":"base64"},` +
+				`{"key":"Y2Fmww==","key_encoding":"base64","value":""},{"key":"é","value":""}]}`},
 		{"html and unicode kept", sdk.Message{Topic: "t", Value: []byte("<a&b> é")},
 			`{"topic":"t","partition":0,"offset":0,"timestamp":0,"key":null,"value":"<a&b> é"}`},
 	}
