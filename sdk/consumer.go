@@ -244,7 +244,11 @@ type Consumer struct {
 	committed map[uint32]uint64 // last offset committed
 	// marked is, per partition, the offset after the last record passed
 	// to MarkProcessed (AutoCommitMarked), at most consumed.
-	marked   map[uint32]uint64
+	marked map[uint32]uint64
+	// from is, per partition, where its current assignment started
+	// reading: records below it were returned under an earlier
+	// assignment, and may not be marked.
+	from     map[uint32]uint64
 	revoking map[uint32]bool // revoked, waiting for Poll to commit and release
 	// returned marks partitions with records returned by Poll since their
 	// last stored commit. lost holds positions that were never stored
@@ -308,7 +312,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1),
 		lastCommit: cfg.now(),
 		parts:      map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{},
-		marked:   map[uint32]uint64{},
+		marked: map[uint32]uint64{}, from: map[uint32]uint64{},
 		revoking: map[uint32]bool{}, returned: map[uint32]bool{}, lost: map[uint32]uint64{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -400,6 +404,7 @@ func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo
 		c.consumed[p] = start
 		delete(c.returned, p)
 		delete(c.marked, p)
+		c.from[p] = start
 		c.startFetcher(p, start)
 	}
 	c.log.Debug("sdk: consumer reading", "topic", c.cfg.Topic, "group", c.cfg.ConsumerGroup, "partitions", partitions, "start_from", c.cfg.StartFrom.String())

@@ -278,6 +278,7 @@ func (c *Consumer) release(ps []uint32) {
 		delete(c.committed, p)
 		delete(c.returned, p)
 		delete(c.marked, p)
+		delete(c.from, p)
 	}
 	c.mu.Unlock()
 	notify(c.hbNow)
@@ -302,6 +303,7 @@ func (c *Consumer) dropAll(cause error) {
 	clear(c.committed)
 	clear(c.returned)
 	clear(c.marked)
+	clear(c.from)
 	c.mu.Unlock()
 	if len(ps) > 0 && c.cfg.OnPartitionsRevoked != nil {
 		c.cfg.OnPartitionsRevoked(ps)

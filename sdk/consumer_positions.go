@@ -17,7 +17,9 @@ import (
 // A revoked partition can be marked until the next Poll releases it (the
 // records of the Polls before were handed out, so the commit of the
 // revocation covers what was marked of them); afterwards the partition is
-// another member's and marking fails with ErrNotAssigned. Errors:
+// another member's and marking fails with ErrNotAssigned, as it does for
+// a record returned before the partition was revoked and assigned to this
+// member again (it starts then at the group's committed offset). Errors:
 // ErrInvalidConfig without AutoCommitMarked, ErrNoGroup without a
 // ConsumerGroup, ErrClosed after Close, ErrNotAssigned (another topic, a
 // partition not held) and ErrInvalidPosition (a record Poll has not
@@ -41,6 +43,10 @@ func (c *Consumer) MarkProcessed(msg Message) error {
 	if !held || c.group.left {
 		return fmt.Errorf("%w: record %s/%d@%d: partition %d is not held (revoked, or the member left its group)",
 			ErrNotAssigned, msg.Topic, msg.Partition, msg.Offset, msg.Partition)
+	}
+	if from := c.from[msg.Partition]; msg.Offset < from {
+		return fmt.Errorf("%w: record %s/%d@%d was returned under an earlier assignment of the partition, which now starts at %d",
+			ErrNotAssigned, msg.Topic, msg.Partition, msg.Offset, from)
 	}
 	if msg.Offset >= pos {
 		return fmt.Errorf("%w: record %s/%d@%d was not returned by Poll (position %d)", ErrInvalidPosition, msg.Topic, msg.Partition, msg.Offset, pos)

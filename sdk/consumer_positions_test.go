@@ -195,12 +195,33 @@ func TestMarkedCommitAtRevocation(t *testing.T) {
 	if got := committedOffset(t, b, "g", "t", moved); got != 60 {
 		t.Fatalf("moved partition committed at %d after refused commits, want 60", got)
 	}
-	// The kept partition is committed at its mark at Close.
+	// B leaves (it marked nothing, so commits nothing): the partition
+	// comes back to A at 60. Its records A read before the move belong to
+	// the earlier assignment; those not read again yet were not returned.
+	bm.close()
+	waitFor(t, 10*time.Second, "the moved partition back to A", func() bool { return len(a.Assignment()) == 2 })
+	if err := a.MarkProcessed(byPart[moved][59]); !errors.Is(err, ErrNotAssigned) {
+		t.Errorf("mark of a record of an earlier assignment: %v, want ErrNotAssigned", err)
+	}
+	if err := a.MarkProcessed(byPart[moved][70]); !errors.Is(err, ErrInvalidPosition) {
+		t.Errorf("mark of a record not returned in this assignment: %v, want ErrInvalidPosition", err)
+	}
+	again := pollN(t, a, 40)
+	if again[0].Offset != 60 || again[0].Partition != moved {
+		t.Fatalf("A resumed the moved partition at %d/%d, want %d/60", again[0].Partition, again[0].Offset, moved)
+	}
+	if err := a.MarkProcessed(again[9]); err != nil {
+		t.Fatal(err)
+	}
+	// Close commits each partition at its mark.
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if got := committedOffset(t, b, "g", "t", kept); got != 30 {
 		t.Fatalf("kept partition committed at %d, want 30", got)
+	}
+	if got := committedOffset(t, b, "g", "t", moved); got != 70 {
+		t.Fatalf("moved partition committed at %d, want 70", got)
 	}
 }
 
