@@ -121,6 +121,33 @@ func (b *broker) produceErr(topic string, partitions []int, n int) error {
 	return nil
 }
 
+// endSession ends the sessions of members that stopped heartbeating
+// (mortalSession) until group has want members: it advances the broker's
+// clock past mortalSession and waits for the broker's reaper. A
+// heartbeat a member sent just before it stopped can reach the broker
+// after an advance and extend its session once more, so the clock moves
+// again then, a few times at most: a few seconds, which members with
+// groupSession outlive.
+func (b *broker) endSession(t *testing.T, group string, want int) {
+	t.Helper()
+	members := func() int {
+		d, err := b.eng.DescribeGroup(group)
+		if err != nil {
+			return 0
+		}
+		return len(d.Members)
+	}
+	for range 5 {
+		b.clock.Advance(mortalSession + time.Millisecond)
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if members() == want {
+				return
+			}
+		}
+	}
+	t.Fatalf("group %q has %d members after sessions ended, want %d", group, members(), want)
+}
+
 func (b *broker) topic(t *testing.T, name string, partitions int) {
 	t.Helper()
 	if _, err := b.eng.CreateTopic(name, partitions, engine.TopicConfig{}); err != nil {
@@ -292,7 +319,7 @@ func TestGroupThreeMembersShareAndMove(t *testing.T) {
 	if got := ms[0].c.Assignment(); len(got) != 3 {
 		t.Fatalf("survivor holds %v before the killed member's session ended", got)
 	}
-	b.clock.Advance(mortalSession + time.Millisecond)
+	b.endSession(t, "g", 1)
 	waitAssigned(t, "survivor owns all 6", 5*time.Second, ms[:1], 6)
 	if ids := groupMembers(admin, "g"); len(ids) != 1 {
 		t.Fatalf("members after the session ended: %v", ids)
@@ -427,7 +454,7 @@ func TestGroupMoveBackResumesAtCommitted(t *testing.T) {
 	defer bc.Close()
 	a.cancel() // stops A's heartbeats and readers, keeps its connection
 	a.wg.Wait()
-	b.clock.Advance(mortalSession + time.Millisecond)
+	b.endSession(t, "g", 1)
 	waitFor(t, 5*time.Second, "p0 moves to B", func() bool { return len(bc.Assignment()) == 1 })
 	got := pollN(t, bc, 200)
 	if got[0].Offset != 100 || got[199].Offset != 299 {
@@ -484,7 +511,7 @@ func TestGroupAutoCommitAtLeastOnce(t *testing.T) {
 		t.Fatalf("polled %d", len(got))
 	}
 	kill(c1)
-	b.clock.Advance(mortalSession + time.Millisecond) // c1's session ends
+	b.endSession(t, "g", 0)
 	c2, err := NewConsumer(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -503,7 +530,7 @@ func TestGroupAutoCommitAtLeastOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	kill(c2)
-	b.clock.Advance(mortalSession + time.Millisecond)
+	b.endSession(t, "g", 0)
 	b.produce(t, "t", []int{0}, 1)
 	c3, err := NewConsumer(ctx, cfg)
 	if err != nil {
