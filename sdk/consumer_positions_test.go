@@ -232,7 +232,9 @@ func TestMarkAndCommitOffsetsMisuse(t *testing.T) {
 	b.topic(t, "other", 1)
 	b.produce(t, "t", []int{0, 1}, 10)
 	ctx := testCtx(t)
-	c, err := NewConsumer(ctx, groupConfig(b, ConsumerConfig{Topic: "t", ConsumerGroup: "g", AutoCommitMarked: true}))
+	// Heartbeats at the server's interval (20 s): none comes between the
+	// test making the generation stale and the commit that uses it.
+	c, err := NewConsumer(ctx, groupConfig(b, ConsumerConfig{Topic: "t", ConsumerGroup: "g", AutoCommitMarked: true, HeartbeatInterval: time.Hour}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,6 +276,23 @@ func TestMarkAndCommitOffsetsMisuse(t *testing.T) {
 			t.Errorf("partition %d committed at %d after refused commits", p, got)
 		}
 	}
+	// Fenced like Commit: a stale generation stores nothing (the
+	// heartbeat it triggers brings the current one back).
+	c.mu.Lock()
+	gen := c.group.generation
+	c.group.generation = gen - 1
+	c.mu.Unlock()
+	if err := c.CommitOffsets(ctx, []OffsetCommit{{Partition: 0, Offset: 4}}); !errors.Is(err, api.ErrFencedGeneration) {
+		t.Errorf("CommitOffsets with a stale generation: %v, want ErrFencedGeneration", err)
+	}
+	if got := committedOffset(t, b, "g", "t", 0); got != -1 {
+		t.Errorf("partition 0 committed at %d by a stale generation", got)
+	}
+	waitFor(t, 10*time.Second, "the heartbeat to bring the generation back", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.group.generation == gen
+	})
 	// At the high watermark is fine; the other entry of a partly refused
 	// request is stored.
 	if err := c.CommitOffsets(ctx, []OffsetCommit{{Partition: 0, Offset: 10}, {Partition: 1, Offset: 11}}); !errors.Is(err, api.ErrOffsetOutOfRange) {
