@@ -83,11 +83,21 @@ type ConsumerConfig struct {
 	// a standalone consumer (generation -1).
 	ConsumerGroup string
 	// AutoCommit commits the position after the records returned by the
-	// previous Poll (at-least-once): at the next Poll (at most once per
-	// AutoCommitInterval), when a partition is revoked (before it is
-	// released to another member), and at Close. It never commits records
-	// not yet returned by Poll. Default false.
+	// previous Poll (at-least-once, as Kafka's enable.auto.commit): at the
+	// next Poll (at most once per AutoCommitInterval), when a partition is
+	// revoked (before it is released to another member), and at Close. It
+	// never commits records not yet returned by Poll, but it does commit
+	// records Poll returned that the application has not finished with:
+	// an application that fails halfway through a Poll's records should
+	// call CloseWithoutCommit, or use AutoCommitMarked. Default false.
 	AutoCommit bool
+	// AutoCommitMarked makes every commit of the consumer (automatic,
+	// at revocation, at Close, and Commit) store, per partition, the
+	// position after the last record passed to MarkProcessed instead of
+	// after the last record Poll returned; never beyond what Poll
+	// returned. A partition with no marked record is not committed. It
+	// implies AutoCommit. Default false.
+	AutoCommitMarked bool
 	// AutoCommitInterval is the least time between automatic commits at
 	// Poll. Default 5s.
 	AutoCommitInterval time.Duration
@@ -95,6 +105,12 @@ type ConsumerConfig struct {
 	// heartbeating. 0: the server default (10 s); the server clamps it to
 	// its bounds (100 ms to 5 min).
 	SessionTimeout time.Duration
+	// HeartbeatInterval, when set, is how often a group member
+	// heartbeats (as Kafka's heartbeat.interval.ms) if that is more often
+	// than the server asks (a third of the session timeout): a shorter
+	// interval makes the member see assignment changes sooner, at the cost
+	// of more requests. 0: the server's interval.
+	HeartbeatInterval time.Duration
 	// MaxPollInterval bounds how long a group member may go without
 	// calling Poll (as Kafka's max.poll.interval.ms, KIP-62). Past it, the
 	// heartbeat goroutine leaves the group (so a stalled application does
@@ -145,6 +161,10 @@ type ConsumerConfig struct {
 	// count skipped), which goes to slog.Default() when Logger is nil, so
 	// it is never silent.
 	Logger *slog.Logger
+
+	// now is the clock of AutoCommitInterval and MaxPollInterval; nil:
+	// time.Now. Tests set it to step time by hand.
+	now func() time.Time
 }
 
 func (c ConsumerConfig) withDefaults() ConsumerConfig {
@@ -162,6 +182,12 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 	}
 	if c.MaxPollInterval == 0 {
 		c.MaxPollInterval = DefaultMaxPollInterval
+	}
+	if c.AutoCommitMarked {
+		c.AutoCommit = true
+	}
+	if c.now == nil {
+		c.now = time.Now
 	}
 	return c
 }
@@ -187,12 +213,17 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 // Delivery is at-least-once when committing: Commit (and AutoCommit) store
 // the position after the records already returned, so records returned but
 // not yet processed when the process dies are read again after a restart.
+// What a commit covers is the application's choice: every record Poll
+// returned (the default, as Kafka's), only the records passed to
+// MarkProcessed (AutoCommitMarked), or explicit positions (CommitOffsets);
+// CloseWithoutCommit closes without committing.
 //
 // The partition count is read once, by NewConsumer, in the standalone
 // mode; group members get partitions added later through the assignment.
 //
-// Poll and Commit must not be called concurrently with each other; Close may
-// be called from any goroutine.
+// Poll, Commit and CommitOffsets must not be called concurrently with each
+// other; MarkProcessed, Close and CloseWithoutCommit may be called from any
+// goroutine.
 type Consumer struct {
 	client *Client
 	cfg    ConsumerConfig
@@ -215,7 +246,14 @@ type Consumer struct {
 	order     []uint32          // keys of parts, sorted
 	consumed  map[uint32]uint64 // offset after the records returned
 	committed map[uint32]uint64 // last offset committed
-	revoking  map[uint32]bool   // revoked, waiting for Poll to commit and release
+	// marked is, per partition, the offset after the last record passed
+	// to MarkProcessed (AutoCommitMarked), at most consumed.
+	marked map[uint32]uint64
+	// from is, per partition, where its current assignment started
+	// reading: records below it were returned under an earlier
+	// assignment, and may not be marked.
+	from     map[uint32]uint64
+	revoking map[uint32]bool // revoked, waiting for Poll to commit and release
 	// returned marks partitions with records returned by Poll since their
 	// last stored commit. lost holds positions that were never stored
 	// because the member was fenced (its partitions dropped) or the commit
@@ -276,8 +314,9 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 	c := &Consumer{
 		client: client, cfg: cfg, log: client.cfg.Logger, lossLog: lossLogger(cfg.Logger),
 		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1),
-		lastCommit: time.Now(),
+		lastCommit: cfg.now(),
 		parts:      map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{},
+		marked: map[uint32]uint64{}, from: map[uint32]uint64{},
 		revoking: map[uint32]bool{}, returned: map[uint32]bool{}, lost: map[uint32]uint64{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -302,7 +341,7 @@ func (c *Consumer) start(ctx context.Context) error {
 	}
 	if c.cfg.ConsumerGroup != "" {
 		c.mu.Lock()
-		c.lastPoll = time.Now() // MaxPollInterval runs from the start
+		c.lastPoll = c.cfg.now() // MaxPollInterval runs from the start
 		c.mu.Unlock()
 		joined, err := c.join(ctx)
 		if err == nil && joined {
@@ -368,6 +407,8 @@ func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo
 		}
 		c.consumed[p] = start
 		delete(c.returned, p)
+		delete(c.marked, p)
+		c.from[p] = start
 		c.startFetcher(p, start)
 	}
 	c.log.Debug("sdk: consumer reading", "topic", c.cfg.Topic, "group", c.cfg.ConsumerGroup, "partitions", partitions, "start_from", c.cfg.StartFrom.String())

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"time"
 
 	"github.com/seedqueue/sq/api"
 )
@@ -41,7 +40,7 @@ func (c *Consumer) maybeAutoCommit(ctx context.Context) {
 		return
 	}
 	c.mu.Lock()
-	due := c.cfg.AutoCommitInterval <= 0 || time.Since(c.lastCommit) >= c.cfg.AutoCommitInterval
+	due := c.cfg.AutoCommitInterval <= 0 || c.cfg.now().Sub(c.lastCommit) >= c.cfg.AutoCommitInterval
 	c.mu.Unlock()
 	if !due {
 		return
@@ -55,8 +54,9 @@ func (c *Consumer) maybeAutoCommit(ctx context.Context) {
 
 // Commit commits, for every partition this consumer holds, the position
 // after the records returned by Polls so far (at-least-once: commit after
-// processing them). Partitions whose position has not changed since the
-// last successful commit are skipped. It fails with ErrNoGroup without a
+// processing them), or with AutoCommitMarked the position after the last
+// record passed to MarkProcessed. Partitions whose position has not
+// changed since the last successful commit are skipped. It fails with ErrNoGroup without a
 // ConsumerGroup, ErrClosed after Close, api.ErrFencedGeneration when the
 // member's generation is stale (a rebalance is under way: the next
 // heartbeat brings the new one) or the member is unknown (for example
@@ -106,8 +106,11 @@ func (c *Consumer) noteLost(ps []uint32, cause error) {
 		}
 	}
 	for _, p := range ps {
-		pos, ok := c.consumed[p]
+		pos, ok := c.commitPos(p)
 		if !ok || !c.returned[p] {
+			continue
+		}
+		if prev, done := c.committed[p]; done && prev == pos {
 			continue
 		}
 		c.lost[p] = pos
@@ -142,13 +145,33 @@ func (c *Consumer) takeLost() error {
 	return err
 }
 
-// commitPartitions commits the consumed positions of ps (nil: every
+// commitPos returns the position a commit stores for partition p: after
+// the records returned by Poll, or with AutoCommitMarked after the last
+// marked record (never beyond what Poll returned). It returns false when
+// there is nothing to commit: p not held, nothing marked, or "latest" not
+// resolved yet (no read answered). c.mu held.
+func (c *Consumer) commitPos(p uint32) (uint64, bool) {
+	pos, ok := c.consumed[p]
+	if !ok || pos == math.MaxUint64 {
+		return 0, false
+	}
+	if !c.cfg.AutoCommitMarked {
+		return pos, true
+	}
+	m, ok := c.marked[p]
+	if !ok {
+		return 0, false
+	}
+	return min(m, pos), true
+}
+
+// commitPartitions commits the positions (commitPos) of ps (nil: every
 // partition held). Only a successful commit of every partition restarts
 // the auto-commit interval: committing the partitions of a revocation, or
 // a failed commit, leaves the next auto-commit due.
 func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 	all := ps == nil
-	started := time.Now()
+	started := c.cfg.now()
 	c.mu.Lock()
 	if ps == nil {
 		for p := range c.consumed {
@@ -157,9 +180,8 @@ func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 	}
 	var offs []OffsetCommit
 	for _, p := range ps {
-		pos, ok := c.consumed[p]
-		if !ok || pos == math.MaxUint64 {
-			// Not held, or "latest" not resolved yet (no fetch answered).
+		pos, ok := c.commitPos(p)
+		if !ok {
 			continue
 		}
 		if prev, done := c.committed[p]; done && prev == pos {
@@ -180,6 +202,18 @@ func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 	if len(offs) == 0 {
 		return nil
 	}
+	err := c.sendCommits(ctx, g, offs)
+	if all && err == nil {
+		c.mu.Lock()
+		c.lastCommit = started
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// sendCommits stores offs as member g (standalone without a member id)
+// and records what was stored. Per-partition failures are joined.
+func (c *Consumer) sendCommits(ctx context.Context, g groupState, offs []OffsetCommit) error {
 	var res []OffsetCommit
 	var err error
 	if g.memberID == "" {
@@ -214,9 +248,6 @@ func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 			delete(c.lost, p)
 		}
 	}
-	if all && len(errs) == 0 {
-		c.lastCommit = started
-	}
 	c.mu.Unlock()
 	if len(errs) > 0 {
 		return fmt.Errorf("sdk: commit group %q: %w", c.cfg.ConsumerGroup, errors.Join(errs...))
@@ -224,11 +255,30 @@ func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 	return nil
 }
 
-// Close stops reading, commits the consumed positions when AutoCommit is
-// on (bounded by RequestTimeout; skipped after Poll returned an error),
-// leaves the group so its partitions move at once, and closes the
-// connection. It returns the commit's error, if any. Close is idempotent.
+// Close stops reading, commits when AutoCommit is on (bounded by
+// RequestTimeout; skipped after Poll returned an error): the positions
+// after the records returned by Poll, or with AutoCommitMarked after the
+// marked ones. It then leaves the group so its partitions move at once,
+// and closes the connection. It returns the commit's error, if any.
+// Close is idempotent; after CloseWithoutCommit it does nothing.
 func (c *Consumer) Close() error {
+	c.close(true)
+	return c.closeErr
+}
+
+// CloseWithoutCommit is Close without the commit, whatever AutoCommit
+// says: for an application that failed while processing what Poll
+// returned and wants those records read again (by the member that gets
+// the partitions next, from the group's committed offsets) rather than
+// counted as done. It leaves the group and closes the connection; after
+// Close it does nothing.
+func (c *Consumer) CloseWithoutCommit() {
+	c.close(false)
+}
+
+// close stops reading, commits (with AutoCommit, when commit is set),
+// leaves the group and closes the connection, once.
+func (c *Consumer) close(commit bool) {
 	c.closeOnce.Do(func() {
 		c.cancel()
 		c.wg.Wait()
@@ -237,12 +287,11 @@ func (c *Consumer) Close() error {
 		c.mu.Lock()
 		failed := c.failed
 		c.mu.Unlock()
-		if c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" && !failed {
+		if commit && c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" && !failed {
 			err := c.commitPartitions(ctx, nil)
 			c.closeErr = joinLost(c.takeLost(), err)
 		}
 		c.leave(ctx)
 		c.client.Close()
 	})
-	return c.closeErr
 }

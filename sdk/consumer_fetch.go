@@ -199,6 +199,9 @@ func (c *Consumer) reposition(pf *partFetcher, start, end uint64) bool {
 	c.mu.Lock()
 	if pf.ctx.Err() == nil {
 		c.consumed[pf.partition] = pf.pos
+		if from, ok := c.from[pf.partition]; ok && from > pf.pos {
+			c.from[pf.partition] = pf.pos // "latest" resolved
+		}
 	}
 	c.mu.Unlock()
 	return true

@@ -52,6 +52,9 @@ func (c *Consumer) heartbeatLoop() {
 		c.mu.Lock()
 		d := c.group.interval
 		c.mu.Unlock()
+		if hb := c.cfg.HeartbeatInterval; hb > 0 && (d <= 0 || hb < d) {
+			d = hb
+		}
 		t := time.NewTimer(max(d, 10*time.Millisecond))
 		select {
 		case <-c.ctx.Done():
@@ -82,7 +85,7 @@ func (c *Consumer) heartbeatLoop() {
 // stalledLocked reports whether the application has not called Poll for
 // longer than MaxPollInterval; c.mu held.
 func (c *Consumer) stalledLocked() bool {
-	return c.cfg.MaxPollInterval > 0 && !c.polling && time.Since(c.lastPoll) > c.cfg.MaxPollInterval
+	return c.cfg.MaxPollInterval > 0 && !c.polling && c.cfg.now().Sub(c.lastPoll) > c.cfg.MaxPollInterval
 }
 
 // leaveIfStalled leaves the group when the member has not polled within
@@ -97,7 +100,7 @@ func (c *Consumer) leaveIfStalled() bool {
 		c.mu.Unlock()
 		return false
 	}
-	idle := time.Since(c.lastPoll).Round(time.Millisecond)
+	idle := c.cfg.now().Sub(c.lastPoll).Round(time.Millisecond)
 	c.group = groupState{interval: g.interval, left: true}
 	c.mu.Unlock()
 	cause := fmt.Errorf("%w: no Poll for %v (MaxPollInterval %v)", ErrMaxPollIntervalExceeded, idle, c.cfg.MaxPollInterval)
@@ -128,7 +131,7 @@ func (c *Consumer) rejoin() {
 // member that left the group is asked to join again at once.
 func (c *Consumer) pollStarted() {
 	c.mu.Lock()
-	c.polling, c.lastPoll = true, time.Now()
+	c.polling, c.lastPoll = true, c.cfg.now()
 	left := c.group.left
 	c.mu.Unlock()
 	if left {
@@ -138,7 +141,7 @@ func (c *Consumer) pollStarted() {
 
 func (c *Consumer) pollEnded() {
 	c.mu.Lock()
-	c.polling, c.lastPoll = false, time.Now()
+	c.polling, c.lastPoll = false, c.cfg.now()
 	c.mu.Unlock()
 }
 
@@ -259,19 +262,28 @@ func (c *Consumer) releaseRevoked(ctx context.Context) {
 }
 
 // release forgets revoked partitions and heartbeats at once so that the
-// coordinator can hand them over.
+// coordinator can hand them over. A partition given back while Poll was
+// committing it (apply resumed reading it) is not released: its position
+// and commit state stay, and OnPartitionsRevoked does not name it.
 func (c *Consumer) release(ps []uint32) {
 	c.mu.Lock()
+	var gone []uint32
 	for _, p := range ps {
+		if !c.revoking[p] {
+			continue
+		}
+		gone = append(gone, p)
 		delete(c.revoking, p)
 		delete(c.consumed, p)
 		delete(c.committed, p)
 		delete(c.returned, p)
+		delete(c.marked, p)
+		delete(c.from, p)
 	}
 	c.mu.Unlock()
 	notify(c.hbNow)
-	if c.cfg.OnPartitionsRevoked != nil {
-		c.cfg.OnPartitionsRevoked(ps)
+	if len(gone) > 0 && c.cfg.OnPartitionsRevoked != nil {
+		c.cfg.OnPartitionsRevoked(gone)
 	}
 }
 
@@ -290,6 +302,8 @@ func (c *Consumer) dropAll(cause error) {
 	clear(c.consumed)
 	clear(c.committed)
 	clear(c.returned)
+	clear(c.marked)
+	clear(c.from)
 	c.mu.Unlock()
 	if len(ps) > 0 && c.cfg.OnPartitionsRevoked != nil {
 		c.cfg.OnPartitionsRevoked(ps)

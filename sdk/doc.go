@@ -81,6 +81,42 @@
 // (at the next Poll, before the partition is released to another member),
 // and at Close (skipped after Poll returned an error).
 //
+// What a commit covers is the application's choice. The default is
+// Kafka's: everything Poll returned counts as processed, so an
+// application that polls 500 records, processes 200, fails and calls
+// Close commits all 500, and the 300 others are never processed by the
+// group. To avoid that:
+//
+//   - AutoCommitMarked with MarkProcessed(msg): every commit (automatic,
+//     at revocation, at Close, and Commit) stores, per partition, the
+//     offset after the last marked record, never beyond what Poll
+//     returned; unmarked records are read again by the next owner. Marking
+//     may happen on other goroutines; a revoked partition can be marked
+//     until the next Poll releases it, then marking fails with
+//     ErrNotAssigned.
+//   - CommitOffsets(ctx, positions): explicit positions (the next offset
+//     to read per partition), checked against the assignment (ErrNotAssigned,
+//     ErrInvalidPosition) and fenced like Commit; one beyond the high
+//     watermark fails with api.ErrOffsetOutOfRange.
+//   - CloseWithoutCommit: leaves the group without committing, whatever
+//     AutoCommit says.
+//
+// For example, committing only what was processed:
+//
+//	c, _ := sdk.NewConsumer(ctx, sdk.ConsumerConfig{Topic: "orders",
+//		ConsumerGroup: "my-group", AutoCommitMarked: true})
+//	for {
+//		msgs, err := c.Poll(ctx)
+//		if err != nil { ... }
+//		for _, m := range msgs {
+//			if err := process(m); err != nil {
+//				c.Close() // commits what was marked: m and later records are read again
+//				return err
+//			}
+//			c.MarkProcessed(m)
+//		}
+//	}
+//
 // # Consumer groups
 //
 // Members of one ConsumerGroup share the topic's partitions (docs/architecture.md §6,
@@ -100,7 +136,9 @@
 // partitions without committing (the next Commit, or Close with
 // AutoCommit, reports the positions not stored, wrapping
 // ErrMaxPollIntervalExceeded) and joins again at its next Poll, at the
-// group's committed offsets. A position that
+// group's committed offsets. HeartbeatInterval makes a member heartbeat,
+// and so see assignment changes, more often than the server's interval (a
+// third of the session timeout). A position that
 // retention has removed (a committed offset, a StartAt, or a position
 // overtaken while reading) moves to the log start, as Kafka's
 // auto.offset.reset=earliest, and a warning gives the offset, the log start

@@ -36,6 +36,18 @@ var (
 	// max.poll.interval.ms, KIP-62).
 	ErrMaxPollIntervalExceeded = errors.New("sdk: no Poll within the max poll interval; the consumer left its group")
 
+	// ErrNotAssigned is returned by Consumer.MarkProcessed and
+	// Consumer.CommitOffsets for a partition the consumer does not hold:
+	// never assigned, of another topic, revoked and released to another
+	// member, or dropped when the member was removed from its group. Its
+	// records are another member's to commit now.
+	ErrNotAssigned = errors.New("sdk: partition not assigned to this consumer")
+
+	// ErrInvalidPosition is returned by Consumer.MarkProcessed for a
+	// record Poll has not returned, and by Consumer.CommitOffsets for a
+	// list that names a partition twice.
+	ErrInvalidPosition = errors.New("sdk: invalid position")
+
 	// ErrUnexpectedResponse reports a response frame of the wrong kind for
 	// its request: a server speaking another protocol revision.
 	ErrUnexpectedResponse = errors.New("sdk: unexpected response")

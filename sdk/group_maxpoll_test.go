@@ -57,22 +57,25 @@ func TestGroupMaxPollIntervalLeavesAndRejoins(t *testing.T) {
 func testMaxPollInterval(t *testing.T, reportAtClose bool) {
 	const (
 		maxPoll = 400 * time.Millisecond
-		session = 300 * time.Millisecond // heartbeat every 100 ms
 		n       = 100
 	)
 	b := startBroker(t)
 	b.topic(t, "t", 2)
 	var logs logBuffer
 	ctx := testCtx(t)
-	a, err := NewConsumer(ctx, ConsumerConfig{Addr: b.addr, Topic: "t", ConsumerGroup: "g", SessionTimeout: session,
+	// A's MaxPollInterval runs on aClock, which moves only when the test
+	// says: A stalls exactly when the test advances it past maxPoll.
+	aClock := newTestClock()
+	acfg := groupConfig(b, ConsumerConfig{Topic: "t", ConsumerGroup: "g",
 		MaxPollInterval: maxPoll, AutoCommit: true, AutoCommitInterval: time.Nanosecond, MaxPollRecords: 10,
-		MaxWait: 50 * time.Millisecond, Logger: logs.logger()})
+		Logger: logs.logger()})
+	acfg.now = aClock.Now
+	a, err := NewConsumer(ctx, acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	bm := startMember(t, b, ConsumerConfig{Topic: "t", ConsumerGroup: "g", SessionTimeout: session,
-		MaxPollInterval: maxPoll, AutoCommit: true, AutoCommitInterval: time.Nanosecond})
+	bm := startMember(t, b, ConsumerConfig{Topic: "t", ConsumerGroup: "g", AutoCommit: true, AutoCommitInterval: time.Nanosecond})
 	aSeen := map[uint32][]uint64{}
 	pollA := func() []Message {
 		msgs, err := a.Poll(ctx)
@@ -96,16 +99,24 @@ func testMaxPollInterval(t *testing.T, reportAtClose bool) {
 		last = pollA()
 		return len(last) > 0
 	})
-	stalled := time.Now()
 	lostAt := last[len(last)-1].Offset + 1
 
-	// A leaves within MaxPollInterval plus about one heartbeat; B then
-	// owns and reads both partitions.
+	// MaxPollInterval after its last Poll, A is still a member: its
+	// heartbeat loop looked at the clock (two reads make one heartbeat
+	// round) and stayed.
 	admin := bm.c.Client()
-	waitFor(t, 10*time.Second, "A to leave the group", func() bool { return len(groupMembers(admin, "g")) == 1 })
-	if took := time.Since(stalled); took < maxPoll-50*time.Millisecond || took > maxPoll+session {
-		t.Errorf("A left %v after its last Poll, want about %v plus one heartbeat", took, maxPoll)
+	aClock.Advance(maxPoll)
+	reads := aClock.Reads()
+	waitFor(t, 10*time.Second, "A's heartbeat loop to look at the clock", func() bool { return aClock.Reads() >= reads+3 })
+	a.mu.Lock()
+	left := a.group.left
+	a.mu.Unlock()
+	if left || len(groupMembers(admin, "g")) != 2 || strings.Contains(logs.String(), "MaxPollInterval") {
+		t.Fatalf("A left the group at MaxPollInterval, not after it:\n%s", logs.String())
 	}
+	// Past it, A leaves; B then owns and reads both partitions.
+	aClock.Advance(time.Millisecond)
+	waitFor(t, 10*time.Second, "A to leave the group", func() bool { return len(groupMembers(admin, "g")) == 1 })
 	if !strings.Contains(logs.String(), "MaxPollInterval") {
 		t.Errorf("no warning about MaxPollInterval in the log:\n%s", logs.String())
 	}

@@ -16,14 +16,52 @@ import (
 	"github.com/seedqueue/sq/net/dataplane"
 )
 
-// groupSession is the session timeout of the members in these tests; the
-// heartbeat interval is a third of it.
-const groupSession = 600 * time.Millisecond
+// Members in these tests heartbeat every groupHeartbeat and have a
+// session of groupSession, or mortalSession for a member whose session
+// a test ends. The broker's clock (broker.clock) only moves when a test
+// advances it, so no session ends because the machine is slow: a test
+// ends the sessions of mortal members by advancing it past mortalSession.
+const (
+	groupHeartbeat = 20 * time.Millisecond
+	groupSession   = time.Minute
+	mortalSession  = time.Second
+)
 
-// broker is a real engine served on loopback.
+// testClock is a clock that moves only when Advance is called. It counts
+// its reads, so a test can wait until a goroutine has looked at the time.
+type testClock struct {
+	mu    sync.Mutex
+	t     time.Time
+	reads int
+}
+
+func newTestClock() *testClock { return &testClock{t: time.Unix(1_700_000_000, 0)} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reads++
+	return c.t
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// Reads returns how many times Now was called.
+func (c *testClock) Reads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads
+}
+
+// broker is a real engine served on loopback, on a testClock.
 type broker struct {
-	addr string
-	eng  *engine.Engine
+	addr  string
+	eng   *engine.Engine
+	clock *testClock
 }
 
 func startBroker(t *testing.T) *broker {
@@ -33,7 +71,8 @@ func startBroker(t *testing.T) *broker {
 
 func startBrokerOpts(t *testing.T, dopts dataplane.Options) *broker {
 	t.Helper()
-	opts := engine.Options{DataDir: t.TempDir(), SyncPolicy: "none", Logger: slog.New(slog.DiscardHandler)}
+	clock := newTestClock()
+	opts := engine.Options{DataDir: t.TempDir(), SyncPolicy: "none", Logger: slog.New(slog.DiscardHandler), Now: clock.Now}
 	eng, err := engine.Open(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +93,7 @@ func startBrokerOpts(t *testing.T, dopts dataplane.Options) *broker {
 		<-served
 		eng.Close()
 	})
-	return &broker{addr: ln.Addr().String(), eng: eng}
+	return &broker{addr: ln.Addr().String(), eng: eng, clock: clock}
 }
 
 // produce appends n records "p<partition>-<i>" to each listed partition.
@@ -82,6 +121,33 @@ func (b *broker) produceErr(topic string, partitions []int, n int) error {
 	return nil
 }
 
+// endSession ends the sessions of members that stopped heartbeating
+// (mortalSession) until group has want members: it advances the broker's
+// clock past mortalSession and waits for the broker's reaper. A
+// heartbeat a member sent just before it stopped can reach the broker
+// after an advance and extend its session once more, so the clock moves
+// again then, a few times at most: a few seconds, which members with
+// groupSession outlive.
+func (b *broker) endSession(t *testing.T, group string, want int) {
+	t.Helper()
+	members := func() int {
+		d, err := b.eng.DescribeGroup(group)
+		if err != nil {
+			return 0
+		}
+		return len(d.Members)
+	}
+	for range 5 {
+		b.clock.Advance(mortalSession + time.Millisecond)
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if members() == want {
+				return
+			}
+		}
+	}
+	t.Fatalf("group %q has %d members after sessions ended, want %d", group, members(), want)
+}
+
 func (b *broker) topic(t *testing.T, name string, partitions int) {
 	t.Helper()
 	if _, err := b.eng.CreateTopic(name, partitions, engine.TopicConfig{}); err != nil {
@@ -100,13 +166,25 @@ type member struct {
 	seen map[uint32][]uint64
 }
 
-func startMember(t *testing.T, b *broker, cfg ConsumerConfig) *member {
-	t.Helper()
+// groupConfig fills in the address, session and heartbeat of a member
+// of b's groups.
+func groupConfig(b *broker, cfg ConsumerConfig) ConsumerConfig {
 	cfg.Addr = b.addr
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = groupSession
 	}
-	cfg.MaxWait = 50 * time.Millisecond
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = groupHeartbeat
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = 50 * time.Millisecond
+	}
+	return cfg
+}
+
+func startMember(t *testing.T, b *broker, cfg ConsumerConfig) *member {
+	t.Helper()
+	cfg = groupConfig(b, cfg)
 	c, err := NewConsumer(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -164,9 +242,8 @@ func (m *member) count() int {
 	return n
 }
 
-func waitAssigned(t *testing.T, what string, timeout time.Duration, ms []*member, want ...int) time.Duration {
+func waitAssigned(t *testing.T, what string, timeout time.Duration, ms []*member, want ...int) {
 	t.Helper()
-	start := time.Now()
 	waitFor(t, timeout, what, func() bool {
 		for i, m := range ms {
 			if len(m.c.Assignment()) != want[i] {
@@ -175,7 +252,6 @@ func waitAssigned(t *testing.T, what string, timeout time.Duration, ms []*member
 		}
 		return true
 	})
-	return time.Since(start)
 }
 
 // checkGroupOrder fails when, per partition, the offsets read by the
@@ -207,9 +283,11 @@ func TestGroupThreeMembersShareAndMove(t *testing.T) {
 	b := startBroker(t)
 	b.topic(t, "orders", 6)
 	cfg := ConsumerConfig{Topic: "orders", ConsumerGroup: "g"}
+	mortal := cfg
+	mortal.SessionTimeout = mortalSession
 	ms := []*member{startMember(t, b, cfg)}
 	waitAssigned(t, "first member owns all", 5*time.Second, ms, 6)
-	ms = append(ms, startMember(t, b, cfg), startMember(t, b, cfg))
+	ms = append(ms, startMember(t, b, mortal), startMember(t, b, cfg))
 	waitAssigned(t, "2 partitions each", 5*time.Second, ms, 2, 2, 2)
 	seen := map[uint32]bool{}
 	for _, m := range ms {
@@ -227,18 +305,24 @@ func TestGroupThreeMembersShareAndMove(t *testing.T) {
 	total := map[uint32]uint64{0: 100, 1: 100, 2: 100, 3: 100, 4: 100, 5: 100}
 	checkGroupOrder(t, total, ms...)
 
-	// One leaves: the other two own all 6 within a heartbeat round, well
-	// before the session timeout would have removed it.
+	// One leaves: the other two own all 6. The broker's clock stands
+	// still, so no session ended: the leave moved them.
 	ms[2].close()
-	if d := waitAssigned(t, "two members own all 6", 5*time.Second, ms[:2], 3, 3); d >= groupSession {
-		t.Errorf("partitions moved %v after the leave, not within a heartbeat round (%v)", d, groupSession/3)
-	}
-	// One is killed: its partitions move within the session timeout.
+	waitAssigned(t, "two members own all 6", 5*time.Second, ms[:2], 3, 3)
+	// One is killed: it stays a member, holding its partitions, until its
+	// session ends on the broker's clock; then they move.
 	ms[1].kill()
-	start := time.Now()
+	admin := ms[0].c.Client()
+	if ids := groupMembers(admin, "g"); len(ids) != 2 {
+		t.Fatalf("members after the kill, before its session ended: %v", ids)
+	}
+	if got := ms[0].c.Assignment(); len(got) != 3 {
+		t.Fatalf("survivor holds %v before the killed member's session ended", got)
+	}
+	b.endSession(t, "g", 1)
 	waitAssigned(t, "survivor owns all 6", 5*time.Second, ms[:1], 6)
-	if d := time.Since(start); d > groupSession+2*groupSession/3+500*time.Millisecond {
-		t.Errorf("partitions moved %v after the kill; session timeout %v", d, groupSession)
+	if ids := groupMembers(admin, "g"); len(ids) != 1 {
+		t.Fatalf("members after the session ended: %v", ids)
 	}
 }
 
@@ -292,15 +376,9 @@ func TestGroupJoinDoesNotStopTheWorld(t *testing.T) {
 		}
 	}
 	a.c.mu.Unlock()
-	waitFor(t, 10*time.Second, "everything read", func() bool {
-		n := uint64(0)
-		for _, c := range total {
-			n += c
-		}
-		// Records of a moved partition may be read twice (at-least-once
-		// across the move); check coverage, not the count.
-		return uint64(a.count()+bm.count()) >= n
-	})
+	// Records of a moved partition may be read twice (at-least-once
+	// across the move): wait for coverage, not for a count.
+	waitFor(t, 10*time.Second, "everything read", func() bool { return covered(total, a, bm) })
 	for p, n := range total {
 		got := map[uint64]bool{}
 		for _, m := range []*member{a, bm} {
@@ -322,6 +400,25 @@ func TestGroupJoinDoesNotStopTheWorld(t *testing.T) {
 	}
 }
 
+// covered reports whether every offset below total[p] of every partition
+// was read by one of ms.
+func covered(total map[uint32]uint64, ms ...*member) bool {
+	for p, n := range total {
+		got := map[uint64]bool{}
+		for _, m := range ms {
+			m.mu.Lock()
+			for _, off := range m.seen[p] {
+				got[off] = true
+			}
+			m.mu.Unlock()
+		}
+		if uint64(len(got)) < n {
+			return false
+		}
+	}
+	return true
+}
+
 // p0 moves from A to B, B reads to 300 and commits, p0 moves back to A: A
 // resumes at 300 (from the broker, not from its own position).
 func TestGroupMoveBackResumesAtCommitted(t *testing.T) {
@@ -329,8 +426,10 @@ func TestGroupMoveBackResumesAtCommitted(t *testing.T) {
 	b.topic(t, "t", 1)
 	b.produce(t, "t", []int{0}, 500)
 	ctx := context.Background()
-	cfg := ConsumerConfig{Addr: b.addr, Topic: "t", ConsumerGroup: "g", SessionTimeout: groupSession, MaxPollRecords: 100, MaxWait: 50 * time.Millisecond}
-	a, err := NewConsumer(ctx, cfg)
+	cfg := groupConfig(b, ConsumerConfig{Topic: "t", ConsumerGroup: "g", MaxPollRecords: 100})
+	acfg := cfg
+	acfg.SessionTimeout = mortalSession
+	a, err := NewConsumer(ctx, acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,6 +454,7 @@ func TestGroupMoveBackResumesAtCommitted(t *testing.T) {
 	defer bc.Close()
 	a.cancel() // stops A's heartbeats and readers, keeps its connection
 	a.wg.Wait()
+	b.endSession(t, "g", 1)
 	waitFor(t, 5*time.Second, "p0 moves to B", func() bool { return len(bc.Assignment()) == 1 })
 	got := pollN(t, bc, 200)
 	if got[0].Offset != 100 || got[199].Offset != 299 {
@@ -376,7 +476,7 @@ func TestGroupMoveBackResumesAtCommitted(t *testing.T) {
 	// p0 returns to A, which resumes at 300.
 	a2 := &Consumer{client: a.client, cfg: a.cfg.withDefaults(), log: a.log,
 		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1),
-		parts: map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{}, revoking: map[uint32]bool{},
+		parts: map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{}, marked: map[uint32]uint64{}, from: map[uint32]uint64{}, revoking: map[uint32]bool{},
 		returned: map[uint32]bool{}, lost: map[uint32]uint64{}}
 	a2.ctx, a2.cancel = context.WithCancel(context.Background())
 	// The old position of A (100) is kept in a2 to show it is not used.
@@ -398,8 +498,8 @@ func TestGroupAutoCommitAtLeastOnce(t *testing.T) {
 	b.topic(t, "t", 1)
 	b.produce(t, "t", []int{0}, 500)
 	ctx := context.Background()
-	cfg := ConsumerConfig{Addr: b.addr, Topic: "t", ConsumerGroup: "g", SessionTimeout: 300 * time.Millisecond,
-		AutoCommit: true, AutoCommitInterval: time.Nanosecond, MaxPollRecords: 500, MaxWait: 50 * time.Millisecond}
+	cfg := groupConfig(b, ConsumerConfig{Topic: "t", ConsumerGroup: "g", SessionTimeout: mortalSession,
+		AutoCommit: true, AutoCommitInterval: time.Nanosecond, MaxPollRecords: 500})
 
 	// Processed 200 of 500 polled records, then killed: nothing past 200
 	// may be committed.
@@ -411,6 +511,7 @@ func TestGroupAutoCommitAtLeastOnce(t *testing.T) {
 		t.Fatalf("polled %d", len(got))
 	}
 	kill(c1)
+	b.endSession(t, "g", 0)
 	c2, err := NewConsumer(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -429,6 +530,7 @@ func TestGroupAutoCommitAtLeastOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	kill(c2)
+	b.endSession(t, "g", 0)
 	b.produce(t, "t", []int{0}, 1)
 	c3, err := NewConsumer(ctx, cfg)
 	if err != nil {
@@ -442,14 +544,15 @@ func TestGroupAutoCommitAtLeastOnce(t *testing.T) {
 
 // A push consumer with a small credit window and a slow handler reads
 // every record once, in order; a consumer at the log end gets a new record
-// at once, not after MaxWait.
+// when it is published: its Poll, with a MaxWait of an hour, returns only
+// when a push wakes it.
 func TestPushSmallCreditSlowHandler(t *testing.T) {
 	b := startBroker(t)
 	b.topic(t, "t", 2)
 	for range 20 {
 		b.produce(t, "t", []int{0, 1}, 50)
 	}
-	c, err := NewConsumer(context.Background(), ConsumerConfig{Addr: b.addr, Topic: "t", MaxBytes: 2048, MaxPollRecords: 7, MaxWait: 10 * time.Second})
+	c, err := NewConsumer(context.Background(), ConsumerConfig{Addr: b.addr, Topic: "t", MaxBytes: 2048, MaxPollRecords: 7, MaxWait: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,11 +568,10 @@ func TestPushSmallCreditSlowHandler(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond) // the slow handler
 	}
-	start := time.Now()
 	b.produce(t, "t", []int{1}, 1)
 	msgs := pollN(t, c, 1)
-	if msgs[0].Offset != 1000 || time.Since(start) > 5*time.Second {
-		t.Fatalf("new record %d after %v", msgs[0].Offset, time.Since(start))
+	if msgs[0].Offset != 1000 {
+		t.Fatalf("new record %d, want 1000", msgs[0].Offset)
 	}
 }
 
