@@ -83,3 +83,17 @@ func (id TopicID) Bytes() []byte {
 	}
 	return append([]byte(nil), id[:]...)
 }
+
+// MarshalText writes the UUID form (empty for the zero id), so a TopicID
+// is a string in JSON.
+func (id TopicID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
+
+// UnmarshalText parses the UUID form; empty text is the zero id.
+func (id *TopicID) UnmarshalText(b []byte) error {
+	v, err := ParseTopicID(string(b))
+	if err != nil {
+		return err
+	}
+	*id = v
+	return nil
+}
