@@ -138,7 +138,7 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 	if req.MaxBytes < 0 {
 		return invalid("max_bytes %d: want 0 (default) or more", req.MaxBytes)
 	}
-	off, err := s.startOffset(req)
+	off, id, err := s.startOffset(req)
 	if err != nil {
 		return err
 	}
@@ -156,14 +156,17 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 		}
 	}()
 	for {
-		r, err := s.eng().Fetch(ctx, req.Topic, int(req.Partition), off, maxBytes, s.opts.SubscribeMaxWait)
+		// The stream reads one topic, the one with id: a topic created
+		// again under the name ends it with UNKNOWN_TOPIC_ID (KIP-516).
+		r, err := s.eng().FetchID(ctx, req.Topic, id, int(req.Partition), off, maxBytes, s.opts.SubscribeMaxWait)
 		if err != nil {
 			if ctx.Err() != nil && stream.Context().Err() == nil {
 				return api.NewError(api.CodeShuttingDown, "server is shutting down")
 			}
 			return err
 		}
-		resp := &sqv1.SubscribeResponse{Topic: req.Topic, Partition: req.Partition, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset}
+		resp := &sqv1.SubscribeResponse{Topic: req.Topic, Partition: req.Partition, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset,
+			TopicId: r.TopicID.Bytes()}
 		resp.Records, off, err = decodeRecords(r.Bufs, off)
 		r.Release()
 		if err != nil {
@@ -179,36 +182,49 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 }
 
 // startOffset resolves where a subscription starts: the group's committed
-// offset when it has one, else req.From.
-func (s *Server) startOffset(req *sqv1.SubscribeRequest) (uint64, error) {
-	if req.Group != "" {
-		offs, err := s.eng().FetchOffsets(req.Group, req.Topic)
-		if err != nil {
-			return 0, err
-		}
-		for _, o := range offs {
-			if o.Partition == int(req.Partition) {
-				return o.Offset, nil
-			}
-		}
+// offset of the topic when it has one, else req.From; and the id of the
+// topic it reads. A request with a topic id that is not the topic's
+// current one fails with UNKNOWN_TOPIC_ID.
+func (s *Server) startOffset(req *sqv1.SubscribeRequest) (uint64, api.TopicID, error) {
+	id, err := api.TopicIDFromBytes(req.TopicId)
+	if err != nil {
+		return 0, id, err
 	}
 	ti, err := s.eng().DescribeTopic(req.Topic)
 	if err != nil {
-		return 0, err
+		if !id.IsZero() && errors.Is(err, api.ErrUnknownTopic) {
+			err = api.NewError(api.CodeUnknownTopicID, "topic id %s: topic %q no longer exists", id, req.Topic)
+		}
+		return 0, id, err
 	}
+	if !id.IsZero() && id != ti.ID {
+		return 0, id, api.NewError(api.CodeUnknownTopicID, "topic id %s is not the id of topic %q (deleted or created again): read its metadata again", id, req.Topic)
+	}
+	id = ti.ID
 	if int(req.Partition) >= len(ti.Partitions) {
-		return 0, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", req.Topic, len(ti.Partitions)-1, req.Partition)
+		return 0, id, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", req.Topic, len(ti.Partitions)-1, req.Partition)
+	}
+	if req.Group != "" {
+		offs, err := s.eng().FetchOffsets(req.Group, req.Topic)
+		if err != nil {
+			return 0, id, err
+		}
+		for _, o := range offs {
+			if o.Partition == int(req.Partition) && (o.TopicID.IsZero() || o.TopicID == id) {
+				return o.Offset, id, nil
+			}
+		}
 	}
 	p := ti.Partitions[req.Partition]
 	switch req.From {
 	case sqv1.StartFrom_START_FROM_EARLIEST:
-		return p.LogStartOffset, nil
+		return p.LogStartOffset, id, nil
 	case sqv1.StartFrom_START_FROM_LATEST:
-		return p.HighWatermark, nil
+		return p.HighWatermark, id, nil
 	case sqv1.StartFrom_START_FROM_OFFSET:
-		return req.Offset, nil
+		return req.Offset, id, nil
 	}
-	return 0, invalid("from %d: want START_FROM_EARLIEST, START_FROM_LATEST or START_FROM_OFFSET", req.From)
+	return 0, id, invalid("from %d: want START_FROM_EARLIEST, START_FROM_LATEST or START_FROM_OFFSET", req.From)
 }
 
 // decodeRecords copies the records at or above from out of the whole
@@ -273,7 +289,11 @@ func (m *messagingService) CommitOffsets(ctx context.Context, req *sqv1.CommitOf
 		if o.Partition < 0 {
 			return nil, invalid("commit of %s partition %d: want 0 or more", o.Topic, o.Partition)
 		}
-		in[i] = engine.OffsetCommit{Topic: o.Topic, Partition: int(o.Partition), Offset: o.Offset, Metadata: o.Metadata}
+		id, err := api.TopicIDFromBytes(o.TopicId)
+		if err != nil {
+			return nil, err
+		}
+		in[i] = engine.OffsetCommit{Topic: o.Topic, TopicID: id, Partition: int(o.Partition), Offset: o.Offset, Metadata: o.Metadata}
 	}
 	start := time.Now()
 	res, err := s.eng().CommitOffsets(req.Group, "", -1, in)
@@ -303,7 +323,7 @@ func (s *Server) commitSpan(ctx context.Context, group string, n int, start time
 func offsetEntries(in []engine.OffsetCommit) []*sqv1.OffsetEntry {
 	out := make([]*sqv1.OffsetEntry, len(in))
 	for i, o := range in {
-		out[i] = &sqv1.OffsetEntry{Topic: o.Topic, Partition: int32(o.Partition), Offset: o.Offset, Metadata: o.Metadata}
+		out[i] = &sqv1.OffsetEntry{Topic: o.Topic, Partition: int32(o.Partition), Offset: o.Offset, Metadata: o.Metadata, TopicId: o.TopicID.Bytes()}
 		if o.Err != nil {
 			out[i].Error = o.Err.Error()
 		}
