@@ -417,11 +417,14 @@ func (e *Engine) fetch(ctx context.Context, topicName string, id api.TopicID, pa
 		maxBytes = 1
 	}
 	if !t.refs.acquire() {
-		return nil, unknownTopic(topicName)
+		return nil, goneTopic(topicName, id)
 	}
 	res, err := holdTopic(t, p, topicName)(p.fetch(ctx, offset, maxBytes, maxWait, e.closing))
 	if res != nil {
 		res.TopicID = t.meta().ID
+	}
+	if err != nil && !id.IsZero() && p.deleted.Load() {
+		err = unknownTopicID(topicName, id)
 	}
 	return res, err
 }

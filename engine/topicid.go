@@ -46,6 +46,16 @@ func unknownTopicID(name string, id api.TopicID) error {
 	return api.NewError(api.CodeUnknownTopicID, "topic id %s is not the id of topic %q (deleted or created again): read its metadata again", id, name)
 }
 
+// goneTopic is the error of a request for a topic deleted while it was
+// served: UNKNOWN_TOPIC_ID when the request named the topic by id,
+// UNKNOWN_TOPIC otherwise.
+func goneTopic(name string, id api.TopicID) error {
+	if id.IsZero() {
+		return unknownTopic(name)
+	}
+	return unknownTopicID(name, id)
+}
+
 // partitionID is partition for a request that may carry a topic id: a set
 // id that is not the topic's current one is UNKNOWN_TOPIC_ID, also when
 // no topic has the name any more (the client's topic was deleted).

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/seedqueue/sq/api"
 )
 
 // Defaults of ConsumerConfig.
@@ -211,7 +213,18 @@ type Consumer struct {
 	order     []uint32          // keys of parts, sorted
 	consumed  map[uint32]uint64 // offset after the records returned
 	committed map[uint32]uint64 // last offset committed
-	revoking  map[uint32]bool   // revoked, waiting for Poll to commit and release
+	// posID is the id of the topic each consumed position belongs to
+	// (KIP-516): fetches, subscriptions and commits carry it, and a
+	// position of a topic since deleted is dropped (consumer_topicid.go).
+	posID map[uint32]api.TopicID
+	// restartPending is set when a read or commit was refused with
+	// UNKNOWN_TOPIC_ID, until restartTopic has started over on the topic
+	// now under the name; restartCh (cap 1) wakes the goroutine that
+	// does it. topicErr is an error for Poll: the topic does not exist.
+	restartPending bool
+	restartCh      chan struct{}
+	topicErr       error
+	revoking       map[uint32]bool // revoked, waiting for Poll to commit and release
 	// returned marks partitions with records returned by Poll since their
 	// last stored commit. lost holds positions that were never stored
 	// because the member was fenced (its partitions dropped) or the commit
@@ -239,6 +252,7 @@ type Consumer struct {
 // guarded by Consumer.mu; pos is owned by the fetch goroutine.
 type partFetcher struct {
 	partition uint32
+	topicID   api.TopicID // the id of the topic read; zero: by name
 	pos       uint64
 	buf       []Message
 	err       error
@@ -271,10 +285,10 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 	}
 	c := &Consumer{
 		client: client, cfg: cfg, log: client.cfg.Logger,
-		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1),
+		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1), restartCh: make(chan struct{}, 1),
 		lastCommit: time.Now(),
 		parts:      map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{},
-		revoking: map[uint32]bool{}, returned: map[uint32]bool{}, lost: map[uint32]uint64{},
+		revoking: map[uint32]bool{}, returned: map[uint32]bool{}, lost: map[uint32]uint64{}, posID: map[uint32]api.TopicID{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if err := c.start(ctx); err != nil {
@@ -313,7 +327,11 @@ func (c *Consumer) start(ctx context.Context) error {
 	for p := range all {
 		all[p] = uint32(p)
 	}
-	return c.assign(ctx, all, ti)
+	if err := c.assign(ctx, all, ti); err != nil {
+		return err
+	}
+	c.wg.Go(c.restartLoop)
+	return nil
 }
 
 // assign starts reading partitions: at the group's committed offset when
@@ -335,7 +353,9 @@ func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo
 			return err
 		}
 		for _, o := range offs {
-			if o.Topic == c.cfg.Topic && o.Err == nil {
+			// An offset of another topic id is of an earlier topic of
+			// the name (a server clears those; this guards a race).
+			if o.Topic == c.cfg.Topic && o.Err == nil && (o.TopicID.IsZero() || o.TopicID == ti.ID) {
 				committed[o.Partition] = o.Offset
 			}
 		}
@@ -363,10 +383,11 @@ func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo
 			start = c.startOffset(pi, known)
 		}
 		c.consumed[p] = start
+		c.posID[p] = ti.ID
 		delete(c.returned, p)
 		c.startFetcher(p, start)
 	}
-	c.log.Debug("sdk: consumer reading", "topic", c.cfg.Topic, "group", c.cfg.ConsumerGroup, "partitions", partitions, "start_from", c.cfg.StartFrom.String())
+	c.log.Debug("sdk: consumer reading", "topic", c.cfg.Topic, "topic_id", ti.ID, "group", c.cfg.ConsumerGroup, "partitions", partitions, "start_from", c.cfg.StartFrom.String())
 	return nil
 }
 
@@ -387,10 +408,11 @@ func (c *Consumer) startOffset(pi PartitionInfo, known bool) uint64 {
 	return 0
 }
 
-// startFetcher starts the goroutine of partition p at pos; c.mu held.
+// startFetcher starts the goroutine of partition p at pos, reading the
+// topic with id c.posID[p]; c.mu held.
 func (c *Consumer) startFetcher(p uint32, pos uint64) {
 	ctx, cancel := context.WithCancel(c.ctx)
-	pf := &partFetcher{partition: p, pos: pos, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	pf := &partFetcher{partition: p, pos: pos, topicID: c.posID[p], wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	c.parts[p] = pf
 	c.order = sortedKeys(c.parts)
 	c.wg.Go(func() {
@@ -525,6 +547,10 @@ func (c *Consumer) drain() ([]Message, error) {
 			notify(pf.wake)
 			return nil, err
 		}
+	}
+	if err := c.topicErr; err != nil {
+		c.topicErr = nil
+		return nil, err
 	}
 	return nil, nil
 }
