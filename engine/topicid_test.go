@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seedqueue/sq/api"
 )
@@ -297,5 +298,44 @@ func TestTopicIDGroupState(t *testing.T) {
 	}
 	if got, _ := e2.FetchOffsets("h", "t"); len(got) != 1 || got[0].TopicID != cur {
 		t.Fatalf("offsets of h after restart %+v", got)
+	}
+}
+
+// A long poll woken by the deletion of its topic gets UNKNOWN_TOPIC_ID
+// when it named the topic by id, UNKNOWN_TOPIC when by name.
+func TestTopicIDLongPollDeleted(t *testing.T) {
+	e := openTest(t, testOptions(t.TempDir()))
+	for _, byID := range []bool{true, false} {
+		ti, err := e.CreateTopic("t", 1, TopicConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id api.TopicID
+		want := api.CodeUnknownTopic
+		if byID {
+			id, want = ti.ID, api.CodeUnknownTopicID
+		}
+		done := make(chan error, 1)
+		go func() {
+			r, err := e.FetchID(context.Background(), "t", id, 0, 0, 1<<20, 20*time.Second)
+			if r != nil {
+				r.Release()
+			}
+			done <- err
+		}()
+		// Wait until the fetch is parked in its long poll.
+		deadline := time.Now().Add(10 * time.Second)
+		for e.InFlight() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("fetch never started")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := e.DeleteTopic("t"); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; codeOf(err) != want {
+			t.Fatalf("byID=%v: long poll woken by the delete: %v, want %v", byID, err, want)
+		}
 	}
 }

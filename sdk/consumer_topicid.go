@@ -80,6 +80,7 @@ func (c *Consumer) restartTopic() error {
 	}
 	c.mu.Lock()
 	c.restartPending = false
+	c.topicErr = nil // the topic exists again
 	start, dones, dropped, old := c.dropStaleLocked(ti)
 	c.mu.Unlock()
 	for _, d := range dones {
