@@ -188,8 +188,10 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 // the position after the records already returned, so records returned but
 // not yet processed when the process dies are read again after a restart.
 //
-// The partition count is read once, by NewConsumer, in the standalone
-// mode; group members get partitions added later through the assignment.
+// The partition count is read by NewConsumer, in the standalone mode, and
+// again when the topic is deleted and created again (the consumer then
+// starts over on the new topic; see the package doc); group members get
+// partitions added later through the assignment.
 //
 // Poll and Commit must not be called concurrently with each other; Close may
 // be called from any goroutine.
@@ -471,8 +473,10 @@ func (c *Consumer) Assignment() []uint32 {
 // partition's in offset order. When none has, it waits up to MaxWait and
 // then returns none and a nil error. Connection losses and retriable errors
 // are retried in the background (and logged); Poll returns an error for a
-// failure that retrying does not cure (for example api.ErrUnknownTopic when
-// the topic was deleted, or batch.ErrCorrupt), for ctx, or ErrClosed.
+// failure that retrying does not cure (for example api.ErrUnknownTopic while
+// the topic does not exist, or batch.ErrCorrupt), for ctx, or ErrClosed. A
+// topic deleted and created again is not an error: the consumer starts over
+// on the new topic (see the package doc).
 // Revoked partitions are committed (with AutoCommit) and released here,
 // and a member that left its group after MaxPollInterval joins it again.
 func (c *Consumer) Poll(ctx context.Context) ([]Message, error) {
