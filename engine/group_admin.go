@@ -205,7 +205,7 @@ func (e *Engine) ResetOffsets(name, topicName string, mode ResetMode, value int6
 		if err != nil {
 			return nil, err
 		}
-		if stale[topicName] {
+		if stale[topicRef{topicName, ti.ID}] {
 			return nil, unknownTopicID(topicName, ti.ID)
 		}
 	}

@@ -291,9 +291,9 @@ func (s *offsetStore) commit(rec offsetRecord) error {
 
 // commitIDs is commit that first drops, under the store's lock, the
 // entries whose topic id is not the current id of their topic (deleted or
-// created again since the caller checked it) and returns the names of
-// their topics; nothing is written when no entry is left.
-func (s *offsetStore) commitIDs(rec offsetRecord) (stale map[string]bool, err error) {
+// created again since the caller checked it) and returns their topics and
+// ids; nothing is written when no entry is left.
+func (s *offsetStore) commitIDs(rec offsetRecord) (stale map[topicRef]bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {
@@ -509,7 +509,7 @@ func (e *Engine) CommitOffsets(group, memberID string, generation int32, offsets
 		return nil, err
 	}
 	for i := range out {
-		if out[i].Err == nil && stale[out[i].Topic] {
+		if out[i].Err == nil && stale[topicRef{out[i].Topic, out[i].TopicID}] {
 			out[i].Err = unknownTopicID(out[i].Topic, out[i].TopicID)
 		}
 	}

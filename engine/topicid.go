@@ -76,24 +76,30 @@ func (e *Engine) partitionID(name string, id api.TopicID, p int) (*topic, *parti
 	return t, part, err
 }
 
+// topicRef names a topic by name and id.
+type topicRef struct {
+	Name string
+	ID   api.TopicID
+}
+
 // dropStale removes from rec the entries whose topic id is set and is not
 // the current id of their topic, and returns their topics. Called with
 // s.mu held: DeleteTopic takes the topic out of the map before it drops
 // the topic's offsets under s.mu, and CreateTopic drops them before the
 // new topic enters the map, so an entry checked against the old topic
 // never outlives it.
-func (s *offsetStore) dropStale(rec offsetRecord) (offsetRecord, map[string]bool) {
+func (s *offsetStore) dropStale(rec offsetRecord) (offsetRecord, map[topicRef]bool) {
 	if s.current == nil {
 		return rec, nil
 	}
-	var stale map[string]bool
+	var stale map[topicRef]bool
 	kept := rec.Offsets[:0:0]
 	for _, o := range rec.Offsets {
 		if cur, ok := s.current(o.Topic); !o.ID.IsZero() && (!ok || cur != o.ID) {
 			if stale == nil {
-				stale = map[string]bool{}
+				stale = map[topicRef]bool{}
 			}
-			stale[o.Topic] = true
+			stale[topicRef{o.Topic, o.ID}] = true
 			continue
 		}
 		kept = append(kept, o)

@@ -238,7 +238,7 @@ func TestTopicIDCommitRacesRecreate(t *testing.T) {
 	stale, err := e.offsets.commitIDs(offsetRecord{Group: "g", Generation: -1, Offsets: []offsetEntry{
 		{Topic: "t", Offset: 2, ID: old},
 	}})
-	if err != nil || !stale["t"] {
+	if err != nil || !stale[topicRef{"t", old}] {
 		t.Fatalf("commitIDs = %v, %v; want t reported stale", stale, err)
 	}
 	if got, _ := e.FetchOffsets("g", "t"); len(got) != 0 {
