@@ -1,10 +1,13 @@
 package control_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,13 +102,14 @@ func TestConsumerStartsOverOnRecreatedTopic(t *testing.T) {
 	cases := []struct {
 		name string
 		cfg  sdk.ConsumerConfig
-		// partitions of the new topic (the old one has 1).
-		partitions uint32
+		// partitions of the old and of the new topic.
+		oldPartitions, partitions uint32
 	}{
-		{"standalone push", sdk.ConsumerConfig{}, 1},
-		{"standalone fetch, more partitions", sdk.ConsumerConfig{UseFetch: true}, 3},
-		{"group auto-commit", sdk.ConsumerConfig{ConsumerGroup: "g", AutoCommit: true, AutoCommitInterval: time.Millisecond}, 1},
-		{"group fetch, more partitions", sdk.ConsumerConfig{ConsumerGroup: "g", UseFetch: true}, 2},
+		{"standalone push", sdk.ConsumerConfig{}, 1, 1},
+		{"standalone fetch, more partitions", sdk.ConsumerConfig{UseFetch: true}, 1, 3},
+		{"standalone push, fewer partitions", sdk.ConsumerConfig{}, 3, 1},
+		{"group auto-commit", sdk.ConsumerConfig{ConsumerGroup: "g", AutoCommit: true, AutoCommitInterval: time.Millisecond}, 1, 1},
+		{"group fetch, more partitions", sdk.ConsumerConfig{ConsumerGroup: "g", UseFetch: true}, 1, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,7 +121,7 @@ func TestConsumerStartsOverOnRecreatedTopic(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer admin.Close()
-			old, err := admin.CreateTopic(ctx, "t", 1, sdk.TopicConfig{})
+			old, err := admin.CreateTopic(ctx, "t", tc.oldPartitions, sdk.TopicConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +140,9 @@ func TestConsumerStartsOverOnRecreatedTopic(t *testing.T) {
 				readOld = 10
 			}
 			cfg := tc.cfg
+			logs := &syncBuffer{}
 			cfg.Addr, cfg.Topic, cfg.MaxWait = n.capnpAddr, "t", 50*time.Millisecond
+			cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 			c, err := sdk.NewConsumer(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -170,6 +176,9 @@ func TestConsumerStartsOverOnRecreatedTopic(t *testing.T) {
 			// Nothing more: no old offset comes late.
 			if msgs, err := c.Poll(ctx); len(msgs) != 0 || err != nil {
 				t.Fatalf("after the 300 new records: %d more, %v", len(msgs), err)
+			}
+			if l := logs.String(); !strings.Contains(l, "topic was deleted and created again") || !strings.Contains(l, cur.ID.String()) {
+				t.Errorf("the consumer did not log that it started over on topic id %v:\n%s", cur.ID, l)
 			}
 			if !group {
 				return
@@ -445,4 +454,22 @@ func TestGrpcConsumerStartsOverOnRecreatedTopic(t *testing.T) {
 			}
 		})
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the consumer's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

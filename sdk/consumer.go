@@ -226,7 +226,10 @@ type Consumer struct {
 	restartPending bool
 	restartCh      chan struct{}
 	topicErr       error
-	revoking       map[uint32]bool // revoked, waiting for Poll to commit and release
+	// topicID is the id of the topic the consumer last started partitions
+	// of; a different one at assign is logged as a start-over.
+	topicID  api.TopicID
+	revoking map[uint32]bool // revoked, waiting for Poll to commit and release
 	// returned marks partitions with records returned by Poll since their
 	// last stored commit. lost holds positions that were never stored
 	// because the member was fenced (its partitions dropped) or the commit
@@ -372,6 +375,13 @@ func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.topicID.IsZero() && ti.ID != c.topicID {
+		c.log.Warn("sdk: topic was deleted and created again; starting over on the new topic "+
+			"(positions and committed offsets of the old topic are gone; partitions start at the group's committed offset of the new topic, else at StartFrom)",
+			"topic", c.cfg.Topic, "group", c.cfg.ConsumerGroup, "old_topic_id", c.topicID, "topic_id", ti.ID,
+			"partitions", partitions, "start_from", c.cfg.StartFrom.String())
+	}
+	c.topicID = ti.ID
 	for _, p := range partitions {
 		start, ok := committed[p]
 		if ok {

@@ -89,10 +89,9 @@ func (c *Consumer) restartTopic() error {
 	if len(start) == 0 && len(dropped) == 0 {
 		return nil
 	}
-	c.log.Warn("sdk: topic was deleted and created again; starting over on the new topic "+
-		"(positions and committed offsets of the old topic are gone; partitions start at the group's committed offset of the new topic, else at StartFrom)",
-		"topic", c.cfg.Topic, "group", c.cfg.ConsumerGroup, "old_topic_id", old, "topic_id", ti.ID,
-		"partitions", start, "dropped_positions", dropped, "start_from", c.cfg.StartFrom.String())
+	c.log.Info("sdk: dropped the positions of a deleted topic", "topic", c.cfg.Topic, "old_topic_id", old,
+		"positions", dropped)
+	// assign logs the start-over with both ids.
 	if err := c.assign(ctx, start, ti); err != nil {
 		c.log.Warn("sdk: starting over on the new topic failed; retrying", "topic", c.cfg.Topic, "err", err)
 		c.topicGone()
