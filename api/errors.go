@@ -33,6 +33,11 @@ const (
 	CodeStorageError       Code = 19
 	CodeTooManyRequests    Code = 20
 	CodeUnknownGroup       Code = 21
+	// CodeUnknownTopicID: the request carried a topic id that is not the
+	// current id of the named topic (it was deleted, or deleted and created
+	// again). Not retriable unchanged: the client re-reads the metadata
+	// and starts over on the topic now under that name (KIP-516).
+	CodeUnknownTopicID Code = 22
 )
 
 // CatalogEntry describes one code: its NAME as printed in logs and by the
@@ -69,6 +74,7 @@ var Catalog = [...]CatalogEntry{
 	CodeStorageError:       {CodeStorageError, "STORAGE_ERROR", true, "storage write failed"},
 	CodeTooManyRequests:    {CodeTooManyRequests, "TOO_MANY_REQUESTS", true, "too many requests in flight on this connection"},
 	CodeUnknownGroup:       {CodeUnknownGroup, "UNKNOWN_GROUP", false, "consumer group has no members and no committed offsets"},
+	CodeUnknownTopicID:     {CodeUnknownTopicID, "UNKNOWN_TOPIC_ID", false, "topic id is not the current id of the topic (deleted or created again)"},
 }
 
 // Entry returns the catalog entry of c, or the UNKNOWN entry for a code this
@@ -153,6 +159,7 @@ var (
 	ErrStorageError       = &Error{Code: CodeStorageError}
 	ErrTooManyRequests    = &Error{Code: CodeTooManyRequests}
 	ErrUnknownGroup       = &Error{Code: CodeUnknownGroup}
+	ErrUnknownTopicID     = &Error{Code: CodeUnknownTopicID}
 )
 
 // AsError converts err into an *Error: an *Error anywhere in its chain is

@@ -106,6 +106,10 @@ struct TopicInfo {
   partitions @1 :UInt32;
   config     @2 :TopicConfig;
   partitionInfos @3 :List(PartitionInfo);
+  # topicId is the topic's unique id (16 bytes, a random UUID made at
+  # creation, as Kafka's KIP-516): a topic deleted and created again under
+  # the same name has a new one. Empty from a server that predates ids.
+  topicId    @4 :Data;
 }
 
 struct MetadataRequest {
@@ -180,6 +184,10 @@ struct FetchRequest {
   offset    @2 :UInt64;
   maxBytes  @3 :UInt32;
   maxWaitMs @4 :UInt32;
+  # topicId, when set (16 bytes), must be the topic's current id: a fetch
+  # for a topic deleted (and maybe created again) since the client read its
+  # metadata gets UNKNOWN_TOPIC_ID. Empty: the topic is found by name.
+  topicId   @5 :Data;
 }
 
 struct FetchResponse {
@@ -197,6 +205,10 @@ struct OffsetCommit {
   offset    @2 :UInt64;   # next offset the group will read
   metadata  @3 :Text;
   error     @4 :WireError;    # response only
+  # topicId (16 bytes) in a request, when set, must be the topic's current id
+  # (UNKNOWN_TOPIC_ID otherwise); empty: the topic is found by name. In a
+  # response: the id of the topic the offset was committed to.
+  topicId   @5 :Data;
 }
 
 # CommitOffsetsRequest stores committed offsets for a group. A standalone
@@ -330,6 +342,7 @@ struct GroupPartitionLag {
   highWatermark   @4 :UInt64;
   lag             @5 :Int64;   # highWatermark - committed (or - log start when none)
   memberId        @6 :Text;    # owner in the current generation, empty if none
+  topicId         @7 :Data;    # the topic's current id (16 bytes)
 }
 
 struct DescribeGroupRequest {
@@ -386,6 +399,10 @@ struct SubscribeRequest {
   partition   @1 :UInt32;
   offset      @2 :UInt64;
   creditBytes @3 :UInt32;
+  # topicId, when set (16 bytes), must be the topic's current id
+  # (UNKNOWN_TOPIC_ID otherwise), and the subscription ends with
+  # UNKNOWN_TOPIC_ID when the topic is deleted or replaced. Empty: by name.
+  topicId     @4 :Data;
 }
 
 struct PushBatches {

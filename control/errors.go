@@ -19,7 +19,7 @@ const ErrorDomain = "seedqueue.io"
 // grpcCode maps a catalog code to its gRPC status code.
 func grpcCode(c api.Code) codes.Code {
 	switch c {
-	case api.CodeUnknownTopic, api.CodeUnknownPartition, api.CodeUnknownGroup:
+	case api.CodeUnknownTopic, api.CodeUnknownPartition, api.CodeUnknownGroup, api.CodeUnknownTopicID:
 		return codes.NotFound
 	case api.CodeInvalidTopicName, api.CodeInvalidRequest, api.CodeInvalidConfig,
 		api.CodeCorruptBatch, api.CodeUnsupportedVersion:

@@ -86,7 +86,7 @@ func (g *groupsService) DescribeGroup(_ context.Context, req *sqv1.DescribeGroup
 	for _, l := range d.Offsets {
 		out.Offsets = append(out.Offsets, &sqv1.GroupOffset{Topic: l.Topic, Partition: int32(l.Partition),
 			CommittedOffset: l.CommittedOffset, HighWatermark: l.HighWatermark, Lag: l.Lag,
-			LogEndOffset: l.LogEndOffset, MemberId: l.MemberID})
+			LogEndOffset: l.LogEndOffset, MemberId: l.MemberID, TopicId: l.TopicID.Bytes()})
 	}
 	return out, nil
 }
@@ -123,7 +123,8 @@ func (g *groupsService) ResetOffsets(_ context.Context, req *sqv1.ResetOffsetsRe
 	}
 	out := &sqv1.ResetOffsetsResponse{}
 	for _, o := range res {
-		out.Offsets = append(out.Offsets, &sqv1.GroupOffset{Topic: o.Topic, Partition: int32(o.Partition), CommittedOffset: int64(o.Offset), Metadata: o.Metadata})
+		out.Offsets = append(out.Offsets, &sqv1.GroupOffset{Topic: o.Topic, Partition: int32(o.Partition), CommittedOffset: int64(o.Offset), Metadata: o.Metadata,
+			TopicId: o.TopicID.Bytes()})
 	}
 	return out, nil
 }

@@ -161,7 +161,7 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 	if req.MaxBytes < 0 {
 		return invalid("max_bytes %d: want 0 (default) or more", req.MaxBytes)
 	}
-	off, explicit, err := s.startOffset(req)
+	off, id, explicit, err := s.startOffset(req)
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,9 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 		}
 	}()
 	for {
-		r, err := s.eng().Fetch(ctx, req.Topic, int(req.Partition), off, maxBytes, s.opts.SubscribeMaxWait)
+		// The stream reads one topic, the one with id: a topic created
+		// again under the name ends it with UNKNOWN_TOPIC_ID (KIP-516).
+		r, err := s.eng().FetchID(ctx, req.Topic, id, int(req.Partition), off, maxBytes, s.opts.SubscribeMaxWait)
 		if err != nil {
 			if ctx.Err() != nil && stream.Context().Err() == nil {
 				return api.NewError(api.CodeShuttingDown, "server is shutting down")
@@ -194,7 +196,8 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 			return err
 		}
 		explicit = false // from here on the position is the stream's own
-		resp := &sqv1.SubscribeResponse{Topic: req.Topic, Partition: req.Partition, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset}
+		resp := &sqv1.SubscribeResponse{Topic: req.Topic, Partition: req.Partition, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset,
+			TopicId: r.TopicID.Bytes()}
 		resp.Records, off, err = decodeRecords(r.Bufs, off)
 		r.Release()
 		if err != nil {
@@ -252,48 +255,61 @@ func sendSplit(send func(*sqv1.SubscribeResponse) error, resp *sqv1.SubscribeRes
 }
 
 // startOffset resolves where a subscription starts: the group's committed
-// offset when it has one, moved up to the log start when retention has
-// removed it (logged with the number of records skipped), else req.From.
-// An explicit START_FROM_OFFSET (explicit true) is not moved: outside
-// [log start, high watermark] the first read fails with
-// OFFSET_OUT_OF_RANGE and its range, as a Kafka fetch does.
-func (s *Server) startOffset(req *sqv1.SubscribeRequest) (off uint64, explicit bool, err error) {
+// offset of the topic when it has one, moved up to the log start when
+// retention has removed it (logged with the number of records skipped),
+// else req.From; and the id of the topic it reads. A request with a topic
+// id that is not the topic's current one fails with UNKNOWN_TOPIC_ID. An
+// explicit START_FROM_OFFSET (explicit true) is not moved: outside [log
+// start, high watermark] the first read fails with OFFSET_OUT_OF_RANGE and
+// its range, as a Kafka fetch does.
+func (s *Server) startOffset(req *sqv1.SubscribeRequest) (off uint64, id api.TopicID, explicit bool, err error) {
+	id, err = api.TopicIDFromBytes(req.TopicId)
+	if err != nil {
+		return 0, id, false, err
+	}
+	ti, err := s.eng().DescribeTopic(req.Topic)
+	if err != nil {
+		if !id.IsZero() && errors.Is(err, api.ErrUnknownTopic) {
+			err = api.NewError(api.CodeUnknownTopicID, "topic id %s: topic %q no longer exists", id, req.Topic)
+		}
+		return 0, id, false, err
+	}
+	if !id.IsZero() && id != ti.ID {
+		return 0, id, false, api.NewError(api.CodeUnknownTopicID, "topic id %s is not the id of topic %q (deleted or created again): read its metadata again", id, req.Topic)
+	}
+	id = ti.ID
+	if int(req.Partition) >= len(ti.Partitions) {
+		return 0, id, false, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", req.Topic, len(ti.Partitions)-1, req.Partition)
+	}
 	committed, hasCommitted := uint64(0), false
 	if req.Group != "" {
 		offs, err := s.eng().FetchOffsets(req.Group, req.Topic)
 		if err != nil {
-			return 0, false, err
+			return 0, id, false, err
 		}
 		for _, o := range offs {
-			if o.Partition == int(req.Partition) {
+			if o.Partition == int(req.Partition) && (o.TopicID.IsZero() || o.TopicID == id) {
 				committed, hasCommitted = o.Offset, true
 			}
 		}
-	}
-	ti, err := s.eng().DescribeTopic(req.Topic)
-	if err != nil {
-		return 0, false, err
-	}
-	if int(req.Partition) >= len(ti.Partitions) {
-		return 0, false, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", req.Topic, len(ti.Partitions)-1, req.Partition)
 	}
 	p := ti.Partitions[req.Partition]
 	if hasCommitted {
 		if committed < p.LogStartOffset {
 			s.logSkipped(req, "committed offset", committed, p.LogStartOffset)
-			return p.LogStartOffset, false, nil
+			return p.LogStartOffset, id, false, nil
 		}
-		return committed, false, nil
+		return committed, id, false, nil
 	}
 	switch req.From {
 	case sqv1.StartFrom_START_FROM_EARLIEST:
-		return p.LogStartOffset, false, nil
+		return p.LogStartOffset, id, false, nil
 	case sqv1.StartFrom_START_FROM_LATEST:
-		return p.HighWatermark, false, nil
+		return p.HighWatermark, id, false, nil
 	case sqv1.StartFrom_START_FROM_OFFSET:
-		return req.Offset, true, nil
+		return req.Offset, id, true, nil
 	}
-	return 0, false, invalid("from %d: want START_FROM_EARLIEST, START_FROM_LATEST or START_FROM_OFFSET", req.From)
+	return 0, id, false, invalid("from %d: want START_FROM_EARLIEST, START_FROM_LATEST or START_FROM_OFFSET", req.From)
 }
 
 // belowLogStart reports whether err is OFFSET_OUT_OF_RANGE for an offset
@@ -375,7 +391,11 @@ func (m *messagingService) CommitOffsets(ctx context.Context, req *sqv1.CommitOf
 		if o.Partition < 0 {
 			return nil, invalid("commit of %s partition %d: want 0 or more", o.Topic, o.Partition)
 		}
-		in[i] = engine.OffsetCommit{Topic: o.Topic, Partition: int(o.Partition), Offset: o.Offset, Metadata: o.Metadata}
+		id, err := api.TopicIDFromBytes(o.TopicId)
+		if err != nil {
+			return nil, err
+		}
+		in[i] = engine.OffsetCommit{Topic: o.Topic, TopicID: id, Partition: int(o.Partition), Offset: o.Offset, Metadata: o.Metadata}
 	}
 	start := time.Now()
 	res, err := s.eng().CommitOffsets(req.Group, "", -1, in)
@@ -406,7 +426,7 @@ func (s *Server) commitSpan(ctx context.Context, group string, n int, start time
 func offsetEntries(in []engine.OffsetCommit) []*sqv1.OffsetEntry {
 	out := make([]*sqv1.OffsetEntry, len(in))
 	for i, o := range in {
-		out[i] = &sqv1.OffsetEntry{Topic: o.Topic, Partition: int32(o.Partition), Offset: o.Offset, Metadata: o.Metadata}
+		out[i] = &sqv1.OffsetEntry{Topic: o.Topic, Partition: int32(o.Partition), Offset: o.Offset, Metadata: o.Metadata, TopicId: o.TopicID.Bytes()}
 		if o.Err != nil {
 			out[i].Error = strings.ToValidUTF8(o.Err.Error(), "\uFFFD")
 		}

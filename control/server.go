@@ -15,6 +15,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/engine"
 )
@@ -27,6 +28,9 @@ type Engine interface {
 	ListTopics() []engine.TopicInfo
 	Append(ctx context.Context, topic string, partition int, batch []byte) (engine.AppendResult, error)
 	Fetch(ctx context.Context, topic string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error)
+	// FetchID is Fetch of the topic with id (KIP-516): a set id that is
+	// not the topic's current one fails with UNKNOWN_TOPIC_ID.
+	FetchID(ctx context.Context, topic string, id api.TopicID, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error)
 	CommitOffsets(group, memberID string, generation int32, offsets []engine.OffsetCommit) ([]engine.OffsetCommit, error)
 	FetchOffsets(group, topic string) ([]engine.OffsetCommit, error)
 	Limits() engine.Limits

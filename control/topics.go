@@ -34,7 +34,7 @@ func topicConfigTo(c engine.TopicConfig) *sqv1.TopicConfig {
 }
 
 func (s *Server) topicInfoTo(t engine.TopicInfo) *sqv1.TopicInfo {
-	out := &sqv1.TopicInfo{Name: t.Name, PartitionCount: int32(t.PartitionCount), Config: topicConfigTo(t.Config)}
+	out := &sqv1.TopicInfo{Name: t.Name, PartitionCount: int32(t.PartitionCount), Config: topicConfigTo(t.Config), TopicId: t.ID.Bytes()}
 	for _, p := range t.Partitions {
 		pi := &sqv1.PartitionInfo{
 			Partition: int32(p.Partition), LogEndOffset: p.LogEndOffset, HighWatermark: p.HighWatermark,

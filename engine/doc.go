@@ -8,10 +8,19 @@
 //	<data-dir>/
 //	  LOCK                       flock'd while an Engine owns the directory
 //	  format-version             on-disk format version ("1")
-//	  meta/topics/<topic>.json   topic config (tmp -> fsync -> rename -> fsync dir)
+//	  meta/topics/<topic>.json   topic id and config (tmp -> fsync -> rename -> fsync dir)
 //	  topics/<topic>/<p>/        one segment.Log per partition
 //	  groups/offsets.log         committed offsets (checksummed records, compacted by snapshot)
 //	  trash/<nanos>/             directories of deleted topics, removed when unused (or at start)
+//
+// # Topic ids (KIP-516)
+//
+// Every topic has a random 16-byte id (api.TopicID) made at creation and
+// kept in its metadata file; a file without one gets one at Open. FetchID
+// and commits (OffsetCommit.TopicID) that carry an id which is not the
+// named topic's current one fail with UNKNOWN_TOPIC_ID, and committed
+// offsets are stored with their topic's id, so a topic deleted and
+// created again is never taken for the old one (topicid.go).
 //
 // # Write path (docs/architecture.md §3.3)
 //

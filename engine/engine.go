@@ -114,6 +114,9 @@ func (e *Engine) open() error {
 	if err != nil {
 		return err
 	}
+	if err := e.assignTopicIDs(metas); err != nil {
+		return err
+	}
 	// Recovery is CPU-bound (CRC of everything above each recovery
 	// point): topics and their partitions open in parallel, bounded by
 	// openParallelism.
@@ -140,6 +143,8 @@ func (e *Engine) open() error {
 	if err != nil {
 		return err
 	}
+	e.offsets.current = e.currentTopicID
+	e.adoptOffsets()
 	e.clampOffsets()
 	e.log.Info("storage recovered", "data_dir", e.opts.DataDir, "topics", len(e.topics), "io_backend", e.opts.Backend.Name())
 	return nil
@@ -279,7 +284,7 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return TopicInfo{}, storageError("create topic", err)
 	}
-	m := topicMeta{Name: name, Partitions: partitions, Config: cfg, CreatedMs: e.opts.Now().UnixMilli()}
+	m := topicMeta{Name: name, Partitions: partitions, Config: cfg, CreatedMs: e.opts.Now().UnixMilli(), ID: api.NewTopicID()}
 	t, err := e.openTopic(m)
 	if err == nil {
 		for _, p := range t.parts {
@@ -306,13 +311,13 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 	e.mu.Lock()
 	e.topics[name] = t
 	e.mu.Unlock()
-	e.log.Info("topic created", "topic", name, "partitions", partitions, "sync_policy", cfg.SyncPolicy)
+	e.log.Info("topic created", "topic", name, "topic_id", m.ID, "partitions", partitions, "sync_policy", cfg.SyncPolicy)
 	return t.info(true), nil
 }
 
 func (t *topic) info(withPartitions bool) TopicInfo {
 	m := t.meta()
-	ti := TopicInfo{Name: m.Name, PartitionCount: m.Partitions, Config: m.Config}
+	ti := TopicInfo{Name: m.Name, ID: m.ID, PartitionCount: m.Partitions, Config: m.Config}
 	if withPartitions {
 		for _, p := range t.parts {
 			ti.Partitions = append(ti.Partitions, p.info())
@@ -399,9 +404,9 @@ func (e *Engine) enqueueBatch(ctx context.Context, topicName string, partition i
 	return req, h.RecordCount, nil
 }
 
-// fetch is Fetch without the observer.
-func (e *Engine) fetch(ctx context.Context, topicName string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*FetchResult, error) {
-	t, p, err := e.partition(topicName, partition)
+// fetch is FetchID without the observer.
+func (e *Engine) fetch(ctx context.Context, topicName string, id api.TopicID, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*FetchResult, error) {
+	t, p, err := e.partitionID(topicName, id, partition)
 	if err != nil {
 		return nil, err
 	}
@@ -412,9 +417,16 @@ func (e *Engine) fetch(ctx context.Context, topicName string, partition int, off
 		maxBytes = 1
 	}
 	if !t.refs.acquire() {
-		return nil, unknownTopic(topicName)
+		return nil, goneTopic(topicName, id)
 	}
-	return holdTopic(t, p, topicName)(p.fetch(ctx, offset, maxBytes, maxWait, e.closing))
+	res, err := holdTopic(t, p, topicName)(p.fetch(ctx, offset, maxBytes, maxWait, e.closing))
+	if res != nil {
+		res.TopicID = t.meta().ID
+	}
+	if err != nil && !id.IsZero() && p.deleted.Load() {
+		err = unknownTopicID(topicName, id)
+	}
+	return res, err
 }
 
 // Close refuses new work, finishes the appends already queued, syncs,

@@ -65,6 +65,7 @@ type GroupMemberInfo struct {
 // GroupPartitionLag is one partition of a group's topics in DescribeGroup.
 type GroupPartitionLag struct {
 	Topic           string
+	TopicID         api.TopicID // the topic's current id
 	Partition       int
 	CommittedOffset int64 // -1 when the group has none
 	LogEndOffset    uint64

@@ -145,7 +145,7 @@ func (e *Engine) DescribeGroup(name string) (GroupDescription, error) {
 		}
 		for _, pi := range ti.Partitions {
 			k := tp{t, pi.Partition}
-			l := GroupPartitionLag{Topic: t, Partition: pi.Partition, CommittedOffset: -1,
+			l := GroupPartitionLag{Topic: t, TopicID: ti.ID, Partition: pi.Partition, CommittedOffset: -1,
 				LogEndOffset: pi.LogEndOffset, HighWatermark: pi.HighWatermark, MemberID: holder[k]}
 			c, ok := committedOf[k]
 			if ok {
@@ -216,12 +216,16 @@ func (e *Engine) ResetOffsets(name, topicName string, mode ResetMode, value int6
 		default:
 			return nil, api.NewError(api.CodeInvalidRequest, "reset mode %d not supported", mode)
 		}
-		rec.Offsets = append(rec.Offsets, offsetEntry{Topic: topicName, Partition: pi.Partition, Offset: off})
-		out = append(out, OffsetCommit{Topic: topicName, Partition: pi.Partition, Offset: off})
+		rec.Offsets = append(rec.Offsets, offsetEntry{Topic: topicName, Partition: pi.Partition, Offset: off, ID: ti.ID})
+		out = append(out, OffsetCommit{Topic: topicName, TopicID: ti.ID, Partition: pi.Partition, Offset: off})
 	}
 	if len(rec.Offsets) > 0 {
-		if err := e.offsets.commit(rec); err != nil {
+		stale, err := e.offsets.commitIDs(rec)
+		if err != nil {
 			return nil, err
+		}
+		if stale[topicRef{topicName, ti.ID}] {
+			return nil, unknownTopicID(topicName, ti.ID)
 		}
 	}
 	return out, nil

@@ -23,6 +23,9 @@ type topicMeta struct {
 	Partitions int         `json:"partitions"`
 	Config     TopicConfig `json:"config"`
 	CreatedMs  int64       `json:"created_ms"`
+	// ID is the topic's unique id (KIP-516), made at creation; a file
+	// written before ids existed gets one at the next start (topicid.go).
+	ID api.TopicID `json:"id,omitzero"`
 }
 
 // resolveConfig fills the zero fields of c from the engine defaults and

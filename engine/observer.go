@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
 )
 
@@ -95,14 +96,23 @@ func (e *Engine) Append(ctx context.Context, topicName string, partition int, b 
 // UNKNOWN_PARTITION, OFFSET_OUT_OF_RANGE (with the valid range),
 // PARTITION_FAILED, SHUTTING_DOWN, or ctx's error.
 func (e *Engine) Fetch(ctx context.Context, topicName string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*FetchResult, error) {
+	return e.FetchID(ctx, topicName, api.TopicID{}, partition, offset, maxBytes, maxWait)
+}
+
+// FetchID is Fetch of the topic with id (KIP-516): when id is set and is
+// not the current id of the topic named topicName (the topic was deleted,
+// or deleted and created again) it fails with UNKNOWN_TOPIC_ID; the zero
+// id finds the topic by name. A long poll that the topic's deletion
+// wakes gets UNKNOWN_TOPIC. The result carries the topic's id.
+func (e *Engine) FetchID(ctx context.Context, topicName string, id api.TopicID, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*FetchResult, error) {
 	e.obs.inFlight.Add(1)
 	defer e.obs.inFlight.Add(-1)
 	o := e.opts.Observer
 	if o == nil {
-		return e.fetch(ctx, topicName, partition, offset, maxBytes, maxWait)
+		return e.fetch(ctx, topicName, id, partition, offset, maxBytes, maxWait)
 	}
 	start := time.Now()
-	r, err := e.fetch(ctx, topicName, partition, offset, maxBytes, maxWait)
+	r, err := e.fetch(ctx, topicName, id, partition, offset, maxBytes, maxWait)
 	ev := FetchEvent{Topic: topicName, Partition: partition, Offset: offset, Start: start, Duration: time.Since(start), Err: err}
 	if r != nil {
 		ev.Records, ev.Bytes = countRecords(r.Bufs, e.opts.MaxBatchBytes)

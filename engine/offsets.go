@@ -53,6 +53,10 @@ type offsetStore struct {
 	snapshotSize int64
 	// noSync skips fdatasync (tests and benchmarks of compaction only).
 	noSync bool
+	// current returns the id of the topic now under a name (false: no
+	// such topic); commit drops entries of any other id (topicid.go).
+	// Nil until the engine's topics are loaded.
+	current func(topic string) (api.TopicID, bool)
 }
 
 type tp struct {
@@ -63,6 +67,7 @@ type tp struct {
 type committed struct {
 	Offset   uint64
 	Metadata string
+	TopicID  api.TopicID // the topic committed to; zero in files written before ids
 }
 
 // offsetRecord is one commit (or, with Deleted, the deletion of a
@@ -80,6 +85,9 @@ type offsetEntry struct {
 	Partition int    `json:"p"`
 	Offset    uint64 `json:"o"`
 	Metadata  string `json:"m,omitempty"`
+	// ID is the id of the topic committed to (KIP-516); absent in files
+	// written before topic ids.
+	ID api.TopicID `json:"id,omitzero"`
 }
 
 const (
@@ -260,7 +268,7 @@ func (s *offsetStore) apply(rec offsetRecord) {
 		s.groups[rec.Group] = g
 	}
 	for _, o := range rec.Offsets {
-		g[tp{o.Topic, o.Partition}] = committed{Offset: o.Offset, Metadata: o.Metadata}
+		g[tp{o.Topic, o.Partition}] = committed{Offset: o.Offset, Metadata: o.Metadata, TopicID: o.ID}
 	}
 }
 
@@ -278,14 +286,30 @@ func encodeRecord(rec offsetRecord) ([]byte, error) {
 
 // commit durably stores the offsets of one group, then applies them.
 func (s *offsetStore) commit(rec offsetRecord) error {
-	data, err := encodeRecord(rec)
-	if err != nil {
-		return err
-	}
+	_, err := s.commitIDs(rec)
+	return err
+}
+
+// commitIDs is commit that first drops, under the store's lock, the
+// entries whose topic id is not the current id of their topic (deleted or
+// created again since the caller checked it) and returns their topics and
+// ids; nothing is written when no entry is left.
+func (s *offsetStore) commitIDs(rec offsetRecord) (stale map[topicRef]bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {
-		return api.NewError(api.CodeShuttingDown, "server is shutting down")
+		return nil, api.NewError(api.CodeShuttingDown, "server is shutting down")
+	}
+	if rec, stale = s.dropStale(rec); len(rec.Offsets) == 0 && !rec.Deleted {
+		return stale, nil
+	}
+	return stale, s.commitLocked(rec)
+}
+
+func (s *offsetStore) commitLocked(rec offsetRecord) error {
+	data, err := encodeRecord(rec)
+	if err != nil {
+		return err
 	}
 	if _, err := s.f.WriteAt(data, s.size); err != nil {
 		return storageError("commit offsets", err)
@@ -324,7 +348,7 @@ func (s *offsetStore) rewriteLocked(skip string) error {
 			if skip != "" && k.Topic == skip {
 				continue
 			}
-			rec.Offsets = append(rec.Offsets, offsetEntry{Topic: k.Topic, Partition: k.Partition, Offset: c.Offset, Metadata: c.Metadata})
+			rec.Offsets = append(rec.Offsets, offsetEntry{Topic: k.Topic, Partition: k.Partition, Offset: c.Offset, Metadata: c.Metadata, ID: c.TopicID})
 		}
 		if len(rec.Offsets) == 0 {
 			continue
@@ -407,7 +431,7 @@ func (s *offsetStore) get(group, topic string) []OffsetCommit {
 	var out []OffsetCommit
 	for k, c := range s.groups[group] {
 		if topic == "" || k.Topic == topic {
-			out = append(out, OffsetCommit{Topic: k.Topic, Partition: k.Partition, Offset: c.Offset, Metadata: c.Metadata})
+			out = append(out, OffsetCommit{Topic: k.Topic, TopicID: c.TopicID, Partition: k.Partition, Offset: c.Offset, Metadata: c.Metadata})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -483,20 +507,26 @@ func (e *Engine) CommitOffsets(group, memberID string, generation int32, offsets
 	rec := offsetRecord{Group: group, Member: memberID, Generation: generation}
 	for i, o := range offsets {
 		out[i] = o
-		if out[i].Err = e.checkCommit(o); out[i].Err != nil {
+		if out[i].TopicID, out[i].Err = e.checkCommit(o); out[i].Err != nil {
 			continue
 		}
 		if m != nil && !m.held[tp{o.Topic, o.Partition}] {
 			out[i].Err = api.NewError(api.CodeFencedGeneration, "%s/%d is not assigned to member %q of group %q", o.Topic, o.Partition, memberID, group)
 			continue
 		}
-		rec.Offsets = append(rec.Offsets, offsetEntry{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Metadata: o.Metadata})
+		rec.Offsets = append(rec.Offsets, offsetEntry{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Metadata: o.Metadata, ID: out[i].TopicID})
 	}
 	if len(rec.Offsets) == 0 {
 		return out, nil
 	}
-	if err := e.offsets.commit(rec); err != nil {
+	stale, err := e.offsets.commitIDs(rec)
+	if err != nil {
 		return nil, err
+	}
+	for i := range out {
+		if out[i].Err == nil && stale[topicRef{out[i].Topic, out[i].TopicID}] {
+			out[i].Err = unknownTopicID(out[i].Topic, out[i].TopicID)
+		}
 	}
 	return out, nil
 }
@@ -526,14 +556,15 @@ func fenceCommit(g *group, name, memberID string, generation int32) (*member, er
 }
 
 // checkCommit checks that o's metadata is valid UTF-8 and that o names an
-// existing partition and an offset at most its high watermark.
-func (e *Engine) checkCommit(o OffsetCommit) error {
+// existing partition (of the topic with o.TopicID when set) and an offset
+// at most its high watermark, and returns the topic's id.
+func (e *Engine) checkCommit(o OffsetCommit) (api.TopicID, error) {
 	if err := validUTF8("commit metadata", o.Metadata); err != nil {
-		return err
+		return o.TopicID, err
 	}
-	_, p, err := e.partition(o.Topic, o.Partition)
+	t, p, err := e.partitionID(o.Topic, o.TopicID, o.Partition)
 	if err != nil {
-		return err
+		return o.TopicID, err
 	}
 	hw := p.hw.Load()
 	start := uint64(0)
@@ -541,10 +572,10 @@ func (e *Engine) checkCommit(o OffsetCommit) error {
 		start = p.log.LogStartOffset()
 	}
 	if o.Offset > hw {
-		return api.NewRangeError(api.CodeOffsetOutOfRange, start, hw,
+		return o.TopicID, api.NewRangeError(api.CodeOffsetOutOfRange, start, hw,
 			"commit of offset %d beyond the high watermark %d of %s/%d", o.Offset, hw, o.Topic, o.Partition)
 	}
-	return nil
+	return t.meta().ID, nil
 }
 
 // FetchOffsets returns the committed offsets of group in topic (every
@@ -573,7 +604,7 @@ func (e *Engine) clampOffsets() {
 			if hw := t.parts[k.Partition].hw.Load(); c.Offset > hw {
 				e.log.Warn("committed offset beyond the recovered high watermark; clamped",
 					"group", g, "topic", k.Topic, "partition", k.Partition, "committed", c.Offset, "high_watermark", hw)
-				m[k] = committed{Offset: hw, Metadata: c.Metadata}
+				m[k] = committed{Offset: hw, Metadata: c.Metadata, TopicID: c.TopicID}
 			}
 		}
 	}

@@ -3,6 +3,8 @@ package engine
 import (
 	"sync"
 	"time"
+
+	"github.com/seedqueue/sq/api"
 )
 
 // TopicConfig holds per-topic settings, persisted in meta/topics/<name>.json.
@@ -43,7 +45,10 @@ type PartitionInfo struct {
 // TopicInfo describes a topic. Partitions holds one PartitionInfo per
 // partition from DescribeTopic and is nil from ListTopics.
 type TopicInfo struct {
-	Name           string
+	Name string
+	// ID is the topic's unique id (KIP-516): a topic deleted and created
+	// again under the same name has a new one.
+	ID             api.TopicID
 	PartitionCount int
 	Config         TopicConfig
 	Partitions     []PartitionInfo
@@ -72,6 +77,8 @@ type AppendResult struct {
 // Bufs alias the mappings: they stay valid until Release, which must be
 // called exactly once.
 type FetchResult struct {
+	// TopicID is the id of the topic the batches were read from.
+	TopicID        api.TopicID
 	HighWatermark  uint64
 	LogStartOffset uint64
 	Bufs           [][]byte
@@ -101,7 +108,11 @@ func (r *FetchResult) Release() {
 // the group will read in (Topic, Partition). Err is set per entry in
 // CommitOffsets results.
 type OffsetCommit struct {
-	Topic     string
+	Topic string
+	// TopicID, when set in a commit, must be the topic's current id
+	// (UNKNOWN_TOPIC_ID otherwise); the zero id commits by name. Results
+	// and FetchOffsets carry the id of the topic the offset belongs to.
+	TopicID   api.TopicID
 	Partition int
 	Offset    uint64
 	Metadata  string

@@ -32,7 +32,11 @@ type PartitionInfo struct {
 // TopicInfo describes one topic. PartitionInfos is filled by DescribeTopic
 // and CreateTopic only; Metadata and ListTopics leave it empty.
 type TopicInfo struct {
-	Name           string
+	Name string
+	// ID is the topic's unique id (KIP-516), made when it was created: a
+	// topic deleted and created again under the same name has a new one.
+	// Zero from a server that predates topic ids.
+	ID             api.TopicID
 	Partitions     uint32 // partition count; partitions are numbered 0..Partitions-1
 	Config         TopicConfig
 	PartitionInfos []PartitionInfo
@@ -230,6 +234,9 @@ func topicFromWire(t api.TopicInfo) (TopicInfo, error) {
 		return TopicInfo{}, err
 	}
 	ti.Partitions = t.Partitions()
+	if ti.ID, err = wireTopicID(t.HasTopicId(), t.TopicId); err != nil {
+		return TopicInfo{}, err
+	}
 	if t.HasConfig() {
 		wc, err := t.Config()
 		if err != nil {
@@ -263,4 +270,22 @@ func topicFromWire(t api.TopicInfo) (TopicInfo, error) {
 		}
 	}
 	return ti, nil
+}
+
+// wireTopicID reads an optional topic id field of a response: absent or
+// empty is the zero id (a server that predates ids); any length but 16
+// wraps ErrUnexpectedResponse.
+func wireTopicID(has bool, get func() ([]byte, error)) (api.TopicID, error) {
+	if !has {
+		return api.TopicID{}, nil
+	}
+	b, err := get()
+	if err != nil {
+		return api.TopicID{}, err
+	}
+	id, err := api.TopicIDFromBytes(b)
+	if err != nil {
+		return api.TopicID{}, fmt.Errorf("%w: %v", ErrUnexpectedResponse, err)
+	}
+	return id, nil
 }

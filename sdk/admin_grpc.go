@@ -174,6 +174,7 @@ func topicFromProto(t *sqv1.TopicInfo) TopicInfo {
 		return TopicInfo{}
 	}
 	out := TopicInfo{Name: t.Name, Partitions: uint32(t.PartitionCount)}
+	out.ID, _ = api.TopicIDFromBytes(t.TopicId)
 	if c := t.Config; c != nil {
 		out.Config = TopicConfig{SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
 			RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/seedqueue/sq/api"
 )
 
 // Defaults of ConsumerConfig.
@@ -218,8 +220,10 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 // MarkProcessed (AutoCommitMarked), or explicit positions (CommitOffsets);
 // CloseWithoutCommit closes without committing.
 //
-// The partition count is read once, by NewConsumer, in the standalone
-// mode; group members get partitions added later through the assignment.
+// The partition count is read by NewConsumer, in the standalone mode, and
+// again when the topic is deleted and created again (the consumer then
+// starts over on the new topic; see the package doc); group members get
+// partitions added later through the assignment.
 //
 // Poll, Commit and CommitOffsets must not be called concurrently with each
 // other; MarkProcessed, Close and CloseWithoutCommit may be called from any
@@ -252,7 +256,21 @@ type Consumer struct {
 	// from is, per partition, where its current assignment started
 	// reading: records below it were returned under an earlier
 	// assignment, and may not be marked.
-	from     map[uint32]uint64
+	from map[uint32]uint64
+	// posID is the id of the topic each consumed position belongs to
+	// (KIP-516): fetches, subscriptions and commits carry it, and a
+	// position of a topic since deleted is dropped (consumer_topicid.go).
+	posID map[uint32]api.TopicID
+	// restartPending is set when a read or commit was refused with
+	// UNKNOWN_TOPIC_ID, until restartTopic has started over on the topic
+	// now under the name; restartCh (cap 1) wakes the goroutine that
+	// does it. topicErr is an error for Poll: the topic does not exist.
+	restartPending bool
+	restartCh      chan struct{}
+	topicErr       error
+	// topicID is the id of the topic the consumer last started partitions
+	// of; a different one at assign is logged as a start-over.
+	topicID  api.TopicID
 	revoking map[uint32]bool // revoked, waiting for Poll to commit and release
 	// returned marks partitions with records returned by Poll since their
 	// last stored commit. lost holds positions that were never stored
@@ -281,6 +299,7 @@ type Consumer struct {
 // guarded by Consumer.mu; pos is owned by the fetch goroutine.
 type partFetcher struct {
 	partition uint32
+	topicID   api.TopicID // the id of the topic read; zero: by name
 	pos       uint64
 	buf       []Message
 	err       error
@@ -313,11 +332,11 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 	}
 	c := &Consumer{
 		client: client, cfg: cfg, log: client.cfg.Logger, lossLog: lossLogger(cfg.Logger),
-		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1),
+		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1), restartCh: make(chan struct{}, 1),
 		lastCommit: cfg.now(),
 		parts:      map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{},
 		marked: map[uint32]uint64{}, from: map[uint32]uint64{},
-		revoking: map[uint32]bool{}, returned: map[uint32]bool{}, lost: map[uint32]uint64{},
+		revoking: map[uint32]bool{}, returned: map[uint32]bool{}, lost: map[uint32]uint64{}, posID: map[uint32]api.TopicID{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if err := c.start(ctx); err != nil {
@@ -356,7 +375,11 @@ func (c *Consumer) start(ctx context.Context) error {
 	for p := range all {
 		all[p] = uint32(p)
 	}
-	return c.assign(ctx, all, ti)
+	if err := c.assign(ctx, all, ti); err != nil {
+		return err
+	}
+	c.wg.Go(c.restartLoop)
+	return nil
 }
 
 // assign starts reading partitions: at the group's committed offset when
@@ -378,7 +401,9 @@ func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo
 			return err
 		}
 		for _, o := range offs {
-			if o.Topic == c.cfg.Topic && o.Err == nil {
+			// An offset of another topic id is of an earlier topic of
+			// the name (a server clears those; this guards a race).
+			if o.Topic == c.cfg.Topic && o.Err == nil && (o.TopicID.IsZero() || o.TopicID == ti.ID) {
 				committed[o.Partition] = o.Offset
 			}
 		}
@@ -393,6 +418,13 @@ func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.topicID.IsZero() && ti.ID != c.topicID {
+		c.log.Warn("sdk: topic was deleted and created again; starting over on the new topic "+
+			"(positions and committed offsets of the old topic are gone; partitions start at the group's committed offset of the new topic, else at StartFrom)",
+			"topic", c.cfg.Topic, "group", c.cfg.ConsumerGroup, "old_topic_id", c.topicID, "topic_id", ti.ID,
+			"partitions", partitions, "start_from", c.cfg.StartFrom.String())
+	}
+	c.topicID = ti.ID
 	for _, p := range partitions {
 		start, ok := committed[p]
 		if ok {
@@ -406,12 +438,13 @@ func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo
 			start = c.startOffset(pi, known)
 		}
 		c.consumed[p] = start
+		c.posID[p] = ti.ID
 		delete(c.returned, p)
 		delete(c.marked, p)
 		c.from[p] = start
 		c.startFetcher(p, start)
 	}
-	c.log.Debug("sdk: consumer reading", "topic", c.cfg.Topic, "group", c.cfg.ConsumerGroup, "partitions", partitions, "start_from", c.cfg.StartFrom.String())
+	c.log.Debug("sdk: consumer reading", "topic", c.cfg.Topic, "topic_id", ti.ID, "group", c.cfg.ConsumerGroup, "partitions", partitions, "start_from", c.cfg.StartFrom.String())
 	return nil
 }
 
@@ -432,10 +465,11 @@ func (c *Consumer) startOffset(pi PartitionInfo, known bool) uint64 {
 	return 0
 }
 
-// startFetcher starts the goroutine of partition p at pos; c.mu held.
+// startFetcher starts the goroutine of partition p at pos, reading the
+// topic with id c.posID[p]; c.mu held.
 func (c *Consumer) startFetcher(p uint32, pos uint64) {
 	ctx, cancel := context.WithCancel(c.ctx)
-	pf := &partFetcher{partition: p, pos: pos, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	pf := &partFetcher{partition: p, pos: pos, topicID: c.posID[p], wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	c.parts[p] = pf
 	c.order = sortedKeys(c.parts)
 	c.wg.Go(func() {
@@ -494,8 +528,10 @@ func (c *Consumer) Assignment() []uint32 {
 // partition's in offset order. When none has, it waits up to MaxWait and
 // then returns none and a nil error. Connection losses and retriable errors
 // are retried in the background (and logged); Poll returns an error for a
-// failure that retrying does not cure (for example api.ErrUnknownTopic when
-// the topic was deleted, or batch.ErrCorrupt), for ctx, or ErrClosed.
+// failure that retrying does not cure (for example api.ErrUnknownTopic while
+// the topic does not exist, or batch.ErrCorrupt), for ctx, or ErrClosed. A
+// topic deleted and created again is not an error: the consumer starts over
+// on the new topic (see the package doc).
 // Revoked partitions are committed (with AutoCommit) and released here,
 // and a member that left its group after MaxPollInterval joins it again.
 func (c *Consumer) Poll(ctx context.Context) ([]Message, error) {
@@ -570,6 +606,10 @@ func (c *Consumer) drain() ([]Message, error) {
 			notify(pf.wake)
 			return nil, err
 		}
+	}
+	if err := c.topicErr; err != nil {
+		c.topicErr = nil
+		return nil, err
 	}
 	return nil, nil
 }

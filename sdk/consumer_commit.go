@@ -187,7 +187,7 @@ func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 		if prev, done := c.committed[p]; done && prev == pos {
 			continue
 		}
-		offs = append(offs, OffsetCommit{Topic: c.cfg.Topic, Partition: p, Offset: pos})
+		offs = append(offs, OffsetCommit{Topic: c.cfg.Topic, TopicID: c.posID[p], Partition: p, Offset: pos})
 	}
 	sort.Slice(offs, func(i, j int) bool { return offs[i].Partition < offs[j].Partition })
 	g := c.group
@@ -235,6 +235,10 @@ func (c *Consumer) sendCommits(ctx context.Context, g groupState, offs []OffsetC
 	for i, r := range res {
 		if r.Err != nil {
 			errs = append(errs, fmt.Errorf("partition %d offset %d: %w", r.Partition, r.Offset, r.Err))
+			if errors.Is(r.Err, api.ErrUnknownTopicID) {
+				c.restartPending = true // the topic was deleted: start over
+				notify(c.restartCh)
+			}
 			continue
 		}
 		p, off := offs[i].Partition, offs[i].Offset

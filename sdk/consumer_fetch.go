@@ -57,7 +57,7 @@ func (c *Consumer) post(pf *partFetcher, msgs []Message) bool {
 func (c *Consumer) pushLoop(pf *partFetcher) bool {
 	failures := 0
 	for pf.ctx.Err() == nil {
-		sub, err := c.client.Subscribe(pf.ctx, c.cfg.Topic, pf.partition, pf.pos, c.cfg.MaxBytes)
+		sub, err := c.client.SubscribeID(pf.ctx, c.cfg.Topic, pf.topicID, pf.partition, pf.pos, c.cfg.MaxBytes)
 		if err == nil {
 			err = c.consumeSubscription(pf, sub)
 			closeSub(c, sub)
@@ -124,6 +124,7 @@ func (c *Consumer) fetchLoop(pf *partFetcher) {
 		started := time.Now()
 		res, err := c.client.Fetch(pf.ctx, FetchRequest{
 			Topic:     c.cfg.Topic,
+			TopicID:   pf.topicID,
 			Partition: pf.partition,
 			Offset:    pf.pos,
 			MaxBytes:  c.cfg.MaxBytes,
@@ -163,6 +164,13 @@ func (c *Consumer) fetchLoop(pf *partFetcher) {
 func (c *Consumer) fetchFailed(pf *partFetcher, err error) bool {
 	if start, end, ok := c.validRange(err, pf.partition); ok && c.reposition(pf, start, end) {
 		return true
+	}
+	if errors.Is(err, api.ErrUnknownTopicID) {
+		// The topic was deleted, maybe created again: restartTopic stops
+		// this fetcher and starts over on the topic now under the name.
+		c.log.Info("sdk: topic id no longer current", "topic", c.cfg.Topic, "partition", pf.partition, "topic_id", pf.topicID, "err", err)
+		c.topicGone()
+		return false
 	}
 	if IsRetriable(err) {
 		c.log.Warn("sdk: fetch failed, retrying", "topic", c.cfg.Topic, "partition", pf.partition, "offset", pf.pos, "err", err)

@@ -63,6 +63,13 @@ func (c *Consumer) heartbeatLoop() {
 		case <-t.C:
 		case <-c.hbNow:
 			t.Stop()
+		case <-c.restartCh:
+			t.Stop()
+		}
+		if c.restartDue() {
+			// A failure (the topic does not exist yet) is retried at
+			// the next tick.
+			_ = c.restartTopic()
 		}
 		if c.leaveIfStalled() {
 			continue
@@ -253,9 +260,13 @@ func (c *Consumer) releaseRevoked(ctx context.Context) {
 	if c.cfg.AutoCommit {
 		if err := c.commitPartitions(ctx, ps); err != nil {
 			c.log.Warn("sdk: commit of revoked partitions failed", "group", c.cfg.ConsumerGroup, "partitions", ps, "err", err)
-			c.mu.Lock()
-			c.noteLost(ps, err) // reported by the next Commit or Close
-			c.mu.Unlock()
+			// Positions of a deleted topic can never be stored, nor read
+			// again: they are not reported as lost.
+			if !errors.Is(err, api.ErrUnknownTopicID) {
+				c.mu.Lock()
+				c.noteLost(ps, err) // reported by the next Commit or Close
+				c.mu.Unlock()
+			}
 		}
 	}
 	c.release(ps)
@@ -279,6 +290,7 @@ func (c *Consumer) release(ps []uint32) {
 		delete(c.returned, p)
 		delete(c.marked, p)
 		delete(c.from, p)
+		delete(c.posID, p)
 	}
 	c.mu.Unlock()
 	notify(c.hbNow)
@@ -304,6 +316,7 @@ func (c *Consumer) dropAll(cause error) {
 	clear(c.returned)
 	clear(c.marked)
 	clear(c.from)
+	clear(c.posID)
 	c.mu.Unlock()
 	if len(ps) > 0 && c.cfg.OnPartitionsRevoked != nil {
 		c.cfg.OnPartitionsRevoked(ps)

@@ -108,7 +108,11 @@ const DefaultFetchMaxBytes = 1 << 20
 
 // FetchRequest reads one partition from Offset.
 type FetchRequest struct {
-	Topic     string
+	Topic string
+	// TopicID, when set, is the topic's id from its metadata (TopicInfo.ID):
+	// the fetch fails with api.ErrUnknownTopicID when the topic was deleted
+	// (and maybe created again) since. Zero: the topic is found by name.
+	TopicID   api.TopicID
 	Partition uint32
 	Offset    uint64        // first offset wanted
 	MaxBytes  uint32        // soft cap on the response's batches; default 1 MiB. At least one whole batch is returned (KIP-74).
@@ -132,7 +136,8 @@ type FetchResult struct {
 // Fetch reads records of one partition. It checks every batch's CRC
 // (failures wrap batch.ErrCorrupt) and fails with api.ErrOffsetOutOfRange
 // (an *api.Error with the valid range) when Offset is outside
-// [LogStartOffset, HighWatermark], api.ErrUnknownTopic or
+// [LogStartOffset, HighWatermark], api.ErrUnknownTopic,
+// api.ErrUnknownTopicID (req.TopicID is not the topic's id any more) or
 // api.ErrUnknownPartition.
 func (c *Client) Fetch(ctx context.Context, req FetchRequest) (FetchResult, error) {
 	if req.MaxBytes == 0 {
@@ -151,6 +156,11 @@ func (c *Client) Fetch(ctx context.Context, req FetchRequest) (FetchResult, erro
 		fr.SetOffset(req.Offset)
 		fr.SetMaxBytes(req.MaxBytes)
 		fr.SetMaxWaitMs(waitMs)
+		if !req.TopicID.IsZero() {
+			if err := fr.SetTopicId(req.TopicID.Bytes()); err != nil {
+				return err
+			}
+		}
 		return fr.SetTopic(req.Topic)
 	}, nil, maxTail)
 	if err != nil {
@@ -269,7 +279,14 @@ func countRecords(buf []byte, from uint64) int {
 
 // OffsetCommit is one committed offset of a consumer group.
 type OffsetCommit struct {
-	Topic     string
+	Topic string
+	// TopicID, when set in a commit, is the topic's id from its metadata:
+	// an old id fails the entry with api.ErrUnknownTopicID, so an offset
+	// read from a deleted topic never becomes the committed offset of a
+	// topic created again under the name. Zero commits by name. Results
+	// and FetchOffsets carry the id of the topic the offset belongs to
+	// (zero from a server that predates topic ids).
+	TopicID   api.TopicID
 	Partition uint32
 	Offset    uint64 // the next offset the group will read
 	Metadata  string // opaque to the server; valid UTF-8 (else INVALID_REQUEST)
@@ -308,6 +325,11 @@ func (c *Client) commitOffsets(ctx context.Context, group, memberID string, gene
 			w.SetOffset(o.Offset)
 			if err := w.SetTopic(o.Topic); err != nil {
 				return err
+			}
+			if !o.TopicID.IsZero() {
+				if err := w.SetTopicId(o.TopicID.Bytes()); err != nil {
+					return err
+				}
 			}
 			if o.Metadata != "" {
 				if err := w.SetMetadata(o.Metadata); err != nil {
@@ -380,7 +402,11 @@ func offsetsFromWire(list api.OffsetCommit_List) ([]OffsetCommit, error) {
 			return nil, err
 		}
 		md, _ := w.Metadata()
-		out[i] = OffsetCommit{Topic: t, Partition: w.Partition(), Offset: w.Offset(), Metadata: md, Err: respErr(w.Error())}
+		id, err := wireTopicID(w.HasTopicId(), w.TopicId)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = OffsetCommit{Topic: t, TopicID: id, Partition: w.Partition(), Offset: w.Offset(), Metadata: md, Err: respErr(w.Error())}
 	}
 	return out, nil
 }

@@ -146,6 +146,22 @@
 // or on slog.Default() when none is set: records lost to retention are
 // never skipped silently.
 //
+// # Topics deleted and created again
+//
+// Every topic has a unique id (TopicInfo.ID, Kafka's KIP-516), made when it
+// is created. Consumer (alone or in a group) and GrpcConsumer fetch,
+// subscribe and commit with the id of the topic each position belongs to.
+// When the topic is deleted and created again under the same name the
+// server answers api.ErrUnknownTopicID, and the consumer starts over on
+// the new topic: it reads the metadata again, drops its positions and the
+// records it holds of the old topic, starts each partition at the group's
+// committed offset of the new topic (offsets of the old one are gone) or
+// else at StartFrom, and logs a warning. It never reads the new topic from
+// the old positions. While no topic has the name, Poll returns
+// api.ErrUnknownTopic and the consumer keeps trying. Client requests
+// without an id (FetchRequest.TopicID, OffsetCommit.TopicID and
+// Client.Subscribe zero) are served by name.
+//
 // # Errors
 //
 // Server errors are *api.Error values from the catalog in package api; test

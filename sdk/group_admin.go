@@ -24,6 +24,7 @@ type GroupMember struct {
 // GroupPartitionLag is one partition of a group's topics.
 type GroupPartitionLag struct {
 	Topic           string
+	TopicID         api.TopicID // the topic's current id
 	Partition       uint32
 	CommittedOffset int64 // -1 when the group has none
 	LogEndOffset    uint64
@@ -138,6 +139,7 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 			LogEndOffset: w.LogEndOffset(), HighWatermark: w.HighWatermark(), Lag: w.Lag()}
 		o.Topic, _ = w.Topic()
 		o.MemberID, _ = w.MemberId()
+		o.TopicID, _ = wireTopicID(w.HasTopicId(), w.TopicId)
 		d.Offsets = append(d.Offsets, o)
 	}
 	return d, nil

@@ -477,7 +477,7 @@ func TestGroupMoveBackResumesAtCommitted(t *testing.T) {
 	a2 := &Consumer{client: a.client, cfg: a.cfg.withDefaults(), log: a.log,
 		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1),
 		parts: map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{}, marked: map[uint32]uint64{}, from: map[uint32]uint64{}, revoking: map[uint32]bool{},
-		returned: map[uint32]bool{}, lost: map[uint32]uint64{}}
+		returned: map[uint32]bool{}, lost: map[uint32]uint64{}, posID: map[uint32]api.TopicID{}, restartCh: make(chan struct{}, 1)}
 	a2.ctx, a2.cancel = context.WithCancel(context.Background())
 	// The old position of A (100) is kept in a2 to show it is not used.
 	a2.consumed[0] = 100

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -86,6 +87,12 @@ func (c *GrpcConsumerConfig) defaults() {
 // Cap'n Proto: the same Poll, Commit and Close, each partition's records in
 // offset order. Poll and Commit must not be called concurrently with each
 // other; Close may be called from any goroutine.
+//
+// As Consumer, it reads and commits with the topic's id (KIP-516): when
+// the topic is deleted and created again under the same name, Poll drops
+// what it holds of the old topic and starts over on the new one (its
+// partitions at the group's committed offsets of the new topic, else at
+// StartFrom), with a log line.
 type GrpcConsumer struct {
 	cfg    GrpcConsumerConfig
 	admin  *Admin
@@ -93,19 +100,34 @@ type GrpcConsumer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	batch  chan grpcBatch // from the partition goroutines, at most one each
+
+	// mu guards run, the partition goroutines of the current topic id,
+	// against Close.
+	mu  sync.Mutex
+	run *grpcRun
 
 	pending    []Message
 	pos        map[uint32]uint64 // next offset after the records returned
 	committed  map[uint32]uint64
+	restart    bool // a read or commit met UNKNOWN_TOPIC_ID: Poll starts over
 	lastCommit time.Time
 	closeOnce  sync.Once
 	closeErr   error
 }
 
+// grpcRun is the set of partition goroutines reading one topic id.
+type grpcRun struct {
+	id     api.TopicID
+	batch  chan grpcBatch // from the partition goroutines, at most one each
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
 type grpcBatch struct {
 	msgs []Message
 	err  error
+	// gone: the topic id is not current any more (UNKNOWN_TOPIC_ID).
+	gone bool
 }
 
 // NewGrpcConsumer connects to cfg.Addr, reads the topic's partitions and
@@ -127,37 +149,88 @@ func NewGrpcConsumer(ctx context.Context, cfg GrpcConsumerConfig) (*GrpcConsumer
 	}
 	c := &GrpcConsumer{cfg: cfg, admin: newAdminConn(AdminConfig{cfg.GrpcConfig}, conn), msg: sqv1.NewMessagingClient(conn),
 		pos: map[uint32]uint64{}, committed: map[uint32]uint64{}, lastCommit: time.Now()}
-	starts, err := c.startOffsets(ctx)
-	if err != nil {
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if err := c.startRun(ctx); err != nil {
+		c.cancel()
 		conn.Close()
 		return nil, err
 	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.batch = make(chan grpcBatch, len(starts))
-	for p, off := range starts {
-		c.wg.Go(func() { c.run(uint32(p), off) })
-	}
 	return c, nil
+}
+
+// startRun reads the topic's metadata and committed offsets and starts one
+// goroutine per partition, as the current run.
+func (c *GrpcConsumer) startRun(ctx context.Context) error {
+	id, starts, err := c.startOffsets(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	rctx, cancel := context.WithCancel(c.ctx)
+	r := &grpcRun{id: id, batch: make(chan grpcBatch, len(starts)), cancel: cancel}
+	c.run = r
+	for p, off := range starts {
+		c.wg.Add(1)
+		r.wg.Go(func() {
+			defer c.wg.Done()
+			c.readPartition(rctx, r, uint32(p), off)
+		})
+	}
+	return nil
+}
+
+// startOver stops the current run, drops every position and record of the
+// old topic id, and starts a run on the topic now under the name.
+func (c *GrpcConsumer) startOver(ctx context.Context) error {
+	c.mu.Lock()
+	old := c.run
+	c.mu.Unlock()
+	old.cancel()
+	old.wg.Wait()
+	dropped := len(c.pending)
+	c.pending = nil
+	clear(c.pos)
+	clear(c.committed)
+	if err := c.startRun(ctx); err != nil {
+		c.cfg.Logger.Warn("topic id no longer current and the topic cannot be read; retrying at the next Poll", "topic", c.cfg.Topic, "err", err)
+		return err
+	}
+	c.restart = false
+	c.mu.Lock()
+	id := c.run.id
+	c.mu.Unlock()
+	c.cfg.Logger.Warn("topic was deleted and created again; starting over on the new topic "+
+		"(positions and committed offsets of the old topic are gone; partitions start at the group's committed offset of the new topic, else at StartFrom)",
+		"topic", c.cfg.Topic, "group", c.cfg.ConsumerGroup, "old_topic_id", old.id, "topic_id", id, "dropped_records", dropped,
+		"start_from", c.cfg.StartFrom.String())
+	return nil
 }
 
 // Admin returns the Admin sharing the consumer's connection.
 func (c *GrpcConsumer) Admin() *Admin { return c.admin }
 
-// startOffsets resolves each partition's first offset: the committed
-// offset of the group, else StartFrom.
-func (c *GrpcConsumer) startOffsets(ctx context.Context) ([]uint64, error) {
+// startOffsets resolves the topic's id and each partition's first
+// offset: the committed offset of the group (of that topic id), else
+// StartFrom.
+func (c *GrpcConsumer) startOffsets(ctx context.Context) (api.TopicID, []uint64, error) {
 	ti, err := c.admin.DescribeTopic(ctx, c.cfg.Topic)
 	if err != nil {
-		return nil, err
+		return api.TopicID{}, nil, err
 	}
 	committed := map[uint32]uint64{}
 	if c.cfg.ConsumerGroup != "" {
 		r, err := unary(ctx, c.cfg.RequestTimeout, c.msg.FetchOffsets, &sqv1.FetchOffsetsRequest{Group: c.cfg.ConsumerGroup, Topic: c.cfg.Topic})
 		if err != nil {
-			return nil, err
+			return api.TopicID{}, nil, err
 		}
 		for _, o := range r.Offsets {
-			committed[uint32(o.Partition)] = o.Offset
+			if id, _ := api.TopicIDFromBytes(o.TopicId); o.Topic == c.cfg.Topic && (id.IsZero() || id == ti.ID) {
+				committed[uint32(o.Partition)] = o.Offset
+			}
 		}
 	}
 	out := make([]uint64, len(ti.PartitionInfos))
@@ -178,18 +251,27 @@ func (c *GrpcConsumer) startOffsets(ctx context.Context) ([]uint64, error) {
 		}
 		out[i] = max(min(off, pi.HighWatermark), pi.LogStartOffset)
 	}
-	return out, nil
+	return ti.ID, out, nil
 }
 
-// run streams partition p from off, re-subscribing after errors.
-func (c *GrpcConsumer) run(p uint32, off uint64) {
-	for attempt := 0; c.ctx.Err() == nil; attempt++ {
-		next, got, err := c.stream(p, off)
+// readPartition streams partition p of run r from off, re-subscribing
+// after errors, until ctx ends or the topic id is no longer current.
+func (c *GrpcConsumer) readPartition(ctx context.Context, r *grpcRun, p uint32, off uint64) {
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		next, got, err := c.stream(ctx, r, p, off)
 		off = next
 		if got {
 			attempt = 0
 		}
-		if c.ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, api.ErrUnknownTopicID) {
+			c.cfg.Logger.Info("topic id no longer current", "topic", c.cfg.Topic, "partition", p, "topic_id", r.id, "err", err)
+			select {
+			case r.batch <- grpcBatch{gone: true}:
+			case <-ctx.Done():
+			}
 			return
 		}
 		var e *api.Error
@@ -204,34 +286,34 @@ func (c *GrpcConsumer) run(p uint32, off uint64) {
 		}
 		if !IsRetriable(err) {
 			select {
-			case c.batch <- grpcBatch{err: err}:
-			case <-c.ctx.Done():
+			case r.batch <- grpcBatch{err: err}:
+			case <-ctx.Done():
 				return
 			}
 		}
 		c.cfg.Logger.Info("re-subscribing", "topic", c.cfg.Topic, "partition", p, "offset", off, "err", err)
-		if sleep(c.ctx, backoff(attempt+1, c.cfg.RetryBackoff, c.cfg.RetryBackoffMax)) != nil {
+		if sleep(ctx, backoff(attempt+1, c.cfg.RetryBackoff, c.cfg.RetryBackoffMax)) != nil {
 			return
 		}
 	}
 }
 
-// stream reads one Subscribe stream of partition p from off until it
-// fails; it returns the offset to resume at and whether records came.
-func (c *GrpcConsumer) stream(p uint32, off uint64) (uint64, bool, error) {
-	st, err := c.msg.Subscribe(c.ctx, &sqv1.SubscribeRequest{Topic: c.cfg.Topic, Partition: int32(p),
+// stream reads one Subscribe stream of partition p of run r from off until
+// it fails; it returns the offset to resume at and whether records came.
+func (c *GrpcConsumer) stream(ctx context.Context, r *grpcRun, p uint32, off uint64) (uint64, bool, error) {
+	st, err := c.msg.Subscribe(ctx, &sqv1.SubscribeRequest{Topic: c.cfg.Topic, Partition: int32(p), TopicId: r.id.Bytes(),
 		From: sqv1.StartFrom_START_FROM_OFFSET, Offset: off, MaxBytes: int32(min(c.cfg.MaxBytes, 1<<30))})
 	if err != nil {
 		return off, false, fromStatus(err)
 	}
 	got := false
 	for {
-		r, err := st.Recv()
+		resp, err := st.Recv()
 		if err != nil {
 			return off, got, fromStatus(err)
 		}
-		msgs := make([]Message, 0, len(r.Records))
-		for _, rec := range r.Records {
+		msgs := make([]Message, 0, len(resp.Records))
+		for _, rec := range resp.Records {
 			m := Message{Topic: c.cfg.Topic, Partition: p, Offset: rec.Offset, Timestamp: rec.TimestampMs, Key: rec.Key, Value: rec.Value}
 			if m.Value == nil {
 				m.Value = []byte{}
@@ -244,15 +326,15 @@ func (c *GrpcConsumer) stream(p uint32, off uint64) (uint64, bool, error) {
 		if len(msgs) == 0 {
 			continue
 		}
-		if first := msgs[0].Offset; first > off && r.LogStartOffset > off {
+		if first := msgs[0].Offset; first > off && resp.LogStartOffset > off {
 			// The server moved the stream up to the log start: retention
 			// removed [off, first) before it was read.
 			logLost(c.cfg.lossLog, c.cfg.Topic, p, off, first)
 		}
 		select {
-		case c.batch <- grpcBatch{msgs: msgs}:
-		case <-c.ctx.Done():
-			return off, got, c.ctx.Err()
+		case r.batch <- grpcBatch{msgs: msgs}:
+		case <-ctx.Done():
+			return off, got, ctx.Err()
 		}
 		off, got = msgs[len(msgs)-1].Offset+1, true
 	}
@@ -261,6 +343,9 @@ func (c *GrpcConsumer) stream(p uint32, off uint64) (uint64, bool, error) {
 // Poll returns the records that have arrived, up to MaxPollRecords, waiting
 // up to MaxWait when none has. It returns a partition's non-retriable
 // error (the partition is re-subscribed after a backoff) or ErrClosed.
+// When the topic was deleted and created again it starts over on the new
+// topic; while no topic has the name it returns api.ErrUnknownTopic and
+// tries again at the next Poll.
 func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 	if c.ctx.Err() != nil {
 		return nil, ErrClosed
@@ -270,11 +355,23 @@ func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 			c.cfg.Logger.Warn("auto-commit failed", "err", err)
 		}
 	}
+	if c.restart {
+		if err := c.startOver(ctx); err != nil {
+			return nil, err
+		}
+	}
+	c.mu.Lock()
+	batch := c.run.batch
+	c.mu.Unlock()
 	if len(c.pending) == 0 {
 		t := time.NewTimer(c.cfg.MaxWait)
 		defer t.Stop()
 		select {
-		case b := <-c.batch:
+		case b := <-batch:
+			if b.gone {
+				c.restart = true
+				return nil, c.startOver(ctx)
+			}
 			if b.err != nil {
 				return nil, b.err
 			}
@@ -289,7 +386,11 @@ func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 	}
 	for len(c.pending) < c.cfg.MaxPollRecords {
 		select {
-		case b := <-c.batch:
+		case b := <-batch:
+			if b.gone {
+				c.restart = true // at the next Poll: these records were read before
+				continue
+			}
 			if b.err != nil {
 				c.cfg.Logger.Warn("partition error", "err", b.err)
 				continue
@@ -317,9 +418,12 @@ func (c *GrpcConsumer) Commit(ctx context.Context) error {
 		return ErrNoGroup
 	}
 	req := &sqv1.CommitOffsetsRequest{Group: c.cfg.ConsumerGroup}
+	c.mu.Lock()
+	id := c.run.id
+	c.mu.Unlock()
 	for p, off := range c.pos {
 		if c.committed[p] != off {
-			req.Offsets = append(req.Offsets, &sqv1.OffsetEntry{Topic: c.cfg.Topic, Partition: int32(p), Offset: off})
+			req.Offsets = append(req.Offsets, &sqv1.OffsetEntry{Topic: c.cfg.Topic, TopicId: id.Bytes(), Partition: int32(p), Offset: off})
 		}
 	}
 	c.lastCommit = time.Now()
@@ -333,6 +437,13 @@ func (c *GrpcConsumer) Commit(ctx context.Context) error {
 	var first error
 	for _, o := range r.Offsets {
 		if o.Error != "" {
+			if name := api.CodeUnknownTopicID.String() + ": "; strings.HasPrefix(o.Error, name) {
+				c.restart = true // the topic was deleted: start over at the next Poll
+				if first == nil {
+					first = fmt.Errorf("sdk: commit %s/%d: %w", o.Topic, o.Partition, api.NewError(api.CodeUnknownTopicID, "%s", o.Error[len(name):]))
+				}
+				continue
+			}
 			if first == nil {
 				first = fmt.Errorf("sdk: commit %s/%d: %s", o.Topic, o.Partition, o.Error)
 			}
@@ -352,7 +463,9 @@ func (c *GrpcConsumer) Close() error {
 			c.closeErr = c.Commit(ctx)
 			cancel()
 		}
-		c.cancel()
+		c.mu.Lock()
+		c.cancel() // under mu: no run starts after it
+		c.mu.Unlock()
 		c.wg.Wait()
 		c.closeErr = errors.Join(c.closeErr, c.admin.Close())
 	})

@@ -139,6 +139,15 @@ type Subscription struct {
 // errors about the partition (UNKNOWN_TOPIC, OFFSET_OUT_OF_RANGE) come
 // from Next.
 func (c *Client) Subscribe(ctx context.Context, topic string, partition uint32, offset uint64, creditBytes uint32) (*Subscription, error) {
+	return c.SubscribeID(ctx, topic, api.TopicID{}, partition, offset, creditBytes)
+}
+
+// SubscribeID is Subscribe of the topic with id (TopicInfo.ID; zero: by
+// name). Next fails with api.ErrUnknownTopicID when the topic was deleted,
+// or deleted and created again, before or during the subscription.
+// Without an id the server pins the subscription to the id of the topic
+// it finds first, with the same effect.
+func (c *Client) SubscribeID(ctx context.Context, topic string, topicID api.TopicID, partition uint32, offset uint64, creditBytes uint32) (*Subscription, error) {
 	cn, err := c.conn(ctx)
 	if err != nil {
 		return nil, err
@@ -152,6 +161,11 @@ func (c *Client) Subscribe(ctx context.Context, topic string, partition uint32, 
 		r.SetPartition(partition)
 		r.SetOffset(offset)
 		r.SetCreditBytes(creditBytes)
+		if !topicID.IsZero() {
+			if err := r.SetTopicId(topicID.Bytes()); err != nil {
+				return err
+			}
+		}
 		return r.SetTopic(topic)
 	}, maxTail)
 	if err != nil {

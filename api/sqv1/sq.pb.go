@@ -340,7 +340,11 @@ type TopicInfo struct {
 	PartitionCount int32                  `protobuf:"varint,2,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
 	Config         *TopicConfig           `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
 	// One per partition from DescribeTopic; empty from ListTopics.
-	Partitions    []*PartitionInfo `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Partitions []*PartitionInfo `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The topic's unique id (16 bytes, a random UUID made at creation, as
+	// Kafka's KIP-516): a topic deleted and created again under the same name
+	// has a new one.
+	TopicId       []byte `protobuf:"bytes,5,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -399,6 +403,13 @@ func (x *TopicInfo) GetConfig() *TopicConfig {
 func (x *TopicInfo) GetPartitions() []*PartitionInfo {
 	if x != nil {
 		return x.Partitions
+	}
+	return nil
+}
+
+func (x *TopicInfo) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
 	}
 	return nil
 }
@@ -1227,7 +1238,9 @@ type GroupOffset struct {
 	Metadata     string `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	LogEndOffset uint64 `protobuf:"varint,7,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
 	// Member holding the partition in the current generation; empty if none.
-	MemberId      string `protobuf:"bytes,8,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberId string `protobuf:"bytes,8,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The topic's current id (16 bytes).
+	TopicId       []byte `protobuf:"bytes,9,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1316,6 +1329,13 @@ func (x *GroupOffset) GetMemberId() string {
 		return x.MemberId
 	}
 	return ""
+}
+
+func (x *GroupOffset) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
 }
 
 type DescribeGroupResponse struct {
@@ -2280,7 +2300,11 @@ type SubscribeRequest struct {
 	// Default 1 MiB. Each response stays below the server's
 	// grpc_max_message_bytes (NodeInfo): what one read returns may come as
 	// several responses.
-	MaxBytes      int32 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxBytes int32 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// When set (16 bytes), the topic's id from its metadata: a topic deleted
+	// (and maybe created again) since fails with NOT_FOUND, reason
+	// UNKNOWN_TOPIC_ID, also in the middle of the stream. Empty: by name.
+	TopicId       []byte `protobuf:"bytes,7,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2355,6 +2379,13 @@ func (x *SubscribeRequest) GetMaxBytes() int32 {
 		return x.MaxBytes
 	}
 	return 0
+}
+
+func (x *SubscribeRequest) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
 }
 
 // ConsumedRecord is one stored record.
@@ -2442,8 +2473,10 @@ type SubscribeResponse struct {
 	Records        []*ConsumedRecord      `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
 	HighWatermark  uint64                 `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	LogStartOffset uint64                 `protobuf:"varint,5,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The id of the topic the records come from (16 bytes).
+	TopicId       []byte `protobuf:"bytes,6,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscribeResponse) Reset() {
@@ -2511,6 +2544,13 @@ func (x *SubscribeResponse) GetLogStartOffset() uint64 {
 	return 0
 }
 
+func (x *SubscribeResponse) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
+}
+
 // OffsetEntry is one committed offset: the next offset the group reads.
 type OffsetEntry struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -2519,7 +2559,11 @@ type OffsetEntry struct {
 	Offset    uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
 	Metadata  string                 `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Per-entry error (catalog NAME: message), empty when stored.
-	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// In a commit, when set (16 bytes): the topic's id from its metadata; an
+	// old id fails the entry with UNKNOWN_TOPIC_ID. Empty: by name. In a
+	// response: the id of the topic the offset was committed to.
+	TopicId       []byte `protobuf:"bytes,6,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2587,6 +2631,13 @@ func (x *OffsetEntry) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *OffsetEntry) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
 }
 
 type CommitOffsetsRequest struct {
@@ -2805,14 +2856,15 @@ const file_sq_proto_rawDesc = "" +
 	"size_bytes\x18\x05 \x01(\x03R\tsizeBytes\x12#\n" +
 	"\rsegment_count\x18\x06 \x01(\x05R\fsegmentCount\x12\x14\n" +
 	"\x05error\x18\a \x01(\tR\x05error\x12\x16\n" +
-	"\x06leader\x18\b \x01(\tR\x06leader\"\xaa\x01\n" +
+	"\x06leader\x18\b \x01(\tR\x06leader\"\xc5\x01\n" +
 	"\tTopicInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fpartition_count\x18\x02 \x01(\x05R\x0epartitionCount\x12*\n" +
 	"\x06config\x18\x03 \x01(\v2\x12.sq.v1.TopicConfigR\x06config\x124\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x14.sq.v1.PartitionInfoR\n" +
-	"partitions\"\xa3\x01\n" +
+	"partitions\x12\x19\n" +
+	"\btopic_id\x18\x05 \x01(\fR\atopicId\"\xa3\x01\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -2870,7 +2922,7 @@ const file_sq_proto_rawDesc = "" +
 	"assignment\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\x84\x02\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\x9f\x02\n" +
 	"\vGroupOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
@@ -2879,7 +2931,8 @@ const file_sq_proto_rawDesc = "" +
 	"\x03lag\x18\x05 \x01(\x03R\x03lag\x12\x1a\n" +
 	"\bmetadata\x18\x06 \x01(\tR\bmetadata\x12$\n" +
 	"\x0elog_end_offset\x18\a \x01(\x04R\flogEndOffset\x12\x1b\n" +
-	"\tmember_id\x18\b \x01(\tR\bmemberId\"\xbf\x01\n" +
+	"\tmember_id\x18\b \x01(\tR\bmemberId\x12\x19\n" +
+	"\btopic_id\x18\t \x01(\fR\atopicId\"\xbf\x01\n" +
 	"\x15DescribeGroupResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1e\n" +
@@ -2954,33 +3007,36 @@ const file_sq_proto_rawDesc = "" +
 	"durability\x18\x06 \x01(\x0e2\x11.sq.v1.DurabilityR\n" +
 	"durability\"I\n" +
 	"\x15PublishStreamResponse\x120\n" +
-	"\aresults\x18\x01 \x03(\v2\x16.sq.v1.PublishResponseR\aresults\"\xb7\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.sq.v1.PublishResponseR\aresults\"\xd2\x01\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12$\n" +
 	"\x04from\x18\x03 \x01(\x0e2\x10.sq.v1.StartFromR\x04from\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x04R\x06offset\x12\x14\n" +
 	"\x05group\x18\x05 \x01(\tR\x05group\x12\x1b\n" +
-	"\tmax_bytes\x18\x06 \x01(\x05R\bmaxBytes\"\xaf\x01\n" +
+	"\tmax_bytes\x18\x06 \x01(\x05R\bmaxBytes\x12\x19\n" +
+	"\btopic_id\x18\a \x01(\fR\atopicId\"\xaf\x01\n" +
 	"\x0eConsumedRecord\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12!\n" +
 	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs\x12\x15\n" +
 	"\x03key\x18\x03 \x01(\fH\x00R\x03key\x88\x01\x01\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\fR\x05value\x12-\n" +
 	"\aheaders\x18\x05 \x03(\v2\x13.sq.v1.RecordHeaderR\aheadersB\x06\n" +
-	"\x04_key\"\xc9\x01\n" +
+	"\x04_key\"\xe4\x01\n" +
 	"\x11SubscribeResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12/\n" +
 	"\arecords\x18\x03 \x03(\v2\x15.sq.v1.ConsumedRecordR\arecords\x12%\n" +
 	"\x0ehigh_watermark\x18\x04 \x01(\x04R\rhighWatermark\x12(\n" +
-	"\x10log_start_offset\x18\x05 \x01(\x04R\x0elogStartOffset\"\x8b\x01\n" +
+	"\x10log_start_offset\x18\x05 \x01(\x04R\x0elogStartOffset\x12\x19\n" +
+	"\btopic_id\x18\x06 \x01(\fR\atopicId\"\xa6\x01\n" +
 	"\vOffsetEntry\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x04R\x06offset\x12\x1a\n" +
 	"\bmetadata\x18\x04 \x01(\tR\bmetadata\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"Z\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x19\n" +
+	"\btopic_id\x18\x06 \x01(\fR\atopicId\"Z\n" +
 	"\x14CommitOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12,\n" +
 	"\aoffsets\x18\x02 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets\"E\n" +

@@ -123,7 +123,9 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe NAME",
 		Short: "Show a topic's settings and the state of each partition",
-		Long: "Show the topic's effective settings and, per partition, the log start offset\n" +
+		Long: "Show the topic's id (a UUID made when the topic was created: a topic deleted and\n" +
+			"created again under the same name has a new one), its effective settings and,\n" +
+			"per partition, the log start offset\n" +
 			"(first offset still stored), the high watermark (first offset not yet readable),\n" +
 			"the log end offset (offset of the next record), the size on disk and the number\n" +
 			"of segment files. A failed partition shows its error.",
@@ -147,6 +149,7 @@ func printTopicDescription(out io.Writer, t sdk.TopicInfo) error {
 	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
 	cfg := t.Config
 	fmt.Fprintf(w, "Topic:\t%s\n", t.Name)
+	fmt.Fprintf(w, "Topic ID:\t%s\n", orDash(t.ID.String()))
 	fmt.Fprintf(w, "Partitions:\t%d\n", t.Partitions)
 	fmt.Fprintf(w, "Sync policy:\t%s\n", orDash(cfg.SyncPolicy))
 	fmt.Fprintf(w, "Retention:\t%s\n", formatMs(cfg.RetentionMs))

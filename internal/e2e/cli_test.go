@@ -228,6 +228,10 @@ func TestCLIRoundTrip(t *testing.T) {
 		outputs[in.topic] = out
 	}
 
+	idBefore := topicIDLine.FindString(sqOK(t, srv.addr, nil, "topic", "describe", "dpkg-status"))
+	if idBefore == "" {
+		t.Error("topic describe shows no topic id")
+	}
 	srv = srv.restart(t)
 	for _, in := range inputs {
 		out := sqOK(t, srv.addr, nil, "consume", "--topic", in.topic, "--from", "earliest", "--format", "json")
@@ -239,6 +243,9 @@ func TestCLIRoundTrip(t *testing.T) {
 	if !strings.Contains(desc, "HIGH WATERMARK") || !strings.Contains(desc, "dpkg-status") {
 		t.Errorf("topic describe output lacks the partition table:\n%s", desc)
 	}
+	if got := topicIDLine.FindString(desc); got != idBefore {
+		t.Errorf("topic id after restart %q, before %q", got, idBefore)
+	}
 	list := sqOK(t, srv.addr, nil, "topic", "list")
 	for _, in := range inputs {
 		if !strings.Contains(list, in.topic) {
@@ -246,3 +253,6 @@ func TestCLIRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// topicIDLine matches the topic id line of `sq topic describe`.
+var topicIDLine = regexp.MustCompile(`Topic ID:\s+[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}`)

@@ -151,6 +151,15 @@ func (b *memBroker) Append(ctx context.Context, topic string, partition int, buf
 	return engine.AppendResult{BaseOffset: base, RecordCount: h.RecordCount, LogAppendTime: time.Now().UnixMilli(), Durability: engine.DurabilityWritten}, nil
 }
 
+// FetchID is Fetch; the fake's topics have no ids, so any set id is
+// UNKNOWN_TOPIC_ID.
+func (b *memBroker) FetchID(ctx context.Context, topic string, id api.TopicID, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error) {
+	if !id.IsZero() {
+		return nil, api.NewError(api.CodeUnknownTopicID, "topic id %s unknown", id)
+	}
+	return b.Fetch(ctx, topic, partition, offset, maxBytes, maxWait)
+}
+
 func (b *memBroker) Fetch(ctx context.Context, topic string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error) {
 	var timer <-chan time.Time
 	for {

@@ -376,6 +376,7 @@ func (c *conn) describeGroupResponse(req request, d engine.GroupDescription, ber
 		if err := firstErr(
 			func() error { return w.SetTopic(o.Topic) },
 			func() error { return w.SetMemberId(o.MemberID) },
+			func() error { return w.SetTopicId(o.TopicID.Bytes()) },
 		); err != nil {
 			return r, err
 		}

@@ -328,6 +328,9 @@ func encodeTopic(t api.TopicInfo, info engine.TopicInfo, withPartitions bool) er
 		return err
 	}
 	t.SetPartitions(clampU32(info.PartitionCount))
+	if err := t.SetTopicId(info.ID.Bytes()); err != nil {
+		return err
+	}
 	cfg, err := t.NewConfig()
 	if err != nil {
 		return err
@@ -472,7 +475,11 @@ func (c *conn) fetch(req request) (*response, error) {
 	// A long poll ends when the connection closes or Shutdown starts.
 	ctx, cancel := context.WithCancel(c.pollCtx)
 	stop := context.AfterFunc(c.srv.drainCtx, cancel)
-	res, berr := c.srv.broker.Fetch(ctx, req.topic, int(req.partition), req.offset, maxBytes, maxWait)
+	var res *engine.FetchResult
+	berr := req.idErr
+	if berr == nil {
+		res, berr = c.srv.broker.FetchID(ctx, req.topic, req.topicID, int(req.partition), req.offset, maxBytes, maxWait)
+	}
 	stop()
 	cancel()
 	if berr != nil && c.srv.shutting.Load() && isContextErr(berr) {
@@ -511,7 +518,11 @@ func isContextErr(err error) bool {
 }
 
 func (c *conn) commitOffsets(req request) (*response, error) {
-	out, berr := c.srv.broker.CommitOffsets(req.group, req.memberID, req.generation, req.commits)
+	var out []engine.OffsetCommit
+	berr := req.idErr
+	if berr == nil {
+		out, berr = c.srv.broker.CommitOffsets(req.group, req.memberID, req.generation, req.commits)
+	}
 	r, f, err := newResponse(req)
 	if err != nil {
 		return nil, err
@@ -555,6 +566,9 @@ func encodeOffsets(offsets []engine.OffsetCommit, newList func(int32) (api.Offse
 		w.SetPartition(uint32(o.Partition))
 		w.SetOffset(o.Offset)
 		if err := w.SetMetadata(o.Metadata); err != nil {
+			return err
+		}
+		if err := w.SetTopicId(o.TopicID.Bytes()); err != nil {
 			return err
 		}
 		if err := setErr(o.Err, w.NewError); err != nil {

@@ -44,7 +44,12 @@ type request struct {
 	config     engine.TopicConfig
 
 	// publishRequest, fetchRequest
-	topic     string
+	topic string
+	// topicID is a fetch's topic id (zero: by name); idErr is set when the
+	// request carried a malformed id (any length but 0 or 16), answered
+	// with INVALID_REQUEST. Commits keep their ids in commits.
+	topicID   api.TopicID
+	idErr     error
 	partition uint32
 	offset    uint64
 	maxBytes  uint32
@@ -102,6 +107,7 @@ func parseFrame(f api.Frame) (request, error) {
 			req.offset = r.Offset()
 			req.maxBytes = r.MaxBytes()
 			req.maxWaitMs = r.MaxWaitMs()
+			req.topicID, req.idErr = topicIDField(r.HasTopicId(), r.TopicId)
 			req.topic, err = r.Topic()
 		}
 	case api.Frame_Which_commitOffsetsRequest:
@@ -219,7 +225,25 @@ func parseCommitOffsets(f api.Frame, req *request) error {
 		if c.Metadata, err = o.Metadata(); err != nil {
 			return err
 		}
+		var idErr error
+		if c.TopicID, idErr = topicIDField(o.HasTopicId(), o.TopicId); idErr != nil && req.idErr == nil {
+			req.idErr = idErr
+		}
 		req.commits = append(req.commits, c)
 	}
 	return nil
+}
+
+// topicIDField reads an optional topic id field: unset or empty is the zero
+// id (a client that predates ids); a length other than 16 is
+// INVALID_REQUEST.
+func topicIDField(has bool, get func() ([]byte, error)) (api.TopicID, error) {
+	if !has {
+		return api.TopicID{}, nil
+	}
+	b, err := get()
+	if err != nil {
+		return api.TopicID{}, api.NewError(api.CodeInvalidRequest, "topic id: %v", err)
+	}
+	return api.TopicIDFromBytes(b)
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
 )
 
@@ -30,6 +31,10 @@ type Broker interface {
 	// Fetch reads whole batches from offset, waiting up to maxWait for data
 	// when none is readable. The result's Bufs stay valid until Release.
 	Fetch(ctx context.Context, topic string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error)
+	// FetchID is Fetch of the topic with id (KIP-516): a set id that is not
+	// the topic's current one fails with UNKNOWN_TOPIC_ID; the zero id
+	// finds the topic by name. The result carries the topic's id.
+	FetchID(ctx context.Context, topic string, id api.TopicID, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error)
 	// CommitOffsets stores committed offsets; each returned entry carries
 	// its own Err.
 	CommitOffsets(group, memberID string, generation int32, offsets []engine.OffsetCommit) ([]engine.OffsetCommit, error)

@@ -19,7 +19,11 @@ const maxSubscriptionCredit = 64 << 20
 // subReq holds the decoded fields of subscribe, grantCredit and
 // unsubscribe frames.
 type subReq struct {
-	topic     string
+	topic string
+	// topicID is the subscribe's topic id (zero: by name; the first fetch
+	// then pins the id of the topic found); idErr a malformed id.
+	topicID   api.TopicID
+	idErr     error
 	partition uint32
 	offset    uint64
 	credit    uint32
@@ -34,6 +38,7 @@ func parseSubscribeFrames(f api.Frame, req *request) (bool, error) {
 		var r api.SubscribeRequest
 		if r, err = f.SubscribeRequest(); err == nil {
 			s.partition, s.offset, s.credit = r.Partition(), r.Offset(), r.CreditBytes()
+			s.topicID, s.idErr = topicIDField(r.HasTopicId(), r.TopicId)
 			s.topic, err = r.Topic()
 		}
 	case api.Frame_Which_grantCreditRequest:
@@ -190,18 +195,25 @@ func (c *conn) push(ctx context.Context, req request, s *subReq, sub *subscripti
 	stop := context.AfterFunc(c.srv.drainCtx, sub.cancel)
 	defer stop()
 	offset := s.offset
-	var berr error
-	for {
+	// A subscription reads one topic: the id it names, or the id of the
+	// topic its first fetch finds, so it ends with UNKNOWN_TOPIC_ID rather
+	// than read on in a topic created again under the name (KIP-516).
+	id := s.topicID
+	berr := s.idErr
+	for berr == nil {
 		limit, err := sub.take(ctx, int(c.srv.maxBatchBytes))
 		if err != nil {
 			break
 		}
-		res, err := c.srv.broker.Fetch(ctx, s.topic, int(s.partition), offset, limit, c.srv.opts.MaxFetchWait)
+		res, err := c.srv.broker.FetchID(ctx, s.topic, id, int(s.partition), offset, limit, c.srv.opts.MaxFetchWait)
 		if err != nil {
 			if ctx.Err() == nil || !isContextErr(err) {
 				berr = err
 			}
 			break
+		}
+		if id.IsZero() {
+			id = res.TopicID
 		}
 		if len(res.Bufs) == 0 {
 			res.Release()
