@@ -179,6 +179,9 @@ func (p *partition) run() {
 		case <-p.policyChanged:
 			setTicker()
 			p.syncDirty() // what was written under a laxer policy is synced now
+			// and checkpointed, so that recovery, which reads the new
+			// policy from the metadata, judges it below the recovery point.
+			p.checkpoint()
 		case <-ckp.C:
 			p.checkpoint()
 		case <-p.stop:

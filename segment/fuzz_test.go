@@ -1,17 +1,22 @@
 package segment
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/seedqueue/sq/api/batch"
+	"github.com/seedqueue/sq/ring"
 )
 
 // FuzzRecoverTail overwrites the log with arbitrary bytes at an arbitrary
 // position, with no recovery point (so everything is above it), and checks
 // that Open recovers: every batch wholly before the damage survives, and
-// what is readable is whole, valid and contiguous.
+// what is readable is whole, valid and contiguous. Under DurableEveryBatch
+// Open may instead report the damage as a *CorruptError (a valid batch
+// follows it), and then the file is left as it was.
 func FuzzRecoverTail(f *testing.F) {
 	src := f.TempDir()
 	opts := smallOptions()
@@ -40,7 +45,18 @@ func FuzzRecoverTail(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, filepath.Base(logPath(src, 0))), damaged, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		l := openLog(t, dir, opts)
+		strict := opts
+		strict.Durability = DurableEveryBatch
+		if l, err := Open(dir, osFS(), ring.NewPortable(), strict); err == nil {
+			l.Close()
+		} else if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Open under every-batch: %v", err)
+		} else if after, rerr := os.ReadFile(logPath(dir, 0)); rerr != nil || !bytes.Equal(after, damaged) {
+			t.Fatalf("Open reported %v and changed the file (%v)", err, rerr)
+		}
+		lax := opts
+		lax.Durability = DurableNone
+		l := openLog(t, dir, lax)
 		defer l.Close()
 		var intact uint64
 		for _, info := range infos {

@@ -230,9 +230,43 @@ func (l *Log) scanAbove(sc *scanner, s *segment, pos int64, off uint64, bases []
 	}
 	pos, off, err := l.walk(sc, s, pos, off, never)
 	s.end, s.next = pos, off
-	if err != nil && !errors.Is(err, errCleanEnd) {
-		l.opts.Logger.Warn("segment: torn write cut off", "file", s.logPath, "position", pos, "offset", off, "reason", err)
+	if pos >= sc.size {
+		return nil // the file ends with whole batches
 	}
+	return l.checkHole(sc, s, err)
+}
+
+// checkHole decides about the end of the last segment's data, at s.end
+// and offset s.next, where the scan stopped with cause (errCleanEnd for a
+// zero magic). Nothing valid after it: a torn write (or preallocated
+// zeros), cut off. A valid batch after it that continues the offsets
+// (findContinuation): under DurableEveryBatch the bytes up to it were
+// synced before any later batch was acknowledged, so this is damage, a
+// *CorruptError, and nothing is cut; under the other policies a power loss
+// can leave such a hole (the kernel flushes pages in any order), so it is
+// cut, logged at ERROR with the offsets dropped.
+func (l *Log) checkHole(sc *scanner, s *segment, cause error) error {
+	pos, off := s.end, s.next
+	q, h, found := sc.findContinuation(pos, s.base, off)
+	if !found {
+		if !errors.Is(cause, errCleanEnd) {
+			l.opts.Logger.Warn("segment: torn write cut off", "file", s.logPath, "position", pos, "offset", off, "reason", cause)
+		}
+		return nil
+	}
+	if errors.Is(cause, errCleanEnd) {
+		cause = errors.New("zero magic")
+	}
+	if l.opts.Durability == DurableEveryBatch {
+		return &CorruptError{File: s.logPath, Position: pos, Err: fmt.Errorf(
+			"bad batch at offset %d (%v) followed by a valid batch at byte %d with offset %d: damage to data synced under sync policy every-batch, not a torn write",
+			off, cause, q, h.BaseOffset)}
+	}
+	scratch := &segment{base: s.base, maxTs: -1}
+	_, to, _ := l.walk(sc, scratch, q, h.BaseOffset, never)
+	l.opts.Logger.Error("segment: hole before valid data cut off, records dropped (possible after a power loss under this sync policy)",
+		"file", s.logPath, "position", pos, "from_offset", off, "to_offset", to, "valid_batch_at", q,
+		"reason", cause, "sync_policy", l.opts.Durability.String())
 	return nil
 }
 
