@@ -149,7 +149,7 @@ func (l *Log) recoverSegment(s *segment, i, rpIdx int, rp recoveryPoint, bases [
 	case i == rpIdx:
 		above = rp.next
 	}
-	trewrote, err := l.recoverTimeIndex(s, above)
+	trewrote, err := l.recoverTimeIndex(s, above, i == len(bases)-1)
 	if err != nil {
 		return false, err
 	}
@@ -270,22 +270,10 @@ func (l *Log) checkHole(sc *scanner, s *segment, cause error) error {
 	return nil
 }
 
-// writeIndex replaces s's index file with s.index and fsyncs it.
+// writeIndex replaces s's index file with s.index (writeFileAtomic: never
+// in place, so a crash leaves the old index or the new one).
 func (l *Log) writeIndex(s *segment) error {
-	f, err := l.fs.Create(s.idxPath)
-	if err != nil {
-		return fmt.Errorf("segment: rewrite index %s: %w", s.idxPath, err)
-	}
-	if len(s.index) > 0 {
-		_, err = f.WriteAt(encodeIndex(s.index), 0)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := writeFileAtomic(l.fs, l.dir, s.idxPath, encodeIndex(s.index)); err != nil {
 		return fmt.Errorf("segment: rewrite index %s: %w", s.idxPath, err)
 	}
 	return nil
