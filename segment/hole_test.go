@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/seedqueue/sq/internal/faultfs"
 )
 
 // holeFixture is a log of five one-record batches, each synced after its
@@ -230,5 +233,56 @@ func testRecoverHole(t *testing.T, checkpointed bool, d holeDamage, dur Durabili
 	defer l2.Close()
 	if _, end := readable(t, l2); end != want+1 {
 		t.Fatalf("after one more record and a reopen: end %d, want %d", end, want+1)
+	}
+}
+
+// TestRecoverReadErrorCutsNothing: a read of the last segment that fails
+// (EIO) during the scan above the recovery point, at the first read, in
+// the middle, or while looking for a valid batch after a bad one, fails
+// Open under every policy and cuts nothing: bytes recovery could not see
+// are neither a torn write nor corruption. With the disk healthy again,
+// every record is back.
+func TestRecoverReadErrorCutsNothing(t *testing.T) {
+	for _, checkpointed := range []bool{false, true} {
+		for _, after := range []int{0, 3, 5} {
+			for _, dur := range []Durability{DurableEveryBatch, DurableNone} {
+				name := fmt.Sprintf("rp_after_first=%v/reads_before_the_error=%d/%s", checkpointed, after, dur)
+				t.Run(name, func(t *testing.T) { testRecoverReadError(t, checkpointed, after, dur) })
+			}
+		}
+	}
+}
+
+func testRecoverReadError(t *testing.T, checkpointed bool, after int, dur Durability) {
+	f := buildHoleFixture(t, checkpointed)
+	if after == 5 {
+		// The third batch is bad: the search after it reads.
+		patch(t, f.log(), f.infos[2].Position+16, []byte{0})
+	}
+	size := fileSize(t, f.log())
+	fs := faultfs.New(f.dir, nil)
+	fs.Inject(faultfs.Rule{Ops: faultfs.OpRead, Path: "*.log", After: after, Err: syscall.EIO})
+	opts := smallOptions()
+	opts.Durability = dur
+	l, err := Open(f.dir, fs, fs.Backend(), opts)
+	if err == nil {
+		l.Close()
+		t.Fatal("Open succeeded with every read of the log failing")
+	}
+	if !errors.Is(err, syscall.EIO) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open = %v; want the EIO, not corruption", err)
+	}
+	if got := fileSize(t, f.log()); got != size {
+		t.Fatalf("log is %d bytes after the failed Open, was %d", got, size)
+	}
+	opts.Durability = DurableNone
+	l = openLog(t, f.dir, opts)
+	defer l.Close()
+	want := uint64(5)
+	if after == 5 {
+		want = 2
+	}
+	if start, end := readable(t, l); start != 0 || end != want {
+		t.Fatalf("readable [%d, %d), want [0, %d)", start, end, want)
 	}
 }

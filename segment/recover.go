@@ -197,6 +197,9 @@ func (l *Log) verifyBelow(sc *scanner, s *segment, fileIndex []indexEntry, index
 	} else if errors.Is(err, errCleanEnd) {
 		err = fmt.Errorf("data ends at offset %d, byte %d, before offset %d", off, pos, want)
 	}
+	if errors.Is(err, errRead) {
+		return fmt.Errorf("segment: open: %w", err) // not seen, so not known corrupt
+	}
 	if err != nil {
 		return &CorruptError{File: s.logPath, Position: pos, Err: err}
 	}
@@ -222,6 +225,9 @@ func (l *Log) scanAbove(sc *scanner, s *segment, pos int64, off uint64, bases []
 			err = fmt.Errorf("data ends at offset %d, byte %d; the next segment %s starts at offset %d",
 				off, pos, logPath(l.dir, want), want)
 		}
+		if errors.Is(err, errRead) {
+			return fmt.Errorf("segment: open: %w", err)
+		}
 		if err != nil {
 			return &CorruptError{File: s.logPath, Position: pos, Err: err}
 		}
@@ -238,8 +244,9 @@ func (l *Log) scanAbove(sc *scanner, s *segment, pos int64, off uint64, bases []
 
 // checkHole decides about the end of the last segment's data, at s.end
 // and offset s.next, where the scan stopped with cause (errCleanEnd for a
-// zero magic). Nothing valid after it: a torn write (or preallocated
-// zeros), cut off. A valid batch after it that continues the offsets
+// zero magic). A failed read is returned as it is: bytes that could not
+// be read are never cut. Nothing valid after it: a torn write (or
+// preallocated zeros), cut off. A valid batch after it that continues the offsets
 // (findContinuation): under DurableEveryBatch the bytes up to it were
 // synced before any later batch was acknowledged, so this is damage, a
 // *CorruptError, and nothing is cut; under the other policies a power loss
@@ -247,7 +254,13 @@ func (l *Log) scanAbove(sc *scanner, s *segment, pos int64, off uint64, bases []
 // cut, logged at ERROR with the offsets dropped.
 func (l *Log) checkHole(sc *scanner, s *segment, cause error) error {
 	pos, off := s.end, s.next
-	q, h, found := sc.findContinuation(pos, s.base, off)
+	if errors.Is(cause, errRead) {
+		return fmt.Errorf("segment: open: %w", cause) // unseen bytes are never cut
+	}
+	q, h, found, err := sc.findContinuation(pos, s.base, off)
+	if err != nil {
+		return fmt.Errorf("segment: open: %w", err)
+	}
 	if !found {
 		if !errors.Is(cause, errCleanEnd) {
 			l.opts.Logger.Warn("segment: torn write cut off", "file", s.logPath, "position", pos, "offset", off, "reason", cause)

@@ -16,6 +16,11 @@ import (
 // end of the file, or at a header whose magic is zero (preallocated space).
 var errCleanEnd = errors.New("end of data")
 
+// errRead marks a failed read of a .log file during recovery: the bytes
+// could not be seen, so they are neither a torn write to cut nor proof of
+// corruption, and Open fails without changing the file.
+var errRead = errors.New("read failed")
+
 // scanner reads the batches of one .log file in order for recovery. It
 // reads through the file, never a mapping, because recovery may truncate.
 type scanner struct {
@@ -85,7 +90,7 @@ func (sc *scanner) readAt(b []byte, pos int64) error {
 	if err == nil || err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
-	return fmt.Errorf("read %s at byte %d: %w", sc.path, pos, err)
+	return fmt.Errorf("%w: %s at byte %d: %w", errRead, sc.path, pos, err)
 }
 
 // walk scans the batches of s from byte pos and offset off, adding sparse
@@ -124,15 +129,15 @@ const findChunkBytes = 1 << 20
 //
 // It reads the rest of the file in chunks of findChunkBytes and tries only
 // positions whose magic byte is batch.Magic, so a zero tail costs one
-// bytes.IndexByte pass; a read error ends the search (not found).
-func (sc *scanner) findContinuation(from int64, base, off uint64) (int64, batch.Header, bool) {
+// bytes.IndexByte pass. A failed read returns its error (errRead).
+func (sc *scanner) findContinuation(from int64, base, off uint64) (int64, batch.Header, bool, error) {
 	const overlap = batch.HeaderSize - 1
 	buf := make([]byte, findChunkBytes+overlap)
 	for start := from + 1; start+batch.HeaderSize <= sc.size; start += findChunkBytes {
 		n := min(int64(len(buf)), sc.size-start)
 		chunk := buf[:n]
 		if err := sc.readAt(chunk, start); err != nil {
-			return 0, batch.Header{}, false
+			return 0, batch.Header{}, false, err
 		}
 		for k := 0; ; {
 			j := bytes.IndexByte(chunk[k:], batch.Magic)
@@ -149,10 +154,14 @@ func (sc *scanner) findContinuation(from int64, base, off uint64) (int64, batch.
 			if b < off || b-off > uint64(pos-from) {
 				continue
 			}
-			if h, err := sc.next(pos, base, b); err == nil {
-				return pos, h, true
+			h, err := sc.next(pos, base, b)
+			if err == nil {
+				return pos, h, true, nil
+			}
+			if errors.Is(err, errRead) {
+				return 0, batch.Header{}, false, err
 			}
 		}
 	}
-	return 0, batch.Header{}, false
+	return 0, batch.Header{}, false, nil
 }
