@@ -209,8 +209,9 @@ func (l *Log) verifyBelow(sc *scanner, s *segment, fileIndex []indexEntry, index
 
 // scanAbove scans s, the i-th of bases, from byte pos and offset off,
 // above the recovery point. In the last segment it stops at the first batch
-// that is not whole, valid and in sequence, logs it as a torn write unless
-// it is the clean end of the data, and sets s.end and s.next there. In a
+// that is not whole, valid and in sequence, sets s.end and s.next there,
+// and lets checkHole decide whether that is a torn write to cut or damage
+// before valid data (per Options.Durability). In a
 // segment with a successor the data must run whole and in sequence exactly
 // up to the successor's base offset (later bytes are left over from a
 // failed write before the roll): anything else is a *CorruptError.
@@ -246,12 +247,12 @@ func (l *Log) scanAbove(sc *scanner, s *segment, pos int64, off uint64, bases []
 // and offset s.next, where the scan stopped with cause (errCleanEnd for a
 // zero magic). A failed read is returned as it is: bytes that could not
 // be read are never cut. Nothing valid after it: a torn write (or
-// preallocated zeros), cut off. A valid batch after it that continues the offsets
-// (findContinuation): under DurableEveryBatch the bytes up to it were
-// synced before any later batch was acknowledged, so this is damage, a
-// *CorruptError, and nothing is cut; under the other policies a power loss
-// can leave such a hole (the kernel flushes pages in any order), so it is
-// cut, logged at ERROR with the offsets dropped.
+// preallocated zeros), cut off. A valid batch after it that continues
+// the offsets (findContinuation): under DurableEveryBatch the bytes up to
+// it were synced before any later batch was acknowledged, so this is
+// damage, a *CorruptError, and nothing is cut; under the other policies a
+// power loss can leave such a hole (the kernel flushes pages in any
+// order), so it is cut, logged at ERROR with the offsets dropped.
 func (l *Log) checkHole(sc *scanner, s *segment, cause error) error {
 	pos, off := s.end, s.next
 	if errors.Is(cause, errRead) {
