@@ -64,6 +64,15 @@
 // retention.bytes without them; the log start offset moves and fetches
 // below it get OFFSET_OUT_OF_RANGE with the valid range. ListOffsets
 // answers lookups by append time (KIP-79: -1 latest, -2 earliest).
+// Stored append times more than segment.MaxClockAhead after the clock
+// (written while it was ahead) are clamped to it at start, at the next
+// append and at the next retention pass, so they neither date later
+// appends nor stop segments from rolling and expiring.
+//
+// Each partition's segment.Log is opened with the topic's sync policy as
+// segment.Options.Durability: under every-batch, a bad batch followed by
+// valid data in the last segment fails the partition (PARTITION_FAILED)
+// instead of being cut as a torn write (docs/storage.md, Recovery).
 // DeleteTopic removes a topic while it is being read: see its doc for the
 // order of the steps and what a crash between them leaves.
 package engine

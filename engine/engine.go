@@ -150,12 +150,18 @@ func (e *Engine) open() error {
 	return nil
 }
 
-func (e *Engine) segmentOptions(c TopicConfig) segment.Options {
+// segmentOptions returns the segment.Options of a partition of a topic
+// with config c and sync policy pol: recovery's treatment of a hole above
+// the recovery point depends on the policy (docs/storage.md, Recovery),
+// and persisted times are bounded by the engine's clock.
+func (e *Engine) segmentOptions(c TopicConfig, pol SyncPolicy) segment.Options {
 	return segment.Options{
 		SegmentBytes:       c.SegmentBytes,
 		IndexIntervalBytes: e.opts.IndexIntervalBytes,
 		PreallocBytes:      e.opts.PreallocBytes,
 		MaxBatchBytes:      e.opts.MaxBatchBytes,
+		Durability:         pol.durability(),
+		Now:                e.opts.Now,
 		Logger:             e.log,
 	}
 }
@@ -175,7 +181,7 @@ func (e *Engine) openTopic(m topicMeta) (*topic, error) {
 		wg.Go(func() {
 			defer func() { <-e.openSem }()
 			dir := filepath.Join(e.topicDir(m.Name), strconv.Itoa(i))
-			lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config))
+			lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config, policy))
 			p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log)
 			p.obs = e.opts.Observer
 			if err != nil {

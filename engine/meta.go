@@ -12,6 +12,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/ring"
+	"github.com/seedqueue/sq/segment"
 )
 
 // tmpSuffix marks the engine's temporary files; they are removed at start.
@@ -153,6 +154,12 @@ func (e *Engine) loadTopicMetas() ([]topicMeta, error) {
 			e.log.Error("topic metadata unreadable; topic not served (restore the file from a backup, or move the topic directory away to reuse the name)",
 				"path", path, "err", err)
 			continue
+		}
+		if now := e.opts.Now().UnixMilli(); m.CreatedMs > now+segment.MaxClockAhead.Milliseconds() {
+			// Written while the clock was ahead: never carried forward
+			// (the file is rewritten with it at the next config change).
+			e.log.Warn("topic creation time in the future; clamped to the clock", "path", path, "created_ms", m.CreatedMs, "now_ms", now)
+			m.CreatedMs = now
 		}
 		metas = append(metas, m)
 	}

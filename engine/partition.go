@@ -48,8 +48,10 @@ type partition struct {
 	failed atomic.Pointer[api.Error]
 	// deleted: the topic was deleted; requests get UNKNOWN_TOPIC.
 	deleted atomic.Bool
-	// rolls carries roll requests (segment.ms) to the append goroutine.
-	rolls chan chan rollResult
+	// rolls carries roll requests (segment.ms) to the append goroutine,
+	// clamps requests to bound append times by the clock.
+	rolls  chan chan rollResult
+	clamps chan chan rollResult
 
 	// Owned by the append goroutine.
 	dirty          bool // written since the last sync
@@ -76,6 +78,7 @@ func newPartition(topic string, id int, dir string, log *segment.Log, policy Syn
 		logger:        logger.With("topic", topic, "partition", id),
 		reqs:          make(chan *appendReq, appendQueueLen),
 		rolls:         make(chan chan rollResult),
+		clamps:        make(chan chan rollResult),
 		stop:          make(chan struct{}),
 		done:          make(chan struct{}),
 	}
@@ -174,11 +177,16 @@ func (p *partition) run() {
 			pending = pending[:0]
 		case r := <-p.rolls:
 			r <- p.rollNow()
+		case r := <-p.clamps:
+			r <- p.clampNow()
 		case <-tick:
 			p.syncDirty()
 		case <-p.policyChanged:
 			setTicker()
 			p.syncDirty() // what was written under a laxer policy is synced now
+			// and checkpointed, so that recovery, which reads the new
+			// policy from the metadata, judges it below the recovery point.
+			p.checkpoint()
 		case <-ckp.C:
 			p.checkpoint()
 		case <-p.stop:

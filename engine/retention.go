@@ -71,6 +71,14 @@ func (p *partition) enforceRetention(cfg TopicConfig, now int64) error {
 		return nil
 	}
 	segs := p.log.Segments()
+	if futureTimes(segs, now) {
+		// Appended while the clock was ahead: bound the times first, or
+		// the segments would never roll nor expire.
+		if _, err := p.onAppender(p.clamps); err != nil {
+			return err
+		}
+		segs = p.log.Segments()
+	}
 	if act := segs[len(segs)-1]; act.FirstAppendTime >= 0 && now-act.FirstAppendTime >= cfg.SegmentMs {
 		rolled, err := p.roll()
 		if err != nil {
@@ -118,10 +126,26 @@ func retainFrom(segs []segment.SegmentInfo, cfg TopicConfig, now int64) (cut uin
 	return segs[n].BaseOffset, n
 }
 
+// futureTimes reports whether a segment of segs holds an append time more
+// than segment.MaxClockAhead after now (Unix ms).
+func futureTimes(segs []segment.SegmentInfo, now int64) bool {
+	for _, s := range segs {
+		if s.MaxAppendTime > now+segment.MaxClockAhead.Milliseconds() {
+			return true
+		}
+	}
+	return false
+}
+
 // roll asks the append goroutine to seal the active segment (segment.Log
 // appends and rolls from one goroutine) and waits for it. It reports
 // false without error when the partition is closing or the segment empty.
-func (p *partition) roll() (bool, error) {
+func (p *partition) roll() (bool, error) { return p.onAppender(p.rolls) }
+
+// onAppender sends a request to the append goroutine on ch (p.rolls or
+// p.clamps) and waits for its answer; false without error when the
+// partition is closing.
+func (p *partition) onAppender(ch chan chan rollResult) (bool, error) {
 	req := make(chan rollResult, 1)
 	p.mu.RLock()
 	if p.closed {
@@ -129,7 +153,7 @@ func (p *partition) roll() (bool, error) {
 		return false, nil
 	}
 	select {
-	case p.rolls <- req:
+	case ch <- req:
 	case <-p.stop:
 		p.mu.RUnlock()
 		return false, nil
@@ -156,4 +180,14 @@ func (p *partition) rollNow() rollResult {
 		return rollResult{err: storageError("roll segment", err)}
 	}
 	return rollResult{rolled: rolled}
+}
+
+// clampNow runs on the append goroutine: it bounds the log's append times
+// by the clock (segment.Log.ClampAppendTimes).
+func (p *partition) clampNow() rollResult {
+	changed, err := p.log.ClampAppendTimes(p.now().UnixMilli())
+	if err != nil {
+		return rollResult{err: storageError("clamp append times", err)}
+	}
+	return rollResult{rolled: changed}
 }

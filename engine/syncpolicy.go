@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seedqueue/sq/segment"
 )
 
 // SyncMode says when a partition fdatasyncs its log.
@@ -56,5 +58,18 @@ func (p SyncPolicy) String() string {
 		return fmt.Sprintf("%dms", p.Interval.Milliseconds())
 	default:
 		return "every-batch"
+	}
+}
+
+// durability is what recovery may assume about data written under p
+// (segment.Durability).
+func (p SyncPolicy) durability() segment.Durability {
+	switch p.Mode {
+	case SyncNone:
+		return segment.DurableNone
+	case SyncInterval:
+		return segment.DurableInterval
+	default:
+		return segment.DurableEveryBatch
 	}
 }

@@ -31,7 +31,10 @@ func (l *Log) Append(batches [][]byte) (AppendInfo, error) {
 // AppendAt is Append with the broker append time of the batches, appendMs
 // (Unix ms), recorded in the segment's time index (see OffsetForTime and
 // SegmentInfo.MaxAppendTime). Append times are kept monotonic: an appendMs
-// below an earlier one is recorded as the earlier one.
+// below an earlier one is recorded as the earlier one, unless the earlier
+// one is more than MaxClockAhead after appendMs (the clock was ahead):
+// then the earlier times are clamped to appendMs first
+// (ClampAppendTimes).
 func (l *Log) AppendAt(batches [][]byte, appendMs int64) (AppendInfo, error) {
 	l.mu.RLock()
 	closed, failed, next, act := l.closed, l.failed, l.next, l.active()
@@ -43,6 +46,13 @@ func (l *Log) AppendAt(batches [][]byte, appendMs int64) (AppendInfo, error) {
 		return AppendInfo{}, failed
 	case len(batches) == 0:
 		return AppendInfo{BaseOffset: next, NextOffset: next, Segment: act.base, Position: act.end}, nil
+	}
+	if l.lastAppend > appendMs+MaxClockAhead.Milliseconds() {
+		// An earlier append was dated while the clock was ahead: bound it
+		// rather than date this one (and every later one) after it.
+		if _, err := l.ClampAppendTimes(appendMs); err != nil {
+			l.opts.Logger.Warn("segment: clamping append times failed", "dir", l.dir, "err", err)
+		}
 	}
 	var total int64
 	var count uint64

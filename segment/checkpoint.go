@@ -99,30 +99,41 @@ func readRecoveryPoint(fsys ring.FS, dir string, logger *slog.Logger) (rp recove
 	return rp, true, nil
 }
 
-// writeRecoveryPoint replaces dir's recovery point durably: write a .sqtmp
-// file, fsync it, rename it over the old one, fsync dir.
+// writeRecoveryPoint replaces dir's recovery point durably (writeFileAtomic).
 func writeRecoveryPoint(fsys ring.FS, dir string, rp recoveryPoint) error {
-	path := filepath.Join(dir, recoveryPointName)
+	if err := writeFileAtomic(fsys, dir, filepath.Join(dir, recoveryPointName), rp.encode()); err != nil {
+		return fmt.Errorf("segment: checkpoint: %w", err)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces the file at path in directory dir with data,
+// never in place: it writes path.sqtmp, fsyncs it, renames it over path
+// and fsyncs dir. A crash leaves the old file or the new one whole (and
+// perhaps a .sqtmp file, which Open deletes).
+func writeFileAtomic(fsys ring.FS, dir, path string, data []byte) error {
 	tmp := path + tmpSuffix
 	f, err := fsys.Create(tmp)
 	if err != nil {
-		return fmt.Errorf("segment: checkpoint: %w", err)
+		return err
 	}
-	_, werr := f.WriteAt(rp.encode(), 0)
-	if werr == nil {
-		werr = f.Sync()
+	if len(data) > 0 {
+		_, err = f.WriteAt(data, 0)
 	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
+	if err == nil {
+		err = f.Sync()
 	}
-	if werr == nil {
-		werr = fsys.Rename(tmp, path)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if werr == nil {
-		werr = fsys.SyncDir(dir)
+	if err == nil {
+		err = fsys.Rename(tmp, path)
 	}
-	if werr != nil {
-		return fmt.Errorf("segment: checkpoint: %w", werr)
+	if err == nil {
+		err = fsys.SyncDir(dir)
 	}
-	return nil
+	if err != nil {
+		_ = fsys.Remove(tmp) // best effort; Open deletes .sqtmp files
+	}
+	return err
 }

@@ -45,14 +45,24 @@
 // is written with each append (not synced per append), fsynced with a
 // sealed segment's data and before every recovery point is written, so
 // the entries of the records below the recovery point are durable. At
-// Open, the longest valid prefix of each .timeindex is kept (entries
-// pointing past a recovered end are dropped), and the records it does not
-// cover (a missing, empty or torn file, or records above the recovery
-// point whose entries may be lost in a crash) are dated by the .log file's
-// modification time. That time is never earlier than the records' real
-// append time, so the trade-off errs on the safe side: such records are
-// kept longer by retention, and a lookup by time may answer earlier than
-// the exact offset (a consumer reads a few records twice), never later.
+// Open, a .timeindex must be plausible: whole entries, strictly
+// increasing, offsets inside the segment, times positive, not before the
+// previous segment's and not more than MaxClockAhead after Options.Now. A
+// sealed segment's file that is not is dropped whole (it was synced at the
+// roll, so this is damage); in the last segment the plausible prefix is
+// kept (entries above the recovery point may be torn). The records no
+// entry covers (a missing, empty, implausible or torn file, or records
+// above the recovery point whose entries may be lost in a crash) are dated
+// by the .log file's modification time, bounded by the clock. That time is
+// never earlier than the records' real append time, so the trade-off errs
+// on the safe side: such records are kept longer by retention, and a
+// lookup by time may answer earlier than the exact offset (a consumer
+// reads a few records twice), never later. Times are bounded by the clock
+// at run time too: ClampAppendTimes (called by AppendAt when the clock is
+// far behind the latest append time) replaces entries after the clock by
+// one at the clock's time. Index files are only ever replaced by temp file
+// and rename, never rewritten in place; the active segment's are appended
+// to.
 //
 // The recovery-point file is 36 bytes, little-endian: "SQRP", u32 version 1,
 // u64 next offset, u64 segment base offset, u64 byte position in that
@@ -139,13 +149,21 @@
 // torn write: there every batch is read and checked with batch.CheckHeader
 // (CRC-32C) and for an unbroken baseOffset sequence, and the first batch
 // that is short, longer than the file or MaxBatchBytes, has zero magic,
-// fails its check or breaks the sequence ends the log: the segment is
-// truncated there and fsynced before anything is mapped. Under the
-// every-batch sync policy nothing past that point was acknowledged, because
+// fails its check or breaks the sequence ends the log. Recovery then
+// looks in the rest of the file for a valid batch that continues the
+// offsets (findContinuation). None: a torn write, and the segment is
+// truncated there and fsynced before anything is mapped. One: damage
+// before data written later, which under Options.Durability
+// DurableEveryBatch is a *CorruptError (those bytes were synced before any
+// later batch was acknowledged) and nothing is cut; under DurableInterval
+// and DurableNone a power loss can leave such a hole, so it is cut and
+// logged at ERROR with the offsets dropped. Under the
+// every-batch sync policy nothing past a torn write was acknowledged, because
 // each acknowledgement waited for a Sync covering all earlier writes. Since
 // earlier segments were synced before the last one was created, the cut can
 // never reach acknowledged records in them, and no segment is ever removed
-// by recovery. Indexes that disagree with their log are rebuilt. The
+// by recovery. Indexes that disagree with their log or are implausible
+// are rebuilt (docs/storage.md, Index plausibility). The
 // scanned segments are then fdatasynced, since their bytes may have
 // survived only in the page cache of a crashed process, and a new recovery
 // point is written.

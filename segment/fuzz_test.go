@@ -1,17 +1,23 @@
 package segment
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/seedqueue/sq/api/batch"
+	"github.com/seedqueue/sq/ring"
 )
 
 // FuzzRecoverTail overwrites the log with arbitrary bytes at an arbitrary
 // position, with no recovery point (so everything is above it), and checks
 // that Open recovers: every batch wholly before the damage survives, and
-// what is readable is whole, valid and contiguous.
+// what is readable is whole, valid and contiguous. Under DurableEveryBatch
+// Open may instead report the damage as a *CorruptError (a valid batch
+// follows it), and then the file is left as it was.
 func FuzzRecoverTail(f *testing.F) {
 	src := f.TempDir()
 	opts := smallOptions()
@@ -40,7 +46,18 @@ func FuzzRecoverTail(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, filepath.Base(logPath(src, 0))), damaged, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		l := openLog(t, dir, opts)
+		strict := opts
+		strict.Durability = DurableEveryBatch
+		if l, err := Open(dir, osFS(), ring.NewPortable(), strict); err == nil {
+			l.Close()
+		} else if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Open under every-batch: %v", err)
+		} else if after, rerr := os.ReadFile(logPath(dir, 0)); rerr != nil || !bytes.Equal(after, damaged) {
+			t.Fatalf("Open reported %v and changed the file (%v)", err, rerr)
+		}
+		lax := opts
+		lax.Durability = DurableNone
+		l := openLog(t, dir, lax)
 		defer l.Close()
 		var intact uint64
 		for _, info := range infos {
@@ -120,6 +137,75 @@ func FuzzIndexDamage(f *testing.F) {
 				t.Fatalf("Read(%d): %v", off, err)
 			}
 			v.Release()
+		}
+	})
+}
+
+// FuzzTimeIndexDamage overwrites a sealed or the active segment's
+// .timeindex with arbitrary bytes after a clean Close; Open must succeed
+// with plausible times: no segment dated before its real append times or
+// after the clock, and no lookup by time answering later than the exact
+// offset.
+func FuzzTimeIndexDamage(f *testing.F) {
+	src := f.TempDir()
+	l := openLog(f, src, smallOptions())
+	t0 := time.Now().Add(-time.Hour).UnixMilli()
+	var bases []uint64
+	for i := 0; i < 24; i++ {
+		info, err := l.AppendAt([][]byte{makeBatch(f, l.NextOffset(), 2, 50)}, t0+int64(i)*10)
+		if err != nil {
+			f.Fatal(err)
+		}
+		bases = append(bases, info.BaseOffset)
+	}
+	segs := l.Segments()
+	if err := l.Close(); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(uint8(0), uint16(0), make([]byte, 12))
+	f.Add(uint8(1), uint16(12), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f})
+	f.Add(uint8(2), uint16(5), []byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, which uint8, at uint16, data []byte) {
+		dir := t.TempDir()
+		names, err := os.ReadDir(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range names {
+			b, err := os.ReadFile(filepath.Join(src, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		k := int(which) % len(segs)
+		path := timeIndexPath(dir, segs[k].BaseOffset)
+		tidx, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := min(int(at), len(tidx))
+		tidx = append(tidx[:pos], data...)
+		if err := os.WriteFile(path, tidx, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l := openLog(t, dir, smallOptions())
+		defer l.Close()
+		now := time.Now().UnixMilli()
+		for j, s := range l.Segments() {
+			if s.FirstAppendTime < segs[j].FirstAppendTime || s.MaxAppendTime < segs[j].MaxAppendTime ||
+				s.MaxAppendTime > now+MaxClockAhead.Milliseconds() {
+				t.Fatalf("segment %d dated %d..%d; real %d..%d, now %d", j, s.FirstAppendTime, s.MaxAppendTime,
+					segs[j].FirstAppendTime, segs[j].MaxAppendTime, now)
+			}
+		}
+		for i, base := range bases {
+			ts := t0 + int64(i)*10
+			if off, got := l.OffsetForTime(ts); off > base || got < ts {
+				t.Fatalf("OffsetForTime(%d) = %d, %d; exact answer %d", ts, off, got, base)
+			}
 		}
 	})
 }

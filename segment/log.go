@@ -66,6 +66,9 @@ type Log struct {
 	// lastAppend is the latest broker append time recorded (Unix ms), -1
 	// if none: time index entries never go below it.
 	lastAppend int64
+	// timeFloor, during recovery only: the last time index entry read
+	// from an earlier segment's file (recoverTimeIndex).
+	timeFloor int64
 
 	syncMu       sync.Mutex    // serializes Sync, Checkpoint and Close
 	synced       recoveryPoint // last synced position

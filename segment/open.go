@@ -28,9 +28,14 @@ import (
 //     batch by batch; the first batch that is short, longer than the file
 //     or MaxBatchBytes, has zero magic, fails CheckHeader (CRC) or breaks
 //     the baseOffset sequence ends the log: it and everything after it are
-//     cut off (ftruncate + fsync) before anything is mapped;
-//   - an index that disagrees with its log (missing, empty, not increasing,
-//     pointing past the data) is rebuilt from the log.
+//     cut off (ftruncate + fsync) before anything is mapped, unless a valid
+//     batch continuing the offsets follows it: then, under
+//     DurableEveryBatch, Open returns a *CorruptError and cuts nothing, and
+//     under the other policies the hole is cut and logged at ERROR;
+//   - an index that disagrees with its log or is implausible (missing,
+//     empty, torn, not increasing, pointing past the data, times zero,
+//     going back or in the future) is rebuilt from the log, by temp file
+//     and rename.
 //
 // The recovered data is then fdatasynced and a new recovery point written.
 func Open(dir string, fsys ring.FS, backend ring.Backend, opts Options) (*Log, error) {

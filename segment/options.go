@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"time"
 )
 
 // Defaults of Options.
@@ -15,6 +16,50 @@ const (
 	DefaultPreallocBytes      = 16 << 20 // 16 MiB
 	DefaultMaxBatchBytes      = 16 << 20 // 16 MiB
 )
+
+// MaxClockAhead bounds persisted clock values (broker append times in the
+// time index, a .log file's modification time) against Options.Now: a value
+// more than this far in the future was written while the clock was ahead,
+// and is logged and clamped to the current time rather than carried forward
+// (docs/architecture.md §3.6).
+const MaxClockAhead = time.Minute
+
+// Durability says what an acknowledgement promised about the bytes of the
+// last segment above the recovery point, which decides whether recovery may
+// cut a hole followed by valid data there (docs/storage.md, Recovery).
+// It is the topic's sync policy as seen by recovery.
+type Durability uint8
+
+const (
+	// DurableEveryBatch: every acknowledged batch was fdatasynced before
+	// its acknowledgement (sync policy every-batch). A bad batch followed
+	// by a valid batch that continues the offsets is damage to synced
+	// data: Open returns a *CorruptError and cuts nothing.
+	DurableEveryBatch Durability = iota
+	// DurableInterval: batches were acknowledged after the write and synced
+	// on a timer (an interval policy). Only the part below the recovery
+	// point is known synced; above it a hole followed by data the kernel
+	// flushed out of order is possible after a power loss, and is cut,
+	// logged at ERROR with the offsets dropped.
+	DurableInterval
+	// DurableNone: batches were acknowledged after the write and never
+	// synced explicitly (sync policy none); a hole above the recovery point
+	// is cut as under DurableInterval.
+	DurableNone
+)
+
+// String returns "every-batch", "interval" or "none".
+func (d Durability) String() string {
+	switch d {
+	case DurableEveryBatch:
+		return "every-batch"
+	case DurableInterval:
+		return "interval"
+	case DurableNone:
+		return "none"
+	}
+	return fmt.Sprintf("Durability(%d)", uint8(d))
+}
 
 // Options configure a Log. The zero value is valid after Defaults.
 type Options struct {
@@ -34,6 +79,15 @@ type Options struct {
 	// MaxBatchBytes: the largest batch (header included) recovery accepts;
 	// a longer length field is a torn write. Default 16 MiB.
 	MaxBatchBytes int
+	// Durability is the sync policy the log was written under, which
+	// decides what recovery does with a hole followed by valid data above
+	// the recovery point. The zero value, DurableEveryBatch, is the
+	// strictest: such a hole is reported as corruption.
+	Durability Durability
+	// Now is the clock that bounds persisted times (MaxClockAhead) and
+	// dates records whose time index entries are missing. Default
+	// time.Now.
+	Now func() time.Time
 	// Logger receives recovery notes (stray files, torn tails, rebuilt
 	// indexes). Default: discard.
 	Logger *slog.Logger
@@ -53,6 +107,9 @@ func (o *Options) Defaults() {
 	if o.MaxBatchBytes == 0 {
 		o.MaxBatchBytes = DefaultMaxBatchBytes
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -69,6 +126,9 @@ func (o *Options) Validate() error {
 	}
 	if o.PreallocBytes <= 0 {
 		errs = append(errs, fmt.Errorf("segment: PreallocBytes %d must be positive", o.PreallocBytes))
+	}
+	if o.Durability > DurableNone {
+		errs = append(errs, fmt.Errorf("segment: unknown %v", o.Durability))
 	}
 	if o.MaxBatchBytes < 64 {
 		errs = append(errs, fmt.Errorf("segment: MaxBatchBytes %d below the 64-byte batch header", o.MaxBatchBytes))

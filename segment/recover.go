@@ -149,7 +149,7 @@ func (l *Log) recoverSegment(s *segment, i, rpIdx int, rp recoveryPoint, bases [
 	case i == rpIdx:
 		above = rp.next
 	}
-	trewrote, err := l.recoverTimeIndex(s, above)
+	trewrote, err := l.recoverTimeIndex(s, above, i == len(bases)-1)
 	if err != nil {
 		return false, err
 	}
@@ -197,6 +197,9 @@ func (l *Log) verifyBelow(sc *scanner, s *segment, fileIndex []indexEntry, index
 	} else if errors.Is(err, errCleanEnd) {
 		err = fmt.Errorf("data ends at offset %d, byte %d, before offset %d", off, pos, want)
 	}
+	if errors.Is(err, errRead) {
+		return fmt.Errorf("segment: open: %w", err) // not seen, so not known corrupt
+	}
 	if err != nil {
 		return &CorruptError{File: s.logPath, Position: pos, Err: err}
 	}
@@ -206,8 +209,9 @@ func (l *Log) verifyBelow(sc *scanner, s *segment, fileIndex []indexEntry, index
 
 // scanAbove scans s, the i-th of bases, from byte pos and offset off,
 // above the recovery point. In the last segment it stops at the first batch
-// that is not whole, valid and in sequence, logs it as a torn write unless
-// it is the clean end of the data, and sets s.end and s.next there. In a
+// that is not whole, valid and in sequence, sets s.end and s.next there,
+// and lets checkHole decide whether that is a torn write to cut or damage
+// before valid data (per Options.Durability). In a
 // segment with a successor the data must run whole and in sequence exactly
 // up to the successor's base offset (later bytes are left over from a
 // failed write before the roll): anything else is a *CorruptError.
@@ -222,6 +226,9 @@ func (l *Log) scanAbove(sc *scanner, s *segment, pos int64, off uint64, bases []
 			err = fmt.Errorf("data ends at offset %d, byte %d; the next segment %s starts at offset %d",
 				off, pos, logPath(l.dir, want), want)
 		}
+		if errors.Is(err, errRead) {
+			return fmt.Errorf("segment: open: %w", err)
+		}
 		if err != nil {
 			return &CorruptError{File: s.logPath, Position: pos, Err: err}
 		}
@@ -230,28 +237,57 @@ func (l *Log) scanAbove(sc *scanner, s *segment, pos int64, off uint64, bases []
 	}
 	pos, off, err := l.walk(sc, s, pos, off, never)
 	s.end, s.next = pos, off
-	if err != nil && !errors.Is(err, errCleanEnd) {
-		l.opts.Logger.Warn("segment: torn write cut off", "file", s.logPath, "position", pos, "offset", off, "reason", err)
+	if pos >= sc.size {
+		return nil // the file ends with whole batches
 	}
+	return l.checkHole(sc, s, err)
+}
+
+// checkHole decides about the end of the last segment's data, at s.end
+// and offset s.next, where the scan stopped with cause (errCleanEnd for a
+// zero magic). A failed read is returned as it is: bytes that could not
+// be read are never cut. Nothing valid after it: a torn write (or
+// preallocated zeros), cut off. A valid batch after it that continues
+// the offsets (findContinuation): under DurableEveryBatch the bytes up to
+// it were synced before any later batch was acknowledged, so this is
+// damage, a *CorruptError, and nothing is cut; under the other policies a
+// power loss can leave such a hole (the kernel flushes pages in any
+// order), so it is cut, logged at ERROR with the offsets dropped.
+func (l *Log) checkHole(sc *scanner, s *segment, cause error) error {
+	pos, off := s.end, s.next
+	if errors.Is(cause, errRead) {
+		return fmt.Errorf("segment: open: %w", cause) // unseen bytes are never cut
+	}
+	q, h, found, err := sc.findContinuation(pos, s.base, off)
+	if err != nil {
+		return fmt.Errorf("segment: open: %w", err)
+	}
+	if !found {
+		if !errors.Is(cause, errCleanEnd) {
+			l.opts.Logger.Warn("segment: torn write cut off", "file", s.logPath, "position", pos, "offset", off, "reason", cause)
+		}
+		return nil
+	}
+	if errors.Is(cause, errCleanEnd) {
+		cause = errors.New("zero magic")
+	}
+	if l.opts.Durability == DurableEveryBatch {
+		return &CorruptError{File: s.logPath, Position: pos, Err: fmt.Errorf(
+			"bad batch at offset %d (%v) followed by a valid batch at byte %d with offset %d: damage to data synced under sync policy every-batch, not a torn write",
+			off, cause, q, h.BaseOffset)}
+	}
+	scratch := &segment{base: s.base, maxTs: -1}
+	_, to, _ := l.walk(sc, scratch, q, h.BaseOffset, never)
+	l.opts.Logger.Error("segment: hole before valid data cut off, records dropped (possible after a power loss under this sync policy)",
+		"file", s.logPath, "position", pos, "from_offset", off, "to_offset", to, "valid_batch_at", q,
+		"reason", cause, "sync_policy", l.opts.Durability.String())
 	return nil
 }
 
-// writeIndex replaces s's index file with s.index and fsyncs it.
+// writeIndex replaces s's index file with s.index (writeFileAtomic: never
+// in place, so a crash leaves the old index or the new one).
 func (l *Log) writeIndex(s *segment) error {
-	f, err := l.fs.Create(s.idxPath)
-	if err != nil {
-		return fmt.Errorf("segment: rewrite index %s: %w", s.idxPath, err)
-	}
-	if len(s.index) > 0 {
-		_, err = f.WriteAt(encodeIndex(s.index), 0)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := writeFileAtomic(l.fs, l.dir, s.idxPath, encodeIndex(s.index)); err != nil {
 		return fmt.Errorf("segment: rewrite index %s: %w", s.idxPath, err)
 	}
 	return nil

@@ -1,6 +1,8 @@
 package segment
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +15,11 @@ import (
 // errCleanEnd reports that a .log file ends at the scanned position: at the
 // end of the file, or at a header whose magic is zero (preallocated space).
 var errCleanEnd = errors.New("end of data")
+
+// errRead marks a failed read of a .log file during recovery: the bytes
+// could not be seen, so they are neither a torn write to cut nor proof of
+// corruption, and Open fails without changing the file.
+var errRead = errors.New("read failed")
 
 // scanner reads the batches of one .log file in order for recovery. It
 // reads through the file, never a mapping, because recovery may truncate.
@@ -83,7 +90,7 @@ func (sc *scanner) readAt(b []byte, pos int64) error {
 	if err == nil || err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
-	return fmt.Errorf("read %s at byte %d: %w", sc.path, pos, err)
+	return fmt.Errorf("%w: %s at byte %d: %w", errRead, sc.path, pos, err)
 }
 
 // walk scans the batches of s from byte pos and offset off, adding sparse
@@ -107,3 +114,54 @@ func (l *Log) walk(sc *scanner, s *segment, pos int64, off uint64, stop func(int
 }
 
 func never(int64, uint64) bool { return false }
+
+// findChunkBytes is how much findContinuation reads at a time.
+const findChunkBytes = 1 << 20
+
+// findContinuation looks after a bad batch at byte from, where offset off
+// was due, for a valid batch that continues the offsets: a batch that
+// passes every check of next (CRC-32C included) and whose baseOffset b is
+// at least off and at most off + (its position - from) (every skipped
+// record takes at least one byte). It returns the first such batch's
+// position and header. Torn writes leave zeros or the start of the torn
+// write after their end, never such a batch, so one found means damage
+// before data that was written after it (docs/storage.md, Recovery).
+//
+// It reads the rest of the file in chunks of findChunkBytes and tries only
+// positions whose magic byte is batch.Magic, so a zero tail costs one
+// bytes.IndexByte pass. A failed read returns its error (errRead).
+func (sc *scanner) findContinuation(from int64, base, off uint64) (int64, batch.Header, bool, error) {
+	const overlap = batch.HeaderSize - 1
+	buf := make([]byte, findChunkBytes+overlap)
+	for start := from + 1; start+batch.HeaderSize <= sc.size; start += findChunkBytes {
+		n := min(int64(len(buf)), sc.size-start)
+		chunk := buf[:n]
+		if err := sc.readAt(chunk, start); err != nil {
+			return 0, batch.Header{}, false, err
+		}
+		for k := 0; ; {
+			j := bytes.IndexByte(chunk[k:], batch.Magic)
+			if j < 0 {
+				break
+			}
+			k += j + 1
+			at := k - 1 - 16 // the magic byte is at header offset 16
+			if at < 0 || at >= findChunkBytes || int64(at)+batch.HeaderSize > n {
+				continue
+			}
+			pos := start + int64(at)
+			b := binary.LittleEndian.Uint64(chunk[at:])
+			if b < off || b-off > uint64(pos-from) {
+				continue
+			}
+			h, err := sc.next(pos, base, b)
+			if err == nil {
+				return pos, h, true, nil
+			}
+			if errors.Is(err, errRead) {
+				return 0, batch.Header{}, false, err
+			}
+		}
+	}
+	return 0, batch.Header{}, false, nil
+}

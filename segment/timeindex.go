@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"sort"
-	"time"
 
 	"github.com/seedqueue/sq/ring"
 )
@@ -45,11 +45,23 @@ func encodeTimeIndex(entries []timeEntry) []byte {
 	return b
 }
 
-// decodeTimeIndex returns the longest valid prefix of the entries in b for
-// a segment holding count records: the first entry at relative offset 0,
-// then strictly increasing times and offsets, every offset below count.
-// whole is false when b holds anything beyond that prefix.
-func decodeTimeIndex(b []byte, count uint64) (entries []timeEntry, whole bool) {
+// timeBounds are the append times a time index entry may plausibly hold
+// (Unix ms): at least floor (the previous segment's last time, and never
+// below 1: zero or negative means damage) and at most ceil (the clock plus
+// MaxClockAhead).
+type timeBounds struct{ floor, ceil int64 }
+
+// anyTime accepts every positive time: for reading a time index that Open
+// already checked.
+var anyTime = timeBounds{floor: 1, ceil: math.MaxInt64}
+
+// decodeTimeIndex returns the longest plausible prefix of the entries in b
+// for a segment holding count records: the first entry at relative offset
+// 0, then strictly increasing times and offsets, every offset below count
+// and every time within tb. whole is false when b holds anything beyond
+// that prefix (an implausible entry, or a size that is not a multiple of
+// the entry size), and why then says what.
+func decodeTimeIndex(b []byte, count uint64, tb timeBounds) (entries []timeEntry, whole bool, why string) {
 	n := len(b) / timeEntrySize
 	for i := 0; i < n; i++ {
 		e := timeEntry{
@@ -57,33 +69,42 @@ func decodeTimeIndex(b []byte, count uint64) (entries []timeEntry, whole bool) {
 			rel: binary.LittleEndian.Uint32(b[i*timeEntrySize+8:]),
 		}
 		switch {
-		case uint64(e.rel) >= count,
-			i == 0 && e.rel != 0,
-			i > 0 && (e.ts <= entries[i-1].ts || e.rel <= entries[i-1].rel):
-			return entries, false
+		case uint64(e.rel) >= count:
+			return entries, false, fmt.Sprintf("entry %d: offset %d outside the segment's %d records", i, e.rel, count)
+		case i == 0 && e.rel != 0:
+			return entries, false, fmt.Sprintf("first entry at relative offset %d, not 0", e.rel)
+		case e.ts < tb.floor:
+			return entries, false, fmt.Sprintf("entry %d: time %d before %d (zero, or earlier than the log before it)", i, e.ts, tb.floor)
+		case e.ts > tb.ceil:
+			return entries, false, fmt.Sprintf("entry %d: time %d in the future (after %d)", i, e.ts, tb.ceil)
+		case i > 0 && (e.ts <= entries[i-1].ts || e.rel <= entries[i-1].rel):
+			return entries, false, fmt.Sprintf("entry %d %+v does not follow %+v", i, e, entries[i-1])
 		}
 		entries = append(entries, e)
 	}
-	return entries, len(b)%timeEntrySize == 0
+	if len(b)%timeEntrySize != 0 {
+		return entries, false, fmt.Sprintf("size %d is not a multiple of %d", len(b), timeEntrySize)
+	}
+	return entries, true, ""
 }
 
 // readTimeIndexFile reads and decodes the time index at path.
-func readTimeIndexFile(fsys ring.FS, path string, count uint64) ([]timeEntry, bool, error) {
+func readTimeIndexFile(fsys ring.FS, path string, count uint64, tb timeBounds) (entries []timeEntry, whole bool, why string, err error) {
 	f, err := fsys.Open(path)
 	if err != nil {
-		return nil, false, err
+		return nil, false, "", err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, false, err
+		return nil, false, "", err
 	}
 	b := make([]byte, fi.Size())
 	if n, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
-		return nil, false, err
+		return nil, false, "", err
 	}
-	entries, whole := decodeTimeIndex(b, count)
-	return entries, whole, nil
+	entries, whole, why = decodeTimeIndex(b, count, tb)
+	return entries, whole, why, nil
 }
 
 // searchTime returns the index of the first entry with ts >= ms, or
@@ -144,22 +165,10 @@ func (l *Log) sealTimeIndex(s *segment) bool {
 	return true
 }
 
-// writeTimeIndex replaces s's .timeindex file with entries and fsyncs it.
+// writeTimeIndex replaces s's .timeindex file with entries
+// (writeFileAtomic: never in place).
 func (l *Log) writeTimeIndex(s *segment, entries []timeEntry) error {
-	f, err := l.fs.Create(s.tidxPath)
-	if err != nil {
-		return fmt.Errorf("segment: rewrite time index %s: %w", s.tidxPath, err)
-	}
-	if len(entries) > 0 {
-		_, err = f.WriteAt(encodeTimeIndex(entries), 0)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := writeFileAtomic(l.fs, l.dir, s.tidxPath, encodeTimeIndex(entries)); err != nil {
 		return fmt.Errorf("segment: rewrite time index %s: %w", s.tidxPath, err)
 	}
 	return nil
@@ -167,19 +176,43 @@ func (l *Log) writeTimeIndex(s *segment, entries []timeEntry) error {
 
 // recoverTimeIndex makes s's .timeindex agree with its recovered log (s.end
 // and s.next are final) and sets s.times, s.firstAppend and s.maxAppend.
-// The time index is the only record of broker append times, so it cannot
-// be rebuilt from the log: it keeps the longest valid prefix of the file
-// and dates the records it does not cover, and the records above the
-// recovery point (whose entries may not have reached the disk), by the
-// .log file's modification time, which is never earlier than their real
-// append time (see the package doc). above is the first offset of s above
-// the recovery point (s.next when none is). It reports whether it rewrote
-// the file.
-func (l *Log) recoverTimeIndex(s *segment, above uint64) (bool, error) {
+// last says s is the last segment.
+//
+// The time index is a cache of broker append times that the log does not
+// hold, so "rebuilding it from the log" dates records by the .log file's
+// modification time, which is never earlier than their real append time
+// (see the package doc), bounded by the clock. Its entries must be
+// plausible (decodeTimeIndex): positive, not in the future (more than
+// MaxClockAhead after Options.Now), not before the last entry read from an
+// earlier segment's file, strictly increasing, offsets inside the
+// segment, whole entries. (Times dated by a modification time are not a
+// floor: a .log trimmed at its roll may be dated a millisecond after the
+// next segment's first append.)
+// A segment with a successor had its time index synced at the roll, so an
+// implausible entry there is damage: the whole file is dropped and the
+// segment dated by its .log. In the last segment the entries above the
+// recovery point may be torn, so the plausible prefix is kept and the
+// records it does not cover, and those above the recovery point, are
+// dated by the .log. above is the first offset of s above the recovery
+// point (s.next when none is). It reports whether it rewrote the file.
+func (l *Log) recoverTimeIndex(s *segment, above uint64, last bool) (bool, error) {
 	count := s.next - s.base
-	entries, whole, err := readTimeIndexFile(l.fs, s.tidxPath, count)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	now := l.opts.Now().UnixMilli()
+	tb := timeBounds{floor: max(1, l.timeFloor), ceil: now + MaxClockAhead.Milliseconds()}
+	entries, whole, why, err := readTimeIndexFile(l.fs, s.tidxPath, count, tb)
+	switch {
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		l.opts.Logger.Warn("segment: time index unreadable; dating its records by the log's modification time", "file", s.tidxPath, "err", err)
+	case err == nil && !whole && !last:
+		l.opts.Logger.Warn("segment: time index implausible; rebuilding it from the log (dated by its modification time)",
+			"file", s.tidxPath, "reason", why)
+		entries = nil
+	case err == nil && !whole:
+		l.opts.Logger.Info("segment: time index of the last segment cut to its plausible prefix",
+			"file", s.tidxPath, "entries_kept", len(entries), "reason", why)
+	}
+	if n := len(entries); n > 0 {
+		l.timeFloor = entries[n-1].ts
 	}
 	rewrite := err != nil || !whole
 	if count > 0 {
@@ -193,7 +226,7 @@ func (l *Log) recoverTimeIndex(s *segment, above uint64) (bool, error) {
 			}
 		}
 		if from < count {
-			ts := l.mtimeMs(s)
+			ts := max(l.mtimeMs(s, now), tb.floor, l.lastAppend)
 			if n := len(entries); n > 0 {
 				ts = max(ts, entries[n-1].ts+1)
 			}
@@ -217,16 +250,26 @@ func (l *Log) recoverTimeIndex(s *segment, above uint64) (bool, error) {
 	return rewrite, nil
 }
 
-// mtimeMs returns the modification time of s's .log in Unix ms, or the
-// current time if it cannot be read or is not after 1970 (a file system
-// that keeps no times): a time too early would expire the records at once.
-func (l *Log) mtimeMs(s *segment) int64 {
-	if s.file != nil {
-		if fi, err := s.file.Stat(); err == nil && fi.ModTime().UnixMilli() > 0 {
-			return fi.ModTime().UnixMilli()
-		}
+// mtimeMs returns the modification time of s's .log in Unix ms, bounded by
+// the clock's reading now (Unix ms): now if the time cannot be read, is
+// not after 1970 (a file system that keeps no times: a time too early
+// would expire the records at once), or is more than MaxClockAhead in the
+// future (written while the clock was ahead; logged).
+func (l *Log) mtimeMs(s *segment, now int64) int64 {
+	if s.file == nil {
+		return now
 	}
-	return time.Now().UnixMilli()
+	fi, err := s.file.Stat()
+	if err != nil || fi.ModTime().UnixMilli() <= 0 {
+		return now
+	}
+	ms := fi.ModTime().UnixMilli()
+	if ms > now+MaxClockAhead.Milliseconds() {
+		l.opts.Logger.Warn("segment: log modification time in the future; clamped to the clock",
+			"file", s.logPath, "mtime_ms", ms, "now_ms", now)
+		return now
+	}
+	return ms
 }
 
 // OffsetForTime returns the first offset of the first batch appended (by
@@ -256,7 +299,7 @@ func (l *Log) OffsetForTime(ms int64) (offset uint64, ts int64) {
 		times := c.times
 		if times == nil {
 			var err error
-			if times, _, err = readTimeIndexFile(l.fs, c.s.tidxPath, c.count); err != nil {
+			if times, _, _, err = readTimeIndexFile(l.fs, c.s.tidxPath, c.count, anyTime); err != nil {
 				l.opts.Logger.Warn("segment: time index unreadable; answering with the segment's start", "file", c.s.tidxPath, "err", err)
 				return c.s.base, -1
 			}
