@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -181,7 +182,7 @@ func (l *Log) grow(s *segment, need int64) error {
 	} else {
 		size = s.alloc
 	}
-	m, err := newMapping(s.file, size)
+	m, err := newMapping(s.file, size, l.files)
 	if err != nil {
 		return err
 	}
@@ -192,6 +193,8 @@ func (l *Log) grow(s *segment, need int64) error {
 	s.mapMu.Unlock()
 	if old != nil {
 		old.release()
+	} else {
+		l.files.trim() // a new mapping: make room among sealed segments
 	}
 	return nil
 }
@@ -199,8 +202,10 @@ func (l *Log) grow(s *segment, need int64) error {
 // roll creates the segment with base offset base, makes its name durable,
 // and makes it the active segment. The old active segment, old, is sealed:
 // if no reader has it mapped, its preallocated tail is trimmed and its
-// in-memory index dropped (later reads map the .index file); its file stays
-// open until the next Sync.
+// in-memory index dropped (later reads map the .index file); its three
+// files are closed (sealOld synced them), whatever the sync policy, so a
+// sealed segment holds no file descriptor, and a mapping only while a
+// reader or the FileCache keeps it.
 //
 // Before the new file is created, old is fdatasynced, whatever the sync
 // policy, and the recovery point is moved to its end (sealOld): a segment
@@ -234,12 +239,8 @@ func (l *Log) roll(old *segment, base uint64) (*segment, error) {
 	}
 	old.mapMu.Unlock()
 	dropTimes := l.sealTimeIndex(old)
-	var idxErr error
-	if old.idx != nil {
-		idxErr = old.idx.Close()
-	}
+	closeErr := errors.Join(l.closeHeld(&old.idx), l.closeHeld(&old.file), l.closeHeld(&old.tidx))
 	l.mu.Lock()
-	old.idx = nil
 	if dropIndex {
 		old.index = nil
 	}
@@ -247,11 +248,13 @@ func (l *Log) roll(old *segment, base uint64) (*segment, error) {
 		old.times = nil
 	}
 	l.segs = append(l.segs, s)
-	l.unsynced = append(l.unsynced, old)
 	l.mu.Unlock()
-	if idxErr != nil {
-		l.opts.Logger.Warn("segment: closing an index failed", "file", old.idxPath, "err", idxErr)
+	if closeErr != nil {
+		l.opts.Logger.Warn("segment: closing a sealed segment's files failed", "file", old.logPath, "err", closeErr)
 	}
+	// A mapping kept for a reader is now a sealed segment's: the FileCache
+	// may evict it once idle. Trim for the new segment's files.
+	l.files.touch(old)
 	return s, nil
 }
 
@@ -287,18 +290,16 @@ func (l *Log) sealOld(old *segment, next uint64) error {
 func (l *Log) createSegment(base uint64) (*segment, error) {
 	s := l.newSegment(base)
 	var err error
-	if s.file, err = l.fs.Create(s.logPath); err == nil {
-		if s.idx, err = l.fs.Create(s.idxPath); err == nil {
-			if s.tidx, err = l.fs.Create(s.tidxPath); err == nil {
+	if s.file, err = l.openHeld(l.fs.Create, s.logPath); err == nil {
+		if s.idx, err = l.openHeld(l.fs.Create, s.idxPath); err == nil {
+			if s.tidx, err = l.openHeld(l.fs.Create, s.tidxPath); err == nil {
 				err = l.fs.SyncDir(l.dir)
 			}
 		}
 	}
 	if err != nil {
-		for _, f := range []ring.File{s.file, s.idx, s.tidx} {
-			if f != nil {
-				f.Close()
-			}
+		for _, f := range []*ring.File{&s.file, &s.idx, &s.tidx} {
+			l.closeHeld(f)
 		}
 		// Best effort: a leftover empty file is removed or reused at the
 		// next recovery.
