@@ -206,9 +206,11 @@ func (p *peakFS) wrap(f ring.File, err error) (ring.File, error) {
 	return &peakFile{File: f, fs: p}, nil
 }
 
-func (p *peakFS) Create(name string) (ring.File, error)        { return p.wrap(p.FS.Create(name)) }
-func (p *peakFS) Open(name string) (ring.File, error)          { return p.wrap(p.FS.Open(name)) }
-func (p *peakFS) OpenReadWrite(name string) (ring.File, error) { return p.wrap(p.FS.OpenReadWrite(name)) }
+func (p *peakFS) Create(name string) (ring.File, error) { return p.wrap(p.FS.Create(name)) }
+func (p *peakFS) Open(name string) (ring.File, error)   { return p.wrap(p.FS.Open(name)) }
+func (p *peakFS) OpenReadWrite(name string) (ring.File, error) {
+	return p.wrap(p.FS.OpenReadWrite(name))
+}
 
 // TestRecoverManySegmentsWithinBound: Open of a partition of 2,000
 // segments holds a handful of files at once (the active segment's and the
