@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"syscall"
 	"time"
 
 	"github.com/seedqueue/sq/api/batch"
@@ -183,6 +184,11 @@ func (l *Log) grow(s *segment, need int64) error {
 		size = s.alloc
 	}
 	m, err := newMapping(s.file, size, l.files)
+	if errors.Is(err, syscall.ENOMEM) {
+		// vm.max_map_count: make room among idle sealed segments.
+		l.files.trimAll()
+		m, err = newMapping(s.file, size, l.files)
+	}
 	if err != nil {
 		return err
 	}
