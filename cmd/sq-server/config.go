@@ -174,10 +174,16 @@ func (c *config) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, ho))
 }
 
+// envTable lists each flag with its environment variable, in columns as
+// wide as the longest flag name needs.
 func envTable() string {
+	width := 0
+	for _, s := range flagSpecs {
+		width = max(width, len(s.name)+2)
+	}
 	var b strings.Builder
 	for _, s := range flagSpecs {
-		b.WriteString("  --" + s.name + strings.Repeat(" ", 20-len(s.name)) + s.env + "\n")
+		b.WriteString("  --" + s.name + strings.Repeat(" ", width-len(s.name)) + s.env + "\n")
 	}
 	return b.String()
 }

@@ -53,3 +53,27 @@ func TestMaxOpenSegmentFilesFlag(t *testing.T) {
 		})
 	}
 }
+
+// TestRootCommandListsEveryVariable: the command's long help lists each
+// flag with its environment variable, one per line, the variables in one
+// column however long the flag names are.
+func TestRootCommandListsEveryVariable(t *testing.T) {
+	long := newRootCommand().Long
+	col := -1
+	for _, s := range flagSpecs {
+		line := ""
+		for _, l := range strings.Split(long, "\n") {
+			if strings.HasPrefix(l, "  --"+s.name+" ") {
+				line = l
+			}
+		}
+		i := strings.Index(line, s.env)
+		if i < 0 {
+			t.Fatalf("no line for --%s with %s in:\n%s", s.name, s.env, long)
+		}
+		if col >= 0 && i != col {
+			t.Fatalf("%s at column %d, others at %d:\n%s", s.env, i, col, long)
+		}
+		col = i
+	}
+}
