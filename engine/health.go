@@ -15,13 +15,16 @@ type SegmentFileStats struct {
 	Cached    int    // sealed segments kept mapped for later reads
 	Evictions uint64 // sealed segments unmapped to stay within Max since Open
 	// Err is the last "too many open files" (EMFILE, ENFILE) or mmap
-	// ENOMEM error, until an open or a mapping succeeds again; nil
-	// otherwise.
+	// ENOMEM error while the process still cannot open a file or map a
+	// page; nil otherwise.
 	Err error
 }
 
-// SegmentFiles returns the counts of open segment files and mappings.
+// SegmentFiles returns the counts of open segment files and mappings. When
+// an open or a mapping failed for want of descriptors or mappings, it
+// first checks whether one can be made now (segment.FileCache.Recheck).
 func (e *Engine) SegmentFiles() SegmentFileStats {
+	e.files.Recheck(e.opts.FS, e.opts.DataDir)
 	st := e.files.Stats()
 	return SegmentFileStats{Max: st.Max, Files: st.Files, Mappings: st.Mappings, Cached: st.Cached,
 		Evictions: st.Evictions, Err: st.Err}
@@ -34,11 +37,12 @@ const maxHealthPartitions = 10
 // segment files; otherwise an error that says why, for readiness probes:
 // the failed partitions (at most maxHealthPartitions named, with their
 // errors, then a count) and the last EMFILE, ENFILE or mmap ENOMEM error
-// while no open or mapping has succeeded since. A failed partition stays
-// failed until the server restarts (docs/architecture.md §3.3).
+// while the process still cannot open a file or map a page
+// (segment.FileCache.Recheck). A failed partition stays failed until the
+// server restarts (docs/architecture.md §3.3).
 func (e *Engine) Health() error {
 	var errs []error
-	if err := e.files.Err(); err != nil {
+	if err := e.files.Recheck(e.opts.FS, e.opts.DataDir); err != nil {
 		errs = append(errs, fmt.Errorf("cannot open segment files: %w", err))
 	}
 	e.mu.RLock()

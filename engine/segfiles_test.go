@@ -85,9 +85,10 @@ func TestSyncPolicyNoneRollsStayBounded(t *testing.T) {
 }
 
 // TestHealthReportsOpenFailures: a publish that must roll while the
-// process cannot open a file fails with a storage error and Health
-// reports "cannot open segment files" with the EMFILE; once files can be
-// opened again the next roll succeeds and Health is nil.
+// process cannot open a file fails with a storage error, and Health
+// reports "cannot open segment files" with the EMFILE for as long as no
+// file can be opened; once files can be opened again Health is nil at
+// once, and the next roll succeeds.
 func TestHealthReportsOpenFailures(t *testing.T) {
 	e := openTest(t, segFilesOptions(t.TempDir(), ring.NewPortable()))
 	if _, err := e.CreateTopic("t", 1, TopicConfig{SegmentBytes: tinySegment}); err != nil {
@@ -98,24 +99,25 @@ func TestHealthReportsOpenFailures(t *testing.T) {
 	if err := e.Health(); err != nil {
 		t.Fatalf("Health before: %v", err)
 	}
-	restore := testutil.LimitOpenFiles(t, testutil.OpenFDs(t))
-	_, err := e.Append(context.Background(), "t", 0, mkBatch(t, value))
+	b := mkBatch(t, value)
+	restore := testutil.ExhaustOpenFiles(t)
+	_, err := e.Append(context.Background(), "t", 0, b)
+	herr, st := e.Health(), e.SegmentFiles()
 	restore()
 	if err == nil {
 		t.Fatal("a publish that rolls succeeded with no descriptor left")
 	}
-	herr := e.Health()
 	if herr == nil || !errors.Is(herr, syscall.EMFILE) || !strings.Contains(herr.Error(), "cannot open segment files") {
-		t.Fatalf("Health after EMFILE: %v", herr)
+		t.Fatalf("Health after EMFILE: %v (append: %v, stats %+v)", herr, err, st)
 	}
-	if st := e.SegmentFiles(); !errors.Is(st.Err, syscall.EMFILE) {
+	if !errors.Is(st.Err, syscall.EMFILE) {
 		t.Fatalf("SegmentFiles().Err = %v, want EMFILE", st.Err)
+	}
+	if err := e.Health(); err != nil {
+		t.Fatalf("Health once files can be opened again: %v", err)
 	}
 	if res := appendValues(t, e, "t", 0, value); res.BaseOffset != 1 {
 		t.Fatalf("publish after the limit was lifted at offset %d, want 1", res.BaseOffset)
-	}
-	if err := e.Health(); err != nil {
-		t.Fatalf("Health once files open again: %v", err)
 	}
 }
 

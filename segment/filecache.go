@@ -4,9 +4,12 @@ import (
 	"container/list"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/seedqueue/sq/ring"
 )
@@ -69,7 +72,7 @@ type FileStats struct {
 	Evictions uint64 // sealed segments unmapped to stay within Max since NewFileCache
 	// Err is the last "too many open files" (EMFILE, ENFILE) or mmap
 	// ENOMEM error met by a Log sharing the cache, if no open or mapping
-	// has succeeded since; nil otherwise.
+	// has succeeded since (nor Recheck); nil otherwise.
 	Err error
 }
 
@@ -120,6 +123,33 @@ func (c *FileCache) observe(err error) error {
 		c.resErr.Store(&err)
 	}
 	return err
+}
+
+// Recheck tells whether the process can open a file and create a mapping
+// now, so that Err does not outlive the shortage when no segment happens
+// to be opened after it: if Err is set, it opens dir read-only through
+// fsys and maps one anonymous page, and clears Err when both succeed. It
+// returns Err afterwards (nil at once when Err is nil).
+func (c *FileCache) Recheck(fsys ring.FS, dir string) error {
+	if c.Err() == nil {
+		return nil
+	}
+	f, err := fsys.Open(dir)
+	if err == nil {
+		f.Close()
+		var b []byte
+		b, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANON)
+		if err == nil {
+			err = unix.Munmap(b)
+		}
+	}
+	switch {
+	case err == nil:
+		c.observe(nil)
+	case isExhaustion(err):
+		c.observe(fmt.Errorf("segment: recheck: %w", err))
+	}
+	return c.Err()
 }
 
 // addFiles counts n more (or, negative, fewer) held file descriptors.

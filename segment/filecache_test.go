@@ -369,15 +369,18 @@ func testBatch(first uint64) ([]byte, error) {
 	return b.Build()
 }
 
-// TestResourceErrorsSurface: an EMFILE from open(2) while mapping a sealed
-// segment is returned by Read wrapped with ErrResources (errno kept) and
-// recorded in the FileCache until an open succeeds again.
+// TestResourceErrorsSurface: an EMFILE, ENFILE or ENOMEM from open(2)
+// while mapping a sealed segment, or creating the next segment at a roll,
+// is returned by Read and Append wrapped with ErrResources (errno kept) and
+// recorded in the FileCache until an open succeeds again, or Recheck finds
+// that one can.
 func TestResourceErrorsSurface(t *testing.T) {
 	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM} {
 		t.Run(errno.Error(), func(t *testing.T) {
 			c := NewFileCache(16)
 			fsys := &failOpenFS{FS: ring.OS}
-			l, err := Open(t.TempDir(), fsys, ring.NewPortable(), tinyOptions(c))
+			dir := t.TempDir()
+			l, err := Open(dir, fsys, ring.NewPortable(), tinyOptions(c))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -393,6 +396,17 @@ func TestResourceErrorsSurface(t *testing.T) {
 			}
 			if _, err := l.Append([][]byte{makeBatch(t, l.NextOffset(), 1, 100)}); !errors.Is(err, ErrResources) {
 				t.Fatalf("Append that rolls with open failing: %v, want ErrResources", err)
+			}
+			if err := c.Recheck(fsys, dir); !errors.Is(err, errno) {
+				t.Fatalf("Recheck while opens fail: %v, want %v", err, errno)
+			}
+			fsys.err.Store(nil)
+			if err := c.Recheck(fsys, dir); err != nil || c.Err() != nil {
+				t.Fatalf("Recheck once opens work: %v (Err %v), want nil", err, c.Err())
+			}
+			fsys.err.Store(&errno)
+			if _, err := l.Read(0, 1, l.NextOffset()); !errors.Is(err, errno) {
+				t.Fatalf("Read with open failing again: %v", err)
 			}
 			fsys.err.Store(nil)
 			v, err := l.Read(0, 1, l.NextOffset())

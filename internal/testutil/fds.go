@@ -8,14 +8,15 @@ import (
 )
 
 // OpenFDs returns the number of file descriptors of this process (the
-// entries of /proc/self/fd), or skips the test where there is no /proc.
+// entries of /proc/self/fd, less the one that reads the directory), or
+// skips the test where there is no /proc.
 func OpenFDs(t testing.TB) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Skipf("no /proc/self/fd: %v", err)
 	}
-	return len(ents)
+	return len(ents) - 1
 }
 
 // LimitOpenFiles lowers the soft RLIMIT_NOFILE of the whole process to n
@@ -39,6 +40,36 @@ func LimitOpenFiles(t testing.TB, n int) (restore func()) {
 			if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
 				t.Errorf("restoring RLIMIT_NOFILE: %v", err)
 			}
+		})
+	}
+	t.Cleanup(restore)
+	return restore
+}
+
+// ExhaustOpenFiles leaves the process no free file descriptor: it lowers
+// RLIMIT_NOFILE to the descriptors open now and fills any left below it
+// (up to 64) with /dev/null, so the next open fails with EMFILE, until the
+// returned function, also run at the end of the test, closes them and
+// restores the limit. Tests that use it must not run in parallel with
+// others.
+func ExhaustOpenFiles(t testing.TB) (restore func()) {
+	t.Helper()
+	lift := LimitOpenFiles(t, OpenFDs(t))
+	var fill []*os.File
+	for range 64 {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			break
+		}
+		fill = append(fill, f)
+	}
+	var once sync.Once
+	restore = func() {
+		once.Do(func() {
+			for _, f := range fill {
+				f.Close()
+			}
+			lift()
 		})
 	}
 	t.Cleanup(restore)
