@@ -286,7 +286,7 @@ func (l *Log) sealOld(old *segment, next uint64) error {
 		l.synced = recoveryPoint{next: next, base: old.base, pos: old.end}
 	}
 	if err := l.checkpointLocked(); err != nil {
-		l.opts.Logger.Warn("segment: recovery-point checkpoint at a roll failed", "dir", l.dir, "err", err)
+		l.opts.Logger.Warn("segment: recovery-point checkpoint at a roll failed", "dir", l.dir, "err", l.files.observe(err))
 	}
 	return nil
 }
@@ -312,7 +312,7 @@ func (l *Log) createSegment(base uint64) (*segment, error) {
 		_ = l.fs.Remove(s.tidxPath)
 		_ = l.fs.Remove(s.idxPath)
 		_ = l.fs.Remove(s.logPath)
-		return nil, fmt.Errorf("segment: create segment %d: %w", base, err)
+		return nil, l.files.observe(fmt.Errorf("segment: create segment %d: %w", base, err))
 	}
 	return s, nil
 }

@@ -371,7 +371,7 @@ func testBatch(first uint64) ([]byte, error) {
 
 // TestResourceErrorsSurface: an EMFILE, ENFILE or ENOMEM from open(2)
 // while mapping a sealed segment, or creating the next segment at a roll,
-// is returned by Read and Append wrapped with ErrResources (errno kept) and
+// is returned by Read, Append and Open wrapped with ErrResources (errno kept) and
 // recorded in the FileCache until an open succeeds again, or Recheck finds
 // that one can.
 func TestResourceErrorsSurface(t *testing.T) {
@@ -418,6 +418,16 @@ func TestResourceErrorsSurface(t *testing.T) {
 				t.Fatalf("FileCache error %v after a successful read", st.Err)
 			}
 			readable(t, l)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			fsys.err.Store(&errno)
+			if _, err := Open(dir, fsys, ring.NewPortable(), tinyOptions(c)); !errors.Is(err, ErrResources) || !errors.Is(err, errno) {
+				t.Fatalf("Open with open failing with %v: %v, want ErrResources and the errno", errno, err)
+			}
+			if st := c.Stats(); !errors.Is(st.Err, errno) || st.Files != 0 || st.Mappings != 0 {
+				t.Fatalf("after the failed Open: %+v, want the error and nothing held", st)
+			}
 		})
 	}
 }

@@ -33,11 +33,23 @@ import (
 //     pointing past the data) is rebuilt from the log.
 //
 // The recovered data is then fdatasynced and a new recovery point written.
+//
+// Running out of file descriptors (EMFILE, ENFILE) fails Open with an error
+// wrapping ErrResources, recorded in opts.Files (FileStats.Err).
 func Open(dir string, fsys ring.FS, backend ring.Backend, opts Options) (*Log, error) {
 	opts.Defaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	l, err := open(dir, fsys, backend, opts)
+	if err != nil {
+		return nil, opts.Files.observe(err)
+	}
+	return l, nil
+}
+
+// open is Open after the options are checked.
+func open(dir string, fsys ring.FS, backend ring.Backend, opts Options) (*Log, error) {
 	l := &Log{dir: dir, fs: fsys, be: backend, opts: opts, ix: indexer{interval: int64(opts.IndexIntervalBytes)}, lastAppend: -1, files: opts.Files}
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("segment: open: %w", err)
