@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -10,7 +11,9 @@ import (
 //
 //	GET /healthz  200 "ok" while the process runs (liveness)
 //	GET /readyz   200 "ready" once SetReady(true), 503 before and from
-//	              StartShutdown on (readiness)
+//	              StartShutdown on, and while the engine reports a problem
+//	              (a failed partition, or segment files that cannot be
+//	              opened or mapped), with the reason in the body (readiness)
 //	GET /metrics  the Prometheus text exposition format
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -27,10 +30,30 @@ func (s *Server) Handler() http.Handler {
 		case !s.ready.Load():
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("recovering\n"))
+		case s.engineHealth() != nil:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready:\n%v\n", s.engineHealth())
 		default:
 			w.Write([]byte("ready\n"))
 		}
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	return mux
+}
+
+// healthReporter is implemented by engines that report why they cannot
+// serve (*engine.Engine: failed partitions, segment files that cannot be
+// opened).
+type healthReporter interface{ Health() error }
+
+// engineHealth returns the engine's Health error, or nil when there is no
+// engine yet or it does not report its health.
+func (s *Server) engineHealth() error {
+	if !s.hasEngine() {
+		return nil
+	}
+	if h, ok := s.eng().(healthReporter); ok {
+		return h.Health()
+	}
+	return nil
 }

@@ -74,6 +74,7 @@ func newMetrics(s *Server) *metrics {
 			func() float64 { return s.opts.Now().Sub(s.started).Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_ready", Help: "1 when the node is ready (/readyz 200), else 0."},
 			func() float64 { return boolFloat(s.Ready()) }),
+		&segmentFilesCollector{s: s},
 		&stateCollector{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -375,4 +376,46 @@ func diskSpace(dir string) (total, free uint64, err error) {
 		return 0, 0, err
 	}
 	return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), nil
+}
+
+// segmentFilesReporter is implemented by engines that count their segment
+// files and mappings (*engine.Engine).
+type segmentFilesReporter interface {
+	SegmentFiles() engine.SegmentFileStats
+}
+
+// segmentFilesCollector exports engine.SegmentFileStats at scrape time.
+type segmentFilesCollector struct{ s *Server }
+
+var (
+	descSegFiles     = prometheus.NewDesc("sq_segment_open_files", "File descriptors held by segments (3 per active segment).", nil, nil)
+	descSegMappings  = prometheus.NewDesc("sq_segment_mappings", "Live memory mappings of segment files.", nil, nil)
+	descSegCached    = prometheus.NewDesc("sq_segment_cached", "Sealed segments kept mapped for later reads.", nil, nil)
+	descSegMax       = prometheus.NewDesc("sq_segment_open_files_max", "Bound of open segment files plus mappings (--max-open-segment-files).", nil, nil)
+	descSegEvictions = prometheus.NewDesc("sq_segment_evictions_total", "Sealed segments unmapped to stay within the bound.", nil, nil)
+	descSegErr       = prometheus.NewDesc("sq_segment_open_error", "1 while segment files cannot be opened or mapped (EMFILE, ENFILE, ENOMEM), else 0.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *segmentFilesCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSegFiles, descSegMappings, descSegCached, descSegMax, descSegEvictions, descSegErr} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *segmentFilesCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.s.hasEngine() {
+		return
+	}
+	r, ok := c.s.eng().(segmentFilesReporter)
+	if !ok {
+		return
+	}
+	st := r.SegmentFiles()
+	for d, v := range map[*prometheus.Desc]float64{descSegFiles: float64(st.Files), descSegMappings: float64(st.Mappings),
+		descSegCached: float64(st.Cached), descSegMax: float64(st.Max), descSegErr: boolFloat(st.Err != nil)} {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	ch <- prometheus.MustNewConstMetric(descSegEvictions, prometheus.CounterValue, float64(st.Evictions))
 }

@@ -145,8 +145,12 @@ func (s *Server) SetReady(ready bool) {
 	}
 }
 
-// Ready reports whether the node is ready.
-func (s *Server) Ready() bool { return s.ready.Load() && !s.stopping.Load() }
+// Ready reports whether the node is ready: SetReady(true), not stopping,
+// and the engine reports no failed partition nor segment files it cannot
+// open (/readyz 200).
+func (s *Server) Ready() bool {
+	return s.ready.Load() && !s.stopping.Load() && s.engineHealth() == nil
+}
 
 // ServeGRPC serves gRPC on ln until Shutdown. It returns nil after
 // Shutdown, or the accept error.

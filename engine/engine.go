@@ -36,6 +36,8 @@ type Engine struct {
 
 	obs observing
 
+	files *segment.FileCache // open segment files and mappings of every partition
+
 	disk      *diskFloor    // nil: no free-space floor
 	scrubDone chan struct{} // closed when the scrub of sealed segments ends
 
@@ -85,7 +87,7 @@ func Open(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{opts: opts, log: opts.Logger, lock: lock, topics: map[string]*topic{}, closing: make(chan struct{}),
-		openSem: make(chan struct{}, openParallelism())}
+		openSem: make(chan struct{}, openParallelism()), files: segment.NewFileCache(opts.MaxOpenSegmentFiles)}
 	if err := e.open(); err != nil {
 		e.closeTopics()
 		lock.release()
@@ -163,6 +165,7 @@ func (e *Engine) segmentOptions(c TopicConfig, pol SyncPolicy) segment.Options {
 		Durability:         pol.durability(),
 		Now:                e.opts.Now,
 		Logger:             e.log,
+		Files:              e.files,
 	}
 }
 

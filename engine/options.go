@@ -8,6 +8,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/ring"
+	"github.com/seedqueue/sq/segment"
 )
 
 // Default settings. Sizes in bytes, durations as named.
@@ -77,6 +78,13 @@ type Options struct {
 	// sealed segments after Open (default DefaultScrubBytesPerSec); a
 	// negative value disables it.
 	ScrubBytesPerSec int64
+	// MaxOpenSegmentFiles bounds the file descriptors and memory mappings
+	// that the partitions' segments hold, server-wide (segment.FileCache):
+	// sealed segments are mapped when read and the least recently read
+	// idle ones unmapped past the bound. Active segments (3 files and 1
+	// mapping each) count but are never closed. Default
+	// segment.DefaultMaxOpenSegmentFiles (4096).
+	MaxOpenSegmentFiles int
 }
 
 // Defaults fills every zero field with its default.
@@ -126,6 +134,9 @@ func (o *Options) Defaults() {
 	if o.ScrubBytesPerSec == 0 {
 		o.ScrubBytesPerSec = DefaultScrubBytesPerSec
 	}
+	if o.MaxOpenSegmentFiles == 0 {
+		o.MaxOpenSegmentFiles = segment.DefaultMaxOpenSegmentFiles
+	}
 }
 
 // Validate reports every invalid field at once (errors.Join).
@@ -154,6 +165,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MinFreeBytes < 0 {
 		errs = append(errs, fmt.Errorf("free-space floor %d must not be negative", o.MinFreeBytes))
+	}
+	if o.MaxOpenSegmentFiles < 1 {
+		errs = append(errs, fmt.Errorf("max open segment files %d must be positive", o.MaxOpenSegmentFiles))
 	}
 	return errors.Join(errs...)
 }

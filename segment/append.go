@@ -1,8 +1,10 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"syscall"
 	"time"
 
 	"github.com/seedqueue/sq/api/batch"
@@ -191,7 +193,12 @@ func (l *Log) grow(s *segment, need int64) error {
 	} else {
 		size = s.alloc
 	}
-	m, err := newMapping(s.file, size)
+	m, err := newMapping(s.file, size, l.files)
+	if errors.Is(err, syscall.ENOMEM) {
+		// vm.max_map_count: make room among idle sealed segments.
+		l.files.trimAll()
+		m, err = newMapping(s.file, size, l.files)
+	}
 	if err != nil {
 		return err
 	}
@@ -202,6 +209,8 @@ func (l *Log) grow(s *segment, need int64) error {
 	s.mapMu.Unlock()
 	if old != nil {
 		old.release()
+	} else {
+		l.files.trim() // a new mapping: make room among sealed segments
 	}
 	return nil
 }
@@ -209,8 +218,10 @@ func (l *Log) grow(s *segment, need int64) error {
 // roll creates the segment with base offset base, makes its name durable,
 // and makes it the active segment. The old active segment, old, is sealed:
 // if no reader has it mapped, its preallocated tail is trimmed and its
-// in-memory index dropped (later reads map the .index file); its file stays
-// open until the next Sync.
+// in-memory index dropped (later reads map the .index file); its three
+// files are closed (sealOld synced them), whatever the sync policy, so a
+// sealed segment holds no file descriptor, and a mapping only while a
+// reader or the FileCache keeps it.
 //
 // Before the new file is created, old is fdatasynced, whatever the sync
 // policy, and the recovery point is moved to its end (sealOld): a segment
@@ -244,12 +255,8 @@ func (l *Log) roll(old *segment, base uint64) (*segment, error) {
 	}
 	old.mapMu.Unlock()
 	dropTimes := l.sealTimeIndex(old)
-	var idxErr error
-	if old.idx != nil {
-		idxErr = old.idx.Close()
-	}
+	closeErr := errors.Join(l.closeHeld(&old.idx), l.closeHeld(&old.file), l.closeHeld(&old.tidx))
 	l.mu.Lock()
-	old.idx = nil
 	if dropIndex {
 		old.index = nil
 	}
@@ -257,11 +264,13 @@ func (l *Log) roll(old *segment, base uint64) (*segment, error) {
 		old.times = nil
 	}
 	l.segs = append(l.segs, s)
-	l.unsynced = append(l.unsynced, old)
 	l.mu.Unlock()
-	if idxErr != nil {
-		l.opts.Logger.Warn("segment: closing an index failed", "file", old.idxPath, "err", idxErr)
+	if closeErr != nil {
+		l.opts.Logger.Warn("segment: closing a sealed segment's files failed", "file", old.logPath, "err", closeErr)
 	}
+	// A mapping kept for a reader is now a sealed segment's: the FileCache
+	// may evict it once idle. Trim for the new segment's files.
+	l.files.touch(old)
 	return s, nil
 }
 
@@ -287,7 +296,7 @@ func (l *Log) sealOld(old *segment, next uint64) error {
 		l.synced = recoveryPoint{next: next, base: old.base, pos: old.end}
 	}
 	if err := l.checkpointLocked(); err != nil {
-		l.opts.Logger.Warn("segment: recovery-point checkpoint at a roll failed", "dir", l.dir, "err", err)
+		l.opts.Logger.Warn("segment: recovery-point checkpoint at a roll failed", "dir", l.dir, "err", l.files.observe(err))
 	}
 	return nil
 }
@@ -297,25 +306,23 @@ func (l *Log) sealOld(old *segment, next uint64) error {
 func (l *Log) createSegment(base uint64) (*segment, error) {
 	s := l.newSegment(base)
 	var err error
-	if s.file, err = l.fs.Create(s.logPath); err == nil {
-		if s.idx, err = l.fs.Create(s.idxPath); err == nil {
-			if s.tidx, err = l.fs.Create(s.tidxPath); err == nil {
+	if s.file, err = l.openHeld(l.fs.Create, s.logPath); err == nil {
+		if s.idx, err = l.openHeld(l.fs.Create, s.idxPath); err == nil {
+			if s.tidx, err = l.openHeld(l.fs.Create, s.tidxPath); err == nil {
 				err = l.fs.SyncDir(l.dir)
 			}
 		}
 	}
 	if err != nil {
-		for _, f := range []ring.File{s.file, s.idx, s.tidx} {
-			if f != nil {
-				f.Close()
-			}
+		for _, f := range []*ring.File{&s.file, &s.idx, &s.tidx} {
+			l.closeHeld(f)
 		}
 		// Best effort: a leftover empty file is removed or reused at the
 		// next recovery.
 		_ = l.fs.Remove(s.tidxPath)
 		_ = l.fs.Remove(s.idxPath)
 		_ = l.fs.Remove(s.logPath)
-		return nil, fmt.Errorf("segment: create segment %d: %w", base, err)
+		return nil, l.files.observe(fmt.Errorf("segment: create segment %d: %w", base, err))
 	}
 	return s, nil
 }

@@ -89,7 +89,9 @@
 // the new files are created and the directory fsynced before the Append
 // returns. At a roll the sealed segment's preallocated tail is trimmed if no
 // reader has it mapped; otherwise its zero tail stays (recovery reads zero
-// magic as the end of the data).
+// magic as the end of the data). Its three files are then closed (the roll
+// synced them), whatever the sync policy: a sealed segment holds no file
+// descriptor.
 //
 // # Reading
 //
@@ -98,7 +100,14 @@
 // grows, and its sparse index is kept in memory; sealed segments are mapped
 // on first read, .log and .index together, so their indexes cost page
 // cache, not heap. Mappings are reference
-// counted: a View keeps the mappings it uses alive until Release. A reader
+// counted: a View keeps the mappings it uses alive until Release. A
+// FileCache, shared by the Logs of a server, counts the file descriptors
+// and mappings held (each active segment's 3 files and 1 mapping, which
+// are never evicted, and each mapped sealed segment's 2 mappings) and,
+// past its bound, unmaps the least recently read sealed segments that no
+// View uses; they are mapped again when read. Running out of descriptors
+// or mappings (EMFILE, ENFILE, ENOMEM) fails the Append or Read with an
+// error wrapping ErrResources and is recorded in FileStats.Err. A reader
 // never touches bytes at or after the published end of the data, nor after
 // its limit (the high watermark). Faults on a mapping (an I/O error) become
 // a *CorruptError through debug.SetPanicOnFault.
@@ -163,10 +172,11 @@
 // earlier segments were synced before the last one was created, the cut can
 // never reach acknowledged records in them, and no segment is ever removed
 // by recovery. Indexes that disagree with their log or are implausible
-// are rebuilt (docs/storage.md, Index plausibility). The
-// scanned segments are then fdatasynced, since their bytes may have
-// survived only in the page cache of a crashed process, and a new recovery
-// point is written.
+// are rebuilt (docs/storage.md, Index plausibility). Each scanned segment
+// is then fdatasynced, since its bytes may have survived only in the page
+// cache of a crashed process, and each sealed segment is closed before the
+// next one is opened, so Open holds a few files however many segments
+// there are; a new recovery point is written at the end.
 //
 // Open logs the log start, log end and segment count at INFO. The
 // recovery point does not record the log start, so a first segment

@@ -32,11 +32,6 @@ func abandon(t testing.TB, l *Log) {
 	l.closed = true
 	l.mu.Unlock()
 	l.closeFiles()
-	for _, s := range l.unsynced {
-		if s.file != nil {
-			s.file.Close()
-		}
-	}
 }
 
 // makeBatch builds a batch of n records whose values name the offsets they

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"container/list"
 	"sort"
 	"sync"
 
@@ -28,12 +29,13 @@ type segment struct {
 	firstAppend int64
 	maxAppend   int64
 
-	// Owned by the append goroutine while the segment is active; a sealed
-	// segment's file stays open until the Sync that covers its last write.
-	file ring.File // the .log, read-write; nil once sealed and synced
+	// Owned by the append goroutine while the segment is active; closed
+	// when it is sealed (roll), which syncs them first. Each open one
+	// counts in the FileCache.
+	file ring.File // the .log, read-write; nil once sealed
 	idx  ring.File // the .index, read-write; nil once sealed
-	// tidx is the .timeindex, read-write; a sealed segment's stays open
-	// until the Sync that covers it. tidxFailed: a write to it failed.
+	// tidx is the .timeindex, read-write; nil once sealed. tidxFailed: a
+	// write to it failed.
 	tidx       ring.File
 	tidxFailed bool
 	alloc      int64 // fallocated size of file in bytes
@@ -42,7 +44,9 @@ type segment struct {
 	idxFailed bool
 
 	mapMu sync.Mutex
-	m     *mapping // current read mapping; nil until first read if sealed
+	m     *mapping // current read mapping; nil until first read if sealed, and after eviction
+
+	lru *list.Element // in FileCache.lru while sealed and mapped; guarded by FileCache.mu
 }
 
 // Log is one partition's log: a directory of segments (docs/architecture.md §3.1). Append,
@@ -56,13 +60,14 @@ type Log struct {
 	opts Options
 	ix   indexer
 
-	mu       sync.RWMutex
-	segs     []*segment // sorted by base; the last is active
-	next     uint64     // log end offset
-	size     int64      // bytes of batches in all segments
-	closed   bool
-	failed   error      // sticky: a sync failed
-	unsynced []*segment // sealed segments whose last writes are not synced
+	files *FileCache // opts.Files: counts and bounds open files and mappings
+
+	mu     sync.RWMutex
+	segs   []*segment // sorted by base; the last is active
+	next   uint64     // log end offset
+	size   int64      // bytes of batches in all segments
+	closed bool
+	failed error // sticky: a sync failed
 	// lastAppend is the latest broker append time recorded (Unix ms), -1
 	// if none: time index entries never go below it.
 	lastAppend int64

@@ -16,17 +16,21 @@ type mapping struct {
 	data []byte // the .log
 	idx  []byte // the .index of a sealed segment, or nil
 	refs atomic.Int64
+	c    *FileCache // counts the mappings; decremented at unmap
 }
 
 // newMapping maps the first size bytes of f (PROT_READ, MAP_SHARED), with
-// one reference for the caller. The file must be at least size bytes long:
-// touching a page past the end of the file raises SIGBUS.
-func newMapping(f ring.File, size int64) (*mapping, error) {
+// one reference for the caller, counted in c. The file must be at least
+// size bytes long: touching a page past the end of the file raises SIGBUS.
+// ENOMEM (vm.max_map_count) is wrapped with ErrResources and recorded in c.
+func newMapping(f ring.File, size int64, c *FileCache) (*mapping, error) {
 	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("segment: mmap %s (%d bytes): %w", f.Name(), size, err)
+		return nil, c.observe(fmt.Errorf("segment: mmap %s (%d bytes): %w", f.Name(), size, err))
 	}
-	m := &mapping{data: data}
+	c.observe(nil)
+	c.maps.Add(1)
+	m := &mapping{data: data, c: c}
 	m.refs.Store(1)
 	return m, nil
 }
@@ -47,18 +51,25 @@ func (m *mapping) release() {
 			if err := unix.Munmap(b); err != nil {
 				panic(fmt.Sprintf("segment: munmap: %v", err))
 			}
+			m.c.maps.Add(-1)
 		}
 	case n < 0:
 		panic("segment: mapping released more often than acquired")
 	}
 }
 
-// mapIndex maps the .index file of sealed segment s read-only, or returns
-// nil if it is missing, empty or cannot be mapped: reads then scan the
-// segment from its start, which is slower but correct.
-func (l *Log) mapIndex(s *segment) []byte {
+// mapIndex maps the .index file of sealed segment s read-only into m.idx,
+// or leaves it nil if the file is missing, empty or cannot be mapped:
+// reads then scan the segment from its start, which is slower but
+// correct. Running out of file descriptors or mappings (EMFILE, ENFILE,
+// ENOMEM) is not hidden that way: it is returned, wrapped with
+// ErrResources.
+func (l *Log) mapIndex(s *segment, m *mapping) error {
 	f, err := l.fs.Open(s.idxPath)
 	if err != nil {
+		if isExhaustion(err) {
+			return l.files.observe(fmt.Errorf("segment: read: %w", err))
+		}
 		l.opts.Logger.Warn("segment: index not mapped", "file", s.idxPath, "err", err)
 		return nil
 	}
@@ -73,8 +84,13 @@ func (l *Log) mapIndex(s *segment) []byte {
 	}
 	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
+		if isExhaustion(err) {
+			return l.files.observe(fmt.Errorf("segment: mmap %s (%d bytes): %w", s.idxPath, size, err))
+		}
 		l.opts.Logger.Warn("segment: index not mapped", "file", s.idxPath, "err", err)
 		return nil
 	}
-	return b
+	l.files.maps.Add(1)
+	m.idx = b
+	return nil
 }

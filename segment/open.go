@@ -38,12 +38,24 @@ import (
 //     and rename.
 //
 // The recovered data is then fdatasynced and a new recovery point written.
+//
+// Running out of file descriptors (EMFILE, ENFILE) fails Open with an error
+// wrapping ErrResources, recorded in opts.Files (FileStats.Err).
 func Open(dir string, fsys ring.FS, backend ring.Backend, opts Options) (*Log, error) {
 	opts.Defaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, fs: fsys, be: backend, opts: opts, ix: indexer{interval: int64(opts.IndexIntervalBytes)}, lastAppend: -1}
+	l, err := open(dir, fsys, backend, opts)
+	if err != nil {
+		return nil, opts.Files.observe(err)
+	}
+	return l, nil
+}
+
+// open is Open after the options are checked.
+func open(dir string, fsys ring.FS, backend ring.Backend, opts Options) (*Log, error) {
+	l := &Log{dir: dir, fs: fsys, be: backend, opts: opts, ix: indexer{interval: int64(opts.IndexIntervalBytes)}, lastAppend: -1, files: opts.Files}
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("segment: open: %w", err)
 	}
@@ -64,13 +76,13 @@ func Open(dir string, fsys ring.FS, backend ring.Backend, opts Options) (*Log, e
 	}
 	act := l.active()
 	if act.idx == nil {
-		if act.idx, err = fsys.OpenReadWrite(act.idxPath); err != nil {
+		if act.idx, err = l.openHeld(fsys.OpenReadWrite, act.idxPath); err != nil {
 			l.closeFiles()
 			return nil, fmt.Errorf("segment: open: %w", err)
 		}
 	}
 	if act.tidx == nil {
-		if act.tidx, err = fsys.OpenReadWrite(act.tidxPath); err != nil {
+		if act.tidx, err = l.openHeld(fsys.OpenReadWrite, act.tidxPath); err != nil {
 			l.closeFiles()
 			return nil, fmt.Errorf("segment: open: %w", err)
 		}
@@ -167,16 +179,10 @@ func (l *Log) listDir() (bases, orphans []uint64, err error) {
 // closeFiles closes every file and mapping of l after a failed Open.
 func (l *Log) closeFiles() {
 	for _, s := range l.segs {
-		if s.m != nil {
-			s.m.release()
-			s.m = nil
+		l.dropMapping(s)
+		for _, f := range []*ring.File{&s.file, &s.idx, &s.tidx} {
+			l.closeHeld(f)
 		}
-		for _, f := range []ring.File{s.file, s.idx, s.tidx} {
-			if f != nil {
-				f.Close()
-			}
-		}
-		s.file, s.idx, s.tidx = nil, nil, nil
 	}
 }
 

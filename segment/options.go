@@ -91,6 +91,10 @@ type Options struct {
 	// Logger receives recovery notes (stray files, torn tails, rebuilt
 	// indexes). Default: discard.
 	Logger *slog.Logger
+	// Files counts and bounds the open files and mappings of segments; a
+	// server shares one among all its Logs (see FileCache). Default: a
+	// FileCache of DefaultMaxOpenSegmentFiles for this Log alone.
+	Files *FileCache
 }
 
 // Defaults fills the zero fields of o.
@@ -112,6 +116,9 @@ func (o *Options) Defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Files == nil {
+		o.Files = NewFileCache(DefaultMaxOpenSegmentFiles)
 	}
 }
 

@@ -1,8 +1,10 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"runtime/debug"
+	"syscall"
 
 	"github.com/seedqueue/sq/api/batch"
 )
@@ -24,6 +26,10 @@ type View struct {
 func (v *View) Release() {
 	for _, m := range v.maps {
 		m.release()
+	}
+	if len(v.maps) > 0 {
+		// Segments this View kept from eviction may go now.
+		v.maps[0].c.trim()
 	}
 	v.maps, v.Bufs = nil, nil
 }
@@ -64,6 +70,7 @@ func (l *Log) Read(offset uint64, maxBytes int, limit uint64) (*View, error) {
 			rs.m.release()
 		}
 	}
+	l.files.trim()
 	if err != nil {
 		v.Release()
 		return nil, err
@@ -88,6 +95,7 @@ func (l *Log) snapshot(offset uint64, maxBytes int, limit uint64) ([]readSeg, ui
 	}
 	var segs []readSeg
 	var room int64 // an upper bound of the bytes the read may take so far
+	last := len(l.segs) - 1
 	for i := l.find(offset); i < len(l.segs) && l.segs[i].base < limit; i++ {
 		s := l.segs[i]
 		if s.end == 0 {
@@ -103,7 +111,7 @@ func (l *Log) snapshot(offset uint64, maxBytes int, limit uint64) ([]readSeg, ui
 				from = int64(lookup(s.index, uint32(offset-s.base)).pos)
 			}
 		}
-		m, err := l.acquire(s)
+		m, err := l.acquire(s, i == last)
 		if err != nil {
 			for _, rs := range segs {
 				rs.m.release()
@@ -119,15 +127,36 @@ func (l *Log) snapshot(offset uint64, maxBytes int, limit uint64) ([]readSeg, ui
 }
 
 // acquire returns s's mapping with a reference for the caller, mapping a
-// sealed segment (its .log and its .index) on its first read. Called with Log.mu read-locked, so Close
-// cannot release the segment's own reference meanwhile.
-func (l *Log) acquire(s *segment) (*mapping, error) {
+// sealed segment (its .log and its .index) on its first read or after the
+// FileCache evicted it, and marks a sealed segment as recently read in the
+// FileCache. If mmap fails with ENOMEM (vm.max_map_count), every idle
+// sealed segment of the FileCache is unmapped and the mapping tried once
+// more; an error that remains is returned, wrapped with ErrResources.
+// Called with Log.mu read-locked, so Close and retention cannot release
+// the segment's own reference meanwhile.
+func (l *Log) acquire(s *segment, active bool) (*mapping, error) {
+	m, err := l.acquireMapping(s)
+	if errors.Is(err, syscall.ENOMEM) {
+		l.files.trimAll()
+		m, err = l.acquireMapping(s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !active {
+		l.files.touch(s)
+	}
+	return m, nil
+}
+
+// acquireMapping is acquire under s.mapMu.
+func (l *Log) acquireMapping(s *segment) (*mapping, error) {
 	s.mapMu.Lock()
 	defer s.mapMu.Unlock()
 	if s.m == nil {
 		f, err := l.fs.Open(s.logPath)
 		if err != nil {
-			return nil, fmt.Errorf("segment: read: %w", err)
+			return nil, l.files.observe(fmt.Errorf("segment: read: %w", err))
 		}
 		defer f.Close()
 		fi, err := f.Stat()
@@ -137,10 +166,15 @@ func (l *Log) acquire(s *segment) (*mapping, error) {
 		if fi.Size() < s.end {
 			return nil, &CorruptError{File: s.logPath, Position: fi.Size(), Err: fmt.Errorf("file is %d bytes, data ends at %d", fi.Size(), s.end)}
 		}
-		if s.m, err = newMapping(f, fi.Size()); err != nil {
+		m, err := newMapping(f, fi.Size(), l.files)
+		if err != nil {
 			return nil, err
 		}
-		s.m.idx = l.mapIndex(s)
+		if err := l.mapIndex(s, m); err != nil {
+			m.release()
+			return nil, err
+		}
+		s.m = m
 	}
 	s.m.acquire()
 	return s.m, nil

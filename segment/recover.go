@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-
-	"github.com/seedqueue/sq/ring"
 )
 
 // recover rebuilds l.segs from the .log files with base offsets bases
@@ -33,6 +31,9 @@ func (l *Log) recover(bases []uint64, rp recoveryPoint, found bool) error {
 		s := l.newSegment(base)
 		l.segs = append(l.segs, s)
 		rewrote, err := l.recoverSegment(s, i, rpIdx, rp, bases)
+		if err == nil {
+			err = l.settle(s, i >= rpIdx, i == len(bases)-1)
+		}
 		if err != nil {
 			return err
 		}
@@ -64,24 +65,9 @@ func (l *Log) recoverEmpty(rp recoveryPoint, found bool) error {
 	return nil
 }
 
-// finishRecovery fdatasyncs the segments recovery scanned (their bytes may
-// have been only in the page cache of a crashed process), closes the files
-// of sealed segments, and records the recovered end as synced.
+// finishRecovery records the recovered end as synced (settle synced and
+// closed each segment as it was recovered).
 func (l *Log) finishRecovery(rpIdx int, rp recoveryPoint, found bool) error {
-	var files []ring.File
-	for _, s := range l.segs[rpIdx:] {
-		files = append(files, s.file)
-	}
-	if err := l.be.Sync(files...); err != nil {
-		return fmt.Errorf("segment: open: %w", err)
-	}
-	for _, s := range l.segs[:len(l.segs)-1] {
-		if err := s.file.Close(); err != nil {
-			return fmt.Errorf("segment: open: %w", err)
-		}
-		s.file = nil
-		s.index = nil // the .index file now matches; reads map it
-	}
 	act := l.active()
 	l.synced = recoveryPoint{next: l.next, base: act.base, pos: act.end}
 	if found {
@@ -96,7 +82,7 @@ func (l *Log) finishRecovery(rpIdx int, rp recoveryPoint, found bool) error {
 // does not run whole and in sequence up to the successor's base offset is a
 // *CorruptError, whatever the recovery point says (doc.go).
 func (l *Log) recoverSegment(s *segment, i, rpIdx int, rp recoveryPoint, bases []uint64) (rewrote bool, err error) {
-	if s.file, err = l.fs.OpenReadWrite(s.logPath); err != nil {
+	if s.file, err = l.openHeld(l.fs.OpenReadWrite, s.logPath); err != nil {
 		return false, fmt.Errorf("segment: open: %w", err)
 	}
 	fi, err := s.file.Stat()

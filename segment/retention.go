@@ -79,25 +79,13 @@ func (l *Log) DeleteSegmentsBefore(offset uint64) (int, error) {
 	l.segs = append([]*segment(nil), l.segs[n:]...)
 	for _, s := range doomed {
 		l.size -= s.end
-		l.unsynced = slicesDelete(l.unsynced, s)
 	}
 	l.mu.Unlock()
 	var errs []error
 	for _, s := range doomed {
-		s.mapMu.Lock()
-		if s.m != nil {
-			s.m.release()
-			s.m = nil
-		}
-		s.mapMu.Unlock()
-		if s.file != nil {
-			errs = append(errs, s.file.Close())
-			s.file = nil
-		}
-		if s.tidx != nil {
-			errs = append(errs, s.tidx.Close())
-			s.tidx = nil
-		}
+		// Sealed: no files open (roll closed them); the mapping goes when
+		// the last View using it is released.
+		l.dropMapping(s)
 		// The .log last: a crash in between leaves a .log without
 		// indexes (rebuilt at Open, deleted again by retention), never
 		// indexes without a .log, which Open reports as a .log deleted by
@@ -113,17 +101,6 @@ func (l *Log) DeleteSegmentsBefore(offset uint64) (int, error) {
 		return n, fmt.Errorf("segment: delete segments before offset %d: %w", offset, err)
 	}
 	return n, nil
-}
-
-// slicesDelete returns segs without s.
-func slicesDelete(segs []*segment, s *segment) []*segment {
-	out := segs[:0]
-	for _, x := range segs {
-		if x != s {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // Roll seals the active segment and starts a new, empty one at the log end

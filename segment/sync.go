@@ -3,13 +3,11 @@ package segment
 import (
 	"errors"
 	"fmt"
-
-	"github.com/seedqueue/sq/ring"
 )
 
 // Sync makes everything appended so far durable: it fdatasyncs the active
-// segment and every segment sealed since the last Sync, in one Backend.Sync
-// call, and records the synced position for Checkpoint. Appends that run
+// segment (segments sealed since the last Sync were synced by their roll)
+// and records the synced position for Checkpoint. Appends that run
 // concurrently with Sync may or may not be covered.
 //
 // A failed sync puts the Log in a failed state: the error wraps ErrFailed
@@ -34,41 +32,18 @@ func (l *Log) syncLocked() error {
 	}
 	act := l.active()
 	rp := recoveryPoint{next: l.next, base: act.base, pos: act.end}
-	pending := l.unsynced
-	l.unsynced = nil
 	l.mu.Unlock()
-	if rp == l.synced && len(pending) == 0 {
+	if rp == l.synced {
 		return nil
 	}
-	files := make([]ring.File, 0, len(pending)+1)
-	for _, s := range pending {
-		files = append(files, s.file)
-		if s.tidx != nil {
-			files = append(files, s.tidx)
-		}
-	}
-	files = append(files, act.file)
-	if err := l.be.Sync(files...); err != nil {
+	if err := l.be.Sync(act.file); err != nil {
 		err = fmt.Errorf("%w: sync: %w", ErrFailed, err)
 		l.mu.Lock()
 		l.failed = err
-		l.unsynced = append(pending, l.unsynced...)
 		l.mu.Unlock()
 		return err
 	}
-	var errs []error
-	for _, s := range pending {
-		errs = append(errs, s.file.Close())
-		s.file = nil
-		if s.tidx != nil {
-			errs = append(errs, s.tidx.Close())
-			s.tidx = nil
-		}
-	}
 	l.synced = rp
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("segment: sync: closing sealed segments: %w", err)
-	}
 	return nil
 }
 
@@ -124,16 +99,10 @@ func (l *Log) Close() error {
 	}
 	l.mu.Lock()
 	l.closed = true
-	segs, pending := l.segs, l.unsynced
-	l.unsynced = nil
+	segs := l.segs
 	l.mu.Unlock()
 	for _, s := range segs {
-		s.mapMu.Lock()
-		if s.m != nil {
-			s.m.release()
-			s.m = nil
-		}
-		s.mapMu.Unlock()
+		l.dropMapping(s)
 	}
 	act := segs[len(segs)-1]
 	if err == nil {
@@ -146,19 +115,9 @@ func (l *Log) Close() error {
 		}
 	}
 	errs := []error{err}
-	for _, s := range append(pending, act) {
-		if s.file != nil {
-			errs = append(errs, s.file.Close())
-			s.file = nil
-		}
-		if s.idx != nil {
-			errs = append(errs, s.idx.Close())
-			s.idx = nil
-		}
-		if s.tidx != nil {
-			errs = append(errs, s.tidx.Close())
-			s.tidx = nil
-		}
+	for _, s := range segs {
+		// Sealed segments hold no files (roll closed them).
+		errs = append(errs, l.closeHeld(&s.file), l.closeHeld(&s.idx), l.closeHeld(&s.tidx))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("segment: close %s: %w", l.dir, err)

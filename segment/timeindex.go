@@ -152,7 +152,7 @@ func (l *Log) publishTimes(s *segment, add []timeEntry) {
 // sealTimeIndex is called at the roll of s (on the append goroutine): it
 // rewrites s's .timeindex from memory if a write to it failed, and reports
 // whether the in-memory entries can be dropped (the file is complete). The
-// file stays open until the next Sync, which syncs and closes it.
+// roll then closes the file (sealOld synced it).
 func (l *Log) sealTimeIndex(s *segment) bool {
 	if !s.tidxFailed {
 		return true

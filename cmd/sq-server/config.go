@@ -12,6 +12,7 @@ import (
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/ring"
+	"github.com/seedqueue/sq/segment"
 )
 
 // config is the server configuration assembled from flags and SQ_*
@@ -34,6 +35,7 @@ type config struct {
 	SegmentBytes int64
 	IOBackend    string
 	MinFreeBytes int64
+	MaxSegFiles  int
 	LogLevel     string
 	LogFormat    string
 
@@ -68,6 +70,7 @@ var flagSpecs = []flagSpec{
 	{"segment-bytes", "SQ_SEGMENT_BYTES", "default segment size of topics in bytes"},
 	{"io-backend", "SQ_IO_BACKEND", "write-path I/O backend: auto, uring (io_uring; fails if the kernel refuses it) or portable (pwritev + fdatasync)"},
 	{"min-free-bytes", "SQ_MIN_FREE_BYTES", "free-space floor of the data directory's file system in bytes: publishes get DISK_FULL below it (0 disables)"},
+	{"max-open-segment-files", "SQ_MAX_OPEN_SEGMENT_FILES", "bound of the file descriptors and memory mappings held by segments, server-wide: idle sealed segments are closed past it, least recently read first; active segments (4 each) count but stay open"},
 	{"log-level", "SQ_LOG_LEVEL", "log level: debug, info, warn, error"},
 	{"log-format", "SQ_LOG_FORMAT", "log format: text or json"},
 }
@@ -90,6 +93,7 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", engine.DefaultSegmentBytes, "")
 	fs.StringVar(&c.IOBackend, "io-backend", ring.ModeAuto, "")
 	fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", defaultMinFreeBytes, "")
+	fs.IntVar(&c.MaxSegFiles, "max-open-segment-files", segment.DefaultMaxOpenSegmentFiles, "")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "")
 	for _, s := range flagSpecs {
@@ -123,6 +127,9 @@ func (c *config) validate() error {
 	}
 	if c.MinFreeBytes < 0 {
 		errs = append(errs, fmt.Errorf("--min-free-bytes %d must not be negative", c.MinFreeBytes))
+	}
+	if c.MaxSegFiles < 1 {
+		errs = append(errs, fmt.Errorf("--max-open-segment-files %d must be positive", c.MaxSegFiles))
 	}
 	if c.NodeID == "" {
 		errs = append(errs, errors.New("--node-id must not be empty"))
@@ -167,10 +174,16 @@ func (c *config) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, ho))
 }
 
+// envTable lists each flag with its environment variable, in columns as
+// wide as the longest flag name needs.
 func envTable() string {
+	width := 0
+	for _, s := range flagSpecs {
+		width = max(width, len(s.name)+2)
+	}
 	var b strings.Builder
 	for _, s := range flagSpecs {
-		b.WriteString("  --" + s.name + strings.Repeat(" ", 20-len(s.name)) + s.env + "\n")
+		b.WriteString("  --" + s.name + strings.Repeat(" ", width-len(s.name)) + s.env + "\n")
 	}
 	return b.String()
 }

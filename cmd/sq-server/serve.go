@@ -92,15 +92,16 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		c.hooks.beforeRecovery()
 	}
 	eng, err := engine.Open(engine.Options{
-		DataDir:        c.DataDir,
-		SyncPolicy:     c.SyncPolicy,
-		SegmentBytes:   c.SegmentBytes,
-		MaxRecordBytes: c.MaxRecord,
-		MaxBatchBytes:  c.MaxBatch,
-		Backend:        backend,
-		MinFreeBytes:   c.MinFreeBytes,
-		Logger:         log,
-		Observer:       cp.srv.Observer(),
+		DataDir:             c.DataDir,
+		SyncPolicy:          c.SyncPolicy,
+		SegmentBytes:        c.SegmentBytes,
+		MaxRecordBytes:      c.MaxRecord,
+		MaxBatchBytes:       c.MaxBatch,
+		Backend:             backend,
+		MinFreeBytes:        c.MinFreeBytes,
+		Logger:              log,
+		MaxOpenSegmentFiles: c.MaxSegFiles,
+		Observer:            cp.srv.Observer(),
 	})
 	if err != nil {
 		backend.Close()

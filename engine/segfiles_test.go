@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/seedqueue/sq/internal/faultfs"
+	"github.com/seedqueue/sq/internal/testutil"
+	"github.com/seedqueue/sq/ring"
+)
+
+// segFilesOptions: sync policy none, a server-wide bound of 16 segment
+// files and mappings, no background goroutines.
+func segFilesOptions(dir string, be ring.Backend) Options {
+	opts := testOptions(dir)
+	opts.SyncPolicy = "none"
+	opts.MaxOpenSegmentFiles = 16
+	opts.Backend = be
+	opts.ScrubBytesPerSec = -1
+	opts.RetentionCheckInterval = -1
+	opts.MaxBatchBytes, opts.MaxRecordBytes = 6000, 6000
+	return opts
+}
+
+// Segments of tinySegment bytes (the smallest the batch limit of
+// segFilesOptions allows) roll at every publish of a tinyValue.
+const tinySegment = 6000 + 4096
+
+var tinyValue = strings.Repeat("x", 5200)
+
+// TestSyncPolicyNoneRollsStayBounded: under sync-policy none every publish
+// of a topic with segments of 10 KB rolls a segment; the rolls of every
+// partition leave only the active segments' files open (3 each), so
+// publishes keep succeeding with RLIMIT_NOFILE 48 descriptors above those
+// open at the start, which two descriptors kept per sealed segment would
+// pass several times over. Reading every segment back stays within the
+// bound, and the engine stays healthy.
+func TestSyncPolicyNoneRollsStayBounded(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be ring.Backend) {
+		const parts, rolls = 4, 70
+		e := openTest(t, segFilesOptions(t.TempDir(), be))
+		if _, err := e.CreateTopic("t", parts, TopicConfig{SegmentBytes: tinySegment}); err != nil {
+			t.Fatal(err)
+		}
+		value := tinyValue
+		restore := testutil.LimitOpenFiles(t, testutil.OpenFDs(t)+48)
+		for i := range rolls {
+			for p := range parts {
+				if _, err := e.Append(context.Background(), "t", p, mkBatch(t, value)); err != nil {
+					t.Fatalf("publish %d to partition %d: %v", i, p, err)
+				}
+			}
+		}
+		restore()
+		ti, err := e.DescribeTopic("t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ti.Partitions {
+			if p.SegmentCount < rolls {
+				t.Fatalf("partition %d has %d segments after %d publishes, want a roll at each", p.Partition, p.SegmentCount, rolls)
+			}
+		}
+		if st := e.SegmentFiles(); st.Files != 3*parts || st.Err != nil {
+			t.Fatalf("segment files after %d rolls: %+v, want %d files (the active segments') and no error", parts*rolls, st, 3*parts)
+		}
+		for p := range parts {
+			if got := readAll(t, e, "t", p); len(got) != rolls {
+				t.Fatalf("partition %d: %d records read, want %d", p, len(got), rolls)
+			}
+		}
+		// The active segments alone (3 files + 1 mapping each) fill the
+		// bound of 16: every sealed segment read was unmapped after its
+		// fetch was released.
+		if st := e.SegmentFiles(); st.Files+st.Mappings > st.Max || st.Evictions == 0 {
+			t.Fatalf("after reading every segment: %+v, want within the bound, with evictions", st)
+		}
+		if err := e.Health(); err != nil {
+			t.Fatalf("Health: %v", err)
+		}
+	})
+}
+
+// TestHealthReportsOpenFailures: a publish that must roll while the
+// process cannot open a file fails with a storage error, and Health
+// reports "cannot open segment files" with the EMFILE for as long as no
+// file can be opened; once files can be opened again Health is nil at
+// once, and the next roll succeeds.
+func TestHealthReportsOpenFailures(t *testing.T) {
+	e := openTest(t, segFilesOptions(t.TempDir(), ring.NewPortable()))
+	if _, err := e.CreateTopic("t", 1, TopicConfig{SegmentBytes: tinySegment}); err != nil {
+		t.Fatal(err)
+	}
+	value := tinyValue
+	appendValues(t, e, "t", 0, value)
+	if err := e.Health(); err != nil {
+		t.Fatalf("Health before: %v", err)
+	}
+	b := mkBatch(t, value)
+	restore := testutil.ExhaustOpenFiles(t)
+	_, err := e.Append(context.Background(), "t", 0, b)
+	herr, st := e.Health(), e.SegmentFiles()
+	restore()
+	if err == nil {
+		t.Fatal("a publish that rolls succeeded with no descriptor left")
+	}
+	if herr == nil || !errors.Is(herr, syscall.EMFILE) || !strings.Contains(herr.Error(), "cannot open segment files") {
+		t.Fatalf("Health after EMFILE: %v (append: %v, stats %+v)", herr, err, st)
+	}
+	if !errors.Is(st.Err, syscall.EMFILE) {
+		t.Fatalf("SegmentFiles().Err = %v, want EMFILE", st.Err)
+	}
+	if err := e.Health(); err != nil {
+		t.Fatalf("Health once files can be opened again: %v", err)
+	}
+	if res := appendValues(t, e, "t", 0, value); res.BaseOffset != 1 {
+		t.Fatalf("publish after the limit was lifted at offset %d, want 1", res.BaseOffset)
+	}
+}
+
+// TestHealthReportsFailedPartitions: a partition failed by an fdatasync
+// error makes Health name it with its error, until restart.
+func TestHealthReportsFailedPartitions(t *testing.T) {
+	opts, fs := faultOptions(t.TempDir())
+	e := openTest(t, opts)
+	if _, err := e.CreateTopic("t", 2, TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	appendValues(t, e, "t", 0, "a")
+	if err := e.Health(); err != nil {
+		t.Fatalf("Health before: %v", err)
+	}
+	fs.Inject(faultfs.Rule{Ops: faultfs.OpSync, Path: "*.log", Times: 1, Err: syscall.EIO})
+	if _, err := e.Append(context.Background(), "t", 1, mkBatch(t, "b")); err == nil {
+		t.Fatal("append with a failing fdatasync succeeded")
+	}
+	herr := e.Health()
+	if herr == nil || !strings.Contains(herr.Error(), "partition t/1 failed") || strings.Contains(herr.Error(), "t/0") {
+		t.Fatalf("Health = %v, want partition t/1 named, t/0 not", herr)
+	}
+}
