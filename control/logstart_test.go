@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seedqueue/sq/api/sqv1"
+	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/sdk"
@@ -175,6 +176,16 @@ func (o *overtaken) Fetch(ctx context.Context, topic string, partition int, offs
 		}
 	}
 	return o.Engine.Fetch(ctx, topic, partition, offset, maxBytes, maxWait)
+}
+
+// FetchID is Fetch for readers that name the topic id (Subscribe).
+func (o *overtaken) FetchID(ctx context.Context, topic string, id api.TopicID, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error) {
+	if offset > 0 && o.armed.CompareAndSwap(true, false) {
+		if err := o.before(); err != nil {
+			o.err.Store(&err)
+		}
+	}
+	return o.Engine.FetchID(ctx, topic, id, partition, offset, maxBytes, maxWait)
 }
 
 // overtake installs an overtaken engine in n that, once armed, publishes
