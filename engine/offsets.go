@@ -42,8 +42,13 @@ type offsetStore struct {
 	dir    string
 	fs     ring.FS
 	log    *slog.Logger
-	f      *os.File
+	f      ring.File
 	size   int64
+	// failed is set when an fsync of the file failed, or when the file
+	// could not be replaced durably by a compaction: what the file holds
+	// is then unknown, so every later commit is refused with it until the
+	// engine is reopened (as a failed segment sync fails its partition).
+	failed error
 	groups map[string]map[tp]committed
 	// coord is the group coordinator, made on first use (group.go).
 	coordOnce sync.Once
@@ -92,8 +97,8 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 func openOffsetStore(dir string, fs ring.FS, log *slog.Logger) (*offsetStore, error) {
 	s := &offsetStore{dir: dir, fs: fs, log: log, groups: map[string]map[tp]committed{}}
 	path := filepath.Join(dir, offsetsFile)
-	removeTemps(dir, log)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	removeTemps(fs, dir, log)
+	f, err := openOrCreate(fs, path)
 	if err != nil {
 		return nil, fmt.Errorf("engine: open %s: %w", path, err)
 	}
@@ -103,6 +108,24 @@ func openOffsetStore(dir string, fs ring.FS, log *slog.Logger) (*offsetStore, er
 		return nil, err
 	}
 	return s, nil
+}
+
+// openOrCreate opens path for reading and writing, creating it when it
+// is missing; a new file's name is made durable (fsync of the directory)
+// before any commit is written to it.
+func openOrCreate(fs ring.FS, path string) (ring.File, error) {
+	f, err := fs.OpenReadWrite(path)
+	if !errors.Is(err, os.ErrNotExist) {
+		return f, err
+	}
+	if f, err = fs.Create(path); err != nil {
+		return nil, err
+	}
+	if err := fs.SyncDir(filepath.Dir(path)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // recover loads the file and repairs it: a torn last record is cut off;
@@ -150,7 +173,7 @@ func (s *offsetStore) recover(path string) error {
 	return nil
 }
 
-func readWhole(f *os.File) ([]byte, error) {
+func readWhole(f ring.File) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -286,12 +309,20 @@ func (s *offsetStore) commit(rec offsetRecord) error {
 	if s.f == nil {
 		return api.NewError(api.CodeShuttingDown, "server is shutting down")
 	}
+	if s.failed != nil {
+		return s.failedError()
+	}
 	if _, err := s.f.WriteAt(data, s.size); err != nil {
+		// Nothing was acknowledged; the next commit overwrites the bytes
+		// written, and a crash leaves them as a torn tail.
 		return storageError("commit offsets", err)
 	}
 	if !s.noSync {
 		if err := s.f.Sync(); err != nil {
-			return storageError("commit offsets", err)
+			// The kernel may have dropped the dirty pages: a later
+			// successful fsync would not prove them durable.
+			s.fail(fmt.Errorf("fsync of %s: %w", s.f.Name(), err))
+			return s.failedError()
 		}
 	}
 	s.size += int64(len(data))
@@ -339,12 +370,26 @@ func (s *offsetStore) rewriteLocked(skip string) error {
 		buf = append(buf, data...)
 	}
 	path := filepath.Join(s.dir, offsetsFile)
-	if err := writeFileAtomic(s.fs, path, buf); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
+	tmp, err := writeTemp(s.fs, path, buf)
 	if err != nil {
 		return err
+	}
+	if err := s.fs.Rename(tmp, path); err != nil {
+		s.fs.Remove(tmp)
+		return err // the old file is in place and s.f still writes to it
+	}
+	// From here the old file is unlinked: a commit must not go to s.f,
+	// and until the directory is fsynced a crash may bring the old file
+	// back. Any failure fails the store.
+	f, err := s.fs.OpenReadWrite(path)
+	if err == nil {
+		if err = s.fs.SyncDir(s.dir); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		s.fail(fmt.Errorf("replace %s: %w", path, err))
+		return s.failedError()
 	}
 	s.f.Close()
 	s.f = f
@@ -375,6 +420,9 @@ func (s *offsetStore) forgetTopic(topic string) error {
 	if !found {
 		return nil
 	}
+	if s.failed != nil {
+		return s.failedError()
+	}
 	if err := s.rewriteLocked(topic); err != nil {
 		return err
 	}
@@ -387,6 +435,29 @@ func (s *offsetStore) forgetTopic(topic string) error {
 	}
 	s.log.Info("dropped every group's committed offsets of the topic", "topic", topic)
 	return nil
+}
+
+// fail puts the store into the failed state with cause err, once, and
+// logs it; s.mu is held.
+func (s *offsetStore) fail(err error) {
+	if s.failed != nil {
+		return
+	}
+	s.failed = err
+	s.log.Error("group offsets log failed; offset commits refused until the server restarts", "path", filepath.Join(s.dir, offsetsFile), "err", err)
+}
+
+// failedError is the error of every commit refused in the failed state;
+// s.mu is held.
+func (s *offsetStore) failedError() error {
+	return api.NewError(api.CodeStorageError, "group offsets log failed (%v); offset commits are refused until the server restarts", s.failed)
+}
+
+// err returns the failure of the store (nil: healthy).
+func (s *offsetStore) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
 }
 
 func (s *offsetStore) sortedGroups() []string {
