@@ -38,12 +38,12 @@ import (
 // (the records after it cannot be found reliably; the copy keeps them);
 // then the file is rewritten as a snapshot of what was loaded.
 type offsetStore struct {
-	mu     sync.Mutex
-	dir    string
-	fs     ring.FS
-	log    *slog.Logger
-	f      ring.File
-	size   int64
+	mu   sync.Mutex
+	dir  string
+	fs   ring.FS
+	log  *slog.Logger
+	f    ring.File
+	size int64
 	// failed is set when an fsync of the file failed, or when the file
 	// could not be replaced durably by a compaction: what the file holds
 	// is then unknown, so every later commit is refused with it until the
