@@ -57,6 +57,9 @@ type offsetStore struct {
 	snapshotSize int64
 	// noSync skips fdatasync (tests and benchmarks of compaction only).
 	noSync bool
+	// compactAt is the size in bytes past which the file is compacted;
+	// 0 means compactBytes (tests lower it to compact often).
+	compactAt int64
 }
 
 type tp struct {
@@ -330,7 +333,11 @@ func (s *offsetStore) commit(rec offsetRecord) error {
 	// Compact past compactBytes, or past twice the last snapshot when the
 	// state itself is larger, so the file stays within max(4 MiB, 2x the
 	// state) and compaction costs O(1) amortised per commit.
-	if s.size > max(compactBytes, 2*s.snapshotSize) {
+	limit := s.compactAt
+	if limit == 0 {
+		limit = compactBytes
+	}
+	if s.size > max(limit, 2*s.snapshotSize) {
 		if err := s.compactLocked(); err != nil {
 			s.log.Warn("group offsets compaction failed; will retry on the next commit", "err", err)
 		}

@@ -56,6 +56,9 @@ func New(root string, backend ring.Backend) *FS {
 	return &FS{root: filepath.Clean(root), inner: ring.OS, be: backend, dirs: map[string]*dir{}}
 }
 
+// Root returns the root of the tracked tree, as given to New but cleaned.
+func (fs *FS) Root() string { return fs.root }
+
 // Backend returns the ring.Backend of fs: writes, syncs, preallocation and
 // truncation of files opened through fs, with the same crash and injection
 // rules. Sync does not fdatasync the real file; it records the image.
