@@ -141,8 +141,9 @@ func (s *Server) SetReady(ready bool) {
 	}
 }
 
-// Ready reports whether the node is ready.
-func (s *Server) Ready() bool { return s.ready.Load() && !s.stopping.Load() }
+// Ready reports whether the node is ready: as /readyz, false while the
+// engine's group offsets log is failed.
+func (s *Server) Ready() bool { return s.ready.Load() && !s.stopping.Load() && s.offsetsErr() == nil }
 
 // ServeGRPC serves gRPC on ln until Shutdown. It returns nil after
 // Shutdown, or the accept error.

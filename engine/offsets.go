@@ -507,6 +507,13 @@ func (s *offsetStore) close() error {
 	return err
 }
 
+// GroupOffsetsErr returns why the group offsets log failed (a failed
+// fsync of groups/offsets.log, or a compaction that could not replace the
+// file durably), or nil while it works. Once it failed, offset commits,
+// offset resets and group deletes fail with STORAGE_ERROR until the engine
+// is reopened; the server's /readyz reports it.
+func (e *Engine) GroupOffsetsErr() error { return e.offsets.err() }
+
 // maxGroupNameLength bounds a group id, in bytes.
 const maxGroupNameLength = 255
 
