@@ -13,6 +13,11 @@
 //	  groups/offsets.log         committed offsets (checksummed records, compacted by snapshot)
 //	  trash/<nanos>/             directories of deleted topics, removed when unused (or at start)
 //
+// Every disk call goes through Options.FS (ring.FS) and Options.Backend,
+// so internal/faultfs can fail it or crash the file system at it
+// (docs/storage.md, "The disk seam"). A failed fsync of groups/offsets.log
+// fails the offsets log (GroupOffsetsErr) until the engine is reopened.
+//
 // # Write path (docs/architecture.md §3.3)
 //
 // Each partition has one append goroutine. It takes every batch queued
