@@ -125,7 +125,7 @@ func (e *Engine) DeleteTopic(name string) error {
 	}
 	trash, err := e.trashTopicDir(name)
 	if err != nil {
-		e.log.Warn("moving a deleted topic's directory to the trash failed; it is removed at the next create of the name", "topic", name, "err", err)
+		e.log.Warn("moving a deleted topic's directory to the trash failed; it is removed at the next start or create of the name", "topic", name, "err", err)
 	} else {
 		t.refs.trash.Store(&trash)
 	}
@@ -143,6 +143,9 @@ func (e *Engine) markDeleting(name string) error {
 	fsys := e.opts.FS
 	dir := e.topicDir(name)
 	f, err := fsys.Create(filepath.Join(dir, deletingMarker))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // no directory (removed by hand): nothing to mark
+	}
 	if err != nil {
 		return err
 	}

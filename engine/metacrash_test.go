@@ -22,7 +22,7 @@ import (
 // TestCrashAtEveryPoint sweeps every crash point of single operations.
 
 // metaCrashSeeds is the number of seeds each test runs by default.
-const metaCrashSeeds = 25
+const metaCrashSeeds = 15
 
 // topicFate is what the model knows of a topic name at the crash.
 type topicFate int

@@ -340,3 +340,24 @@ func TestOpenThroughTheSeam(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteTopicWithoutDirectory: a topic whose directory was removed by
+// hand can still be deleted (there is nothing to mark), and stays deleted.
+func TestDeleteTopicWithoutDirectory(t *testing.T) {
+	opts := testOptions(t.TempDir())
+	e := openTest(t, opts)
+	if _, err := e.CreateTopic("t", 1, TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(opts.DataDir, "topics", "t")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DeleteTopic("t"); err != nil {
+		t.Fatalf("delete of a topic without its directory: %v", err)
+	}
+	e.Close()
+	e = openTest(t, opts)
+	if _, err := e.DescribeTopic("t"); codeOf(err) != api.CodeUnknownTopic {
+		t.Fatalf("after restart: %v, want UNKNOWN_TOPIC", err)
+	}
+}
