@@ -33,6 +33,16 @@ func statfsFree(fs ring.FS) func(dir string) (int64, error) {
 	}
 }
 
+// DiskSpace returns the space of the file system holding the data
+// directory (statfs(2) through Options.FS), in bytes.
+func (e *Engine) DiskSpace() (ring.DiskSpace, error) {
+	st, err := e.opts.FS.Statfs(e.opts.DataDir)
+	if err != nil {
+		return st, fmt.Errorf("engine: %w", err)
+	}
+	return st, nil
+}
+
 // diskFloor rejects publishes with DISK_FULL while the free space of the
 // data directory's file system is below Options.MinFreeBytes (docs/architecture.md
 // §3.3). Fetches, commits and the control plane do not consult it. A nil

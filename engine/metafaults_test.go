@@ -317,9 +317,15 @@ func TestOpenThroughTheSeam(t *testing.T) {
 		if _, err := statfsFree(fs)(opts.DataDir); err != nil {
 			t.Fatal(err)
 		}
+		if sp, err := e.DiskSpace(); err != nil || sp.Avail <= 0 || sp.Total < sp.Avail {
+			t.Fatalf("DiskSpace = %+v, %v", sp, err)
+		}
 		fs.Inject(faultfs.Rule{Ops: faultfs.OpStatfs, Err: syscall.EIO})
 		if _, err := statfsFree(fs)(opts.DataDir); !errors.Is(err, syscall.EIO) {
 			t.Fatalf("statfs through a failing FS: %v", err)
+		}
+		if _, err := e.DiskSpace(); !errors.Is(err, syscall.EIO) {
+			t.Fatalf("DiskSpace through a failing FS: %v", err)
 		}
 	})
 	t.Run("format-version", func(t *testing.T) {
