@@ -10,6 +10,7 @@
 //	  format-version             on-disk format version ("1")
 //	  meta/topics/<topic>.json   topic config (tmp -> fsync -> rename -> fsync dir)
 //	  topics/<topic>/<p>/        one segment.Log per partition
+//	  topics/<topic>/deleting    marker of a delete in progress (see DeleteTopic)
 //	  groups/offsets.log         committed offsets (checksummed records, compacted by snapshot)
 //	  trash/<nanos>/             directories of deleted topics, removed when unused (or at start)
 //
