@@ -312,6 +312,12 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 		if t != nil {
 			closeParts(t.parts)
 		}
+		// The metadata file first: a failed directory fsync may follow a
+		// rename that put it in place. Best effort; what stays is a topic
+		// without acknowledged records.
+		if fsys.Remove(filepath.Join(e.metaDir(), name+".json")) == nil {
+			fsys.SyncDir(e.metaDir())
+		}
 		fsys.RemoveAll(dir)
 		return TopicInfo{}, storageError("create topic", err)
 	}

@@ -367,3 +367,29 @@ func TestDeleteTopicWithoutDirectory(t *testing.T) {
 		t.Fatalf("after restart: %v, want UNKNOWN_TOPIC", err)
 	}
 }
+
+// TestCreateFailingMetadataFsync: when the directory fsync after the
+// metadata rename fails, the create fails and the metadata file is taken
+// back, so a restart does not bring up a topic the client was told was
+// not created.
+func TestCreateFailingMetadataFsync(t *testing.T) {
+	dir := t.TempDir()
+	opts, fs := faultOptions(dir)
+	e := openTest(t, opts)
+	remove := fs.Inject(faultfs.Rule{Ops: faultfs.OpSyncDir, Path: "topics", After: 1, Times: 1, Err: syscall.EIO})
+	if _, err := e.CreateTopic("t", 1, TopicConfig{}); codeOf(err) != api.CodeStorageError {
+		t.Fatalf("create with a failed metadata directory fsync: %v, want STORAGE_ERROR", err)
+	}
+	remove()
+	if _, err := os.Stat(filepath.Join(dir, "meta", "topics", "t.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("metadata of a failed create: %v", err)
+	}
+	e.Close()
+	e = openTest(t, opts)
+	if _, err := e.DescribeTopic("t"); codeOf(err) != api.CodeUnknownTopic {
+		t.Fatalf("a failed create came back after restart: %v", err)
+	}
+	if _, err := e.CreateTopic("t", 1, TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+}
