@@ -124,10 +124,10 @@ func TestOffsetsFailedFsync(t *testing.T) {
 }
 
 // TestMetadataWriteFailureKeepsOld: a metadata write that fails at any
-// step before its rename (create, write, partial write, fsync, rename)
-// fails the config change with STORAGE_ERROR, leaves the old metadata file
-// and the topic's config in memory as they were, and leaves no temporary
-// file; a create whose metadata write fails leaves no topic, and the name
+// step (create, write, partial write, fsync, rename, or the directory
+// fsync after the rename) fails the config change with STORAGE_ERROR,
+// leaves the old metadata file and the topic's config in memory as they
+// were, and leaves no temporary file; a create whose metadata write fails leaves no topic, and the name
 // can be created once the disk works.
 func TestMetadataWriteFailureKeepsOld(t *testing.T) {
 	rules := map[string]faultfs.Rule{
@@ -136,6 +136,7 @@ func TestMetadataWriteFailureKeepsOld(t *testing.T) {
 		"write-partial": {Ops: faultfs.OpWrite, Path: "*" + tmpSuffix, Err: syscall.ENOSPC, Partial: true},
 		"fsync":         {Ops: faultfs.OpSync, Path: "*" + tmpSuffix, Err: syscall.EIO},
 		"rename":        {Ops: faultfs.OpRename, Path: "*.json", Err: syscall.EIO},
+		"dir-fsync":     {Ops: faultfs.OpSyncDir, Path: "topics", Err: syscall.EIO},
 	}
 	for name, rule := range rules {
 		t.Run(name, func(t *testing.T) {
