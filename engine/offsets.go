@@ -38,17 +38,12 @@ import (
 // (the records after it cannot be found reliably; the copy keeps them);
 // then the file is rewritten as a snapshot of what was loaded.
 type offsetStore struct {
-	mu   sync.Mutex
-	dir  string
-	fs   ring.FS
-	log  *slog.Logger
-	f    ring.File
-	size int64
-	// failed is set when an fsync of the file failed, or when the file
-	// could not be replaced durably by a compaction: what the file holds
-	// is then unknown, so every later commit is refused with it until the
-	// engine is reopened (as a failed segment sync fails its partition).
-	failed error
+	mu     sync.Mutex
+	dir    string
+	fs     ring.FS
+	log    *slog.Logger
+	f      ring.File
+	size   int64
 	groups map[string]map[tp]committed
 	// coord is the group coordinator, made on first use (group.go).
 	coordOnce sync.Once
@@ -60,6 +55,11 @@ type offsetStore struct {
 	// compactAt is the size in bytes past which the file is compacted;
 	// 0 means compactBytes (tests lower it to compact often).
 	compactAt int64
+	// failed is set when an fsync of the file failed, or when the file
+	// could not be replaced durably by a compaction: what the file holds
+	// is then unknown, so every later commit is refused with it until the
+	// engine is reopened (as a failed segment sync fails its partition).
+	failed error
 }
 
 type tp struct {
