@@ -23,7 +23,7 @@ func (c *clusterService) NodeInfo(context.Context, *sqv1.NodeInfoRequest) (*sqv1
 		GrpcAddress: s.addr("grpc", o.GRPCAddr), CapnpAddress: s.addr("capnp", o.CapnpAddr), HttpAddress: s.addr("http", o.HTTPAddr),
 		GrpcMaxMessageBytes: GrpcMaxMessageBytes,
 	}
-	if total, free, err := diskSpace(s.eng().DataDir()); err == nil {
+	if total, free, err := diskSpace(s.eng()); err == nil {
 		out.DataDirTotalBytes, out.DataDirFreeBytes = total, free
 	}
 	for _, t := range s.eng().ListTopics() {

@@ -12,8 +12,10 @@ import (
 //	GET /healthz  200 "ok" while the process runs (liveness)
 //	GET /readyz   200 "ready" once SetReady(true), 503 before and from
 //	              StartShutdown on, and while the engine reports a problem
-//	              (a failed partition, or segment files that cannot be
-//	              opened or mapped), with the reason in the body (readiness)
+//	              (a failed group offsets log, or segment files that
+//	              cannot be opened or mapped), with the reason in the body
+//	              (readiness). Failed partitions leave the node ready: the
+//	              body lists them after "degraded:"
 //	GET /metrics  the Prometheus text exposition format
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -30,11 +32,16 @@ func (s *Server) Handler() http.Handler {
 		case !s.ready.Load():
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("recovering\n"))
-		case s.engineHealth() != nil:
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "not ready:\n%v\n", s.engineHealth())
 		default:
+			if err := s.engineHealth(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "not ready:\n%v\n", err)
+				return
+			}
 			w.Write([]byte("ready\n"))
+			if err := s.failedPartitions(); err != nil {
+				fmt.Fprintf(w, "degraded:\n%v\n", err)
+			}
 		}
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
@@ -42,9 +49,12 @@ func (s *Server) Handler() http.Handler {
 }
 
 // healthReporter is implemented by engines that report why they cannot
-// serve (*engine.Engine: failed partitions, segment files that cannot be
-// opened).
-type healthReporter interface{ Health() error }
+// serve (*engine.Engine: segment files that cannot be opened, a failed
+// group offsets log) and which partitions failed.
+type healthReporter interface {
+	Health() error
+	FailedPartitions() error
+}
 
 // engineHealth returns the engine's Health error, or nil when there is no
 // engine yet or it does not report its health.
@@ -54,6 +64,19 @@ func (s *Server) engineHealth() error {
 	}
 	if h, ok := s.eng().(healthReporter); ok {
 		return h.Health()
+	}
+	return nil
+}
+
+// failedPartitions returns the engine's FailedPartitions error, or nil.
+// Failed partitions leave the node ready (its other partitions serve) and
+// are listed in the /readyz body and the sq_partition_failed metric.
+func (s *Server) failedPartitions() error {
+	if !s.hasEngine() {
+		return nil
+	}
+	if h, ok := s.eng().(healthReporter); ok {
+		return h.FailedPartitions()
 	}
 	return nil
 }

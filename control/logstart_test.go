@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/sdk"

@@ -22,6 +22,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/ring"
 )
 
 // Latency buckets in seconds: 50µs to ~3.3s, doubling.
@@ -324,7 +325,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	gauge(descInfo, 1, s.opts.Version, s.eng().BackendName(), s.opts.NodeID, s.opts.ClusterID)
-	if total, free, err := diskSpace(s.eng().DataDir()); err == nil {
+	if total, free, err := diskSpace(s.eng()); err == nil {
 		gauge(descDiskFree, float64(free))
 		gauge(descDiskTotal, float64(total))
 	}
@@ -368,11 +369,26 @@ func (c *stateCollector) collectLag(gauge func(*prometheus.Desc, float64, ...str
 	}
 }
 
-// diskSpace returns the total and available bytes of dir's file system
-// (statfs(2)).
-func diskSpace(dir string) (total, free uint64, err error) {
+// diskSpacer is implemented by engines that report the space of their
+// data directory's file system through their disk seam
+// (*engine.Engine.DiskSpace).
+type diskSpacer interface {
+	DiskSpace() (ring.DiskSpace, error)
+}
+
+// diskSpace returns the total and available bytes of the file system of
+// eng's data directory (statfs(2)): through the engine's file system seam
+// when it offers it, else directly.
+func diskSpace(eng Engine) (total, free uint64, err error) {
+	if d, ok := eng.(diskSpacer); ok {
+		sp, err := d.DiskSpace()
+		if err != nil {
+			return 0, 0, err
+		}
+		return uint64(sp.Total), uint64(sp.Avail), nil
+	}
 	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
+	if err := unix.Statfs(eng.DataDir(), &st); err != nil {
 		return 0, 0, err
 	}
 	return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), nil

@@ -146,8 +146,9 @@ func (s *Server) SetReady(ready bool) {
 }
 
 // Ready reports whether the node is ready: SetReady(true), not stopping,
-// and the engine reports no failed partition nor segment files it cannot
-// open (/readyz 200).
+// and the engine reports no node-wide problem (segment files it cannot
+// open, a failed group offsets log): /readyz 200. Failed partitions do not
+// make the node unready.
 func (s *Server) Ready() bool {
 	return s.ready.Load() && !s.stopping.Load() && s.engineHealth() == nil
 }

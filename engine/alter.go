@@ -51,8 +51,12 @@ func (e *Engine) AlterTopicConfig(name string, change TopicConfigChange) (TopicI
 	if err != nil {
 		return TopicInfo{}, api.NewError(api.CodeInvalidConfig, "%v", err)
 	}
+	old := m
 	m.Config = cfg
 	if err := e.writeTopicMeta(m); err != nil {
+		// A failed directory fsync may follow the rename that put the new
+		// file in place: put the old content back (best effort).
+		e.writeTopicMeta(old)
 		return TopicInfo{}, storageError("alter topic config", err)
 	}
 	t.state.Store(e.newTopicState(m))

@@ -20,7 +20,11 @@ var crashSeed = flag.Uint64("seed", 0, "run only this seed of TestEngineCrashSee
 // engineCrashSeeds is the number of seeds run by default.
 const engineCrashSeeds = 60
 
-func engineSeeds(t *testing.T) []uint64 {
+func engineSeeds(t *testing.T) []uint64 { return engineSeedsN(t, engineCrashSeeds) }
+
+// engineSeedsN returns seeds 1 to n, or the one seed asked for with -seed
+// or SQ_CRASH_SEED.
+func engineSeedsN(t *testing.T, n int) []uint64 {
 	if *crashSeed != 0 {
 		return []uint64{*crashSeed}
 	}
@@ -31,7 +35,7 @@ func engineSeeds(t *testing.T) []uint64 {
 		}
 		return []uint64{v}
 	}
-	seeds := make([]uint64, engineCrashSeeds)
+	seeds := make([]uint64, n)
 	for i := range seeds {
 		seeds[i] = uint64(i + 1)
 	}

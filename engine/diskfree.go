@@ -6,9 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/ring"
 )
 
 // Refresh bounds of the free-space floor: the file system is asked again
@@ -21,14 +20,27 @@ const (
 	diskFreeRefreshBytes = 8 << 20
 )
 
-// statfsFree returns the bytes available to unprivileged users on the file
-// system holding dir: f_bavail * f_bsize of statfs(2).
-func statfsFree(dir string) (int64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+// statfsFree returns the function that gives the bytes available to
+// unprivileged users on the file system holding a directory: f_bavail *
+// f_bsize of statfs(2), through fs (ring.FS.Statfs).
+func statfsFree(fs ring.FS) func(dir string) (int64, error) {
+	return func(dir string) (int64, error) {
+		st, err := fs.Statfs(dir)
+		if err != nil {
+			return 0, fmt.Errorf("engine: %w", err)
+		}
+		return st.Avail, nil
 	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// DiskSpace returns the space of the file system holding the data
+// directory (statfs(2) through Options.FS), in bytes.
+func (e *Engine) DiskSpace() (ring.DiskSpace, error) {
+	st, err := e.opts.FS.Statfs(e.opts.DataDir)
+	if err != nil {
+		return st, fmt.Errorf("engine: %w", err)
+	}
+	return st, nil
 }
 
 // diskFloor rejects publishes with DISK_FULL while the free space of the

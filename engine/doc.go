@@ -10,6 +10,7 @@
 //	  format-version             on-disk format version ("1")
 //	  meta/topics/<topic>.json   topic id and config (tmp -> fsync -> rename -> fsync dir)
 //	  topics/<topic>/<p>/        one segment.Log per partition
+//	  topics/<topic>/deleting    marker of a delete in progress (see DeleteTopic)
 //	  groups/offsets.log         committed offsets (checksummed records, compacted by snapshot)
 //	  trash/<nanos>/             directories of deleted topics, removed when unused (or at start)
 //
@@ -21,6 +22,13 @@
 // named topic's current one fail with UNKNOWN_TOPIC_ID, and committed
 // offsets are stored with their topic's id, so a topic deleted and
 // created again is never taken for the old one (topicid.go).
+//
+// # The disk seam
+//
+// Every disk call goes through Options.FS (ring.FS) and Options.Backend,
+// so internal/faultfs can fail it or crash the file system at it
+// (docs/storage.md, "The disk seam"). A failed fsync of groups/offsets.log
+// fails the offsets log (GroupOffsetsErr) until the engine is reopened.
 //
 // # Write path (docs/architecture.md §3.3)
 //

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -79,10 +78,10 @@ func Open(opts Options) (*Engine, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: invalid options: %w", err)
 	}
-	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+	if err := mkdirDurable(opts.FS, opts.DataDir); err != nil {
 		return nil, fmt.Errorf("engine: create data directory: %w", err)
 	}
-	lock, err := lockDataDir(opts.DataDir)
+	lock, err := lockDataDir(opts.FS, opts.DataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -102,13 +101,14 @@ func Open(opts Options) (*Engine, error) {
 }
 
 func (e *Engine) open() error {
-	removeTemps(e.opts.DataDir, e.log)
+	removeTemps(e.opts.FS, e.opts.DataDir, e.log)
 	e.emptyTrash()
 	if err := checkFormatVersion(e); err != nil {
 		return err
 	}
-	for _, d := range []string{e.metaDir(), filepath.Join(e.opts.DataDir, "topics"), filepath.Join(e.opts.DataDir, "groups")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	// Parents first: each new directory's entry is fsynced in its parent.
+	for _, d := range []string{filepath.Dir(e.metaDir()), e.metaDir(), filepath.Join(e.opts.DataDir, "topics"), filepath.Join(e.opts.DataDir, "groups")} {
+		if err := mkdirDurable(e.opts.FS, d); err != nil {
 			return fmt.Errorf("engine: create %s: %w", d, err)
 		}
 	}
@@ -119,6 +119,7 @@ func (e *Engine) open() error {
 	if err := e.assignTopicIDs(metas); err != nil {
 		return err
 	}
+	e.finishDeletes(metas)
 	// Recovery is CPU-bound (CRC of everything above each recovery
 	// point): topics and their partitions open in parallel, bounded by
 	// openParallelism.
@@ -176,7 +177,7 @@ func (e *Engine) openTopic(m topicMeta) (*topic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: topic %s: %w", m.Name, err)
 	}
-	t := &topic{refs: newTopicRefs(e.log.Warn), parts: make([]*partition, m.Partitions)}
+	t := &topic{refs: newTopicRefs(e.opts.FS, e.log.Warn), parts: make([]*partition, m.Partitions)}
 	t.state.Store(e.newTopicState(m))
 	var wg sync.WaitGroup
 	for i := range m.Partitions {
@@ -211,17 +212,17 @@ func openParallelism() int { return 2 * runtime.GOMAXPROCS(0) }
 // name replaces it. One that holds data lost its metadata file: it is
 // reported as an error and kept, and CreateTopic refuses the name.
 func (e *Engine) reportOrphanTopicDirs() {
-	ents, err := os.ReadDir(filepath.Join(e.opts.DataDir, "topics"))
+	names, err := e.opts.FS.ReadDir(filepath.Join(e.opts.DataDir, "topics"))
 	if err != nil {
 		return
 	}
-	for _, ent := range ents {
-		if _, ok := e.topics[ent.Name()]; ok {
+	for _, name := range names {
+		if _, ok := e.topics[name]; ok {
 			continue
 		}
-		path := filepath.Join(e.opts.DataDir, "topics", ent.Name())
-		if dirHoldsData(path) {
-			e.log.Error("topic directory holds data but has no metadata; not served and kept as is (restore meta/topics/"+ent.Name()+".json, or move the directory away to reuse the name)", "path", path)
+		path := filepath.Join(e.opts.DataDir, "topics", name)
+		if dirHoldsData(e.opts.FS, path) {
+			e.log.Error("topic directory holds data but has no metadata; not served and kept as is (restore meta/topics/"+name+".json, or move the directory away to reuse the name)", "path", path)
 			continue
 		}
 		e.log.Warn("ignoring empty topic directory without metadata (left by an interrupted create)", "path", path)
@@ -274,11 +275,13 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 	if exists {
 		return TopicInfo{}, api.NewError(api.CodeTopicExists, "topic %q already exists", name)
 	}
-	// A directory without metadata is the remains of a crashed create,
-	// unless it holds data: then its metadata was lost, and replacing it
+	// A directory without metadata is the remains of a crashed create or
+	// of a delete (it holds the deletion marker), unless it holds data
+	// without the marker: then its metadata was lost, and replacing it
 	// would destroy acknowledged records.
 	dir := e.topicDir(name)
-	if dirHoldsData(dir) {
+	fsys := e.opts.FS
+	if !deletedDir(fsys, dir) && dirHoldsData(fsys, dir) {
 		return TopicInfo{}, api.NewError(api.CodeTopicExists,
 			"topic directory %s holds data but has no metadata (meta/topics/%s.json missing or unreadable); restore the metadata file and restart, or move the directory away to reuse the name", dir, name)
 	}
@@ -287,10 +290,19 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 	if err := e.offsets.forgetTopic(name); err != nil {
 		return TopicInfo{}, storageError("create topic: drop the name's old group offsets", err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if deletedDir(fsys, dir) {
+		// A delete's leftover: moved to the trash whole, so that a crash
+		// halfway through its removal cannot leave data without the marker.
+		to, err := e.trashTopicDir(name)
+		if err != nil {
+			return TopicInfo{}, storageError("create topic: move a deleted topic's directory away", err)
+		}
+		fsys.RemoveAll(to)
+	}
+	if err := fsys.RemoveAll(dir); err != nil {
 		return TopicInfo{}, storageError("create topic", err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return TopicInfo{}, storageError("create topic", err)
 	}
 	m := topicMeta{Name: name, Partitions: partitions, Config: cfg, CreatedMs: e.opts.Now().UnixMilli(), ID: api.NewTopicID()}
@@ -314,7 +326,13 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 		if t != nil {
 			closeParts(t.parts)
 		}
-		os.RemoveAll(dir)
+		// The metadata file first: a failed directory fsync may follow a
+		// rename that put it in place. Best effort; what stays is a topic
+		// without acknowledged records.
+		if fsys.Remove(filepath.Join(e.metaDir(), name+".json")) == nil {
+			fsys.SyncDir(e.metaDir())
+		}
+		fsys.RemoveAll(dir)
 		return TopicInfo{}, storageError("create topic", err)
 	}
 	e.mu.Lock()

@@ -30,21 +30,34 @@ func (e *Engine) SegmentFiles() SegmentFileStats {
 		Evictions: st.Evictions, Err: st.Err}
 }
 
-// maxHealthPartitions bounds the failed partitions Health names one by one.
+// maxHealthPartitions bounds the failed partitions FailedPartitions names
+// one by one.
 const maxHealthPartitions = 10
 
-// Health returns nil while the engine serves every partition and can open
-// segment files; otherwise an error that says why, for readiness probes:
-// the failed partitions (at most maxHealthPartitions named, with their
-// errors, then a count) and the last EMFILE, ENFILE or mmap ENOMEM error
-// while the process still cannot open a file or map a page
-// (segment.FileCache.Recheck). A failed partition stays failed until the
-// server restarts (docs/architecture.md §3.3).
+// Health returns nil while the engine as a whole can serve; otherwise an
+// error that says why, for readiness probes: the last EMFILE, ENFILE or
+// mmap ENOMEM error while the process still cannot open a file or map a
+// page (segment.FileCache.Recheck), and a failed group offsets log
+// (GroupOffsetsErr). A failed partition is not a problem of the whole
+// node, as in Kafka, whose broker keeps serving its other partitions
+// while one is offline: FailedPartitions reports those.
 func (e *Engine) Health() error {
 	var errs []error
 	if err := e.files.Recheck(e.opts.FS, e.opts.DataDir); err != nil {
 		errs = append(errs, fmt.Errorf("cannot open segment files: %w", err))
 	}
+	if err := e.GroupOffsetsErr(); err != nil {
+		errs = append(errs, fmt.Errorf("group offsets log failed: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// FailedPartitions returns nil while every partition serves; otherwise an
+// error naming the failed partitions (at most maxHealthPartitions, with
+// their errors, then a count). A failed partition stays failed until the
+// server restarts (docs/architecture.md §3.3).
+func (e *Engine) FailedPartitions() error {
+	var errs []error
 	e.mu.RLock()
 	names := make([]string, 0, len(e.topics))
 	for name := range e.topics {

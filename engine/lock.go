@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/seedqueue/sq/ring"
 )
 
 // FormatVersion is the on-disk format version this build writes and the
@@ -18,37 +18,34 @@ const FormatVersion = 1
 // ErrDataDirLocked reports that another process holds the data directory.
 var ErrDataDirLocked = errors.New("engine: data directory is locked by another sq-server")
 
-// dirLock is an flock(2) on <data-dir>/LOCK, held while the engine runs.
-// The kernel drops it when the process dies, so a crash never leaves a
-// stale lock.
-type dirLock struct{ f *os.File }
+// dirLock is an flock(2) on <data-dir>/LOCK, held while the engine runs
+// (ring.FS.Lock). The kernel drops it when the process dies, so a crash
+// never leaves a stale lock.
+type dirLock struct{ f ring.File }
 
-func lockDataDir(dir string) (*dirLock, error) {
+func lockDataDir(fs ring.FS, dir string) (*dirLock, error) {
 	path := filepath.Join(dir, "LOCK")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := fs.Lock(path)
 	if err != nil {
-		return nil, fmt.Errorf("engine: open %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, ring.ErrLocked) {
+			holder, _ := ring.ReadFile(fs, path)
 			return nil, fmt.Errorf("%w: %s (held by pid %s); stop that server or use another --data-dir",
 				ErrDataDirLocked, path, strings.TrimSpace(string(holder)))
 		}
 		return nil, fmt.Errorf("engine: lock %s: %w", path, err)
 	}
+	// The pid is informational (for the message above): not synced.
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return &dirLock{f: f}, nil
 }
 
+// release drops the lock by closing the file.
 func (l *dirLock) release() error {
 	if l == nil || l.f == nil {
 		return nil
 	}
-	_ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
 	return l.f.Close()
 }
 
@@ -56,7 +53,7 @@ func (l *dirLock) release() error {
 // a directory written by a newer format.
 func checkFormatVersion(e *Engine) error {
 	path := filepath.Join(e.opts.DataDir, "format-version")
-	data, err := os.ReadFile(path)
+	data, err := ring.ReadFile(e.opts.FS, path)
 	if errors.Is(err, os.ErrNotExist) {
 		return writeFileAtomic(e.opts.FS, path, []byte(strconv.Itoa(FormatVersion)+"\n"))
 	}

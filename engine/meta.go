@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -91,13 +90,38 @@ func (e *Engine) topicDir(name string) string {
 // temporary name is random, not path+suffix, so a 249-character topic name
 // stays within NAME_MAX (255).
 func writeFileAtomic(fs ring.FS, path string, data []byte) error {
+	tmp, err := writeTemp(fs, path, data)
+	if err != nil {
+		return err
+	}
+	if err := fs.Rename(tmp, path); err != nil {
+		fs.Remove(tmp)
+		return err
+	}
+	return fs.SyncDir(filepath.Dir(path))
+}
+
+// writeTemp writes data to a new temporary file beside path and fsyncs
+// it, returning its name. On error the file is removed (best effort; a
+// leftover is removed at the next start) and path is untouched.
+func writeTemp(fs ring.FS, path string, data []byte) (string, error) {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := filepath.Join(filepath.Dir(path), "."+hex.EncodeToString(rnd[:])+tmpSuffix)
 	f, err := fs.Create(tmp)
 	if err != nil {
-		return err
+		return "", err
 	}
+	if err := writeSyncClose(f, data); err != nil {
+		fs.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+// writeSyncClose writes data at the start of f, fsyncs and closes it; f is
+// closed on every path.
+func writeSyncClose(f ring.File, data []byte) error {
 	if _, err := f.WriteAt(data, 0); err != nil {
 		f.Close()
 		return err
@@ -106,13 +130,7 @@ func writeFileAtomic(fs ring.FS, path string, data []byte) error {
 		f.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fs.Rename(tmp, path); err != nil {
-		return err
-	}
-	return fs.SyncDir(filepath.Dir(path))
+	return f.Close()
 }
 
 func (e *Engine) writeTopicMeta(m topicMeta) error {
@@ -126,26 +144,26 @@ func (e *Engine) writeTopicMeta(m topicMeta) error {
 // loadTopicMetas reads every topic's metadata, removing leftover .sqtmp
 // files and logging (not loading) anything else unexpected.
 func (e *Engine) loadTopicMetas() ([]topicMeta, error) {
-	entries, err := os.ReadDir(e.metaDir())
+	fs := e.opts.FS
+	entries, err := fs.ReadDir(e.metaDir())
 	if err != nil {
 		return nil, err
 	}
 	var metas []topicMeta
-	for _, ent := range entries {
-		name := ent.Name()
+	for _, name := range entries {
 		path := filepath.Join(e.metaDir(), name)
 		switch {
 		case strings.HasSuffix(name, tmpSuffix):
-			if err := os.Remove(path); err != nil {
+			if err := fs.Remove(path); err != nil {
 				return nil, err
 			}
 			e.log.Info("removed temporary file", "path", path)
 			continue
-		case !strings.HasSuffix(name, ".json") || ent.IsDir():
+		case !strings.HasSuffix(name, ".json") || isDir(fs, path):
 			e.log.Warn("ignoring unknown file in topic metadata directory", "path", path)
 			continue
 		}
-		m, err := readTopicMeta(path, name)
+		m, err := readTopicMeta(fs, path, name)
 		if err != nil {
 			// One damaged metadata file must not take every other topic
 			// down: the topic is not served, its data is left untouched,
@@ -166,9 +184,9 @@ func (e *Engine) loadTopicMetas() ([]topicMeta, error) {
 	return metas, nil
 }
 
-func readTopicMeta(path, name string) (topicMeta, error) {
+func readTopicMeta(fs ring.FS, path, name string) (topicMeta, error) {
 	var m topicMeta
-	data, err := os.ReadFile(path)
+	data, err := ring.ReadFile(fs, path)
 	if err != nil {
 		return m, err
 	}
@@ -186,30 +204,43 @@ func readTopicMeta(path, name string) (topicMeta, error) {
 
 // dirHoldsData reports whether dir (a topic directory) holds a non-empty
 // segment file anywhere below it.
-func dirHoldsData(dir string) bool {
-	found := false
-	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || found || d.IsDir() || !strings.HasSuffix(path, ".log") {
-			return nil
+func dirHoldsData(fs ring.FS, dir string) bool {
+	names, err := fs.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		fi, err := fs.Stat(path)
+		switch {
+		case err != nil:
+		case fi.IsDir():
+			if dirHoldsData(fs, path) {
+				return true
+			}
+		case strings.HasSuffix(name, ".log") && fi.Size() > 0:
+			return true
 		}
-		if info, err := d.Info(); err == nil && info.Size() > 0 {
-			found = true
-		}
-		return nil
-	})
-	return found
+	}
+	return false
+}
+
+// isDir reports whether path is a directory.
+func isDir(fs ring.FS, path string) bool {
+	fi, err := fs.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 // removeTemps deletes the engine's leftover temporary files in dir.
-func removeTemps(dir string, log *slog.Logger) {
-	ents, err := os.ReadDir(dir)
+func removeTemps(fs ring.FS, dir string, log *slog.Logger) {
+	names, err := fs.ReadDir(dir)
 	if err != nil {
 		return
 	}
-	for _, ent := range ents {
-		if strings.HasSuffix(ent.Name(), tmpSuffix) {
-			path := filepath.Join(dir, ent.Name())
-			if os.Remove(path) == nil {
+	for _, name := range names {
+		if strings.HasSuffix(name, tmpSuffix) {
+			path := filepath.Join(dir, name)
+			if fs.Remove(path) == nil {
 				log.Info("removed temporary file", "path", path)
 			}
 		}

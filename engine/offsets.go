@@ -43,7 +43,7 @@ type offsetStore struct {
 	dir    string
 	fs     ring.FS
 	log    *slog.Logger
-	f      *os.File
+	f      ring.File
 	size   int64
 	groups map[string]map[tp]committed
 	// coord is the group coordinator, made on first use (group.go).
@@ -57,6 +57,14 @@ type offsetStore struct {
 	// such topic); commit drops entries of any other id (topicid.go).
 	// Nil until the engine's topics are loaded.
 	current func(topic string) (api.TopicID, bool)
+	// compactAt is the size in bytes past which the file is compacted;
+	// 0 means compactBytes (tests lower it to compact often).
+	compactAt int64
+	// failed is set when an fsync of the file failed, or when the file
+	// could not be replaced durably by a compaction: what the file holds
+	// is then unknown, so every later commit is refused with it until the
+	// engine is reopened (as a failed segment sync fails its partition).
+	failed error
 }
 
 type tp struct {
@@ -101,8 +109,8 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 func openOffsetStore(dir string, fs ring.FS, log *slog.Logger) (*offsetStore, error) {
 	s := &offsetStore{dir: dir, fs: fs, log: log, groups: map[string]map[tp]committed{}}
 	path := filepath.Join(dir, offsetsFile)
-	removeTemps(dir, log)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	removeTemps(fs, dir, log)
+	f, err := openOrCreate(fs, path)
 	if err != nil {
 		return nil, fmt.Errorf("engine: open %s: %w", path, err)
 	}
@@ -112,6 +120,24 @@ func openOffsetStore(dir string, fs ring.FS, log *slog.Logger) (*offsetStore, er
 		return nil, err
 	}
 	return s, nil
+}
+
+// openOrCreate opens path for reading and writing, creating it when it
+// is missing; a new file's name is made durable (fsync of the directory)
+// before any commit is written to it.
+func openOrCreate(fs ring.FS, path string) (ring.File, error) {
+	f, err := fs.OpenReadWrite(path)
+	if !errors.Is(err, os.ErrNotExist) {
+		return f, err
+	}
+	if f, err = fs.Create(path); err != nil {
+		return nil, err
+	}
+	if err := fs.SyncDir(filepath.Dir(path)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // recover loads the file and repairs it: a torn last record is cut off;
@@ -159,7 +185,7 @@ func (s *offsetStore) recover(path string) error {
 	return nil
 }
 
-func readWhole(f *os.File) ([]byte, error) {
+func readWhole(f ring.File) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -311,12 +337,20 @@ func (s *offsetStore) commitLocked(rec offsetRecord) error {
 	if err != nil {
 		return err
 	}
+	if s.failed != nil {
+		return s.failedError()
+	}
 	if _, err := s.f.WriteAt(data, s.size); err != nil {
+		// Nothing was acknowledged; the next commit overwrites the bytes
+		// written, and a crash leaves them as a torn tail.
 		return storageError("commit offsets", err)
 	}
 	if !s.noSync {
 		if err := s.f.Sync(); err != nil {
-			return storageError("commit offsets", err)
+			// The kernel may have dropped the dirty pages: a later
+			// successful fsync would not prove them durable.
+			s.fail(fmt.Errorf("fsync of %s: %w", s.f.Name(), err))
+			return s.failedError()
 		}
 	}
 	s.size += int64(len(data))
@@ -324,7 +358,11 @@ func (s *offsetStore) commitLocked(rec offsetRecord) error {
 	// Compact past compactBytes, or past twice the last snapshot when the
 	// state itself is larger, so the file stays within max(4 MiB, 2x the
 	// state) and compaction costs O(1) amortised per commit.
-	if s.size > max(compactBytes, 2*s.snapshotSize) {
+	limit := s.compactAt
+	if limit == 0 {
+		limit = compactBytes
+	}
+	if s.size > max(limit, 2*s.snapshotSize) {
 		if err := s.compactLocked(); err != nil {
 			s.log.Warn("group offsets compaction failed; will retry on the next commit", "err", err)
 		}
@@ -364,12 +402,26 @@ func (s *offsetStore) rewriteLocked(skip string) error {
 		buf = append(buf, data...)
 	}
 	path := filepath.Join(s.dir, offsetsFile)
-	if err := writeFileAtomic(s.fs, path, buf); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
+	tmp, err := writeTemp(s.fs, path, buf)
 	if err != nil {
 		return err
+	}
+	if err := s.fs.Rename(tmp, path); err != nil {
+		s.fs.Remove(tmp)
+		return err // the old file is in place and s.f still writes to it
+	}
+	// From here the old file is unlinked: a commit must not go to s.f,
+	// and until the directory is fsynced a crash may bring the old file
+	// back. Any failure fails the store.
+	f, err := s.fs.OpenReadWrite(path)
+	if err == nil {
+		if err = s.fs.SyncDir(s.dir); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		s.fail(fmt.Errorf("replace %s: %w", path, err))
+		return s.failedError()
 	}
 	s.f.Close()
 	s.f = f
@@ -400,6 +452,9 @@ func (s *offsetStore) forgetTopic(topic string) error {
 	if !found {
 		return nil
 	}
+	if s.failed != nil {
+		return s.failedError()
+	}
 	if err := s.rewriteLocked(topic); err != nil {
 		return err
 	}
@@ -412,6 +467,29 @@ func (s *offsetStore) forgetTopic(topic string) error {
 	}
 	s.log.Info("dropped every group's committed offsets of the topic", "topic", topic)
 	return nil
+}
+
+// fail puts the store into the failed state with cause err, once, and
+// logs it; s.mu is held.
+func (s *offsetStore) fail(err error) {
+	if s.failed != nil {
+		return
+	}
+	s.failed = err
+	s.log.Error("group offsets log failed; offset commits refused until the server restarts", "path", filepath.Join(s.dir, offsetsFile), "err", err)
+}
+
+// failedError is the error of every commit refused in the failed state;
+// s.mu is held.
+func (s *offsetStore) failedError() error {
+	return api.NewError(api.CodeStorageError, "group offsets log failed (%v); offset commits are refused until the server restarts", s.failed)
+}
+
+// err returns the failure of the store (nil: healthy).
+func (s *offsetStore) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
 }
 
 func (s *offsetStore) sortedGroups() []string {
@@ -453,6 +531,13 @@ func (s *offsetStore) close() error {
 	s.f = nil
 	return err
 }
+
+// GroupOffsetsErr returns why the group offsets log failed (a failed
+// fsync of groups/offsets.log, or a compaction that could not replace the
+// file durably), or nil while it works. Once it failed, offset commits,
+// offset resets and group deletes fail with STORAGE_ERROR until the engine
+// is reopened; the server's /readyz reports it.
+func (e *Engine) GroupOffsetsErr() error { return e.offsets.err() }
 
 // maxGroupNameLength bounds a group id, in bytes.
 const maxGroupNameLength = 255

@@ -72,7 +72,8 @@ type Options struct {
 	// disables the floor.
 	MinFreeBytes int64
 	// DiskFree returns the bytes available on the file system of a
-	// directory (default: statfs(2)); tests substitute it.
+	// directory (default: statfs(2) through FS.Statfs); tests substitute
+	// it.
 	DiskFree func(dir string) (int64, error)
 	// ScrubBytesPerSec is the read rate of the background verification of
 	// sealed segments after Open (default DefaultScrubBytesPerSec); a
@@ -129,7 +130,7 @@ func (o *Options) Defaults() {
 		o.RetentionCheckInterval = DefaultRetentionCheckInterval
 	}
 	if o.DiskFree == nil {
-		o.DiskFree = statfsFree
+		o.DiskFree = statfsFree(o.FS)
 	}
 	if o.ScrubBytesPerSec == 0 {
 		o.ScrubBytesPerSec = DefaultScrubBytesPerSec

@@ -2,10 +2,15 @@
 //
 // It has two halves:
 //
-//   - FS and File: every metadata and read call that segment makes
-//     (create, open, remove, rename, list, mkdir, stat, fsync of a
-//     directory), in the style of pebble's vfs. OS is the real
-//     implementation; tests may substitute their own.
+//   - FS and File: every metadata and read call that segment and engine
+//     make (create, open, remove, remove a tree, rename, list, mkdir,
+//     stat, fsync of a directory, flock(2) of the data directory's LOCK,
+//     statfs(2) for the free-space floor), in the style of pebble's vfs;
+//     ReadFile reads a whole file through an FS. OS is the real
+//     implementation, used with either backend; tests substitute
+//     internal/faultfs, which can fail any call and simulate a crash.
+//     Nothing in engine or segment reaches the disk around it
+//     (internal/archtest checks).
 //   - Backend: the calls on the write path (gather write, fdatasync,
 //     preallocation, truncation). NewPortable returns the portable backend
 //     built on pwritev(2), fdatasync(2), fallocate(2) and ftruncate(2).

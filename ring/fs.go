@@ -1,9 +1,13 @@
 package ring
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // File is an open file. *os.File implements it.
@@ -35,6 +39,10 @@ type FS interface {
 	OpenReadWrite(name string) (File, error)
 	// Remove removes a file or an empty directory.
 	Remove(name string) error
+	// RemoveAll removes name and everything below it; a missing name is
+	// not an error (os.RemoveAll). Like Remove, the removal of name is
+	// durable after SyncDir of its parent.
+	RemoveAll(name string) error
 	// Rename atomically replaces newname with oldname (rename(2)).
 	Rename(oldname, newname string) error
 	// ReadDir returns the names of the entries of dir, sorted.
@@ -46,6 +54,49 @@ type FS interface {
 	SyncDir(dir string) error
 	// Stat returns the metadata of name.
 	Stat(name string) (os.FileInfo, error)
+	// Lock opens name for reading and writing, creating it (mode 0644)
+	// if needed, and takes an exclusive advisory lock on it without
+	// waiting (flock(2) LOCK_EX|LOCK_NB). When another open file holds
+	// the lock it fails with an error that errors.Is ErrLocked. Closing
+	// the returned file releases the lock; so does the death of the
+	// process, so a crash never leaves a stale lock.
+	Lock(name string) (File, error)
+	// Statfs returns the space of the file system holding name
+	// (statfs(2)).
+	Statfs(name string) (DiskSpace, error)
+}
+
+// DiskSpace is the space of a file system, in bytes.
+type DiskSpace struct {
+	// Avail is the space available to unprivileged users (f_bavail *
+	// f_bsize).
+	Avail int64
+	// Total is the size of the file system (f_blocks * f_bsize).
+	Total int64
+}
+
+// ErrLocked is the cause of FS.Lock's error when another open file holds
+// the lock (EWOULDBLOCK from flock(2)).
+var ErrLocked = errors.New("ring: file is locked by another process")
+
+// ReadFile returns the whole content of name, read through fs (Open,
+// Stat, ReadAt): the seam's os.ReadFile.
+func ReadFile(fs FS, name string) ([]byte, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, fi.Size())
+	n, err := f.ReadAt(data, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return data[:n], nil
 }
 
 // OS is the FS of the operating system.
@@ -92,3 +143,34 @@ func (osFS) SyncDir(dir string) error {
 }
 
 func (osFS) Stat(name string) (os.FileInfo, error) { return os.Stat(name) }
+
+func (osFS) RemoveAll(name string) error { return os.RemoveAll(name) }
+
+func (osFS) Lock(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, &os.PathError{Op: "flock", Path: name, Err: fmt.Errorf("%w (%w)", ErrLocked, err)}
+		}
+		return nil, &os.PathError{Op: "flock", Path: name, Err: err}
+	}
+	return f, nil
+}
+
+func (osFS) Statfs(name string) (DiskSpace, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(name, &st); err != nil {
+		return DiskSpace{}, &os.PathError{Op: "statfs", Path: name, Err: err}
+	}
+	return DiskSpace{Avail: int64(st.Bavail) * int64(st.Bsize), Total: int64(st.Blocks) * int64(st.Bsize)}, nil
+}

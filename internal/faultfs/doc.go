@@ -19,7 +19,9 @@
 //	write/allocate/truncate   change the real file only
 //	Sync (fsync/fdatasync)    node.synced = current content of the file
 //	Create/Rename/Remove      change the directory's current entries only
+//	RemoveAll, Lock (create)  likewise, for every name they remove or create
 //	SyncDir(dir)              durable entries of dir = current entries
+//	Statfs, ReadDir, Stat     pass through (Statfs can be failed by a rule)
 //
 // Crash freezes the file system: from then on every call fails with
 // ErrCrashed and changes nothing, as if the process had died. Restore then
@@ -35,9 +37,14 @@
 // Directories and files the FS never touched (written with package os by
 // the code under test) are left alone by Restore. SyncDir reconciles the
 // directory's entries with the disk first, so names that package os
-// created, renamed or removed in it become durable as they are. Renaming
-// a directory is modelled only as the change of its entry: its tracked
-// contents stay under the old path and are not restored.
+// created, renamed or removed in it become durable as they are.
+//
+// RemoveAll and the rename of a directory first record the durable image
+// of every file below the path (adopting what the FS had not seen), so a
+// crash before SyncDir of the parent brings the whole tree back under its
+// old name with its durable content, as a journaling file system that had
+// not committed the unlink or rename would. Once a renamed directory's new
+// entry is durable, its content is what is on disk under the new name.
 //
 // # Injection
 //
@@ -47,7 +54,7 @@
 // before the error, like a short write on a full disk). CrashAfter crashes
 // the FS at the Nth counted call; counting covers every mutating call
 // (writes, syncs, allocations, truncations, creates, renames, removes,
-// directory syncs), so a seed chooses a crash point deterministically.
+// directory syncs, locks), so a seed chooses a crash point deterministically.
 //
 // # Counters
 //

@@ -56,6 +56,9 @@ func New(root string, backend ring.Backend) *FS {
 	return &FS{root: filepath.Clean(root), inner: ring.OS, be: backend, dirs: map[string]*dir{}}
 }
 
+// Root returns the root of the tracked tree, as given to New but cleaned.
+func (fs *FS) Root() string { return fs.root }
+
 // Backend returns the ring.Backend of fs: writes, syncs, preallocation and
 // truncation of files opened through fs, with the same crash and injection
 // rules. Sync does not fdatasync the real file; it records the image.
@@ -72,7 +75,7 @@ func (fs *FS) Crash() {
 // CrashAfter makes the n-th counted call from now (n >= 1) crash fs: that
 // call and every later one fail with ErrCrashed. Counted calls are the
 // mutating ones: OpCreate, OpRemove, OpRename, OpMkdir, OpSyncDir,
-// OpWrite, OpSync, OpAllocate, OpTruncate. n <= 0 cancels.
+// OpWrite, OpSync, OpAllocate, OpTruncate, OpLock. n <= 0 cancels.
 func (fs *FS) CrashAfter(n int64) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -262,7 +265,7 @@ func (fs *FS) Rename(oldname, newname string) error {
 	var n *node
 	if po != "" {
 		n = fs.lookup(po)
-		n.load(po)
+		fs.capture(po) // a lost rename restores the old name with its content
 	}
 	if pn != "" {
 		fs.lookup(pn).load(pn)
@@ -280,6 +283,102 @@ func (fs *FS) Rename(oldname, newname string) error {
 		fs.dirOf(filepath.Dir(pn)).cur[filepath.Base(pn)] = n
 	}
 	return nil
+}
+
+// RemoveAll removes name and everything below it (ring.FS). The removal
+// of name is durable after SyncDir of its parent; until then a crash
+// brings name back with the durable content of everything below it.
+func (fs *FS) RemoveAll(name string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err, _ := fs.check(OpRemove, name); err != nil {
+		return err
+	}
+	p := fs.path(name)
+	if p != "" {
+		fs.capture(p)
+	}
+	err := fs.inner.RemoveAll(name)
+	if p != "" {
+		fs.dropRemoved(p)
+	}
+	return err
+}
+
+// capture records the durable image of every file at or below tracked
+// path p, adopting the directories on the way, before fs unlinks or
+// moves them. fs.mu is held.
+func (fs *FS) capture(p string) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return
+	}
+	n := fs.lookup(p)
+	if !fi.IsDir() {
+		n.load(p)
+		return
+	}
+	fs.dirOf(p)
+	ents, err := os.ReadDir(p)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		fs.capture(filepath.Join(p, e.Name()))
+	}
+}
+
+// dropRemoved updates the current entries of p's parent and of the
+// tracked directories at or below p after a RemoveAll of p, which may
+// have failed half-way: what is still on disk stays. fs.mu is held.
+func (fs *FS) dropRemoved(p string) {
+	for q, d := range fs.dirs {
+		if q != p && !strings.HasPrefix(q, p+string(filepath.Separator)) {
+			continue
+		}
+		if _, err := os.Stat(q); err != nil {
+			d.cur = map[string]*node{}
+			continue
+		}
+		fs.reconcile(q, d)
+	}
+	if _, err := os.Lstat(p); err != nil {
+		delete(fs.dirOf(filepath.Dir(p)).cur, filepath.Base(p))
+	}
+}
+
+// Lock opens or creates name and takes an exclusive flock(2) on it
+// (ring.FS); the new name is durable after SyncDir of its directory.
+func (fs *FS) Lock(name string) (ring.File, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err, _ := fs.check(OpLock, name); err != nil {
+		return nil, err
+	}
+	p := fs.path(name)
+	var n *node
+	if p != "" {
+		n = fs.lookup(p)
+	}
+	f, err := fs.inner.Lock(name)
+	if err != nil {
+		return nil, err
+	}
+	if p != "" && n == nil {
+		n = &node{loaded: true}
+		fs.dirOf(filepath.Dir(p)).cur[filepath.Base(p)] = n
+	}
+	return &File{fs: fs, f: f, n: n, gen: fs.gen, path: name}, nil
+}
+
+// Statfs returns the space of the file system holding name (ring.FS).
+func (fs *FS) Statfs(name string) (ring.DiskSpace, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err, _ := fs.check(OpStatfs, name); err != nil {
+		return ring.DiskSpace{}, err
+	}
+	return fs.inner.Statfs(name)
 }
 
 // ReadDir lists dir's entries, sorted (ring.FS).

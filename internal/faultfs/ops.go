@@ -13,7 +13,7 @@ type Op uint32
 const (
 	OpCreate   Op = 1 << iota // FS.Create
 	OpOpen                    // FS.Open, FS.OpenReadWrite
-	OpRemove                  // FS.Remove
+	OpRemove                  // FS.Remove, FS.RemoveAll
 	OpRename                  // FS.Rename
 	OpReadDir                 // FS.ReadDir
 	OpMkdir                   // FS.MkdirAll
@@ -24,17 +24,19 @@ const (
 	OpSync                    // File.Sync, Backend.Sync (per file)
 	OpAllocate                // Backend.Allocate
 	OpTruncate                // File.Truncate, Backend.Truncate
+	OpLock                    // FS.Lock
+	OpStatfs                  // FS.Statfs
 	numOps     = iota
 )
 
 // Counted are the kinds of calls counted by CrashAfter: those that change
 // the file system.
-const Counted = OpCreate | OpRemove | OpRename | OpMkdir | OpSyncDir | OpWrite | OpSync | OpAllocate | OpTruncate
+const Counted = OpCreate | OpRemove | OpRename | OpMkdir | OpSyncDir | OpWrite | OpSync | OpAllocate | OpTruncate | OpLock
 
 // AllOps matches every kind of call.
 const AllOps Op = 1<<numOps - 1
 
-var opNames = [numOps]string{"create", "open", "remove", "rename", "readdir", "mkdir", "syncdir", "stat", "read", "write", "sync", "allocate", "truncate"}
+var opNames = [numOps]string{"create", "open", "remove", "rename", "readdir", "mkdir", "syncdir", "stat", "read", "write", "sync", "allocate", "truncate", "lock", "statfs"}
 
 // String names a single kind ("write"), for errors.
 func (o Op) String() string {
