@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
@@ -191,11 +192,15 @@ func (c *conn) push(ctx context.Context, req request, s *subReq, sub *subscripti
 	defer stop()
 	offset := s.offset
 	var berr error
-	for {
+	// The loop ends when ctx does (unsubscribe, the connection's end,
+	// Shutdown), whatever the broker answers: a broker may answer a
+	// cancelled long poll with an empty result rather than an error.
+	for ctx.Err() == nil {
 		limit, err := sub.take(ctx, int(c.srv.maxBatchBytes))
 		if err != nil {
 			break
 		}
+		started := time.Now()
 		res, err := c.srv.broker.Fetch(ctx, s.topic, int(s.partition), offset, limit, c.srv.opts.MaxFetchWait)
 		if err != nil {
 			if ctx.Err() == nil || !isContextErr(err) {
@@ -205,6 +210,9 @@ func (c *conn) push(ctx context.Context, req request, s *subReq, sub *subscripti
 		}
 		if len(res.Bufs) == 0 {
 			res.Release()
+			if !pauseAfterEmpty(ctx, started, c.srv.opts.MaxFetchWait) {
+				break
+			}
 			continue
 		}
 		next, n := nextOffset(res.Bufs, offset)
@@ -223,6 +231,34 @@ func (c *conn) push(ctx context.Context, req request, s *subReq, sub *subscripti
 		berr = api.NewError(api.CodeShuttingDown, "server is shutting down")
 	}
 	c.sendPush(req, s, nil, berr)
+}
+
+// emptyFetchPauseMax bounds the pause after an empty fetch that returned
+// before its long poll ran out (see pauseAfterEmpty).
+const emptyFetchPauseMax = 100 * time.Millisecond
+
+// pauseAfterEmpty is called after a fetch that started at started with a
+// long poll of maxWait returned no records. A fetch that waited its whole
+// long poll is fetched again at once. One that returned early (the broker
+// woke for records it could not return, or does not wait) is followed by a
+// pause of a quarter of maxWait (at least 1 ms, at most
+// emptyFetchPauseMax), so that the
+// loop never spins. It returns false when ctx ended.
+func pauseAfterEmpty(ctx context.Context, started time.Time, maxWait time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if time.Since(started) >= maxWait {
+		return true
+	}
+	t := time.NewTimer(min(max(maxWait/4, time.Millisecond), emptyFetchPauseMax))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // sendPush queues a push frame for the writer; false when it could not be
