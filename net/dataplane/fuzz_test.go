@@ -200,25 +200,36 @@ func fixRecordsLength(seg, tail []byte) []byte {
 	if err != nil {
 		return nil
 	}
+	// Each struct holds recordsLength at byte 4 of its data section; a
+	// struct too short for it (from an older schema) reads it as 0.
+	var st capnp.Struct
 	switch fr.Which() {
 	case api.Frame_Which_publishRequest:
-		if r, err := fr.PublishRequest(); err == nil {
-			tail = fixBatch(tail)
-			r.SetRecordsLength(uint32(len(tail)))
-			return tail
+		r, err := fr.PublishRequest()
+		if err != nil {
+			return nil
 		}
+		st, tail = capnp.Struct(r), fixBatch(tail)
 	case api.Frame_Which_fetchResponse:
-		if r, err := fr.FetchResponse(); err == nil {
-			r.SetRecordsLength(uint32(len(tail)))
-			return tail
+		r, err := fr.FetchResponse()
+		if err != nil {
+			return nil
 		}
+		st = capnp.Struct(r)
 	case api.Frame_Which_pushBatches:
-		if r, err := fr.PushBatches(); err == nil {
-			r.SetRecordsLength(uint32(len(tail)))
-			return tail
+		r, err := fr.PushBatches()
+		if err != nil {
+			return nil
 		}
+		st = capnp.Struct(r)
+	default:
+		return nil
 	}
-	return nil
+	if st.Size().DataSize < 8 {
+		return nil
+	}
+	st.SetUint32(4, uint32(len(tail)))
+	return tail
 }
 
 // fixBatch repairs what Validate checks before it walks the records of the
