@@ -155,11 +155,19 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 		case <-ctx.Done():
 		}
 	}()
-	for {
+	// ended is the error of a stream ended by its client or by shutdown.
+	ended := func() error {
+		if stream.Context().Err() == nil {
+			return api.NewError(api.CodeShuttingDown, "server is shutting down")
+		}
+		return stream.Context().Err()
+	}
+	for ctx.Err() == nil {
+		started := time.Now()
 		r, err := s.eng().Fetch(ctx, req.Topic, int(req.Partition), off, maxBytes, s.opts.SubscribeMaxWait)
 		if err != nil {
-			if ctx.Err() != nil && stream.Context().Err() == nil {
-				return api.NewError(api.CodeShuttingDown, "server is shutting down")
+			if ctx.Err() != nil {
+				return ended()
 			}
 			return err
 		}
@@ -170,11 +178,43 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 			return api.NewError(api.CodeCorruptBatch, "%s/%d: %v", req.Topic, req.Partition, err)
 		}
 		if len(resp.Records) == 0 {
+			if !pauseAfterEmpty(ctx, started, s.opts.SubscribeMaxWait) {
+				break
+			}
 			continue
 		}
 		if err := stream.Send(resp); err != nil {
 			return err
 		}
+	}
+	return ended()
+}
+
+// emptyFetchPauseMax bounds the pause after an empty fetch that returned
+// before its long poll ran out (see pauseAfterEmpty).
+const emptyFetchPauseMax = 100 * time.Millisecond
+
+// pauseAfterEmpty is called after a fetch that started at started with a
+// long poll of maxWait returned no records. A fetch that waited its whole
+// long poll is fetched again at once. One that returned early (woken for
+// records it could not return, or a long poll of 0) is followed by a
+// pause of a quarter of maxWait (at least 1 ms, at most
+// emptyFetchPauseMax), so that a Subscribe stream never spins. It returns
+// false when ctx ended.
+func pauseAfterEmpty(ctx context.Context, started time.Time, maxWait time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if time.Since(started) >= maxWait {
+		return true
+	}
+	t := time.NewTimer(min(max(maxWait/4, time.Millisecond), emptyFetchPauseMax))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
