@@ -366,6 +366,7 @@ func (s *consumeSession) follow(ctx context.Context) error {
 // Retriable errors, such as a lost connection, are retried after a pause.
 func (s *consumeSession) fetchLoop(ctx context.Context, p uint32, next uint64, results chan<- fetched) {
 	for ctx.Err() == nil {
+		started := time.Now()
 		res, err := s.c.Fetch(ctx, sdk.FetchRequest{Topic: s.f.topic, Partition: p, Offset: next, MaxWait: followMaxWait})
 		var e *api.Error
 		switch {
@@ -393,6 +394,13 @@ func (s *consumeSession) fetchLoop(ctx context.Context, p uint32, next uint64, r
 			return
 		}
 		if len(res.Messages) == 0 {
+			next = max(next, res.NextOffset) // past batches without records to print
+			// A server that answers before the long poll ran out (one
+			// that caps it, or woke for nothing) must not make this loop
+			// spin: pause for a quarter of the long poll.
+			if time.Since(started) < followMaxWait/4 {
+				_ = sleepCtx(ctx, followMaxWait/4)
+			}
 			continue
 		}
 		next = res.NextOffset
