@@ -3,6 +3,8 @@ package sdk
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,4 +169,58 @@ func (c *Client) failuresNow() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.failures
+}
+
+// CloseContext of a BatchProducer ends with its context while a batch
+// waits to be retried or waits for its response, and reports every record
+// left through OnError; Close alone would wait out the retries.
+func TestBatchProducerCloseContextEnds(t *testing.T) {
+	for _, stuck := range []string{"retrying", "awaiting a response"} {
+		t.Run(stuck, func(t *testing.T) {
+			s := newFakeServer(t)
+			s.createTopic("t", 1)
+			release := make(chan struct{})
+			var once sync.Once
+			unblock := func() { once.Do(func() { close(release) }) }
+			t.Cleanup(unblock) // before the server stops (cleanups run last first)
+			if stuck == "retrying" {
+				codes := make([]api.Code, 50)
+				for i := range codes {
+					codes[i] = api.CodeDiskFull
+				}
+				s.failPublish("t", 0, codes...)
+			} else {
+				s.setHook(func(f api.Frame) {
+					if f.Which() == api.Frame_Which_publishRequest {
+						<-release
+					}
+				})
+			}
+			var failed atomic.Int64
+			bp := newTestBatchProducer(t, s, func(c *BatchProducerConfig) {
+				c.RetryBackoff, c.RetryBackoffMax, c.RequestTimeout = time.Hour, time.Hour, time.Hour
+				c.OnError = func(e BatchError) { failed.Add(int64(len(e.Messages))) }
+			})
+			const records = 3
+			for range records {
+				if err := bp.Send(testCtx(t), "t", nil, []byte("v")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, 10*time.Second, "a publish at the server", func() bool { return s.count(api.Frame_Which_publishRequest) >= 1 })
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- bp.CloseContext(ctx) }()
+			cancel()
+			if err := ends(t, "CloseContext", done); !errors.Is(err, context.Canceled) {
+				t.Fatalf("CloseContext = %v, want context.Canceled", err)
+			}
+			if n := failed.Load(); n != records {
+				t.Fatalf("%d records reported to OnError, want %d", n, records)
+			}
+			if n := bp.Buffered(); n != 0 {
+				t.Fatalf("%d records still buffered after CloseContext", n)
+			}
+		})
+	}
 }
