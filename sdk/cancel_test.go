@@ -3,12 +3,15 @@ package sdk
 import (
 	"context"
 	"errors"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/sqv1"
 )
 
 // ends waits for the error of a call running on another goroutine and
@@ -220,6 +223,44 @@ func TestBatchProducerCloseContextEnds(t *testing.T) {
 			}
 			if n := bp.Buffered(); n != 0 {
 				t.Fatalf("%d records still buffered after CloseContext", n)
+			}
+		})
+	}
+}
+
+// The retries of a GrpcProducer (here against an address nobody listens
+// on: Unavailable, retriable) end with the context of the send and with
+// Close, whatever their backoff.
+func TestGrpcProducerRetryEnds(t *testing.T) {
+	for _, way := range stopWays {
+		t.Run(way, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			ln.Close()
+			var logs logBuffer
+			cfg := GrpcProducerConfig{GrpcConfig: GrpcConfig{Addr: addr}, RetryBackoff: time.Hour, RetryBackoffMax: time.Hour}
+			cfg.Logger = logs.logger()
+			p, err := NewGrpcProducer(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := p.publish(ctx, &sqv1.PublishRequest{Topic: "t", Records: []*sqv1.Record{{Value: []byte("v")}}})
+				done <- err
+			}()
+			// Without a server the first attempt fails at once; the send
+			// then waits an hour for its retry unless stopped.
+			waitFor(t, 10*time.Second, "a failed attempt", func() bool { return strings.Contains(logs.String(), "retrying publish") })
+			stop(way, cancel, p.Close)
+			if err := ends(t, "a publish waiting to retry", done); err == nil {
+				t.Fatal("publish succeeded without a server")
 			}
 		})
 	}

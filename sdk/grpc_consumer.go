@@ -184,17 +184,20 @@ func (c *GrpcConsumer) run(p uint32, off uint64) {
 			return
 		}
 		var e *api.Error
-		if errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && e.HasRange {
-			if off < e.RangeStart {
-				c.cfg.Logger.Warn("offset below the log start: records lost to retention", "topic", c.cfg.Topic,
-					"partition", p, "offset", off, "log_start", e.RangeStart, "skipped", e.RangeStart-off)
-				off = e.RangeStart
-			} else {
-				off = e.RangeEnd
-			}
+		oor := errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && e.HasRange
+		if oor && off < e.RangeStart {
+			c.cfg.Logger.Warn("offset below the log start: records lost to retention", "topic", c.cfg.Topic,
+				"partition", p, "offset", off, "log_start", e.RangeStart, "skipped", e.RangeStart-off)
+			off = e.RangeStart
 			continue
 		}
-		if !IsRetriable(err) {
+		if oor && off > e.RangeEnd {
+			off = e.RangeEnd
+			continue
+		}
+		// Out of range at a position inside the range it names (a server
+		// racing retention, say) is retried after the backoff, not at once.
+		if !oor && !IsRetriable(err) {
 			select {
 			case c.batch <- grpcBatch{err: err}:
 			case <-c.ctx.Done():
