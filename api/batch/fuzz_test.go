@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"bytes"
 	"encoding/binary"
 	"reflect"
 	"testing"
@@ -126,4 +127,29 @@ func FuzzIter(f *testing.F) {
 			t.Fatalf("decoded differently:\ndirect %+v\naccessors %+v", fast, slow)
 		}
 	})
+}
+
+// fuzzFixup leaves a valid batch as it is, and repairs the lengths, counts
+// and CRC of a mutated one so that Validate gets past CheckHeader to the
+// record walk.
+func TestFuzzFixup(t *testing.T) {
+	for _, b := range [][]byte{build(t, 1, 0), build(t, 3, 20)} {
+		if got := fuzzFixup(b, fixAll); !bytes.Equal(got, b) {
+			t.Fatalf("valid batch changed:\n got %x\nwant %x", got, b)
+		}
+		bad := append(append([]byte(nil), b...), 1, 2, 3) // a longer tail
+		bad[offRecordCount] ^= 0x10                       // a wrong count
+		bad[offCRC] ^= 0xff                               // a wrong CRC
+		bad[offAttributes] |= attrControl
+		if _, err := CheckHeader(bad); err == nil {
+			t.Fatal("the mutated batch passes CheckHeader")
+		}
+		fixed := fuzzFixup(bad, fixAll)
+		if _, err := CheckHeader(fixed); err != nil {
+			t.Fatalf("repaired batch: %v", err)
+		}
+		if _, err := Validate(fixed, Limits{}); err != nil {
+			t.Fatalf("repaired batch does not validate: %v", err)
+		}
+	}
 }
