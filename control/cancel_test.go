@@ -9,6 +9,7 @@ import (
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/longpoll"
 )
 
 // watchedEngine counts the fetches of an engine: those running, those
@@ -99,15 +100,15 @@ func TestSubscribeEndsWithItsStream(t *testing.T) {
 }
 
 // An engine that answers every fetch at once with nothing cannot make a
-// Subscribe stream spin: after each early empty fetch the stream pauses a
-// quarter of SubscribeMaxWait (100 ms in these tests), so the fetches are
-// bounded by the time elapsed, however slow the machine.
+// Subscribe stream spin: after each early empty fetch the stream pauses
+// (longpoll.Pause of SubscribeMaxWait, 100 ms in these tests), so the
+// fetches are bounded by the time elapsed, however slow the machine.
 func TestSubscribePausesAfterAnEarlyEmptyFetch(t *testing.T) {
 	start := time.Now()
 	_, w, _ := subscribeWatched(t, true)
 	eventually(t, "ten fetches", func() bool { return w.started.Load() >= 10 })
 	n := w.started.Load()
-	if most := int64(time.Since(start)/(25*time.Millisecond)) + 2; n > most {
+	if most := int64(time.Since(start)/longpoll.Pause(100*time.Millisecond)) + 2; n > most {
 		t.Fatalf("%d fetches in %v: the stream spins (at most %d)", n, time.Since(start), most)
 	}
 }

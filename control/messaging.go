@@ -17,6 +17,7 @@ import (
 	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/longpoll"
 )
 
 // messagingService implements sq.v1.Messaging.
@@ -178,7 +179,7 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 			return api.NewError(api.CodeCorruptBatch, "%s/%d: %v", req.Topic, req.Partition, err)
 		}
 		if len(resp.Records) == 0 {
-			if !pauseAfterEmpty(ctx, started, s.opts.SubscribeMaxWait) {
+			if !longpoll.PauseAfterEmpty(ctx, started, s.opts.SubscribeMaxWait) {
 				break
 			}
 			continue
@@ -188,34 +189,6 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 		}
 	}
 	return ended()
-}
-
-// emptyFetchPauseMax bounds the pause after an empty fetch that returned
-// before its long poll ran out (see pauseAfterEmpty).
-const emptyFetchPauseMax = 100 * time.Millisecond
-
-// pauseAfterEmpty is called after a fetch that started at started with a
-// long poll of maxWait returned no records. A fetch that waited its whole
-// long poll is fetched again at once. One that returned early (woken for
-// records it could not return, or a long poll of 0) is followed by a
-// pause of a quarter of maxWait (at least 1 ms, at most
-// emptyFetchPauseMax), so that a Subscribe stream never spins. It returns
-// false when ctx ended.
-func pauseAfterEmpty(ctx context.Context, started time.Time, maxWait time.Duration) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	if time.Since(started) >= maxWait {
-		return true
-	}
-	t := time.NewTimer(min(max(maxWait/4, time.Millisecond), emptyFetchPauseMax))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // startOffset resolves where a subscription starts: the group's committed

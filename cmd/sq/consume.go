@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/internal/longpoll"
 	"github.com/seedqueue/sq/sdk"
 )
 
@@ -397,10 +398,8 @@ func (s *consumeSession) fetchLoop(ctx context.Context, p uint32, next uint64, r
 			next = max(next, res.NextOffset) // past batches without records to print
 			// A server that answers before the long poll ran out (one
 			// that caps it, or woke for nothing) must not make this loop
-			// spin: pause for a quarter of the long poll.
-			if time.Since(started) < followMaxWait/4 {
-				_ = sleepCtx(ctx, followMaxWait/4)
-			}
+			// spin.
+			longpoll.PauseAfterEmpty(ctx, started, followMaxWait)
 			continue
 		}
 		next = res.NextOffset

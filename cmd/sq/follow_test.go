@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/longpoll"
 	"github.com/seedqueue/sq/net/dataplane"
 )
 
@@ -115,8 +116,8 @@ func TestFollowEndsWithItsContext(t *testing.T) {
 }
 
 // A server that answers the long polls of --follow at once with nothing
-// does not make it spin: each partition pauses a quarter of the long poll
-// after such an answer, so the fetches are bounded by the time elapsed.
+// does not make it spin: each partition pauses (longpoll.Pause) after such
+// an answer, so the fetches are bounded by the time elapsed.
 func TestFollowPausesAfterAnEarlyEmptyFetch(t *testing.T) {
 	addr, ce := startData(t, true)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -127,7 +128,7 @@ func TestFollowPausesAfterAnEarlyEmptyFetch(t *testing.T) {
 	elapsed := time.Since(start)
 	cancel()
 	<-done
-	if most := 2 * (int64(elapsed/(followMaxWait/4)) + 2); n > most {
+	if most := 2 * (int64(elapsed/longpoll.Pause(followMaxWait)) + 2); n > most {
 		t.Fatalf("%d fetches in %v: --follow spins (at most %d)", n, elapsed, most)
 	}
 }

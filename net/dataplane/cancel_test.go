@@ -12,6 +12,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/longpoll"
 )
 
 // spinLimit is the number of fetches of one test after which a push loop
@@ -176,7 +177,7 @@ func TestPushEndsWithItsConnection(t *testing.T) {
 
 // An empty fetch that returns before its long poll ran out is followed by a
 // pause, so a broker that never waits cannot make a subscription spin: in a
-// minute, it is asked at most once per emptyFetchPauseMax.
+// minute, it is asked at most once per longpoll.PauseMax.
 func TestPushPausesAfterAnEarlyEmptyFetch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &countingBroker{memBroker: newMemBroker(), t: t, empty: true}
@@ -188,7 +189,7 @@ func TestPushPausesAfterAnEarlyEmptyFetch(t *testing.T) {
 		const d = time.Minute
 		time.Sleep(d)
 		synctest.Wait()
-		if n, most := b.fetches.Load(), int64(d/emptyFetchPauseMax)+2; n > most || n < 2 {
+		if n, most := b.fetches.Load(), int64(d/longpoll.PauseMax)+2; n > most || n < 2 {
 			t.Fatalf("%d fetches in %v, want 2..%d", n, d, most)
 		}
 	})

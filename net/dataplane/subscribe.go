@@ -11,6 +11,7 @@ import (
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/longpoll"
 )
 
 // maxSubscriptionCredit caps the credit a subscription may accumulate, in
@@ -210,7 +211,7 @@ func (c *conn) push(ctx context.Context, req request, s *subReq, sub *subscripti
 		}
 		if len(res.Bufs) == 0 {
 			res.Release()
-			if !pauseAfterEmpty(ctx, started, c.srv.opts.MaxFetchWait) {
+			if !longpoll.PauseAfterEmpty(ctx, started, c.srv.opts.MaxFetchWait) {
 				break
 			}
 			continue
@@ -231,34 +232,6 @@ func (c *conn) push(ctx context.Context, req request, s *subReq, sub *subscripti
 		berr = api.NewError(api.CodeShuttingDown, "server is shutting down")
 	}
 	c.sendPush(req, s, nil, berr)
-}
-
-// emptyFetchPauseMax bounds the pause after an empty fetch that returned
-// before its long poll ran out (see pauseAfterEmpty).
-const emptyFetchPauseMax = 100 * time.Millisecond
-
-// pauseAfterEmpty is called after a fetch that started at started with a
-// long poll of maxWait returned no records. A fetch that waited its whole
-// long poll is fetched again at once. One that returned early (the broker
-// woke for records it could not return, or does not wait) is followed by a
-// pause of a quarter of maxWait (at least 1 ms, at most
-// emptyFetchPauseMax), so that the
-// loop never spins. It returns false when ctx ended.
-func pauseAfterEmpty(ctx context.Context, started time.Time, maxWait time.Duration) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	if time.Since(started) >= maxWait {
-		return true
-	}
-	t := time.NewTimer(min(max(maxWait/4, time.Millisecond), emptyFetchPauseMax))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // sendPush queues a push frame for the writer; false when it could not be
