@@ -2,6 +2,7 @@
 #
 #   make run       build and start one node with the defaults (data in ./data)
 #   make test      the whole test suite (what CI runs)
+#   make fuzz      every fuzz target briefly, FUZZTIME each (CI runs it too)
 #   make check     gofmt + go vet
 #   make build     build bin/sq-server and bin/sq
 #   make generate  regenerate the Cap'n Proto and protobuf code (needs Debian's
@@ -14,7 +15,7 @@ CAPNP_GO_VERSION := v3.1.0-alpha.2
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build run test check fmt vet generate tools clean bench bench-peers
+.PHONY: all build run test fuzz check fmt vet generate tools clean bench bench-peers
 
 all: check build
 
@@ -26,6 +27,28 @@ run: build
 
 test: check
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+
+# FUZZTIME bounds each fuzz target of `make fuzz`. The targets are those
+# `go test -list '^Fuzz' ./...` finds, run one at a time (go test -fuzz
+# takes one target of one package); a failing input is written to the
+# package's testdata/fuzz/<target>/ and fails the run: commit it with the
+# fix, so that `make test` replays it from then on.
+FUZZTIME ?= 15s
+
+fuzz:
+	@list=$$($(GO) test -list '^Fuzz' ./...) || { echo "$$list"; exit 1; }; \
+	printf '%s\n' "$$list" | \
+		awk '/^Fuzz/ { names = names " " $$1; next } /^ok/ { if (names != "") print $$2 names; names = "" }' | { \
+		n=0; \
+		while read -r pkg names; do \
+			for name in $$names; do \
+				n=$$((n+1)); \
+				echo "fuzz: $$pkg $$name for $(FUZZTIME)"; \
+				$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; \
+			done; \
+		done; \
+		[ $$n -gt 0 ] || { echo "fuzz: no fuzz targets found"; exit 1; }; \
+		echo "fuzz: $$n targets passed"; }
 
 check: fmt vet
 

@@ -20,6 +20,7 @@ import (
 	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/longpoll"
 )
 
 // messagingService implements sq.v1.Messaging.
@@ -178,13 +179,21 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 		case <-ctx.Done():
 		}
 	}()
-	for {
+	// ended is the error of a stream ended by its client or by shutdown.
+	ended := func() error {
+		if stream.Context().Err() == nil {
+			return api.NewError(api.CodeShuttingDown, "server is shutting down")
+		}
+		return stream.Context().Err()
+	}
+	for ctx.Err() == nil {
+		started := time.Now()
 		// The stream reads one topic, the one with id: a topic created
 		// again under the name ends it with UNKNOWN_TOPIC_ID (KIP-516).
 		r, err := s.eng().FetchID(ctx, req.Topic, id, int(req.Partition), off, maxBytes, s.opts.SubscribeMaxWait)
 		if err != nil {
-			if ctx.Err() != nil && stream.Context().Err() == nil {
-				return api.NewError(api.CodeShuttingDown, "server is shutting down")
+			if ctx.Err() != nil {
+				return ended()
 			}
 			if start, ok := belowLogStart(err, off); ok && !explicit {
 				// Retention overtook the stream's position: go on at the
@@ -204,12 +213,16 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 			return api.NewError(api.CodeCorruptBatch, "%s/%d: %v", req.Topic, req.Partition, err)
 		}
 		if len(resp.Records) == 0 {
+			if !longpoll.PauseAfterEmpty(ctx, started, s.opts.SubscribeMaxWait) {
+				break
+			}
 			continue
 		}
 		if err := sendSplit(stream.Send, resp, GrpcMaxMessageBytes); err != nil {
 			return err
 		}
 	}
+	return ended()
 }
 
 // GrpcMaxMessageBytes bounds every Subscribe response the server sends,

@@ -453,8 +453,18 @@ func (bp *BatchProducer) Flush(ctx context.Context) error {
 // Close flushes (waiting for every buffered record, bounded by the
 // retries), stops the senders and closes the connection. Send fails with
 // ErrClosed from the start of Close. Close is idempotent; it returns the
-// connection's close error.
+// connection's close error. CloseContext bounds the wait.
 func (bp *BatchProducer) Close() error {
+	return bp.CloseContext(context.Background())
+}
+
+// CloseContext is Close with the flush bounded by ctx: when ctx ends
+// before every buffered record is acknowledged or failed, the retries and
+// the waits for responses stop at once and each record left is reported
+// through OnError with context.Canceled (a batch whose response was not
+// awaited may still have been stored: delivery stays at-least-once). It
+// then returns ctx's error, joined with the connection's close error.
+func (bp *BatchProducer) CloseContext(ctx context.Context) error {
 	bp.mu.Lock()
 	if bp.closed {
 		bp.mu.Unlock()
@@ -463,8 +473,37 @@ func (bp *BatchProducer) Close() error {
 	bp.closed = true
 	bp.notify() // Sends waiting for buffer space fail with ErrClosed now
 	bp.mu.Unlock()
-	_ = bp.Flush(context.Background())
+	ferr := bp.Flush(ctx)
 	bp.cancel()
 	bp.wg.Wait()
-	return bp.p.Close()
+	bp.failUnsent(bp.ctx.Err())
+	return errors.Join(ferr, bp.p.Close())
+}
+
+// failUnsent reports the records that no sender took before the senders
+// stopped (CloseContext's ctx ended) through OnError with err.
+func (bp *BatchProducer) failUnsent(err error) {
+	type left struct {
+		tp   topicPartition
+		msgs []ProducerMessage
+	}
+	var ls []left
+	bp.mu.Lock()
+	for _, pp := range bp.parts {
+		if len(pp.open) > 0 {
+			pp.closed = append(pp.closed, pp.open)
+		}
+		for _, msgs := range pp.closed {
+			ls = append(ls, left{pp.tp, msgs})
+			bp.releaseBytes(msgs)
+		}
+		pp.open, pp.closed = nil, nil
+	}
+	bp.mu.Unlock()
+	for _, l := range ls {
+		bp.reportFailed(l.tp, l.msgs, err)
+		bp.mu.Lock()
+		bp.releaseRecords(len(l.msgs))
+		bp.mu.Unlock()
+	}
 }

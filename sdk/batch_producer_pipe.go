@@ -200,6 +200,8 @@ func (p *pipe) resolve(res PublishResult, err error) {
 }
 
 // wait blocks for pc's response, closing its connection at the deadline.
+// It stops waiting when the producer's context ends (CloseContext): the
+// response is then dropped by the connection's reader.
 func (p *pipe) wait(pc *pubCall) (PublishResult, error) {
 	c := p.bp.p.client
 	timer := time.NewTimer(time.Until(pc.deadline))
@@ -210,6 +212,8 @@ func (p *pipe) wait(pc *pubCall) (PublishResult, error) {
 			return c.pubResult(pc, r)
 		case <-timer.C:
 			c.timedOut(pc)
+		case <-p.bp.ctx.Done():
+			return PublishResult{}, p.bp.ctx.Err()
 		}
 	}
 }
@@ -235,14 +239,22 @@ func (bp *BatchProducer) finishBatch(pp *bpPartition, msgs []ProducerMessage, re
 	signal(pp.wake) // the open batch may go now
 	bp.mu.Unlock()
 	switch {
-	case err != nil && bp.cfg.OnError != nil:
-		bp.cfg.OnError(BatchError{Topic: tp.topic, Partition: tp.partition, Messages: msgs, Err: err})
 	case err != nil:
-		bp.p.cfg.Logger.Error("sdk: batch failed", "topic", tp.topic, "partition", tp.partition, "records", len(msgs), "err", err)
+		bp.reportFailed(tp, msgs, err)
 	case bp.cfg.OnAck != nil:
 		bp.cfg.OnAck(BatchAck{Topic: tp.topic, Partition: tp.partition, BaseOffset: res.BaseOffset, Durability: res.Durability, Messages: msgs})
 	}
 	bp.mu.Lock()
 	bp.releaseRecords(len(msgs))
 	bp.mu.Unlock()
+}
+
+// reportFailed reports a batch that failed for good through OnError, or
+// logs it.
+func (bp *BatchProducer) reportFailed(tp topicPartition, msgs []ProducerMessage, err error) {
+	if bp.cfg.OnError != nil {
+		bp.cfg.OnError(BatchError{Topic: tp.topic, Partition: tp.partition, Messages: msgs, Err: err})
+		return
+	}
+	bp.p.cfg.Logger.Error("sdk: batch failed", "topic", tp.topic, "partition", tp.partition, "records", len(msgs), "err", err)
 }

@@ -58,8 +58,9 @@ func (c *Consumer) pushLoop(pf *partFetcher) bool {
 	failures := 0
 	for pf.ctx.Err() == nil {
 		sub, err := c.client.SubscribeID(pf.ctx, c.cfg.Topic, pf.topicID, pf.partition, pf.pos, c.cfg.MaxBytes)
+		pushed := false
 		if err == nil {
-			err = c.consumeSubscription(pf, sub)
+			pushed, err = c.consumeSubscription(pf, sub)
 			closeSub(c, sub)
 		}
 		if pf.ctx.Err() != nil {
@@ -69,12 +70,16 @@ func (c *Consumer) pushLoop(pf *partFetcher) bool {
 			c.log.Info("sdk: server does not push; reading with fetch", "topic", c.cfg.Topic, "partition", pf.partition)
 			return false
 		}
-		if errors.Is(err, ErrSubscriptionEnded) {
+		if errors.Is(err, ErrSubscriptionEnded) && pushed {
 			failures = 0
 			continue
 		}
 		failures++
-		if !c.fetchFailed(pf, err) {
+		// A subscription the server ended before it pushed anything is
+		// opened again after the backoff, as after a failure, so that a
+		// server ending every subscription at once cannot make this
+		// loop spin.
+		if errors.Is(err, ErrSubscriptionEnded) || !c.fetchFailed(pf, err) {
 			if sleep(pf.ctx, backoff(failures, c.client.cfg.ReconnectBackoff, c.client.cfg.ReconnectBackoffMax)) != nil {
 				return true
 			}
@@ -94,21 +99,24 @@ func closeSub(c *Consumer, sub *Subscription) {
 	_ = sub.Close(ctx)
 }
 
-// consumeSubscription hands the pushes of sub to Poll until an error.
-func (c *Consumer) consumeSubscription(pf *partFetcher, sub *Subscription) error {
+// consumeSubscription hands the pushes of sub to Poll until an error. It
+// reports whether any push with records arrived.
+func (c *Consumer) consumeSubscription(pf *partFetcher, sub *Subscription) (bool, error) {
+	pushed := false
 	for {
 		res, err := sub.Next(pf.ctx)
 		if err != nil {
-			return err
+			return pushed, err
 		}
+		pushed = true
 		pf.pos = res.NextOffset
 		if len(res.Messages) > 0 {
 			if !c.post(pf, res.Messages) || !c.waitDrained(pf) {
-				return pf.ctx.Err()
+				return pushed, pf.ctx.Err()
 			}
 		}
 		if err := sub.Grant(pf.ctx, res.Bytes); err != nil {
-			return err
+			return pushed, err
 		}
 	}
 }

@@ -170,6 +170,17 @@
 // ErrConnection wraps every transport failure, ErrClosed every call after
 // Close.
 //
+// # Cancellation
+//
+// Every wait of the SDK ends with the context of the call that waits and
+// with Close: the reconnect backoff, a producer's retry backoff, Poll's
+// MaxWait, a push subscription's Next, a long-poll fetch. A subscription
+// the server ends before it pushed anything is reopened after the
+// reconnect backoff, and an empty fetch that returns before its MaxWait is
+// followed by a pause, so no loop spins. BatchProducer.Close waits out the
+// retries of the batches still buffered; BatchProducer.CloseContext bounds
+// that wait and reports what is left through OnError.
+//
 // # Partitioning
 //
 // Keyed records go to FNV-1a 32(key) mod partitions (HashPartitioner,

@@ -37,6 +37,7 @@ type fakeServer struct {
 	rejectHandshake   api.Code        // answer handshakes with this error
 	errorResponseFor  api.Frame_Which // answer these requests with errorResponse
 	oorWithoutRange   bool            // OFFSET_OUT_OF_RANGE without the valid range
+	endSubscriptions  bool            // end each subscription at once, without error
 	wg                sync.WaitGroup
 }
 

@@ -162,6 +162,21 @@ func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}, l
 			list.At(i).SetPartition(o.Partition)
 			list.At(i).SetOffset(o.Offset)
 		}
+	case api.Frame_Which_subscribeRequest:
+		s.mu.Lock()
+		end := s.endSubscriptions
+		s.mu.Unlock()
+		if !end {
+			w, _ := f.NewErrorResponse()
+			must(api.ToWire(w, api.NewError(api.CodeInvalidRequest, "unsupported request %v", req.Which())))
+			break
+		}
+		// A push without records and without error: the subscription ended.
+		sr, _ := req.SubscribeRequest()
+		topic, _ := sr.Topic()
+		p, _ := f.NewPushBatches()
+		must(p.SetTopic(topic))
+		p.SetPartition(sr.Partition())
 	default:
 		w, _ := f.NewErrorResponse()
 		must(api.ToWire(w, api.NewError(api.CodeInvalidRequest, "unsupported request %v", req.Which())))

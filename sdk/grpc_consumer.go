@@ -275,16 +275,19 @@ func (c *GrpcConsumer) readPartition(ctx context.Context, r *grpcRun, p uint32, 
 			return
 		}
 		var e *api.Error
-		if errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && e.HasRange {
-			if off < e.RangeStart {
-				logLost(c.cfg.lossLog, c.cfg.Topic, p, off, e.RangeStart)
-				off = e.RangeStart
-			} else {
-				off = e.RangeEnd
-			}
+		oor := errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && e.HasRange
+		if oor && off < e.RangeStart {
+			logLost(c.cfg.lossLog, c.cfg.Topic, p, off, e.RangeStart)
+			off = e.RangeStart
 			continue
 		}
-		if !IsRetriable(err) {
+		if oor && off > e.RangeEnd {
+			off = e.RangeEnd
+			continue
+		}
+		// Out of range at a position inside the range it names (a server
+		// racing retention, say) is retried after the backoff, not at once.
+		if !oor && !IsRetriable(err) {
 			select {
 			case r.batch <- grpcBatch{err: err}:
 			case <-ctx.Done():

@@ -72,6 +72,9 @@ type GrpcProducer struct {
 	mu     sync.Mutex
 	counts map[string]cachedCount // topic -> partition count
 	rr     map[string]uint32      // topic -> next keyless partition
+
+	closeCtx    context.Context // cancelled by Close: ends the retry waits
+	closeCancel context.CancelFunc
 }
 
 type cachedCount struct {
@@ -87,15 +90,21 @@ func NewGrpcProducer(cfg GrpcProducerConfig) (*GrpcProducer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &GrpcProducer{cfg: cfg, admin: newAdminConn(AdminConfig{cfg.GrpcConfig}, conn), msg: sqv1.NewMessagingClient(conn),
-		counts: map[string]cachedCount{}, rr: map[string]uint32{}}, nil
+	p := &GrpcProducer{cfg: cfg, admin: newAdminConn(AdminConfig{cfg.GrpcConfig}, conn), msg: sqv1.NewMessagingClient(conn),
+		counts: map[string]cachedCount{}, rr: map[string]uint32{}}
+	p.closeCtx, p.closeCancel = context.WithCancel(context.Background())
+	return p, nil
 }
 
 // Admin returns the Admin sharing the producer's connection.
 func (p *GrpcProducer) Admin() *Admin { return p.admin }
 
-// Close closes the connection; sends in flight fail.
-func (p *GrpcProducer) Close() error { return p.admin.Close() }
+// Close closes the connection; sends in flight fail, those waiting to
+// retry at once.
+func (p *GrpcProducer) Close() error {
+	p.closeCancel()
+	return p.admin.Close()
+}
 
 // Send sends one record and waits for its acknowledgement. The error is
 // the Ack's Err.
@@ -240,10 +249,18 @@ func (p *GrpcProducer) publish(ctx context.Context, req *sqv1.PublishRequest) (*
 			return res, err
 		}
 		p.cfg.Logger.Warn("retrying publish", "topic", req.Topic, "partition", req.Partition, "attempt", attempt+1, "err", err)
-		if serr := sleep(ctx, backoff(attempt+1, p.cfg.RetryBackoff, p.cfg.RetryBackoffMax)); serr != nil {
+		if !p.sleep(ctx, backoff(attempt+1, p.cfg.RetryBackoff, p.cfg.RetryBackoffMax)) {
 			return nil, err
 		}
 	}
+}
+
+// sleep waits for d; false when ctx ended or the producer was closed first.
+func (p *GrpcProducer) sleep(ctx context.Context, d time.Duration) bool {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(p.closeCtx, cancel)()
+	return sleep(ctx, d) == nil
 }
 
 // recordBytes is the payload size of m (key, value, headers).

@@ -316,13 +316,17 @@ func (p *Producer) invalidate(topic string) {
 }
 
 // retry reports whether a request that failed with err on its attempt-th
-// try should be sent again, after waiting the backoff.
+// try should be sent again, after waiting the backoff. The wait ends, and
+// retry reports false, when ctx ends or the producer is closed.
 func (p *Producer) retry(ctx context.Context, err error, attempt int, what string) bool {
-	if !IsRetriable(err) || p.cfg.Retries < 0 || attempt > p.cfg.Retries {
+	if !IsRetriable(err) || p.cfg.Retries < 0 || attempt > p.cfg.Retries || p.client.isClosed() {
 		return false
 	}
 	d := backoff(attempt, p.cfg.RetryBackoff, p.cfg.RetryBackoffMax)
 	p.cfg.Logger.Debug("sdk: retrying", "request", what, "attempt", attempt, "in", d, "err", err)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(p.client.closeCtx, cancel)()
 	return sleep(ctx, d) == nil
 }
 

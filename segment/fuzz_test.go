@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -17,7 +18,10 @@ import (
 // that Open recovers: every batch wholly before the damage survives, and
 // what is readable is whole, valid and contiguous. Under DurableEveryBatch
 // Open may instead report the damage as a *CorruptError (a valid batch
-// follows it), and then the file is left as it was.
+// follows it), and then the file is left as it was. With fix, the CRC of
+// every batch the damage touches is recomputed (fixCRCs), so that the
+// damage reaches the checks behind the CRC (offset sequence, record count,
+// the record walk) instead of failing the CRC.
 func FuzzRecoverTail(f *testing.F) {
 	src := f.TempDir()
 	opts := smallOptions()
@@ -31,17 +35,24 @@ func FuzzRecoverTail(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(uint16(infos[7].Position+7), []byte{})
-	f.Add(uint16(infos[5].Position+8), []byte{0xff, 0xff, 0xff, 0xff})
-	f.Add(uint16(infos[3].Position+30), []byte{1, 2, 3})
-	f.Add(uint16(len(logData)), make([]byte, 4096))
-	f.Add(uint16(infos[6].Position), logData[infos[2].Position:infos[4].Position])
-	f.Fuzz(func(t *testing.T, at uint16, data []byte) {
+	for _, fix := range []bool{false, true} {
+		f.Add(uint16(infos[7].Position+7), []byte{}, fix)
+		f.Add(uint16(infos[5].Position+8), []byte{0xff, 0xff, 0xff, 0xff}, fix)
+		f.Add(uint16(infos[3].Position+30), []byte{1, 2, 3}, fix)
+		f.Add(uint16(infos[3].Position), []byte{0, 0, 0, 0, 0, 0, 0, 9}, fix)
+		f.Add(uint16(len(logData)), make([]byte, 4096), fix)
+		f.Add(uint16(infos[6].Position), logData[infos[2].Position:infos[4].Position], fix)
+	}
+	f.Fuzz(func(t *testing.T, at uint16, data []byte, fix bool) {
 		pos := min(int64(at), int64(len(logData)))
 		dir := t.TempDir()
 		damaged := append(append([]byte(nil), logData[:pos]...), data...)
-		if end := pos + int64(len(data)); end < int64(len(logData)) {
+		end := pos + int64(len(data))
+		if end < int64(len(logData)) {
 			damaged = append(damaged, logData[end:]...)
+		}
+		if fix {
+			fixCRCs(damaged, pos, end)
 		}
 		if err := os.WriteFile(filepath.Join(dir, filepath.Base(logPath(src, 0))), damaged, 0o644); err != nil {
 			t.Fatal(err)
@@ -208,4 +219,20 @@ func FuzzTimeIndexDamage(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fixCRCs walks the batches of log by their length fields and recomputes
+// the CRC of each one that overlaps [from, to), up to the first length
+// that is shorter than a header or runs past the end.
+func fixCRCs(log []byte, from, to int64) {
+	for p := int64(0); p+batch.HeaderSize <= int64(len(log)); {
+		b, _, _, err := batch.Split(log[p:], 0)
+		if err != nil {
+			return
+		}
+		if p < to && p+int64(len(b)) > from {
+			binary.LittleEndian.PutUint32(b[17:], batch.Checksum(b)) // the crc field
+		}
+		p += int64(len(b))
+	}
 }

@@ -171,25 +171,6 @@ func TestSplit(t *testing.T) {
 	}
 }
 
-func FuzzValidate(f *testing.F) {
-	f.Add(build(f, 3, 20))
-	f.Add(make([]byte, 80))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, err := Validate(b, Limits{MaxRecordBytes: 1 << 20, MaxBatchBytes: 1 << 20}); err != nil {
-			return
-		}
-		it, err := NewIter(b)
-		if err != nil {
-			t.Fatalf("valid batch, NewIter: %v", err)
-		}
-		for it.Next() {
-		}
-		if it.Err() != nil {
-			t.Fatalf("valid batch, iteration: %v", it.Err())
-		}
-	})
-}
-
 func TestBuildHeadersAndBound(t *testing.T) {
 	var b Builder
 	for i := 0; i < 50; i++ {
@@ -221,26 +202,4 @@ func TestBuildHeadersAndBound(t *testing.T) {
 	if n != 50 {
 		t.Fatalf("%d records", n)
 	}
-}
-
-// FuzzIter feeds arbitrary bytes to the iterator, which readers use on
-// batches whose CRC they may not have checked: it must fail cleanly, never
-// panic or read out of bounds.
-func FuzzIter(f *testing.F) {
-	f.Add(build(f, 3, 20))
-	var b Builder
-	b.Add([]byte("k"), []byte("v"), []RecordHeader{{Key: "h", Value: []byte("x")}}, 1)
-	withHeaders, _ := b.Build()
-	f.Add(withHeaders)
-	f.Fuzz(func(t *testing.T, data []byte) {
-		it, err := NewIter(data)
-		if err != nil {
-			return
-		}
-		for it.Next() {
-			r := it.Record()
-			_ = len(r.Key) + len(r.Value) + len(r.Headers)
-		}
-		_ = it.Err()
-	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/internal/longpoll"
 	"github.com/seedqueue/sq/sdk"
 )
 
@@ -368,6 +369,7 @@ func (s *consumeSession) follow(ctx context.Context) error {
 // Retriable errors, such as a lost connection, are retried after a pause.
 func (s *consumeSession) fetchLoop(ctx context.Context, p uint32, next uint64, results chan<- fetched) {
 	for ctx.Err() == nil {
+		started := time.Now()
 		res, err := s.c.Fetch(ctx, sdk.FetchRequest{Topic: s.f.topic, Partition: p, Offset: next, MaxWait: followMaxWait})
 		var e *api.Error
 		switch {
@@ -396,6 +398,11 @@ func (s *consumeSession) fetchLoop(ctx context.Context, p uint32, next uint64, r
 			return
 		}
 		if len(res.Messages) == 0 {
+			next = max(next, res.NextOffset) // past batches without records to print
+			// A server that answers before the long poll ran out (one
+			// that caps it, or woke for nothing) must not make this loop
+			// spin.
+			longpoll.PauseAfterEmpty(ctx, started, followMaxWait)
 			continue
 		}
 		next = res.NextOffset

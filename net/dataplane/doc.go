@@ -58,6 +58,17 @@
 //     clean close, WARN for a protocol error, ERROR for a panic). One
 //     connection's failure never affects another.
 //
+// # Subscriptions
+//
+// A subscribe request starts a push subscription on its own goroutine,
+// outside the request slots: it long-polls the broker (Options.MaxFetchWait)
+// within the credit the client grants and queues each result as a push
+// frame. It ends with its unsubscribe, its connection's end or Shutdown,
+// whatever the broker answers a cancelled long poll with, and sends a final
+// push without records. An empty fetch that returned before its long poll
+// ran out is followed by a pause (a quarter of MaxFetchWait, at most
+// 100 ms), so a broker that cannot wait never makes it spin.
+//
 // # Shutdown
 //
 // Server.Shutdown stops accepting, answers every new request with

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/longpoll"
 )
 
 // maxSubscriptionCredit caps the credit a subscription may accumulate, in
@@ -200,11 +202,15 @@ func (c *conn) push(ctx context.Context, req request, s *subReq, sub *subscripti
 	// than read on in a topic created again under the name (KIP-516).
 	id := s.topicID
 	berr := s.idErr
-	for berr == nil {
+	// The loop ends when ctx does (unsubscribe, the connection's end,
+	// Shutdown), whatever the broker answers: a broker may answer a
+	// cancelled long poll with an empty result rather than an error.
+	for berr == nil && ctx.Err() == nil {
 		limit, err := sub.take(ctx, int(c.srv.maxBatchBytes))
 		if err != nil {
 			break
 		}
+		started := time.Now()
 		res, err := c.srv.broker.FetchID(ctx, s.topic, id, int(s.partition), offset, limit, c.srv.opts.MaxFetchWait)
 		if err != nil {
 			if ctx.Err() == nil || !isContextErr(err) {
@@ -217,6 +223,9 @@ func (c *conn) push(ctx context.Context, req request, s *subReq, sub *subscripti
 		}
 		if len(res.Bufs) == 0 {
 			res.Release()
+			if !longpoll.PauseAfterEmpty(ctx, started, c.srv.opts.MaxFetchWait) {
+				break
+			}
 			continue
 		}
 		next, n := nextOffset(res.Bufs, offset)
