@@ -95,7 +95,7 @@ func FuzzServerFrame(f *testing.F) {
 		if withHandshake {
 			stream = append(append([]byte{}, hs...), data...)
 		}
-		c := srv.newConn(&memConn{r: bytes.NewReader(stream)})
+		c, _ := srv.newConn(&memConn{r: bytes.NewReader(stream)})
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

@@ -73,17 +73,22 @@ type subscription struct {
 	cancel    context.CancelFunc
 }
 
-func (s *subscriptions) add(id uint64, sub *subscription) bool {
+// add registers sub under id. It fails with INVALID_REQUEST when id is
+// taken and with TOO_MANY_REQUESTS when limit subscriptions are open.
+func (s *subscriptions) add(id uint64, sub *subscription, limit int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
 		s.m = map[uint64]*subscription{}
 	}
 	if _, dup := s.m[id]; dup {
-		return false
+		return api.NewError(api.CodeInvalidRequest, "subscription %d already exists", id)
+	}
+	if len(s.m) >= limit {
+		return api.NewError(api.CodeTooManyRequests, "%d subscriptions open on this connection, the limit", limit)
 	}
 	s.m[id] = sub
-	return true
+	return nil
 }
 
 func (s *subscriptions) get(id uint64) *subscription {
@@ -161,8 +166,10 @@ func (c *conn) dispatchSubscribe(req request) (*response, error) {
 }
 
 // subscribe starts one subscription on its own goroutine and answers
-// nothing: a subscription holds no request slot, so a consumer may keep
-// more of them open than MaxInFlightPerConn. The goroutine runs until
+// nothing: a subscription holds no request slot, and no share of the
+// server's request budget (it may last for ever, and would otherwise stop
+// every reader once subscriptions held it all). A connection may keep up to
+// MaxInFlightPerConn subscriptions open, besides its requests in flight. The goroutine runs until
 // unsubscribe, an error, Shutdown or the connection's end: it fetches what
 // is readable from the position, within the credit, and queues it as push
 // frames. Its final frame is a push without records, with the error that
@@ -170,9 +177,9 @@ func (c *conn) dispatchSubscribe(req request) (*response, error) {
 func (c *conn) subscribe(req request, s *subReq) (*response, error) {
 	ctx, cancel := context.WithCancel(c.pollCtx)
 	sub := &subscription{credit: int64(s.credit), more: make(chan struct{}, 1), cancel: cancel}
-	if !c.subs.add(req.corrID, sub) {
+	if err := c.subs.add(req.corrID, sub, c.srv.opts.MaxInFlightPerConn); err != nil {
 		cancel()
-		return c.pushFrame(req, s, nil, api.NewError(api.CodeInvalidRequest, "subscription %d already exists", req.corrID))
+		return c.pushFrame(req, s, nil, err)
 	}
 	// handle is counted in c.handlers, so this Add precedes its Wait.
 	c.handlers.Add(1)
