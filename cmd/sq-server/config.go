@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/net/dataplane"
 	"github.com/seedqueue/sq/ring"
 )
 
@@ -34,14 +36,23 @@ type config struct {
 	SegmentBytes int64
 	IOBackend    string
 	MinFreeBytes int64
-	LogLevel     string
-	LogFormat    string
+	// MaxInflightRequestBytes, FrameReadTimeout and MaxConnections bound
+	// the data plane's memory (dataplane.Options of the same names).
+	MaxInflightRequestBytes int64
+	FrameReadTimeout        time.Duration
+	MaxConnections          int
+	LogLevel                string
+	LogFormat               string
 
 	hooks *hooks // tests only
 }
 
 // defaultMinFreeBytes is the default free-space floor (--min-free-bytes).
 const defaultMinFreeBytes = 256 << 20 // 256 MiB
+
+// minBudgetSlack is what --max-inflight-request-bytes must hold beyond one
+// largest frame and batch: the fixed charge of two requests.
+const minBudgetSlack = 16 << 10
 
 // flagSpec ties one flag to its environment variable.
 type flagSpec struct {
@@ -68,6 +79,9 @@ var flagSpecs = []flagSpec{
 	{"segment-bytes", "SQ_SEGMENT_BYTES", "default segment size of topics in bytes"},
 	{"io-backend", "SQ_IO_BACKEND", "write-path I/O backend: auto, uring (io_uring; fails if the kernel refuses it) or portable (pwritev + fdatasync)"},
 	{"min-free-bytes", "SQ_MIN_FREE_BYTES", "free-space floor of the data directory's file system in bytes: publishes get DISK_FULL below it (0 disables)"},
+	{"max-inflight-request-bytes", "SQ_MAX_INFLIGHT_REQUEST_BYTES", "request bytes all data-plane connections together may hold in memory (frames being read or served, publish batches until appended); when spent, connections stop being read until requests are answered"},
+	{"frame-read-timeout", "SQ_FRAME_READ_TIMEOUT", "longest read of one data-plane frame and its records, from its first byte (e.g. 30s); a slower connection is closed"},
+	{"max-connections", "SQ_MAX_CONNECTIONS", "most open data-plane connections; one more is accepted and closed at once"},
 	{"log-level", "SQ_LOG_LEVEL", "log level: debug, info, warn, error"},
 	{"log-format", "SQ_LOG_FORMAT", "log format: text or json"},
 }
@@ -90,6 +104,9 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", engine.DefaultSegmentBytes, "")
 	fs.StringVar(&c.IOBackend, "io-backend", ring.ModeAuto, "")
 	fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", defaultMinFreeBytes, "")
+	fs.Int64Var(&c.MaxInflightRequestBytes, "max-inflight-request-bytes", dataplane.DefaultMaxInFlightRequestBytes, "")
+	fs.DurationVar(&c.FrameReadTimeout, "frame-read-timeout", dataplane.DefaultFrameReadTimeout, "")
+	fs.IntVar(&c.MaxConnections, "max-connections", dataplane.DefaultMaxConnections, "")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "")
 	for _, s := range flagSpecs {
@@ -136,6 +153,18 @@ func (c *config) validate() error {
 	if c.MaxRecord > c.MaxBatch {
 		errs = append(errs, fmt.Errorf("--max-record-bytes %d is larger than --max-batch-bytes %d", c.MaxRecord, c.MaxBatch))
 	}
+	// One publish must fit in the budget: a largest frame, a largest batch
+	// and the fixed charge of each (dataplane.New checks the same).
+	if need := int64(c.MaxFrame) + int64(c.MaxBatch) + minBudgetSlack; c.MaxInflightRequestBytes < need {
+		errs = append(errs, fmt.Errorf("--max-inflight-request-bytes %d must hold one largest frame and batch: at least %d (--max-frame-bytes + --max-batch-bytes + %d)",
+			c.MaxInflightRequestBytes, need, minBudgetSlack))
+	}
+	if c.FrameReadTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--frame-read-timeout %v must be positive", c.FrameReadTimeout))
+	}
+	if c.MaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("--max-connections %d must be at least 1", c.MaxConnections))
+	}
 	switch c.IOBackend {
 	case ring.ModeAuto, ring.ModeUring, ring.ModePortable:
 	default:
@@ -170,7 +199,7 @@ func (c *config) logger() *slog.Logger {
 func envTable() string {
 	var b strings.Builder
 	for _, s := range flagSpecs {
-		b.WriteString("  --" + s.name + strings.Repeat(" ", 20-len(s.name)) + s.env + "\n")
+		b.WriteString("  --" + s.name + strings.Repeat(" ", max(28-len(s.name), 1)) + s.env + "\n")
 	}
 	return b.String()
 }
