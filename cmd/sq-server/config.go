@@ -36,13 +36,14 @@ type config struct {
 	SegmentBytes int64
 	IOBackend    string
 	MinFreeBytes int64
+	LogLevel     string
+	LogFormat    string
+
 	// MaxInflightRequestBytes, FrameReadTimeout and MaxConnections bound
 	// the data plane's memory (dataplane.Options of the same names).
 	MaxInflightRequestBytes int64
 	FrameReadTimeout        time.Duration
 	MaxConnections          int
-	LogLevel                string
-	LogFormat               string
 
 	hooks *hooks // tests only
 }
