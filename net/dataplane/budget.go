@@ -8,9 +8,11 @@ import (
 // byteBudget is a counting semaphore over bytes with first-come,
 // first-served waiters: a request is granted only when every request that
 // waited before it has been, so a large publish is never starved by a
-// stream of small frames. A request for more than the whole budget is
-// clamped to the whole budget, so it waits until nothing else is held but
-// never forever.
+// stream of frames. Requests of at most small bytes are the exception:
+// they are granted whenever they fit, so that handshakes, heartbeats,
+// commits and fetch requests keep flowing while a large publish waits for
+// room. A request for more than the whole budget is clamped to the whole
+// budget, so it waits until nothing else is held but never forever.
 //
 // The server holds one byteBudget for the request bytes of every
 // connection (Options.MaxInFlightRequestBytes, Kafka's
@@ -20,6 +22,7 @@ import (
 type byteBudget struct {
 	mu      sync.Mutex
 	max     int64
+	small   int64 // requests up to this size may pass waiters
 	used    int64
 	waiters []*budgetWaiter // FIFO
 }
@@ -30,8 +33,10 @@ type budgetWaiter struct {
 	ready chan struct{}
 }
 
-func newByteBudget(max int64) *byteBudget {
-	return &byteBudget{max: max}
+// newByteBudget returns a budget of max bytes in which requests of at most
+// small bytes may pass waiting ones.
+func newByteBudget(max, small int64) *byteBudget {
+	return &byteBudget{max: max, small: small}
 }
 
 // acquire takes n bytes (at most the whole budget), waiting behind earlier
@@ -43,7 +48,7 @@ func (b *byteBudget) acquire(ctx context.Context, n int64) (int64, error) {
 	}
 	n = min(n, b.max)
 	b.mu.Lock()
-	if len(b.waiters) == 0 && b.used+n <= b.max {
+	if (len(b.waiters) == 0 || n <= b.small) && b.used+n <= b.max {
 		b.used += n
 		b.mu.Unlock()
 		return n, nil
@@ -89,15 +94,20 @@ func (b *byteBudget) release(n int64) {
 	b.grantLocked()
 }
 
-// grantLocked grants waiters in order while the head fits.
+// grantLocked grants waiters in order while the head fits, then any small
+// waiter that fits.
 func (b *byteBudget) grantLocked() {
-	for len(b.waiters) > 0 && b.used+b.waiters[0].n <= b.max {
-		w := b.waiters[0]
-		b.waiters[0] = nil
-		b.waiters = b.waiters[1:]
-		b.used += w.n
-		close(w.ready)
+	kept := b.waiters[:0]
+	for _, w := range b.waiters {
+		if (len(kept) == 0 || w.n <= b.small) && b.used+w.n <= b.max {
+			b.used += w.n
+			close(w.ready)
+		} else {
+			kept = append(kept, w)
+		}
 	}
+	clear(b.waiters[len(kept):])
+	b.waiters = kept
 }
 
 // stats returns the bytes held and the number of blocked acquires.

@@ -129,7 +129,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		pollCancel: pollCancel,
 		readCtx:    readCtx,
 		readCancel: readCancel,
-		tailBudget: newByteBudget(s.opts.MaxInFlightBytesPerConn),
+		tailBudget: newByteBudget(s.opts.MaxInFlightBytesPerConn, 0),
 		slots:      make(chan struct{}, s.opts.MaxInFlightPerConn),
 		out:        make(chan *response, s.opts.MaxInFlightPerConn),
 	}

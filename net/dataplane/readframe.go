@@ -32,6 +32,11 @@ const (
 	// request in flight on top of its bytes: the goroutine that serves it
 	// (its stack starts at 8 KiB) and its decoded fields.
 	requestOverheadBytes = 8 << 10
+	// smallRequestBytes is the largest charge that may pass a request
+	// waiting for the server budget when it fits (see byteBudget): a
+	// handshake, a heartbeat or a small publish is not held behind a large
+	// publish.
+	smallRequestBytes = 64 << 10
 	// firstChunkBytes is the first allocation of a buffer read on the
 	// peer's word; it then grows growFactor times whenever it is full, up
 	// to the declared size. A claim that no bytes back costs at most

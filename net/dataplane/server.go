@@ -83,6 +83,9 @@ type Server struct {
 	rejected       atomic.Uint64
 	lastRejectLog  atomic.Int64
 	loggedRejected atomic.Uint64
+	// rejectLogEvery is the least time between two such lines
+	// (rejectLogInterval; tests lengthen it).
+	rejectLogEvery time.Duration
 
 	// draining is closed when Shutdown starts: new requests are refused
 	// with SHUTTING_DOWN and long-poll fetches return at once.
@@ -121,14 +124,15 @@ func New(broker Broker, opts Options) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		broker:        broker,
-		opts:          opts,
-		maxBatchBytes: maxBatch,
-		budget:        newByteBudget(opts.MaxInFlightRequestBytes),
-		drainCtx:      ctx,
-		drain:         cancel,
-		listeners:     make(map[net.Listener]struct{}),
-		conns:         make(map[*conn]struct{}),
+		broker:         broker,
+		opts:           opts,
+		maxBatchBytes:  maxBatch,
+		budget:         newByteBudget(opts.MaxInFlightRequestBytes, smallRequestBytes),
+		rejectLogEvery: rejectLogInterval,
+		drainCtx:       ctx,
+		drain:          cancel,
+		listeners:      make(map[net.Listener]struct{}),
+		conns:          make(map[*conn]struct{}),
 	}, nil
 }
 
@@ -255,7 +259,7 @@ func (s *Server) reject(nc net.Conn) {
 	total := s.rejected.Add(1)
 	now := time.Now().UnixNano()
 	last := s.lastRejectLog.Load()
-	if now-last < int64(rejectLogInterval) || !s.lastRejectLog.CompareAndSwap(last, now) {
+	if now-last < int64(s.rejectLogEvery) || !s.lastRejectLog.CompareAndSwap(last, now) {
 		return
 	}
 	since := total - s.loggedRejected.Swap(total)

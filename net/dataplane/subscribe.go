@@ -212,6 +212,9 @@ func (c *conn) push(ctx context.Context, req request, s *subReq, sub *subscripti
 		}
 		if len(res.Bufs) == 0 {
 			res.Release()
+			if ctx.Err() != nil {
+				break // a broker may answer an ended wait with nothing
+			}
 			continue
 		}
 		next, n := nextOffset(res.Bufs, offset)
