@@ -254,8 +254,7 @@ const rejectLogInterval = time.Second
 // no read and no reply, and logs at most one line per rejectLogInterval
 // with the number refused since the previous line.
 func (s *Server) reject(nc net.Conn) {
-	remote := remoteAddr(nc)
-	nc.Close()
+	defer nc.Close()
 	total := s.rejected.Add(1)
 	now := time.Now().UnixNano()
 	last := s.lastRejectLog.Load()
@@ -264,7 +263,7 @@ func (s *Server) reject(nc net.Conn) {
 	}
 	since := total - s.loggedRejected.Swap(total)
 	s.opts.Logger.Warn("dataplane: connection refused: too many connections",
-		"remote", remote, "max_connections", s.opts.MaxConnections, "refused_since_last_log", since, "refused_total", total)
+		"remote", remoteAddr(nc), "max_connections", s.opts.MaxConnections, "refused_since_last_log", since, "refused_total", total)
 }
 
 // Stats is a snapshot of the data plane's connections and request budget,
