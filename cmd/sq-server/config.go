@@ -82,7 +82,7 @@ var flagSpecs = []flagSpec{
 	{"min-free-bytes", "SQ_MIN_FREE_BYTES", "free-space floor of the data directory's file system in bytes: publishes get DISK_FULL below it (0 disables)"},
 	{"max-inflight-request-bytes", "SQ_MAX_INFLIGHT_REQUEST_BYTES", "request bytes all data-plane connections together may hold in memory (frames being read or served, publish batches until appended); when spent, connections stop being read until requests are answered"},
 	{"frame-read-timeout", "SQ_FRAME_READ_TIMEOUT", "longest read of one data-plane frame and its records, from its first byte (e.g. 30s); a slower connection is closed"},
-	{"max-connections", "SQ_MAX_CONNECTIONS", "most open data-plane connections; one more is accepted and closed at once"},
+	{"max-connections", "SQ_MAX_CONNECTIONS", "most open connections of the data plane, and of the gRPC control plane; one more is accepted and closed at once"},
 	{"log-level", "SQ_LOG_LEVEL", "log level: debug, info, warn, error"},
 	{"log-format", "SQ_LOG_FORMAT", "log format: text or json"},
 }
