@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -50,10 +51,6 @@ type config struct {
 
 // defaultMinFreeBytes is the default free-space floor (--min-free-bytes).
 const defaultMinFreeBytes = 256 << 20 // 256 MiB
-
-// minBudgetSlack is what --max-inflight-request-bytes must hold beyond one
-// largest frame and batch: the fixed charge of two requests.
-const minBudgetSlack = 16 << 10
 
 // flagSpec ties one flag to its environment variable.
 type flagSpec struct {
@@ -154,11 +151,13 @@ func (c *config) validate() error {
 	if c.MaxRecord > c.MaxBatch {
 		errs = append(errs, fmt.Errorf("--max-record-bytes %d is larger than --max-batch-bytes %d", c.MaxRecord, c.MaxBatch))
 	}
-	// One publish must fit in the budget: a largest frame, a largest batch
-	// and the fixed charge of each (dataplane.New checks the same).
-	if need := int64(c.MaxFrame) + int64(c.MaxBatch) + minBudgetSlack; c.MaxInflightRequestBytes < need {
-		errs = append(errs, fmt.Errorf("--max-inflight-request-bytes %d must hold one largest frame and batch: at least %d (--max-frame-bytes + --max-batch-bytes + %d)",
-			c.MaxInflightRequestBytes, need, minBudgetSlack))
+	// The budget must hold a largest frame and batch (dataplane.New checks
+	// the same).
+	if c.MaxFrame > 0 && c.MaxBatch > 0 {
+		if need := dataplane.MinInFlightRequestBytes(uint32(min(c.MaxFrame, math.MaxUint32)), uint32(min(c.MaxBatch, math.MaxUint32))); c.MaxInflightRequestBytes < need {
+			errs = append(errs, fmt.Errorf("--max-inflight-request-bytes %d must hold one largest frame and batch: at least %d (8 x --max-frame-bytes + --max-batch-bytes + 16 KiB)",
+				c.MaxInflightRequestBytes, need))
+		}
 	}
 	if c.FrameReadTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--frame-read-timeout %v must be positive", c.FrameReadTimeout))

@@ -95,7 +95,7 @@ func TestBudgetCheckAgreesWithDataPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	least := int64(c.MaxFrame) + int64(c.MaxBatch) + minBudgetSlack
+	least := int64(8*c.MaxFrame + c.MaxBatch + 16<<10)
 	for _, tc := range []struct {
 		budget int64
 		ok     bool

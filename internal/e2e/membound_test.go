@@ -117,6 +117,7 @@ func TestMemoryBoundAgainstClaims(t *testing.T) {
 	})
 	tail := make([]byte, claimBytes-1) // every byte but the last, shared
 	granted := budgetBytes / (claimBytes + overheadBytes)
+	frameGranted := budgetBytes / (8*api.DefaultMaxFrameBytes + overheadBytes)
 	// A stream header declaring a frame of 1 MiB (the default limit).
 	frameClaim := make([]byte, 8)
 	binary.LittleEndian.PutUint32(frameClaim[4:], (api.DefaultMaxFrameBytes-8)/8)
@@ -133,7 +134,8 @@ func TestMemoryBoundAgainstClaims(t *testing.T) {
 		{"stalled claims", [][]byte{pub}, float64(granted * (claimBytes + overheadBytes)), claimConns - float64(granted), 0},
 		{"all but the last byte", [][]byte{pub, tail}, float64(granted * (claimBytes + overheadBytes)), claimConns - float64(granted),
 			int64(granted) * (claimBytes - 2<<20)},
-		{"stalled frames", [][]byte{frameClaim}, claimConns * (api.DefaultMaxFrameBytes + overheadBytes), 0, 0},
+		// A frame is charged 8 times its size, for its decoded fields.
+		{"stalled frames", [][]byte{frameClaim}, float64(frameGranted * (8*api.DefaultMaxFrameBytes + overheadBytes)), claimConns - float64(frameGranted), 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"capnproto.org/go/capnp/v3"
+
 	"github.com/seedqueue/sq/api"
 )
 
@@ -46,13 +48,12 @@ func budgetIs(t *testing.T, h *harness, what string, used int64, waiting int) {
 // read) instead of allocating, and proceeds when a holder goes.
 func TestStalledClaimsWaitForTheBudget(t *testing.T) {
 	const (
-		frameMax = 256 << 10
+		frameMax = 64 << 10
 		batchMax = 1 << 20
-		budget   = frameMax + batchMax + 2*requestOverheadBytes
 	)
 	b := newMemBroker()
 	b.lim.MaxBatchBytes = batchMax
-	h := startServer(t, b, Options{MaxFrameBytes: frameMax, MaxInFlightRequestBytes: budget})
+	h := startServer(t, b, Options{MaxFrameBytes: frameMax, MaxInFlightRequestBytes: MinInFlightRequestBytes(frameMax, batchMax)})
 	setup, _ := connect(t, h.addr)
 	setup.createTopic("t", 1)
 
@@ -61,9 +62,9 @@ func TestStalledClaimsWaitForTheBudget(t *testing.T) {
 	a.send(publishReq("t", 0, batchMax), nil)
 	tailA := int64(batchMax + requestOverheadBytes)
 	budgetIs(t, h, "A's tail held", tailA, 0)
-	// B: a frame header declaring 200 KiB, then nothing.
-	const body = 200 << 10
-	frameB := int64(8 + body + requestOverheadBytes)
+	// B: a frame header declaring 48 KiB, then nothing.
+	const body = 48 << 10
+	frameB := frameCharge(8 + body)
 	bc, _ := connect(t, h.addr)
 	rawWrite(t, bc, frameClaim(body))
 	budgetIs(t, h, "B's frame held", tailA+frameB, 0)
@@ -99,7 +100,7 @@ func TestPublishWaitsForBudgetThenSucceeds(t *testing.T) {
 	b.lim.MaxBatchBytes = batchMax
 	gate := make(chan struct{})
 	b.appendGate = gate
-	h := startServer(t, b, Options{MaxFrameBytes: 64 << 10, MaxInFlightRequestBytes: 64<<10 + batchMax + 2*requestOverheadBytes})
+	h := startServer(t, b, Options{MaxFrameBytes: 64 << 10, MaxInFlightRequestBytes: MinInFlightRequestBytes(64<<10, batchMax)})
 	c1, _ := connect(t, h.addr)
 	c1.createTopic("t", 2)
 	big := buildBatch(t, make([]byte, 900<<10))
@@ -184,7 +185,7 @@ func TestFrameReadTimeoutClosesSlowloris(t *testing.T) {
 	gate := make(chan struct{})
 	b.appendGate = gate
 	h := startServer(t, b, Options{FrameReadTimeout: 50 * time.Millisecond, MaxFrameBytes: 64 << 10,
-		MaxInFlightRequestBytes: 64<<10 + batchMax + 2*requestOverheadBytes})
+		MaxInFlightRequestBytes: MinInFlightRequestBytes(64<<10, batchMax)})
 	idle, _ := connect(t, h.addr)
 	idle.createTopic("t", 2)
 
@@ -362,11 +363,49 @@ func TestByteBudget(t *testing.T) {
 // New refuses a budget that cannot hold one largest frame and batch.
 func TestBudgetMustHoldOnePublish(t *testing.T) {
 	b := newMemBroker()
-	_, err := New(b, Options{MaxInFlightRequestBytes: api.DefaultMaxBatchBytes})
-	if err == nil {
-		t.Fatal("accepted a budget of one batch without its frame")
+	least := MinInFlightRequestBytes(api.DefaultMaxFrameBytes, api.DefaultMaxBatchBytes)
+	if least != 8*api.DefaultMaxFrameBytes+api.DefaultMaxBatchBytes+2*requestOverheadBytes {
+		t.Fatalf("least budget %d", least)
 	}
-	if _, err := New(b, Options{MaxInFlightRequestBytes: api.DefaultMaxFrameBytes + api.DefaultMaxBatchBytes + 2*requestOverheadBytes}); err != nil {
+	for _, budget := range []int64{api.DefaultMaxBatchBytes, least - 1} {
+		if _, err := New(b, Options{MaxInFlightRequestBytes: budget}); err == nil {
+			t.Fatalf("accepted a budget of %d", budget)
+		}
+	}
+	if _, err := New(b, Options{MaxInFlightRequestBytes: least}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A small frame declaring a list of many empty elements is refused before
+// they are decoded: decoded, each would take far more memory than the
+// frame was charged. The traversal limit, 8 times the frame's size, stops
+// the longest lists; checkListLen the rest.
+func TestEmptyElementListsAreRefused(t *testing.T) {
+	h := startServer(t, newMemBroker(), Options{})
+	for _, tc := range []struct {
+		n    int32
+		want string
+	}{
+		{50, "a list of 50 elements in a frame of"},
+		{100000, "traversal limit"},
+	} {
+		c, _ := connect(t, h.addr)
+		c.send(func(f api.Frame) error {
+			r, err := f.NewCommitOffsetsRequest()
+			if err != nil {
+				return err
+			}
+			if err := r.SetGroup("g"); err != nil {
+				return err
+			}
+			l, err := capnp.NewCompositeList(r.Segment(), capnp.ObjectSize{}, tc.n)
+			if err != nil {
+				return err
+			}
+			return r.SetOffsets(api.OffsetCommit_List(l))
+		}, nil)
+		c.expectClosed()
+		waitFor(t, tc.want, func() bool { return len(h.logs.lines("connection closed", tc.want)) == 1 })
 	}
 }

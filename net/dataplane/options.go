@@ -45,6 +45,14 @@ const (
 // in-flight request may hold a frame and a records tail in memory.
 const maxInFlightLimit = 1 << 16
 
+// MinInFlightRequestBytes is the least Options.MaxInFlightRequestBytes New
+// accepts for the given frame and batch limits: room for one largest
+// frame's charge (8 times its size, for its decoded fields) and one largest
+// batch, each with the fixed charge of a request (8 KiB).
+func MinInFlightRequestBytes(maxFrameBytes, maxBatchBytes uint32) int64 {
+	return frameCharge(uint64(maxFrameBytes)) + int64(maxBatchBytes) + requestOverheadBytes
+}
+
 // Options configure a Server. The zero value is valid after Defaults.
 type Options struct {
 	// Addr is the TCP address ListenAndServe listens on, "host:port".

@@ -37,6 +37,11 @@ const (
 	// handshake, a heartbeat or a small publish is not held behind a large
 	// publish.
 	smallRequestBytes = 64 << 10
+	// decodeFactor bounds the memory a frame's decoded fields take, per
+	// byte of the frame: a list element takes at least 8 bytes of the frame
+	// (checkListLen) and decodes into at most 64 (an engine.OffsetCommit).
+	// A frame is charged decodeFactor times its size.
+	decodeFactor = 8
 	// firstChunkBytes is the first allocation of a buffer read on the
 	// peer's word; it then grows growFactor times whenever it is full, up
 	// to the declared size. A claim that no bytes back costs at most
@@ -126,9 +131,15 @@ func (c *conn) readRequest(handshakeDeadline time.Time) (request, error) {
 	return req, nil
 }
 
+// frameCharge is what a frame of total bytes is charged of the server
+// budget: its decoded fields and the goroutine that serves it.
+func frameCharge(total uint64) int64 {
+	return int64(total)*decodeFactor + requestOverheadBytes
+}
+
 // readFrame reads one frame's Cap'n Proto part in stream framing. The
-// returned message owns a buffer of the frame's size, charged to the
-// server budget (held, with requestOverheadBytes) before it was allocated.
+// returned message owns a buffer of the frame's size; frameCharge was taken
+// from the server budget (held) before it was allocated.
 func (c *conn) readFrame(t *frameTimer) (msg *capnp.Message, f api.Frame, held int64, err error) {
 	var word [8]byte
 	if _, err := io.ReadFull(c.br, word[:]); err != nil {
@@ -156,7 +167,7 @@ func (c *conn) readFrame(t *frameTimer) (msg *capnp.Message, f api.Frame, held i
 		return nil, f, 0, fmt.Errorf("dataplane: read frame: %w: %d bytes, limit %d", api.ErrFrameTooLarge, total, limit)
 	}
 	t.pause()
-	held, err = c.srv.budget.acquire(c.readCtx, int64(total)+requestOverheadBytes)
+	held, err = c.srv.budget.acquire(c.readCtx, frameCharge(total))
 	t.resume()
 	if err != nil {
 		return nil, f, 0, err
@@ -167,9 +178,10 @@ func (c *conn) readFrame(t *frameTimer) (msg *capnp.Message, f api.Frame, held i
 		return nil, f, 0, frameErr("segments", err)
 	}
 	if msg, err = capnp.Unmarshal(buf); err == nil {
-		// Bound traversal so a crafted message with pointer loops cannot
-		// spin: 8x the frame limit in words is ample for any frame.
-		msg.ResetReadLimit(limit * 8)
+		// Bound traversal so a crafted message with pointer loops or
+		// empty list elements cannot spin: decoding reads each part of a
+		// frame once or twice.
+		msg.ResetReadLimit(total * 8)
 		if f, err = api.ReadRootFrame(msg); err != nil {
 			msg.Release()
 		}
@@ -207,6 +219,25 @@ func (c *conn) readTail(req *request, t *frameTimer) error {
 	}
 	if req.tail, err = readGrowing(c.br, nil, int(n)); err != nil {
 		return frameErr("records tail", err)
+	}
+	return nil
+}
+
+// checkListLen refuses a list with more elements than its frame could hold
+// at elemBytes each (8 for text and struct lists, 4 for UInt32 lists).
+// Cap'n Proto lets a small frame declare many empty elements; decoded, each
+// would cost far more memory than the frame was charged (decodeFactor).
+func checkListLen(l capnp.List, elemBytes uint64) error {
+	n := uint64(l.Len())
+	if n == 0 {
+		return nil
+	}
+	size, err := l.Message().TotalSize()
+	if err != nil {
+		return err
+	}
+	if n*elemBytes > size {
+		return fmt.Errorf("dataplane: a list of %d elements in a frame of %d bytes", n, size)
 	}
 	return nil
 }

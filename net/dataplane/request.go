@@ -3,6 +3,8 @@ package dataplane
 import (
 	"fmt"
 
+	"capnproto.org/go/capnp/v3"
+
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
 )
@@ -157,6 +159,9 @@ func parseMetadata(f api.Frame, req *request) error {
 	if err != nil {
 		return err
 	}
+	if err := checkListLen(capnp.List(l), 8); err != nil {
+		return err
+	}
 	req.topics = make([]string, 0, l.Len())
 	for i := 0; i < l.Len(); i++ {
 		t, err := l.At(i)
@@ -212,6 +217,9 @@ func parseCommitOffsets(f api.Frame, req *request) error {
 	}
 	l, err := r.Offsets()
 	if err != nil {
+		return err
+	}
+	if err := checkListLen(capnp.List(l), 8); err != nil {
 		return err
 	}
 	req.commits = make([]engine.OffsetCommit, 0, l.Len())

@@ -116,11 +116,11 @@ func New(broker Broker, opts Options) (*Server, error) {
 	if lim.MaxBatchBytes > 0 && uint64(lim.MaxBatchBytes) < math.MaxUint32 {
 		maxBatch = uint32(lim.MaxBatchBytes)
 	}
-	// One publish must fit: its largest frame, its largest tail and their
-	// overhead. A smaller budget would let a single request exceed it.
-	if need := int64(opts.MaxFrameBytes) + int64(maxBatch) + 2*requestOverheadBytes; opts.MaxInFlightRequestBytes < need {
-		return nil, fmt.Errorf("dataplane: MaxInFlightRequestBytes %d cannot hold one largest frame (%d) and batch (%d) with their overhead: at least %d",
-			opts.MaxInFlightRequestBytes, opts.MaxFrameBytes, maxBatch, need)
+	// A largest frame and a largest tail must fit together, each with its
+	// charge; a smaller budget would let a single request exceed it.
+	if need := MinInFlightRequestBytes(opts.MaxFrameBytes, maxBatch); opts.MaxInFlightRequestBytes < need {
+		return nil, fmt.Errorf("dataplane: MaxInFlightRequestBytes %d cannot hold one largest frame (%d bytes, charged %d times) and batch (%d) with their overhead: at least %d",
+			opts.MaxInFlightRequestBytes, opts.MaxFrameBytes, decodeFactor, maxBatch, need)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
