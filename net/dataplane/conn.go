@@ -427,7 +427,7 @@ func (c *conn) handshake() error {
 	req, err := c.readRequest(time.Now().Add(c.srv.opts.HandshakeTimeout))
 	if err != nil {
 		<-c.slots
-		if errors.Is(err, os.ErrDeadlineExceeded) {
+		if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("no handshake within %v: %w", c.srv.opts.HandshakeTimeout, err)
 		}
 		return err

@@ -409,3 +409,32 @@ func TestEmptyElementListsAreRefused(t *testing.T) {
 		waitFor(t, tc.want, func() bool { return len(h.logs.lines("connection closed", tc.want)) == 1 })
 	}
 }
+
+// A connection whose handshake cannot get budget waits no longer than
+// HandshakeTimeout.
+func TestHandshakeWaitsForBudgetWithinItsTimeout(t *testing.T) {
+	const (
+		frameMax = 64 << 10
+		batchMax = 1 << 20
+	)
+	b := newMemBroker()
+	b.lim.MaxBatchBytes = batchMax
+	h := startServer(t, b, Options{MaxFrameBytes: frameMax, MaxInFlightRequestBytes: MinInFlightRequestBytes(frameMax, batchMax),
+		HandshakeTimeout: time.Second})
+	setup, _ := connect(t, h.addr)
+	setup.createTopic("t", 1)
+	// A stalled batch and a stalled largest frame spend the whole budget.
+	a, _ := connect(t, h.addr)
+	a.send(publishReq("t", 0, batchMax), nil)
+	bc, _ := connect(t, h.addr)
+	rawWrite(t, bc, frameClaim(frameMax-8))
+	budgetIs(t, h, "budget spent", MinInFlightRequestBytes(frameMax, batchMax), 0)
+	late := dialClient(t, h.addr)
+	late.send(listTopicsReq, nil) // not a handshake, but it needs budget first
+	budgetIs(t, h, "the late connection waiting", MinInFlightRequestBytes(frameMax, batchMax), 1)
+	late.expectClosed()
+	waitFor(t, "handshake timeout logged", func() bool {
+		return len(h.logs.lines("connection closed", "no handshake within")) == 1
+	})
+	budgetIs(t, h, "the late connection gone", MinInFlightRequestBytes(frameMax, batchMax), 0)
+}

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -85,6 +86,16 @@ func (t *frameTimer) resume() {
 	t.c.setReadDeadline(t.deadline)
 }
 
+// waitCtx is the context of a wait for budget: the reader's, bounded by
+// the deadline when it is fixed (a connection waits for its handshake's
+// budget no longer than HandshakeTimeout).
+func (t *frameTimer) waitCtx() (context.Context, context.CancelFunc) {
+	if !t.fixed {
+		return t.c.readCtx, func() {}
+	}
+	return context.WithDeadline(t.c.readCtx, t.deadline)
+}
+
 // stop lifts the deadline once the frame has been read.
 func (t *frameTimer) stop() { t.c.setReadDeadline(time.Time{}) }
 
@@ -167,7 +178,9 @@ func (c *conn) readFrame(t *frameTimer) (msg *capnp.Message, f api.Frame, held i
 		return nil, f, 0, fmt.Errorf("dataplane: read frame: %w: %d bytes, limit %d", api.ErrFrameTooLarge, total, limit)
 	}
 	t.pause()
-	held, err = c.srv.budget.acquire(c.readCtx, frameCharge(total))
+	ctx, cancel := t.waitCtx()
+	held, err = c.srv.budget.acquire(ctx, frameCharge(total))
+	cancel()
 	t.resume()
 	if err != nil {
 		return nil, f, 0, err
@@ -209,10 +222,12 @@ func (c *conn) readTail(req *request, t *frameTimer) error {
 	c.srv.budget.release(req.held)
 	req.held = 0
 	t.pause()
+	ctx, cancel := t.waitCtx()
 	var err error
-	if req.tailHeld, err = c.tailBudget.acquire(c.readCtx, n); err == nil {
-		req.held, err = c.srv.budget.acquire(c.readCtx, n+requestOverheadBytes)
+	if req.tailHeld, err = c.tailBudget.acquire(ctx, n); err == nil {
+		req.held, err = c.srv.budget.acquire(ctx, n+requestOverheadBytes)
 	}
+	cancel()
 	t.resume()
 	if err != nil {
 		return err
