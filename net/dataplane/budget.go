@@ -80,6 +80,20 @@ func (b *byteBudget) acquire(ctx context.Context, n int64) (int64, error) {
 	return 0, ctx.Err()
 }
 
+// tryAcquire takes n bytes without waiting, and only when nobody waits and
+// reserve bytes stay free beside them; it reports whether it took them.
+// Holders that may never give back (subscriptions) use it, so that a
+// request of up to reserve bytes always fits once the others are answered.
+func (b *byteBudget) tryAcquire(n, reserve int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.waiters) > 0 || b.used+n+reserve > b.max {
+		return false
+	}
+	b.used += n
+	return true
+}
+
 // release gives back n bytes taken by acquire; n 0 is a no-op.
 func (b *byteBudget) release(n int64) {
 	if n <= 0 {

@@ -277,33 +277,67 @@ func TestMaxConnections(t *testing.T) {
 	}
 }
 
-// A connection opens at most MaxInFlightPerConn subscriptions; one more is
-// refused with TOO_MANY_REQUESTS and the connection stays usable.
-func TestSubscriptionsPerConnection(t *testing.T) {
-	h := startServer(t, newMemBroker(), Options{MaxInFlightPerConn: 2})
+// Each subscription holds a share of the budget for its life, taken
+// without waiting and never from the room the largest request needs: once
+// the budget has no such room a subscribe is refused with THROTTLED, the
+// connection stays usable and a largest publish still goes through.
+func TestSubscriptionsChargeTheBudget(t *testing.T) {
+	const (
+		frameMax = 64 << 10
+		batchMax = 1 << 20
+	)
+	b := newMemBroker()
+	b.lim.MaxBatchBytes = batchMax
+	h := startServer(t, b, Options{MaxFrameBytes: frameMax, MaxInFlightRequestBytes: MinInFlightRequestBytes(frameMax, batchMax)})
 	c, _ := connect(t, h.addr)
 	c.createTopic("t", 1)
-	c.send(subscribeReq("t", 0, 0, 1000), nil)
-	c.send(subscribeReq("t", 0, 0, 1000), nil)
-	waitFor(t, "two subscriptions", func() bool {
-		conns := h.srv.snapshotConns()
-		n := 0
-		for _, cn := range conns {
-			cn.subs.mu.Lock()
-			n += len(cn.subs.m)
-			cn.subs.mu.Unlock()
+	replies := make(chan reply, 1)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		if r, err := c.tryRecv(); err == nil {
+			replies <- r
 		}
-		return n == 2
-	})
-	id := c.send(subscribeReq("t", 0, 0, 1000), nil)
-	r := c.recv()
-	if r.f.CorrelationId() != id || r.f.Which() != api.Frame_Which_pushBatches {
-		t.Fatalf("got %v for %d", r.f.Which(), r.f.CorrelationId())
+	}()
+	defer func() { c.nc.Close(); <-readerDone }()
+	open := 0
+	for ; ; open++ {
+		if open > 1000 {
+			t.Fatal("no subscription refused")
+		}
+		id := c.send(subscribeReq("t", 0, 0, 1000), nil)
+		// An accepted subscription answers nothing (the topic is empty)
+		// and holds its share; a refused one is answered with a push.
+		var refusal *reply
+		waitFor(t, "subscription accepted or refused", func() bool {
+			select {
+			case r := <-replies:
+				refusal = &r
+				return true
+			default:
+			}
+			used, _ := h.srv.budget.stats()
+			return used == int64(open+1)*requestOverheadBytes
+		})
+		if refusal != nil {
+			p, _ := refusal.f.PushBatches()
+			if refusal.f.CorrelationId() != id || wireErr(p.Error()) != api.CodeThrottled {
+				t.Fatalf("subscription %d refused with %v, want THROTTLED", open, wireErr(p.Error()))
+			}
+			break
+		}
 	}
-	p, _ := r.f.PushBatches()
-	if code := wireErr(p.Error()); code != api.CodeTooManyRequests {
-		t.Fatalf("third subscription: %v, want TOO_MANY_REQUESTS", code)
+	if open == 0 {
+		t.Fatal("no subscription accepted")
 	}
+	t.Logf("%d subscriptions accepted", open)
+	budgetIs(t, h, "subscriptions hold their share", int64(open)*requestOverheadBytes, 0)
+	pub, _ := connect(t, h.addr)
+	if p := pub.publish("t", 0, buildBatch(t, make([]byte, 900<<10))); wireErr(p.Error()) != api.CodeNone {
+		t.Fatalf("largest publish beside the subscriptions: %v", api.FromWire(mustWire(p.Error())))
+	}
+	c.nc.Close()
+	budgetIs(t, h, "subscriptions gave their share back", 0, 0)
 }
 
 // The budget grants in arrival order, lets small requests pass when they

@@ -77,6 +77,9 @@ type Server struct {
 	// budget bounds the request bytes held by every connection together
 	// (Options.MaxInFlightRequestBytes).
 	budget *byteBudget
+	// largestCharge is the largest single charge of a request: what
+	// subscriptions must leave free in budget.
+	largestCharge int64
 	// rejected counts connections closed at accept by MaxConnections;
 	// lastRejectLog is the Unix nano time of the last WARN about them and
 	// loggedRejected the count it reported.
@@ -128,6 +131,7 @@ func New(broker Broker, opts Options) (*Server, error) {
 		opts:           opts,
 		maxBatchBytes:  maxBatch,
 		budget:         newByteBudget(opts.MaxInFlightRequestBytes, smallRequestBytes),
+		largestCharge:  max(frameCharge(uint64(opts.MaxFrameBytes)), int64(maxBatch)+requestOverheadBytes),
 		rejectLogEvery: rejectLogInterval,
 		drainCtx:       ctx,
 		drain:          cancel,

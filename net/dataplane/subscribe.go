@@ -73,22 +73,17 @@ type subscription struct {
 	cancel    context.CancelFunc
 }
 
-// add registers sub under id. It fails with INVALID_REQUEST when id is
-// taken and with TOO_MANY_REQUESTS when limit subscriptions are open.
-func (s *subscriptions) add(id uint64, sub *subscription, limit int) error {
+func (s *subscriptions) add(id uint64, sub *subscription) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
 		s.m = map[uint64]*subscription{}
 	}
 	if _, dup := s.m[id]; dup {
-		return api.NewError(api.CodeInvalidRequest, "subscription %d already exists", id)
-	}
-	if len(s.m) >= limit {
-		return api.NewError(api.CodeTooManyRequests, "%d subscriptions open on this connection, the limit", limit)
+		return false
 	}
 	s.m[id] = sub
-	return nil
+	return true
 }
 
 func (s *subscriptions) get(id uint64) *subscription {
@@ -166,10 +161,13 @@ func (c *conn) dispatchSubscribe(req request) (*response, error) {
 }
 
 // subscribe starts one subscription on its own goroutine and answers
-// nothing: a subscription holds no request slot, and no share of the
-// server's request budget (it may last for ever, and would otherwise stop
-// every reader once subscriptions held it all). A connection may keep up to
-// MaxInFlightPerConn subscriptions open, besides its requests in flight. The goroutine runs until
+// nothing: a subscription holds no request slot, so a consumer may keep
+// more of them open than MaxInFlightPerConn. It holds requestOverheadBytes
+// of the server's budget for its life, taken without waiting and only while
+// the largest request still fits beside it (byteBudget.tryAcquire), so
+// subscriptions, which may last for ever, can never keep a reader waiting
+// for good; when they cannot have it the subscribe is refused with
+// THROTTLED (retriable). The goroutine runs until
 // unsubscribe, an error, Shutdown or the connection's end: it fetches what
 // is readable from the position, within the credit, and queues it as push
 // frames. Its final frame is a push without records, with the error that
@@ -177,14 +175,21 @@ func (c *conn) dispatchSubscribe(req request) (*response, error) {
 func (c *conn) subscribe(req request, s *subReq) (*response, error) {
 	ctx, cancel := context.WithCancel(c.pollCtx)
 	sub := &subscription{credit: int64(s.credit), more: make(chan struct{}, 1), cancel: cancel}
-	if err := c.subs.add(req.corrID, sub, c.srv.opts.MaxInFlightPerConn); err != nil {
+	if !c.srv.budget.tryAcquire(requestOverheadBytes, c.srv.largestCharge) {
 		cancel()
-		return c.pushFrame(req, s, nil, err)
+		return c.pushFrame(req, s, nil, api.NewError(api.CodeThrottled,
+			"the server's request budget has no room for another subscription; subscribe again later"))
+	}
+	if !c.subs.add(req.corrID, sub) {
+		cancel()
+		c.srv.budget.release(requestOverheadBytes)
+		return c.pushFrame(req, s, nil, api.NewError(api.CodeInvalidRequest, "subscription %d already exists", req.corrID))
 	}
 	// handle is counted in c.handlers, so this Add precedes its Wait.
 	c.handlers.Add(1)
 	go func() {
 		defer c.handlers.Done()
+		defer c.srv.budget.release(requestOverheadBytes)
 		defer cancel()
 		defer c.subs.remove(req.corrID)
 		c.push(ctx, req, s, sub)
