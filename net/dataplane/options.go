@@ -96,9 +96,9 @@ type Options struct {
 	// MaxInFlightRequestBytes bounds, in bytes, what the requests of all
 	// connections together hold in memory (Kafka's
 	// queued.max.request.bytes): the Cap'n Proto part of each frame being
-	// read or served, the records tail of each publish from its read until
-	// its append returns, and requestOverheadBytes per request and per
-	// subscription. A connection takes its share before it allocates a
+	// read or served (charged 8 times its size, for its decoded fields),
+	// the records tail of each publish from its read until its append
+	// returns, and 8 KiB per request and per push subscription. A connection takes its share before it allocates a
 	// buffer; when the budget is spent it stops reading (TCP flow control
 	// slows the client) until earlier requests are answered. Default
 	// DefaultMaxInFlightRequestBytes (256 MiB); New refuses a budget that
