@@ -10,6 +10,17 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// Defaults of the gRPC connection limits.
+const (
+	// DefaultMaxConnections is the default of Options.MaxConnections, the
+	// data plane's default too.
+	DefaultMaxConnections = 10000
+	// DefaultMaxConcurrentStreams is the default of
+	// Options.MaxConcurrentStreams: HTTP/2's recommended minimum (RFC 9113
+	// §6.5.2).
+	DefaultMaxConcurrentStreams = 100
+)
+
 // Options configure a Server. The zero value is valid after Defaults.
 type Options struct {
 	// NodeID and ClusterID identify this node in Cluster responses.
@@ -38,6 +49,18 @@ type Options struct {
 	// bytes (at least one batch); what a read returns is sent as responses
 	// below GrpcMaxMessageBytes. Default 1 MiB.
 	SubscribeMaxBytes int
+	// MaxConnections bounds the open gRPC connections. A connection
+	// accepted beyond it is closed at once, before the HTTP/2 preface, and
+	// counted in sq_grpc_rejected_connections_total; a WARN line says so at
+	// most once per second. Default DefaultMaxConnections.
+	MaxConnections int
+	// MaxConcurrentStreams bounds the calls in progress on one gRPC
+	// connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; grpc-go's default
+	// is unlimited). With MaxConnections and MaxBatchBytes it bounds what
+	// clients can make the control plane hold: a message is buffered as its
+	// bytes arrive, up to MaxBatchBytes plus 1 MiB per call. Default
+	// DefaultMaxConcurrentStreams.
+	MaxConcurrentStreams uint32
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -64,6 +87,12 @@ func (o *Options) Defaults() {
 	if o.SubscribeMaxBytes == 0 {
 		o.SubscribeMaxBytes = 1 << 20
 	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
+	if o.MaxConcurrentStreams == 0 {
+		o.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -83,6 +112,9 @@ func (o *Options) Validate() error {
 	}
 	if o.SubscribeMaxBytes < 1 {
 		errs = append(errs, errors.New("control: SubscribeMaxBytes must be positive"))
+	}
+	if o.MaxConnections < 1 {
+		errs = append(errs, errors.New("control: MaxConnections must be positive"))
 	}
 	return errors.Join(errs...)
 }

@@ -82,6 +82,7 @@ func New(opts Options) (*Server, error) {
 	s.grpc = grpc.NewServer(
 		// A publish carries up to one batch of records plus their framing.
 		grpc.MaxRecvMsgSize(opts.MaxBatchBytes+grpcFramingBytes),
+		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
 		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor),
 	)
@@ -157,7 +158,7 @@ func (s *Server) Ready() bool {
 // Shutdown, or the accept error.
 func (s *Server) ServeGRPC(ln net.Listener) error {
 	s.setAddr("grpc", ln)
-	return s.grpc.Serve(s.metrics.countConns(ln, "grpc"))
+	return s.grpc.Serve(s.limitConns(s.metrics.countConns(ln, "grpc")))
 }
 
 // ServeHTTP serves /healthz, /readyz and /metrics on ln until Shutdown. It

@@ -4,13 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/net/dataplane"
 	"github.com/seedqueue/sq/ring"
 	"github.com/seedqueue/sq/segment"
 )
@@ -38,6 +41,12 @@ type config struct {
 	MaxSegFiles  int
 	LogLevel     string
 	LogFormat    string
+
+	// MaxInflightRequestBytes, FrameReadTimeout and MaxConnections bound
+	// the data plane's memory (dataplane.Options of the same names).
+	MaxInflightRequestBytes int64
+	FrameReadTimeout        time.Duration
+	MaxConnections          int
 
 	hooks *hooks // tests only
 }
@@ -71,6 +80,9 @@ var flagSpecs = []flagSpec{
 	{"io-backend", "SQ_IO_BACKEND", "write-path I/O backend: auto, uring (io_uring; fails if the kernel refuses it) or portable (pwritev + fdatasync)"},
 	{"min-free-bytes", "SQ_MIN_FREE_BYTES", "free-space floor of the data directory's file system in bytes: publishes get DISK_FULL below it (0 disables)"},
 	{"max-open-segment-files", "SQ_MAX_OPEN_SEGMENT_FILES", "bound of the file descriptors and memory mappings held by segments, server-wide: idle sealed segments are closed past it, least recently read first; active segments (4 each) count but stay open"},
+	{"max-inflight-request-bytes", "SQ_MAX_INFLIGHT_REQUEST_BYTES", "request bytes all data-plane connections together may hold in memory (frames being read or served, publish batches until appended); when spent, connections stop being read until requests are answered"},
+	{"frame-read-timeout", "SQ_FRAME_READ_TIMEOUT", "longest read of one data-plane frame and its records, from its first byte (e.g. 30s); a slower connection is closed"},
+	{"max-connections", "SQ_MAX_CONNECTIONS", "most open connections of the data plane, and of the gRPC control plane; one more is accepted and closed at once"},
 	{"log-level", "SQ_LOG_LEVEL", "log level: debug, info, warn, error"},
 	{"log-format", "SQ_LOG_FORMAT", "log format: text or json"},
 }
@@ -94,6 +106,9 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.IOBackend, "io-backend", ring.ModeAuto, "")
 	fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", defaultMinFreeBytes, "")
 	fs.IntVar(&c.MaxSegFiles, "max-open-segment-files", segment.DefaultMaxOpenSegmentFiles, "")
+	fs.Int64Var(&c.MaxInflightRequestBytes, "max-inflight-request-bytes", dataplane.DefaultMaxInFlightRequestBytes, "")
+	fs.DurationVar(&c.FrameReadTimeout, "frame-read-timeout", dataplane.DefaultFrameReadTimeout, "")
+	fs.IntVar(&c.MaxConnections, "max-connections", dataplane.DefaultMaxConnections, "")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "")
 	for _, s := range flagSpecs {
@@ -142,6 +157,20 @@ func (c *config) validate() error {
 	}
 	if c.MaxRecord > c.MaxBatch {
 		errs = append(errs, fmt.Errorf("--max-record-bytes %d is larger than --max-batch-bytes %d", c.MaxRecord, c.MaxBatch))
+	}
+	// The budget must hold a largest frame and batch (dataplane.New checks
+	// the same).
+	if c.MaxFrame > 0 && c.MaxBatch > 0 {
+		if need := dataplane.MinInFlightRequestBytes(uint32(min(c.MaxFrame, math.MaxUint32)), uint32(min(c.MaxBatch, math.MaxUint32))); c.MaxInflightRequestBytes < need {
+			errs = append(errs, fmt.Errorf("--max-inflight-request-bytes %d must hold one largest frame and batch: at least %d (8 x --max-frame-bytes + --max-batch-bytes + 16 KiB)",
+				c.MaxInflightRequestBytes, need))
+		}
+	}
+	if c.FrameReadTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--frame-read-timeout %v must be positive", c.FrameReadTimeout))
+	}
+	if c.MaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("--max-connections %d must be at least 1", c.MaxConnections))
 	}
 	switch c.IOBackend {
 	case ring.ModeAuto, ring.ModeUring, ring.ModePortable:

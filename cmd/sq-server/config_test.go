@@ -3,9 +3,12 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/net/dataplane"
 	"github.com/seedqueue/sq/segment"
 )
 
@@ -77,3 +80,111 @@ func TestRootCommandListsEveryVariable(t *testing.T) {
 		col = i
 	}
 }
+
+// parseConfig binds the flags, parses args, applies env and validates, as
+// the serve command does.
+func parseConfig(t *testing.T, env map[string]string, args ...string) (config, error) {
+	t.Helper()
+	var c config
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	bindFlags(fs, &c)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := applyEnv(fs, func(k string) string { return env[k] }); err != nil {
+		return c, err
+	}
+	return c, c.validate()
+}
+
+// TestMemoryBoundFlags checks the defaults, the SQ_* variables and the
+// errors of --max-inflight-request-bytes, --frame-read-timeout and
+// --max-connections.
+func TestMemoryBoundFlags(t *testing.T) {
+	c, err := parseConfig(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxInflightRequestBytes != 256<<20 || c.FrameReadTimeout != 30*time.Second || c.MaxConnections != 10000 {
+		t.Errorf("defaults %d, %v, %d; want 256 MiB, 30s, 10000", c.MaxInflightRequestBytes, c.FrameReadTimeout, c.MaxConnections)
+	}
+	c, err = parseConfig(t, map[string]string{
+		"SQ_MAX_INFLIGHT_REQUEST_BYTES": "67108864",
+		"SQ_FRAME_READ_TIMEOUT":         "5s",
+		"SQ_MAX_CONNECTIONS":            "12",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxInflightRequestBytes != 64<<20 || c.FrameReadTimeout != 5*time.Second || c.MaxConnections != 12 {
+		t.Errorf("from env: %d, %v, %d; want 64 MiB, 5s, 12", c.MaxInflightRequestBytes, c.FrameReadTimeout, c.MaxConnections)
+	}
+	c, err = parseConfig(t, map[string]string{"SQ_MAX_CONNECTIONS": "12"}, "--max-connections", "7")
+	if err != nil || c.MaxConnections != 7 {
+		t.Errorf("flag over env: %d, %v; want 7", c.MaxConnections, err)
+	}
+
+	bad := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string // every one in the error
+	}{
+		{"budget zero", nil, []string{"--max-inflight-request-bytes", "0"}, []string{"--max-inflight-request-bytes 0", "at least"}},
+		{"budget negative", nil, []string{"--max-inflight-request-bytes", "-5"}, []string{"--max-inflight-request-bytes -5"}},
+		{"budget below one batch", nil, []string{"--max-inflight-request-bytes", "1048576"}, []string{"--max-inflight-request-bytes 1048576", "--max-batch-bytes"}},
+		{"budget below a raised batch", nil, []string{"--max-batch-bytes", "300000000"}, []string{"--max-inflight-request-bytes 268435456"}},
+		{"budget not a number", map[string]string{"SQ_MAX_INFLIGHT_REQUEST_BYTES": "256MiB"}, nil, []string{"SQ_MAX_INFLIGHT_REQUEST_BYTES", "256MiB"}},
+		{"timeout zero", nil, []string{"--frame-read-timeout", "0s"}, []string{"--frame-read-timeout 0s must be positive"}},
+		{"timeout negative", nil, []string{"--frame-read-timeout", "-1s"}, []string{"--frame-read-timeout -1s"}},
+		{"timeout without unit", map[string]string{"SQ_FRAME_READ_TIMEOUT": "30"}, nil, []string{"SQ_FRAME_READ_TIMEOUT", `"30"`}},
+		{"connections zero", nil, []string{"--max-connections", "0"}, []string{"--max-connections 0 must be at least 1"}},
+		{"connections negative", map[string]string{"SQ_MAX_CONNECTIONS": "-1"}, nil, []string{"--max-connections -1"}},
+		{"all at once", nil, []string{"--max-connections", "0", "--frame-read-timeout", "0s", "--max-inflight-request-bytes", "0"},
+			[]string{"--max-connections", "--frame-read-timeout", "--max-inflight-request-bytes"}},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseConfig(t, tc.env, tc.args...)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestBudgetCheckAgreesWithDataPlane makes sure a budget the flags accept
+// is one dataplane.New accepts: the smallest valid budget passes both.
+func TestBudgetCheckAgreesWithDataPlane(t *testing.T) {
+	c, err := parseConfig(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	least := int64(8*c.MaxFrame + c.MaxBatch + 16<<10)
+	for _, tc := range []struct {
+		budget int64
+		ok     bool
+	}{{least, true}, {least - 1, false}} {
+		c.MaxInflightRequestBytes = tc.budget
+		flagErr := c.validate()
+		_, dpErr := dataplane.New(fixedLimits{maxBatch: c.MaxBatch}, dataplane.Options{
+			MaxFrameBytes: uint32(c.MaxFrame), MaxInFlightRequestBytes: tc.budget})
+		if (flagErr == nil) != tc.ok || (dpErr == nil) != tc.ok {
+			t.Errorf("budget %d: flags %v, dataplane %v; want ok=%v from both", tc.budget, flagErr, dpErr, tc.ok)
+		}
+	}
+}
+
+// fixedLimits is a Broker that only states its batch limit; New asks
+// nothing else of it.
+type fixedLimits struct {
+	dataplane.Broker
+	maxBatch int
+}
+
+func (f fixedLimits) Limits() engine.Limits { return engine.Limits{MaxBatchBytes: f.maxBatch} }

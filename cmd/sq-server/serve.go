@@ -118,11 +118,16 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		ServerVersion: version,
 		MaxFrameBytes: uint32(c.MaxFrame),
 		Logger:        log,
+
+		MaxInFlightRequestBytes: c.MaxInflightRequestBytes,
+		FrameReadTimeout:        c.FrameReadTimeout,
+		MaxConnections:          c.MaxConnections,
 	})
 	if err != nil {
 		eng.Close()
 		return err
 	}
+	registerDataPlaneMetrics(cp.srv.Registry(), srv)
 	ln, err := net.Listen("tcp", c.CapnpHost)
 	if err != nil {
 		eng.Close()

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +27,9 @@ type conn struct {
 	srv    *Server
 	nc     net.Conn
 	remote string
-	fr     *api.FrameReader
+	// br reads the connection through a small read-ahead buffer; frames
+	// and tails are read from it by readRequest (readframe.go).
+	br *bufio.Reader
 
 	// ctx is cancelled when the connection is closed abruptly (Close, a
 	// Shutdown deadline, a failed write, a panic): every request waiting
@@ -39,6 +42,10 @@ type conn struct {
 	// starts closing, for any reason: long-poll fetches return at once.
 	pollCtx    context.Context
 	pollCancel context.CancelFunc
+	// readCtx, a child of pollCtx, is cancelled when the reader is told to
+	// stop (stopReading): a reader waiting for a slot or for budget returns.
+	readCtx    context.Context
+	readCancel context.CancelFunc
 	// tailBudget bounds the publish tails held in memory by this
 	// connection's requests in flight.
 	tailBudget *byteBudget
@@ -71,6 +78,9 @@ type conn struct {
 	level     slog.Level // log level of reason
 	idleTimer *time.Timer
 	done      bool // teardown started: no more timer resets
+	// readStopped is set by stopReading: the read deadline stays in the
+	// past, whatever the reader sets afterwards.
+	readStopped bool
 }
 
 // response is one frame queued for the writer, with the fetch result whose
@@ -106,17 +116,20 @@ var (
 func newConn(s *Server, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	pollCtx, pollCancel := context.WithCancel(ctx)
+	readCtx, readCancel := context.WithCancel(pollCtx)
 	c := &conn{
 		srv:    s,
 		nc:     nc,
 		remote: remoteAddr(nc),
-		fr:     api.NewFrameReader(nc, s.opts.MaxFrameBytes, s.maxBatchBytes),
+		br:     bufio.NewReaderSize(nc, readBufferBytes),
 		ctx:    ctx,
 		cancel: cancel,
 
 		pollCtx:    pollCtx,
 		pollCancel: pollCancel,
-		tailBudget: newByteBudget(s.opts.MaxInFlightBytesPerConn),
+		readCtx:    readCtx,
+		readCancel: readCancel,
+		tailBudget: newByteBudget(s.opts.MaxInFlightBytesPerConn, 0),
 		slots:      make(chan struct{}, s.opts.MaxInFlightPerConn),
 		out:        make(chan *response, s.opts.MaxInFlightPerConn),
 	}
@@ -230,7 +243,21 @@ func (c *conn) setReason(err error, level slog.Level) {
 // in the past; queued and in-flight requests are still answered.
 func (c *conn) stopReading(reason error, level slog.Level) {
 	c.setReason(reason, level)
+	c.mu.Lock()
+	c.readStopped = true
 	c.nc.SetReadDeadline(time.Unix(1, 0))
+	c.mu.Unlock()
+	c.readCancel()
+}
+
+// setReadDeadline sets the read deadline of the socket unless the reader
+// has been told to stop.
+func (c *conn) setReadDeadline(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.readStopped {
+		c.nc.SetReadDeadline(t)
+	}
 }
 
 // forceClose closes the socket and cancels every request at once.
@@ -290,7 +317,7 @@ func (c *conn) acquire() error {
 	select {
 	case c.slots <- struct{}{}:
 		return nil
-	case <-c.pollCtx.Done():
+	case <-c.readCtx.Done():
 		return errors.New("connection closing")
 	}
 }
@@ -314,17 +341,18 @@ func (c *conn) readLoop() error {
 		if err := c.acquire(); err != nil {
 			return err
 		}
-		req, err := c.readRequest()
+		req, err := c.readRequest(time.Time{})
 		if err != nil {
 			<-c.slots
 			return err
 		}
 		if req.tailLen > c.srv.maxBatchBytes {
+			c.releaseRequest(&req)
 			c.send(c.buildError(req, tailTooLarge(req.tailLen, c.srv.maxBatchBytes)))
 			return fmt.Errorf("%w: records tail of %d bytes, limit %d", api.ErrFrameTooLarge, req.tailLen, c.srv.maxBatchBytes)
 		}
 		if c.srv.shutting.Load() {
-			c.tailBudget.release(req.tailHeld)
+			c.releaseRequest(&req)
 			c.send(c.buildError(req, api.NewError(api.CodeShuttingDown, "server is shutting down")))
 			continue
 		}
@@ -396,16 +424,16 @@ func (c *conn) handshake() error {
 	if err := c.acquire(); err != nil {
 		return err
 	}
-	c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.HandshakeTimeout))
-	req, err := c.readRequest()
+	req, err := c.readRequest(time.Now().Add(c.srv.opts.HandshakeTimeout))
 	if err != nil {
 		<-c.slots
-		if errors.Is(err, os.ErrDeadlineExceeded) {
+		if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("no handshake within %v: %w", c.srv.opts.HandshakeTimeout, err)
 		}
 		return err
 	}
-	c.nc.SetReadDeadline(time.Time{})
+	// The handshake is answered at once: it holds no budget meanwhile.
+	c.releaseRequest(&req)
 	if req.kind != api.Frame_Which_handshakeRequest {
 		c.send(c.buildError(req, api.NewError(api.CodeInvalidRequest, "the first frame must be a handshake request, got %v", req.kind)))
 		return fmt.Errorf("%w: first frame is %v", errHandshakeFailed, req.kind)
@@ -416,43 +444,6 @@ func (c *conn) handshake() error {
 		return fmt.Errorf("%w: %v", errHandshakeFailed, refusal)
 	}
 	return nil
-}
-
-// readRequest reads one frame and its records tail. The Cap'n Proto
-// message is released before it returns. A tail over the batch limit is
-// not read: the caller answers MESSAGE_TOO_LARGE and closes.
-func (c *conn) readRequest() (request, error) {
-	msg, f, err := c.fr.ReadFrame()
-	if err != nil {
-		return request{}, err
-	}
-	req, err := parseFrame(f)
-	msg.Release()
-	if err != nil {
-		return request{}, err
-	}
-	c.touch()
-	if req.tailLen > 0 && req.tailLen <= c.srv.maxBatchBytes {
-		// Wait until the tails of earlier requests leave room, then read
-		// into a fresh buffer per publish: Append takes ownership of it.
-		held, err := c.tailBudget.acquire(c.pollCtx, int64(req.tailLen))
-		if err != nil {
-			return request{}, err
-		}
-		tail, err := c.fr.ReadTail(req.tailLen, nil)
-		if err != nil || req.kind != api.Frame_Which_publishRequest {
-			// Not a publish: the tail is read only to stay in step.
-			c.tailBudget.release(held)
-		} else {
-			req.tail, req.tailHeld = tail, held
-		}
-		if err != nil {
-			return request{}, err
-		}
-		c.touch()
-	}
-	c.inflight.Add(1)
-	return req, nil
 }
 
 // writeLoop writes each queued response, frame and tail in one writev, and

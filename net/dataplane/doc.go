@@ -9,15 +9,29 @@
 // is an api.Frame, followed by recordsLength raw batch bytes for a publish
 // request or a fetch response (see package api). Three limits bound what a
 // connection may send, and all three are stated in the handshake response:
-// the Cap'n Proto part (Options.MaxFrameBytes, enforced by api.FrameReader
-// before it allocates), the records tail (the broker's MaxBatchBytes) and one
-// record (the broker's MaxRecordBytes, checked by the broker's batch
-// validation).
+// the Cap'n Proto part (Options.MaxFrameBytes, checked from the stream
+// header before anything is allocated), the records tail (the broker's
+// MaxBatchBytes) and one record (the broker's MaxRecordBytes, checked by the
+// broker's batch validation).
+//
+// # Memory
+//
+// Nothing a peer declares is allocated on its word (readframe.go). A
+// server-wide budget, Options.MaxInFlightRequestBytes, is charged for each
+// frame (8 times its size, for its decoded fields, plus a fixed 8 KiB per
+// request) and each publish tail before their buffers exist, and given back
+// when the request is answered; a reader that finds it spent stops reading
+// its socket. Buffers start small and grow as bytes arrive. A frame must be
+// read whole within Options.FrameReadTimeout of its first byte, waits for
+// budget excluded; at most Options.MaxConnections connections are open. See
+// docs/operations.md, "Memory bounds".
 //
 // # Connection lifecycle
 //
 //  1. Accept. Serve starts one reader goroutine per connection; the reader
-//     starts the connection's single writer goroutine.
+//     starts the connection's single writer goroutine. A connection beyond
+//     Options.MaxConnections is closed at once instead (counted in Stats,
+//     logged at most once a second).
 //  2. Handshake. The first frame must be a handshakeRequest and must arrive
 //     within Options.HandshakeTimeout. The reply states protocolVersion,
 //     nodeId, serverVersion and the limits (maxRecordBytes, maxBatchBytes,
@@ -27,9 +41,10 @@
 //  3. Requests. The reader takes one of Options.MaxInFlightPerConn slots,
 //     reads a frame and its tail, and starts a goroutine for the request. A
 //     publish tail is read into a fresh buffer whose ownership passes to
-//     Broker.Append, once Options.MaxInFlightBytesPerConn leaves room for it.
-//     When the slots or the tail budget run out the reader stops reading,
-//     so a fast client is slowed by TCP flow control, never dropped. Each
+//     Broker.Append, once Options.MaxInFlightBytesPerConn and the server's
+//     budget leave room for it. When the slots or a budget run out the
+//     reader stops reading, so a fast client is slowed by TCP flow control,
+//     never dropped. Each
 //     response carries its request's correlationId; responses go out in
 //     completion order, not request order. Publishes to one partition from
 //     one connection are appended in the order they were read (each waits
@@ -47,9 +62,10 @@
 //  5. Close. The connection ends when the client closes it, when a frame
 //     cannot be read or parsed (a garbage length prefix, a frame over
 //     MaxFrameBytes, a broken pointer, a stream that ends inside a frame or
-//     a tail), when a tail exceeds MaxBatchBytes (answered with
-//     MESSAGE_TOO_LARGE first, since the stream cannot be resynchronised),
-//     after Options.IdleTimeout with nothing in flight, after a panic in a
+//     a tail, a frame not read whole within FrameReadTimeout), when a tail
+//     exceeds MaxBatchBytes (answered with MESSAGE_TOO_LARGE first, since
+//     the stream cannot be resynchronised), after Options.IdleTimeout with
+//     nothing in flight, after a panic in a
 //     handler (answered with UNKNOWN), or at shutdown. Teardown stops
 //     reading, cancels the long-poll fetches in flight (they return at once),
 //     lets the appends in flight finish so that their outcome never hangs on

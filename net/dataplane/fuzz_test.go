@@ -121,7 +121,7 @@ func FuzzServerFrame(f *testing.F) {
 		if withHandshake {
 			stream = append(append([]byte{}, hs...), stream...)
 		}
-		c := srv.newConn(&memConn{r: bytes.NewReader(stream)})
+		c, _ := srv.newConn(&memConn{r: bytes.NewReader(stream)})
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

@@ -133,6 +133,9 @@ func textList(has bool, get func() (capnp.TextList, error)) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkListLen(capnp.List(l), 8); err != nil {
+		return nil, err
+	}
 	out := make([]string, 0, l.Len())
 	for i := 0; i < l.Len(); i++ {
 		s, err := l.At(i)
@@ -145,6 +148,9 @@ func textList(has bool, get func() (capnp.TextList, error)) ([]string, error) {
 }
 
 func assignmentFromWire(l api.TopicPartitions_List) (engine.GroupAssignment, error) {
+	if err := checkListLen(capnp.List(l), 8); err != nil {
+		return nil, err
+	}
 	out := engine.GroupAssignment{}
 	for i := 0; i < l.Len(); i++ {
 		tp := l.At(i)
@@ -154,6 +160,9 @@ func assignmentFromWire(l api.TopicPartitions_List) (engine.GroupAssignment, err
 		}
 		ps, err := tp.Partitions()
 		if err != nil {
+			return nil, err
+		}
+		if err := checkListLen(capnp.List(ps), 4); err != nil {
 			return nil, err
 		}
 		list := make([]int, 0, ps.Len())

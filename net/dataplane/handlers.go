@@ -19,7 +19,7 @@ import (
 // connection once the requests in flight are answered.
 func (c *conn) handle(req request) {
 	defer c.handlers.Done()
-	defer c.tailBudget.release(req.tailHeld)
+	defer c.releaseRequest(&req)
 	sent := false // exactly one answer per request
 	defer func() {
 		if p := recover(); p != nil {

@@ -31,11 +31,27 @@ const (
 	// DefaultWriteTimeout bounds the write of one response frame with its
 	// records tail; a client that stops reading is disconnected after it.
 	DefaultWriteTimeout = 60 * time.Second
+	// DefaultMaxInFlightRequestBytes bounds the request bytes held by all
+	// connections together: 256 MiB (Kafka's queued.max.request.bytes).
+	DefaultMaxInFlightRequestBytes = 256 << 20
+	// DefaultFrameReadTimeout bounds the read of one frame, from its first
+	// byte to the last byte of its records tail.
+	DefaultFrameReadTimeout = 30 * time.Second
+	// DefaultMaxConnections bounds the open data-plane connections.
+	DefaultMaxConnections = 10000
 )
 
 // maxInFlightLimit is the largest MaxInFlightPerConn Validate accepts: each
 // in-flight request may hold a frame and a records tail in memory.
 const maxInFlightLimit = 1 << 16
+
+// MinInFlightRequestBytes is the least Options.MaxInFlightRequestBytes New
+// accepts for the given frame and batch limits: room for one largest
+// frame's charge (8 times its size, for its decoded fields) and one largest
+// batch, each with the fixed charge of a request (8 KiB).
+func MinInFlightRequestBytes(maxFrameBytes, maxBatchBytes uint32) int64 {
+	return frameCharge(uint64(maxFrameBytes)) + int64(maxBatchBytes) + requestOverheadBytes
+}
 
 // Options configure a Server. The zero value is valid after Defaults.
 type Options struct {
@@ -77,6 +93,29 @@ type Options struct {
 	// WriteTimeout bounds the write of one response. Default
 	// DefaultWriteTimeout (60 s); negative disables it.
 	WriteTimeout time.Duration
+	// MaxInFlightRequestBytes bounds, in bytes, what the requests of all
+	// connections together hold in memory (Kafka's
+	// queued.max.request.bytes): the Cap'n Proto part of each frame being
+	// read or served (charged 8 times its size, for its decoded fields),
+	// the records tail of each publish from its read until its append
+	// returns, and 8 KiB per request and per push subscription. A connection takes its share before it allocates a
+	// buffer; when the budget is spent it stops reading (TCP flow control
+	// slows the client) until earlier requests are answered. Default
+	// DefaultMaxInFlightRequestBytes (256 MiB); New refuses a budget that
+	// cannot hold one largest frame and one largest batch.
+	MaxInFlightRequestBytes int64
+	// FrameReadTimeout bounds the read of one frame once its first byte has
+	// arrived: the stream header, the Cap'n Proto part and the records
+	// tail. Time spent waiting for MaxInFlightRequestBytes or
+	// MaxInFlightBytesPerConn is not counted. A connection that exceeds it
+	// is closed. The first frame is bounded by HandshakeTimeout instead.
+	// Default DefaultFrameReadTimeout (30 s).
+	FrameReadTimeout time.Duration
+	// MaxConnections bounds the open connections. A connection accepted
+	// beyond it is closed at once, before anything is read, and counted in
+	// Stats; a WARN line says so at most once per second. Default
+	// DefaultMaxConnections (10,000).
+	MaxConnections int
 	// Logger receives one line per closed connection and per unexpected
 	// error. Default slog.Default().
 	Logger *slog.Logger
@@ -108,6 +147,15 @@ func (o *Options) Defaults() {
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
+	if o.MaxInFlightRequestBytes == 0 {
+		o.MaxInFlightRequestBytes = DefaultMaxInFlightRequestBytes
+	}
+	if o.FrameReadTimeout == 0 {
+		o.FrameReadTimeout = DefaultFrameReadTimeout
+	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -135,6 +183,15 @@ func (o *Options) Validate() error {
 	}
 	if o.HandshakeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("dataplane: HandshakeTimeout %v is not positive", o.HandshakeTimeout))
+	}
+	if o.MaxInFlightRequestBytes < 0 {
+		errs = append(errs, fmt.Errorf("dataplane: MaxInFlightRequestBytes %d is negative", o.MaxInFlightRequestBytes))
+	}
+	if o.FrameReadTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("dataplane: FrameReadTimeout %v is not positive", o.FrameReadTimeout))
+	}
+	if o.MaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("dataplane: MaxConnections %d is below 1", o.MaxConnections))
 	}
 	if o.Logger == nil {
 		errs = append(errs, errors.New("dataplane: Logger is nil"))

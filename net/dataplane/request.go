@@ -3,6 +3,8 @@ package dataplane
 import (
 	"fmt"
 
+	"capnproto.org/go/capnp/v3"
+
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
 )
@@ -20,9 +22,12 @@ type request struct {
 	tailLen uint32
 	// tail is the publish batch, read into a fresh buffer that Append owns.
 	tail []byte
-	// tailHeld is what the tail holds of the connection's tail budget,
-	// given back once the request has been served.
-	tailHeld int64
+	// held is what the request holds of the server's budget
+	// (Options.MaxInFlightRequestBytes): its frame, or for a publish its
+	// tail, plus requestOverheadBytes. tailHeld is what its tail holds of
+	// the connection's tail budget. Both are given back once the request
+	// has been answered (conn.releaseRequest).
+	held, tailHeld int64
 	// prev and link order the publishes of one connection to one
 	// partition: the request is queued in the engine once prev is queued,
 	// and records in link how it was queued (see conn.chainPublish).
@@ -98,7 +103,9 @@ func parseFrame(f api.Frame) (request, error) {
 			req.partition = r.Partition()
 			req.tailLen = r.RecordsLength()
 			req.chained = r.Chained()
-			req.topic, err = r.Topic()
+			if req.topic, err = r.Topic(); err == nil {
+				req.topic = boundTopic(req.topic)
+			}
 		}
 	case api.Frame_Which_fetchRequest:
 		var r api.FetchRequest
@@ -158,6 +165,9 @@ func parseMetadata(f api.Frame, req *request) error {
 	if err != nil {
 		return err
 	}
+	if err := checkListLen(capnp.List(l), 8); err != nil {
+		return err
+	}
 	req.topics = make([]string, 0, l.Len())
 	for i := 0; i < l.Len(); i++ {
 		t, err := l.At(i)
@@ -213,6 +223,9 @@ func parseCommitOffsets(f api.Frame, req *request) error {
 	}
 	l, err := r.Offsets()
 	if err != nil {
+		return err
+	}
+	if err := checkListLen(capnp.List(l), 8); err != nil {
 		return err
 	}
 	req.commits = make([]engine.OffsetCommit, 0, l.Len())

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"sync"
@@ -78,6 +79,21 @@ type Server struct {
 	// maxBatchBytes is the broker's MaxBatchBytes clamped to a u32: the
 	// largest records tail read or written.
 	maxBatchBytes uint32
+	// budget bounds the request bytes held by every connection together
+	// (Options.MaxInFlightRequestBytes).
+	budget *byteBudget
+	// largestCharge is the largest single charge of a request: what
+	// subscriptions must leave free in budget.
+	largestCharge int64
+	// rejected counts connections closed at accept by MaxConnections;
+	// lastRejectLog is the Unix nano time of the last WARN about them and
+	// loggedRejected the count it reported.
+	rejected       atomic.Uint64
+	lastRejectLog  atomic.Int64
+	loggedRejected atomic.Uint64
+	// rejectLogEvery is the least time between two such lines
+	// (rejectLogInterval; tests lengthen it).
+	rejectLogEvery time.Duration
 
 	// draining is closed when Shutdown starts: new requests are refused
 	// with SHUTTING_DOWN and long-poll fetches return at once.
@@ -108,15 +124,24 @@ func New(broker Broker, opts Options) (*Server, error) {
 	if lim.MaxBatchBytes > 0 && uint64(lim.MaxBatchBytes) < math.MaxUint32 {
 		maxBatch = uint32(lim.MaxBatchBytes)
 	}
+	// A largest frame and a largest tail must fit together, each with its
+	// charge; a smaller budget would let a single request exceed it.
+	if need := MinInFlightRequestBytes(opts.MaxFrameBytes, maxBatch); opts.MaxInFlightRequestBytes < need {
+		return nil, fmt.Errorf("dataplane: MaxInFlightRequestBytes %d cannot hold one largest frame (%d bytes, charged %d times) and batch (%d) with their overhead: at least %d",
+			opts.MaxInFlightRequestBytes, opts.MaxFrameBytes, decodeFactor, maxBatch, need)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		broker:        broker,
-		opts:          opts,
-		maxBatchBytes: maxBatch,
-		drainCtx:      ctx,
-		drain:         cancel,
-		listeners:     make(map[net.Listener]struct{}),
-		conns:         make(map[*conn]struct{}),
+		broker:         broker,
+		opts:           opts,
+		maxBatchBytes:  maxBatch,
+		budget:         newByteBudget(opts.MaxInFlightRequestBytes, smallRequestBytes),
+		largestCharge:  max(frameCharge(uint64(opts.MaxFrameBytes)), int64(maxBatch)+requestOverheadBytes),
+		rejectLogEvery: rejectLogInterval,
+		drainCtx:       ctx,
+		drain:          cancel,
+		listeners:      make(map[net.Listener]struct{}),
+		conns:          make(map[*conn]struct{}),
 	}, nil
 }
 
@@ -156,7 +181,11 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
-		c := s.newConn(nc)
+		c, full := s.newConn(nc)
+		if full {
+			s.reject(nc)
+			continue
+		}
 		if c == nil {
 			nc.Close()
 			return ErrServerClosed
@@ -209,17 +238,77 @@ func (s *Server) untrackListener(ln net.Listener) {
 }
 
 // newConn registers a connection, or returns nil when the server is
-// closed. The caller runs c.serve and then calls connWG.Done.
-func (s *Server) newConn(nc net.Conn) *conn {
+// closed, or full when MaxConnections are open. The caller runs c.serve
+// and then calls connWG.Done.
+func (s *Server) newConn(nc net.Conn) (c *conn, full bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil
+		return nil, false
 	}
-	c := newConn(s, nc)
+	if len(s.conns) >= s.opts.MaxConnections {
+		return nil, true
+	}
+	c = newConn(s, nc)
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
-	return c
+	return c, false
+}
+
+// rejectLogInterval is the least time between two WARN lines about
+// connections refused by MaxConnections.
+const rejectLogInterval = time.Second
+
+// reject closes a connection accepted beyond MaxConnections at once, with
+// no read and no reply, and logs at most one line per rejectLogInterval
+// with the number refused since the previous line.
+func (s *Server) reject(nc net.Conn) {
+	defer nc.Close()
+	total := s.rejected.Add(1)
+	now := time.Now().UnixNano()
+	last := s.lastRejectLog.Load()
+	if now-last < int64(s.rejectLogEvery) || !s.lastRejectLog.CompareAndSwap(last, now) {
+		return
+	}
+	since := total - s.loggedRejected.Swap(total)
+	s.opts.Logger.Warn("dataplane: connection refused: too many connections",
+		"remote", remoteAddr(nc), "max_connections", s.opts.MaxConnections, "refused_since_last_log", since, "refused_total", total)
+}
+
+// Stats is a snapshot of the data plane's connections and request budget,
+// for metrics.
+type Stats struct {
+	// Connections is the number of open connections.
+	Connections int
+	// MaxConnections is Options.MaxConnections.
+	MaxConnections int
+	// RejectedConnections counts connections closed at accept because
+	// MaxConnections were open, since New.
+	RejectedConnections uint64
+	// InFlightRequestBytes is the part of MaxInFlightRequestBytes held by
+	// requests now, in bytes.
+	InFlightRequestBytes int64
+	// MaxInFlightRequestBytes is Options.MaxInFlightRequestBytes.
+	MaxInFlightRequestBytes int64
+	// BudgetWaiters is the number of connections that stopped reading
+	// because the budget is spent.
+	BudgetWaiters int
+}
+
+// Stats returns a snapshot of the connections and the request budget.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	used, waiting := s.budget.stats()
+	return Stats{
+		Connections:             n,
+		MaxConnections:          s.opts.MaxConnections,
+		RejectedConnections:     s.rejected.Load(),
+		InFlightRequestBytes:    used,
+		MaxInFlightRequestBytes: s.opts.MaxInFlightRequestBytes,
+		BudgetWaiters:           waiting,
+	}
 }
 
 func (s *Server) removeConn(c *conn) {

@@ -169,7 +169,12 @@ func (c *conn) dispatchSubscribe(req request) (*response, error) {
 
 // subscribe starts one subscription on its own goroutine and answers
 // nothing: a subscription holds no request slot, so a consumer may keep
-// more of them open than MaxInFlightPerConn. The goroutine runs until
+// more of them open than MaxInFlightPerConn. It holds requestOverheadBytes
+// of the server's budget for its life, taken without waiting and only while
+// the largest request still fits beside it (byteBudget.tryAcquire), so
+// subscriptions, which may last for ever, can never keep a reader waiting
+// for good; when they cannot have it the subscribe is refused with
+// THROTTLED (retriable). The goroutine runs until
 // unsubscribe, an error, Shutdown or the connection's end: it fetches what
 // is readable from the position, within the credit, and queues it as push
 // frames. Its final frame is a push without records, with the error that
@@ -177,14 +182,21 @@ func (c *conn) dispatchSubscribe(req request) (*response, error) {
 func (c *conn) subscribe(req request, s *subReq) (*response, error) {
 	ctx, cancel := context.WithCancel(c.pollCtx)
 	sub := &subscription{credit: int64(s.credit), more: make(chan struct{}, 1), cancel: cancel}
+	if !c.srv.budget.tryAcquire(requestOverheadBytes, c.srv.largestCharge) {
+		cancel()
+		return c.pushFrame(req, s, nil, api.NewError(api.CodeThrottled,
+			"the server's request budget has no room for another subscription; subscribe again later"))
+	}
 	if !c.subs.add(req.corrID, sub) {
 		cancel()
+		c.srv.budget.release(requestOverheadBytes)
 		return c.pushFrame(req, s, nil, api.NewError(api.CodeInvalidRequest, "subscription %d already exists", req.corrID))
 	}
 	// handle is counted in c.handlers, so this Add precedes its Wait.
 	c.handlers.Add(1)
 	go func() {
 		defer c.handlers.Done()
+		defer c.srv.budget.release(requestOverheadBytes)
 		defer cancel()
 		defer c.subs.remove(req.corrID)
 		c.push(ctx, req, s, sub)

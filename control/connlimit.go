@@ -1,0 +1,72 @@
+package control
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// rejectLogInterval is the least time between two WARN lines about gRPC
+// connections refused by Options.MaxConnections.
+const rejectLogInterval = time.Second
+
+// limitConns wraps ln so that at most Options.MaxConnections accepted
+// connections are open at once: one more is closed as soon as it is
+// accepted (the client sees the connection reset or closed before the
+// HTTP/2 preface), counted, and logged at most once per rejectLogInterval.
+// Accept never blocks on the limit, so the kernel's backlog never fills.
+func (s *Server) limitConns(ln net.Listener) net.Listener {
+	return &limitListener{Listener: ln, s: s}
+}
+
+type limitListener struct {
+	net.Listener
+	s        *Server
+	open     atomic.Int64
+	lastLog  atomic.Int64 // Unix nano of the last WARN
+	loggedAt atomic.Uint64
+}
+
+// Accept returns the next connection within the limit.
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) <= int64(l.s.opts.MaxConnections) {
+			return &limitConn{Conn: c, l: l}, nil
+		}
+		l.open.Add(-1)
+		l.reject(c)
+	}
+}
+
+func (l *limitListener) reject(c net.Conn) {
+	defer c.Close()
+	m := l.s.metrics
+	m.grpcRejected.Inc()
+	total := m.grpcRejectedCount.Add(1)
+	now := time.Now().UnixNano()
+	last := l.lastLog.Load()
+	if now-last < int64(rejectLogInterval) || !l.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	since := total - l.loggedAt.Swap(total)
+	l.s.opts.Logger.Warn("control: gRPC connection refused: too many connections",
+		"remote", c.RemoteAddr().String(), "max_connections", l.s.opts.MaxConnections,
+		"refused_since_last_log", since, "refused_total", total)
+}
+
+type limitConn struct {
+	net.Conn
+	l    *limitListener
+	once sync.Once
+}
+
+// Close closes the connection and frees its place once.
+func (c *limitConn) Close() error {
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return c.Conn.Close()
+}

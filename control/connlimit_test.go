@@ -1,0 +1,84 @@
+package control_test
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/seedqueue/sq/api/sqv1"
+	"github.com/seedqueue/sq/control"
+)
+
+// Beyond MaxConnections a gRPC connection is closed as soon as it is
+// accepted and counted; once a place is free a client is served again.
+func TestGRPCMaxConnections(t *testing.T) {
+	n := startNode(t, control.Options{MaxConnections: 1})
+	first, err := net.Dial("tcp", n.grpcAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	for i := range 3 {
+		extra, err := net.Dial("tcp", n.grpcAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.Copy(io.Discard, extra); err != nil {
+			t.Fatalf("connection %d beyond the limit: %v, want it closed by the server", i, err)
+		}
+		extra.Close()
+	}
+	if v := value(scrape(t, n), "sq_grpc_rejected_connections_total", nil); v != 3 {
+		t.Fatalf("sq_grpc_rejected_connections_total = %v, want 3", v)
+	}
+	first.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	eventually(t, "a gRPC call served once the place is free", func() bool {
+		_, err := sqv1.NewTopicsClient(n.conn).ListTopics(ctx, &sqv1.ListTopicsRequest{})
+		return err == nil
+	})
+}
+
+// The server states its limit of concurrent calls per connection in its
+// HTTP/2 SETTINGS frame (SETTINGS_MAX_CONCURRENT_STREAMS, id 3).
+func TestGRPCMaxConcurrentStreams(t *testing.T) {
+	n := startNode(t, control.Options{MaxConcurrentStreams: 7})
+	nc, err := net.Dial("tcp", n.grpcAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	// Client preface, then an empty SETTINGS frame (RFC 9113 §3.4, §6.5).
+	if _, err := nc.Write(append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 4, 0, 0, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var hdr [9]byte
+		if _, err := io.ReadFull(nc, hdr[:]); err != nil {
+			t.Fatalf("no SETTINGS from the server: %v", err)
+		}
+		length := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
+		payload := make([]byte, length)
+		if _, err := io.ReadFull(nc, payload); err != nil {
+			t.Fatal(err)
+		}
+		if hdr[3] != 4 || hdr[4]&1 != 0 { // not SETTINGS, or an ACK
+			continue
+		}
+		for i := 0; i+6 <= len(payload); i += 6 {
+			if binary.BigEndian.Uint16(payload[i:]) == 3 {
+				if v := binary.BigEndian.Uint32(payload[i+2:]); v != 7 {
+					t.Fatalf("SETTINGS_MAX_CONCURRENT_STREAMS %d, want 7", v)
+				}
+				return
+			}
+		}
+		t.Fatal("the server's SETTINGS state no SETTINGS_MAX_CONCURRENT_STREAMS")
+	}
+}
