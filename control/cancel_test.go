@@ -8,6 +8,7 @@ import (
 
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/control"
+	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/internal/longpoll"
 )
@@ -36,7 +37,7 @@ func (e *watchedEngine) stopped(prev *int64) bool {
 	return ctx != nil && ctx.Err() != nil && e.active.Load() == 0 && quiet
 }
 
-func (e *watchedEngine) Fetch(ctx context.Context, topic string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error) {
+func (e *watchedEngine) FetchID(ctx context.Context, topic string, id api.TopicID, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error) {
 	e.lastCtx.Store(ctx)
 	e.started.Add(1)
 	if err := ctx.Err(); err != nil {
@@ -48,7 +49,7 @@ func (e *watchedEngine) Fetch(ctx context.Context, topic string, partition int, 
 	if e.noWait {
 		return &engine.FetchResult{}, nil
 	}
-	return e.Engine.Fetch(ctx, topic, partition, offset, maxBytes, maxWait)
+	return e.Engine.FetchID(ctx, topic, id, partition, offset, maxBytes, maxWait)
 }
 
 // subscribeWatched starts a node whose engine is watched and opens a

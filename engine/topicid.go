@@ -60,11 +60,14 @@ func goneTopic(name string, id api.TopicID) error {
 // id that is not the topic's current one is UNKNOWN_TOPIC_ID, also when
 // no topic has the name any more (the client's topic was deleted).
 func (e *Engine) partitionID(name string, id api.TopicID, p int) (*topic, *partition, error) {
-	t, part, err := e.partition(name, p)
 	if id.IsZero() {
-		return t, part, err
+		return e.partition(name, p)
 	}
-	if t == nil {
+	// The id is checked before the partition number: a partition of the
+	// old topic that the new one lacks is UNKNOWN_TOPIC_ID (start over),
+	// not UNKNOWN_PARTITION (a permanent error).
+	t, err := e.topic(name)
+	if err != nil {
 		if api.AsError(err).Code == api.CodeUnknownTopic {
 			return nil, nil, unknownTopicID(name, id)
 		}
@@ -73,7 +76,10 @@ func (e *Engine) partitionID(name string, id api.TopicID, p int) (*topic, *parti
 	if t.meta().ID != id {
 		return nil, nil, unknownTopicID(name, id)
 	}
-	return t, part, err
+	if p < 0 || p >= len(t.parts) {
+		return nil, nil, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", name, len(t.parts)-1, p)
+	}
+	return t, t.parts[p], nil
 }
 
 // topicRef names a topic by name and id.

@@ -224,6 +224,35 @@ func TestTopicIDStaleRequests(t *testing.T) {
 	}
 }
 
+// A topic created again with fewer partitions: a fetch or commit with the
+// old id of a partition the new topic lacks is UNKNOWN_TOPIC_ID (start
+// over), never UNKNOWN_PARTITION, which a consumer takes as permanent; the
+// id is checked before the partition number. Without an id it is
+// UNKNOWN_PARTITION.
+func TestTopicIDCheckedBeforePartition(t *testing.T) {
+	e := openTest(t, testOptions(t.TempDir()))
+	ctx := context.Background()
+	if _, err := e.CreateTopic("t", 4, TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	old, cur := recreate(t, e, "t", 1)
+	for _, p := range []int{1, 3, 7} {
+		if _, err := e.FetchID(ctx, "t", old, p, 0, 1<<20, 0); codeOf(err) != api.CodeUnknownTopicID {
+			t.Errorf("fetch of partition %d with the old id: %v, want UNKNOWN_TOPIC_ID", p, err)
+		}
+		res, err := e.CommitOffsets("g", "", -1, []OffsetCommit{{Topic: "t", TopicID: old, Partition: p, Offset: 0}})
+		if err != nil || codeOf(res[0].Err) != api.CodeUnknownTopicID {
+			t.Errorf("commit of partition %d with the old id: %v %+v, want UNKNOWN_TOPIC_ID", p, err, res)
+		}
+		if _, err := e.FetchID(ctx, "t", cur, p, 0, 1<<20, 0); codeOf(err) != api.CodeUnknownPartition {
+			t.Errorf("fetch of partition %d with the current id: %v, want UNKNOWN_PARTITION", p, err)
+		}
+		if _, err := e.Fetch(ctx, "t", p, 0, 1<<20, 0); codeOf(err) != api.CodeUnknownPartition {
+			t.Errorf("fetch of partition %d by name: %v, want UNKNOWN_PARTITION", p, err)
+		}
+	}
+}
+
 // A commit checked against a topic that is deleted and created again
 // before it is written is not stored: it would otherwise become the new
 // topic's committed offset.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/internal/longpoll"
 	"github.com/seedqueue/sq/net/dataplane"
@@ -24,12 +25,12 @@ type countingEngine struct {
 	fetches atomic.Int64
 }
 
-func (e *countingEngine) Fetch(ctx context.Context, topic string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error) {
+func (e *countingEngine) FetchID(ctx context.Context, topic string, id api.TopicID, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error) {
 	e.fetches.Add(1)
 	if e.noWait {
 		return &engine.FetchResult{}, nil
 	}
-	return e.Engine.Fetch(ctx, topic, partition, offset, maxBytes, maxWait)
+	return e.Engine.FetchID(ctx, topic, id, partition, offset, maxBytes, maxWait)
 }
 
 // startData serves the data plane of a fresh engine with topic "orders" (2

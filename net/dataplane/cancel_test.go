@@ -29,7 +29,7 @@ type countingBroker struct {
 	fetches atomic.Int64
 }
 
-func (b *countingBroker) Fetch(ctx context.Context, topic string, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error) {
+func (b *countingBroker) FetchID(ctx context.Context, topic string, id api.TopicID, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error) {
 	if n := b.fetches.Add(1); n > spinLimit {
 		if n == spinLimit+1 {
 			b.t.Errorf("%d fetches: the push loop spins", n)
@@ -39,7 +39,7 @@ func (b *countingBroker) Fetch(ctx context.Context, topic string, partition int,
 	if b.empty {
 		return &engine.FetchResult{}, nil
 	}
-	return b.memBroker.Fetch(ctx, topic, partition, offset, maxBytes, maxWait)
+	return b.memBroker.FetchID(ctx, topic, id, partition, offset, maxBytes, maxWait)
 }
 
 // pipeConn is one connection of a server over net.Pipe, for tests inside a
