@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/control"
-	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/internal/longpoll"
 )
