@@ -1,13 +1,11 @@
 package control_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -140,7 +138,7 @@ func TestConsumerStartsOverOnRecreatedTopic(t *testing.T) {
 				readOld = 10
 			}
 			cfg := tc.cfg
-			logs := &syncBuffer{}
+			logs := &logBuf{}
 			cfg.Addr, cfg.Topic, cfg.MaxWait = n.capnpAddr, "t", 50*time.Millisecond
 			cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 			c, err := sdk.NewConsumer(ctx, cfg)
@@ -454,22 +452,4 @@ func TestGrpcConsumerStartsOverOnRecreatedTopic(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the consumer's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
