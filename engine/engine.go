@@ -60,8 +60,12 @@ type topicState struct {
 	limits batch.Limits
 }
 
+// newTopicState derives the limits of m: a record is bounded by the smaller
+// of the topic's max.record.bytes and the server's record limit, which may
+// have been lowered since the topic was created.
 func (e *Engine) newTopicState(m topicMeta) *topicState {
-	return &topicState{meta: m, limits: batch.Limits{MaxRecordBytes: int(m.Config.MaxRecordBytes), MaxBatchBytes: e.opts.MaxBatchBytes}}
+	maxRecord := min(int(m.Config.MaxRecordBytes), e.opts.MaxRecordBytes)
+	return &topicState{meta: m, limits: batch.Limits{MaxRecordBytes: maxRecord, MaxBatchBytes: e.opts.MaxBatchBytes}}
 }
 
 // meta returns the topic's current metadata.
@@ -260,7 +264,7 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 	if partitions < 1 || partitions > MaxPartitions {
 		return TopicInfo{}, api.NewError(api.CodeInvalidConfig, "partitions %d out of range [1, %d]", partitions, MaxPartitions)
 	}
-	cfg, err := e.resolveConfig(cfg)
+	cfg, err := e.resolveConfig(cfg, nil)
 	if err != nil {
 		return TopicInfo{}, err
 	}
