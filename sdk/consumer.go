@@ -282,7 +282,7 @@ type Consumer struct {
 	lostErr    error
 	rrNext     int
 	lastCommit time.Time
-	failed     bool // Poll returned a non-retriable error
+	failed     bool // Poll's last answer was a non-retriable error
 	// polling is true while Poll runs; lastPoll is when Poll last
 	// started or returned (at first, when the consumer started). The heartbeat loop
 	// leaves the group when neither holds within MaxPollInterval.
@@ -540,6 +540,11 @@ func (c *Consumer) Poll(ctx context.Context) ([]Message, error) {
 	}
 	c.pollStarted()
 	defer c.pollEnded()
+	// Polling again after an error means the application went on: Close
+	// commits again (only the last answer of Poll being an error skips it).
+	c.mu.Lock()
+	c.failed = false
+	c.mu.Unlock()
 	c.releaseRevoked(ctx)
 	c.maybeAutoCommit(ctx)
 	timer := time.NewTimer(c.cfg.MaxWait)

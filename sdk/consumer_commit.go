@@ -260,7 +260,8 @@ func (c *Consumer) sendCommits(ctx context.Context, g groupState, offs []OffsetC
 }
 
 // Close stops reading, commits when AutoCommit is on (bounded by
-// RequestTimeout; skipped after Poll returned an error): the positions
+// RequestTimeout; skipped when the last Poll returned an error, not when a
+// later Poll went on): the positions
 // after the records returned by Poll, or with AutoCommitMarked after the
 // marked ones. It then leaves the group so its partitions move at once,
 // and closes the connection. It returns the commit's error, if any.
