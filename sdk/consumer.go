@@ -279,6 +279,7 @@ type Consumer struct {
 	// report them once, with lostErr as the cause.
 	returned   map[uint32]bool
 	lost       map[uint32]uint64
+	lostID     map[uint32]api.TopicID // the topic id of each lost position
 	lostErr    error
 	rrNext     int
 	lastCommit time.Time
@@ -336,7 +337,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		lastCommit: cfg.now(),
 		parts:      map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{},
 		marked: map[uint32]uint64{}, from: map[uint32]uint64{},
-		revoking: map[uint32]bool{}, returned: map[uint32]bool{}, lost: map[uint32]uint64{}, posID: map[uint32]api.TopicID{},
+		revoking: map[uint32]bool{}, returned: map[uint32]bool{}, lost: map[uint32]uint64{}, lostID: map[uint32]api.TopicID{}, posID: map[uint32]api.TopicID{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if err := c.start(ctx); err != nil {
@@ -425,6 +426,7 @@ func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo
 			"partitions", partitions, "start_from", c.cfg.StartFrom.String())
 	}
 	c.topicID = ti.ID
+	c.forgetLostOfOtherTopicsLocked(ti.ID)
 	for _, p := range partitions {
 		start, ok := committed[p]
 		if ok {
