@@ -76,8 +76,10 @@ type Options struct {
 	// the append's size, and each later step doubles the file, up to this
 	// many bytes. An empty segment takes no space. Default 16 MiB.
 	PreallocBytes int64
-	// MaxBatchBytes: the largest batch (header included) recovery accepts;
-	// a longer length field is a torn write. Default 16 MiB.
+	// MaxBatchBytes: the largest batch (header included) recovery and the
+	// scrub read at once; a longer batch (written before the limit was
+	// lowered) is checked in pieces of this size, never refused for its
+	// length. Default 16 MiB.
 	MaxBatchBytes int
 	// Durability is the sync policy the log was written under, which
 	// decides what recovery does with a hole followed by valid data above
