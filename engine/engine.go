@@ -158,11 +158,14 @@ func (e *Engine) open() error {
 }
 
 // segmentOptions returns the segment.Options of a partition of a topic
-// with config c and sync policy pol: recovery's treatment of a hole above
-// the recovery point depends on the policy (docs/storage.md, Recovery),
-// and persisted times are bounded by the engine's clock.
-func (e *Engine) segmentOptions(c TopicConfig, pol SyncPolicy) segment.Options {
+// with config c, sync policy pol and creation time createdMs (Unix ms; 0
+// unknown): recovery's treatment of a hole above the recovery point
+// depends on the policy (docs/storage.md, Recovery), and persisted times
+// are bounded by the engine's clock above and by the topic's creation
+// below (no record was appended before its topic existed).
+func (e *Engine) segmentOptions(c TopicConfig, pol SyncPolicy, createdMs int64) segment.Options {
 	return segment.Options{
+		MinAppendTime:      createdMs,
 		SegmentBytes:       c.SegmentBytes,
 		IndexIntervalBytes: e.opts.IndexIntervalBytes,
 		PreallocBytes:      e.opts.PreallocBytes,
@@ -189,7 +192,7 @@ func (e *Engine) openTopic(m topicMeta) (*topic, error) {
 		wg.Go(func() {
 			defer func() { <-e.openSem }()
 			dir := filepath.Join(e.topicDir(m.Name), strconv.Itoa(i))
-			lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config, policy))
+			lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config, policy, m.CreatedMs))
 			p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log)
 			p.obs = e.opts.Observer
 			if err != nil {

@@ -86,6 +86,14 @@ type Options struct {
 	// the recovery point. The zero value, DurableEveryBatch, is the
 	// strictest: such a hole is reported as corruption.
 	Durability Durability
+	// MinAppendTime is the earliest plausible broker append time (Unix
+	// ms), such as the creation time of the log's topic; 0: none. At Open
+	// a time index entry before it is damage (the index is rebuilt, dating
+	// records by the .log's modification time, and never before it): a
+	// time that is positive but too early, say 1 ms or a year back, would
+	// otherwise expire records at once and make lookups by time start
+	// late.
+	MinAppendTime int64
 	// Now is the clock that bounds persisted times (MaxClockAhead) and
 	// dates records whose time index entries are missing. Default
 	// time.Now.
