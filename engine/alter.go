@@ -43,7 +43,7 @@ func (e *Engine) AlterTopicConfig(name string, change TopicConfigChange) (TopicI
 	set(&cfg.RetentionMs, change.RetentionMs)
 	set(&cfg.MaxRecordBytes, change.MaxRecordBytes)
 	set(&cfg.SegmentMs, change.SegmentMs)
-	cfg, err = e.resolveConfig(cfg)
+	cfg, err = e.resolveConfig(cfg, &m.Config)
 	if err != nil {
 		return TopicInfo{}, err
 	}

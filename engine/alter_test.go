@@ -64,3 +64,61 @@ func TestAlterTopicConfig(t *testing.T) {
 		t.Fatalf("append under 10ms: %+v %v", res, err)
 	}
 }
+
+// TestAlterAfterServerLimitsChanged restarts the engine with limits that the
+// topic's stored settings no longer meet (a larger batch limit than its
+// segment.bytes allows at create, a smaller record limit than its
+// max.record.bytes): settings the alter does not change are kept as they
+// were accepted, so retention and the sync policy can still be changed, and
+// records are bounded by the smaller of the topic's and the server's limit.
+func TestAlterAfterServerLimitsChanged(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(dir)
+	opts.MaxBatchBytes = 64 << 10
+	opts.MaxRecordBytes = 32 << 10
+	e := openTest(t, opts)
+	if _, err := e.CreateTopic("t", 1, TopicConfig{SegmentBytes: 80 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+
+	cases := []struct {
+		name          string
+		batch, record int
+	}{
+		{"larger batch limit", 16 << 20, 32 << 10},
+		{"smaller record limit", 64 << 10, 1 << 10},
+		{"both", 16 << 20, 1 << 10},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := testOptions(dir)
+			o.MaxBatchBytes, o.MaxRecordBytes = c.batch, c.record
+			o.SegmentBytes = 32 << 20 // the server default for new topics
+			e := openTest(t, o)
+			defer e.Close()
+			info, err := e.AlterTopicConfig("t", TopicConfigChange{RetentionMs: ptr(int64(3_600_000)), SyncPolicy: ptr("none")})
+			if err != nil {
+				t.Fatalf("alter of retention and sync policy: %v", err)
+			}
+			if info.Config.RetentionMs != 3_600_000 || info.Config.SegmentBytes != 80<<10 {
+				t.Fatalf("config after alter: %+v", info.Config)
+			}
+			// An explicit max.record.bytes is still checked against the
+			// server's limit.
+			if _, err := e.AlterTopicConfig("t", TopicConfigChange{MaxRecordBytes: ptr(int32(c.record + 1))}); codeOf(err) != api.CodeInvalidConfig {
+				t.Fatalf("alter of max.record.bytes above the server limit: %v", err)
+			}
+			// A record over the server's limit is refused even though the
+			// topic's stored limit is larger.
+			if c.record < 32<<10 {
+				if _, err := e.Append(context.Background(), "t", 0, mkBatch(t, strings.Repeat("x", c.record+1))); codeOf(err) != api.CodeMessageTooLarge {
+					t.Fatalf("record over the server limit: %v", err)
+				}
+			}
+			if _, err := e.Append(context.Background(), "t", 0, mkBatch(t, "ok")); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -60,8 +60,12 @@ type topicState struct {
 	limits batch.Limits
 }
 
+// newTopicState derives the limits of m: a record is bounded by the smaller
+// of the topic's max.record.bytes and the server's record limit, which may
+// have been lowered since the topic was created.
 func (e *Engine) newTopicState(m topicMeta) *topicState {
-	return &topicState{meta: m, limits: batch.Limits{MaxRecordBytes: int(m.Config.MaxRecordBytes), MaxBatchBytes: e.opts.MaxBatchBytes}}
+	maxRecord := min(int(m.Config.MaxRecordBytes), e.opts.MaxRecordBytes)
+	return &topicState{meta: m, limits: batch.Limits{MaxRecordBytes: maxRecord, MaxBatchBytes: e.opts.MaxBatchBytes}}
 }
 
 // meta returns the topic's current metadata.
@@ -154,11 +158,14 @@ func (e *Engine) open() error {
 }
 
 // segmentOptions returns the segment.Options of a partition of a topic
-// with config c and sync policy pol: recovery's treatment of a hole above
-// the recovery point depends on the policy (docs/storage.md, Recovery),
-// and persisted times are bounded by the engine's clock.
-func (e *Engine) segmentOptions(c TopicConfig, pol SyncPolicy) segment.Options {
+// with config c, sync policy pol and creation time createdMs (Unix ms; 0
+// unknown): recovery's treatment of a hole above the recovery point
+// depends on the policy (docs/storage.md, Recovery), and persisted times
+// are bounded by the engine's clock above and by the topic's creation
+// below (no record was appended before its topic existed).
+func (e *Engine) segmentOptions(c TopicConfig, pol SyncPolicy, createdMs int64) segment.Options {
 	return segment.Options{
+		MinAppendTime:      createdMs,
 		SegmentBytes:       c.SegmentBytes,
 		IndexIntervalBytes: e.opts.IndexIntervalBytes,
 		PreallocBytes:      e.opts.PreallocBytes,
@@ -185,7 +192,7 @@ func (e *Engine) openTopic(m topicMeta) (*topic, error) {
 		wg.Go(func() {
 			defer func() { <-e.openSem }()
 			dir := filepath.Join(e.topicDir(m.Name), strconv.Itoa(i))
-			lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config, policy))
+			lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config, policy, m.CreatedMs))
 			p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log)
 			p.obs = e.opts.Observer
 			if err != nil {
@@ -260,7 +267,7 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 	if partitions < 1 || partitions > MaxPartitions {
 		return TopicInfo{}, api.NewError(api.CodeInvalidConfig, "partitions %d out of range [1, %d]", partitions, MaxPartitions)
 	}
-	cfg, err := e.resolveConfig(cfg)
+	cfg, err := e.resolveConfig(cfg, nil)
 	if err != nil {
 		return TopicInfo{}, err
 	}

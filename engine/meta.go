@@ -30,8 +30,12 @@ type topicMeta struct {
 
 // resolveConfig fills the zero fields of c from the engine defaults and
 // checks every field, returning an INVALID_CONFIG *api.Error naming the
-// first bad one.
-func (e *Engine) resolveConfig(c TopicConfig) (TopicConfig, error) {
+// first bad one. At an alter, prev is the topic's stored config: a field
+// that keeps its stored value is not checked again against the server's
+// batch and record limits, which may have changed since it was accepted
+// (the server restarted with other flags), so that an unrelated change
+// such as retention.ms still goes through. prev is nil at create.
+func (e *Engine) resolveConfig(c TopicConfig, prev *TopicConfig) (TopicConfig, error) {
 	o := &e.opts
 	if c.SyncPolicy == "" {
 		c.SyncPolicy = o.SyncPolicy
@@ -47,9 +51,11 @@ func (e *Engine) resolveConfig(c TopicConfig) (TopicConfig, error) {
 	if c.SegmentBytes < minSegmentBytes || c.SegmentBytes > maxSegmentBytes {
 		return c, api.NewError(api.CodeInvalidConfig, "segment.bytes %d out of range [%d, %d]", c.SegmentBytes, minSegmentBytes, int64(maxSegmentBytes))
 	}
-	if c.SegmentBytes < int64(o.MaxBatchBytes)+minSegmentBytes {
-		// A batch must always fit in an empty segment.
-		return c, api.NewError(api.CodeInvalidConfig, "segment.bytes %d smaller than the batch limit %d plus %d", c.SegmentBytes, o.MaxBatchBytes, minSegmentBytes)
+	if c.SegmentBytes < int64(o.MaxBatchBytes)+minSegmentBytes && (prev == nil || prev.SegmentBytes != c.SegmentBytes) {
+		// A batch should fit in an empty segment. (One that does not, after
+		// a restart with a larger batch limit, takes a segment of its own:
+		// a segment rolls only when it already holds data.)
+		return c, api.NewError(api.CodeInvalidConfig, "segment.bytes %d smaller than the server's batch limit %d (sq-server --max-batch-bytes) plus %d", c.SegmentBytes, o.MaxBatchBytes, minSegmentBytes)
 	}
 	switch {
 	case c.RetentionBytes == 0:
@@ -72,7 +78,7 @@ func (e *Engine) resolveConfig(c TopicConfig) (TopicConfig, error) {
 	switch {
 	case c.MaxRecordBytes == 0:
 		c.MaxRecordBytes = int32(o.MaxRecordBytes)
-	case c.MaxRecordBytes < 0 || int(c.MaxRecordBytes) > o.MaxRecordBytes:
+	case c.MaxRecordBytes < 0 || int(c.MaxRecordBytes) > o.MaxRecordBytes && (prev == nil || prev.MaxRecordBytes != c.MaxRecordBytes):
 		return c, api.NewError(api.CodeInvalidConfig, "max.record.bytes %d out of range [1, %d]", c.MaxRecordBytes, o.MaxRecordBytes)
 	}
 	return c, nil

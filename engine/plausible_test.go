@@ -48,67 +48,85 @@ func TestTimeIndexDamageKeepsRecords(t *testing.T) {
 			}
 			return b
 		},
+		// Positive and in order, but before the topic existed.
+		"1 ms": func([]byte) []byte {
+			return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint64(nil, 1), 0)
+		},
+		"a year back": func(b []byte) []byte {
+			for i := 0; i+12 <= len(b); i += 12 {
+				ts := int64(binary.LittleEndian.Uint64(b[i:]))
+				binary.LittleEndian.PutUint64(b[i:], uint64(ts-365*24*time.Hour.Milliseconds()))
+			}
+			return b
+		},
 	}
 	for name, damage := range damages {
-		t.Run(name, func(t *testing.T) {
-			clk := newRetClock()
-			dir := t.TempDir()
-			opts := retentionOptions(dir, clk)
-			e, err := Open(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := e.CreateTopic("ti", 1, TopicConfig{RetentionMs: week.Milliseconds()}); err != nil {
-				t.Fatal(err)
-			}
-			t0 := clk.Now().UnixMilli()
-			var bases []uint64
-			for range 30 {
-				bases = append(bases, appendN(t, e, "ti", 1, 20)...)
-				clk.Advance(time.Second)
-			}
-			segs := segmentsOf(t, e, "ti")
-			if len(segs) < 3 {
-				t.Fatalf("%d segments; the test wants several", len(segs))
-			}
-			if err := e.Close(); err != nil {
-				t.Fatal(err)
-			}
-			path := timeIndexOf(dir, "ti", segs[1].BaseOffset)
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, damage(b), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			clk.Advance(time.Minute)
-			e = openTest(t, opts)
-			if err := e.EnforceRetention(); err != nil {
-				t.Fatal(err)
-			}
-			if p := partInfo(t, e, "ti"); p.LogStartOffset != 0 {
-				t.Fatalf("retention of 7 days moved the log start to %d within a minute", p.LogStartOffset)
-			}
-			if n := readRange(t, e, "ti", 0); n != 600 {
-				t.Fatalf("read %d records, want 600", n)
-			}
-			for i, base := range bases {
-				ts := t0 + int64(i)*1000
-				off, at, err := e.ListOffsets("ti", 0, ts)
-				if err != nil || off > base || at < ts {
-					t.Fatalf("ListOffsets(%d) = %d, %d, %v; exact answer %d", ts, off, at, err, base)
-				}
-			}
-			// The rebuilt times are not in the future either: a week
-			// later every sealed segment goes.
-			clk.Advance(week + time.Hour)
-			if err := e.EnforceRetention(); err != nil {
-				t.Fatal(err)
-			}
-			if p := partInfo(t, e, "ti"); p.LogStartOffset < segs[len(segs)-1].BaseOffset {
-				t.Fatalf("a week later the log starts at %d; want at least %d", p.LogStartOffset, segs[len(segs)-1].BaseOffset)
-			}
-		})
+		for _, which := range []string{"first", "second", "every sealed"} {
+			t.Run(name+"/"+which, func(t *testing.T) { testTimeIndexDamageKeepsRecords(t, damage, which) })
+		}
+	}
+}
+
+func testTimeIndexDamageKeepsRecords(t *testing.T, damage func([]byte) []byte, which string) {
+	clk := newRetClock()
+	dir := t.TempDir()
+	opts := retentionOptions(dir, clk)
+	e, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CreateTopic("ti", 1, TopicConfig{RetentionMs: week.Milliseconds()}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := clk.Now().UnixMilli()
+	var bases []uint64
+	for range 30 {
+		bases = append(bases, appendN(t, e, "ti", 1, 20)...)
+		clk.Advance(time.Second)
+	}
+	segs := segmentsOf(t, e, "ti")
+	if len(segs) < 3 {
+		t.Fatalf("%d segments; the test wants several", len(segs))
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damaged := map[string][]segment.SegmentInfo{"first": segs[:1], "second": segs[1:2], "every sealed": segs[:len(segs)-1]}[which]
+	for _, sg := range damaged {
+		path := timeIndexOf(dir, "ti", sg.BaseOffset)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, damage(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(time.Minute)
+	e = openTest(t, opts)
+	if err := e.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if p := partInfo(t, e, "ti"); p.LogStartOffset != 0 {
+		t.Fatalf("retention of 7 days moved the log start to %d within a minute", p.LogStartOffset)
+	}
+	if n := readRange(t, e, "ti", 0); n != 600 {
+		t.Fatalf("read %d records, want 600", n)
+	}
+	for i, base := range bases {
+		ts := t0 + int64(i)*1000
+		off, at, err := e.ListOffsets("ti", 0, ts)
+		if err != nil || off > base || at < ts {
+			t.Fatalf("ListOffsets(%d) = %d, %d, %v; exact answer %d", ts, off, at, err, base)
+		}
+	}
+	// The rebuilt times are not in the future either: a week
+	// later every sealed segment goes.
+	clk.Advance(week + time.Hour)
+	if err := e.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if p := partInfo(t, e, "ti"); p.LogStartOffset < segs[len(segs)-1].BaseOffset {
+		t.Fatalf("a week later the log starts at %d; want at least %d", p.LogStartOffset, segs[len(segs)-1].BaseOffset)
 	}
 }

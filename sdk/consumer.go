@@ -279,10 +279,11 @@ type Consumer struct {
 	// report them once, with lostErr as the cause.
 	returned   map[uint32]bool
 	lost       map[uint32]uint64
+	lostID     map[uint32]api.TopicID // the topic id of each lost position
 	lostErr    error
 	rrNext     int
 	lastCommit time.Time
-	failed     bool // Poll returned a non-retriable error
+	failed     bool // Poll's last answer was a non-retriable error
 	// polling is true while Poll runs; lastPoll is when Poll last
 	// started or returned (at first, when the consumer started). The heartbeat loop
 	// leaves the group when neither holds within MaxPollInterval.
@@ -336,7 +337,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		lastCommit: cfg.now(),
 		parts:      map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{},
 		marked: map[uint32]uint64{}, from: map[uint32]uint64{},
-		revoking: map[uint32]bool{}, returned: map[uint32]bool{}, lost: map[uint32]uint64{}, posID: map[uint32]api.TopicID{},
+		revoking: map[uint32]bool{}, returned: map[uint32]bool{}, lost: map[uint32]uint64{}, lostID: map[uint32]api.TopicID{}, posID: map[uint32]api.TopicID{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if err := c.start(ctx); err != nil {
@@ -425,6 +426,7 @@ func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo
 			"partitions", partitions, "start_from", c.cfg.StartFrom.String())
 	}
 	c.topicID = ti.ID
+	c.forgetLostOfOtherTopicsLocked(ti.ID)
 	for _, p := range partitions {
 		start, ok := committed[p]
 		if ok {
@@ -540,6 +542,11 @@ func (c *Consumer) Poll(ctx context.Context) ([]Message, error) {
 	}
 	c.pollStarted()
 	defer c.pollEnded()
+	// Polling again after an error means the application went on: Close
+	// commits again (only the last answer of Poll being an error skips it).
+	c.mu.Lock()
+	c.failed = false
+	c.mu.Unlock()
 	c.releaseRevoked(ctx)
 	c.maybeAutoCommit(ctx)
 	timer := time.NewTimer(c.cfg.MaxWait)

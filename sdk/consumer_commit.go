@@ -114,6 +114,7 @@ func (c *Consumer) noteLost(ps []uint32, cause error) {
 			continue
 		}
 		c.lost[p] = pos
+		c.lostID[p] = c.posID[p]
 		c.lostErr = cause
 	}
 }
@@ -141,8 +142,26 @@ func (c *Consumer) takeLost() error {
 	err := fmt.Errorf("sdk: commit group %q: positions (partition@offset) %s of topic %q were not stored: %w; "+
 		"records after the group's committed offsets are read again", c.cfg.ConsumerGroup, desc, c.cfg.Topic, c.lostErr)
 	clear(c.lost)
+	clear(c.lostID)
 	c.lostErr = nil
 	return err
+}
+
+// forgetLostOfOtherTopicsLocked drops the lost positions of topic ids
+// other than id: they belong to a topic deleted since (the member was
+// fenced, by a broker restart say, before the consumer saw the delete).
+// Nothing can store them, nor read those records again, so they are not
+// reported, as for a revoked partition of a deleted topic. c.mu held.
+func (c *Consumer) forgetLostOfOtherTopicsLocked(id api.TopicID) {
+	for p, lid := range c.lostID {
+		if !lid.IsZero() && lid != id {
+			delete(c.lost, p)
+			delete(c.lostID, p)
+		}
+	}
+	if len(c.lost) == 0 {
+		c.lostErr = nil
+	}
 }
 
 // commitPos returns the position a commit stores for partition p: after
@@ -250,6 +269,7 @@ func (c *Consumer) sendCommits(ctx context.Context, g groupState, offs []OffsetC
 		}
 		if lost, ok := c.lost[p]; ok && off >= lost {
 			delete(c.lost, p)
+			delete(c.lostID, p)
 		}
 	}
 	c.mu.Unlock()
@@ -260,7 +280,8 @@ func (c *Consumer) sendCommits(ctx context.Context, g groupState, offs []OffsetC
 }
 
 // Close stops reading, commits when AutoCommit is on (bounded by
-// RequestTimeout; skipped after Poll returned an error): the positions
+// RequestTimeout; skipped when the last Poll returned an error, not when a
+// later Poll went on): the positions
 // after the records returned by Poll, or with AutoCommitMarked after the
 // marked ones. It then leaves the group so its partitions move at once,
 // and closes the connection. It returns the commit's error, if any.

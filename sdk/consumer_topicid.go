@@ -117,6 +117,7 @@ func (c *Consumer) dropStaleLocked(ti TopicInfo) (start []uint32, dones []chan s
 		delete(c.committed, p)
 		delete(c.returned, p)
 		delete(c.lost, p)
+		delete(c.lostID, p)
 		delete(c.posID, p)
 	}
 	for p, id := range c.posID {

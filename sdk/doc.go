@@ -79,7 +79,8 @@
 // the position after the records returned by the previous Poll at the next
 // Poll (at most once per AutoCommitInterval), when a partition is revoked
 // (at the next Poll, before the partition is released to another member),
-// and at Close (skipped after Poll returned an error).
+// and at Close (skipped when the last Poll returned an error; an application
+// that polls again after an error gets its later positions committed).
 //
 // What a commit covers is the application's choice. The default is
 // Kafka's: everything Poll returned counts as processed, so an

@@ -187,7 +187,16 @@ func (l *Log) grow(s *segment, need int64) error {
 	}
 	size := growSize(s.alloc, need, l.opts.PreallocBytes, l.opts.SegmentBytes)
 	if size > s.alloc {
-		if err := l.be.Allocate(s.file, s.alloc, size-s.alloc); err != nil {
+		err := l.be.Allocate(s.file, s.alloc, size-s.alloc)
+		if errors.Is(err, syscall.ENOSPC) && size > need {
+			// The step does not fit in the free space; the write may: grow
+			// by what it needs, so a nearly full disk refuses only the
+			// batches that do not fit. The retry covers the same range
+			// from s.alloc, whatever the failed call left allocated.
+			size = need
+			err = l.be.Allocate(s.file, s.alloc, size-s.alloc)
+		}
+		if err != nil {
 			return fmt.Errorf("segment: preallocate %s to %d bytes: %w", s.logPath, size, err)
 		}
 	} else {

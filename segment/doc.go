@@ -157,8 +157,10 @@
 // Only in the last segment, above the recovery point, may the log end in a
 // torn write: there every batch is read and checked with batch.CheckHeader
 // (CRC-32C) and for an unbroken baseOffset sequence, and the first batch
-// that is short, longer than the file or MaxBatchBytes, has zero magic,
-// fails its check or breaks the sequence ends the log. Recovery then
+// that is short, longer than the file, has zero magic,
+// fails its check or breaks the sequence ends the log. (A batch longer
+// than MaxBatchBytes, written before the limit was lowered, is checked in
+// pieces of MaxBatchBytes.) Recovery then
 // looks in the rest of the file for a valid batch that continues the
 // offsets (findContinuation). None: a torn write, and the segment is
 // truncated there and fsynced before anything is mapped. One: damage

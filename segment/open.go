@@ -25,8 +25,8 @@ import (
 //     missing segment or a file shorter than the recovery point says
 //     returns a *CorruptError and nothing is truncated or removed;
 //   - in the last segment, above the recovery point, the log is scanned
-//     batch by batch; the first batch that is short, longer than the file
-//     or MaxBatchBytes, has zero magic, fails CheckHeader (CRC) or breaks
+//     batch by batch; the first batch that is short, longer than the file,
+//     has zero magic, fails CheckHeader (CRC) or breaks
 //     the baseOffset sequence ends the log: it and everything after it are
 //     cut off (ftruncate + fsync) before anything is mapped, unless a valid
 //     batch continuing the offsets follows it: then, under

@@ -76,14 +76,24 @@ type Options struct {
 	// the append's size, and each later step doubles the file, up to this
 	// many bytes. An empty segment takes no space. Default 16 MiB.
 	PreallocBytes int64
-	// MaxBatchBytes: the largest batch (header included) recovery accepts;
-	// a longer length field is a torn write. Default 16 MiB.
+	// MaxBatchBytes: the largest batch (header included) recovery and the
+	// scrub read at once; a longer batch (written before the limit was
+	// lowered) is checked in pieces of this size, never refused for its
+	// length. Default 16 MiB.
 	MaxBatchBytes int
 	// Durability is the sync policy the log was written under, which
 	// decides what recovery does with a hole followed by valid data above
 	// the recovery point. The zero value, DurableEveryBatch, is the
 	// strictest: such a hole is reported as corruption.
 	Durability Durability
+	// MinAppendTime is the earliest plausible broker append time (Unix
+	// ms), such as the creation time of the log's topic; 0: none. At Open
+	// a time index entry before it is damage (the index is rebuilt, dating
+	// records by the .log's modification time, and never before it): a
+	// time that is positive but too early, say 1 ms or a year back, would
+	// otherwise expire records at once and make lookups by time start
+	// late.
+	MinAppendTime int64
 	// Now is the clock that bounds persisted times (MaxClockAhead) and
 	// dates records whose time index entries are missing. Default
 	// time.Now.

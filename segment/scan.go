@@ -27,15 +27,21 @@ type scanner struct {
 	f        ring.File
 	path     string
 	size     int64 // file size in bytes
-	maxBatch int   // largest batch accepted, header included
+	maxBatch int   // largest batch read at once, header included
 	buf      []byte
+	// oversized counts the batches larger than maxBatch that
+	// findContinuation checked (maxOversizedCandidates).
+	oversized int
 }
 
 // next reads and checks the batch at pos, which must start at offset want
 // of a segment whose base offset is base. It returns errCleanEnd when the
 // data ends at pos, and a descriptive error when the bytes at pos are not a
-// whole valid batch (short, length beyond the file or the limit, CRC,
-// sequence break). It never allocates more than maxBatch bytes.
+// whole valid batch (short, length beyond the file, CRC, sequence break).
+// It never allocates more than maxBatch bytes: a longer batch (written
+// before the server's batch limit was lowered) is checked in pieces, so a
+// lower --max-batch-bytes never turns acknowledged batches into a torn
+// tail or corruption.
 func (sc *scanner) next(pos int64, base, want uint64) (batch.Header, error) {
 	left := sc.size - pos
 	if left == 0 {
@@ -58,19 +64,15 @@ func (sc *scanner) next(pos int64, base, want uint64) (batch.Header, error) {
 		return h, errCleanEnd
 	case h.BatchLength < batch.HeaderSize-batch.LengthFieldEnd:
 		return h, fmt.Errorf("batchLength %d shorter than the header", h.BatchLength)
-	case size > int64(sc.maxBatch):
-		return h, fmt.Errorf("batch of %d bytes over the %d-byte limit", size, sc.maxBatch)
 	case size > left:
 		return h, fmt.Errorf("batch of %d bytes, %d left in the file", size, left)
 	}
-	if cap(sc.buf) < int(size) {
-		sc.buf = make([]byte, size)
+	if size > int64(sc.maxBatch) {
+		h, err = sc.checkInPieces(hb[:], pos, size)
+	} else {
+		h, err = sc.checkWhole(pos, size)
 	}
-	b := sc.buf[:size]
-	if err := sc.readAt(b, pos); err != nil {
-		return h, err
-	}
-	if h, err = batch.CheckHeader(b); err != nil {
+	if err != nil {
 		return h, err
 	}
 	if h.BaseOffset != want {
@@ -80,6 +82,36 @@ func (sc *scanner) next(pos int64, base, want uint64) (batch.Header, error) {
 		return h, fmt.Errorf("offset %d overflows the segment's u32 relative offsets", h.LastOffset())
 	}
 	return h, nil
+}
+
+// checkWhole reads the size-byte batch at pos into sc.buf and checks it.
+func (sc *scanner) checkWhole(pos, size int64) (batch.Header, error) {
+	if cap(sc.buf) < int(size) {
+		sc.buf = make([]byte, size)
+	}
+	b := sc.buf[:size]
+	if err := sc.readAt(b, pos); err != nil {
+		return batch.Header{}, err
+	}
+	return batch.CheckHeader(b)
+}
+
+// checkInPieces checks the size-byte batch at pos, whose header is hdr,
+// reading it maxBatch bytes at a time.
+func (sc *scanner) checkInPieces(hdr []byte, pos, size int64) (batch.Header, error) {
+	chunk := int64(max(sc.maxBatch, batch.HeaderSize))
+	if int64(cap(sc.buf)) < chunk {
+		sc.buf = make([]byte, chunk)
+	}
+	sum := batch.UpdateChecksum(0, hdr[batch.ChecksumFrom:])
+	for at := pos + batch.HeaderSize; at < pos+size; at += chunk {
+		b := sc.buf[:min(chunk, pos+size-at)]
+		if err := sc.readAt(b, at); err != nil {
+			return batch.Header{}, err
+		}
+		sum = batch.UpdateChecksum(sum, b)
+	}
+	return batch.CheckHeaderSum(hdr, sum)
 }
 
 func (sc *scanner) readAt(b []byte, pos int64) error {
@@ -118,6 +150,10 @@ func never(int64, uint64) bool { return false }
 // findChunkBytes is how much findContinuation reads at a time.
 const findChunkBytes = 1 << 20
 
+// maxOversizedCandidates bounds how many candidate batches longer than the
+// batch limit findContinuation checks (each read in pieces).
+const maxOversizedCandidates = 16
+
 // findContinuation looks after a bad batch at byte from, where offset off
 // was due, for a valid batch that continues the offsets: a batch that
 // passes every check of next (CRC-32C included) and whose baseOffset b is
@@ -153,6 +189,15 @@ func (sc *scanner) findContinuation(from int64, base, off uint64) (int64, batch.
 			b := binary.LittleEndian.Uint64(chunk[at:])
 			if b < off || b-off > uint64(pos-from) {
 				continue
+			}
+			// A candidate longer than maxBatch is read in pieces, up to
+			// the rest of the file: only a few are tried, so record
+			// bytes that mimic headers cannot make the look quadratic.
+			if size := batch.LengthFieldEnd + int64(binary.LittleEndian.Uint32(chunk[at+8:])); size > int64(sc.maxBatch) {
+				if sc.oversized >= maxOversizedCandidates {
+					continue
+				}
+				sc.oversized++
 			}
 			h, err := sc.next(pos, base, b)
 			if err == nil {

@@ -46,9 +46,9 @@ func encodeTimeIndex(entries []timeEntry) []byte {
 }
 
 // timeBounds are the append times a time index entry may plausibly hold
-// (Unix ms): at least floor (the previous segment's last time, and never
-// below 1: zero or negative means damage) and at most ceil (the clock plus
-// MaxClockAhead).
+// (Unix ms): at least floor (the previous segment's last time and
+// Options.MinAppendTime, and never below 1: zero or negative means damage)
+// and at most ceil (the clock plus MaxClockAhead).
 type timeBounds struct{ floor, ceil int64 }
 
 // anyTime accepts every positive time: for reading a time index that Open
@@ -74,7 +74,7 @@ func decodeTimeIndex(b []byte, count uint64, tb timeBounds) (entries []timeEntry
 		case i == 0 && e.rel != 0:
 			return entries, false, fmt.Sprintf("first entry at relative offset %d, not 0", e.rel)
 		case e.ts < tb.floor:
-			return entries, false, fmt.Sprintf("entry %d: time %d before %d (zero, or earlier than the log before it)", i, e.ts, tb.floor)
+			return entries, false, fmt.Sprintf("entry %d: time %d before %d (zero, or earlier than the log before it or Options.MinAppendTime)", i, e.ts, tb.floor)
 		case e.ts > tb.ceil:
 			return entries, false, fmt.Sprintf("entry %d: time %d in the future (after %d)", i, e.ts, tb.ceil)
 		case i > 0 && (e.ts <= entries[i-1].ts || e.rel <= entries[i-1].rel):
@@ -198,7 +198,7 @@ func (l *Log) writeTimeIndex(s *segment, entries []timeEntry) error {
 func (l *Log) recoverTimeIndex(s *segment, above uint64, last bool) (bool, error) {
 	count := s.next - s.base
 	now := l.opts.Now().UnixMilli()
-	tb := timeBounds{floor: max(1, l.timeFloor), ceil: now + MaxClockAhead.Milliseconds()}
+	tb := timeBounds{floor: max(1, l.timeFloor, min(l.opts.MinAppendTime, now)), ceil: now + MaxClockAhead.Milliseconds()}
 	entries, whole, why, err := readTimeIndexFile(l.fs, s.tidxPath, count, tb)
 	switch {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):

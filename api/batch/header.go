@@ -31,6 +31,9 @@ const (
 	LengthFieldEnd = 12
 	// Magic is the batch format version this package writes and reads.
 	Magic = 1
+	// ChecksumFrom is the first byte of a batch that its CRC-32C covers
+	// (the attributes field): see Checksum and UpdateChecksum.
+	ChecksumFrom = offAttributes
 
 	attrCompressionMask = 0x7
 	attrControl         = 1 << 4
@@ -156,21 +159,44 @@ func CheckHeader(b []byte) (Header, error) {
 	if err != nil {
 		return h, err
 	}
-	switch {
-	case h.Size() != len(b):
+	if h.Size() != len(b) {
 		return h, fmt.Errorf("%w: batchLength says %d bytes, have %d", ErrCorrupt, h.Size(), len(b))
-	case h.Magic != Magic:
-		return h, fmt.Errorf("%w: magic %d, want %d", ErrCorrupt, h.Magic, Magic)
-	case h.CRC != Checksum(b):
-		return h, fmt.Errorf("%w: CRC mismatch (stored %#08x, computed %#08x)", ErrCorrupt, h.CRC, Checksum(b))
-	case h.RecordCount == 0:
-		return h, fmt.Errorf("%w: recordCount 0", ErrCorrupt)
-	case h.LastOffsetDelta != h.RecordCount-1:
-		return h, fmt.Errorf("%w: lastOffsetDelta %d with recordCount %d", ErrCorrupt, h.LastOffsetDelta, h.RecordCount)
-	case h.Attributes&attrCompressionMask != 0:
-		return h, fmt.Errorf("%w: compression %d not supported", ErrCorrupt, h.Attributes&attrCompressionMask)
-	case h.Attributes&attrControl != 0:
-		return h, fmt.Errorf("%w: control batches are reserved", ErrCorrupt)
 	}
-	return h, nil
+	return h, checkFields(h, Checksum(b))
+}
+
+// CheckHeaderSum is CheckHeader for a batch read in pieces, too large to
+// hold at once: hdr holds its first HeaderSize bytes and sum is the
+// CRC-32C of the whole batch from byte 21 to its end (the span Checksum
+// covers), computed as UpdateChecksum(UpdateChecksum(0, hdr[ChecksumFrom:]), rest...).
+// The caller makes sure the batch has h.Size() bytes.
+func CheckHeaderSum(hdr []byte, sum uint32) (Header, error) {
+	h, err := ParseHeader(hdr)
+	if err != nil {
+		return h, err
+	}
+	return h, checkFields(h, sum)
+}
+
+// UpdateChecksum returns crc updated with the bytes p (CRC-32C, the
+// Castagnoli polynomial), for a Checksum computed piecewise from 0.
+func UpdateChecksum(crc uint32, p []byte) uint32 { return crc32.Update(crc, castagnoli, p) }
+
+// checkFields checks the header fields of a batch whose CRC-32C is sum.
+func checkFields(h Header, sum uint32) error {
+	switch {
+	case h.Magic != Magic:
+		return fmt.Errorf("%w: magic %d, want %d", ErrCorrupt, h.Magic, Magic)
+	case h.CRC != sum:
+		return fmt.Errorf("%w: CRC mismatch (stored %#08x, computed %#08x)", ErrCorrupt, h.CRC, sum)
+	case h.RecordCount == 0:
+		return fmt.Errorf("%w: recordCount 0", ErrCorrupt)
+	case h.LastOffsetDelta != h.RecordCount-1:
+		return fmt.Errorf("%w: lastOffsetDelta %d with recordCount %d", ErrCorrupt, h.LastOffsetDelta, h.RecordCount)
+	case h.Attributes&attrCompressionMask != 0:
+		return fmt.Errorf("%w: compression %d not supported", ErrCorrupt, h.Attributes&attrCompressionMask)
+	case h.Attributes&attrControl != 0:
+		return fmt.Errorf("%w: control batches are reserved", ErrCorrupt)
+	}
+	return nil
 }

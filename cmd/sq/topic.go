@@ -57,7 +57,7 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.syncPolicy, "sync-policy", "", "when records are fdatasync'd: every-batch, none, or an interval in milliseconds (N or Nms); empty: the server's --sync-policy")
 	fl.Int64Var(&f.retentionMs, "retention-ms", 0, "delete segments older than this many milliseconds; -1 keeps them forever; 0: server default (7 days)")
 	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "delete the oldest segments while a partition is larger than this many bytes; -1 unlimited; 0: server default")
-	fl.Int64Var(&f.segmentBytes, "segment-bytes", 0, "size of one segment file in bytes; 0: server default (--segment-bytes of sq-server)")
+	fl.Int64Var(&f.segmentBytes, "segment-bytes", 0, "size of one segment file in bytes; at least the server's batch limit plus 4096 (--max-batch-bytes of sq-server, 16 MiB by default); 0: server default (--segment-bytes of sq-server)")
 	fl.Int64Var(&f.segmentMs, "segment-ms", 0, "roll the active segment this many milliseconds after its first record, so quiet partitions age out; 0: server default (7 days)")
 	return cmd
 }
