@@ -64,6 +64,8 @@ type Server struct {
 
 	rr atomic.Uint32 // round-robin partition of keyless Publish with partition -1
 
+	recv *recvBudget // bounds the request messages being received
+
 	addrMu sync.Mutex
 	addrs  map[string]string // plane -> bound listener address
 }
@@ -78,11 +80,16 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, started: opts.Now(), closing: make(chan struct{})}
+	s.recv = &recvBudget{max: opts.MaxInflightRequestBytes,
+		charge: int64(opts.MaxBatchBytes + grpcFramingBytes), timeout: opts.RecvTimeout}
 	s.metrics = newMetrics(s)
 	s.grpc = grpc.NewServer(
 		// A publish carries up to one batch of records plus their framing.
 		grpc.MaxRecvMsgSize(opts.MaxBatchBytes+grpcFramingBytes),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
+		// Each call is charged that much before its message is read.
+		grpc.InTapHandle(s.tap),
+		grpc.StatsHandler(recvStats{s}),
 		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor),
 	)

@@ -1,0 +1,144 @@
+package control_test
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/seedqueue/sq/api/sqv1"
+	"github.com/seedqueue/sq/control"
+)
+
+// stallConn passes the first limit bytes written, then blocks every write
+// until release is closed: a client that stops in the middle of a message.
+type stallConn struct {
+	net.Conn
+	mu      sync.Mutex
+	left    int
+	release <-chan struct{}
+}
+
+func (c *stallConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	n := min(len(p), c.left)
+	c.left -= n
+	c.mu.Unlock()
+	if n > 0 {
+		if _, err := c.Conn.Write(p[:n]); err != nil {
+			return 0, err
+		}
+	}
+	if n < len(p) {
+		<-c.release
+		return n, net.ErrClosed
+	}
+	return n, nil
+}
+
+// stallingClient returns a gRPC client whose connection stops sending
+// after limit bytes; it is closed at the end of the test.
+func stallingClient(t *testing.T, addr string, limit int) *grpc.ClientConn {
+	t.Helper()
+	release := make(chan struct{})
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			nc, err := (&net.Dialer{}).DialContext(ctx, "tcp", a)
+			if err != nil {
+				return nil, err
+			}
+			return &stallConn{Conn: nc, left: limit, release: release}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(release); cc.Close() })
+	return cc
+}
+
+// throttled reports whether err is the THROTTLED refusal of a spent
+// request budget.
+func throttled(err error) bool {
+	st, _ := status.FromError(err)
+	return st.Code() == codes.ResourceExhausted && errorReason(st) == "THROTTLED"
+}
+
+// Calls that stop in the middle of their request message, and calls that
+// stream no message, hold at most the request budget (docs/operations.md,
+// "Memory bounds"): once it is spent further calls are refused with
+// THROTTLED before any byte of their message is read, and after the
+// receive timeout the stalled calls are cancelled and the server serves
+// again.
+func TestGRPCRequestBudget(t *testing.T) {
+	const batch = 1 << 20
+	perCall := int64(batch + 1<<20) // the receive limit: batch + 1 MiB of framing
+	cases := []struct {
+		name  string
+		stall func(t *testing.T, n *node, ctx context.Context)
+	}{
+		{"publish stalled mid-message", func(t *testing.T, n *node, ctx context.Context) {
+			cc := stallingClient(t, n.grpcAddr, 128<<10)
+			req := &sqv1.PublishRequest{Topic: "t", Records: []*sqv1.Record{{Value: make([]byte, batch-4096)}}}
+			go sqv1.NewMessagingClient(cc).Publish(ctx, req)
+		}},
+		{"create topic stalled mid-message", func(t *testing.T, n *node, ctx context.Context) {
+			cc := stallingClient(t, n.grpcAddr, 128<<10)
+			req := &sqv1.CreateTopicRequest{Name: string(make([]byte, batch-4096)), Partitions: 1}
+			go sqv1.NewTopicsClient(cc).CreateTopic(ctx, req)
+		}},
+		{"publish stream sending nothing", func(t *testing.T, n *node, ctx context.Context) {
+			if _, err := sqv1.NewMessagingClient(n.conn).PublishStream(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := startNode(t, control.Options{MaxBatchBytes: batch, MaxInflightRequestBytes: 2 * perCall,
+				RecvTimeout: time.Second})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			topics := sqv1.NewTopicsClient(n.conn)
+			list := func() error {
+				cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+				defer ccancel()
+				_, err := topics.ListTopics(cctx, &sqv1.ListTopicsRequest{})
+				return err
+			}
+			if err := list(); err != nil {
+				t.Fatalf("ListTopics before the stall: %v", err)
+			}
+			for range 3 { // one more than the budget holds
+				tc.stall(t, n, ctx)
+			}
+			eventually(t, "a call refused with THROTTLED", func() bool { return throttled(list()) })
+			if v := value(scrape(t, n), "sq_grpc_throttled_calls_total", nil); v < 1 {
+				t.Fatalf("sq_grpc_throttled_calls_total = %v, want at least 1", v)
+			}
+			eventually(t, "the stalled calls cancelled after the receive timeout", func() bool {
+				err := list()
+				if err != nil && !throttled(err) {
+					t.Fatalf("ListTopics: %v, want success or THROTTLED", err)
+				}
+				return err == nil
+			})
+		})
+	}
+}
+
+// A budget that cannot hold one request of the receive limit is refused.
+func TestGRPCRequestBudgetValidate(t *testing.T) {
+	_, err := control.New(control.Options{MaxBatchBytes: 1 << 20, MaxInflightRequestBytes: 2<<20 - 1})
+	if err == nil {
+		t.Fatal("control.New accepted a request budget below one request")
+	}
+	if _, err := control.New(control.Options{MaxBatchBytes: 1 << 20, MaxInflightRequestBytes: 2 << 20}); err != nil {
+		t.Fatalf("control.New with a budget of exactly one request: %v", err)
+	}
+}
