@@ -70,6 +70,8 @@ func newMetrics(s *Server) *metrics {
 	m.reg.MustRegister(&topicCounters{s: s, vecs: []*prometheus.CounterVec{m.publishedRecords, m.publishedBytes, m.fetchedRecords, m.fetchedBytes}},
 		m.publishErrors, m.fetchErrors, m.publishLatency, m.fetchLatency, m.fsyncLatency, m.fsyncBatches,
 		m.fsyncErrors, m.connections, m.grpcInFlight, m.grpcRejected, m.grpcThrottled,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_grpc_request_budget_used_bytes", Help: "Bytes of the gRPC request budget (--max-inflight-request-bytes) held by requests being received and Subscribe responses being sent."},
+			func() float64 { return float64(s.recv.inUse()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_inflight_requests", Help: "Engine appends and fetches in progress, every plane."},
 			func() float64 {
 				if !s.hasEngine() {

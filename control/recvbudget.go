@@ -35,8 +35,10 @@ type recvBudget struct {
 	charge  int64 // bytes per call; the receive limit
 	timeout time.Duration
 
-	mu   sync.Mutex
-	used int64
+	mu       sync.Mutex
+	used     int64         // bytes held, receives and sends
+	sendUsed int64         // bytes of used held by Subscribe responses, at most max/2
+	changed  chan struct{} // closed and replaced when bytes are given back
 
 	refused atomic.Int64
 
@@ -59,10 +61,91 @@ type recvCallKey struct{}
 // release gives the call's charge back, once.
 func (c *recvCall) release() {
 	if c.released.CompareAndSwap(false, true) {
-		c.b.mu.Lock()
-		c.b.used -= c.n
-		c.b.mu.Unlock()
+		c.b.give(c.n, 0)
 	}
+}
+
+// give returns n bytes, send of them held by responses, and wakes the
+// waiting senders.
+func (b *recvBudget) give(n, send int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.sendUsed -= send
+	if b.changed != nil {
+		close(b.changed)
+		b.changed = nil
+	}
+	b.mu.Unlock()
+}
+
+// acquireSend takes n bytes (at most half the budget) for a Subscribe
+// response, waiting while they do not fit, at most b.timeout: responses
+// may hold half the budget, so calls receiving their requests always
+// find the other half. It fails with THROTTLED after the timeout, or with
+// ctx's error.
+func (b *recvBudget) acquireSend(ctx context.Context, n int64) (int64, error) {
+	n = min(n, b.max/2)
+	var timeout <-chan time.Time
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.max && b.sendUsed+n <= b.max/2 {
+			b.used += n
+			b.sendUsed += n
+			b.mu.Unlock()
+			return n, nil
+		}
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(b.timeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-timeout:
+			return 0, api.NewError(api.CodeThrottled,
+				"control: subscribe: no room for a %d-byte response in the gRPC request budget (%d bytes, half for responses) within %v; subscribe again",
+				n, b.max, b.timeout)
+		}
+	}
+}
+
+// sendCharges are the budget charges of one Subscribe stream: the
+// response being sent, and the one sent before it, which gRPC may still
+// hold until the next Send returns (a Send waits until the stream's
+// earlier data is written but for its 64 KiB write quota).
+type sendCharges struct {
+	b         *recvBudget
+	prev, cur int64
+}
+
+// acquire charges the next response n bytes.
+func (c *sendCharges) acquire(ctx context.Context, n int64) error {
+	got, err := c.b.acquireSend(ctx, n)
+	c.cur += got
+	return err
+}
+
+// sent records that the current response's Sends returned: the one
+// before it is written and its charge given back.
+func (c *sendCharges) sent() {
+	c.b.give(c.prev, c.prev)
+	c.prev, c.cur = c.cur, 0
+}
+
+// releaseAll gives back every charge; the stream has ended.
+func (c *sendCharges) releaseAll() {
+	c.b.give(c.prev+c.cur, c.prev+c.cur)
+	c.prev, c.cur = 0, 0
 }
 
 // tryAcquire takes n bytes if they fit beside the others.

@@ -142,3 +142,82 @@ func TestGRPCRequestBudgetValidate(t *testing.T) {
 		t.Fatalf("control.New with a budget of exactly one request: %v", err)
 	}
 }
+
+// Subscribe streams whose client stops reading hold at most half the
+// request budget in responses (docs/operations.md, "Memory bounds"):
+// another subscription then waits for room and, after the receive
+// timeout, ends with THROTTLED; once the stalled client leaves, it reads
+// every record.
+func TestGRPCSubscribeBudget(t *testing.T) {
+	const budget = 32 << 20
+	n := startNode(t, control.Options{MaxBatchBytes: 1 << 20, MaxInflightRequestBytes: budget, RecvTimeout: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := sqv1.NewTopicsClient(n.conn).CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "big", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	msg := sqv1.NewMessagingClient(n.conn)
+	const records, valueBytes = 280, 60 << 10
+	for i := 0; i < records; i += 4 {
+		req := &sqv1.PublishRequest{Topic: "big"}
+		for range 4 {
+			req.Records = append(req.Records, &sqv1.Record{Value: make([]byte, valueBytes)})
+		}
+		if _, err := msg.Publish(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A client that never reads: the server may write 64 KiB per stream.
+	stalled, err := grpc.NewClient(n.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	for range 4 {
+		if _, err := sqv1.NewMessagingClient(stalled).Subscribe(sctx, &sqv1.SubscribeRequest{Topic: "big", MaxBytes: 1<<31 - 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the stalled streams holding half the budget", func() bool {
+		return value(scrape(t, n), "sq_grpc_request_budget_used_bytes", nil) >= budget/2-4<<20
+	})
+	if v := value(scrape(t, n), "sq_grpc_request_budget_used_bytes", nil); v > budget/2 {
+		t.Fatalf("responses hold %v bytes of the budget, above half of %d", v, budget)
+	}
+	sub, err := msg.Subscribe(ctx, &sqv1.SubscribeRequest{Topic: "big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := sub.Recv()
+		if err == nil {
+			continue // what fitted before the stalled streams took the budget
+		}
+		if !throttled(err) {
+			t.Fatalf("subscription beside the stalled ones: %v, want THROTTLED", err)
+		}
+		break
+	}
+	scancel()
+	stalled.Close()
+	sub, err = msg.Subscribe(ctx, &sqv1.SubscribeRequest{Topic: "big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := uint64(0)
+	for next < records {
+		resp, err := sub.Recv()
+		if err != nil {
+			t.Fatalf("subscription after the stalled client left, at offset %d: %v", next, err)
+		}
+		for _, r := range resp.Records {
+			if r.Offset != next || len(r.Value) != valueBytes {
+				t.Fatalf("record at offset %d with %d bytes, want offset %d with %d", r.Offset, len(r.Value), next, valueBytes)
+			}
+			next++
+		}
+	}
+}
