@@ -70,13 +70,16 @@ type Options struct {
 	// DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams uint32
 	// MaxInflightRequestBytes bounds, in bytes, the request messages all
-	// gRPC calls together may be receiving: a call is charged MaxBatchBytes
-	// plus 1 MiB (the receive limit) when its headers arrive, before any
+	// gRPC calls together may hold: a call is charged twice the receive
+	// limit (MaxBatchBytes plus 1 MiB: the bytes as they arrived and their
+	// contiguous copy while decoding) when its headers arrive, before any
 	// byte of its message is read, and gives it back once its message is
-	// received (a call whose client streams messages: when it ends). A call
-	// that finds no room is refused at once with THROTTLED (gRPC
-	// RESOURCE_EXHAUSTED, retriable). At least MaxBatchBytes plus 1 MiB.
-	// Default DefaultMaxInflightRequestBytes.
+	// received (a call whose client streams messages: when it ends); a
+	// request whose decoded form is larger than 64 KiB is charged its
+	// estimated decoded size until its handler is done with it; Subscribe
+	// responses take up to half. A call that finds no room is refused at
+	// once with THROTTLED (gRPC RESOURCE_EXHAUSTED, retriable). At least
+	// 2 × (MaxBatchBytes + 1 MiB). Default DefaultMaxInflightRequestBytes.
 	MaxInflightRequestBytes int64
 	// RecvTimeout bounds the wait for a call's request message from its
 	// headers (for a call whose client streams messages: from its headers
@@ -145,8 +148,8 @@ func (o *Options) Validate() error {
 	if o.MaxConnections < 1 {
 		errs = append(errs, errors.New("control: MaxConnections must be positive"))
 	}
-	if need := int64(o.MaxBatchBytes) + grpcFramingBytes; o.MaxInflightRequestBytes < need {
-		errs = append(errs, fmt.Errorf("control: MaxInflightRequestBytes %d must hold one request of MaxBatchBytes + 1 MiB = %d", o.MaxInflightRequestBytes, need))
+	if need := recvCharge(o.MaxBatchBytes); o.MaxInflightRequestBytes < need {
+		errs = append(errs, fmt.Errorf("control: MaxInflightRequestBytes %d must hold one request's charge, 2 × (MaxBatchBytes + 1 MiB) = %d", o.MaxInflightRequestBytes, need))
 	}
 	if o.RecvTimeout < 0 {
 		errs = append(errs, errors.New("control: RecvTimeout must be positive"))

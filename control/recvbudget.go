@@ -21,7 +21,7 @@ var errRecvTimeout = errors.New("control: request message not received within th
 // their request messages arrive. grpc-go buffers a message as its bytes
 // arrive, up to the server's receive limit (MaxBatchBytes + 1 MiB), and
 // exposes no hook between its 5-byte length prefix and its body; so each
-// call is charged that limit when its HEADERS frame arrives (tap.
+// call is charged twice that limit (recvCharge) when its HEADERS frame arrives (tap.
 // ServerInHandle), before any byte of its message is read, and gives it
 // back once its message is received (stats.InPayload) or, for a call
 // whose client streams messages, when it ends. The charge is taken without
@@ -45,6 +45,17 @@ type recvBudget struct {
 	methodsOnce  sync.Once
 	clientStream map[string]bool // full method name -> client streams messages
 }
+
+// recvCharge is what a call is charged while its request arrives, in
+// bytes: twice the receive limit (maxBatchBytes + 1 MiB), because grpc-go
+// holds a message's bytes as they arrived and, while decoding it, a
+// contiguous copy of them.
+func recvCharge(maxBatchBytes int) int64 { return 2 * int64(maxBatchBytes+grpcFramingBytes) }
+
+// MinInflightRequestBytes is the least Options.MaxInflightRequestBytes
+// New accepts for a batch limit of maxBatchBytes: one call's charge,
+// 2 × (maxBatchBytes + 1 MiB) bytes.
+func MinInflightRequestBytes(maxBatchBytes int) int64 { return recvCharge(maxBatchBytes) }
 
 // recvCall is the charge of one call, found in its context.
 type recvCall struct {

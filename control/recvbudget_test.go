@@ -1,6 +1,7 @@
 package control_test
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"sync"
@@ -77,7 +78,7 @@ func throttled(err error) bool {
 // again.
 func TestGRPCRequestBudget(t *testing.T) {
 	const batch = 1 << 20
-	perCall := int64(batch + 1<<20) // the receive limit: batch + 1 MiB of framing
+	perCall := int64(2 * (batch + 1<<20)) // twice the receive limit: batch + 1 MiB of framing
 	cases := []struct {
 		name  string
 		stall func(t *testing.T, n *node, ctx context.Context)
@@ -134,11 +135,11 @@ func TestGRPCRequestBudget(t *testing.T) {
 
 // A budget that cannot hold one request of the receive limit is refused.
 func TestGRPCRequestBudgetValidate(t *testing.T) {
-	_, err := control.New(control.Options{MaxBatchBytes: 1 << 20, MaxInflightRequestBytes: 2<<20 - 1})
+	_, err := control.New(control.Options{MaxBatchBytes: 1 << 20, MaxInflightRequestBytes: 4<<20 - 1})
 	if err == nil {
 		t.Fatal("control.New accepted a request budget below one request")
 	}
-	if _, err := control.New(control.Options{MaxBatchBytes: 1 << 20, MaxInflightRequestBytes: 2 << 20}); err != nil {
+	if _, err := control.New(control.Options{MaxBatchBytes: 1 << 20, MaxInflightRequestBytes: 4 << 20}); err != nil {
 		t.Fatalf("control.New with a budget of exactly one request: %v", err)
 	}
 }
@@ -219,5 +220,36 @@ func TestGRPCSubscribeBudget(t *testing.T) {
 			}
 			next++
 		}
+	}
+}
+
+// A request whose decoded form would be many times its wire bytes (very
+// many empty records or entries) is charged its estimated decoded size
+// before it is decoded: beyond what the budget can hold it is refused
+// with MESSAGE_TOO_LARGE, whatever method carries it, and the server
+// serves on.
+func TestGRPCRequestDecodedSizeCharged(t *testing.T) {
+	const batch = 1 << 20
+	n := startNode(t, control.Options{MaxBatchBytes: batch, MaxInflightRequestBytes: 16 << 20})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Field 3 (records) of PublishRequest, or 2 (offsets) of
+	// CommitOffsetsRequest, as empty messages: 2 bytes each.
+	for _, tc := range []struct {
+		method string
+		elem   []byte
+	}{{"/sq.v1.Messaging/Publish", []byte{0x1a, 0}}, {"/sq.v1.Messaging/CommitOffsets", []byte{0x12, 0}}} {
+		msg := bytes.Repeat(tc.elem, batch/2-8)
+		err := n.conn.Invoke(ctx, tc.method, &msg, new([]byte), grpc.ForceCodec(rawCodec{}))
+		st, _ := status.FromError(err)
+		if st.Code() != codes.ResourceExhausted || errorReason(st) != "MESSAGE_TOO_LARGE" {
+			t.Errorf("%s of %d empty elements: %v, want MESSAGE_TOO_LARGE", tc.method, len(msg)/2, err)
+		}
+	}
+	if _, err := sqv1.NewTopicsClient(n.conn).ListTopics(ctx, &sqv1.ListTopicsRequest{}); err != nil {
+		t.Fatalf("ListTopics after the refusals: %v", err)
+	}
+	if v := value(scrape(t, n), "sq_grpc_request_budget_used_bytes", nil); v != 0 {
+		t.Fatalf("%v bytes of the budget held after the calls ended", v)
 	}
 }

@@ -121,12 +121,24 @@ func (s *h2Staller) open(id uint32, path string) {
 }
 
 // stall sends on stream id a message of declared bytes but its last byte.
-func (s *h2Staller) stall(id uint32, declared int) {
+func (s *h2Staller) stall(id uint32, declared int) { s.send(id, declared, nil) }
+
+// send sends on stream id a message of declared bytes: with fill, the
+// pattern repeated, all of it, ending the stream; without, zeros but the
+// last byte.
+func (s *h2Staller) send(id uint32, declared int, fill []byte) {
 	chunk := make([]byte, 16384)
 	prefix := make([]byte, 5)
 	binary.BigEndian.PutUint32(prefix[1:], uint32(declared))
 	copy(chunk, prefix)
-	for left := declared + 5 - 1; left > 0; {
+	left, pos := declared+5-1, 0
+	if fill != nil {
+		left++
+		for i := 5; i < len(chunk); i++ {
+			chunk[i] = fill[(i-5)%len(fill)]
+		}
+	}
+	for left > 0 {
 		n := min(left, len(chunk))
 		s.mu.Lock()
 		for {
@@ -143,12 +155,87 @@ func (s *h2Staller) stall(id uint32, declared int) {
 		s.win[id] -= int64(n)
 		s.conn -= int64(n)
 		s.mu.Unlock()
-		if s.write(h2Frame(0, 0, id, chunk[:n])) != nil {
+		var end byte
+		if fill != nil && n == left {
+			end = 1 // END_STREAM
+		}
+		if s.write(h2Frame(0, end, id, chunk[:n])) != nil {
 			return
 		}
+		pos += n
 		chunk = make([]byte, 16384) // the prefix only in the first
+		for i := range chunk {
+			if fill != nil {
+				chunk[i] = fill[(pos-5+i)%len(fill)]
+			}
+		}
 		left -= n
 	}
+}
+
+// TestGRPCMemoryBoundAgainstAmplifiedRequests runs a real sq-server with
+// the default limits and sends, on 2 gRPC connections, 100 Publish and 100
+// CommitOffsets calls each of a whole 16 MiB message of empty records or
+// entries (2 bytes each, some 100 times that once decoded). They are
+// refused with MESSAGE_TOO_LARGE before they are decoded; RssAnon,
+// sampled throughout, stays under rssAnonLimit.
+func TestGRPCMemoryBoundAgainstAmplifiedRequests(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	grpcAddr, httpAddr := controlAddrs(t, srv)
+	pid := srv.cmd.Process.Pid
+	peak := rssAnon(t, pid)
+	base := peak
+	var writers sync.WaitGroup
+	var stallers []*h2Staller
+	defer func() {
+		for _, s := range stallers {
+			s.nc.Close()
+		}
+		writers.Wait()
+	}()
+	for _, m := range []struct {
+		path string
+		elem []byte
+	}{{"/sq.v1.Messaging/Publish", []byte{0x1a, 0}}, {"/sq.v1.Messaging/CommitOffsets", []byte{0x12, 0}}} {
+		s := newH2Staller(t, grpcAddr)
+		stallers = append(stallers, s)
+		for i := range 100 {
+			s.open(uint32(2*i+1), m.path)
+			writers.Go(func() { s.send(uint32(2*i+1), api16MiB, m.elem) })
+		}
+	}
+	done := make(chan struct{})
+	go func() { writers.Wait(); close(done) }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for finished := false; !finished; {
+		select {
+		case <-done:
+			finished = true
+		case <-time.After(20 * time.Millisecond): // sampling interval, not a wait for state
+		}
+		r := rssAnon(t, pid)
+		peak = max(peak, r)
+		if r >= rssAnonLimit {
+			t.Fatalf("RssAnon %d MiB, limit %d MiB", r>>20, rssAnonLimit>>20)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the 200 calls were not all sent or refused within 2 minutes")
+		}
+	}
+	for metricValue(t, httpAddr, "sq_grpc_request_budget_used_bytes") != 0 {
+		r := rssAnon(t, pid)
+		peak = max(peak, r)
+		if r >= rssAnonLimit {
+			t.Fatalf("RssAnon %d MiB, limit %d MiB", r>>20, rssAnonLimit>>20)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v bytes of the budget still held after every call was sent",
+				metricValue(t, httpAddr, "sq_grpc_request_budget_used_bytes"))
+		}
+		time.Sleep(20 * time.Millisecond) // sampling interval, not a wait for state
+	}
+	t.Logf("RssAnon %d MiB before, peak %d MiB", base>>20, peak>>20)
 }
 
 // TestGRPCMemoryBoundAgainstStalledCalls runs a real sq-server with the
@@ -165,7 +252,7 @@ func TestGRPCMemoryBoundAgainstStalledCalls(t *testing.T) {
 	grpcAddr, httpAddr := controlAddrs(t, srv)
 	sqOK(t, srv.addr, nil, "topic", "create", "m")
 	pid := srv.cmd.Process.Pid
-	const perCall = 17 << 20 // --max-batch-bytes + 1 MiB
+	const perCall = 34 << 20 // 2 × (--max-batch-bytes + 1 MiB)
 	granted := float64(budgetBytes / perCall)
 	peak := rssAnon(t, pid)
 	base := peak
