@@ -174,6 +174,7 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 	defer cancel()
 	sc := &sendCharges{b: s.recv}
 	defer sc.releaseAll()
+	sc.probe = func() error { return stream.Send(proto.Clone(sc.tmpl).(*sqv1.SubscribeResponse)) }
 	go func() {
 		select {
 		case <-s.closing:
@@ -449,6 +450,7 @@ func (s *Server) sendRecords(ctx context.Context, send func(*sqv1.SubscribeRespo
 			return off, nil
 		}
 		charge := 2 * int64(proto.Size(tmpl)+size)
+		sc.tmpl = tmpl // a probe response: no records, the read's fields
 		if err := sc.acquire(ctx, charge); err != nil {
 			return off, err
 		}

@@ -71,7 +71,9 @@ func newMetrics(s *Server) *metrics {
 		m.publishErrors, m.fetchErrors, m.publishLatency, m.fetchLatency, m.fsyncLatency, m.fsyncBatches,
 		m.fsyncErrors, m.connections, m.grpcInFlight, m.grpcRejected, m.grpcThrottled,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_grpc_request_budget_used_bytes", Help: "Bytes of the gRPC request budget (--max-inflight-request-bytes) held by requests being received and Subscribe responses being sent."},
-			func() float64 { return float64(s.recv.inUse()) }),
+			func() float64 { all, _ := s.recv.inUse(); return float64(all) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_grpc_subscribe_response_bytes", Help: "Bytes of the gRPC request budget held by Subscribe responses being sent (at most half the budget)."},
+			func() float64 { _, resp := s.recv.inUse(); return float64(resp) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_inflight_requests", Help: "Engine appends and fetches in progress, every plane."},
 			func() float64 {
 				if !s.hasEngine() {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/sqv1"
 )
 
 // errRecvTimeout ends a call whose request message did not arrive within
@@ -26,10 +27,10 @@ var errRecvTimeout = errors.New("control: request message not received within th
 // back once its message is received (stats.InPayload) or, for a call
 // whose client streams messages, when it ends. The charge is taken without
 // waiting: the tap runs on the connection's reader goroutine, and a wait
-// there would stall the other calls of the connection, among them the
-// ones holding the budget. A call that finds no room is refused with
-// THROTTLED (gRPC RESOURCE_EXHAUSTED, retriable) before anything of it is
-// read.
+// there would stop the connection's other calls, among them ones holding
+// the budget while the rest of their message waits behind it. A call that
+// finds no room is refused with THROTTLED (gRPC RESOURCE_EXHAUSTED,
+// retriable) before anything of it is read.
 type recvBudget struct {
 	max     int64 // bytes; Options.MaxInflightRequestBytes
 	charge  int64 // bytes per call; the receive limit
@@ -39,6 +40,7 @@ type recvBudget struct {
 	used     int64         // bytes held, receives and sends
 	sendUsed int64         // bytes of used held by Subscribe responses, at most max/2
 	changed  chan struct{} // closed and replaced when bytes are given back
+	sendQ    []*sendWaiter // responses waiting for room, in arrival order
 
 	refused atomic.Int64
 
@@ -85,6 +87,7 @@ func (b *recvBudget) give(n, send int64) {
 	b.mu.Lock()
 	b.used -= n
 	b.sendUsed -= send
+	b.grantLocked()
 	if b.changed != nil {
 		close(b.changed)
 		b.changed = nil
@@ -92,43 +95,82 @@ func (b *recvBudget) give(n, send int64) {
 	b.mu.Unlock()
 }
 
+// sendWaiter is a Subscribe response waiting for room, in arrival order.
+type sendWaiter struct {
+	n       int64
+	ready   chan struct{} // closed once granted
+	granted bool
+}
+
 // acquireSend takes n bytes (at most half the budget) for a Subscribe
-// response, waiting while they do not fit, at most b.timeout: responses
-// may hold half the budget, so calls receiving their requests always
-// find the other half. It fails with THROTTLED after the timeout, or with
-// ctx's error.
-func (b *recvBudget) acquireSend(ctx context.Context, n int64) (int64, error) {
+// response, waiting in arrival order while they do not fit, at most wait:
+// responses may hold half the budget, so calls receiving their requests
+// always find the other half. It returns 0 and no error when wait passed
+// (for a wait shorter than b.timeout), THROTTLED after b.timeout, or ctx's
+// error.
+func (b *recvBudget) acquireSend(ctx context.Context, n int64, wait time.Duration) (int64, error) {
 	n = min(n, b.max/2)
-	var timeout <-chan time.Time
-	for {
-		b.mu.Lock()
-		if b.used+n <= b.max && b.sendUsed+n <= b.max/2 {
-			b.used += n
-			b.sendUsed += n
-			b.mu.Unlock()
-			return n, nil
-		}
-		if b.changed == nil {
-			b.changed = make(chan struct{})
-		}
-		ch := b.changed
+	b.mu.Lock()
+	if len(b.sendQ) == 0 && b.sendFitsLocked(n) {
+		b.used += n
+		b.sendUsed += n
 		b.mu.Unlock()
-		if timeout == nil {
-			t := time.NewTimer(b.timeout)
-			defer t.Stop()
-			timeout = t.C
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-timeout:
-			return 0, api.NewError(api.CodeThrottled,
+		return n, nil
+	}
+	w := &sendWaiter{n: n, ready: make(chan struct{})}
+	b.sendQ = append(b.sendQ, w)
+	b.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	var err error
+	select {
+	case <-w.ready:
+		return n, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-t.C:
+		if wait >= b.timeout {
+			err = api.NewError(api.CodeThrottled,
 				"control: subscribe: no room for a %d-byte response in the gRPC request budget (%d bytes, half for responses) within %v; subscribe again",
 				n, b.max, b.timeout)
 		}
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w.granted {
+		return n, nil
+	}
+	for i, q := range b.sendQ {
+		if q == w {
+			b.sendQ = append(b.sendQ[:i], b.sendQ[i+1:]...)
+			break
+		}
+	}
+	b.grantLocked()
+	return 0, err
 }
+
+// sendFitsLocked reports whether a response of n bytes fits now.
+func (b *recvBudget) sendFitsLocked(n int64) bool {
+	return b.used+n <= b.max && b.sendUsed+n <= b.max/2
+}
+
+// grantLocked grants waiting responses in order while the first fits.
+func (b *recvBudget) grantLocked() {
+	for len(b.sendQ) > 0 && b.sendFitsLocked(b.sendQ[0].n) {
+		w := b.sendQ[0]
+		b.sendQ = b.sendQ[1:]
+		b.used += w.n
+		b.sendUsed += w.n
+		w.granted = true
+		close(w.ready)
+	}
+}
+
+// drainProbeWait is how long a stream that holds the charge of a response
+// gRPC may not have written yet waits for room before it probes whether
+// that response was written.
+const drainProbeWait = 50 * time.Millisecond
 
 // sendCharges are the budget charges of one Subscribe stream: the
 // response being sent, and the one sent before it, which gRPC may still
@@ -137,11 +179,35 @@ func (b *recvBudget) acquireSend(ctx context.Context, n int64) (int64, error) {
 type sendCharges struct {
 	b         *recvBudget
 	prev, cur int64
+	// probe sends tmpl, a response without records: it returns once the
+	// previous response is written.
+	probe func() error
+	tmpl  *sqv1.SubscribeResponse
 }
 
-// acquire charges the next response n bytes.
+// acquire charges the next response n bytes. A stream that holds the
+// previous response's charge does not wait for room with it: after
+// drainProbeWait it sends a response without records, which returns once
+// the previous one is written, gives that charge back and waits without
+// holding anything. So waiting streams never hold the budget that would
+// let them go on, and a client that stops reading holds its charge while
+// its Send blocks.
 func (c *sendCharges) acquire(ctx context.Context, n int64) error {
-	got, err := c.b.acquireSend(ctx, n)
+	wait := c.b.timeout
+	if c.prev > 0 && c.probe != nil {
+		wait = min(drainProbeWait, c.b.timeout)
+	}
+	got, err := c.b.acquireSend(ctx, n, wait)
+	if err != nil || got > 0 {
+		c.cur += got
+		return err
+	}
+	if err := c.probe(); err != nil {
+		return err
+	}
+	c.b.give(c.prev, c.prev)
+	c.prev = 0
+	got, err = c.b.acquireSend(ctx, n, c.b.timeout)
 	c.cur += got
 	return err
 }
@@ -170,11 +236,12 @@ func (b *recvBudget) tryAcquire(n int64) bool {
 	return true
 }
 
-// inUse returns the bytes held now.
-func (b *recvBudget) inUse() int64 {
+// inUse returns the bytes held now, and those of them held by Subscribe
+// responses.
+func (b *recvBudget) inUse() (all, responses int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.used
+	return b.used, b.sendUsed
 }
 
 // tap is the server's tap.ServerInHandle: it charges a call of a

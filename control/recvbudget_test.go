@@ -94,15 +94,24 @@ func TestGRPCRequestBudget(t *testing.T) {
 			go sqv1.NewTopicsClient(cc).CreateTopic(ctx, req)
 		}},
 		{"publish stream sending nothing", func(t *testing.T, n *node, ctx context.Context) {
-			if _, err := sqv1.NewMessagingClient(n.conn).PublishStream(ctx); err != nil {
+			cc, err := grpc.NewClient(n.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cc.Close() })
+			if _, err := sqv1.NewMessagingClient(cc).PublishStream(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// The receive timeout is above the 2 s a call's headers wait
+			// for room, so a call finds the budget spent before the
+			// stalled calls are cancelled.
 			n := startNode(t, control.Options{MaxBatchBytes: batch, MaxInflightRequestBytes: 2 * perCall,
-				RecvTimeout: time.Second})
+				RecvTimeout: 4 * time.Second})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			topics := sqv1.NewTopicsClient(n.conn)
@@ -183,9 +192,9 @@ func TestGRPCSubscribeBudget(t *testing.T) {
 		}
 	}
 	eventually(t, "the stalled streams holding half the budget", func() bool {
-		return value(scrape(t, n), "sq_grpc_request_budget_used_bytes", nil) >= budget/2-4<<20
+		return value(scrape(t, n), "sq_grpc_subscribe_response_bytes", nil) >= budget/2-4<<20
 	})
-	if v := value(scrape(t, n), "sq_grpc_request_budget_used_bytes", nil); v > budget/2 {
+	if v := value(scrape(t, n), "sq_grpc_subscribe_response_bytes", nil); v > budget/2 {
 		t.Fatalf("responses hold %v bytes of the budget, above half of %d", v, budget)
 	}
 	sub, err := msg.Subscribe(ctx, &sqv1.SubscribeRequest{Topic: "big"})
@@ -251,5 +260,64 @@ func TestGRPCRequestDecodedSizeCharged(t *testing.T) {
 	}
 	if v := value(scrape(t, n), "sq_grpc_request_budget_used_bytes", nil); v != 0 {
 		t.Fatalf("%v bytes of the budget held after the calls ended", v)
+	}
+}
+
+// Streams whose clients read never wait on each other for good: with
+// more streams reading large backlogs than the responses' half of the
+// budget holds at once, each reads every record, none is THROTTLED
+// (a stream waiting for room first gives back the charge of the response
+// gRPC has written).
+func TestGRPCSubscribeBudgetManyReaders(t *testing.T) {
+	// Responses of about 4 MiB are charged 8 MiB: 8 at once in the 64 MiB
+	// half, fewer than the 12 readers need; the other half lets the 12
+	// Subscribe calls (charged 4 MiB while their request arrives) in.
+	const budget = 128 << 20
+	n := startNode(t, control.Options{MaxBatchBytes: 1 << 20, MaxInflightRequestBytes: budget, RecvTimeout: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := sqv1.NewTopicsClient(n.conn).CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "big", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	msg := sqv1.NewMessagingClient(n.conn)
+	const records, valueBytes = 280, 60 << 10
+	for i := 0; i < records; i += 4 {
+		req := &sqv1.PublishRequest{Topic: "big"}
+		for range 4 {
+			req.Records = append(req.Records, &sqv1.Record{Value: make([]byte, valueBytes)})
+		}
+		if _, err := msg.Publish(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 12)
+	for range 12 {
+		wg.Go(func() {
+			sub, err := msg.Subscribe(ctx, &sqv1.SubscribeRequest{Topic: "big", MaxBytes: 1<<31 - 1})
+			if err != nil {
+				errs <- err
+				return
+			}
+			for next := uint64(0); next < records; {
+				resp, err := sub.Recv()
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, r := range resp.Records {
+					if r.Offset != next {
+						errs <- status.Errorf(codes.Internal, "offset %d, want %d", r.Offset, next)
+						return
+					}
+					next++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("reader: %v", err)
 	}
 }
