@@ -172,6 +172,9 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
+	sc := &sendCharges{b: s.recv}
+	defer sc.releaseAll()
+	sc.probe = func() error { return stream.Send(proto.Clone(sc.tmpl).(*sqv1.SubscribeResponse)) }
 	go func() {
 		select {
 		case <-s.closing:
@@ -207,19 +210,20 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 		explicit = false // from here on the position is the stream's own
 		resp := &sqv1.SubscribeResponse{Topic: req.Topic, Partition: req.Partition, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset,
 			TopicId: r.TopicID.Bytes()}
-		resp.Records, off, err = decodeRecords(r.Bufs, off)
+		before := off
+		off, err = s.sendRecords(ctx, stream.Send, sc, resp, r.Bufs, off)
 		r.Release()
 		if err != nil {
-			return api.NewError(api.CodeCorruptBatch, "%s/%d: %v", req.Topic, req.Partition, err)
+			if ctx.Err() != nil {
+				return ended()
+			}
+			return err
 		}
-		if len(resp.Records) == 0 {
+		if off == before {
 			if !longpoll.PauseAfterEmpty(ctx, started, s.opts.SubscribeMaxWait) {
 				break
 			}
 			continue
-		}
-		if err := sendSplit(stream.Send, resp, GrpcMaxMessageBytes); err != nil {
-			return err
 		}
 	}
 	return ended()
@@ -342,46 +346,126 @@ func (s *Server) logSkipped(req *sqv1.SubscribeRequest, what string, off, start 
 		"topic", req.Topic, "partition", req.Partition, "group", req.Group, "offset", off, "log_start", start, "skipped", start-off)
 }
 
-// decodeRecords copies the records at or above from out of the whole
-// batches in bufs and returns them with the offset to read next.
-func decodeRecords(bufs [][]byte, from uint64) ([]*sqv1.ConsumedRecord, uint64, error) {
-	var out []*sqv1.ConsumedRecord
+// walkRecords calls fn for each record at or above from in the whole
+// batches in bufs, in order, until fn returns false, and returns the
+// offset after the last record fn saw.
+func walkRecords(bufs [][]byte, from uint64, fn func(*batch.Record) bool) (uint64, error) {
 	next := from
 	var it batch.Iter
 	for _, buf := range bufs {
 		for len(buf) > 0 {
 			b, rest, h, err := batch.Split(buf, 0)
 			if err != nil {
-				return nil, from, err
+				return from, err
 			}
 			buf = rest
 			if h.NextOffset() <= next {
 				continue
 			}
 			if err := it.Reset(b); err != nil {
-				return nil, from, err
+				return from, err
 			}
 			for it.Next() {
 				r := it.Record()
-				if r.Offset < from {
+				if r.Offset < next {
 					continue
 				}
-				cr := &sqv1.ConsumedRecord{Offset: r.Offset, TimestampMs: r.Timestamp, Value: clone(r.Value)}
-				if r.Key != nil {
-					cr.Key = clone(r.Key)
+				next = r.Offset + 1
+				if !fn(r) {
+					return next, nil
 				}
-				for _, rh := range r.Headers {
-					cr.Headers = append(cr.Headers, &sqv1.RecordHeader{Key: []byte(rh.Key), Value: clone(rh.Value)})
-				}
-				out = append(out, cr)
 			}
 			if err := it.Err(); err != nil {
-				return nil, from, err
+				return from, err
 			}
 			next = h.NextOffset()
 		}
 	}
+	return next, nil
+}
+
+// recordSize is the encoded size of r as a ConsumedRecord inside a
+// SubscribeResponse (its field tag and length included).
+func recordSize(r *batch.Record) int {
+	n := protowire.SizeTag(1) + protowire.SizeVarint(r.Offset) + protowire.SizeTag(2) + protowire.SizeVarint(uint64(r.Timestamp)) +
+		protowire.SizeTag(4) + protowire.SizeBytes(len(r.Value))
+	if r.Key != nil {
+		n += protowire.SizeTag(3) + protowire.SizeBytes(len(r.Key))
+	}
+	for _, h := range r.Headers {
+		hn := protowire.SizeTag(1) + protowire.SizeBytes(len(h.Key)) + protowire.SizeTag(2) + protowire.SizeBytes(len(h.Value))
+		n += protowire.SizeTag(5) + protowire.SizeBytes(hn)
+	}
+	return protowire.SizeTag(3) + protowire.SizeBytes(n)
+}
+
+// measureRecords returns how many records at or above from, up to and
+// including the one that brings their encoded size to max bytes or more,
+// make the next response, and that size, without copying them.
+func measureRecords(bufs [][]byte, from uint64, max int) (count, size int, err error) {
+	_, err = walkRecords(bufs, from, func(r *batch.Record) bool {
+		count++
+		size += recordSize(r)
+		return size < max
+	})
+	return count, size, err
+}
+
+// decodeRecords copies count records at or above from out of the whole
+// batches in bufs and returns them with the offset to read next.
+func decodeRecords(bufs [][]byte, from uint64, count int) ([]*sqv1.ConsumedRecord, uint64, error) {
+	out := make([]*sqv1.ConsumedRecord, 0, count)
+	next, err := walkRecords(bufs, from, func(r *batch.Record) bool {
+		cr := &sqv1.ConsumedRecord{Offset: r.Offset, TimestampMs: r.Timestamp, Value: clone(r.Value)}
+		if r.Key != nil {
+			cr.Key = clone(r.Key)
+		}
+		for _, rh := range r.Headers {
+			cr.Headers = append(cr.Headers, &sqv1.RecordHeader{Key: []byte(rh.Key), Value: clone(rh.Value)})
+		}
+		out = append(out, cr)
+		return len(out) < count
+	})
+	if err != nil {
+		return nil, from, err
+	}
 	return out, next, nil
+}
+
+// sendRecords sends the records at or above from in bufs as responses
+// shaped like tmpl, one response's worth at a time: each is measured in
+// place, charged to the send budget (twice its size: the records and
+// gRPC's encoding of them) and only then copied, and its charge is held
+// until the stream's next Send returns (gRPC may still hold its encoding
+// until then). It returns the offset to read next.
+func (s *Server) sendRecords(ctx context.Context, send func(*sqv1.SubscribeResponse) error, sc *sendCharges,
+	tmpl *sqv1.SubscribeResponse, bufs [][]byte, from uint64) (uint64, error) {
+	off := from
+	for {
+		count, size, err := measureRecords(bufs, off, GrpcMaxMessageBytes-proto.Size(tmpl))
+		if err != nil {
+			return off, api.NewError(api.CodeCorruptBatch, "%s/%d: %v", tmpl.Topic, tmpl.Partition, err)
+		}
+		if count == 0 {
+			return off, nil
+		}
+		charge := 2 * int64(proto.Size(tmpl)+size)
+		sc.tmpl = tmpl // a probe response: no records, the read's fields
+		if err := sc.acquire(ctx, charge); err != nil {
+			return off, err
+		}
+		resp := proto.Clone(tmpl).(*sqv1.SubscribeResponse)
+		var next uint64
+		resp.Records, next, err = decodeRecords(bufs, off, count)
+		if err != nil {
+			return off, api.NewError(api.CodeCorruptBatch, "%s/%d: %v", tmpl.Topic, tmpl.Partition, err)
+		}
+		if err := sendSplit(send, resp, GrpcMaxMessageBytes); err != nil {
+			return off, err
+		}
+		sc.sent()
+		off = next
+	}
 }
 
 // clone copies b; nil stays nil, empty becomes empty.

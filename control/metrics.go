@@ -44,6 +44,7 @@ type metrics struct {
 	fsyncErrors                      prometheus.Counter
 	connections                      *prometheus.GaugeVec // {plane}
 	grpcInFlight                     prometheus.Gauge
+	grpcThrottled                    prometheus.Counter
 	grpcRejected                     prometheus.Counter
 	grpcRejectedCount                atomic.Uint64 // grpcRejected, for the log line
 }
@@ -64,10 +65,15 @@ func newMetrics(s *Server) *metrics {
 	m.fsyncErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "sq_fsync_errors_total", Help: "Failed fdatasyncs (each fails its partition)."})
 	m.connections = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sq_connections", Help: "Open client connections, per plane (capnp, grpc)."}, []string{"plane"})
 	m.grpcInFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "sq_grpc_inflight_requests", Help: "gRPC calls in progress (streams included)."})
+	m.grpcThrottled = prometheus.NewCounter(prometheus.CounterOpts{Name: "sq_grpc_throttled_calls_total", Help: "gRPC calls refused with THROTTLED because the request budget was spent."})
 	m.grpcRejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "sq_grpc_rejected_connections_total", Help: "gRPC connections closed at accept because --max-connections were open."})
 	m.reg.MustRegister(&topicCounters{s: s, vecs: []*prometheus.CounterVec{m.publishedRecords, m.publishedBytes, m.fetchedRecords, m.fetchedBytes}},
 		m.publishErrors, m.fetchErrors, m.publishLatency, m.fetchLatency, m.fsyncLatency, m.fsyncBatches,
-		m.fsyncErrors, m.connections, m.grpcInFlight, m.grpcRejected,
+		m.fsyncErrors, m.connections, m.grpcInFlight, m.grpcRejected, m.grpcThrottled,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_grpc_request_budget_used_bytes", Help: "Bytes of the gRPC request budget (--max-inflight-request-bytes) held by requests being received and Subscribe responses being sent."},
+			func() float64 { all, _ := s.recv.inUse(); return float64(all) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_grpc_subscribe_response_bytes", Help: "Bytes of the gRPC request budget held by Subscribe responses being sent (at most half the budget)."},
+			func() float64 { _, resp := s.recv.inUse(); return float64(resp) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_inflight_requests", Help: "Engine appends and fetches in progress, every plane."},
 			func() float64 {
 				if !s.hasEngine() {

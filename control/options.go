@@ -2,6 +2,7 @@ package control
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -19,6 +20,13 @@ const (
 	// Options.MaxConcurrentStreams: HTTP/2's recommended minimum (RFC 9113
 	// §6.5.2).
 	DefaultMaxConcurrentStreams = 100
+	// DefaultMaxInflightRequestBytes is the default of
+	// Options.MaxInflightRequestBytes: 256 MiB, the data plane's default
+	// request budget.
+	DefaultMaxInflightRequestBytes = 256 << 20
+	// DefaultRecvTimeout is the default of Options.RecvTimeout, the data
+	// plane's default frame read timeout.
+	DefaultRecvTimeout = 30 * time.Second
 )
 
 // Options configure a Server. The zero value is valid after Defaults.
@@ -61,6 +69,24 @@ type Options struct {
 	// bytes arrive, up to MaxBatchBytes plus 1 MiB per call. Default
 	// DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams uint32
+	// MaxInflightRequestBytes bounds, in bytes, the request messages all
+	// gRPC calls together may hold: a call is charged twice the receive
+	// limit (MaxBatchBytes plus 1 MiB: the bytes as they arrived and their
+	// contiguous copy while decoding) when its headers arrive, before any
+	// byte of its message is read, and gives it back once its message is
+	// received (a call whose client streams messages: when it ends); a
+	// request whose decoded form is larger than 64 KiB is charged its
+	// estimated decoded size until its handler is done with it; Subscribe
+	// responses take up to half. A call that finds no room is refused at
+	// once with THROTTLED (gRPC RESOURCE_EXHAUSTED, retriable). At least
+	// 2 × (MaxBatchBytes + 1 MiB). Default DefaultMaxInflightRequestBytes.
+	MaxInflightRequestBytes int64
+	// RecvTimeout bounds the wait for a call's request message from its
+	// headers (for a call whose client streams messages: from its headers
+	// or its previous message); past it the call is cancelled and its
+	// charge given back, so a client that stalls mid-message cannot hold
+	// the budget. Default DefaultRecvTimeout.
+	RecvTimeout time.Duration
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -93,6 +119,12 @@ func (o *Options) Defaults() {
 	if o.MaxConcurrentStreams == 0 {
 		o.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
+	if o.MaxInflightRequestBytes == 0 {
+		o.MaxInflightRequestBytes = DefaultMaxInflightRequestBytes
+	}
+	if o.RecvTimeout == 0 {
+		o.RecvTimeout = DefaultRecvTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -115,6 +147,12 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxConnections < 1 {
 		errs = append(errs, errors.New("control: MaxConnections must be positive"))
+	}
+	if need := recvCharge(o.MaxBatchBytes); o.MaxInflightRequestBytes < need {
+		errs = append(errs, fmt.Errorf("control: MaxInflightRequestBytes %d must hold one request's charge, 2 × (MaxBatchBytes + 1 MiB) = %d", o.MaxInflightRequestBytes, need))
+	}
+	if o.RecvTimeout < 0 {
+		errs = append(errs, errors.New("control: RecvTimeout must be positive"))
 	}
 	return errors.Join(errs...)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -64,6 +65,9 @@ type Server struct {
 
 	rr atomic.Uint32 // round-robin partition of keyless Publish with partition -1
 
+	recv    *recvBudget    // bounds the request messages being received
+	decoded decodedCharges // decoded request -> its charge in recv
+
 	addrMu sync.Mutex
 	addrs  map[string]string // plane -> bound listener address
 }
@@ -78,13 +82,19 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, started: opts.Now(), closing: make(chan struct{})}
+	s.recv = &recvBudget{max: opts.MaxInflightRequestBytes,
+		charge: recvCharge(opts.MaxBatchBytes), timeout: opts.RecvTimeout}
 	s.metrics = newMetrics(s)
 	s.grpc = grpc.NewServer(
 		// A publish carries up to one batch of records plus their framing.
 		grpc.MaxRecvMsgSize(opts.MaxBatchBytes+grpcFramingBytes),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor),
-		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor),
+		// Each call is charged that much before its message is read.
+		grpc.InTapHandle(s.tap),
+		grpc.StatsHandler(recvStats{s}),
+		grpc.ForceServerCodecV2(budgetCodec{s: s, base: encoding.GetCodecV2("proto")}),
+		grpc.ChainUnaryInterceptor(s.decodeUnary, s.metrics.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.decodeStream, s.metrics.streamInterceptor),
 	)
 	s.health = health.NewServer()
 	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)

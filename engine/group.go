@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seedqueue/sq/api"
@@ -22,6 +23,10 @@ const (
 	MaxSessionTimeout = 5 * time.Minute
 	// maxGroupMembers bounds the members of one group.
 	maxGroupMembers = 1000
+	// maxMembers bounds the members of every group together: each takes
+	// about 2 KiB with its group, so joins with ever new group names
+	// cannot grow the server's memory without end.
+	maxMembers = 50000
 )
 
 // Group states reported by ListGroups and DescribeGroup.
@@ -120,6 +125,9 @@ type coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	reaper sync.Once
+	// members counts the members of every group (maxMembers); changed
+	// under the group's lock.
+	members atomic.Int64
 }
 
 // coord returns the engine's coordinator, made on first use. It lives in
@@ -159,15 +167,40 @@ func (c *coordinator) expire(now time.Time) {
 		for id, m := range g.members {
 			if now.After(m.deadline) {
 				c.e.log.Info("group member session expired", "group", g.name, "member", id, "session", m.session)
-				delete(g.members, id)
+				c.removeMember(g, id)
 				changed = true
 			}
 		}
 		if changed {
 			c.rebalance(g)
+			c.dropIfUnused(g)
 		}
 		g.mu.Unlock()
 	}
+}
+
+// removeMember removes member id from g, locked.
+func (c *coordinator) removeMember(g *group, id string) {
+	if _, ok := g.members[id]; ok {
+		delete(g.members, id)
+		c.members.Add(-1)
+	}
+}
+
+// dropIfUnused forgets g, locked, once it has neither members nor
+// committed offsets: such a group does not exist for ListGroups and
+// DescribeGroup, and keeping it would let joins under ever new names
+// hold memory after their members left. A later join makes it anew.
+func (c *coordinator) dropIfUnused(g *group) {
+	if len(g.members) > 0 || c.e.hasOffsets(g.name) {
+		return
+	}
+	c.mu.Lock()
+	if c.groups[g.name] == g {
+		delete(c.groups, g.name)
+	}
+	c.mu.Unlock()
+	g.deleted = true
 }
 
 func (c *coordinator) snapshot() []*group {
@@ -257,6 +290,11 @@ func (e *Engine) JoinGroup(groupID, memberID, clientID string, topics []string, 
 		if len(g.members) >= maxGroupMembers {
 			return JoinResult{}, api.NewError(api.CodeInvalidRequest, "group %q has %d members, the maximum", groupID, maxGroupMembers)
 		}
+		if c.members.Add(1) > maxMembers {
+			c.members.Add(-1)
+			c.dropIfUnused(g)
+			return JoinResult{}, api.NewError(api.CodeThrottled, "the server has %d group members, the maximum over all groups; join again once members leave", maxMembers)
+		}
 		m = &member{id: newMemberID(), target: map[tp]bool{}, held: map[tp]bool{}}
 		g.members[m.id] = m
 	}
@@ -319,8 +357,10 @@ func (e *Engine) LeaveGroup(groupID, memberID string) error {
 	}
 	defer g.mu.Unlock()
 	if _, ok := g.members[memberID]; ok {
-		delete(g.members, memberID)
-		e.coord().rebalance(g)
+		c := e.coord()
+		c.removeMember(g, memberID)
+		c.rebalance(g)
+		c.dropIfUnused(g)
 	}
 	return nil
 }

@@ -334,6 +334,17 @@ func TestListAndDescribeAgreeOnGeneration(t *testing.T) {
 	e, _ := groupEngine(t, 1)
 	a := join(t, e, time.Second)
 	b := join(t, e, time.Second)
+	// Committed before the members leave: a group left with neither
+	// members nor offsets is forgotten, generation included.
+	rounds(t, e, 3, a, b)
+	owner := a
+	if b.owned[0] {
+		owner = b
+	}
+	res, err := e.CommitOffsets("g", owner.id, owner.gen, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}})
+	if err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("commit: %+v, %v", res, err)
+	}
 	e.LeaveGroup("g", b.id)
 	e.LeaveGroup("g", a.id)
 	if _, err := e.ResetOffsets("g", "t", ResetEarliest, 0); err != nil {

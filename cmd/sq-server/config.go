@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/net/dataplane"
 	"github.com/seedqueue/sq/ring"
@@ -159,10 +160,13 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("--max-record-bytes %d is larger than --max-batch-bytes %d", c.MaxRecord, c.MaxBatch))
 	}
 	// The budget must hold a largest frame and batch (dataplane.New checks
-	// the same).
+	// the same), and one gRPC request's charge (control.New checks it).
 	if c.MaxFrame > 0 && c.MaxBatch > 0 {
 		if need := dataplane.MinInFlightRequestBytes(uint32(min(c.MaxFrame, math.MaxUint32)), uint32(min(c.MaxBatch, math.MaxUint32))); c.MaxInflightRequestBytes < need {
 			errs = append(errs, fmt.Errorf("--max-inflight-request-bytes %d must hold one largest frame and batch: at least %d (8 x --max-frame-bytes + --max-batch-bytes + 16 KiB)",
+				c.MaxInflightRequestBytes, need))
+		} else if need := control.MinInflightRequestBytes(c.MaxBatch); c.MaxInflightRequestBytes < need {
+			errs = append(errs, fmt.Errorf("--max-inflight-request-bytes %d must hold one gRPC request's charge: at least %d (2 x (--max-batch-bytes + 1 MiB))",
 				c.MaxInflightRequestBytes, need))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/net/dataplane"
 	"github.com/seedqueue/sq/segment"
@@ -159,23 +160,28 @@ func TestMemoryBoundFlags(t *testing.T) {
 }
 
 // TestBudgetCheckAgreesWithDataPlane makes sure a budget the flags accept
-// is one dataplane.New accepts: the smallest valid budget passes both.
+// is one dataplane.New and control.New accept: the smallest valid budget
+// passes all three, one byte less fails the flags and the plane that
+// needs it.
 func TestBudgetCheckAgreesWithDataPlane(t *testing.T) {
-	c, err := parseConfig(t, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	least := int64(8*c.MaxFrame + c.MaxBatch + 16<<10)
-	for _, tc := range []struct {
-		budget int64
-		ok     bool
-	}{{least, true}, {least - 1, false}} {
-		c.MaxInflightRequestBytes = tc.budget
-		flagErr := c.validate()
-		_, dpErr := dataplane.New(fixedLimits{maxBatch: c.MaxBatch}, dataplane.Options{
-			MaxFrameBytes: uint32(c.MaxFrame), MaxInFlightRequestBytes: tc.budget})
-		if (flagErr == nil) != tc.ok || (dpErr == nil) != tc.ok {
-			t.Errorf("budget %d: flags %v, dataplane %v; want ok=%v from both", tc.budget, flagErr, dpErr, tc.ok)
+	for _, args := range [][]string{nil, {"--max-frame-bytes", "4194304"}} {
+		c, err := parseConfig(t, nil, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dpLeast := int64(8*c.MaxFrame + c.MaxBatch + 16<<10)
+		ctlLeast := 2 * int64(c.MaxBatch+1<<20)
+		least := max(dpLeast, ctlLeast)
+		for _, budget := range []int64{least, least - 1} {
+			c.MaxInflightRequestBytes = budget
+			flagErr := c.validate()
+			_, dpErr := dataplane.New(fixedLimits{maxBatch: c.MaxBatch}, dataplane.Options{
+				MaxFrameBytes: uint32(c.MaxFrame), MaxInFlightRequestBytes: budget})
+			_, ctlErr := control.New(control.Options{MaxBatchBytes: c.MaxBatch, MaxInflightRequestBytes: budget})
+			if (flagErr == nil) != (budget >= least) || (dpErr == nil) != (budget >= dpLeast) || (ctlErr == nil) != (budget >= ctlLeast) {
+				t.Errorf("%v budget %d: flags %v, dataplane %v, control %v; want ok from each when at least %d, %d and %d",
+					args, budget, flagErr, dpErr, ctlErr, least, dpLeast, ctlLeast)
+			}
 		}
 	}
 }

@@ -50,7 +50,7 @@ func (c *conn) handle(req request) {
 // checkFrameSize replaces a response whose Cap'n Proto part exceeds
 // MaxFrameBytes, which the client's reader would refuse (and then drop the
 // connection), with MESSAGE_TOO_LARGE. Only listings of very many topics
-// or offsets get there.
+// or offsets (or of very many groups) get there.
 func (c *conn) checkFrameSize(req request, r *response) *response {
 	if r.msg == nil {
 		return r
@@ -62,7 +62,7 @@ func (c *conn) checkFrameSize(req request, r *response) *response {
 	}
 	r.release()
 	return c.buildError(req, api.NewError(api.CodeMessageTooLarge,
-		"response of %d bytes over the frame limit of %d; ask for fewer topics", size, limit))
+		"response of %d bytes over the frame limit of %d (--max-frame-bytes): ask for fewer topics, or raise the limit of the server and the client", size, limit))
 }
 
 // dispatch runs the request and builds its response. An error means the
