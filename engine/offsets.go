@@ -57,6 +57,10 @@ type offsetStore struct {
 	// such topic); commit drops entries of any other id (topicid.go).
 	// Nil until the engine's topics are loaded.
 	current func(topic string) (api.TopicID, bool)
+	// maxRecord is the largest record payload in bytes that replay
+	// accepts (maxOffsetsRecord); no record larger is ever written: a
+	// commit over it is refused and a snapshot is split.
+	maxRecord int
 	// compactAt is the size in bytes past which the file is compacted;
 	// 0 means compactBytes (tests lower it to compact often).
 	compactAt int64
@@ -107,7 +111,13 @@ const (
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 func openOffsetStore(dir string, fs ring.FS, log *slog.Logger) (*offsetStore, error) {
-	s := &offsetStore{dir: dir, fs: fs, log: log, groups: map[string]map[tp]committed{}}
+	return openOffsetStoreSize(dir, fs, log, maxOffsetsRecord)
+}
+
+// openOffsetStoreSize is openOffsetStore with a record limit of maxRecord
+// payload bytes (tests use a small one).
+func openOffsetStoreSize(dir string, fs ring.FS, log *slog.Logger, maxRecord int) (*offsetStore, error) {
+	s := &offsetStore{dir: dir, fs: fs, log: log, groups: map[string]map[tp]committed{}, maxRecord: maxRecord}
 	path := filepath.Join(dir, offsetsFile)
 	removeTemps(fs, dir, log)
 	f, err := openOrCreate(fs, path)
@@ -223,14 +233,14 @@ func (s *offsetStore) load(data []byte) loadResult {
 	var res loadResult
 	pos, next := 0, -1 // next: the first valid record after the last bad one
 	for pos < len(data) {
-		rec, n, ok := parseRecord(data, pos)
+		rec, n, ok := parseRecord(data, pos, s.maxRecord)
 		if ok {
 			s.apply(rec)
 			pos += n
 			continue
 		}
 		if next <= pos {
-			next = nextValid(data, pos+1)
+			next = nextValid(data, pos+1, s.maxRecord)
 		}
 		if next < 0 {
 			break // torn tail
@@ -248,13 +258,13 @@ func (s *offsetStore) load(data []byte) loadResult {
 
 // parseRecord decodes the record at pos. n is its size (header included)
 // when its header is whole and its length field within the file and
-// maxOffsetsRecord, else 0; ok reports that CRC and JSON are valid too.
-func parseRecord(data []byte, pos int) (rec offsetRecord, n int, ok bool) {
+// maxRecord, else 0; ok reports that CRC and JSON are valid too.
+func parseRecord(data []byte, pos, maxRecord int) (rec offsetRecord, n int, ok bool) {
 	if len(data)-pos < 8 {
 		return rec, 0, false
 	}
 	size := binary.LittleEndian.Uint32(data[pos:])
-	if size == 0 || size > maxOffsetsRecord || int64(size) > int64(len(data)-pos-8) {
+	if size == 0 || int64(size) > int64(maxRecord) || int64(size) > int64(len(data)-pos-8) {
 		return rec, 0, false
 	}
 	n = 8 + int(size)
@@ -271,12 +281,12 @@ func parseRecord(data []byte, pos int) (rec offsetRecord, n int, ok bool) {
 // nextValid returns the position of the first valid record starting at
 // or after from, or -1. Payloads are JSON objects, so only positions whose
 // payload would start with '{' are checked.
-func nextValid(data []byte, from int) int {
+func nextValid(data []byte, from, maxRecord int) int {
 	for i := from; i+9 <= len(data); i++ {
 		if data[i+8] != '{' {
 			continue
 		}
-		if _, _, ok := parseRecord(data, i); ok {
+		if _, _, ok := parseRecord(data, i, maxRecord); ok {
 			return i
 		}
 	}
@@ -337,6 +347,10 @@ func (s *offsetStore) commitLocked(rec offsetRecord) error {
 	if err != nil {
 		return err
 	}
+	if len(data)-8 > s.maxRecord {
+		// Replay would take it for damage and drop it with what follows.
+		return api.NewError(api.CodeInvalidRequest, "offset commit of %d bytes (metadata included) over the %d-byte limit of one offsets log record", len(data)-8, s.maxRecord)
+	}
 	if s.failed != nil {
 		return s.failedError()
 	}
@@ -370,12 +384,35 @@ func (s *offsetStore) commitLocked(rec offsetRecord) error {
 	return nil
 }
 
-// compactLocked replaces the file by one record per group.
+// appendSnapshot appends the snapshot record rec (one group's offsets) to
+// buf, split into as many records as it takes for each to stay within
+// s.maxRecord: replay merges a group's records, and would take a longer
+// one for damage (and drop the group's offsets).
+func (s *offsetStore) appendSnapshot(buf []byte, rec offsetRecord) ([]byte, error) {
+	data, err := encodeRecord(rec)
+	if err != nil {
+		return buf, err
+	}
+	if len(data)-8 <= s.maxRecord || len(rec.Offsets) < 2 {
+		// A single entry fits: commitLocked refuses any longer one.
+		return append(buf, data...), nil
+	}
+	half := len(rec.Offsets) / 2
+	first, second := rec, rec
+	first.Offsets, second.Offsets = rec.Offsets[:half], rec.Offsets[half:]
+	if buf, err = s.appendSnapshot(buf, first); err != nil {
+		return buf, err
+	}
+	return s.appendSnapshot(buf, second)
+}
+
+// compactLocked replaces the file by a snapshot: one record per group
+// (more for a group too large for one, appendSnapshot).
 func (s *offsetStore) compactLocked() error {
 	return s.rewriteLocked("")
 }
 
-// rewriteLocked replaces the file by one record per group, leaving out the
+// rewriteLocked replaces the file by a snapshot, leaving out the
 // offsets of topic skip ("" leaves out nothing). The memory state is not
 // changed.
 func (s *offsetStore) rewriteLocked(skip string) error {
@@ -395,11 +432,10 @@ func (s *offsetStore) rewriteLocked(skip string) error {
 			a, b := rec.Offsets[i], rec.Offsets[j]
 			return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
 		})
-		data, err := encodeRecord(rec)
-		if err != nil {
+		var err error
+		if buf, err = s.appendSnapshot(buf, rec); err != nil {
 			return err
 		}
-		buf = append(buf, data...)
 	}
 	path := filepath.Join(s.dir, offsetsFile)
 	tmp, err := writeTemp(s.fs, path, buf)
