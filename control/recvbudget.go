@@ -325,6 +325,12 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 		c.n = b.charge
 	}
 	c.timer = time.AfterFunc(b.timeout, func() { cancel(errRecvTimeout) })
+	if pending {
+		// Started once the call has its charge: the calls holding the
+		// budget give it back within their own receive timeout, and the
+		// client's deadline or reset ends the wait sooner.
+		c.timer.Stop()
+	}
 	return context.WithValue(ctx, recvCallKey{}, c), nil
 }
 
@@ -349,6 +355,9 @@ func (recvStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
 			c.pending = false
 			if c.b.acquireWait(ctx, c.b.charge) {
 				c.n = c.b.charge
+				// The receive timeout counts from here: the wait for
+				// the budget is not the client's doing.
+				c.timer.Reset(c.b.timeout)
 			}
 			c.b.waiting.Add(-1)
 		}
