@@ -51,7 +51,9 @@ func TestDecodedSizeCoversUnmarshal(t *testing.T) {
 		runtime.ReadMemStats(&after)
 		alloc := int64(after.TotalAlloc - before.TotalAlloc)
 		t.Logf("%s: %d bytes on the wire, %d allocated decoding, %d estimated", tc.name, len(b), alloc, est)
-		if est < alloc {
+		// decodeFreeBytes of slack: TotalAlloc also counts what other
+		// goroutines of the test binary allocated meanwhile.
+		if est+decodeFreeBytes < alloc {
 			t.Errorf("%s: estimated %d bytes decoded, Unmarshal allocated %d", tc.name, est, alloc)
 		}
 		if est > 4*alloc+decodeFreeBytes {

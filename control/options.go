@@ -77,15 +77,18 @@ type Options struct {
 	// received (a call whose client streams messages: when it ends); a
 	// request whose decoded form is larger than 64 KiB is charged its
 	// estimated decoded size until its handler is done with it; Subscribe
-	// responses take up to half. A call that finds no room is refused at
-	// once with THROTTLED (gRPC RESOURCE_EXHAUSTED, retriable). At least
-	// 2 × (MaxBatchBytes + 1 MiB). Default DefaultMaxInflightRequestBytes.
+	// responses take up to half. A call that finds no room waits for it
+	// before its message is read (at most 64 such calls; beyond, THROTTLED:
+	// gRPC RESOURCE_EXHAUSTED, retriable). At least 2 × (MaxBatchBytes +
+	// 1 MiB). Default DefaultMaxInflightRequestBytes.
 	MaxInflightRequestBytes int64
 	// RecvTimeout bounds the wait for a call's request message from its
-	// headers (for a call whose client streams messages: from its headers
-	// or its previous message); past it the call is cancelled and its
-	// charge given back, so a client that stalls mid-message cannot hold
-	// the budget. Default DefaultRecvTimeout.
+	// headers, or from the moment it got its charge when it waited for
+	// one (for a call whose client streams messages: also from its
+	// previous message); past it the call is cancelled and its charge
+	// given back, so a client that stalls mid-message cannot hold the
+	// budget. It also bounds a Subscribe response's wait for room (then
+	// THROTTLED). Default DefaultRecvTimeout.
 	RecvTimeout time.Duration
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger

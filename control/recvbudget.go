@@ -25,12 +25,15 @@ var errRecvTimeout = errors.New("control: request message not received within th
 // call is charged twice that limit (recvCharge) when its HEADERS frame arrives (tap.
 // ServerInHandle), before any byte of its message is read, and gives it
 // back once its message is received (stats.InPayload) or, for a call
-// whose client streams messages, when it ends. The charge is taken without
-// waiting: the tap runs on the connection's reader goroutine, and a wait
-// there would stop the connection's other calls, among them ones holding
-// the budget while the rest of their message waits behind it. A call that
-// finds no room is refused with THROTTLED (gRPC RESOURCE_EXHAUSTED,
-// retriable) before anything of it is read.
+// whose client streams messages, when it ends. The tap runs on the
+// connection's reader goroutine, where a wait would stop the connection's
+// other calls (among them ones holding the budget while the rest of their
+// message waits behind it), so it never waits: a call that finds no room
+// is admitted uncharged, up to maxWaitingCalls of them, and waits for its
+// charge on its own goroutine at stats.Begin, before its message is read
+// (grpc-go reads a stream's data only as the handler asks, beyond its
+// flow-control window); beyond that it is refused with THROTTLED (gRPC
+// RESOURCE_EXHAUSTED, retriable) before anything of it is read.
 type recvBudget struct {
 	max     int64 // bytes; Options.MaxInflightRequestBytes
 	charge  int64 // bytes per call; the receive limit
@@ -43,6 +46,7 @@ type recvBudget struct {
 	sendQ    []*sendWaiter // responses waiting for room, in arrival order
 
 	refused atomic.Int64
+	waiting atomic.Int64 // calls admitted uncharged, waiting for their charge
 
 	methodsOnce  sync.Once
 	clientStream map[string]bool // full method name -> client streams messages
@@ -62,7 +66,8 @@ func MinInflightRequestBytes(maxBatchBytes int) int64 { return recvCharge(maxBat
 // recvCall is the charge of one call, found in its context.
 type recvCall struct {
 	b         *recvBudget
-	n         int64
+	n         int64 // bytes held; set on the call's goroutine
+	pending   bool  // admitted without its charge: waits for it at stats.Begin
 	streaming bool
 	cancel    context.CancelCauseFunc
 	timer     *time.Timer
@@ -236,6 +241,40 @@ func (b *recvBudget) tryAcquire(n int64) bool {
 	return true
 }
 
+// maxWaitingCalls bounds the calls admitted while the budget is spent,
+// each waiting for its charge before its message is read; each holds at
+// most its stream's flow-control window (streamWindowBytes) meanwhile.
+const maxWaitingCalls = 64
+
+// streamWindowBytes is the HTTP/2 flow-control window of every gRPC
+// stream and connection (grpc.InitialWindowSize; it turns off grpc-go's
+// growing of windows by bandwidth-delay estimates, up to 16 MiB): what a
+// client can send on a call that does not read yet.
+const streamWindowBytes = 1 << 20
+
+// acquireWait takes n bytes, waiting for room until ctx ends (the
+// receive timeout cancels it); it reports whether it took them.
+func (b *recvBudget) acquireWait(ctx context.Context, n int64) bool {
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.max {
+			b.used += n
+			b.mu.Unlock()
+			return true
+		}
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
 // inUse returns the bytes held now, and those of them held by Subscribe
 // responses.
 func (b *recvBudget) inUse() (all, responses int64) {
@@ -262,7 +301,14 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 		// message, and get no stats End that would release a charge.
 		return ctx, nil
 	}
-	if !b.tryAcquire(b.charge) {
+	charged, pending := b.tryAcquire(b.charge), false
+	if !charged && b.waiting.Add(1) <= maxWaitingCalls {
+		// Admitted uncharged: the call waits for its charge on its own
+		// goroutine (stats.Begin) before its message is read, and its
+		// stream's flow-control window bounds what arrives meanwhile.
+		pending = true
+	} else if !charged {
+		b.waiting.Add(-1)
 		n := b.refused.Add(1)
 		s.metrics.grpcThrottled.Inc()
 		if n&(n-1) == 0 { // the 1st, 2nd, 4th, 8th ... refusal
@@ -274,8 +320,17 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 			b.max, b.charge))
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	c := &recvCall{b: b, n: b.charge, streaming: streaming, cancel: cancel}
+	c := &recvCall{b: b, streaming: streaming, cancel: cancel, pending: pending}
+	if charged {
+		c.n = b.charge
+	}
 	c.timer = time.AfterFunc(b.timeout, func() { cancel(errRecvTimeout) })
+	if pending {
+		// Started once the call has its charge: the calls holding the
+		// budget give it back within their own receive timeout, and the
+		// client's deadline or reset ends the wait sooner.
+		c.timer.Stop()
+	}
 	return context.WithValue(ctx, recvCallKey{}, c), nil
 }
 
@@ -295,6 +350,17 @@ func (recvStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
 		return
 	}
 	switch st.(type) {
+	case *stats.Begin:
+		if c.pending {
+			c.pending = false
+			if c.b.acquireWait(ctx, c.b.charge) {
+				c.n = c.b.charge
+				// The receive timeout counts from here: the wait for
+				// the budget is not the client's doing.
+				c.timer.Reset(c.b.timeout)
+			}
+			c.b.waiting.Add(-1)
+		}
 	case *stats.InPayload:
 		if c.streaming {
 			c.timer.Reset(c.b.timeout)

@@ -72,10 +72,10 @@ func throttled(err error) bool {
 
 // Calls that stop in the middle of their request message, and calls that
 // stream no message, hold at most the request budget (docs/operations.md,
-// "Memory bounds"): once it is spent further calls are refused with
-// THROTTLED before any byte of their message is read, and after the
-// receive timeout the stalled calls are cancelled and the server serves
-// again.
+// "Memory bounds"): once it is spent further calls wait for their charge
+// before any byte of their message is read, up to 64 of them, and the
+// others are refused with THROTTLED; after the receive timeout the stalled
+// calls are cancelled and the waiting ones served.
 func TestGRPCRequestBudget(t *testing.T) {
 	const batch = 1 << 20
 	perCall := int64(2 * (batch + 1<<20)) // twice the receive limit: batch + 1 MiB of framing
@@ -107,16 +107,13 @@ func TestGRPCRequestBudget(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			// The receive timeout is above the 2 s a call's headers wait
-			// for room, so a call finds the budget spent before the
-			// stalled calls are cancelled.
 			n := startNode(t, control.Options{MaxBatchBytes: batch, MaxInflightRequestBytes: 2 * perCall,
-				RecvTimeout: 4 * time.Second})
+				RecvTimeout: 5 * time.Second})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			topics := sqv1.NewTopicsClient(n.conn)
 			list := func() error {
-				cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+				cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
 				defer ccancel()
 				_, err := topics.ListTopics(cctx, &sqv1.ListTopicsRequest{})
 				return err
@@ -124,19 +121,43 @@ func TestGRPCRequestBudget(t *testing.T) {
 			if err := list(); err != nil {
 				t.Fatalf("ListTopics before the stall: %v", err)
 			}
-			for range 3 { // one more than the budget holds
+			for range 2 { // what the budget holds
 				tc.stall(t, n, ctx)
 			}
-			eventually(t, "a call refused with THROTTLED", func() bool { return throttled(list()) })
-			if v := value(scrape(t, n), "sq_grpc_throttled_calls_total", nil); v < 1 {
-				t.Fatalf("sq_grpc_throttled_calls_total = %v, want at least 1", v)
+			eventually(t, "the budget spent by the stalled calls", func() bool {
+				return value(scrape(t, n), "sq_grpc_request_budget_used_bytes", nil) == float64(2*perCall)
+			})
+			// 70 more calls: 64 wait, the rest are refused at once; the
+			// waiting ones are served once the stalled calls are
+			// cancelled by the receive timeout.
+			const calls, waiting = 70, 64
+			errs := make(chan error, calls)
+			var wg sync.WaitGroup
+			for range calls {
+				wg.Go(func() { errs <- list() })
+			}
+			wg.Wait()
+			close(errs)
+			served, refused := 0, 0
+			for err := range errs {
+				switch {
+				case err == nil:
+					served++
+				case throttled(err):
+					refused++
+				default:
+					t.Errorf("ListTopics: %v, want success or THROTTLED", err)
+				}
+			}
+			if served != waiting || refused != calls-waiting {
+				t.Errorf("%d served and %d refused, want %d served (waiting for the stalled calls' charges) and %d refused",
+					served, refused, waiting, calls-waiting)
+			}
+			if v := value(scrape(t, n), "sq_grpc_throttled_calls_total", nil); v != calls-waiting {
+				t.Fatalf("sq_grpc_throttled_calls_total = %v, want %d", v, calls-waiting)
 			}
 			eventually(t, "the stalled calls cancelled after the receive timeout", func() bool {
-				err := list()
-				if err != nil && !throttled(err) {
-					t.Fatalf("ListTopics: %v, want success or THROTTLED", err)
-				}
-				return err == nil
+				return list() == nil && value(scrape(t, n), "sq_grpc_request_budget_used_bytes", nil) == 0
 			})
 		})
 	}

@@ -91,6 +91,10 @@ func New(opts Options) (*Server, error) {
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
 		// Each call is charged that much before its message is read.
 		grpc.InTapHandle(s.tap),
+		// Fixed windows: what a call that waits for its charge can be
+		// sent meanwhile.
+		grpc.InitialWindowSize(streamWindowBytes),
+		grpc.InitialConnWindowSize(streamWindowBytes),
 		grpc.StatsHandler(recvStats{s}),
 		grpc.ForceServerCodecV2(budgetCodec{s: s, base: encoding.GetCodecV2("proto")}),
 		grpc.ChainUnaryInterceptor(s.decodeUnary, s.metrics.unaryInterceptor),
