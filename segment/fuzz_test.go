@@ -115,20 +115,7 @@ func FuzzIndexDamage(f *testing.F) {
 	f.Add(uint8(1), uint16(0), []byte{1})
 	f.Add(uint8(1), uint16(12), []byte{0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, which uint8, at uint16, data []byte) {
-		dir := t.TempDir()
-		names, err := os.ReadDir(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range names {
-			b, err := os.ReadFile(filepath.Join(src, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		dir := copyDir(t, src)
 		seg := segs[int(which)%len(segs)].BaseOffset
 		idx, err := os.ReadFile(indexPath(dir, seg))
 		if err != nil {
@@ -177,20 +164,7 @@ func FuzzTimeIndexDamage(f *testing.F) {
 	f.Add(uint8(1), uint16(12), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f})
 	f.Add(uint8(2), uint16(5), []byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, which uint8, at uint16, data []byte) {
-		dir := t.TempDir()
-		names, err := os.ReadDir(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range names {
-			b, err := os.ReadFile(filepath.Join(src, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		dir := copyDir(t, src)
 		k := int(which) % len(segs)
 		path := timeIndexPath(dir, segs[k].BaseOffset)
 		tidx, err := os.ReadFile(path)
@@ -256,4 +230,25 @@ func fixCRCs(log []byte, from, to int64) {
 		}
 		p += int64(len(b))
 	}
+}
+
+// copyDir copies the files of the directory src into a new temporary
+// directory and returns its path.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dir := t.TempDir()
+	names, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range names {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
