@@ -69,13 +69,84 @@ const serverEnv = "SQ_SERVER"
 const dialTimeout = 5 * time.Second
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext(os.Stderr, os.Exit)
 	err := newRootCommand(os.Stdin, os.Stdout, os.Stderr, os.Getenv).ExecuteContext(ctx)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "sq:", err)
-		os.Exit(1)
+	os.Exit(exitCode(ctx, err, os.Stderr))
+}
+
+// errInterrupted is the cause of the command context's cancellation when
+// sq received SIGINT or SIGTERM.
+type errInterrupted struct{ sig os.Signal }
+
+func (e errInterrupted) Error() string { return "interrupted by " + e.sig.String() }
+
+// interruptContext returns a context that the first SIGINT or SIGTERM
+// cancels, with cause errInterrupted: commands then stop their work and
+// print what was done. A second signal calls exit(130) (143 for SIGTERM)
+// at once, whatever is still running. stop releases the signals.
+func interruptContext(stderr io.Writer, exit func(int)) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			cancel(errInterrupted{s})
+		case <-done:
+			return
+		}
+		select {
+		case s := <-sigs:
+			fmt.Fprintln(stderr, "sq: interrupted again, exiting now")
+			exit(signalExitCode(s))
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
 	}
+}
+
+// interrupted reports whether ctx was cancelled by SIGINT or SIGTERM (see
+// interruptContext), and by which signal.
+func interrupted(ctx context.Context) (os.Signal, bool) {
+	var e errInterrupted
+	if errors.As(context.Cause(ctx), &e) {
+		return e.sig, true
+	}
+	return nil, false
+}
+
+// signalExitCode is the shell's exit status for a process stopped by sig:
+// 128 + the signal number (130 for SIGINT, 143 for SIGTERM).
+func signalExitCode(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 130
+}
+
+// exitCode prints err, if it is worth printing, and returns the process exit
+// status: 0 on success, 128+signal after SIGINT or SIGTERM (the command has
+// already printed what it did), 1 for any other error.
+func exitCode(ctx context.Context, err error, stderr io.Writer) int {
+	if sig, ok := interrupted(ctx); ok {
+		// The cancellation itself is not an error to report; anything
+		// else that went wrong on the way out is.
+		if err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(stderr, "sq:", err)
+		}
+		return signalExitCode(sig)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "sq:", err)
+		return 1
+	}
+	return 0
 }
 
 // globals holds the flags shared by every command.
