@@ -11,6 +11,9 @@
 GO        ?= go
 BIN       := bin
 TEST_TIMEOUT ?= 12m
+# VERSION is what `sq --version` and `sq-server --version` print
+# (internal/buildinfo); the commit comes from the go command's VCS stamp.
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0-dev)
 CAPNP_GO_VERSION := v3.1.0-alpha.2
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
@@ -20,7 +23,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 all: check build
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/sq-server ./cmd/sq
+	$(GO) build -ldflags "-X github.com/seedqueue/sq/internal/buildinfo.Version=$(VERSION)" -o $(BIN)/ ./cmd/sq-server ./cmd/sq
 
 run: build
 	./$(BIN)/sq-server serve $(ARGS)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/sqv1"
@@ -48,6 +50,45 @@ func newAdminConn(cfg AdminConfig, conn *grpc.ClientConn) *Admin {
 
 // Close closes the connection.
 func (a *Admin) Close() error { return a.conn.Close() }
+
+// Connect connects now, rather than on the first call, and checks that
+// cfg.Addr is SQ's gRPC control plane, all within ConnectTimeout (and
+// ctx): it makes one Cluster.NodeInfo call, which fails fast rather than
+// wait for the server to come up. Errors:
+//   - *ConnectTimeoutError (ErrConnectTimeout, also ErrConnection): no
+//     answer in time, for example from a listener that accepts and never
+//     answers;
+//   - *WrongProtocolError (ErrNotControlPlane): another protocol answered;
+//     Speaks says which (the data plane's Cap'n Proto, HTTP/1.x, TLS, or
+//     gRPC without SQ's services), found by connecting again within what
+//     is left of ConnectTimeout;
+//   - ErrConnection: nothing listens there, or the connection failed for
+//     a reason the probe could not name;
+//   - ctx's error when ctx ends first.
+func (a *Admin) Connect(ctx context.Context) error {
+	addr, timeout := a.cfg.Addr, a.cfg.ConnectTimeout
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := a.cluster.NodeInfo(cctx, &sqv1.NodeInfoRequest{})
+	switch code := status.Code(err); {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case code == codes.Unimplemented:
+		return &WrongProtocolError{Addr: addr, Plane: "control", Speaks: SpeaksGRPC}
+	case code == codes.DeadlineExceeded && cctx.Err() != nil:
+		return &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "first call"}
+	case code == codes.Unavailable:
+		if speaks := identifyAddr(cctx, addr); speaks != "" {
+			return &WrongProtocolError{Addr: addr, Plane: "control", Speaks: speaks}
+		}
+		if cctx.Err() != nil {
+			return &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "first call"}
+		}
+	}
+	return fromStatus(err)
+}
 
 // CreateTopic creates a topic of partitions partitions; zero fields of cfg
 // take the server defaults.

@@ -35,7 +35,9 @@ type ClientConfig struct {
 	// group descriptions; valid UTF-8 (a group join with any other bytes
 	// fails with INVALID_REQUEST). Default "sq-go".
 	ClientID string
-	// DialTimeout bounds one TCP dial plus handshake. Default 10s.
+	// DialTimeout bounds one TCP dial plus handshake; a server that does not
+	// answer within it fails the dial with a *ConnectTimeoutError. Default
+	// 10s.
 	DialTimeout time.Duration
 	// RequestTimeout bounds one request from send to response, on top of a
 	// fetch's MaxWait, when the caller's context has no earlier deadline.
@@ -126,9 +128,13 @@ type Client struct {
 	closeOnce sync.Once
 }
 
-// Dial connects to cfg.Addr and performs the handshake. It fails with an
-// error wrapping ErrConnection when the server cannot be reached (it does not
-// wait for a server to come up), or with the server's *api.Error (for example
+// Dial connects to cfg.Addr and performs the handshake, both within
+// cfg.DialTimeout. It fails with an error wrapping ErrConnection when the
+// server cannot be reached (it does not wait for a server to come up), a
+// *ConnectTimeoutError (ErrConnectTimeout, also ErrConnection) when the
+// address accepts but does not answer in time, a *WrongProtocolError
+// (ErrNotDataPlane) when another protocol answers (for example the gRPC
+// control plane's HTTP/2), or with the server's *api.Error (for example
 // UNSUPPORTED_VERSION).
 func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	c := &Client{
@@ -232,6 +238,9 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 		var p permanent
 		if errors.As(err, &p) {
 			return nil, p.error
+		}
+		if errors.Is(err, ErrConnectTimeout) {
+			return nil, err // names the address and the bound; matches ErrConnection
 		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrConnection, c.cfg.Addr, err)
 	}

@@ -64,29 +64,13 @@ type conn struct {
 	wg sync.WaitGroup
 }
 
-// dialConn connects to addr and performs the handshake. The handshake is
-// bounded by ctx and by timeout.
+// dialConn connects to addr and performs the handshake. The dial plus
+// handshake is bounded by ctx and by timeout.
 func dialConn(ctx context.Context, addr, clientID string, timeout time.Duration, log *slog.Logger) (*conn, error) {
-	d := net.Dialer{Timeout: timeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, br, limits, err := dialHandshake(ctx, addr, clientID, timeout)
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(timeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	_ = nc.SetDeadline(deadline)
-	// The buffered reader is shared by the handshake's FrameReader and the
-	// one built from the server's limits (bufio.NewReaderSize returns br
-	// itself), so nothing read ahead is lost between the two.
-	br := bufio.NewReaderSize(nc, 64<<10)
-	limits, err := handshake(nc, br, clientID)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	_ = nc.SetDeadline(time.Time{})
 	c := &conn{
 		nc:      nc,
 		limits:  limits,
@@ -104,8 +88,50 @@ func dialConn(ctx context.Context, addr, clientID string, timeout time.Duration,
 	return c, nil
 }
 
-// handshake sends the handshake request on nc and reads the server's limits.
-func handshake(nc net.Conn, br *bufio.Reader, clientID string) (Limits, error) {
+// dialHandshake connects to addr and performs the handshake, both bounded
+// by ctx and by timeout. It returns the connection, with its deadline
+// cleared, and the buffered reader holding whatever the server sent after
+// the handshake response. Errors: *ConnectTimeoutError when nothing answered
+// in time, permanent{*WrongProtocolError} when another protocol answered,
+// permanent{...} for a refused handshake, or the dial's or read's error.
+func dialHandshake(ctx context.Context, addr, clientID string, timeout time.Duration) (net.Conn, *bufio.Reader, Limits, error) {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	d := net.Dialer{Deadline: deadline}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		if isTimeout(err) && ctx.Err() == nil {
+			return nil, nil, Limits{}, &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "dial"}
+		}
+		return nil, nil, Limits{}, err
+	}
+	_ = nc.SetDeadline(deadline)
+	// Ctrl-C (a cancelled ctx) ends a handshake in progress at once.
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	// The buffered reader is shared by the handshake's FrameReader and the
+	// one built from the server's limits (bufio.NewReaderSize returns br
+	// itself), so nothing read ahead is lost between the two.
+	br := bufio.NewReaderSize(nc, 64<<10)
+	probeAt := start.Add(min(timeout/2, probeDelayMax))
+	limits, err := handshake(ctx, nc, br, addr, clientID, timeout, probeAt, deadline)
+	if !stop() || err != nil {
+		nc.Close()
+		if err == nil || ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, nil, Limits{}, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return nc, br, limits, nil
+}
+
+// handshake sends the handshake request on nc and reads the server's
+// limits. Before decoding the answer it looks at its first bytes
+// (awaitAnswer), so that another protocol is reported as such.
+func handshake(ctx context.Context, nc net.Conn, br *bufio.Reader, addr, clientID string, timeout time.Duration, probeAt, deadline time.Time) (Limits, error) {
 	msg, f, err := api.NewFrameMessage(0)
 	if err != nil {
 		return Limits{}, err
@@ -119,11 +145,21 @@ func handshake(nc net.Conn, br *bufio.Reader, clientID string) (Limits, error) {
 	}
 	req.SetProtocolVersion(api.ProtocolVersion)
 	if err := api.WriteFrame(nc, msg); err != nil {
+		if isTimeout(err) && ctx.Err() == nil {
+			return Limits{}, &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "handshake"}
+		}
 		return Limits{}, fmt.Errorf("handshake: %w", err)
 	}
+	if _, err := awaitAnswer(ctx, nc, br.Peek, addr, timeout, probeAt, deadline); err != nil {
+		return Limits{}, err
+	}
+	_ = nc.SetReadDeadline(deadline)
 	fr := api.NewFrameReader(br, api.DefaultMaxFrameBytes, 0)
 	_, rf, err := fr.ReadFrame()
 	if err != nil {
+		if isTimeout(err) && ctx.Err() == nil {
+			return Limits{}, &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "handshake"}
+		}
 		return Limits{}, fmt.Errorf("handshake: %w", err)
 	}
 	if rf.Which() == api.Frame_Which_errorResponse {

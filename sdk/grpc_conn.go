@@ -36,6 +36,9 @@ type GrpcConfig struct {
 	Addr string
 	// RequestTimeout bounds each unary call. Default 30s.
 	RequestTimeout time.Duration
+	// ConnectTimeout bounds Admin.Connect: connecting plus its first
+	// call. Default 10s (as ClientConfig.DialTimeout).
+	ConnectTimeout time.Duration
 	// DialOptions replace the default options (plaintext transport, 64 MiB
 	// received-message bound), for example to add TLS credentials.
 	DialOptions []grpc.DialOption
@@ -47,6 +50,9 @@ func (c *GrpcConfig) defaults() {
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 30 * time.Second
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = DefaultDialTimeout
 	}
 }
 

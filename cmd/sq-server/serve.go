@@ -15,13 +15,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/buildinfo"
 	"github.com/seedqueue/sq/net/dataplane"
 	"github.com/seedqueue/sq/ring"
 )
 
-// version is the server version, set at build time with
-// -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
+// version is the server version, set at build time with -ldflags -X
+// (internal/buildinfo, the Makefile's build target).
+var version = buildinfo.Version
 
 // shutdownTimeout bounds the graceful stop: in-flight requests get this
 // long to finish before connections are closed.
@@ -45,6 +46,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version,
 	}
+	root.SetVersionTemplate(buildinfo.String("sq-server") + "\n")
 	bindFlags(root.PersistentFlags(), &c)
 	serve := &cobra.Command{
 		Use:   "serve",
@@ -69,7 +71,7 @@ func newRootCommand() *cobra.Command {
 // run opens the engine, serves the data plane until ctx ends, then stops
 // gracefully: refuse new work, finish in-flight requests, sync, trim, close.
 func run(ctx context.Context, c *config, log *slog.Logger) error {
-	log.Info("starting sq-server", "version", version, "node_id", c.NodeID, "cluster_id", c.ClusterID, "data_dir", c.DataDir)
+	log.Info("starting sq-server", "version", version, "build", buildinfo.String("sq-server"), "node_id", c.NodeID, "cluster_id", c.ClusterID, "data_dir", c.DataDir)
 	for _, part := range []struct{ flag, value, what string }{
 		{"--seeds", c.Seeds, "clustering"},
 		{"--s3-bucket", c.S3Bucket, "tiered storage"},

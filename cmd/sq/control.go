@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -34,14 +35,38 @@ func (g *globals) controlAddr(cmd *cobra.Command) string {
 	return g.control
 }
 
-// admin returns an Admin for the control plane named by the flags.
+// admin returns an Admin for the control plane named by the flags, once
+// it has checked, within --timeout, that the address answers as SQ's
+// control plane (sdk.Admin.Connect).
 func (g *globals) admin(cmd *cobra.Command) (*sdk.Admin, error) {
-	return sdk.NewAdmin(sdk.AdminConfig{GrpcConfig: sdk.GrpcConfig{Addr: g.controlAddr(cmd), RequestTimeout: 30 * time.Second}})
+	timeout, err := g.connectTimeout(cmd)
+	if err != nil {
+		return nil, err
+	}
+	addr := g.controlAddr(cmd)
+	a, err := sdk.NewAdmin(sdk.AdminConfig{GrpcConfig: sdk.GrpcConfig{Addr: addr, RequestTimeout: 30 * time.Second, ConnectTimeout: timeout}})
+	if err != nil {
+		return nil, controlError(addr, err)
+	}
+	if err := a.Connect(cmd.Context()); err != nil {
+		a.Close()
+		return nil, controlError(addr, err)
+	}
+	return a, nil
 }
 
-// controlError explains a control-plane failure: unreachable, not offered
-// by this server, or a catalog error ("NAME: message").
+// controlError explains a control-plane failure: another protocol at the
+// address, no answer within --timeout, unreachable, not offered by this
+// server, or a catalog error ("NAME: message").
 func controlError(addr string, err error) error {
+	var wp *sdk.WrongProtocolError
+	if errors.As(err, &wp) {
+		return fmt.Errorf("%s; set the address with --control or %s", wp.Message(), controlEnv)
+	}
+	if errors.Is(err, sdk.ErrConnectTimeout) {
+		return fmt.Errorf("no answer from the SQ control plane at %s within %v (--timeout or %s sets the bound; --control or %s the address): %w",
+			addr, connectTimeoutOf(err), timeoutEnv, controlEnv, err)
+	}
 	if errors.Is(err, sdk.ErrConnection) {
 		return fmt.Errorf("cannot reach the SQ control plane at %s (set the address with --control or %s): %w", addr, controlEnv, err)
 	}
@@ -57,10 +82,14 @@ type topicAlterFlags struct {
 	syncPolicy     string
 	retentionMs    int64
 	retentionBytes int64
-	segmentBytes   int64
 	segmentMs      int64
 	maxRecordBytes int32
 }
+
+// alterableSettings are the flags of `sq topic alter`: the settings the
+// server changes on a live topic (engine.AlterTopicConfig). segment.bytes
+// is fixed when the topic is created.
+const alterableSettings = "--sync-policy, --retention-ms, --retention-bytes, --segment-ms, --max-record-bytes"
 
 func newTopicAlterCommand(g *globals) *cobra.Command {
 	var f topicAlterFlags
@@ -68,7 +97,9 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 		Use:   "alter NAME",
 		Short: "Change a topic's config (control plane)",
 		Long: "Change the config of the topic NAME: only the flags given change, the others\n" +
-			"keep their value. Runs over the gRPC control plane (--control).",
+			"keep their value. Runs over the gRPC control plane (--control). The settings a\n" +
+			"live topic can change are " + alterableSettings + ";\n" +
+			"--segment-bytes is fixed when the topic is created (sq topic create).",
 		Example: "  sq topic alter orders --retention-ms 86400000\n" +
 			"  sq topic alter audit --sync-policy every-batch --retention-bytes -1",
 		Args: oneTopicName,
@@ -84,9 +115,6 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 			if fl.Changed("retention-bytes") {
 				ch.RetentionBytes = &f.retentionBytes
 			}
-			if fl.Changed("segment-bytes") {
-				ch.SegmentBytes = &f.segmentBytes
-			}
 			if fl.Changed("segment-ms") {
 				ch.SegmentMs = &f.segmentMs
 			}
@@ -94,7 +122,7 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 				ch.MaxRecordBytes = &f.maxRecordBytes
 			}
 			if ch == (sdk.TopicConfigChange{}) {
-				return errors.New("nothing to change: give at least one of --sync-policy, --retention-ms, --retention-bytes, --segment-bytes, --segment-ms, --max-record-bytes")
+				return errors.New("nothing to change: give at least one of " + alterableSettings)
 			}
 			a, err := g.admin(cmd)
 			if err != nil {
@@ -112,9 +140,14 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.syncPolicy, "sync-policy", "", "every-batch, none, or an fsync interval in ms (N or Nms)")
 	fl.Int64Var(&f.retentionMs, "retention-ms", 0, "keep records this many milliseconds (-1: forever)")
 	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "keep at most this many bytes per partition (-1: unlimited)")
-	fl.Int64Var(&f.segmentBytes, "segment-bytes", 0, "roll segment files at this size in bytes")
 	fl.Int64Var(&f.segmentMs, "segment-ms", 0, "roll the active segment after this many milliseconds")
 	fl.Int32Var(&f.maxRecordBytes, "max-record-bytes", 0, "largest record (key+value+headers) in bytes")
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		if strings.Contains(err.Error(), "--segment-bytes") {
+			return fmt.Errorf("%w: segment.bytes is fixed when a topic is created; topic alter changes %s", err, alterableSettings)
+		}
+		return fmt.Errorf("%w (topic alter changes %s)", err, alterableSettings)
+	})
 	return cmd
 }
 
@@ -125,14 +158,19 @@ func newClusterCommand(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	var format *adminFormat
 	info := &cobra.Command{
 		Use:   "info",
 		Short: "Show the node's identity, version, uptime, I/O backend, storage and cluster members",
 		Long: "Show what the node at --control reports about itself and its cluster: node and\n" +
 			"cluster ids, version, uptime, I/O backend, data directory usage and members.",
-		Example: "  sq cluster info\n  sq --control 10.0.0.1:6060 cluster info",
+		Example: "  sq cluster info\n  sq --control 10.0.0.1:6060 cluster info -f json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := format.json()
+			if err != nil {
+				return err
+			}
 			a, err := g.admin(cmd)
 			if err != nil {
 				return err
@@ -147,9 +185,13 @@ func newClusterCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return controlError(addr, err)
 			}
+			if asJSON {
+				return printClusterInfoJSON(g.stdout, n, members)
+			}
 			return printClusterInfo(g.stdout, n, members)
 		},
 	}
+	format = addAdminFormatFlag(info)
 	cmd.AddCommand(info)
 	return cmd
 }

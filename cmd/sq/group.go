@@ -40,15 +40,24 @@ func withClient(cmd *cobra.Command, g *globals, fn func(*sdk.Client) error) erro
 }
 
 func newGroupListCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List consumer groups with their state, members and generation",
-		Args:  cobra.NoArgs,
+	var format *adminFormat
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List consumer groups with their state, members and generation",
+		Example: "  sq group list\n  sq group list -f json",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := format.json()
+			if err != nil {
+				return err
+			}
 			return withClient(cmd, g, func(c *sdk.Client) error {
 				groups, err := c.ListGroups(cmd.Context())
 				if err != nil {
 					return err
+				}
+				if asJSON {
+					return printGroupListJSON(cmd.OutOrStdout(), groups)
 				}
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 2, ' ', 0)
 				fmt.Fprintln(w, "GROUP\tSTATE\tMEMBERS\tGENERATION")
@@ -59,23 +68,36 @@ func newGroupListCommand(g *globals) *cobra.Command {
 			})
 		},
 	}
+	format = addAdminFormatFlag(cmd)
+	return cmd
 }
 
 func newGroupDescribeCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "describe GROUP",
-		Short: "Show a group's members, assignment, and per partition the committed offset, log end and lag",
-		Args:  cobra.ExactArgs(1),
+	var format *adminFormat
+	cmd := &cobra.Command{
+		Use:     "describe GROUP",
+		Short:   "Show a group's members, assignment, and per partition the committed offset, log end and lag",
+		Example: "  sq group describe billing\n  sq group describe billing -f json",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := format.json()
+			if err != nil {
+				return err
+			}
 			return withClient(cmd, g, func(c *sdk.Client) error {
 				d, err := c.DescribeGroup(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
+				if asJSON {
+					return printGroupJSON(cmd.OutOrStdout(), d)
+				}
 				return printGroup(cmd.OutOrStdout(), d)
 			})
 		},
 	}
+	format = addAdminFormatFlag(cmd)
+	return cmd
 }
 
 func printGroup(out io.Writer, d sdk.GroupDescription) error {
@@ -112,10 +134,10 @@ func printGroup(out io.Writer, d sdk.GroupDescription) error {
 func newGroupResetCommand(g *globals) *cobra.Command {
 	var topic, to string
 	cmd := &cobra.Command{
-		Use:   "reset-offsets GROUP --topic T --to earliest|latest|OFFSET",
+		Use:   "reset-offsets GROUP -t TOPIC --to earliest|latest|OFFSET",
 		Short: "Set a group's committed offsets of a topic (only while the group has no members)",
 		Example: "  sq group reset-offsets billing --topic orders --to earliest\n" +
-			"  sq group reset-offsets billing --topic orders --to 1200",
+			"  sq group reset-offsets billing -t orders --to 1200",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if topic == "" {
@@ -137,7 +159,7 @@ func newGroupResetCommand(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&topic, "topic", "", "topic whose offsets to reset (required)")
+	cmd.Flags().StringVarP(&topic, "topic", "t", "", "topic whose offsets to reset (required)")
 	cmd.Flags().StringVar(&to, "to", "", "earliest, latest, or an offset (required)")
 	return cmd
 }

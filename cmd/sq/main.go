@@ -55,6 +55,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seedqueue/sq/internal/buildinfo"
 	"github.com/seedqueue/sq/sdk"
 )
 
@@ -65,8 +66,18 @@ const defaultServer = sdk.DefaultAddr
 // serverEnv is the environment variable read when --server is not given.
 const serverEnv = "SQ_SERVER"
 
-// dialTimeout bounds connecting to the server and its handshake.
-const dialTimeout = 5 * time.Second
+// defaultTimeout bounds connecting to a server plus its handshake (data
+// plane) or first call (control plane) when neither --timeout nor
+// SQ_TIMEOUT is set.
+const defaultTimeout = 5 * time.Second
+
+// dialTimeout is defaultTimeout under the name that code building its own
+// sdk.Producer or sdk.Consumer uses; g.connectTimeout(cmd) is the bound
+// that honours --timeout and SQ_TIMEOUT.
+const dialTimeout = defaultTimeout
+
+// timeoutEnv is the environment variable read when --timeout is not given.
+const timeoutEnv = "SQ_TIMEOUT"
 
 func main() {
 	ctx, stop := interruptContext(os.Stderr, os.Exit)
@@ -152,7 +163,8 @@ func exitCode(ctx context.Context, err error, stderr io.Writer) int {
 // globals holds the flags shared by every command.
 type globals struct {
 	server  string
-	control string // gRPC control-plane address (control.go)
+	control string        // gRPC control-plane address (control.go)
+	timeout time.Duration // --timeout; read it with connectTimeout
 	getenv  func(string) string
 	stdin   io.Reader
 	stdout  io.Writer
@@ -171,6 +183,29 @@ func (g *globals) addr(cmd *cobra.Command) string {
 	return g.server
 }
 
+// connectTimeout returns the bound on dial plus handshake: --timeout when
+// given, else SQ_TIMEOUT (a Go duration such as 2s or 500ms), else 5s.
+func (g *globals) connectTimeout(cmd *cobra.Command) (time.Duration, error) {
+	if f := cmd.Flags().Lookup("timeout"); f != nil && f.Changed {
+		return checkTimeout("--timeout", g.timeout)
+	}
+	if v := g.getenv(timeoutEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return 0, fmt.Errorf("%s=%q: want a duration such as 5s or 500ms", timeoutEnv, v)
+		}
+		return checkTimeout(timeoutEnv, d)
+	}
+	return checkTimeout("--timeout", g.timeout)
+}
+
+func checkTimeout(what string, d time.Duration) (time.Duration, error) {
+	if d <= 0 {
+		return 0, fmt.Errorf("%s %v: want a positive duration such as 5s or 500ms", what, d)
+	}
+	return d, nil
+}
+
 func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
 	g := &globals{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
@@ -181,7 +216,9 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 			"environment variable, else " + defaultServer + ".",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Version,
 	}
+	root.SetVersionTemplate(buildinfo.String("sq") + "\n")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -189,27 +226,67 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 		"data-plane address of the SQ server, host:port (env "+serverEnv+"; the flag wins)")
 	root.PersistentFlags().StringVar(&g.control, "control", defaultControl,
 		"gRPC control-plane address of the SQ server, host:port, for topic alter and cluster info (env "+controlEnv+"; the flag wins)")
+	root.PersistentFlags().DurationVar(&g.timeout, "timeout", defaultTimeout,
+		"bound on connecting to the server plus its handshake (data plane) or first call (control plane), e.g. 2s (env "+timeoutEnv+"; the flag wins)")
 	root.AddCommand(newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g))
+	root.AddCommand(newVersionCommand())
 	root.AddCommand(newClusterCommand(g))
 	root.AddCommand(newBenchCommand(g))
 	root.AddCommand(newGroupCommand(g))
 	return root
 }
 
-// dial connects a Client to the server named by the flags.
+// newVersionCommand is `sq version`, the same line as `sq --version`.
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print sq's version, commit and Go version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), buildinfo.String("sq"))
+			return err
+		},
+	}
+}
+
+// dial connects a Client to the server named by the flags, the dial plus
+// handshake bounded by --timeout.
 func (g *globals) dial(cmd *cobra.Command) (*sdk.Client, error) {
 	addr := g.addr(cmd)
-	c, err := sdk.Dial(cmd.Context(), sdk.ClientConfig{Addr: addr, ClientID: "sq-cli", DialTimeout: dialTimeout})
+	timeout, err := g.connectTimeout(cmd)
+	if err != nil {
+		return nil, err
+	}
+	c, err := sdk.Dial(cmd.Context(), sdk.ClientConfig{Addr: addr, ClientID: "sq-cli", DialTimeout: timeout})
 	if err != nil {
 		return nil, connectError(addr, err)
 	}
 	return c, nil
 }
 
-// connectError explains a failure to reach the server at addr.
+// connectError explains a failure to reach the server at addr: the wrong
+// kind of server there (*sdk.WrongProtocolError says what it speaks), no
+// answer within --timeout, or no server at all.
 func connectError(addr string, err error) error {
+	var wp *sdk.WrongProtocolError
+	if errors.As(err, &wp) {
+		return fmt.Errorf("%s; set the address with --server or %s", wp.Message(), serverEnv)
+	}
+	if errors.Is(err, sdk.ErrConnectTimeout) {
+		return fmt.Errorf("no answer from the SQ server at %s within %v (--timeout or %s sets the bound; --server or %s the address): %w", addr, connectTimeoutOf(err), timeoutEnv, serverEnv, err)
+	}
 	if errors.Is(err, sdk.ErrConnection) {
 		return fmt.Errorf("cannot reach the SQ server at %s (set the address with --server or %s): %w", addr, serverEnv, err)
 	}
 	return err
+}
+
+// connectTimeoutOf returns the bound named by a *sdk.ConnectTimeoutError
+// in err's chain.
+func connectTimeoutOf(err error) time.Duration {
+	var te *sdk.ConnectTimeoutError
+	if errors.As(err, &te) {
+		return te.Timeout
+	}
+	return 0
 }

@@ -86,11 +86,17 @@ func runTopicCreate(cmd *cobra.Command, g *globals, name string, f topicCreateFl
 }
 
 func newTopicListCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List topics with their partition counts and settings",
-		Args:  cobra.NoArgs,
+	var format *adminFormat
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List topics with their partition counts and settings",
+		Example: "  sq topic list\n  sq topic list -f json",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := format.json()
+			if err != nil {
+				return err
+			}
 			c, err := g.dial(cmd)
 			if err != nil {
 				return err
@@ -100,9 +106,14 @@ func newTopicListCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return apiError(g.addr(cmd), err)
 			}
+			if asJSON {
+				return printTopicListJSON(g.stdout, topics)
+			}
 			return printTopicList(g.stdout, topics)
 		},
 	}
+	format = addAdminFormatFlag(cmd)
+	return cmd
 }
 
 func printTopicList(out io.Writer, topics []sdk.TopicInfo) error {
@@ -120,7 +131,8 @@ func printTopicList(out io.Writer, topics []sdk.TopicInfo) error {
 }
 
 func newTopicDescribeCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var format *adminFormat
+	cmd := &cobra.Command{
 		Use:   "describe NAME",
 		Short: "Show a topic's settings and the state of each partition",
 		Long: "Show the topic's id (a UUID made when the topic was created: a topic deleted and\n" +
@@ -129,8 +141,13 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 			"(first offset still stored), the high watermark (first offset not yet readable),\n" +
 			"the log end offset (offset of the next record), the size on disk and the number\n" +
 			"of segment files. A failed partition shows its error.",
-		Args: oneTopicName,
+		Example: "  sq topic describe orders\n  sq topic describe orders -f json",
+		Args:    oneTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := format.json()
+			if err != nil {
+				return err
+			}
 			c, err := g.dial(cmd)
 			if err != nil {
 				return err
@@ -140,9 +157,14 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return apiError(g.addr(cmd), err)
 			}
+			if asJSON {
+				return writeJSON(g.stdout, toTopicJSON(info))
+			}
 			return printTopicDescription(g.stdout, info)
 		},
 	}
+	format = addAdminFormatFlag(cmd)
+	return cmd
 }
 
 func printTopicDescription(out io.Writer, t sdk.TopicInfo) error {
@@ -192,7 +214,8 @@ func oneTopicName(cmd *cobra.Command, args []string) error {
 // apiError returns the catalog error in err's chain (printed "NAME:
 // message"), a connection error naming addr, or err itself.
 func apiError(addr string, err error) error {
-	if errors.Is(err, sdk.ErrConnection) {
+	var wp *sdk.WrongProtocolError
+	if errors.Is(err, sdk.ErrConnection) || errors.As(err, &wp) {
 		return connectError(addr, err)
 	}
 	var e *api.Error

@@ -1,0 +1,252 @@
+package sdk
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+)
+
+// Errors of connecting to the wrong address or to an address that does not
+// answer. Test them with errors.Is; errors.As gives the details
+// (*WrongProtocolError, *ConnectTimeoutError).
+var (
+	// ErrNotDataPlane is matched by a *WrongProtocolError from Dial (and
+	// from the Producer and Consumer, which dial the same way) when the
+	// address answered the handshake in another protocol: HTTP/2 (the gRPC
+	// control plane, port 6060 by default), HTTP/1.x (the metrics and
+	// health port, 6062), TLS, or bytes that are no SQ frame. It is
+	// permanent: redialing the same address does not help.
+	ErrNotDataPlane = errors.New("sdk: not an SQ data plane")
+
+	// ErrNotControlPlane is matched by a *WrongProtocolError from
+	// Admin.Connect when the address is not SQ's gRPC control plane: the
+	// Cap'n Proto data plane (port 6064 by default), HTTP/1.x, TLS, a gRPC
+	// server without SQ's services, or anything else. It is permanent.
+	ErrNotControlPlane = errors.New("sdk: not an SQ control plane")
+
+	// ErrConnectTimeout is matched by a *ConnectTimeoutError: the dial
+	// plus handshake (data plane) or the first call (Admin.Connect) got no
+	// answer within the configured bound, for example from a listener that
+	// accepts connections and never answers. Such an error also matches
+	// ErrConnection, so it is retriable.
+	ErrConnectTimeout = errors.New("sdk: no answer within the connect timeout")
+)
+
+// Default ports of sq-server, named in the messages of WrongProtocolError.
+const (
+	defaultDataPort    = "6064" // --capnp-host
+	defaultControlPort = "6060" // --grpc-host
+)
+
+// What a WrongProtocolError says the address speaks.
+const (
+	SpeaksHTTP2     = "HTTP/2"
+	SpeaksHTTP1     = "HTTP/1.x"
+	SpeaksTLS       = "TLS"
+	SpeaksDataPlane = "SQ's data-plane protocol"
+	SpeaksGRPC      = "gRPC without SQ's services"
+	SpeaksUnknown   = "an unknown protocol"
+)
+
+// WrongProtocolError reports an address that answered in a protocol other
+// than the one of the plane dialed. It matches ErrNotDataPlane or
+// ErrNotControlPlane (errors.Is), by Plane.
+type WrongProtocolError struct {
+	Addr string // host:port dialed
+	// Plane is the plane that was expected: "data" or "control".
+	Plane string
+	// Speaks names what answered: one of the Speaks* constants.
+	Speaks string
+}
+
+// Message is the error text without the "sdk: " prefix, for example
+// "127.0.0.1:6060 is not an SQ data plane (it speaks HTTP/2; the data plane
+// is on port 6064 by default)".
+func (e *WrongProtocolError) Message() string {
+	if e.Plane == "control" {
+		return fmt.Sprintf("%s is not an SQ control plane (it speaks %s; the gRPC control plane is on port %s by default)", e.Addr, e.Speaks, defaultControlPort)
+	}
+	return fmt.Sprintf("%s is not an SQ data plane (it speaks %s; the data plane is on port %s by default)", e.Addr, e.Speaks, defaultDataPort)
+}
+
+func (e *WrongProtocolError) Error() string { return "sdk: " + e.Message() }
+
+// Is matches ErrNotDataPlane or ErrNotControlPlane, by Plane.
+func (e *WrongProtocolError) Is(target error) bool {
+	return (target == ErrNotDataPlane && e.Plane != "control") || (target == ErrNotControlPlane && e.Plane == "control")
+}
+
+// ConnectTimeoutError reports that Addr did not answer within Timeout. It
+// matches ErrConnectTimeout and ErrConnection.
+type ConnectTimeoutError struct {
+	Addr    string
+	Timeout time.Duration
+	// Stage is what did not finish in time: "dial" (no TCP connection),
+	// "handshake" (connected, no answer) or "first call" (gRPC).
+	Stage string
+}
+
+func (e *ConnectTimeoutError) Error() string {
+	return fmt.Sprintf("sdk: %s: no answer within %v (%s)", e.Addr, e.Timeout, e.Stage)
+}
+
+// Unwrap makes the error match ErrConnectTimeout and ErrConnection.
+func (e *ConnectTimeoutError) Unwrap() []error { return []error{ErrConnectTimeout, ErrConnection} }
+
+// sniffBytes is how much of an answer identifySpeaker looks at: an HTTP/2
+// frame header is 9 bytes (RFC 9113 §4.1).
+const sniffBytes = 9
+
+// capnpMaxSegments bounds the segment count of a Cap'n Proto message
+// that SQ sends (the decoder's own limit is 512): the first 4 bytes of
+// every frame hold the segment count minus one, little-endian
+// (https://capnproto.org/encoding.html#serialization-over-a-stream).
+const capnpMaxSegments = 512
+
+// identifySpeaker names the protocol of the first bytes b a server sent,
+// or returns "" when they can start an SQ data-plane frame. b holds at
+// least one byte; fewer than sniffBytes when the server sent no more.
+//
+//   - HTTP/2: a server's first frame is SETTINGS (RFC 9113 §3.4): a 9-byte
+//     header with type 0x4 and stream identifier 0. gRPC servers send it
+//     as soon as they accept, whatever the client sent.
+//   - HTTP/1.x: a response starts "HTTP/1." (RFC 9112 §4).
+//   - TLS: a record starts with its content type, alert 0x15 or handshake
+//     0x16, then the major version 0x03 (RFC 8446 §5.1).
+func identifySpeaker(b []byte) string {
+	switch {
+	case len(b) >= sniffBytes && b[3] == 0x4 && binary.BigEndian.Uint32(b[5:9])&0x7fffffff == 0:
+		return SpeaksHTTP2
+	case bytes.HasPrefix(b, []byte("HTTP/1.")):
+		return SpeaksHTTP1
+	case len(b) >= 2 && (b[0] == 0x15 || b[0] == 0x16) && b[1] == 0x03:
+		return SpeaksTLS
+	case len(b) >= 4 && binary.LittleEndian.Uint32(b) < capnpMaxSegments:
+		return ""
+	}
+	return SpeaksUnknown
+}
+
+// probeDelayMax bounds how long the handshake waits for an answer before it
+// also asks, on a second connection, whether an HTTP/1.x server listens
+// there (such a server waits for a request line and never answers the
+// handshake frame).
+const probeDelayMax = time.Second
+
+// httpProbe is the request of the HTTP/1.x probe: OPTIONS * asks about
+// the server itself and changes nothing (RFC 9110 §9.3.7).
+const httpProbe = "OPTIONS * HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+
+// probeHTTP1 sends an HTTP/1.1 request to addr and names what answered
+// (SpeaksHTTP1, SpeaksTLS for an HTTPS server that says it got plain
+// HTTP), or returns "" when nothing recognizable answered before ctx ended.
+func probeHTTP1(ctx context.Context, addr string) string {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return ""
+	}
+	defer nc.Close()
+	defer context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })()
+	if _, err := fmt.Fprintf(nc, httpProbe, addr); err != nil {
+		return ""
+	}
+	// An HTTP status line and a few header bytes are plenty; Go's HTTPS
+	// servers answer plain HTTP with a 400 whose body says so.
+	b, _ := io.ReadAll(io.LimitReader(nc, 512))
+	if !bytes.HasPrefix(b, []byte("HTTP/1.")) {
+		return ""
+	}
+	if bytes.Contains(b, []byte("HTTPS server")) {
+		return SpeaksTLS
+	}
+	return SpeaksHTTP1
+}
+
+// awaitAnswer waits for the first bytes of the answer to the handshake on
+// br (read from nc), until deadline. Past probeAt with nothing read, it
+// also runs probeHTTP1 on a second connection. It returns the bytes seen
+// (up to sniffBytes, none on failure) or the error: a *WrongProtocolError,
+// a *ConnectTimeoutError, or the connection's read error.
+func awaitAnswer(ctx context.Context, nc net.Conn, peek func(int) ([]byte, error), addr string, timeout time.Duration, probeAt, deadline time.Time) ([]byte, error) {
+	_ = nc.SetReadDeadline(probeAt)
+	b, err := peek(sniffBytes)
+	if len(b) == 0 && isTimeout(err) && ctx.Err() == nil && probeAt.Before(deadline) {
+		pctx, cancel := context.WithDeadline(ctx, deadline)
+		probed := make(chan string, 1)
+		go func() {
+			speaks := probeHTTP1(pctx, addr)
+			if speaks != "" {
+				// End the wait on the handshake: the answer is in.
+				_ = nc.SetReadDeadline(time.Unix(1, 0))
+			}
+			probed <- speaks
+		}()
+		_ = nc.SetReadDeadline(deadline)
+		b, err = peek(sniffBytes)
+		if len(b) != 0 {
+			cancel() // the handshake got an answer: stop the probe
+		}
+		// With nothing on the handshake, the probe's answer is what there
+		// is; a silent listener makes both wait until the deadline.
+		speaks := <-probed
+		cancel()
+		if len(b) == 0 && speaks != "" {
+			return nil, permanent{&WrongProtocolError{Addr: addr, Plane: "data", Speaks: speaks}}
+		}
+	}
+	if len(b) == 0 {
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case isTimeout(err):
+			return nil, &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "handshake"}
+		case errors.Is(err, io.EOF):
+			return nil, errors.New("handshake: the server closed the connection without answering")
+		}
+		return nil, fmt.Errorf("handshake: %w", err)
+	}
+	if speaks := identifySpeaker(b); speaks != "" {
+		return nil, permanent{&WrongProtocolError{Addr: addr, Plane: "data", Speaks: speaks}}
+	}
+	return b, nil
+}
+
+// isTimeout reports whether err is a deadline passing on a connection.
+func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// identifyAddr names what answers at addr when it is not a gRPC server
+// (see Admin.Connect): SpeaksDataPlane when an SQ data-plane handshake
+// succeeds, what the handshake's sniffing found (HTTP/1.x, TLS, ...), or ""
+// when nothing could be told before ctx ended (give ctx a deadline).
+func identifyAddr(ctx context.Context, addr string) string {
+	timeout := DefaultDialTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if timeout <= 0 {
+		return ""
+	}
+	nc, _, _, err := dialHandshake(ctx, addr, "sq-go-probe", timeout)
+	if err == nil {
+		nc.Close()
+		return SpeaksDataPlane
+	}
+	var wp *WrongProtocolError
+	if errors.As(err, &wp) && wp.Speaks != SpeaksHTTP2 {
+		return wp.Speaks
+	}
+	return ""
+}
