@@ -171,7 +171,8 @@ func probeHTTP1(ctx context.Context, addr string) string {
 
 // awaitAnswer waits for the first bytes of the answer to the handshake on
 // br (read from nc), until deadline. Past probeAt with nothing read, it
-// also runs probeHTTP1 on a second connection. It returns the bytes seen
+// also runs probeHTTP1 on a second connection; so it does when the server
+// closes the connection without a byte. It returns the bytes seen
 // (up to sniffBytes, none on failure) or the error: a *WrongProtocolError,
 // a *ConnectTimeoutError, or the connection's read error.
 func awaitAnswer(ctx context.Context, nc net.Conn, peek func(int) ([]byte, error), addr string, timeout time.Duration, probeAt, deadline time.Time) ([]byte, error) {
@@ -198,6 +199,17 @@ func awaitAnswer(ctx context.Context, nc net.Conn, peek func(int) ([]byte, error
 		speaks := <-probed
 		cancel()
 		if len(b) == 0 && speaks != "" {
+			return nil, permanent{&WrongProtocolError{Addr: addr, Plane: "data", Speaks: speaks}}
+		}
+	}
+	if len(b) == 0 && !isTimeout(err) && ctx.Err() == nil {
+		// Closed without a byte: Go's TLS servers do that to a first
+		// record that is not a ClientHello, yet answer plain HTTP with a
+		// 400 that says so.
+		pctx, cancel := context.WithDeadline(ctx, deadline)
+		speaks := probeHTTP1(pctx, addr)
+		cancel()
+		if speaks != "" {
 			return nil, permanent{&WrongProtocolError{Addr: addr, Plane: "data", Speaks: speaks}}
 		}
 	}
