@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -106,10 +108,10 @@ func printGroup(out io.Writer, d sdk.GroupDescription) error {
 	fmt.Fprintln(w, "MEMBER\tCLIENT\tASSIGNMENT")
 	for _, m := range d.Members {
 		var parts []string
-		for t, ps := range m.Assignment {
-			ids := make([]string, len(ps))
-			for i, p := range ps {
-				ids[i] = strconv.FormatUint(uint64(p), 10)
+		for _, t := range slices.Sorted(maps.Keys(m.Assignment)) {
+			var ids []string
+			for _, p := range slices.Sorted(slices.Values(m.Assignment[t])) {
+				ids = append(ids, strconv.FormatUint(uint64(p), 10))
 			}
 			parts = append(parts, t+":"+strings.Join(ids, ","))
 		}

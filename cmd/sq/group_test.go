@@ -32,14 +32,7 @@ func TestParseResetTo(t *testing.T) {
 
 func TestPrintGroup(t *testing.T) {
 	var out bytes.Buffer
-	err := printGroup(&out, sdk.GroupDescription{
-		Summary: sdk.GroupSummary{Group: "billing", State: "stable", Members: 1, Generation: 3},
-		Members: []sdk.GroupMember{{MemberID: "m-1", ClientID: "app", Assignment: sdk.Assignment{"orders": {0, 1}}}},
-		Offsets: []sdk.GroupPartitionLag{
-			{Topic: "orders", Partition: 0, CommittedOffset: 5, LogEndOffset: 9, Lag: 4, MemberID: "m-1"},
-			{Topic: "orders", Partition: 1, CommittedOffset: -1, LogEndOffset: 2, Lag: 2},
-		},
-	})
+	err := printGroup(&out, groupDescriptionFixture())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,5 +40,18 @@ func TestPrintGroup(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// groupDescriptionFixture is a group with one member holding both
+// partitions of orders, a commit on partition 0 and none on partition 1.
+func groupDescriptionFixture() sdk.GroupDescription {
+	return sdk.GroupDescription{
+		Summary: sdk.GroupSummary{Group: "billing", State: "stable", Members: 1, Generation: 3},
+		Members: []sdk.GroupMember{{MemberID: "m-1", ClientID: "app", Assignment: sdk.Assignment{"orders": {1, 0}}}},
+		Offsets: []sdk.GroupPartitionLag{
+			{Topic: "orders", Partition: 0, CommittedOffset: 5, LogEndOffset: 9, Lag: 4, MemberID: "m-1"},
+			{Topic: "orders", Partition: 1, CommittedOffset: -1, LogEndOffset: 2, Lag: 2},
+		},
 	}
 }

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seedqueue/sq/sdk"
+)
+
+// runSQ runs the sq command line in-process and returns stdout and the
+// error.
+func runSQ(t *testing.T, env map[string]string, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRootCommand(nil, &out, &errOut, func(k string) string { return env[k] })
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // guards against a hang only
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("sq %v ran into the test's guard deadline", args)
+	}
+	return out.String(), err
+}
+
+// jsonKeys parses out as one JSON object and returns its keys, sorted.
+func jsonKeys(t *testing.T, out string) (map[string]any, []string) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out))
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("not a JSON object: %v\n%s", err, out)
+	}
+	if dec.More() {
+		t.Fatalf("more than one JSON document:\n%s", out)
+	}
+	var keys []string
+	for k := range doc {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return doc, keys
+}
+
+func sortedKeys(v any) []string {
+	m, _ := v.(map[string]any)
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func TestAdminCommandsJSON(t *testing.T) {
+	data, _ := startData(t, false)
+	ctl := startControl(t)
+	topicKeys := []string{"config", "name", "partition_count", "topic_id"}
+	configKeys := []string{"max_record_bytes", "retention_bytes", "retention_ms", "segment_bytes", "segment_ms", "sync_policy"}
+
+	out, err := runSQ(t, nil, "--server", data, "topic", "list", "-f", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, keys := jsonKeys(t, out)
+	if !slices.Equal(keys, []string{"topics"}) {
+		t.Fatalf("topic list keys %v", keys)
+	}
+	topics := doc["topics"].([]any)
+	if len(topics) != 1 || !slices.Equal(sortedKeys(topics[0]), topicKeys) ||
+		!slices.Equal(sortedKeys(topics[0].(map[string]any)["config"]), configKeys) {
+		t.Fatalf("topic list:\n%s", out)
+	}
+
+	out, err = runSQ(t, nil, "--server", data, "topic", "describe", "orders", "--format", "JSON")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, keys = jsonKeys(t, out)
+	if !slices.Equal(keys, []string{"config", "name", "partition_count", "partitions", "topic_id"}) || doc["partition_count"] != 2.0 {
+		t.Fatalf("topic describe:\n%s", out)
+	}
+	parts := doc["partitions"].([]any)
+	wantPart := []string{"high_watermark", "log_end_offset", "log_start_offset", "partition", "segment_count", "size_bytes"}
+	if len(parts) != 2 || !slices.Equal(sortedKeys(parts[1]), wantPart) {
+		t.Fatalf("topic describe partitions:\n%s", out)
+	}
+
+	out, err = runSQ(t, nil, "--server", data, "group", "list", "-f", "Json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc, keys = jsonKeys(t, out); !slices.Equal(keys, []string{"groups"}) || len(doc["groups"].([]any)) != 0 {
+		t.Fatalf("group list:\n%s", out)
+	}
+
+	c, err := sdk.Dial(context.Background(), sdk.ClientConfig{Addr: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.CommitOffsets(context.Background(), "billing", []sdk.OffsetCommit{{Topic: "orders", Partition: 1, Offset: 0}})
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = runSQ(t, nil, "--server", data, "group", "describe", "billing", "-f", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, keys = jsonKeys(t, out); !slices.Equal(keys, []string{"generation", "group", "member_count", "members", "offsets", "state"}) {
+		t.Fatalf("group describe keys %v:\n%s", keys, out)
+	}
+
+	out, err = runSQ(t, nil, "--control", ctl, "cluster", "info", "-f", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, keys = jsonKeys(t, out)
+	want := []string{"capnp_address", "cluster_id", "data_bytes", "data_dir", "data_dir_free_bytes", "data_dir_total_bytes",
+		"grpc_address", "http_address", "io_backend", "members", "node_id", "topic_count", "uptime_ms", "version"}
+	if !slices.Equal(keys, want) || doc["node_id"] != "cli-node" {
+		t.Fatalf("cluster info keys %v, want %v:\n%s", keys, want, out)
+	}
+	members := doc["members"].([]any)
+	if len(members) != 1 || !slices.Equal(sortedKeys(members[0]), []string{"capnp_address", "grpc_address", "node_id", "self", "state"}) {
+		t.Fatalf("cluster info members:\n%s", out)
+	}
+}
+
+func TestGroupDescribeJSONFields(t *testing.T) {
+	var out bytes.Buffer
+	err := printGroupJSON(&out, groupDescriptionFixture())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Members []struct {
+			MemberID   string              `json:"member_id"`
+			Assignment map[string][]uint32 `json:"assignment"`
+		} `json:"members"`
+		Offsets []struct {
+			CommittedOffset *int64  `json:"committed_offset"`
+			MemberID        *string `json:"member_id"`
+			Lag             int64   `json:"lag"`
+		} `json:"offsets"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Members) != 1 || !slices.Equal(got.Members[0].Assignment["orders"], []uint32{0, 1}) {
+		t.Errorf("members: %+v", got.Members)
+	}
+	if len(got.Offsets) != 2 || *got.Offsets[0].CommittedOffset != 5 || *got.Offsets[0].MemberID != "m-1" ||
+		got.Offsets[1].CommittedOffset != nil || got.Offsets[1].MemberID != nil || got.Offsets[1].Lag != 2 {
+		t.Errorf("offsets:\n%s", out.String())
+	}
+}
+
+// deadAddr returns a loopback address where nothing listens.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func TestAdminFormatRefused(t *testing.T) {
+	dead := deadAddr(t)
+	for _, args := range [][]string{
+		{"topic", "list"}, {"topic", "describe", "orders"}, {"group", "list"}, {"group", "describe", "g"}, {"cluster", "info"},
+	} {
+		for _, bad := range []string{"yaml", "", "raw", "%v"} {
+			all := append([]string{"--server", dead, "--control", dead}, args...)
+			_, err := runSQ(t, nil, append(all, "--format", bad)...)
+			if err == nil || !strings.Contains(err.Error(), "want one of text, json") || !strings.Contains(err.Error(), `"`+bad+`"`) {
+				t.Errorf("sq %v --format %q: %v, want the accepted formats", args, bad, err)
+			}
+		}
+	}
+}
+
+func TestTopicAlterOffersOnlyWhatTheServerChanges(t *testing.T) {
+	ctl := startControl(t)
+	_, err := runSQ(t, nil, "--control", ctl, "topic", "alter", "orders", "--segment-bytes", "1048576")
+	if err == nil || !strings.Contains(err.Error(), "unknown flag: --segment-bytes") || !strings.Contains(err.Error(), "fixed when a topic is created") {
+		t.Fatalf("alter --segment-bytes: %v", err)
+	}
+	_, err = runSQ(t, nil, "--control", ctl, "topic", "alter", "orders", "--partitions", "3")
+	if err == nil || !strings.Contains(err.Error(), "unknown flag: --partitions") || !strings.Contains(err.Error(), alterableSettings) {
+		t.Fatalf("alter --partitions: %v", err)
+	}
+	for _, flag := range []string{"--sync-policy=none", "--retention-ms=60000", "--retention-bytes=-1", "--segment-ms=3600000", "--max-record-bytes=2048"} {
+		if _, err := runSQ(t, nil, "--control", ctl, "topic", "alter", "orders", flag); err != nil {
+			t.Errorf("alter %s: %v", flag, err)
+		}
+	}
+}
+
+func TestWrongPlaneIsNamed(t *testing.T) {
+	data, _ := startData(t, false)
+	ctl := startControl(t)
+	_, err := runSQ(t, nil, "--server", ctl, "topic", "list")
+	if err == nil || !strings.Contains(err.Error(), ctl+" is not an SQ data plane (it speaks HTTP/2; the data plane is on port 6064 by default)") {
+		t.Errorf("--server <gRPC address>: %v", err)
+	}
+	_, err = runSQ(t, nil, "--control", data, "cluster", "info")
+	if err == nil || !strings.Contains(err.Error(), data+" is not an SQ control plane (it speaks SQ's data-plane protocol; the gRPC control plane is on port 6060 by default)") {
+		t.Errorf("--control <data-plane address>: %v", err)
+	}
+}
+
+// silentListener accepts connections and never answers; it stops at the
+// end of the test.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, nc)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+		mu.Lock()
+		for _, nc := range conns {
+			nc.Close()
+		}
+		mu.Unlock()
+	})
+	return ln.Addr().String()
+}
+
+func TestTimeoutBoundsASilentListener(t *testing.T) {
+	addr := silentListener(t)
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"data plane", nil, []string{"--timeout", "200ms", "--server", addr, "topic", "list"},
+			"no answer from the SQ server at " + addr + " within 200ms"},
+		{"data plane, SQ_TIMEOUT", map[string]string{"SQ_TIMEOUT": "150ms"}, []string{"--server", addr, "group", "list"},
+			"no answer from the SQ server at " + addr + " within 150ms"},
+		{"flag wins over SQ_TIMEOUT", map[string]string{"SQ_TIMEOUT": "1h"}, []string{"--timeout", "150ms", "--server", addr, "topic", "describe", "t"},
+			"within 150ms"},
+		{"control plane", nil, []string{"--timeout", "200ms", "--control", addr, "cluster", "info"},
+			"no answer from the SQ control plane at " + addr + " within 200ms"},
+		{"topic alter", nil, []string{"--timeout", "200ms", "--control", addr, "topic", "alter", "t", "--retention-ms", "1"},
+			"no answer from the SQ control plane at " + addr + " within 200ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runSQ(t, tc.env, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTimeoutRefusesBadValues(t *testing.T) {
+	dead := deadAddr(t)
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, []string{"--timeout", "0s"}, "--timeout 0s: want a positive duration"},
+		{nil, []string{"--timeout", "-1s"}, "--timeout -1s: want a positive duration"},
+		{nil, []string{"--timeout", "5"}, "invalid argument"},
+		{map[string]string{"SQ_TIMEOUT": "soon"}, nil, `SQ_TIMEOUT="soon": want a duration`},
+		{map[string]string{"SQ_TIMEOUT": "0"}, nil, "SQ_TIMEOUT 0s: want a positive duration"},
+	} {
+		_, err := runSQ(t, tc.env, append(tc.args, "--server", dead, "topic", "list")...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: %v, want %q", tc.env, tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	re := regexp.MustCompile(`^sq \S+ \(commit (unknown|[0-9a-f]{1,7}(-dirty)?), go\d+\.\d+\)\n$`)
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		out, err := runSQ(t, nil, args...)
+		if err != nil || !re.MatchString(out) {
+			t.Errorf("sq %v: %q, %v; want a match of %v", args, out, err, re)
+		}
+	}
+}
