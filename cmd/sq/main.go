@@ -13,6 +13,7 @@
 //	sq topic create audit --partitions 1 --sync-policy every-batch --retention-ms 86400000
 //	sq topic list
 //	sq topic describe orders
+//	sq topic list -f json    # one JSON document; so do group list/describe and cluster info
 //
 //	# one record per line of the file (stdin by default)
 //	sq produce --topic orders --file orders.txt
@@ -37,6 +38,11 @@
 //
 //	sq topic alter orders --retention-ms 86400000
 //	sq --control 10.0.0.1:6060 cluster info
+//
+// --timeout (else SQ_TIMEOUT, else 5s) bounds connecting to either plane
+// plus its handshake or first call; an address that answers in another
+// protocol (the gRPC port given as --server, say) is named for what it
+// speaks. `sq --version` prints "sq VERSION (commit C, goX.Y)".
 //
 // Errors are printed as "sq: NAME: message" with the catalog name of the
 // server's error (for example `sq: UNKNOWN_TOPIC: topic "x" does not exist`)
@@ -213,7 +219,8 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 		Short: "Command-line client of the SQ (SeedQueue) broker",
 		Long: "sq manages topics and produces and consumes records on an SQ broker.\n\n" +
 			"The broker's data-plane address comes from --server, else from the " + serverEnv + "\n" +
-			"environment variable, else " + defaultServer + ".",
+			"environment variable, else " + defaultServer + ". --timeout (else " + timeoutEnv + ") bounds\n" +
+			"connecting to either plane.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       buildinfo.Version,
