@@ -63,9 +63,10 @@ func controlError(addr string, err error) error {
 	if errors.As(err, &wp) {
 		return fmt.Errorf("%s; set the address with --control or %s", wp.Message(), controlEnv)
 	}
-	if errors.Is(err, sdk.ErrConnectTimeout) {
-		return fmt.Errorf("no answer from the SQ control plane at %s within %v (--timeout or %s sets the bound; --control or %s the address): %w",
-			addr, connectTimeoutOf(err), timeoutEnv, controlEnv, err)
+	var te *sdk.ConnectTimeoutError
+	if errors.As(err, &te) {
+		return fmt.Errorf("no answer from the SQ control plane at %s within %v (%s; set the bound with --timeout or %s, the address with --control or %s)",
+			addr, te.Timeout, te.Stage, timeoutEnv, controlEnv)
 	}
 	if errors.Is(err, sdk.ErrConnection) {
 		return fmt.Errorf("cannot reach the SQ control plane at %s (set the address with --control or %s): %w", addr, controlEnv, err)

@@ -279,21 +279,12 @@ func connectError(addr string, err error) error {
 	if errors.As(err, &wp) {
 		return fmt.Errorf("%s; set the address with --server or %s", wp.Message(), serverEnv)
 	}
-	if errors.Is(err, sdk.ErrConnectTimeout) {
-		return fmt.Errorf("no answer from the SQ server at %s within %v (--timeout or %s sets the bound; --server or %s the address): %w", addr, connectTimeoutOf(err), timeoutEnv, serverEnv, err)
+	var te *sdk.ConnectTimeoutError
+	if errors.As(err, &te) {
+		return fmt.Errorf("no answer from the SQ server at %s within %v (%s; set the bound with --timeout or %s, the address with --server or %s)", addr, te.Timeout, te.Stage, timeoutEnv, serverEnv)
 	}
 	if errors.Is(err, sdk.ErrConnection) {
 		return fmt.Errorf("cannot reach the SQ server at %s (set the address with --server or %s): %w", addr, serverEnv, err)
 	}
 	return err
-}
-
-// connectTimeoutOf returns the bound named by a *sdk.ConnectTimeoutError
-// in err's chain.
-func connectTimeoutOf(err error) time.Duration {
-	var te *sdk.ConnectTimeoutError
-	if errors.As(err, &te) {
-		return te.Timeout
-	}
-	return 0
 }
