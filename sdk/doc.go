@@ -169,7 +169,13 @@
 // them with errors.Is against the api sentinels (api.ErrUnknownTopic, ...).
 // IsRetriable tells whether a request may be sent again unchanged.
 // ErrConnection wraps every transport failure, ErrClosed every call after
-// Close.
+// Close. Connecting is bounded (ClientConfig.DialTimeout,
+// GrpcConfig.ConnectTimeout with Admin.Connect): an address that accepts
+// and does not answer fails with a *ConnectTimeoutError (ErrConnectTimeout,
+// also ErrConnection), and one that answers in another protocol (the gRPC
+// port given as the data plane, the metrics port, TLS) with a permanent
+// *WrongProtocolError (ErrNotDataPlane, ErrNotControlPlane) naming what it
+// speaks.
 //
 // # Cancellation
 //
