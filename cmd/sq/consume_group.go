@@ -22,6 +22,9 @@ const (
 	// emptyAssignmentWait is how long a member without --follow waits
 	// for the group to assign it a partition before it exits.
 	emptyAssignmentWait = 5 * time.Second
+	// groupHeartbeat is how often the member heartbeats, so that it sees
+	// the group's assignment changes within about a second.
+	groupHeartbeat = time.Second
 	// probeInterval is the least time between checks that the server
 	// still answers while Poll returns nothing.
 	probeInterval = 2 * time.Second
@@ -80,7 +83,8 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 	s.cons, err = sdk.NewConsumer(ctx, sdk.ConsumerConfig{
 		Addr: addr, ClientID: "sq-cli", Topic: f.topic, ConsumerGroup: f.group,
 		AutoCommitMarked: true, AutoCommitInterval: commitInterval, StartFrom: from,
-		MaxWait: followMaxWait, DialTimeout: dialTimeout, RequestTimeout: groupRequestTimeout,
+		HeartbeatInterval: groupHeartbeat,
+		MaxWait:           followMaxWait, DialTimeout: dialTimeout, RequestTimeout: groupRequestTimeout,
 		OnPartitionsAssigned: func(ps []uint32) {
 			fmt.Fprintf(s.stderr, "sq: group %s: assigned partition%s %v of %s\n", f.group, plural(len(ps)), ps, f.topic)
 		},
