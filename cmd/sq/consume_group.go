@@ -25,6 +25,10 @@ const (
 	// groupHeartbeat is how often the member heartbeats, so that it sees
 	// the group's assignment changes within about a second.
 	groupHeartbeat = time.Second
+	// groupReconnectBackoffMax caps the wait between reconnection
+	// attempts: a member that lost the server retries often, and its
+	// commit and leave after Ctrl-C wait at most this long to try.
+	groupReconnectBackoffMax = 500 * time.Millisecond
 	// probeInterval is the least time between checks that the server
 	// still answers while Poll returns nothing.
 	probeInterval = 2 * time.Second
@@ -85,6 +89,7 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 		AutoCommitMarked: true, AutoCommitInterval: commitInterval, StartFrom: from,
 		HeartbeatInterval: groupHeartbeat,
 		MaxWait:           followMaxWait, DialTimeout: dialTimeout, RequestTimeout: groupRequestTimeout,
+		ReconnectBackoffMax: groupReconnectBackoffMax,
 		OnPartitionsAssigned: func(ps []uint32) {
 			fmt.Fprintf(s.stderr, "sq: group %s: assigned partition%s %v of %s\n", f.group, plural(len(ps)), ps, f.topic)
 		},
@@ -96,7 +101,7 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 		if stopped(ctx, err) {
 			return nil
 		}
-		return apiError(addr, connectError(addr, err))
+		return apiError(addr, err)
 	}
 	err = errors.Join(s.loop(ctx), out.flush())
 	// Commit what was printed, even after Ctrl-C; bounded by
@@ -104,7 +109,12 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
 	commitErr := s.cons.Commit(cctx)
 	cancel()
-	closeErr := s.cons.Close()
+	var closeErr error
+	if commitErr == nil {
+		closeErr = s.cons.Close() // leaves the group; nothing left to commit
+	} else {
+		s.cons.CloseWithoutCommit() // the commit failed once already: leave without retrying it
+	}
 	if _, ok := interrupted(ctx); ok {
 		s.summary(commitErr)
 	}
@@ -236,7 +246,7 @@ func (s *groupSession) probe(ctx context.Context) error {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case !s.f.follow:
-		return fmt.Errorf("reading %s as group %s: %w", s.f.topic, s.f.group, connectError(s.addr, err))
+		return fmt.Errorf("reading %s as group %s: %w", s.f.topic, s.f.group, err)
 	case !s.unreached:
 		fmt.Fprintf(s.stderr, "sq: %s: %v; retrying until it answers (Ctrl-C stops)\n", s.addr, err)
 	}

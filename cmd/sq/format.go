@@ -84,8 +84,8 @@ type tmplPart struct {
 	token byte
 }
 
-// templateEscapes maps the character after a backslash in a --format template to
-// the byte it stands for.
+// templateEscapes maps the character after a backslash in a --format
+// template to the byte it stands for.
 var templateEscapes = map[byte]byte{'n': '\n', 't': '\t', 'r': '\r', '\\': '\\', '0': 0}
 
 // parseTemplate compiles a --format string containing '%' (kcat's -f,
