@@ -73,8 +73,8 @@ each partition starts at the group's committed offset when it has one, and
 sq commits the position after the last record it printed: every 5s with
 --follow, when the group moves a partition to another member, and when it
 stops (also after Ctrl-C). A record is committed only after it was
-written to stdout, so none printed is read again by the group and none
-unprinted is skipped. Without --follow the member reads the partitions it
+written to stdout: none is skipped, and after a stop (Ctrl-C included) the
+group's next member starts right after the last record printed. Without --follow the member reads the partitions it
 is assigned up to the high watermarks seen at start and exits (as kcat -G
 with -e). -p/--partition cannot be combined with --group (the group assigns
 the partitions), nor can -o -N or +N (use earliest, latest, an offset or
@@ -95,8 +95,9 @@ the partitions), nor can -o -N or +N (use earliest, latest, an offset or
 
 Ctrl-C stops: sq commits (with --group), prints a one-line summary of what
 it printed to stderr and exits with status 130; a second Ctrl-C exits at
-once. A server that cannot be reached fails the command within seconds
-without --follow; with --follow sq keeps retrying until Ctrl-C.`
+once. A server that cannot be reached fails the command, naming its
+address, without --follow; with --follow sq reports it once and keeps
+retrying until Ctrl-C.`
 
 func newConsumeCommand(g *globals) *cobra.Command {
 	f := consumeFlags{partition: partitionFlag{all: true}}
@@ -124,7 +125,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 	fl.Int64VarP(&f.count, "count", "c", 0, "stop after printing this many records (0: no limit)")
 	fl.BoolVar(&f.follow, "follow", false, "keep waiting for new records until Ctrl-C instead of stopping at the high watermark seen at start")
 	fl.StringVarP(&f.format, "format", "f", formatRaw, "output format: raw, json, or a template with % tokens such as '%k\\t%v\\n' (see --help)")
-	fl.VarP(&f.partition, "partition", "p", "read only this partition (default: all)")
+	fl.VarP(&f.partition, "partition", "p", "read only this partition; all: every partition")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }
