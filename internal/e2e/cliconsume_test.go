@@ -159,13 +159,41 @@ func groupMembers(t *testing.T, addr, group string) int {
 	return n
 }
 
-// waitMembers polls `sq group describe` until the group has n members.
-func waitMembers(t *testing.T, addr, group string, n int) {
+// assignedMembers returns, from `sq group describe`, the number of
+// members and how many of them hold partitions.
+func assignedMembers(t *testing.T, addr, group string) (members, holding int) {
+	t.Helper()
+	in := false
+	for _, l := range strings.Split(sqOK(t, addr, nil, "group", "describe", group), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 0 && f[0] == "MEMBER":
+			in = true
+		case len(f) == 0:
+			in = false
+		case in:
+			members++
+			if f[len(f)-1] != "-" {
+				holding++
+			}
+		}
+	}
+	return members, holding
+}
+
+// waitShared polls `sq group describe` until the group is stable with n
+// members, each holding partitions.
+func waitShared(t *testing.T, addr, group string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(consumeWait)
-	for groupMembers(t, addr, group) != n {
+	for {
+		members, holding := assignedMembers(t, addr, group)
+		stable := strings.Contains(sqOK(t, addr, nil, "group", "describe", group), "State: stable")
+		if members == n && holding == n && stable && groupMembers(t, addr, group) == n {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("group %s does not have %d members within %v:\n%s", group, n, consumeWait, sqOK(t, addr, nil, "group", "describe", group))
+			t.Fatalf("group %s does not have %d members holding partitions within %v:\n%s", group, n, consumeWait, sqOK(t, addr, nil, "group", "describe", group))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -217,9 +245,7 @@ func testTwoCLIMembers(t *testing.T, srv *server) {
 	b := startSQ(t, srv.addr, "consume", "-t", "shared4", "-g", "pair", "--follow", "-f", `%p %o %v\n`)
 	b.waitOutput(t, "member b's assignment", b.stderr, func(s string) bool { return strings.Contains(s, "assigned partition") })
 	a.waitOutput(t, "member a's revocation", a.stderr, func(s string) bool { return strings.Contains(s, "moved to another member") })
-	if n := groupMembers(t, srv.addr, "pair"); n != 2 {
-		t.Fatalf("group pair has %d members while both run, want 2:\n%s", n, sqOK(t, srv.addr, nil, "group", "describe", "pair"))
-	}
+	waitShared(t, srv.addr, "pair", 2)
 	want := produceKeyed(t, srv.addr, "shared4", 0, 400)
 	deadline := time.Now().Add(consumeWait)
 	for countLines(a, b) < len(want) && time.Now().Before(deadline) {
@@ -272,7 +298,7 @@ func testCLIWithSDKMember(t *testing.T, srv *server) {
 	}()
 	cli := startSQ(t, srv.addr, "consume", "-t", "mixed4", "-g", "mixed", "--follow", "-f", `%p %o %v\n`)
 	cli.waitOutput(t, "the CLI member's assignment", cli.stderr, func(s string) bool { return strings.Contains(s, "assigned partition") })
-	waitMembers(t, srv.addr, "mixed", 2)
+	waitShared(t, srv.addr, "mixed", 2)
 	deadline := time.Now().Add(consumeWait)
 	for len(cons.Assignment()) != 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
