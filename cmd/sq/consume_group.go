@@ -85,16 +85,23 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 		return err
 	}
 	s.cons, err = sdk.NewConsumer(ctx, sdk.ConsumerConfig{
-		Addr: addr, ClientID: "sq-cli", Topic: f.topic, ConsumerGroup: f.group,
-		AutoCommitMarked: true, AutoCommitInterval: commitInterval, StartFrom: from,
-		HeartbeatInterval: groupHeartbeat,
-		MaxWait:           followMaxWait, DialTimeout: dialTimeout, RequestTimeout: groupRequestTimeout,
+		Addr:                addr,
+		ClientID:            "sq-cli",
+		Topic:               f.topic,
+		ConsumerGroup:       f.group,
+		AutoCommitMarked:    true,
+		AutoCommitInterval:  commitInterval,
+		StartFrom:           from,
+		HeartbeatInterval:   groupHeartbeat,
+		MaxWait:             followMaxWait,
+		DialTimeout:         dialTimeout,
+		RequestTimeout:      groupRequestTimeout,
 		ReconnectBackoffMax: groupReconnectBackoffMax,
 		OnPartitionsAssigned: func(ps []uint32) {
 			fmt.Fprintf(s.stderr, "sq: group %s: assigned partition%s %v of %s\n", f.group, plural(len(ps)), ps, f.topic)
 		},
 		OnPartitionsRevoked: func(ps []uint32) {
-			fmt.Fprintf(s.stderr, "sq: group %s: partition%s %v of %s moved to another member (committed)\n", f.group, plural(len(ps)), ps, f.topic)
+			fmt.Fprintf(s.stderr, "sq: group %s: partition%s %v of %s moved to another member\n", f.group, plural(len(ps)), ps, f.topic)
 		},
 	})
 	if err != nil {
