@@ -72,13 +72,13 @@ consumers are: the group shares the topic's partitions among its members
 each partition starts at the group's committed offset when it has one, and
 sq commits the position after the last record it printed: every 5s with
 --follow, when the group moves a partition to another member, and when it
-stops (also after Ctrl-C). A record is committed only after it was
-written to stdout: none is skipped, and after a stop (Ctrl-C included) the
-group's next member starts right after the last record printed. Without --follow the member reads the partitions it
-is assigned up to the high watermarks seen at start and exits (as kcat -G
-with -e). -p/--partition cannot be combined with --group (the group assigns
-the partitions), nor can -o -N or +N (use earliest, latest, an offset or
---from-time).
+stops (also after Ctrl-C). A record is committed only after it was written
+to stdout: none is skipped, and after a stop (Ctrl-C included) the group's
+next member starts right after the last record printed. Without --follow
+the member reads the partitions it is assigned up to the high watermarks
+seen at start and exits (as kcat -G with -e). -p/--partition cannot be
+combined with --group (the group assigns the partitions), nor can -o -N or
++N (use earliest, latest, an offset or --from-time).
 
 -f/--format (case-insensitive):
   raw    each value followed by a newline (the default)
@@ -195,8 +195,7 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	}
 	err = errors.Join(err, out.flush())
 	if _, ok := interrupted(ctx); ok {
-		fmt.Fprintf(s.stderr, "sq: interrupted: printed %d record%s of %s; next offsets %s\n",
-			s.printed, plural(int(min(s.printed, 2))), f.topic, formatPositions(s.parts, s.pos))
+		fmt.Fprintln(s.stderr, interruptSummary(s.printed, f.topic, formatPositions(s.parts, s.pos)))
 	}
 	if stopped(ctx, err) {
 		return nil // Ctrl-C: a clean stop (main exits 128+signal)
@@ -213,6 +212,16 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 // stopped reports whether err is only the cancellation of ctx (Ctrl-C).
 func stopped(ctx context.Context, err error) bool {
 	return err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled)
+}
+
+// interruptSummary is the first part of the line printed after Ctrl-C:
+// "sq: interrupted: printed N records of TOPIC; next offsets P:O ...".
+func interruptSummary(printed int64, topic, positions string) string {
+	word := "records"
+	if printed == 1 {
+		word = "record"
+	}
+	return fmt.Sprintf("sq: interrupted: printed %d %s of %s; next offsets %s", printed, word, topic, positions)
 }
 
 // formatPositions renders per-partition positions as "0:12 1:40", in the

@@ -272,6 +272,5 @@ func (s *groupSession) summary(commitErr error) {
 	if commitErr != nil {
 		committed = "commit for group " + s.f.group + " failed (see below)"
 	}
-	fmt.Fprintf(s.stderr, "sq: interrupted: printed %d record%s of %s; next offsets %s; %s\n",
-		s.printed, plural(int(min(s.printed, 2))), s.f.topic, formatPositions(parts, s.next), committed)
+	fmt.Fprintf(s.stderr, "%s; %s\n", interruptSummary(s.printed, s.f.topic, formatPositions(parts, s.next)), committed)
 }
