@@ -184,6 +184,7 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	ctx := cmd.Context()
 	if err := s.begin(ctx); err != nil {
 		if stopped(ctx, err) {
+			noteInterrupted(ctx, s.stderr, f.topic)
 			return nil
 		}
 		return apiError(s.addr, err)
@@ -222,6 +223,14 @@ func interruptSummary(printed int64, topic, positions string) string {
 		word = "record"
 	}
 	return fmt.Sprintf("sq: interrupted: printed %d %s of %s; next offsets %s", printed, word, topic, positions)
+}
+
+// noteInterrupted prints the summary of a run interrupted before it read
+// anything.
+func noteInterrupted(ctx context.Context, stderr io.Writer, topic string) {
+	if _, ok := interrupted(ctx); ok {
+		fmt.Fprintln(stderr, interruptSummary(0, topic, "none"))
+	}
 }
 
 // formatPositions renders per-partition positions as "0:12 1:40", in the

@@ -82,6 +82,9 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 	}
 	s := &groupSession{f: f, addr: addr, out: out, stderr: &syncWriter{w: g.stderr}, end: map[uint32]uint64{}, next: map[uint32]uint64{}}
 	if err := s.highWatermarks(cmd, g); err != nil || ctx.Err() != nil {
+		if err == nil {
+			noteInterrupted(ctx, s.stderr, f.topic)
+		}
 		return err
 	}
 	s.cons, err = sdk.NewConsumer(ctx, sdk.ConsumerConfig{
@@ -106,6 +109,7 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 	})
 	if err != nil {
 		if stopped(ctx, err) {
+			noteInterrupted(ctx, s.stderr, f.topic)
 			return nil
 		}
 		return apiError(addr, err)
