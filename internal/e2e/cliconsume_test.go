@@ -278,6 +278,7 @@ func testCLIWithSDKMember(t *testing.T, srv *server) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cons.Close() }) // on an early failure; Close is idempotent
 	var mu sync.Mutex
 	var sdkOut []string
 	polled := make(chan error, 1)
