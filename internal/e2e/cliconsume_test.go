@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -550,5 +551,62 @@ func testConsumeKilledServer(t *testing.T, srv *server) {
 		if stderr := sqFails(t, srv.addr, nil, args...); !strings.Contains(stderr, srv.addr) {
 			t.Errorf("sq %v against a killed server: stderr %q does not name %s", args, stderr, srv.addr)
 		}
+	}
+}
+
+// TestCLIConsumeServerDiesMidRead kills the server while `sq consume`
+// (without --follow; alone and as a group member) is in the middle of a
+// topic: it must fail naming the address instead of waiting for the
+// server. The consumer's stdout is not read until the server is dead, so
+// it blocks after at most a few MiB of the 6 MiB partition.
+func TestCLIConsumeServerDiesMidRead(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{{"alone", []string{"consume", "-t", "big"}}, {"group member", []string{"consume", "-t", "big", "-g", "big-g"}}} {
+		args := tc.args
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startServer(t, t.TempDir())
+			sqOK(t, srv.addr, nil, "topic", "create", "big", "--partitions", "1")
+			line := strings.Repeat("x", 1023) + "\n"
+			sqOK(t, srv.addr, []byte(strings.Repeat(line, 6<<10)), "produce", "--topic", "big")
+			cmd := exec.Command(bins.cli, append([]string{"--server", srv.addr}, args...)...)
+			cmd.Env = cleanEnv()
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stderr := newLogBuffer()
+			cmd.Stderr = stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill() })
+			first := make([]byte, len(line))
+			if _, err := io.ReadFull(stdout, first); err != nil {
+				t.Fatalf("first record: %v; stderr:\n%s", err, stderr)
+			}
+			srv.kill()
+			n, _ := io.Copy(io.Discard, stdout) // until sq exits
+			waited := make(chan error, 1)
+			go func() { waited <- cmd.Wait() }()
+			var werr error
+			select {
+			case werr = <-waited:
+			case <-time.After(consumeWait):
+				t.Fatalf("sq %v did not exit within %v of the server's death; stderr:\n%s", args, consumeWait, stderr)
+			}
+			var ee *exec.ExitError
+			if !errors.As(werr, &ee) || ee.ExitCode() != 1 {
+				t.Fatalf("sq %v: %v after printing %d more bytes, want exit status 1; stderr:\n%s", args, werr, n, stderr)
+			}
+			if total := int64(len(line)) + n; total >= int64(len(line))*(6<<10) {
+				t.Fatalf("sq printed the whole partition (%d bytes) before the server died", total)
+			}
+			if !strings.Contains(stderr.String(), srv.addr) {
+				t.Errorf("stderr does not name %s:\n%s", srv.addr, stderr)
+			}
+		})
 	}
 }
