@@ -323,7 +323,11 @@ func (c *Consumer) dropAll(cause error) {
 	}
 }
 
-// leave leaves the group at Close, so partitions move at once.
+// leave leaves the group at Close, so partitions move at once. It is
+// skipped while the server cannot be reached (the client's last dial
+// failed and it has no connection): waiting out the reconnection backoff
+// would delay Close for a request that cannot succeed, and the session
+// timeout removes the member anyway.
 func (c *Consumer) leave(ctx context.Context) {
 	c.mu.Lock()
 	id := c.group.memberID
@@ -331,7 +335,20 @@ func (c *Consumer) leave(ctx context.Context) {
 	if id == "" {
 		return
 	}
+	if c.client.unreachable() {
+		c.log.Warn("sdk: server unreachable at Close; not leaving the group, the session timeout will remove the member", "group", c.cfg.ConsumerGroup, "addr", c.client.cfg.Addr)
+		return
+	}
 	if err := c.client.LeaveGroup(ctx, c.cfg.ConsumerGroup, id); err != nil {
 		c.log.Warn("sdk: leave group failed; the session timeout will remove the member", "group", c.cfg.ConsumerGroup, "err", err)
 	}
+}
+
+// unreachable reports whether the client has no usable connection and its
+// last dial failed, so that its next request would first wait out the
+// reconnection backoff.
+func (c *Client) unreachable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failures > 0 && (c.cur == nil || c.cur.broken())
 }

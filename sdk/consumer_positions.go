@@ -112,3 +112,19 @@ func (c *Consumer) CommitOffsets(ctx context.Context, positions []OffsetCommit) 
 	sort.Slice(offs, func(i, j int) bool { return offs[i].Partition < offs[j].Partition })
 	return c.sendCommits(ctx, g, offs)
 }
+
+// Position returns the offset after the last record Poll returned from
+// partition (where the consumer reads next: at first, the group's
+// committed offset or the StartFrom position) and true, or 0 and false
+// when the consumer does not hold the partition. A StartLatest position
+// not yet resolved (the topic's describe had no state for the partition)
+// is math.MaxUint64 until the first fetch answers.
+func (c *Consumer) Position(partition uint32) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, held := c.parts[partition]; !held {
+		return 0, false
+	}
+	pos, ok := c.consumed[partition]
+	return pos, ok
+}

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -38,76 +39,116 @@ type consumeFlags struct {
 	count     int64
 	follow    bool
 	format    string
-	partition int
+	partition partitionFlag
 }
 
-func newConsumeCommand(g *globals) *cobra.Command {
-	var f consumeFlags
-	cmd := &cobra.Command{
-		Use:   "consume --topic TOPIC",
-		Short: "Print the records of a topic",
-		Long: `Print the records of a topic, each partition in offset order.
+// consumeLong is the --help text of `sq consume`.
+const consumeLong = `Print the records of a topic, each partition in offset order.
 
 Without --follow, sq reads every partition (one after the other, in
 partition order) up to the high watermark it saw at start, or until --count
 records were printed, and exits. With --follow it reads all partitions at
 once and keeps waiting for new records until Ctrl-C or --count.
+-p/--partition N reads only partition N (default: all).
 
---from says where to start in partitions without a committed offset:
-"earliest" (the log start offset), "latest" (the high watermark: only new
-records) or an offset, used in every partition read.
+Start position (-o/--from), for partitions without a committed offset:
+  earliest, beginning   the log start offset (the default)
+  latest, end           the high watermark: only new records
+  N                     offset N, in every partition read
+  -N                    the last N records of each partition:
+                        max(log start, high watermark - N)
+  +N                    N records after each partition's log start
 --from-time TIME starts them instead at the first record the server
-appended at or after TIME (RFC 3339, or Unix milliseconds): the server's
-append time, not the producer's timestamp.
+appended at or after TIME (the server's append time, not the producer's
+timestamp): an RFC 3339 time (2026-01-02T15:04:05Z), a duration before now
+(-1h, -30m, -1h30m), or a Unix time with its unit (1796079000s,
+1796079000000ms). A bare number is read as Unix milliseconds only when it
+has 12 digits or more (1973 onwards; as seconds it would be past the year
+5000); a shorter one is ambiguous and refused.
 
-With --group, sq starts from the group's committed offsets where there are
-any, and commits the position after the last record printed when it stops
-(and every 5s with --follow), including after Ctrl-C.
+With -g/--group, sq is a member of the consumer group, as the SDK's
+consumers are: the group shares the topic's partitions among its members
+(two sq consume -g G --follow split them; sq group describe G lists both),
+each partition starts at the group's committed offset when it has one, and
+sq commits the position after the last record it printed: every 5s with
+--follow, when the group moves a partition to another member, and when it
+stops (also after Ctrl-C). A record is committed only after it was written
+to stdout: none is skipped, and after a stop (Ctrl-C included) the group's
+next member starts right after the last record printed. Without --follow
+the member reads the partitions it is assigned up to the high watermarks
+seen at start and exits (as kcat -G with -e). -p/--partition cannot be
+combined with --group (the group assigns the partitions), nor can -o -N or
++N (use earliest, latest, an offset or --from-time).
 
---format raw prints each value followed by '\n'. --format json prints one
-object per line: {"topic","partition","offset","timestamp","key","value"};
-key is null when the record has no key; a key or value that is not valid
-UTF-8 is printed as base64 with "key_encoding":"base64" or
-"value_encoding":"base64"; headers, when present, are a list of
-{"key","value"} objects.`,
-		Example: "  sq consume --topic orders --from earliest\n" +
-			"  sq consume --topic orders --group billing --format json\n" +
-			"  sq consume --topic orders --from latest --follow\n" +
-			"  sq consume --topic orders --from-time 2026-01-02T15:04:05Z",
+-f/--format (case-insensitive):
+  raw    each value followed by a newline (the default)
+  json   one object per line: {"topic","partition","offset","timestamp",
+         "key","value"}; key is null when the record has no key; a key or
+         value that is not valid UTF-8 is printed as base64 with
+         "key_encoding":"base64" or "value_encoding":"base64"; headers,
+         when present, are a list of {"key","value"} objects
+  a template containing %, as kcat -f: %t topic, %p partition, %o offset,
+         %k key, %v value, %T timestamp (Unix ms), %h headers (k=v,k=v),
+         %K key length (-1 without a key), %S value length, %% a percent
+         sign; escapes \n \t \r \\ \0. Nothing is added after a record:
+         end the template with \n for one per line.
+
+Ctrl-C stops: sq commits (with --group), prints a one-line summary of what
+it printed to stderr and exits with status 130; a second Ctrl-C exits at
+once. A server that cannot be reached fails the command, naming its
+address, without --follow; with --follow sq reports it once and keeps
+retrying until Ctrl-C.`
+
+func newConsumeCommand(g *globals) *cobra.Command {
+	f := consumeFlags{partition: partitionFlag{all: true}}
+	cmd := &cobra.Command{
+		Use:   "consume -t TOPIC",
+		Short: "Print the records of a topic",
+		Long:  consumeLong,
+		Example: "  sq consume -t orders\n" +
+			"  sq consume -t orders -o -10                  # the last 10 of each partition\n" +
+			"  sq consume -t orders -g billing -f json\n" +
+			"  sq consume -t orders -g billing --follow     # run two: they share the partitions\n" +
+			"  sq consume -t orders -o end --follow\n" +
+			"  sq consume -t orders --from-time -1h\n" +
+			"  sq consume -t orders -p 2 -f '%p:%o %k=%v\\n'",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runConsume(cmd, g, f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.topic, "topic", "", "topic to read (required)")
-	fl.StringVar(&f.group, "group", "", "consumer group: resume from its committed offsets and commit the position when stopping")
-	fl.StringVar(&f.from, "from", "earliest", "start of partitions without a committed offset: earliest, latest, or an offset")
-	fl.StringVar(&f.fromTime, "from-time", "", "start of partitions without a committed offset: the first record the server appended at or after this time, RFC 3339 (2026-01-02T15:04:05Z) or Unix milliseconds; replaces --from")
-	fl.Int64Var(&f.count, "count", 0, "stop after printing this many records (0: no limit)")
+	fl.StringVarP(&f.topic, "topic", "t", "", "topic to read (required)")
+	fl.StringVarP(&f.group, "group", "g", "", "consumer group to join: share the partitions with its other members, resume from its committed offsets and commit what was printed")
+	fl.StringVarP(&f.from, "from", "o", "earliest", "start of partitions without a committed offset: "+fromForms)
+	fl.StringVar(&f.fromTime, "from-time", "", "start of partitions without a committed offset: the first record appended at or after this time: RFC 3339, -DURATION (before now), or Unix time with a unit (1796079000s, 1796079000000ms); replaces -o")
+	fl.Int64VarP(&f.count, "count", "c", 0, "stop after printing this many records (0: no limit)")
 	fl.BoolVar(&f.follow, "follow", false, "keep waiting for new records until Ctrl-C instead of stopping at the high watermark seen at start")
-	fl.StringVar(&f.format, "format", formatRaw, "output format: raw (values, one per line) or json (one object per line)")
-	fl.IntVar(&f.partition, "partition", -1, "read only this partition; -1 reads them all")
+	fl.StringVarP(&f.format, "format", "f", formatRaw, "output format: raw, json, or a template with % tokens such as '%k\\t%v\\n' (see --help)")
+	fl.VarP(&f.partition, "partition", "p", "read only this partition; all: every partition")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }
 
-// consumeSession is the state of one `sq consume` run.
+// consumeSession is the state of one `sq consume` run without --group.
 type consumeSession struct {
 	c      *sdk.Client
 	f      consumeFlags
+	start  startSpec
+	fromMs int64 // --from-time in Unix ms, when given
 	addr   string
 	out    *recordWriter
 	stderr io.Writer
 
-	parts     []uint32
-	pos       map[uint32]uint64 // next offset to print, per partition
-	end       map[uint32]uint64 // high watermark at start
-	committed map[uint32]uint64 // last committed (or fetched) offsets of the group
-	read      map[uint32]bool   // partitions with at least one record printed
+	parts []uint32
+	pos   map[uint32]uint64 // next offset to print, per partition
+	end   map[uint32]uint64 // high watermark at start
 	// unreadable holds the errors of failed partitions, skipped at start.
 	unreadable []error
 	printed    int64
+	// retrying is set while follow's fetches fail with retriable errors,
+	// so that the outage is reported once.
+	retrying atomic.Bool
 }
 
 func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
@@ -116,23 +157,36 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 		return err
 	}
 	if f.count < 0 {
-		return fmt.Errorf("--count %d: want 0 (no limit) or more", f.count)
+		return fmt.Errorf("--count/-c %d: want 0 (no limit) or more", f.count)
 	}
-	if _, err := parseFrom(f.from); err != nil {
+	start, err := parseFrom(f.from)
+	if err != nil {
 		return err
 	}
-	if err := checkFromTime(cmd, f); err != nil {
+	fromMs, err := checkFromTime(cmd, f, time.Now())
+	if err != nil {
 		return err
+	}
+	if f.group != "" {
+		if !f.partition.all {
+			return fmt.Errorf("--partition/-p %d with --group: a group member reads the partitions the group assigns it; "+
+				"drop -p to share the topic with the group's members, or drop -g to read partition %d alone", f.partition.p, f.partition.p)
+		}
+		return runGroupConsume(cmd, g, f, out, start, fromMs)
 	}
 	c, err := g.dial(cmd)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	s := &consumeSession{c: c, f: f, addr: g.addr(cmd), out: out, stderr: g.stderr,
-		pos: map[uint32]uint64{}, end: map[uint32]uint64{}, committed: map[uint32]uint64{}, read: map[uint32]bool{}}
+	s := &consumeSession{c: c, f: f, start: start, fromMs: fromMs, addr: g.addr(cmd), out: out, stderr: &syncWriter{w: g.stderr},
+		pos: map[uint32]uint64{}, end: map[uint32]uint64{}}
 	ctx := cmd.Context()
-	if err := s.start(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
+		if stopped(ctx, err) {
+			noteInterrupted(ctx, s.stderr, f.topic)
+			return nil
+		}
 		return apiError(s.addr, err)
 	}
 	if f.follow {
@@ -140,10 +194,13 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	} else {
 		err = s.readToEnd(ctx)
 	}
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		err = nil // Ctrl-C: a clean stop
+	err = errors.Join(err, out.flush())
+	if _, ok := interrupted(ctx); ok {
+		fmt.Fprintln(s.stderr, interruptSummary(s.printed, f.topic, formatPositions(s.parts, s.pos)))
 	}
-	err = errors.Join(err, out.flush(), s.commit(context.WithoutCancel(ctx)))
+	if stopped(ctx, err) {
+		return nil // Ctrl-C: a clean stop (main exits 128+signal)
+	}
 	if err == nil && len(s.unreadable) > 0 {
 		return fmt.Errorf("%d partition%s could not be read: %w", len(s.unreadable), plural(len(s.unreadable)), errors.Join(s.unreadable...))
 	}
@@ -153,32 +210,60 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	return nil
 }
 
-// start reads the topic's partitions and high watermarks and the group's
-// committed offsets, and sets each partition's starting position.
-func (s *consumeSession) start(ctx context.Context) error {
+// stopped reports whether err is only the cancellation of ctx (Ctrl-C).
+func stopped(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled)
+}
+
+// interruptSummary is the first part of the line printed after Ctrl-C:
+// "sq: interrupted: printed N records of TOPIC; next offsets P:O ...".
+func interruptSummary(printed int64, topic, positions string) string {
+	word := "records"
+	if printed == 1 {
+		word = "record"
+	}
+	return fmt.Sprintf("sq: interrupted: printed %d %s of %s; next offsets %s", printed, word, topic, positions)
+}
+
+// noteInterrupted prints the summary of a run interrupted before it read
+// anything.
+func noteInterrupted(ctx context.Context, stderr io.Writer, topic string) {
+	if _, ok := interrupted(ctx); ok {
+		fmt.Fprintln(stderr, interruptSummary(0, topic, "none"))
+	}
+}
+
+// formatPositions renders per-partition positions as "0:12 1:40", in the
+// order of parts; "none" when parts is empty.
+func formatPositions(parts []uint32, pos map[uint32]uint64) string {
+	if len(parts) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d:%d", p, pos[p])
+	}
+	return b.String()
+}
+
+// begin reads the topic's partitions and high watermarks and sets each
+// partition's starting position.
+func (s *consumeSession) begin(ctx context.Context) error {
 	info, err := s.c.DescribeTopic(ctx, s.f.topic)
 	if err != nil {
 		return err
 	}
-	if s.f.partition >= 0 {
-		if uint32(s.f.partition) >= info.Partitions {
-			return api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0-%d, not %d", s.f.topic, info.Partitions-1, s.f.partition)
+	if !s.f.partition.all {
+		if s.f.partition.p >= info.Partitions {
+			return api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0-%d, not %d", s.f.topic, info.Partitions-1, s.f.partition.p)
 		}
-		s.parts = []uint32{uint32(s.f.partition)}
+		s.parts = []uint32{s.f.partition.p}
 	} else {
 		for p := range info.Partitions {
 			s.parts = append(s.parts, p)
-		}
-	}
-	if s.f.group != "" {
-		offs, err := s.c.FetchOffsets(ctx, s.f.group, s.f.topic)
-		if err != nil {
-			return err
-		}
-		for _, o := range offs {
-			if o.Err == nil && o.Topic == s.f.topic {
-				s.committed[o.Partition] = o.Offset
-			}
 		}
 	}
 	byPart := map[uint32]sdk.PartitionInfo{}
@@ -209,32 +294,16 @@ func (s *consumeSession) start(ctx context.Context) error {
 	return nil
 }
 
-// startOffset is where partition p starts: the committed offset, else
-// --from-time when given, else --from; raised to the log start offset when
-// retention removed it.
+// startOffset is where partition p starts: --from-time when given, else
+// --from/-o; raised to the log start offset when retention removed it.
 func (s *consumeSession) startOffset(ctx context.Context, p uint32, pi sdk.PartitionInfo) (uint64, error) {
-	var start uint64
-	if off, ok := s.committed[p]; ok {
-		start = off
-	} else if s.f.fromTime != "" {
+	start := s.start.offset(pi.LogStartOffset, pi.HighWatermark)
+	if s.f.fromTime != "" {
 		off, err := s.timeStart(ctx, p)
 		if err != nil {
 			return 0, err
 		}
 		start = off
-	} else {
-		from, err := parseFrom(s.f.from)
-		if err != nil {
-			return 0, err
-		}
-		switch from {
-		case sdk.StartEarliest:
-			start = pi.LogStartOffset
-		case sdk.StartLatest:
-			start = pi.HighWatermark
-		default:
-			start, _ = from.Offset()
-		}
 	}
 	if start < pi.LogStartOffset {
 		fmt.Fprintf(s.stderr, "sq: partition %d: offset %d is no longer stored; starting at the log start offset %d (%d records lost to retention skipped)\n",
@@ -242,21 +311,6 @@ func (s *consumeSession) startOffset(ctx context.Context, p uint32, pi sdk.Parti
 		start = pi.LogStartOffset
 	}
 	return start, nil
-}
-
-// parseFrom parses --from: earliest, latest or an offset.
-func parseFrom(s string) (sdk.StartPosition, error) {
-	switch s {
-	case "earliest":
-		return sdk.StartEarliest, nil
-	case "latest":
-		return sdk.StartLatest, nil
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("--from %q: want earliest, latest or an offset", s)
-	}
-	return sdk.StartAt(n), nil
 }
 
 // done reports whether --count records were printed.
@@ -269,7 +323,6 @@ func (s *consumeSession) emit(m sdk.Message) error {
 	}
 	s.printed++
 	s.pos[m.Partition] = m.Offset + 1
-	s.read[m.Partition] = true
 	return nil
 }
 
@@ -334,16 +387,10 @@ func (s *consumeSession) follow(ctx context.Context) error {
 	for _, p := range s.parts {
 		go s.fetchLoop(ctx, p, s.pos[p], results)
 	}
-	ticker := time.NewTicker(commitInterval)
-	defer ticker.Stop()
 	for !s.done() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-ticker.C:
-			if err := s.commit(ctx); err != nil {
-				return err
-			}
 		case r := <-results:
 			if r.err != nil {
 				return r.err
@@ -388,6 +435,9 @@ func (s *consumeSession) fetchLoop(ctx context.Context, p uint32, next uint64, r
 			next = e.RangeStart
 			continue
 		case sdk.IsRetriable(err):
+			if !s.retrying.Swap(true) {
+				fmt.Fprintf(s.stderr, "sq: %s: %v; retrying until it answers (Ctrl-C stops)\n", s.addr, err)
+			}
 			_ = sleepCtx(ctx, retryBackoff)
 			continue
 		default:
@@ -396,6 +446,9 @@ func (s *consumeSession) fetchLoop(ctx context.Context, p uint32, next uint64, r
 			case <-ctx.Done():
 			}
 			return
+		}
+		if s.retrying.Swap(false) {
+			fmt.Fprintf(s.stderr, "sq: %s answers again\n", s.addr)
 		}
 		if len(res.Messages) == 0 {
 			next = max(next, res.NextOffset) // past batches without records to print
@@ -412,44 +465,6 @@ func (s *consumeSession) fetchLoop(ctx context.Context, p uint32, next uint64, r
 			return
 		}
 	}
-}
-
-// commit stores, with --group, the position of every partition whose
-// position differs from the group's committed offset (a partition without
-// one is committed at its starting position, so the group resumes there).
-func (s *consumeSession) commit(ctx context.Context) error {
-	if s.f.group == "" {
-		return nil
-	}
-	var offs []sdk.OffsetCommit
-	for _, p := range s.parts {
-		pos := s.pos[p]
-		if c, ok := s.committed[p]; ok && c == pos {
-			continue
-		}
-		if pos > s.end[p] && !s.read[p] {
-			continue // --from beyond the high watermark and nothing read: nothing valid to commit
-		}
-		offs = append(offs, sdk.OffsetCommit{Topic: s.f.topic, Partition: p, Offset: pos})
-	}
-	if len(offs) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, finalCommitTimeout)
-	defer cancel()
-	res, err := s.c.CommitOffsets(ctx, s.f.group, offs)
-	if err != nil {
-		return fmt.Errorf("commit offsets of group %q: %w", s.f.group, err)
-	}
-	var errs []error
-	for _, o := range res {
-		if o.Err != nil {
-			errs = append(errs, fmt.Errorf("commit %s/%d offset %d for group %q: %w", o.Topic, o.Partition, o.Offset, s.f.group, o.Err))
-			continue
-		}
-		s.committed[o.Partition] = o.Offset
-	}
-	return errors.Join(errs...)
 }
 
 // sleepCtx waits d or until ctx ends.

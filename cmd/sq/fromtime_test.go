@@ -1,27 +1,68 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 func TestParseFromTime(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	nowMs := now.UnixMilli()
 	tests := []struct {
-		in   string
-		want int64
-		ok   bool
+		in      string
+		want    int64
+		errHas  string // "" when the input is accepted
+		errHas2 string
 	}{
-		{"0", 0, true},
-		{"1767366245000", 1767366245000, true},
-		{"2026-01-02T15:04:05Z", 1767366245000, true},
-		{"2026-01-02T15:04:05.250Z", 1767366245250, true},
-		{"2026-01-02T16:04:05+01:00", 1767366245000, true},
-		{"1960-01-01T00:00:00Z", 0, true}, // before the epoch: from the start
-		{"-1", 0, false},
-		{"yesterday", 0, false},
-		{"2026-01-02", 0, false},
+		{in: "0", want: 0},
+		{in: "1767366245000", want: 1767366245000},
+		{in: "100000000000", want: 100000000000},
+		{in: "2026-01-02T15:04:05Z", want: 1767366245000},
+		{in: "2026-01-02T15:04:05.250Z", want: 1767366245250},
+		{in: "2026-01-02T16:04:05+01:00", want: 1767366245000},
+		{in: "1960-01-01T00:00:00Z", want: 0}, // before the epoch: from the start
+		{in: "-1h", want: nowMs - 3600_000},
+		{in: "-30m", want: nowMs - 1800_000},
+		{in: "-1h30m", want: nowMs - 5400_000},
+		{in: "-90s", want: nowMs - 90_000},
+		{in: "-1500ms", want: nowMs - 1500},
+		{in: "-1000000h", want: 0}, // before the epoch
+		{in: "1796079000s", want: 1796079000000},
+		{in: "1796079000000ms", want: 1796079000000},
+		{in: "0s", want: 0},
+		{in: "1796079000", errHas: "looks like seconds", errHas2: "1796079000s or 1796079000000ms"},
+		{in: "99999999999", errHas: "looks like seconds"},
+		{in: "100000000", errHas: "looks like seconds"},
+		{in: "12345", errHas: "ambiguous", errHas2: "12345s (seconds) or 12345ms"},
+		{in: "-1", errHas: "cannot be negative"},
+		{in: "1h", errHas: "takes a minus sign", errHas2: "-1h"},
+		{in: "yesterday", errHas: "RFC 3339"},
+		{in: "2026-01-02", errHas: "RFC 3339"},
+		{in: "", errHas: "empty"},
+		{in: "99999999999999999999s", errHas: "out of range"},
+		{in: "9223372036854775807s", errHas: "out of range"},
+		{in: "99999999999999999999ms", errHas: "out of range"},
+		{in: "1.5s", errHas: "takes a minus sign"},
+		{in: "s", errHas: "RFC 3339"},
+		{in: "ms", errHas: "RFC 3339"},
 	}
 	for _, tt := range tests {
-		got, err := parseFromTime(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseFromTime(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
+		got, err := parseFromTime(tt.in, now)
+		if tt.errHas == "" {
+			if err != nil || got != tt.want {
+				t.Errorf("parseFromTime(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("parseFromTime(%q) = %d, nil; want an error containing %q", tt.in, got, tt.errHas)
+			continue
+		}
+		for _, want := range []string{tt.errHas, tt.errHas2, "--from-time"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("parseFromTime(%q) error %q does not contain %q", tt.in, err, want)
+			}
 		}
 	}
 }

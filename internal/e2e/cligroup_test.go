@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"os/exec"
 	"strings"
@@ -141,8 +142,9 @@ func testFollowSIGINT(t *testing.T, srv *server) {
 	}
 	for range lines { // drain until the process closes stdout
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("consume --follow after SIGINT: %v; stderr:\n%s", err, stderr.String())
+	var ee *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("consume --follow after SIGINT: %v, want exit status 130; stderr:\n%s", err, stderr.String())
 	}
 	// The group's offsets were committed at the stop.
 	if out := sqOK(t, srv.addr, nil, "consume", "--topic", "followed", "--group", "fg"); out != "" {

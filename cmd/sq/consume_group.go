@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seedqueue/sq/sdk"
+)
+
+// Timing of `sq consume --group`.
+const (
+	// groupRequestTimeout bounds each request of the group member, its
+	// commit and leave at exit included.
+	groupRequestTimeout = 10 * time.Second
+	// emptyAssignmentWait is how long a member without --follow waits
+	// for the group to assign it a partition before it exits.
+	emptyAssignmentWait = 5 * time.Second
+	// groupHeartbeat is how often the member heartbeats, so that it sees
+	// the group's assignment changes within about a second.
+	groupHeartbeat = time.Second
+	// groupReconnectBackoffMax caps the wait between reconnection
+	// attempts: a member that lost the server retries often, and its
+	// commit and leave after Ctrl-C wait at most this long to try.
+	groupReconnectBackoffMax = 500 * time.Millisecond
+	// probeInterval is the least time between checks that the server
+	// still answers while Poll returns nothing.
+	probeInterval = 2 * time.Second
+)
+
+// syncWriter serializes writes to w: the group member's callbacks write to
+// stderr from the consumer's goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// groupSession is one `sq consume --group` run: a member of the group
+// built on sdk.Consumer with AutoCommitMarked, so that every commit
+// (periodic, at a partition's revocation, at exit) stores the position
+// after the last record written to stdout.
+type groupSession struct {
+	f      consumeFlags
+	addr   string
+	out    *recordWriter
+	stderr io.Writer
+	cons   *sdk.Consumer
+	// end is the high watermark of each partition at start: without
+	// --follow the member reads its partitions up to it.
+	end     map[uint32]uint64
+	next    map[uint32]uint64 // offset after the last record printed
+	printed int64
+	// emptySince is when the member was first seen holding no partition
+	// (zero while it holds some).
+	emptySince time.Time
+	lastProbe  time.Time
+	unreached  bool // the last probe failed (reported once per outage)
+}
+
+// runGroupConsume runs `sq consume --group`.
+func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *recordWriter, start startSpec, fromMs int64) error {
+	ctx := cmd.Context()
+	addr := g.addr(cmd)
+	from, err := start.groupStart()
+	if cmd.Flags().Changed("from-time") {
+		from, err = sdk.StartAtTime(time.UnixMilli(fromMs)), nil
+	}
+	if err != nil {
+		return err
+	}
+	s := &groupSession{f: f, addr: addr, out: out, stderr: &syncWriter{w: g.stderr}, end: map[uint32]uint64{}, next: map[uint32]uint64{}}
+	if err := s.highWatermarks(cmd, g); err != nil || ctx.Err() != nil {
+		if err == nil {
+			noteInterrupted(ctx, s.stderr, f.topic)
+		}
+		return err
+	}
+	s.cons, err = sdk.NewConsumer(ctx, sdk.ConsumerConfig{
+		Addr:                addr,
+		ClientID:            "sq-cli",
+		Topic:               f.topic,
+		ConsumerGroup:       f.group,
+		AutoCommitMarked:    true,
+		AutoCommitInterval:  commitInterval,
+		StartFrom:           from,
+		HeartbeatInterval:   groupHeartbeat,
+		MaxWait:             followMaxWait,
+		DialTimeout:         dialTimeout,
+		RequestTimeout:      groupRequestTimeout,
+		ReconnectBackoffMax: groupReconnectBackoffMax,
+		OnPartitionsAssigned: func(ps []uint32) {
+			fmt.Fprintf(s.stderr, "sq: group %s: assigned partition%s %v of %s\n", f.group, plural(len(ps)), ps, f.topic)
+		},
+		OnPartitionsRevoked: func(ps []uint32) {
+			fmt.Fprintf(s.stderr, "sq: group %s: partition%s %v of %s moved to another member\n", f.group, plural(len(ps)), ps, f.topic)
+		},
+	})
+	if err != nil {
+		if stopped(ctx, err) {
+			noteInterrupted(ctx, s.stderr, f.topic)
+			return nil
+		}
+		return apiError(addr, err)
+	}
+	err = errors.Join(s.loop(ctx), out.flush())
+	// Commit what was printed, even after Ctrl-C; bounded by
+	// finalCommitTimeout, then Close leaves the group.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
+	commitErr := s.cons.Commit(cctx)
+	cancel()
+	var closeErr error
+	if commitErr == nil {
+		closeErr = s.cons.Close() // leaves the group; nothing left to commit
+	} else {
+		s.cons.CloseWithoutCommit() // the commit failed once already: leave without retrying it
+	}
+	if _, ok := interrupted(ctx); ok {
+		s.summary(commitErr)
+	}
+	if stopped(ctx, err) {
+		err = nil
+	}
+	if err = errors.Join(err, commitErr, closeErr); err != nil {
+		return apiError(addr, err)
+	}
+	return nil
+}
+
+// highWatermarks reads the high watermark of every partition at start,
+// which also checks that the topic exists before joining the group.
+func (s *groupSession) highWatermarks(cmd *cobra.Command, g *globals) error {
+	c, err := g.dial(cmd)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	info, err := c.DescribeTopic(cmd.Context(), s.f.topic)
+	if err != nil {
+		if stopped(cmd.Context(), err) {
+			return nil
+		}
+		return apiError(s.addr, err)
+	}
+	for _, pi := range info.PartitionInfos {
+		if pi.Err == nil {
+			s.end[pi.Partition] = pi.HighWatermark
+		}
+	}
+	return nil
+}
+
+// loop polls and prints until ctx ends, --count records were printed, or
+// (without --follow) the partitions held reached their high watermark at
+// start.
+func (s *groupSession) loop(ctx context.Context) error {
+	last := map[uint32]sdk.Message{}
+	for !s.done() {
+		if !s.f.follow && s.reachedEnd() {
+			return nil
+		}
+		msgs, err := s.cons.Poll(ctx)
+		if err != nil {
+			return err
+		}
+		if len(msgs) == 0 {
+			if err := s.probe(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		clear(last)
+		for _, m := range msgs {
+			if s.done() {
+				break
+			}
+			if !s.f.follow && m.Offset >= s.end[m.Partition] {
+				continue // beyond the high watermark seen at start
+			}
+			if err := s.out.write(m); err != nil {
+				return err
+			}
+			s.printed++
+			s.next[m.Partition] = m.Offset + 1
+			last[m.Partition] = m
+		}
+		// Only what reached stdout may be committed: flush, then mark.
+		if err := s.out.flush(); err != nil {
+			return err
+		}
+		for _, m := range last {
+			if err := s.cons.MarkProcessed(m); err != nil {
+				fmt.Fprintf(s.stderr, "sq: partition %d offset %d was printed but will not be committed (another member reads it again): %v\n", m.Partition, m.Offset, err)
+			}
+		}
+	}
+	return nil
+}
+
+// done reports whether --count records were printed.
+func (s *groupSession) done() bool { return s.f.count > 0 && s.printed >= s.f.count }
+
+// reachedEnd reports, without --follow, whether every partition the
+// member holds has been read up to its high watermark at start, or the
+// member has held none for emptyAssignmentWait.
+func (s *groupSession) reachedEnd() bool {
+	held := s.cons.Assignment()
+	if len(held) == 0 {
+		if s.emptySince.IsZero() {
+			s.emptySince = time.Now()
+		}
+		if time.Since(s.emptySince) < emptyAssignmentWait {
+			return false
+		}
+		fmt.Fprintf(s.stderr, "sq: group %s assigned no partition of %s to this member within %v (its other members hold them all)\n", s.f.group, s.f.topic, emptyAssignmentWait)
+		return true
+	}
+	s.emptySince = time.Time{}
+	for _, p := range held {
+		if pos, ok := s.cons.Position(p); ok && pos < s.end[p] {
+			return false
+		}
+	}
+	return true
+}
+
+// probe checks, at most every probeInterval while Poll returns nothing,
+// that the server answers. Without --follow an unreachable server fails
+// the command; with --follow it is reported once and the consumer keeps
+// retrying in the background.
+func (s *groupSession) probe(ctx context.Context) error {
+	if time.Since(s.lastProbe) < probeInterval {
+		return nil
+	}
+	s.lastProbe = time.Now()
+	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	_, err := s.cons.Client().DescribeTopic(pctx, s.f.topic)
+	switch {
+	case err == nil:
+		if s.unreached {
+			fmt.Fprintf(s.stderr, "sq: %s answers again\n", s.addr)
+		}
+		s.unreached = false
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case !s.f.follow:
+		return fmt.Errorf("reading %s as group %s: %w", s.f.topic, s.f.group, err)
+	case !s.unreached:
+		fmt.Fprintf(s.stderr, "sq: %s: %v; retrying until it answers (Ctrl-C stops)\n", s.addr, err)
+	}
+	s.unreached = true
+	return nil
+}
+
+// summary prints the one line of what was done, after Ctrl-C.
+func (s *groupSession) summary(commitErr error) {
+	parts := make([]uint32, 0, len(s.next))
+	for p := range s.next {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	committed := "committed for group " + s.f.group
+	if commitErr != nil {
+		committed = "commit for group " + s.f.group + " failed (see below)"
+	}
+	fmt.Fprintf(s.stderr, "%s; %s\n", interruptSummary(s.printed, s.f.topic, formatPositions(parts, s.next)), committed)
+}
