@@ -88,7 +88,7 @@ combined with --group (the group assigns the partitions), nor can -o -N or
          "key_encoding":"base64" or "value_encoding":"base64"; headers,
          when present, are a list of {"key","value"} objects
   a template containing %, as kcat -f: %t topic, %p partition, %o offset,
-         %k key, %v value, %T timestamp (Unix ms), %h headers (k=v,k=v),
+         %k key, %v (or kcat's %s) value, %T timestamp (Unix ms), %h headers (k=v,k=v),
          %K key length (-1 without a key), %S value length, %% a percent
          sign; escapes \n \t \r \\ \0. Nothing is added after a record:
          end the template with \n for one per line.

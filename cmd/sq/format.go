@@ -73,7 +73,7 @@ func toJSONRecord(m sdk.Message) jsonRecord {
 
 // formatTokens lists the tokens of a --format template, for help and
 // error messages.
-const formatTokens = "%t topic, %p partition, %o offset, %k key, %v value, %T timestamp (Unix ms), " +
+const formatTokens = "%t topic, %p partition, %o offset, %k key, %v or %s value, %T timestamp (Unix ms), " +
 	"%h headers (k=v,k=v), %K key length, %S value length, %% a percent sign; " +
 	"escapes \\n \\t \\r \\\\ \\0"
 
@@ -128,6 +128,10 @@ func parseTemplate(s string) ([]tmplPart, error) {
 		case 't', 'p', 'o', 'k', 'v', 'T', 'h', 'K', 'S':
 			flush()
 			parts = append(parts, tmplPart{token: n})
+		case 's':
+			// kcat writes the value as %s, rpk as %v.
+			flush()
+			parts = append(parts, tmplPart{token: 'v'})
 		default:
 			return nil, fmt.Errorf("--format %q: unknown token %%%c; tokens: %s", s, n, formatTokens)
 		}

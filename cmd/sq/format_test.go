@@ -20,6 +20,7 @@ func TestFormatTemplate(t *testing.T) {
 		want   string
 	}{
 		{"%k\\t%v\\n", full, "k1\thello\n"},
+		{"%k\\t%s\\n", full, "k1\thello\n"}, // kcat spells the value %s
 		{"%t/%p@%o %T\\n", full, "orders/3@42 1767366245000\n"},
 		{"%h", full, "a=1,b="},
 		{"%K %S", full, "2 5"},
