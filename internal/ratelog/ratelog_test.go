@@ -203,4 +203,3 @@ func sortLines(l []string) []string {
 	}
 	return l
 }
-
