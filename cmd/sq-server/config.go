@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/ratelog"
 	"github.com/seedqueue/sq/net/dataplane"
 	"github.com/seedqueue/sq/ring"
 	"github.com/seedqueue/sq/segment"
@@ -198,13 +200,23 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
+// logger returns the server's logger: text or JSON on stderr at the
+// configured level, with repeated WARN and ERROR lines limited to one per
+// kind (message, topic, partition, ...) every 10 s, each later line
+// carrying suppressed=N (internal/ratelog; README "Logs").
 func (c *config) logger() *slog.Logger {
+	return slog.New(ratelog.New(c.logHandler(os.Stderr), ratelog.Options{}))
+}
+
+// logHandler is the handler of the configured format and level writing
+// to w.
+func (c *config) logHandler(w io.Writer) slog.Handler {
 	level, _ := parseLevel(c.LogLevel)
 	ho := &slog.HandlerOptions{Level: level}
 	if c.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, ho))
+		return slog.NewJSONHandler(w, ho)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, ho))
+	return slog.NewTextHandler(w, ho)
 }
 
 // envTable lists each flag with its environment variable, in columns as

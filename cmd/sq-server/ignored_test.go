@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/seedqueue/sq/internal/ratelog"
 )
 
 // TestIgnoredFlagsAreLogged: each flag accepted and ignored by this build
@@ -56,5 +58,39 @@ func TestIgnoredFlagsAreLogged(t *testing.T) {
 	logIgnored(&c, slog.New(slog.NewTextHandler(&buf, nil)))
 	if buf.Len() != 0 {
 		t.Errorf("nothing set, yet logged:\n%s", buf.String())
+	}
+}
+
+// TestServerLoggerLimitsRepeats: the server's logger lets one of a burst
+// of identical WARN lines through, passes INFO lines, and Flush (at the
+// end of run) logs the count of the dropped ones.
+func TestServerLoggerLimitsRepeats(t *testing.T) {
+	for _, format := range []string{"text", "json"} {
+		c, err := parseConfig(t, nil, "--log-format", format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := c.logger().Handler().(*ratelog.Handler); !ok {
+			t.Fatalf("%s: server logger handler is %T, want *ratelog.Handler", format, c.logger().Handler())
+		}
+		var buf bytes.Buffer
+		h := ratelog.New(c.logHandler(&buf), ratelog.Options{})
+		log := slog.New(h)
+		for range 657 {
+			log.Warn("free disk space below the floor", "data_dir", "/d")
+		}
+		log.Info("started")
+		log.Info("started")
+		h.Flush()
+		out := buf.String()
+		if n := strings.Count(out, "free disk space below the floor"); n != 2 {
+			t.Errorf("%s: %d disk lines, want the first and one with the count:\n%s", format, n, out)
+		}
+		if n := strings.Count(out, "started"); n != 2 {
+			t.Errorf("%s: %d INFO lines, want 2", format, n)
+		}
+		if !strings.Contains(out, "suppressed=656") && !strings.Contains(out, `"suppressed":656`) {
+			t.Errorf("%s: no suppressed=656 in\n%s", format, out)
+		}
 	}
 }

@@ -69,6 +69,9 @@ func newRootCommand() *cobra.Command {
 // run opens the engine, serves the data plane until ctx ends, then stops
 // gracefully: refuse new work, finish in-flight requests, sync, trim, close.
 func run(ctx context.Context, c *config, log *slog.Logger) error {
+	if f, ok := log.Handler().(interface{ Flush() }); ok {
+		defer f.Flush() // the counts of repeated lines still pending (internal/ratelog)
+	}
 	log.Info("starting sq-server", "version", version, "node_id", c.NodeID, "cluster_id", c.ClusterID, "data_dir", c.DataDir)
 	logIgnored(c, log)
 	backend, _, err := ring.Select(c.IOBackend, log) // logs the backend and why, once
