@@ -236,4 +236,3 @@ func slicesAll(b []bool) bool {
 	}
 	return true
 }
-
