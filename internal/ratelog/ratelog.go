@@ -122,11 +122,22 @@ func (st *state) appendKey(b *strings.Builder, a slog.Attr) {
 	}
 }
 
+// unlimitedKey marks a context whose records pass unlimited.
+type unlimitedKey struct{}
+
+// Unlimited returns ctx marked so that the records logged with it (Logger.Log,
+// Logger.WarnContext, ...) pass every Handler unlimited: for lines that
+// limit themselves and carry a count since their previous line, which
+// dropping lines in between would make wrong.
+func Unlimited(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unlimitedKey{}, true)
+}
+
 // Handle implements slog.Handler: it logs r unless it repeats a record
 // logged less than Window ago.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	st := h.st
-	if r.Level < st.opts.MinLevel.Level() {
+	if r.Level < st.opts.MinLevel.Level() || ctx.Value(unlimitedKey{}) != nil {
 		return h.next.Handle(ctx, r)
 	}
 	var b strings.Builder

@@ -169,6 +169,28 @@ func TestOptions(t *testing.T) {
 	})
 }
 
+// TestUnlimited: records logged with an Unlimited context pass every time
+// and do not count as repeats of the same kind.
+func TestUnlimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log, h, out := newLogger(Options{})
+		ctx := Unlimited(t.Context())
+		for i := range 3 {
+			log.WarnContext(ctx, "refused", "since_last", i)
+		}
+		log.Warn("refused", "since_last", 9)
+		log.Warn("refused", "since_last", 10)
+		h.Flush()
+		want(t, "unlimited", out.take(),
+			`level=WARN msg=refused since_last=0`,
+			`level=WARN msg=refused since_last=1`,
+			`level=WARN msg=refused since_last=2`,
+			`level=WARN msg=refused since_last=9`,
+			`level=WARN msg=refused since_last=10 suppressed=1`,
+		)
+	})
+}
+
 // TestConcurrent: many goroutines logging the same kind at once lose no
 // count (run with -race).
 func TestConcurrent(t *testing.T) {
