@@ -358,12 +358,13 @@ var (
 	descLag       = prometheus.NewDesc("sq_consumer_group_lag_records", "Records the group has left to read: high watermark minus max(committed offset, log start offset).", []string{"group", "topic", "partition"}, nil)
 	descDiskFree  = prometheus.NewDesc("sq_disk_free_bytes", "Free bytes of the data directory's file system (statfs f_bavail).", nil, nil)
 	descDiskTotal = prometheus.NewDesc("sq_disk_total_bytes", "Size of the data directory's file system.", nil, nil)
+	descDiskFloor = prometheus.NewDesc("sq_disk_min_free_bytes", "Free-space floor in force (--min-free-bytes; auto: 5% of the file system, at most 256 MiB); 0 when disabled.", nil, nil)
 	descInfo      = prometheus.NewDesc("sq_build_info", "Always 1; labels give the version, I/O backend and node.", []string{"version", "io_backend", "node_id", "cluster_id"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLEO, descHW, descLogStart, descSize, descSegments, descFailed, descLag, descDiskFree, descDiskTotal, descInfo} {
+	for _, d := range []*prometheus.Desc{descLEO, descHW, descLogStart, descSize, descSegments, descFailed, descLag, descDiskFree, descDiskTotal, descDiskFloor, descInfo} {
 		ch <- d
 	}
 }
@@ -382,6 +383,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if total, free, err := diskSpace(s.eng()); err == nil {
 		gauge(descDiskFree, float64(free))
 		gauge(descDiskTotal, float64(total))
+	}
+	if f, ok := s.eng().(minFreeReporter); ok {
+		gauge(descDiskFloor, float64(f.MinFreeBytes()))
 	}
 	hw := map[string][]engine.PartitionInfo{}
 	for _, t := range s.eng().ListTopics() {
@@ -446,6 +450,12 @@ func diskSpace(eng Engine) (total, free uint64, err error) {
 		return 0, 0, err
 	}
 	return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), nil
+}
+
+// minFreeReporter is implemented by engines with a free-space floor
+// (*engine.Engine.MinFreeBytes).
+type minFreeReporter interface {
+	MinFreeBytes() int64
 }
 
 // segmentFilesReporter is implemented by engines that count their segment
