@@ -1,10 +1,14 @@
 package control
 
 import (
+	"context"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seedqueue/sq/internal/ratelog"
 )
 
 // rejectLogInterval is the least time between two WARN lines about gRPC
@@ -54,7 +58,9 @@ func (l *limitListener) reject(c net.Conn) {
 		return
 	}
 	since := total - l.loggedAt.Swap(total)
-	l.s.opts.Logger.Warn("control: gRPC connection refused: too many connections",
+	// Limited here, once a second with the count since the last line: the
+	// server's log limiter must not drop lines in between.
+	l.s.opts.Logger.Log(ratelog.Unlimited(context.Background()), slog.LevelWarn, "control: gRPC connection refused: too many connections",
 		"remote", c.RemoteAddr().String(), "max_connections", l.s.opts.MaxConnections,
 		"refused_since_last_log", since, "refused_total", total)
 }

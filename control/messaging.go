@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -513,10 +512,7 @@ func (s *Server) commitSpan(ctx context.Context, group string, n int, start time
 	sp.SetAttributes(semconv.MessagingSystemKey.String("sq"), semconv.MessagingOperationName("commit"),
 		semconv.MessagingOperationTypeSettle, semconv.MessagingConsumerGroupName(group),
 		attribute.Int("sq.commit.partitions", n))
-	if err != nil {
-		sp.RecordError(err)
-		sp.SetStatus(codes.Error, err.Error())
-	}
+	endSpan(sp, err)
 	sp.End()
 }
 

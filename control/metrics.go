@@ -23,6 +23,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/outcome"
 	"github.com/seedqueue/sq/ring"
 )
 
@@ -38,7 +39,8 @@ type metrics struct {
 
 	publishedRecords, publishedBytes *prometheus.CounterVec // {topic}
 	fetchedRecords, fetchedBytes     *prometheus.CounterVec // {topic}
-	publishErrors, fetchErrors       *prometheus.CounterVec // {code}
+	publishErrors, fetchErrors       *prometheus.CounterVec // {code}: server faults and refusals
+	publishCanceled, fetchCanceled   *prometheus.CounterVec // {code}: the client went away
 	publishLatency, fetchLatency     prometheus.Histogram
 	fsyncLatency, fsyncBatches       prometheus.Histogram
 	fsyncErrors                      prometheus.Counter
@@ -56,8 +58,10 @@ func newMetrics(s *Server) *metrics {
 	m.publishedBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_published_bytes_total", Help: "Batch bytes appended (acknowledged), per topic."}, topic)
 	m.fetchedRecords = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_fetched_records_total", Help: "Records returned by fetches, per topic."}, topic)
 	m.fetchedBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_fetched_bytes_total", Help: "Batch bytes returned by fetches, per topic."}, topic)
-	m.publishErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_publish_errors_total", Help: "Failed appends, per catalog error code."}, []string{"code"})
-	m.fetchErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_fetch_errors_total", Help: "Failed fetches, per catalog error code."}, []string{"code"})
+	m.publishErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_publish_errors_total", Help: "Appends refused or failed by the server, per catalog error code (clients that cancel or disconnect are in sq_publish_canceled_total)."}, []string{"code"})
+	m.fetchErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_fetch_errors_total", Help: "Fetches refused or failed by the server, per catalog error code (clients that cancel or disconnect are in sq_fetch_canceled_total)."}, []string{"code"})
+	m.publishCanceled = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_publish_canceled_total", Help: "Appends whose client cancelled, disconnected or passed its deadline before the acknowledgement: code CANCELED or DEADLINE_EXCEEDED (the batch may still be appended)."}, []string{"code"})
+	m.fetchCanceled = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_fetch_canceled_total", Help: "Fetches ended because the client cancelled, disconnected or passed its deadline (or the server stopped a long poll at shutdown): code CANCELED or DEADLINE_EXCEEDED."}, []string{"code"})
 	m.publishLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sq_publish_latency_seconds", Help: "Time from an append's arrival at the engine to its acknowledgement (sync policy included).", Buckets: latencyBuckets})
 	m.fetchLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sq_fetch_latency_seconds", Help: "Time of one fetch, long-poll wait included.", Buckets: latencyBuckets})
 	m.fsyncLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sq_fsync_latency_seconds", Help: "Duration of one fdatasync of a partition log.", Buckets: latencyBuckets})
@@ -68,7 +72,7 @@ func newMetrics(s *Server) *metrics {
 	m.grpcThrottled = prometheus.NewCounter(prometheus.CounterOpts{Name: "sq_grpc_throttled_calls_total", Help: "gRPC calls refused with THROTTLED because the request budget was spent."})
 	m.grpcRejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "sq_grpc_rejected_connections_total", Help: "gRPC connections closed at accept because --max-connections were open."})
 	m.reg.MustRegister(&topicCounters{s: s, vecs: []*prometheus.CounterVec{m.publishedRecords, m.publishedBytes, m.fetchedRecords, m.fetchedBytes}},
-		m.publishErrors, m.fetchErrors, m.publishLatency, m.fetchLatency, m.fsyncLatency, m.fsyncBatches,
+		m.publishErrors, m.fetchErrors, m.publishCanceled, m.fetchCanceled, m.publishLatency, m.fetchLatency, m.fsyncLatency, m.fsyncBatches,
 		m.fsyncErrors, m.connections, m.grpcInFlight, m.grpcRejected, m.grpcThrottled,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_grpc_request_budget_used_bytes", Help: "Bytes of the gRPC request budget (--max-inflight-request-bytes) held by requests being received and Subscribe responses being sent."},
 			func() float64 { all, _ := s.recv.inUse(); return float64(all) }),
@@ -106,10 +110,53 @@ func boolFloat(b bool) float64 {
 // errCode is the catalog NAME of err, the label of the error counters.
 func errCode(err error) string { return api.AsError(err).Code.String() }
 
+// clientGone returns outcome.Canceled or outcome.DeadlineExceeded when
+// err says the client went away (a context error, a closed or reset
+// connection, a gRPC status CANCELLED or DEADLINE_EXCEEDED), else "": the
+// one classification of both planes' metrics and spans.
+func clientGone(err error) string {
+	if st, ok := status.FromError(err); ok && err != nil {
+		switch st.Code() {
+		case grpccodes.Canceled:
+			return outcome.Canceled
+		case grpccodes.DeadlineExceeded:
+			return outcome.DeadlineExceeded
+		}
+	}
+	return outcome.ClientGone(err)
+}
+
+// countErr counts a request that did not succeed: in canceled when the
+// client went away, else in errs by catalog NAME.
+func countErr(errs, canceled *prometheus.CounterVec, err error) {
+	if gone := clientGone(err); gone != "" {
+		canceled.WithLabelValues(gone).Inc()
+		return
+	}
+	errs.WithLabelValues(errCode(err)).Inc()
+}
+
+// endSpan records err on sp: a server fault or refusal sets the error
+// status and error.type (the catalog NAME); a client that went away is no
+// error of the server's and only sets sq.outcome (CANCELED or
+// DEADLINE_EXCEEDED).
+func endSpan(sp trace.Span, err error) {
+	if err == nil {
+		return
+	}
+	if gone := clientGone(err); gone != "" {
+		sp.SetAttributes(attribute.String("sq.outcome", gone))
+		return
+	}
+	sp.SetAttributes(semconv.ErrorTypeKey.String(errCode(err)))
+	sp.RecordError(err)
+	sp.SetStatus(codes.Error, err.Error())
+}
+
 // AppendDone implements engine.Observer.
 func (m *metrics) AppendDone(ctx context.Context, ev engine.AppendEvent) {
 	if ev.Err != nil {
-		m.publishErrors.WithLabelValues(errCode(ev.Err)).Inc()
+		countErr(m.publishErrors, m.publishCanceled, ev.Err)
 	} else {
 		m.publishedRecords.WithLabelValues(ev.Topic).Add(float64(ev.Records))
 		m.publishedBytes.WithLabelValues(ev.Topic).Add(float64(ev.Bytes))
@@ -123,7 +170,7 @@ func (m *metrics) AppendDone(ctx context.Context, ev engine.AppendEvent) {
 // FetchDone implements engine.Observer.
 func (m *metrics) FetchDone(ctx context.Context, ev engine.FetchEvent) {
 	if ev.Err != nil {
-		m.fetchErrors.WithLabelValues(errCode(ev.Err)).Inc()
+		countErr(m.fetchErrors, m.fetchCanceled, ev.Err)
 	} else {
 		m.fetchedRecords.WithLabelValues(ev.Topic).Add(float64(ev.Records))
 		m.fetchedBytes.WithLabelValues(ev.Topic).Add(float64(ev.Bytes))
@@ -165,10 +212,7 @@ func (m *metrics) span(ctx context.Context, op, topic string, partition int, sta
 			semconv.MessagingKafkaOffset(int(offset)),
 			attribute.Int("sq.batch.bytes", bytes),
 		)
-		if err != nil {
-			sp.RecordError(err)
-			sp.SetStatus(codes.Error, err.Error())
-		}
+		endSpan(sp, err)
 	}
 	sp.End(trace.WithTimestamp(start.Add(d)))
 }
@@ -314,12 +358,13 @@ var (
 	descLag       = prometheus.NewDesc("sq_consumer_group_lag_records", "Records the group has left to read: high watermark minus max(committed offset, log start offset).", []string{"group", "topic", "partition"}, nil)
 	descDiskFree  = prometheus.NewDesc("sq_disk_free_bytes", "Free bytes of the data directory's file system (statfs f_bavail).", nil, nil)
 	descDiskTotal = prometheus.NewDesc("sq_disk_total_bytes", "Size of the data directory's file system.", nil, nil)
+	descDiskFloor = prometheus.NewDesc("sq_disk_min_free_bytes", "Free-space floor in force (--min-free-bytes; auto: 5% of the file system, at most 256 MiB); 0 when disabled.", nil, nil)
 	descInfo      = prometheus.NewDesc("sq_build_info", "Always 1; labels give the version, I/O backend and node.", []string{"version", "io_backend", "node_id", "cluster_id"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLEO, descHW, descLogStart, descSize, descSegments, descFailed, descLag, descDiskFree, descDiskTotal, descInfo} {
+	for _, d := range []*prometheus.Desc{descLEO, descHW, descLogStart, descSize, descSegments, descFailed, descLag, descDiskFree, descDiskTotal, descDiskFloor, descInfo} {
 		ch <- d
 	}
 }
@@ -338,6 +383,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if total, free, err := diskSpace(s.eng()); err == nil {
 		gauge(descDiskFree, float64(free))
 		gauge(descDiskTotal, float64(total))
+	}
+	if f, ok := s.eng().(minFreeReporter); ok {
+		gauge(descDiskFloor, float64(f.MinFreeBytes()))
 	}
 	hw := map[string][]engine.PartitionInfo{}
 	for _, t := range s.eng().ListTopics() {
@@ -402,6 +450,12 @@ func diskSpace(eng Engine) (total, free uint64, err error) {
 		return 0, 0, err
 	}
 	return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), nil
+}
+
+// minFreeReporter is implemented by engines with a free-space floor
+// (*engine.Engine.MinFreeBytes).
+type minFreeReporter interface {
+	MinFreeBytes() int64
 }
 
 // segmentFilesReporter is implemented by engines that count their segment

@@ -112,7 +112,7 @@ func TestMetricsMoveByTheRecordsSent(t *testing.T) {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
 		}
 	}
-	for _, name := range []string{"sq_published_bytes_total", "sq_disk_free_bytes", "sq_partition_high_watermark",
+	for _, name := range []string{"sq_published_bytes_total", "sq_disk_free_bytes", "sq_disk_min_free_bytes", "sq_partition_high_watermark",
 		"sq_partition_log_start_offset", "sq_partition_size_bytes", "sq_inflight_requests", "sq_grpc_inflight_requests"} {
 		if value(fams, name, nil) < 0 {
 			t.Errorf("%s missing", name)

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -38,10 +37,7 @@ func (t *TracedEngine) JoinGroup(groupID, memberID, clientID string, topics []st
 	_, sp := t.s.opts.Tracer.Start(context.Background(), "join "+groupID, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindConsumer))
 	sp.SetAttributes(semconv.MessagingSystemKey.String("sq"), semconv.MessagingOperationName("join"),
 		semconv.MessagingConsumerGroupName(groupID), semconv.MessagingClientID(clientID))
-	if err != nil {
-		sp.RecordError(err)
-		sp.SetStatus(codes.Error, err.Error())
-	}
+	endSpan(sp, err)
 	sp.End()
 	return res, err
 }

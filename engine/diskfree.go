@@ -61,14 +61,60 @@ type diskFloor struct {
 	full       atomic.Bool // below the floor at the last check (for logging)
 }
 
-// newDiskFloor returns the floor of opts, or nil when MinFreeBytes is 0.
+// MinFreeAuto as Options.MinFreeBytes asks for the automatic free-space
+// floor: AutoMinFreeBytes of the size of the data directory's file system,
+// read once (statfs(2)) when the engine opens.
+const MinFreeAuto = -1
+
+// MaxAutoMinFreeBytes is the largest automatic free-space floor: 256 MiB.
+const MaxAutoMinFreeBytes = 256 << 20
+
+// AutoMinFreeBytes returns the automatic free-space floor of a file system
+// of totalBytes: 5% of it, at most MaxAutoMinFreeBytes (256 MiB). So a
+// 64 MiB volume keeps 3.2 MiB free, a 1 GiB one 51 MiB, and a volume of
+// 5 GiB or more 256 MiB.
+func AutoMinFreeBytes(totalBytes int64) int64 {
+	return min(MaxAutoMinFreeBytes, max(totalBytes, 0)/20)
+}
+
+// minFreeBytes resolves opts.MinFreeBytes: MinFreeAuto becomes
+// AutoMinFreeBytes of the data directory's file system (MaxAutoMinFreeBytes
+// when its size cannot be read), logged once; any other value is kept.
+func minFreeBytes(opts Options) int64 {
+	if opts.MinFreeBytes != MinFreeAuto {
+		return opts.MinFreeBytes
+	}
+	st, err := opts.FS.Statfs(opts.DataDir)
+	if err != nil {
+		opts.Logger.Warn("free-space floor: cannot read the size of the data directory's file system; using the largest automatic floor",
+			"data_dir", opts.DataDir, "min_free_bytes", MaxAutoMinFreeBytes, "err", err)
+		return MaxAutoMinFreeBytes
+	}
+	floor := AutoMinFreeBytes(st.Total)
+	opts.Logger.Info("free-space floor set automatically: 5% of the file system, at most 256 MiB",
+		"data_dir", opts.DataDir, "min_free_bytes", floor, "fs_total_bytes", st.Total, "fs_free_bytes", st.Avail)
+	return floor
+}
+
+// newDiskFloor returns the floor of opts (MinFreeAuto resolved), or nil
+// when it is 0.
 func newDiskFloor(opts Options) *diskFloor {
-	if opts.MinFreeBytes <= 0 {
+	floor := minFreeBytes(opts)
+	if floor <= 0 {
 		return nil
 	}
-	d := &diskFloor{min: opts.MinFreeBytes, dir: opts.DataDir, free: opts.DiskFree, now: opts.Now, log: opts.Logger}
+	d := &diskFloor{min: floor, dir: opts.DataDir, free: opts.DiskFree, now: opts.Now, log: opts.Logger}
 	d.refresh(d.now())
 	return d
+}
+
+// MinFreeBytes returns the free-space floor in force, in bytes (0: none):
+// Options.MinFreeBytes, or the floor computed for MinFreeAuto at Open.
+func (e *Engine) MinFreeBytes() int64 {
+	if e.disk == nil {
+		return 0
+	}
+	return e.disk.min
 }
 
 // refresh asks the file system for the free space; one caller at a time,
@@ -88,17 +134,51 @@ func (d *diskFloor) refresh(now time.Time) {
 	d.since.Store(0)
 }
 
-// admit accounts for n bytes about to be appended and returns a DISK_FULL
-// *api.Error (retriable) when they would take the free space below the
-// floor.
-func (d *diskFloor) admit(n int) error {
-	if d == nil {
-		return nil
-	}
+// fresh refreshes the free space when the last figure is stale.
+func (d *diskFloor) fresh() {
 	now := d.now()
 	if now.UnixNano()-d.last.Load() >= int64(diskFreeRefresh) || d.since.Load() >= diskFreeRefreshBytes {
 		d.refresh(now)
 	}
+}
+
+// room returns the bytes that may be allocated without taking the free
+// space below the floor (negative when it is below already): the bound of
+// a segment's preallocation step (segment.Options.AllocRoom).
+func (d *diskFloor) room() int64 {
+	d.fresh()
+	return d.avail.Load() - d.since.Load() - d.min
+}
+
+// allocated counts the step bytes a segment just preallocated against the
+// last statfs figure (segment.Options.Allocated), so that the next step of
+// another partition sees them before the next statfs; the needed bytes of
+// it were admitted (and counted in since) already, so since drops by them.
+func (d *diskFloor) allocated(step, needed int64) {
+	d.avail.Add(-step)
+	for {
+		s := d.since.Load()
+		if d.since.CompareAndSwap(s, max(s-needed, 0)) {
+			return
+		}
+	}
+}
+
+// admit accounts for n bytes about to be appended to a partition whose
+// active segment has spare bytes allocated beyond its end, and returns a
+// DISK_FULL *api.Error (retriable) when the batch fits neither above the
+// floor nor in that allocated space. A batch that fits in the spare
+// space takes nothing from the file system: it is admitted, below the
+// floor too, and not counted against the last statfs figure.
+func (d *diskFloor) admit(n int, spare func() int64) error {
+	if d == nil {
+		return nil
+	}
+	if spare != nil && int64(n) <= spare() {
+		// Written into space allocated (and counted by statfs) already.
+		return nil
+	}
+	d.fresh()
 	left := d.avail.Load() - d.since.Add(int64(n))
 	if left < d.min {
 		d.since.Add(-int64(n))

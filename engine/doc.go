@@ -51,9 +51,12 @@
 // successful sync would prove nothing (the "fsyncgate" lesson).
 //
 // Below the free-space floor (Options.MinFreeBytes, statfs(2) of the data
-// directory, refreshed at most every 100 ms) publishes fail with DISK_FULL
-// before they are queued; fetches, commits and topic administration do
-// not consult it. After Open a background scrub verifies every sealed
+// directory, refreshed at most every 100 ms; MinFreeAuto: 5% of the file
+// system, at most 256 MiB) publishes fail with DISK_FULL before they are
+// queued, unless the batch fits in the space its partition's active
+// segment has allocated already; fetches, commits and topic
+// administration do not consult it. Segment preallocation steps shrink to
+// the room above the floor (segment.Options.AllocRoom). After Open a background scrub verifies every sealed
 // segment (segment.Log.VerifySealed, at Options.ScrubBytesPerSec); a
 // corrupt one fails its partition with PARTITION_FAILED naming the file
 // and byte position, and truncates nothing.

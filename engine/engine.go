@@ -91,6 +91,8 @@ func Open(opts Options) (*Engine, error) {
 	}
 	e := &Engine{opts: opts, log: opts.Logger, lock: lock, topics: map[string]*topic{}, closing: make(chan struct{}),
 		openSem: make(chan struct{}, openParallelism()), files: segment.NewFileCache(opts.MaxOpenSegmentFiles)}
+	// The floor comes first: partitions bound their preallocation by it.
+	e.disk = newDiskFloor(opts)
 	if err := e.open(); err != nil {
 		e.closeTopics()
 		lock.release()
@@ -99,7 +101,6 @@ func Open(opts Options) (*Engine, error) {
 	if opts.RetentionCheckInterval > 0 {
 		e.bg.Go(func() { e.retentionLoop(opts.RetentionCheckInterval) })
 	}
-	e.disk = newDiskFloor(opts)
 	e.startScrub()
 	return e, nil
 }
@@ -169,12 +170,32 @@ func (e *Engine) segmentOptions(c TopicConfig, pol SyncPolicy, createdMs int64) 
 		SegmentBytes:       c.SegmentBytes,
 		IndexIntervalBytes: e.opts.IndexIntervalBytes,
 		PreallocBytes:      e.opts.PreallocBytes,
+		AllocRoom:          e.allocRoom(),
+		Allocated:          e.allocated(),
 		MaxBatchBytes:      e.opts.MaxBatchBytes,
 		Durability:         pol.durability(),
 		Now:                e.opts.Now,
 		Logger:             e.log,
 		Files:              e.files,
 	}
+}
+
+// allocRoom returns the bound of segment preallocation steps: the room
+// above the free-space floor, or nil without a floor.
+func (e *Engine) allocRoom() func() int64 {
+	if e.disk == nil {
+		return nil
+	}
+	return e.disk.room
+}
+
+// allocated returns the hook that counts preallocated bytes against the
+// free-space floor, or nil without a floor.
+func (e *Engine) allocated() func(step, needed int64) {
+	if e.disk == nil {
+		return nil
+	}
+	return e.disk.allocated
 }
 
 // openTopic opens every partition of m. A partition that fails to open is
@@ -428,7 +449,7 @@ func (e *Engine) enqueueBatch(ctx context.Context, topicName string, partition i
 		}
 		return nil, 0, api.NewError(api.CodeCorruptBatch, "%v", err)
 	}
-	if err := e.disk.admit(len(b)); err != nil {
+	if err := e.disk.admit(len(b), p.spare); err != nil {
 		return nil, 0, err
 	}
 	req, err := p.enqueue(ctx, b, h.RecordCount, prev)

@@ -76,15 +76,20 @@ func TestDiskFloor(t *testing.T) {
 	// Within the refresh interval the cached figure still admits.
 	appendValues(t, e, "t", 0, "c")
 	clock.Add(int64(diskFreeRefresh))
-	_, err := e.Append(context.Background(), "t", 0, mkBatch(t, "refused"))
+	// A batch that fits in the space the partition preallocated (16 KiB
+	// steps here) takes nothing from the disk: accepted below the floor.
+	if res := appendValues(t, e, "t", 0, "fits"); res.BaseOffset != 3 {
+		t.Fatalf("batch into preallocated space: base offset %d, want 3", res.BaseOffset)
+	}
+	_, err := e.Append(context.Background(), "t", 0, mkBatch(t, strings.Repeat("r", 20000)))
 	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Code != api.CodeDiskFull || !ae.Retriable() {
 		t.Fatalf("Append below the floor = %v, want retriable DISK_FULL", err)
 	}
-	if got := readAll(t, e, "t", 0); !equal(got, []string{"a", "b", "c"}) {
+	if got := readAll(t, e, "t", 0); !equal(got, []string{"a", "b", "c", "fits"}) {
 		t.Fatalf("fetch below the floor = %v", got)
 	}
-	if _, err := e.CommitOffsets("g", "", -1, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 3}}); err != nil {
+	if _, err := e.CommitOffsets("g", "", -1, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 4}}); err != nil {
 		t.Fatalf("commit below the floor: %v", err)
 	}
 	if _, err := e.CreateTopic("u", 1, TopicConfig{}); err != nil {
@@ -92,8 +97,8 @@ func TestDiskFloor(t *testing.T) {
 	}
 	free.Store(1 << 30)
 	clock.Add(int64(diskFreeRefresh))
-	if res := appendValues(t, e, "t", 0, "d"); res.BaseOffset != 3 {
-		t.Fatalf("after space returned: base offset %d, want 3", res.BaseOffset)
+	if res := appendValues(t, e, "t", 0, "d"); res.BaseOffset != 4 {
+		t.Fatalf("after space returned: base offset %d, want 4", res.BaseOffset)
 	}
 }
 
@@ -104,17 +109,31 @@ func TestDiskFloorBytes(t *testing.T) {
 	d := &diskFloor{min: 1000, free: func(string) (int64, error) { return 1500, nil },
 		now: func() time.Time { return time.Unix(1, 0) }, log: slog.New(slog.DiscardHandler)}
 	d.refresh(d.now())
-	if err := d.admit(400); err != nil {
+	if err := d.admit(400, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.admit(200); codeOf(err) != api.CodeDiskFull {
+	if err := d.admit(200, nil); codeOf(err) != api.CodeDiskFull {
 		t.Fatalf("admit past the floor = %v", err)
 	}
-	if err := d.admit(100); err != nil {
-		t.Fatalf("a refused admit must not count: %v", err)
+	// Below the floor, a batch that fits in the space its partition has
+	// preallocated takes nothing from the disk: admitted, not counted.
+	for _, tc := range []struct {
+		n, spare int64
+		ok       bool
+	}{{200, 200, true}, {200, 1 << 20, true}, {200, 199, false}, {200, 0, false}} {
+		err := d.admit(int(tc.n), func() int64 { return tc.spare })
+		if (err == nil) != tc.ok || (err != nil && codeOf(err) != api.CodeDiskFull) {
+			t.Fatalf("admit(%d) with %d spare = %v, want ok %v", tc.n, tc.spare, err, tc.ok)
+		}
+	}
+	if err := d.admit(100, nil); err != nil {
+		t.Fatalf("a refused admit, or one into spare space, must not count: %v", err)
+	}
+	if err := d.admit(1, nil); codeOf(err) != api.CodeDiskFull {
+		t.Fatalf("admit past the floor after 500 bytes = %v", err)
 	}
 	var nilFloor *diskFloor
-	if err := nilFloor.admit(1 << 40); err != nil {
+	if err := nilFloor.admit(1<<40, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -65,11 +65,14 @@ type Options struct {
 	// Observer receives every append, fetch and fdatasync for metrics and
 	// traces (default nil: none).
 	Observer Observer
-	// MinFreeBytes is the free-space floor: while the file system of
-	// DataDir has fewer bytes available (statfs f_bavail), publishes fail
-	// with DISK_FULL (retriable); fetches, commits and the control plane
-	// keep working. 0 (the default here; the server's default is 256 MiB)
-	// disables the floor.
+	// MinFreeBytes is the free-space floor in bytes: while the file
+	// system of DataDir has fewer bytes available (statfs f_bavail),
+	// publishes fail with DISK_FULL (retriable) unless they fit in space
+	// their partition has preallocated; fetches, commits and the control
+	// plane keep working. Segment preallocation steps shrink so as not to
+	// take the free space below it. MinFreeAuto (the server's default)
+	// means 5% of the file system's size, at most 256 MiB
+	// (AutoMinFreeBytes). 0 (the default here) disables the floor.
 	MinFreeBytes int64
 	// DiskFree returns the bytes available on the file system of a
 	// directory (default: statfs(2) through FS.Statfs); tests substitute
@@ -164,8 +167,8 @@ func (o *Options) Validate() error {
 	if o.IndexIntervalBytes < 1 || o.PreallocBytes < 0 {
 		errs = append(errs, fmt.Errorf("index interval %d and prealloc %d must be positive", o.IndexIntervalBytes, o.PreallocBytes))
 	}
-	if o.MinFreeBytes < 0 {
-		errs = append(errs, fmt.Errorf("free-space floor %d must not be negative", o.MinFreeBytes))
+	if o.MinFreeBytes < 0 && o.MinFreeBytes != MinFreeAuto {
+		errs = append(errs, fmt.Errorf("free-space floor %d must not be negative (or MinFreeAuto)", o.MinFreeBytes))
 	}
 	if o.MaxOpenSegmentFiles < 1 {
 		errs = append(errs, fmt.Errorf("max open segment files %d must be positive", o.MaxOpenSegmentFiles))

@@ -104,6 +104,15 @@ func (p *partition) fail(err *api.Error) {
 	}
 }
 
+// spare returns the bytes the partition's active segment has allocated
+// beyond its end (0 when the partition failed to open).
+func (p *partition) spare() int64 {
+	if p.log == nil {
+		return 0
+	}
+	return p.log.Spare()
+}
+
 // enqueue puts b into the partition's FIFO behind after (nil: no chain)
 // and returns the queued request without waiting for its commit. ctx
 // bounds only the wait for room in the queue.

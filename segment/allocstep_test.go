@@ -66,3 +66,62 @@ func TestPreallocationStepLargerThanFreeSpace(t *testing.T) {
 		}
 	}
 }
+
+func TestFitStep(t *testing.T) {
+	const K = 1 << 10
+	for _, tc := range []struct{ alloc, need, size, room, want int64 }{
+		{0, 100, 1 << 20, 1 << 30, 1 << 20},   // room enough: the step as asked
+		{0, 100, 1 << 20, 1 << 20, 1 << 20},   // exactly
+		{0, 100, 1 << 20, 300 * K, 300 * K},   // shrunk to the room
+		{0, 100, 1 << 20, 300*K + 5, 300 * K}, // in whole 4 KiB blocks
+		{0, 100, 1 << 20, 3000, 100},          // less than a block: what the append needs
+		{0, 100, 1 << 20, 0, 100},             // no room: what the append needs
+		{0, 100, 1 << 20, -5 << 20, 100},      // below the floor already
+		{8 << 20, 8<<20 + 10, 16 << 20, 64 * K, 8<<20 + 64*K},
+	} {
+		if got := fitStep(tc.alloc, tc.need, tc.size, tc.room); got != tc.want {
+			t.Errorf("fitStep(alloc %d, need %d, size %d, room %d) = %d, want %d", tc.alloc, tc.need, tc.size, tc.room, got, tc.want)
+		}
+	}
+}
+
+// TestPreallocationShrinksToRoom: with Options.AllocRoom, no
+// preallocation step takes more than the room above the floor, except
+// what the append needs; with room to spare the steps are the usual ones;
+// Allocated hears of every step; the data reads back.
+func TestPreallocationShrinksToRoom(t *testing.T) {
+	for _, room := range []int64{1 << 30, 3 << 20, 200 << 10, 5000, 0, -1 << 20} {
+		dir := t.TempDir()
+		var steps, needed []int64
+		opts := Options{SegmentBytes: 16 << 20, IndexIntervalBytes: 4096, PreallocBytes: 4 << 20, MaxBatchBytes: 1 << 20,
+			AllocRoom: func() int64 { return room },
+			Allocated: func(step, need int64) { steps, needed = append(steps, step), append(needed, need) }}
+		l, err := Open(dir, ring.OS, ring.NewPortable(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 200
+		for i := range n {
+			if _, err := l.Append([][]byte{makeBatch(t, uint64(i), 1, 20<<10)}); err != nil {
+				t.Fatalf("room %d: append %d: %v", room, i, err)
+			}
+		}
+		var total int64
+		for i, s := range steps {
+			total += s
+			if s > max(needed[i], room) {
+				t.Errorf("room %d: step %d of %d bytes (the append needed %d)", room, i, s, needed[i])
+			}
+			if room >= 1<<30 && i == 0 && s != 1<<20 {
+				t.Errorf("room %d: first step %d, want 1 MiB", room, s)
+			}
+		}
+		if act := l.active(); total != act.alloc || act.alloc < act.end {
+			t.Errorf("room %d: steps add to %d, segment allocated %d, end %d", room, total, act.alloc, act.end)
+		}
+		if _, end := readable(t, l); end != n {
+			t.Errorf("room %d: readable to %d, want %d", room, end, n)
+		}
+		l.Close()
+	}
+}

@@ -73,6 +73,7 @@ func (l *Log) AppendAt(batches [][]byte, appendMs int64) (AppendInfo, error) {
 			return AppendInfo{}, err
 		}
 		act, info.Rolled = s, true
+		l.spare.Store(0)
 	}
 	if act.end+total > math.MaxUint32 {
 		return AppendInfo{}, fmt.Errorf("segment: append of %d bytes does not fit a segment's u32 positions", total)
@@ -104,6 +105,7 @@ func (l *Log) AppendAt(batches [][]byte, appendMs int64) (AppendInfo, error) {
 	act.index = append(act.index, add...)
 	l.publishTimes(act, tadd)
 	act.end = pos + total
+	l.spare.Store(act.alloc - act.end)
 	act.next = off
 	act.maxTs = maxTs
 	l.next = off
@@ -176,6 +178,22 @@ func growSize(alloc, need, prealloc, segBytes int64) int64 {
 	return size
 }
 
+// allocAlign is the unit of a preallocation step shrunk to the room
+// above the free-space floor: a file system block.
+const allocAlign = 4 << 10
+
+// fitStep returns the size to which a segment file of alloc bytes grows to
+// hold need bytes when growSize asked for size but only room bytes may be
+// allocated without taking the file system below its free-space floor
+// (Options.AllocRoom): the step shrinks to the room, in whole 4 KiB
+// blocks, and never below need, which the floor check admitted already.
+func fitStep(alloc, need, size, room int64) int64 {
+	if size-alloc <= room {
+		return size
+	}
+	return max(need, alloc+max(room, 0)&^(allocAlign-1))
+}
+
 // grow makes sure s's file is allocated and mapped up to at least need
 // bytes, growing by fallocate in steps that start small and double up to
 // PreallocBytes (growSize), and remaps it if it grew. Nothing is allocated
@@ -186,6 +204,9 @@ func (l *Log) grow(s *segment, need int64) error {
 		return nil
 	}
 	size := growSize(s.alloc, need, l.opts.PreallocBytes, l.opts.SegmentBytes)
+	if size > need && l.opts.AllocRoom != nil {
+		size = fitStep(s.alloc, need, size, l.opts.AllocRoom())
+	}
 	if size > s.alloc {
 		err := l.be.Allocate(s.file, s.alloc, size-s.alloc)
 		if errors.Is(err, syscall.ENOSPC) && size > need {
@@ -198,6 +219,9 @@ func (l *Log) grow(s *segment, need int64) error {
 		}
 		if err != nil {
 			return fmt.Errorf("segment: preallocate %s to %d bytes: %w", s.logPath, size, err)
+		}
+		if l.opts.Allocated != nil {
+			l.opts.Allocated(size-s.alloc, min(need, size)-s.alloc)
 		}
 	} else {
 		size = s.alloc
@@ -212,6 +236,7 @@ func (l *Log) grow(s *segment, need int64) error {
 		return err
 	}
 	s.alloc = size
+	l.spare.Store(s.alloc - s.end)
 	s.mapMu.Lock()
 	old := s.m
 	s.m = m

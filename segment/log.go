@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/seedqueue/sq/ring"
 )
@@ -62,10 +63,13 @@ type Log struct {
 
 	files *FileCache // opts.Files: counts and bounds open files and mappings
 
-	mu     sync.RWMutex
-	segs   []*segment // sorted by base; the last is active
-	next   uint64     // log end offset
-	size   int64      // bytes of batches in all segments
+	mu   sync.RWMutex
+	segs []*segment // sorted by base; the last is active
+	next uint64     // log end offset
+	size int64      // bytes of batches in all segments
+	// spare is the active segment's alloc - end (Spare), stored by the
+	// append goroutine after each grow and write.
+	spare  atomic.Int64
 	closed bool
 	failed error // sticky: a sync failed
 	// lastAppend is the latest broker append time recorded (Unix ms), -1
@@ -96,6 +100,12 @@ func (l *Log) LogStartOffset() uint64 {
 	defer l.mu.RUnlock()
 	return l.segs[0].base
 }
+
+// Spare returns the bytes the active segment has allocated beyond its
+// last batch: an append that fits in them takes no more disk space (it
+// may still roll to a new segment when the segment is full). It is safe
+// from any goroutine and lags the append goroutine by at most one append.
+func (l *Log) Spare() int64 { return max(l.spare.Load(), 0) }
 
 // NextOffset returns the log end offset: the offset the next appended record
 // will get.

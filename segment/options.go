@@ -76,6 +76,18 @@ type Options struct {
 	// the append's size, and each later step doubles the file, up to this
 	// many bytes. An empty segment takes no space. Default 16 MiB.
 	PreallocBytes int64
+	// AllocRoom, when set, returns the bytes the active segment may newly
+	// allocate without taking its file system below the server's
+	// free-space floor (free bytes minus the floor; may be negative). A
+	// preallocation step larger than that shrinks to it, never below what
+	// the append being written needs (docs/architecture.md §3.3). Nil: no
+	// bound but the disk's.
+	AllocRoom func() int64
+	// Allocated, when set, is told the bytes of every successful
+	// preallocation step, and how many of them the append being written
+	// needed (the rest is spare), so that the owner of AllocRoom can count
+	// them before its next look at the file system.
+	Allocated func(step, needed int64)
 	// MaxBatchBytes: the largest batch (header included) recovery and the
 	// scrub read at once; a longer batch (written before the limit was
 	// lowered) is checked in pieces of this size, never refused for its

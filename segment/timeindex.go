@@ -230,8 +230,17 @@ func (l *Log) recoverTimeIndex(s *segment, above uint64, last bool) (bool, error
 			if n := len(entries); n > 0 {
 				ts = max(ts, entries[n-1].ts+1)
 			}
-			l.opts.Logger.Warn("segment: time index does not cover every record; dating the rest by the log's modification time",
-				"file", s.tidxPath, "from_offset", s.base+from, "append_time_ms", ts)
+			if last && from >= max(above, s.base)-s.base {
+				// The time index is synced at checkpoints only, so after
+				// an unclean stop the last segment's entries above the
+				// recovery point may be missing: expected, one line per
+				// partition.
+				l.opts.Logger.Info("segment: time index behind the log after an unclean stop; dating the records above the recovery point by the log's modification time",
+					"file", s.tidxPath, "from_offset", s.base+from, "append_time_ms", ts)
+			} else {
+				l.opts.Logger.Warn("segment: time index does not cover every record; dating the rest by the log's modification time",
+					"file", s.tidxPath, "from_offset", s.base+from, "append_time_ms", ts)
+			}
 			entries = append(entries, timeEntry{ts: ts, rel: uint32(from)})
 			rewrite = true
 		}

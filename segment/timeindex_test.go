@@ -258,3 +258,58 @@ func TestStrayFilesSurviveRetention(t *testing.T) {
 		t.Fatalf("log start %d, end %d, size %d", l.LogStartOffset(), l.NextOffset(), l.SizeBytes())
 	}
 }
+
+// TestUncoveredRecordsLogLevel: after an unclean stop the last segment's
+// time index may lack the entries above the recovery point (it is synced
+// at checkpoints): that is logged once at INFO. Records below the
+// recovery point left undated (an entry there damaged, which a checkpoint
+// vouched for) stay a WARN.
+func TestUncoveredRecordsLogLevel(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		damage    func(path string) error
+		wantLevel string
+	}{
+		{"entries above the recovery point lost", func(path string) error { return os.Truncate(path, 5*timeEntrySize) }, "level=INFO"},
+		{"entry below the recovery point damaged", func(path string) error {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = f.WriteAt(make([]byte, timeEntrySize), 2*timeEntrySize) // time 0: implausible
+			return err
+		}, "level=WARN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openLog(t, dir, Options{SegmentBytes: 1 << 20, PreallocBytes: 1 << 16})
+			old := time.Now().Add(-time.Hour).UnixMilli()
+			timedLog(t, l, 5, old)
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			timedLog(t, l, 5, old+1000)
+			abandon(t, l)
+			if err := tc.damage(timeIndexPath(dir, 0)); err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			opts := Options{SegmentBytes: 1 << 20, PreallocBytes: 1 << 16, Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+			l = openLog(t, dir, opts)
+			defer l.Close()
+			var lines []string
+			for _, line := range strings.Split(buf.String(), "\n") {
+				if strings.Contains(line, "does not cover") || strings.Contains(line, "time index behind") {
+					lines = append(lines, line)
+				}
+			}
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.wantLevel) {
+				t.Fatalf("lines about undated records %q, want one at %s", lines, tc.wantLevel)
+			}
+		})
+	}
+}

@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/ratelog"
 	"github.com/seedqueue/sq/net/dataplane"
 	"github.com/seedqueue/sq/ring"
 	"github.com/seedqueue/sq/segment"
@@ -52,8 +55,36 @@ type config struct {
 	hooks *hooks // tests only
 }
 
-// defaultMinFreeBytes is the default free-space floor (--min-free-bytes).
-const defaultMinFreeBytes = 256 << 20 // 256 MiB
+// minFreeFlag is the value of --min-free-bytes: "auto" (stored as
+// engine.MinFreeAuto: 5% of the data directory's file system, at most
+// 256 MiB, computed at start) or an absolute byte count (0 disables the
+// floor), in the syntax of the other byte flags (decimal, or 0x... hex).
+type minFreeFlag struct{ v *int64 }
+
+// String implements pflag.Value.
+func (f minFreeFlag) String() string {
+	if *f.v == engine.MinFreeAuto {
+		return "auto"
+	}
+	return strconv.FormatInt(*f.v, 10)
+}
+
+// Set implements pflag.Value.
+func (f minFreeFlag) Set(s string) error {
+	if strings.EqualFold(strings.TrimSpace(s), "auto") {
+		*f.v = engine.MinFreeAuto
+		return nil
+	}
+	n, err := strconv.ParseInt(s, 0, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want auto (5%% of the data directory's file system, at most 256 MiB) or a byte count >= 0 (0 disables the floor)")
+	}
+	*f.v = n
+	return nil
+}
+
+// Type implements pflag.Value.
+func (minFreeFlag) Type() string { return "auto|bytes" }
 
 // flagSpec ties one flag to its environment variable.
 type flagSpec struct {
@@ -79,7 +110,7 @@ var flagSpecs = []flagSpec{
 	{"max-frame-bytes", "SQ_MAX_FRAME_BYTES", "largest Cap'n Proto frame (without records) in bytes"},
 	{"segment-bytes", "SQ_SEGMENT_BYTES", "default segment size of topics in bytes"},
 	{"io-backend", "SQ_IO_BACKEND", "write-path I/O backend: auto, uring (io_uring; fails if the kernel refuses it) or portable (pwritev + fdatasync)"},
-	{"min-free-bytes", "SQ_MIN_FREE_BYTES", "free-space floor of the data directory's file system in bytes: publishes get DISK_FULL below it (0 disables)"},
+	{"min-free-bytes", "SQ_MIN_FREE_BYTES", "free-space floor of the data directory's file system: publishes get DISK_FULL below it; auto = 5% of the file system's size, at most 256 MiB (computed at start), or a byte count (0 disables)"},
 	{"max-open-segment-files", "SQ_MAX_OPEN_SEGMENT_FILES", "bound of the file descriptors and memory mappings held by segments, server-wide: idle sealed segments are closed past it, least recently read first; active segments (4 each) count but stay open"},
 	{"max-inflight-request-bytes", "SQ_MAX_INFLIGHT_REQUEST_BYTES", "request bytes all data-plane connections together may hold in memory (frames being read or served, publish batches until appended); when spent, connections stop being read until requests are answered"},
 	{"frame-read-timeout", "SQ_FRAME_READ_TIMEOUT", "longest read of one data-plane frame and its records, from its first byte (e.g. 30s); a slower connection is closed"},
@@ -105,7 +136,8 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.IntVar(&c.MaxFrame, "max-frame-bytes", api.DefaultMaxFrameBytes, "")
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", engine.DefaultSegmentBytes, "")
 	fs.StringVar(&c.IOBackend, "io-backend", ring.ModeAuto, "")
-	fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", defaultMinFreeBytes, "")
+	c.MinFreeBytes = engine.MinFreeAuto
+	fs.Var(minFreeFlag{&c.MinFreeBytes}, "min-free-bytes", "")
 	fs.IntVar(&c.MaxSegFiles, "max-open-segment-files", segment.DefaultMaxOpenSegmentFiles, "")
 	fs.Int64Var(&c.MaxInflightRequestBytes, "max-inflight-request-bytes", dataplane.DefaultMaxInFlightRequestBytes, "")
 	fs.DurationVar(&c.FrameReadTimeout, "frame-read-timeout", dataplane.DefaultFrameReadTimeout, "")
@@ -141,7 +173,7 @@ func (c *config) validate() error {
 	if _, err := engine.ParseSyncPolicy(c.SyncPolicy); err != nil {
 		errs = append(errs, fmt.Errorf("--sync-policy: %v", err))
 	}
-	if c.MinFreeBytes < 0 {
+	if c.MinFreeBytes < 0 && c.MinFreeBytes != engine.MinFreeAuto {
 		errs = append(errs, fmt.Errorf("--min-free-bytes %d must not be negative", c.MinFreeBytes))
 	}
 	if c.MaxSegFiles < 1 {
@@ -198,13 +230,23 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
+// logger returns the server's logger: text or JSON on stderr at the
+// configured level, with repeated WARN and ERROR lines limited to one per
+// kind (message, topic, partition, ...) every 10 s, each later line
+// carrying suppressed=N (internal/ratelog; README "Logs").
 func (c *config) logger() *slog.Logger {
+	return slog.New(ratelog.New(c.logHandler(os.Stderr), ratelog.Options{}))
+}
+
+// logHandler is the handler of the configured format and level writing
+// to w.
+func (c *config) logHandler(w io.Writer) slog.Handler {
 	level, _ := parseLevel(c.LogLevel)
 	ho := &slog.HandlerOptions{Level: level}
 	if c.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, ho))
+		return slog.NewJSONHandler(w, ho)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, ho))
+	return slog.NewTextHandler(w, ho)
 }
 
 // envTable lists each flag with its environment variable, in columns as

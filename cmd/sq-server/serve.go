@@ -71,15 +71,11 @@ func newRootCommand() *cobra.Command {
 // run opens the engine, serves the data plane until ctx ends, then stops
 // gracefully: refuse new work, finish in-flight requests, sync, trim, close.
 func run(ctx context.Context, c *config, log *slog.Logger) error {
-	log.Info("starting sq-server", "version", version, "build", buildinfo.String("sq-server"), "node_id", c.NodeID, "cluster_id", c.ClusterID, "data_dir", c.DataDir)
-	for _, part := range []struct{ flag, value, what string }{
-		{"--seeds", c.Seeds, "clustering"},
-		{"--s3-bucket", c.S3Bucket, "tiered storage"},
-	} {
-		if part.value != "" {
-			log.Info("not served in this build; setting accepted and ignored", "flag", part.flag, "value", part.value, "part", part.what)
-		}
+	if f, ok := log.Handler().(interface{ Flush() }); ok {
+		defer f.Flush() // the counts of repeated lines still pending (internal/ratelog)
 	}
+	log.Info("starting sq-server", "version", version, "build", buildinfo.String("sq-server"), "node_id", c.NodeID, "cluster_id", c.ClusterID, "data_dir", c.DataDir)
+	logIgnored(c, log)
 	backend, _, err := ring.Select(c.IOBackend, log) // logs the backend and why, once
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/outcome"
 )
 
 // conn is one client connection: a reader goroutine (serve), one writer
@@ -220,6 +221,10 @@ func (c *conn) classify(err error) (error, slog.Level) {
 	switch {
 	case errors.Is(err, io.EOF):
 		return errors.New("client closed the connection"), slog.LevelDebug
+	case outcome.ClientGone(err) != "":
+		// A reset or broken connection is the client going away (a
+		// process killed, Ctrl-C), not a fault of the server's.
+		return fmt.Errorf("client went away: %w", err), slog.LevelDebug
 	case errors.Is(err, errHandshakeFailed):
 		return err, slog.LevelInfo
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -455,6 +460,9 @@ func (c *conn) writeLoop() {
 		if !failed && r.msg != nil {
 			if err := c.write(r); err != nil {
 				failed = true
+				if outcome.ClientGone(err) != "" {
+					c.setReason(fmt.Errorf("client went away: write response: %w", err), slog.LevelDebug)
+				}
 				c.forceClose(fmt.Errorf("write response: %w", err))
 			}
 		}

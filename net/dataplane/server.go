@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/ratelog"
 )
 
 // Broker is the part of the engine the data plane serves. *engine.Engine
@@ -271,7 +273,9 @@ func (s *Server) reject(nc net.Conn) {
 		return
 	}
 	since := total - s.loggedRejected.Swap(total)
-	s.opts.Logger.Warn("dataplane: connection refused: too many connections",
+	// Limited here, once a second with the count since the last line: the
+	// server's log limiter must not drop lines in between.
+	s.opts.Logger.Log(ratelog.Unlimited(context.Background()), slog.LevelWarn, "dataplane: connection refused: too many connections",
 		"remote", remoteAddr(nc), "max_connections", s.opts.MaxConnections, "refused_since_last_log", since, "refused_total", total)
 }
 

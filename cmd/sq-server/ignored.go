@@ -1,0 +1,33 @@
+package main
+
+import "log/slog"
+
+// ignoredFlag is a flag that this build accepts (so that the seed
+// README's command lines and environments start the server) but does not
+// act on.
+type ignoredFlag struct {
+	flag, env string
+	value     func(*config) string
+	part      string // what the flag configures
+}
+
+// ignoredFlags are every accepted-and-ignored flag: clustering and tiered
+// storage are not built yet (docs/architecture.md §7, §8).
+var ignoredFlags = []ignoredFlag{
+	{"--seeds", "SQ_SEEDS", func(c *config) string { return c.Seeds }, "clustering"},
+	{"--s3-bucket", "SQ_S3_BUCKET", func(c *config) string { return c.S3Bucket }, "tiered storage"},
+	{"--s3-endpoint", "SQ_S3_ENDPOINT", func(c *config) string { return c.S3Endpoint }, "tiered storage"},
+	{"--s3-region", "SQ_S3_REGION", func(c *config) string { return c.S3Region }, "tiered storage"},
+}
+
+// logIgnored logs one INFO line for each ignored flag that is set (by its
+// flag or its variable), naming the flag, its variable, its value and the
+// part of SQ it would configure.
+func logIgnored(c *config, log *slog.Logger) {
+	for _, f := range ignoredFlags {
+		if v := f.value(c); v != "" {
+			log.Info("not served in this build; setting accepted and ignored",
+				"flag", f.flag, "env", f.env, "value", v, "part", f.part)
+		}
+	}
+}
