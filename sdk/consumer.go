@@ -163,6 +163,13 @@ type ConsumerConfig struct {
 	// count skipped), which goes to slog.Default() when Logger is nil, so
 	// it is never silent.
 	Logger *slog.Logger
+	// OnRecordsLost, when set, is called instead of the warning above
+	// when a position of partition below the log start moves up to it:
+	// the offsets [from, logStart) were removed by retention before they
+	// were read, and logStart-from records are skipped (the policy of
+	// Kafka's auto.offset.reset=earliest). It runs on a fetch goroutine of
+	// the consumer, not on the caller of Poll, and must not block.
+	OnRecordsLost func(partition uint32, from, logStart uint64)
 
 	// now is the clock of AutoCommitInterval and MaxPollInterval; nil:
 	// time.Now. Tests set it to step time by hand.

@@ -249,6 +249,48 @@ func TestOffsetOutOfRangeMovesToLogStart(t *testing.T) {
 	}
 }
 
+// TestOnRecordsLostReplacesTheWarning checks that a consumer with
+// OnRecordsLost reports the records lost to retention there, once per
+// loss, and logs no warning of its own.
+func TestOnRecordsLostReplacesTheWarning(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	p := newTestProducer(t, s)
+	for i := range 5 { // five batches of two records
+		msgs := []ProducerMessage{NewProducerMessage("t", []byte(fmt.Sprint(2*i))), NewProducerMessage("t", []byte(fmt.Sprint(2*i+1)))}
+		if _, err := p.SendBatch(testCtx(t), msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.truncate("t", 0, 4) // retention removed offsets 0..3
+	var logs logBuffer
+	type loss struct {
+		partition      uint32
+		from, logStart uint64
+	}
+	lost := make(chan loss, 4)
+	c := newTestConsumer(t, s, ConsumerConfig{Topic: "t", StartFrom: StartAt(2), Logger: logs.logger(),
+		OnRecordsLost: func(p uint32, from, logStart uint64) { lost <- loss{p, from, logStart} }})
+	msgs := pollN(t, c, 6)
+	if msgs[0].Offset != 4 {
+		t.Fatalf("first message at offset %d, want 4", msgs[0].Offset)
+	}
+	select {
+	case l := <-lost:
+		if l != (loss{0, 2, 4}) {
+			t.Fatalf("OnRecordsLost(%d, %d, %d), want (0, 2, 4)", l.partition, l.from, l.logStart)
+		}
+	default:
+		t.Fatal("OnRecordsLost was not called")
+	}
+	if len(lost) != 0 {
+		t.Fatalf("OnRecordsLost called %d more times", len(lost))
+	}
+	if strings.Contains(logs.String(), "records lost to retention") {
+		t.Fatalf("the warning was logged too:\n%s", logs.String())
+	}
+}
+
 func TestConsumerReconnectsAfterRestart(t *testing.T) {
 	s := newFakeServer(t)
 	s.createTopic("t", 2)

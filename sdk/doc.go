@@ -144,8 +144,9 @@
 // overtaken while reading) moves to the log start, as Kafka's
 // auto.offset.reset=earliest, and a warning gives the offset, the log start
 // and the count skipped; Consumer and GrpcConsumer alike, on their Logger,
-// or on slog.Default() when none is set: records lost to retention are
-// never skipped silently.
+// or on slog.Default() when none is set (or, for a Consumer, to its
+// OnRecordsLost callback instead): records lost to retention are never
+// skipped silently.
 //
 // # Topics deleted and created again
 //

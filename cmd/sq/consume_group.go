@@ -66,7 +66,8 @@ type groupSession struct {
 	// (zero while it holds some).
 	emptySince time.Time
 	lastProbe  time.Time
-	unreached  bool // the last probe failed (reported once per outage)
+	unreached  bool          // the last probe failed (reported once per outage)
+	timeout    time.Duration // --timeout: bounds dial plus handshake, and each probe
 }
 
 // runGroupConsume runs `sq consume --group`.
@@ -80,7 +81,11 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 	if err != nil {
 		return err
 	}
-	s := &groupSession{f: f, addr: addr, out: out, stderr: &syncWriter{w: g.stderr}, end: map[uint32]uint64{}, next: map[uint32]uint64{}}
+	timeout, err := g.connectTimeout(cmd)
+	if err != nil {
+		return err
+	}
+	s := &groupSession{f: f, addr: addr, out: out, stderr: &syncWriter{w: g.stderr}, end: map[uint32]uint64{}, next: map[uint32]uint64{}, timeout: timeout}
 	if err := s.highWatermarks(cmd, g); err != nil || ctx.Err() != nil {
 		if err == nil {
 			noteInterrupted(ctx, s.stderr, f.topic)
@@ -97,11 +102,15 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 		StartFrom:           from,
 		HeartbeatInterval:   groupHeartbeat,
 		MaxWait:             followMaxWait,
-		DialTimeout:         dialTimeout,
+		DialTimeout:         s.timeout,
 		RequestTimeout:      groupRequestTimeout,
 		ReconnectBackoffMax: groupReconnectBackoffMax,
 		OnPartitionsAssigned: func(ps []uint32) {
 			fmt.Fprintf(s.stderr, "sq: group %s: assigned partition%s %v of %s\n", f.group, plural(len(ps)), ps, f.topic)
+		},
+		OnRecordsLost: func(p uint32, from, logStart uint64) {
+			fmt.Fprintf(s.stderr, "sq: partition %d: offset %d is no longer stored; going on at the log start offset %d (%d records lost to retention skipped)\n",
+				p, from, logStart, logStart-from)
 		},
 		OnPartitionsRevoked: func(ps []uint32) {
 			fmt.Fprintf(s.stderr, "sq: group %s: partition%s %v of %s moved to another member\n", f.group, plural(len(ps)), ps, f.topic)
@@ -244,7 +253,7 @@ func (s *groupSession) probe(ctx context.Context) error {
 		return nil
 	}
 	s.lastProbe = time.Now()
-	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	_, err := s.cons.Client().DescribeTopic(pctx, s.f.topic)
 	switch {
