@@ -64,8 +64,8 @@ type conn struct {
 	wg sync.WaitGroup
 }
 
-// dialConn connects to addr and performs the handshake. The handshake is
-// bounded by ctx and by timeout.
+// dialConn connects to addr and performs the handshake. The dial and the
+// handshake are each bounded by ctx and by timeout.
 func dialConn(ctx context.Context, addr, clientID string, timeout time.Duration, log *slog.Logger) (*conn, error) {
 	d := net.Dialer{Timeout: timeout}
 	nc, err := d.DialContext(ctx, "tcp", addr)
@@ -81,7 +81,13 @@ func dialConn(ctx context.Context, addr, clientID string, timeout time.Duration,
 	// one built from the server's limits (bufio.NewReaderSize returns br
 	// itself), so nothing read ahead is lost between the two.
 	br := bufio.NewReaderSize(nc, 64<<10)
+	// ctx ending (Client.Close, say) cuts the handshake short instead of
+	// letting a server that accepted and never answers hold it for timeout.
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
 	limits, err := handshake(nc, br, clientID)
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		nc.Close()
 		return nil, err
