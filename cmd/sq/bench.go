@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -164,6 +165,9 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 	if f.mode == "consume" && f.count == 0 && !cmd.Flags().Changed("duration") {
 		f.count = 1_000_000
 	}
+	if f.plotFile != "" && !strings.EqualFold(filepath.Ext(f.plotFile), ".png") {
+		errs = append(errs, fmt.Errorf("--plot %s: sq bench draws PNG images only; give a file name ending in .png", f.plotFile))
+	}
 	for _, o := range []struct{ flag, path string }{{"json", f.jsonFile}, {"plot", f.plotFile}} {
 		if err := checkOutputPath(o.path); err != nil {
 			errs = append(errs, fmt.Errorf("--%s: %w", o.flag, err))
@@ -231,7 +235,8 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 	}
 	if created && !f.keepTopic {
 		defer func() {
-			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			// Also after Ctrl-C, bounded (a second Ctrl-C ends it).
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			if err := admin.DeleteTopic(dctx, f.topic); err != nil {
 				fmt.Fprintf(g.stderr, "sq bench: could not delete topic %s: %v\n", f.topic, err)
@@ -240,11 +245,15 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 	}
 	cond := benchConditions(f, admin.Limits())
 	cond.IOBackend = benchIOBackend(ctx, g, cmd)
-	var progress io.Writer
-	if showProgress(g, f) {
-		progress = g.stderr
+	var bar, lines io.Writer
+	switch {
+	case f.quiet:
+	case stderrIsTerminal(g):
+		bar = g.stderr
+	default:
+		lines = g.stderr
 	}
-	b := newBenchRun(addr, f, progress)
+	b := newBenchRun(addr, f, bar, lines)
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)
 		if err != nil {
@@ -257,11 +266,13 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 		defer pprof.StopCPUProfile()
 	}
 	res, err := b.run(ctx)
-	if err != nil {
-		return err
-	}
 	res.BenchConditions = cond
 	printBench(g.stdout, res)
+	if err != nil {
+		// Ctrl-C (context.Canceled, not printed) or a producer or
+		// consumer that could not start; the partial results are out.
+		return connectError(addr, err)
+	}
 	if f.jsonFile != "" {
 		if err := writeBenchJSON(f.jsonFile, res); err != nil {
 			return err
@@ -273,9 +284,23 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 		}
 	}
 	if res.Errors > 0 {
-		return fmt.Errorf("%d records failed (first: %s)", res.Errors, res.FirstError)
+		return benchFailure(addr, res, b.firstError())
 	}
 	return nil
+}
+
+// benchFailure is the error of a run in which records failed: how many of
+// those sent were not acknowledged, and the first failure, with the
+// server's address when it could not be reached.
+func benchFailure(addr string, res *BenchResult, first error) error {
+	why := first
+	if errors.Is(first, sdk.ErrConnection) {
+		why = fmt.Errorf("server %s unreachable: %w", addr, first)
+	}
+	if res.SentRecords > res.PublishedRecords {
+		return fmt.Errorf("%d of %d records not acknowledged: %w", res.SentRecords-res.PublishedRecords, res.SentRecords, why)
+	}
+	return fmt.Errorf("%d records failed: %w", res.Errors, why)
 }
 
 // prepareBenchTopic creates the topic (a fresh name unless --topic is
@@ -298,12 +323,10 @@ func prepareBenchTopic(ctx context.Context, c *sdk.Client, f *benchFlags) (bool,
 	return false, nil
 }
 
-// showProgress reports whether to draw the progress bar: stderr is a
-// terminal and --quiet is not set.
-func showProgress(g *globals, f benchFlags) bool {
-	if f.quiet {
-		return false
-	}
+// stderrIsTerminal reports whether stderr is a terminal: sq bench then
+// draws a progress bar there, else it prints a progress line every
+// progressLineEvery (neither with --quiet).
+func stderrIsTerminal(g *globals) bool {
 	file, ok := g.stderr.(*os.File)
 	return ok && term.IsTerminal(int(file.Fd()))
 }

@@ -156,8 +156,30 @@ func (f produceFlags) check(cmd *cobra.Command) (produceInput, error) {
 			}
 		}
 	}
-	return in, errors.Join(errs...)
+	return in, flagErrors(errs)
 }
+
+// flagErrors joins the problems found in the flags, one per line; the
+// lines after the first get the "sq: " that main puts before the first.
+// It is nil when errs is empty.
+func flagErrors(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return joinedFlagErrors(errs)
+}
+
+type joinedFlagErrors []error
+
+func (e joinedFlagErrors) Error() string {
+	parts := make([]string, len(e))
+	for i, err := range e {
+		parts[i] = err.Error()
+	}
+	return strings.Join(parts, "\nsq: ")
+}
+
+func (e joinedFlagErrors) Unwrap() []error { return e }
 
 func runProduce(cmd *cobra.Command, g *globals, f produceFlags) error {
 	pin, err := f.check(cmd)
