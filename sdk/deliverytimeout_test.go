@@ -67,7 +67,7 @@ func stallRequests(t *testing.T, s *fakeServer, kind api.Frame_Which) {
 // alone would go on for ever.
 func TestBatchProducerCloseIsBoundedByTheDeliveryTimeout(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(t *testing.T, s *fakeServer)
 		// cause is the failure wrapped beside ErrDeliveryTimeout.
 		cause error
