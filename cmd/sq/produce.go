@@ -473,15 +473,17 @@ const maxListedRanges = 5
 // stopped with. Failed records make one line: how many of those sent were
 // not acknowledged, their record numbers (the first few ranges) and why,
 // with the server's address when it could not be reached. After Ctrl-C
-// that line is printed here (main prints no context.Canceled) and ctx's
-// error returned.
+// that line, or one saying that every record sent was acknowledged, is
+// printed here (main prints no context.Canceled) and ctx's error returned.
 func (s *produceSession) result(ctx context.Context, runErr error) error {
 	var notAcked error
 	if s.failed > 0 {
 		notAcked = s.notAcked()
 	}
 	if ctx.Err() != nil {
-		if notAcked != nil {
+		if notAcked == nil {
+			fmt.Fprintf(s.stderr, "sq: interrupted: all %d record%s sent to %s acknowledged; the input after them was not sent\n", s.sent, plural(s.sent), s.addr)
+		} else {
 			fmt.Fprintf(s.stderr, "sq: interrupted: %v\n", notAcked)
 		}
 		return ctx.Err()
