@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -519,8 +520,8 @@ func (s *produceSession) notAcked() error {
 
 // sendToPartition publishes the queued records to partition p in batches
 // under the server's batch limit, one after the other, retrying retriable
-// failures as the SDK producer does (a fixed number of times, with a short
-// backoff, so a dead server fails it within a few seconds).
+// failures as the SDK producer does: sdk.DefaultRetries times, with the
+// SDK's doubling backoff, within sdk.DefaultDeliveryTimeout per chunk.
 func (s *produceSession) sendToPartition(ctx context.Context, msgs []sdk.ProducerMessage, p uint32) []sdk.Ack {
 	acks := make([]sdk.Ack, len(msgs))
 	var b batch.Builder
@@ -529,19 +530,17 @@ func (s *produceSession) sendToPartition(ctx context.Context, msgs []sdk.Produce
 	for i, h := range s.in.headers {
 		hdrs[i] = batch.RecordHeader{Key: h.Key, Value: h.Value}
 	}
+	// The chunk's delivery budget, as the SDK producer's: a silent server
+	// fails it within the budget instead of once per attempt.
+	dctx, cancel := context.WithTimeout(ctx, sdk.DefaultDeliveryTimeout)
+	defer cancel()
 	send := func(from, to int) {
 		defer b.Reset()
 		if failed == nil {
 			data, err := b.Build()
 			var res sdk.PublishResult
-			for attempt := 0; err == nil; attempt++ {
-				res, err = s.p.Client().Publish(ctx, s.topic, p, data)
-				if err == nil || !sdk.IsRetriable(err) || attempt >= sdk.DefaultRetries {
-					break
-				}
-				if sleepCtx(ctx, sdk.DefaultRetryBackoff) != nil {
-					break // keep the failure that is being retried
-				}
+			if err == nil {
+				res, err = s.publishRetrying(ctx, dctx, p, data)
 			}
 			failed = err
 			for j := from; j < to && err == nil; j++ {
@@ -563,6 +562,58 @@ func (s *produceSession) sendToPartition(ctx context.Context, msgs []sdk.Produce
 	}
 	send(from, len(msgs))
 	return acks
+}
+
+// publishRetrying publishes data to partition p, retrying retriable
+// failures sdk.DefaultRetries times with a doubling backoff, until dctx
+// (the delivery budget) ends; then the error is the delivery timeout
+// wrapping the last failure. When ctx (Ctrl-C) ends, the error is the
+// failure being retried, or ctx's.
+func (s *produceSession) publishRetrying(ctx, dctx context.Context, p uint32, data []byte) (sdk.PublishResult, error) {
+	var last error
+	wait := sdk.DefaultRetryBackoff
+	for attempt := 0; ; attempt++ {
+		res, err := s.p.Client().Publish(dctx, s.topic, p, data)
+		switch {
+		case err == nil:
+			return res, nil
+		case dctx.Err() != nil && ctx.Err() == nil:
+			return res, deliveryTimeout(last)
+		case !sdk.IsRetriable(err) || attempt >= sdk.DefaultRetries:
+			return res, err
+		}
+		last = err
+		if waitRetry(dctx, wait) != nil {
+			if ctx.Err() == nil {
+				return res, deliveryTimeout(last)
+			}
+			return res, err
+		}
+		wait = min(2*wait, sdk.DefaultRetryBackoffMax)
+	}
+}
+
+// waitRetry waits d before a retry, or until ctx ends (returning its
+// error).
+func waitRetry(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// deliveryTimeout is the failure of a batch of sendToPartition that was
+// not acknowledged within the delivery budget, wrapping the last failure
+// (nil when the first attempt used it all).
+func deliveryTimeout(last error) error {
+	if last == nil {
+		return fmt.Errorf("%w: not acknowledged within %v", sdk.ErrDeliveryTimeout, sdk.DefaultDeliveryTimeout)
+	}
+	return fmt.Errorf("%w: not acknowledged within %v: %w", sdk.ErrDeliveryTimeout, sdk.DefaultDeliveryTimeout, last)
 }
 
 // summary describes what was acknowledged, for example "produced 1234

@@ -165,11 +165,11 @@ func (e *endlessLines) waitWritten(t *testing.T, n int) {
 
 // produceStream starts `sq produce` on topic with an endless stdin and
 // waits until it has read a few MB (so it is sending).
-func produceStream(t *testing.T, srv *server, topic string) *cliProc {
+func produceStream(t *testing.T, srv *server, topic string, extra ...string) *cliProc {
 	t.Helper()
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { pr.Close() })
-	c := startCLI(t, srv.addr, pr, "produce", "-t", topic)
+	c := startCLI(t, srv.addr, pr, append([]string{"produce", "-t", topic}, extra...)...)
 	feedLines(pw).waitWritten(t, 4<<20)
 	return c
 }
@@ -202,9 +202,15 @@ func TestCLIProduceInterruptAfterServerDied(t *testing.T) {
 // the SDK's retries: exit status 1, one line with the count of records not
 // acknowledged, their line numbers and the address.
 func TestCLIProduceServerDiedExitsWithCount(t *testing.T) {
+	for _, extra := range [][]string{nil, {"-p", "1"}} {
+		t.Run(fmt.Sprint("args ", extra), func(t *testing.T) { produceUntilServerDies(t, extra) })
+	}
+}
+
+func produceUntilServerDies(t *testing.T, extra []string) {
 	srv := startServer(t, t.TempDir())
 	sqOK(t, srv.addr, nil, "topic", "create", "stream", "--partitions", "2")
-	c := produceStream(t, srv, "stream")
+	c := produceStream(t, srv, "stream", extra...)
 	srv.kill()
 	if code := c.exitCode(t); code != 1 {
 		t.Fatalf("exit status %d, want 1; stdout:\n%s\nstderr:\n%s", code, c.stdout, c.stderr)
