@@ -80,14 +80,30 @@ it). Results go to stdout, with the conditions beside them: record size,
 batch bytes, linger, in-flight batches, sync policy, partitions, producers,
 consumers (not in produce mode), CPU count, Go version and the server's I/O
 backend, read from the control plane's NodeInfo at --control ("unknown" when
-it cannot be reached). A progress bar is
-drawn on stderr while it runs when stderr is a terminal (not with --quiet).
+it cannot be reached). Without --rate the report ends with a line saying that
+the latency was measured with unbounded in-flight batches (so it includes
+queueing in the producer's buffer) and suggesting a --rate for a latency
+measurement.
+
+While it runs, a progress bar is drawn on stderr when stderr is a terminal,
+and otherwise a progress line is printed every 2 s ("sq bench produce: 4.0s:
+acked 812,000 (203,000 records/s)"); --quiet prints neither. Consumer
+figures appear only in the consume and e2e modes.
+
+The first batch that fails for good (the server died, say: the SDK gives up
+within its 30 s delivery timeout) stops the run; the results so far are
+printed, then how many records were not acknowledged and why, and sq exits
+with status 1. Ctrl-C stops the run at once and prints the partial results
+(records sent and acknowledged, throughput and latency so far); sq then
+exits with status 130, and a second Ctrl-C exits at once (during the topic's
+clean-up, say).
 
 --json FILE and --plot FILE are checked before the run: their directory must
 exist and be writable. --json FILE writes the result as JSON (records_per_sec, mb_per_sec,
 ack_latency_ms and e2e_latency_ms with p50/p90/p99/p999/max, consume figures,
 the conditions, and the throughput per 250 ms interval). --plot FILE.png draws the
-throughput over time and the latency distributions.`
+throughput over time and the latency distributions; it writes PNG only, and
+a name not ending in .png is refused before the run.`
 
 func newBenchCommand(g *globals) *cobra.Command {
 	var f benchFlags
@@ -128,8 +144,8 @@ func newBenchCommand(g *globals) *cobra.Command {
 	fl.Int64Var(&f.count, "count", 0, "records to publish in total, instead of --duration (0: not set, publish for --duration)")
 	fl.Float64Var(&f.rate, "rate", 0, "offered load in records/s over all producers (0: as fast as possible)")
 	fl.StringVar(&f.jsonFile, "json", "", "write the result as JSON to this file")
-	fl.StringVar(&f.plotFile, "plot", "", "draw throughput over time and latency distributions to this PNG file")
-	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	fl.StringVar(&f.plotFile, "plot", "", "draw throughput over time and latency distributions to this PNG file (name ending in .png)")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar (terminal) or progress lines (otherwise) on stderr")
 	fl.BoolVar(&f.keepTopic, "keep-topic", false, "do not delete the topic sq bench created")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of sq bench itself (the client side) to this file (go tool pprof)")
 	fl.DurationVar(&f.drainWindow, "drain-timeout", 30*time.Second, "how long consumers may take to read the last records after publishing ends")

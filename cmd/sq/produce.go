@@ -99,11 +99,11 @@ func newProduceCommand(g *globals) *cobra.Command {
 	fl.StringVarP(&f.topic, "topic", "t", "", "topic to produce to (required)")
 	fl.StringVar(&f.file, "file", "", "read records from this file instead of stdin")
 	fl.StringVar(&f.valueFile, "value-file", "", "send this whole file as one record, byte for byte (- for stdin)")
-	fl.StringVar(&f.delimiter, "delimiter", "\\n", `split the input at this delimiter: bytes and the escapes \n \t \r \0 \\ \xNN; several bytes allowed`)
+	fl.StringVar(&f.delimiter, "delimiter", "", `split the input at this delimiter instead of a newline: bytes and the escapes \n \t \r \0 \\ \xNN; several bytes allowed`)
 	fl.StringVar(&f.keySeparator, "key-separator", "", "split each record at the first occurrence of this string: key before, value after (a record without it has no key)")
 	fl.StringVarP(&f.key, "key", "k", "", "key of every record (not with --key-separator)")
 	fl.StringArrayVarP(&f.headers, "header", "H", nil, "header name=value added to every record (repeatable; name= is an empty value)")
-	fl.IntVarP(&f.partition, "partition", "p", -1, "send every record to this partition; -1 spreads keyless records and places keyed ones by the hash of the key")
+	fl.IntVarP(&f.partition, "partition", "p", -1, "send every record to this partition; -1 spreads keyless records and places keyed ones by the hash of the key (other negatives are refused)")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }
@@ -125,11 +125,14 @@ func (f produceFlags) check(cmd *cobra.Command) (produceInput, error) {
 	if f.partition < -1 {
 		errs = append(errs, fmt.Errorf("--partition %d: a partition is 0 or more, or -1 for any partition (keyless records spread, keyed ones by the hash of the key)", f.partition))
 	}
-	d, err := parseDelimiter(f.delimiter)
-	if err != nil {
-		errs = append(errs, err)
+	in.delim = []byte{'\n'}
+	if cmd.Flags().Changed("delimiter") {
+		d, err := parseDelimiter(f.delimiter)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		in.delim = d
 	}
-	in.delim = d
 	in.sep = []byte(f.keySeparator)
 	keyGiven := cmd.Flags().Changed("key")
 	if keyGiven {
