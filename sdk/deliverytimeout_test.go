@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -251,5 +252,39 @@ func TestDialIsCutShortByItsContext(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Dial: %v, want context.Canceled", err)
+	}
+}
+
+// A send whose retry wait is cut short by its context fails with an error
+// that wraps both the context's error and the failure being retried, so a
+// caller can tell an interrupted send to a dead server from one that was
+// merely interrupted.
+func TestProducerRetryCutShortKeepsTheCause(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	var logs logBuffer
+	p := newTestProducer(t, s, func(c *ProducerConfig) {
+		c.Retries = 1 << 30
+		c.RetryBackoff, c.RetryBackoffMax = time.Hour, time.Hour
+		c.DeliveryTimeout = 2 * time.Hour
+		c.Logger = logs.logger()
+	})
+	if _, err := p.Send(testCtx(t), "t", nil, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	s.stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err = p.Send(ctx, "t", nil, []byte("v"))
+	}()
+	waitFor(t, 10*time.Second, "a retry waiting", func() bool { return strings.Contains(logs.String(), "sdk: retrying") })
+	cancel()
+	returnsWithin(t, "Send", func() { <-done })
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrConnection) {
+		t.Fatalf("Send: %v, want an error wrapping context.Canceled and ErrConnection", err)
 	}
 }

@@ -397,9 +397,10 @@ func (p *Producer) invalidate(topic string) {
 // retry decides about a request that failed with err on its attempt-th
 // try. It returns nil, after waiting the backoff, when the request should
 // be sent again; otherwise the error to fail with: err itself when err is
-// not retriable, the retries are spent, ctx ends or the producer is closed
-// (also during the wait), or the delivery timeout wrapping err when the
-// next try would start after deadline.
+// not retriable, the retries are spent or the producer is closed; an
+// error wrapping both ctx's error and err when ctx ends (or Close comes)
+// during the wait; the delivery timeout wrapping err when the next try
+// would start after deadline.
 func (p *Producer) retry(ctx context.Context, err error, attempt int, deadline time.Time, what string) error {
 	if !IsRetriable(err) || p.cfg.Retries < 0 || attempt > p.cfg.Retries || p.client.isClosed() {
 		return err
@@ -412,11 +413,26 @@ func (p *Producer) retry(ctx context.Context, err error, attempt int, deadline t
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.client.closeCtx, cancel)()
-	if sleep(ctx, d) != nil {
-		return err
+	if serr := sleep(ctx, d); serr != nil {
+		// Both stay visible: why the retries stopped (errors.Is with
+		// context.Canceled, say) and what was being retried.
+		return &retryStoppedError{stopped: serr, last: err}
 	}
 	return nil
 }
+
+// retryStoppedError is a request whose wait for its retry was cut short
+// by its context or by Close: it wraps both that context's error and the
+// failure being retried.
+type retryStoppedError struct {
+	stopped, last error
+}
+
+func (e *retryStoppedError) Error() string {
+	return fmt.Sprintf("%v while waiting to retry after: %v", e.stopped, e.last)
+}
+
+func (e *retryStoppedError) Unwrap() []error { return []error{e.stopped, e.last} }
 
 // sendPartition sends the messages idx (all for tp, in order) as one or
 // more batches under maxBatchBytes, each after the previous one was

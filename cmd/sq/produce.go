@@ -511,10 +511,10 @@ func (s *produceSession) notAcked() error {
 	}
 	var why error
 	switch {
-	case errors.Is(s.firstErr, context.Canceled):
-		why = fmt.Errorf("the send to %s was interrupted; they may or may not be stored", s.addr)
 	case errors.Is(s.firstErr, sdk.ErrConnection):
 		why = fmt.Errorf("server %s unreachable: %w", s.addr, s.firstErr)
+	case errors.Is(s.firstErr, context.Canceled):
+		why = fmt.Errorf("the send to %s was interrupted; they may or may not be stored", s.addr)
 	default:
 		why = apiError(s.addr, s.firstErr)
 	}
