@@ -25,7 +25,7 @@ type BenchConditions struct {
 	SyncPolicy      string  `json:"sync_policy"`
 	Partitions      int     `json:"partitions"`
 	Producers       int     `json:"producers"`
-	Consumers       int     `json:"consumers"` // 0 in produce mode
+	Consumers       int     `json:"consumers,omitempty"` // 0 (absent from the JSON) in produce mode
 	Keys            int     `json:"keys"`
 	RateTarget      float64 `json:"rate_target"` // offered records/s; 0 unlimited
 	CPUs            int     `json:"cpus"`        // of the machine running sq bench
@@ -48,9 +48,9 @@ type LatencySummary struct {
 // BenchSample is the throughput of one interval of the run (250 ms; the
 // last one may be shorter).
 type BenchSample struct {
-	Second   float64 `json:"t_sec"`    // seconds since the start, end of the interval
-	Produced int64   `json:"produced"` // records acknowledged in the interval
-	Consumed int64   `json:"consumed"` // records read in the interval
+	Second   float64 `json:"t_sec"`              // seconds since the start, end of the interval
+	Produced int64   `json:"produced"`           // records acknowledged in the interval
+	Consumed int64   `json:"consumed,omitempty"` // records read in the interval (absent: none, as always in produce mode)
 }
 
 // BenchResult is the outcome of a run. RecordsPerSec and MBPerSec are the

@@ -242,3 +242,20 @@ func TestBenchFailureMessage(t *testing.T) {
 		t.Fatalf("error %q", err)
 	}
 }
+
+// The JSON result of a produce run says nothing about consumers.
+func TestBenchJSONProduceHasNoConsumed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	r := &BenchResult{BenchConditions: BenchConditions{Mode: "produce"}, PublishedRecords: 10, SentRecords: 10,
+		Throughput: []BenchSample{{Second: 0.25, Produced: 5}, {Second: 0.5, Produced: 5}}}
+	if err := writeBenchJSON(path, r); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "consum") {
+		t.Fatalf("produce-mode JSON mentions consumers:\n%s", data)
+	}
+}
