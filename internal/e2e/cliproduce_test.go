@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,6 +118,9 @@ type endlessLines struct {
 	written int
 	changed chan struct{}
 	done    chan struct{}
+	// reader, when set, is the process reading the lines: its exit ends
+	// a wait for more of them.
+	reader *cliProc
 }
 
 func feedLines(w io.WriteCloser) *endlessLines {
@@ -142,6 +146,15 @@ func feedLines(w io.WriteCloser) *endlessLines {
 	return e
 }
 
+// readerExited is closed when the reading process exited; nil (never
+// ready) without one.
+func (e *endlessLines) readerExited() <-chan struct{} {
+	if e.reader == nil {
+		return nil
+	}
+	return e.reader.exited
+}
+
 // waitWritten waits until n bytes were taken by the reader.
 func (e *endlessLines) waitWritten(t *testing.T, n int) {
 	t.Helper()
@@ -157,6 +170,8 @@ func (e *endlessLines) waitWritten(t *testing.T, n int) {
 		case <-changed:
 		case <-e.done:
 			t.Fatalf("the reader stopped after %d bytes", w)
+		case <-e.readerExited():
+			t.Fatalf("sq exited (%v) after reading %d of %d bytes; stdout:\n%s\nstderr:\n%s", e.reader.err, w, n, e.reader.stdout, e.reader.stderr)
 		case <-deadline:
 			t.Fatalf("only %d of %d bytes read within %v", w, n, exitGuard)
 		}
@@ -167,11 +182,69 @@ func (e *endlessLines) waitWritten(t *testing.T, n int) {
 // waits until it has read a few MB (so it is sending).
 func produceStream(t *testing.T, srv *server, topic string, extra ...string) *cliProc {
 	t.Helper()
+	c, _ := produceStreamFeed(t, srv, topic, extra...)
+	return c
+}
+
+// produceStreamFeed is produceStream that also returns the feed of the
+// endless input.
+func produceStreamFeed(t *testing.T, srv *server, topic string, extra ...string) (*cliProc, *endlessLines) {
+	t.Helper()
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { pr.Close() })
 	c := startCLI(t, srv.addr, pr, append([]string{"produce", "-t", topic}, extra...)...)
-	feedLines(pw).waitWritten(t, 4<<20)
-	return c
+	feed := feedLines(pw)
+	feed.reader = c
+	feed.waitWritten(t, 4<<20)
+	return c, feed
+}
+
+// bytesWritten returns how many bytes the reader took so far.
+func (e *endlessLines) bytesWritten() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.written
+}
+
+// freePort returns a port nobody listened on a moment ago, so a server
+// can be restarted on the same address.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// A server killed and restarted on the same address under `sq produce`
+// costs retries, not records: the CLI goes on reading its input after the
+// restart (with and without -p, whose publishes the CLI retries itself).
+func TestCLIProduceRidesOutARestart(t *testing.T) {
+	for _, extra := range [][]string{nil, {"-p", "1"}} {
+		t.Run(fmt.Sprint("args ", extra), func(t *testing.T) {
+			addr := freePort(t)
+			dir := t.TempDir()
+			srv := startServer(t, dir, "--capnp-host", addr)
+			sqOK(t, srv.addr, nil, "topic", "create", "stream", "--partitions", "2")
+			c, feed := produceStreamFeed(t, srv, "stream", extra...)
+			srv.kill()
+			before := feed.bytesWritten()
+			srv = startServer(t, dir, "--capnp-host", addr)
+			if srv.addr != addr {
+				t.Fatalf("restarted server listens on %s, want %s", srv.addr, addr)
+			}
+			feed.waitWritten(t, before+(8<<20))
+			c.signal(t, os.Interrupt)
+			if code := c.exitCode(t); code != 130 {
+				t.Fatalf("exit status %d after SIGINT, want 130; stdout:\n%s\nstderr:\n%s", code, c.stdout, c.stderr)
+			}
+			if !strings.HasPrefix(c.stdout.String(), "produced ") || !strings.HasPrefix(c.stderr.String(), "sq: interrupted: ") {
+				t.Fatalf("stdout:\n%s\nstderr:\n%s", c.stdout, c.stderr)
+			}
+		})
+	}
 }
 
 // Killing the server under `sq produce` of an endless stdin, then Ctrl-C:
