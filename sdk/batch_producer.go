@@ -161,8 +161,15 @@ type bpPartition struct {
 	first   time.Time // when open got its first record
 	lastLen int       // records of the last closed batch
 	busy    int       // batches taken by the sender and not yet published
-	closed  [][]ProducerMessage
+	closed  []bpBatch
 	wake    chan struct{} // buffered 1
+}
+
+// bpBatch is a closed batch waiting for the sender: its records, and the
+// time its first record was accepted, from which its DeliveryTimeout runs.
+type bpBatch struct {
+	msgs  []ProducerMessage
+	first time.Time
 }
 
 // NewBatchProducer connects to cfg.Addr and starts the producer. It fails
@@ -302,7 +309,7 @@ type bpTopic struct {
 // loadTopic reads topic's partition count (from the Producer's metadata
 // cache or the server) and the server's limits, and caches them.
 func (bp *BatchProducer) loadTopic(ctx context.Context, topic string, now time.Time) (bpTopic, error) {
-	n, err := bp.p.partitions(ctx, topic)
+	n, err := bp.p.partitions(ctx, topic, now.Add(bp.p.cfg.DeliveryTimeout))
 	if err != nil {
 		return bpTopic{}, err
 	}
@@ -375,7 +382,7 @@ func (bp *BatchProducer) closeOpen(pp *bpPartition) {
 	if len(pp.open) == 0 {
 		return
 	}
-	pp.closed = append(pp.closed, pp.open)
+	pp.closed = append(pp.closed, bpBatch{msgs: pp.open, first: pp.first})
 	pp.lastLen = len(pp.open)
 	pp.open = nil
 	pp.bytes = 0
@@ -427,7 +434,10 @@ func (bp *BatchProducer) Buffered() int {
 // Flush sends every open batch at once and waits until every record
 // accepted so far, and any accepted while Flush waits, is acknowledged or
 // failed. It returns ctx's error when ctx ends first (the records stay
-// queued).
+// queued). Without a ctx deadline it is still bounded: every record is
+// acknowledged or failed within DeliveryTimeout of its Send (plus up to
+// RequestTimeout for a batch in flight then), so Flush returns at the
+// latest that long after the last Send it waits for.
 func (bp *BatchProducer) Flush(ctx context.Context) error {
 	bp.mu.Lock()
 	defer bp.mu.Unlock()
@@ -450,8 +460,9 @@ func (bp *BatchProducer) Flush(ctx context.Context) error {
 	}
 }
 
-// Close flushes (waiting for every buffered record, bounded by the
-// retries), stops the senders and closes the connection. Send fails with
+// Close flushes (waiting for every buffered record, bounded by
+// DeliveryTimeout as for Flush), stops the senders and closes the
+// connection. Send fails with
 // ErrClosed from the start of Close. Close is idempotent; it returns the
 // connection's close error. CloseContext bounds the wait.
 func (bp *BatchProducer) Close() error {
@@ -491,11 +502,11 @@ func (bp *BatchProducer) failUnsent(err error) {
 	bp.mu.Lock()
 	for _, pp := range bp.parts {
 		if len(pp.open) > 0 {
-			pp.closed = append(pp.closed, pp.open)
+			pp.closed = append(pp.closed, bpBatch{msgs: pp.open, first: pp.first})
 		}
-		for _, msgs := range pp.closed {
-			ls = append(ls, left{pp.tp, msgs})
-			bp.releaseBytes(msgs)
+		for _, b := range pp.closed {
+			ls = append(ls, left{pp.tp, b.msgs})
+			bp.releaseBytes(b.msgs)
 		}
 		pp.open, pp.closed = nil, nil
 	}

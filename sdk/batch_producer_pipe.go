@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -15,6 +16,7 @@ type flight struct {
 	attempt int      // failed attempts while it was first in line
 	pc      *pubCall // nil until sent
 	err     error    // set when it failed before being sent
+	last    error    // the failure of its previous attempt, for the delivery timeout
 	held    bool     // holds a token of bp.sem
 }
 
@@ -139,8 +141,18 @@ func (p *pipe) send(f *flight) bool {
 	}
 	f.held = true
 	f.err = f.bb.err
+	if f.err == nil && !time.Now().Before(f.bb.deadline) {
+		// Its delivery timeout passed while it waited: it fails unsent.
+		f.err = bp.p.expired(f.last)
+	}
 	if f.err == nil {
-		f.pc, f.err = bp.p.client.startPublish(bp.ctx, want, p.pp.tp.topic, p.pp.tp.partition, f.bb.data, want != nil)
+		// The dial and the wait for the writer end at the deadline too.
+		ctx, cancel := context.WithDeadline(bp.ctx, f.bb.deadline)
+		f.pc, f.err = bp.p.client.startPublish(ctx, want, p.pp.tp.topic, p.pp.tp.partition, f.bb.data, want != nil)
+		if f.err != nil && ctx.Err() != nil && bp.ctx.Err() == nil {
+			f.err = bp.p.expired(f.last)
+		}
+		cancel()
 	}
 	if errors.Is(f.err, errConnSwitched) {
 		f.err, f.held = nil, false
@@ -185,16 +197,18 @@ func (p *pipe) resolve(res PublishResult, err error) {
 			bp.finishBatch(p.pp, f.bb.msgs, fres, nil)
 			continue
 		}
-		f.pc, f.err = nil, nil
+		f.pc, f.err, f.last = nil, nil, ferr
 		again = append(again, f)
 	}
 	p.stalled = false
 	head.attempt++
-	head.pc, head.err = nil, nil
-	if head.bb.err == nil && bp.p.retry(bp.ctx, err, head.attempt, fmt.Sprintf("publish %s/%d", tp.topic, tp.partition)) {
-		again = append([]*flight{head}, again...)
-	} else {
+	head.pc, head.err, head.last = nil, nil, err
+	if head.bb.err != nil {
 		bp.finishBatch(p.pp, head.bb.msgs, PublishResult{}, err)
+	} else if rerr := bp.p.retry(bp.ctx, err, head.attempt, head.bb.deadline, fmt.Sprintf("publish %s/%d", tp.topic, tp.partition)); rerr != nil {
+		bp.finishBatch(p.pp, head.bb.msgs, PublishResult{}, rerr)
+	} else {
+		again = append([]*flight{head}, again...)
 	}
 	p.queue = append(again, p.queue...)
 }

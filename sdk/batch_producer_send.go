@@ -10,9 +10,10 @@ import (
 // builtBatch is a closed batch encoded by the sender, waiting for the
 // partition's publisher.
 type builtBatch struct {
-	msgs []ProducerMessage
-	data []byte
-	err  error // the encoding failed
+	msgs     []ProducerMessage
+	data     []byte
+	err      error     // the encoding failed
+	deadline time.Time // DeliveryTimeout after the first record was accepted
 }
 
 // sender is the goroutine of one partition: it closes the open batch when
@@ -40,10 +41,10 @@ func (bp *BatchProducer) sender(pp *bpPartition) {
 	defer timer.Stop()
 	var b batch.Builder
 	for {
-		msgs, wait := bp.next(pp)
-		if msgs != nil {
-			data, err := encodeMessages(&b, msgs)
-			built <- builtBatch{msgs: msgs, data: data, err: err}
+		nb, wait := bp.next(pp)
+		if nb.msgs != nil {
+			data, err := encodeMessages(&b, nb.msgs)
+			built <- builtBatch{msgs: nb.msgs, data: data, err: err, deadline: nb.first.Add(bp.p.cfg.DeliveryTimeout)}
 			continue
 		}
 		var tc <-chan time.Time
@@ -84,7 +85,7 @@ func encodeMessages(b *batch.Builder, msgs []ProducerMessage) ([]byte, error) {
 // linger has passed and no batch of pp is in flight. With nothing to send
 // it returns how long the open batch may still linger, or -1 to wait for a
 // wake-up.
-func (bp *BatchProducer) next(pp *bpPartition) ([]ProducerMessage, time.Duration) {
+func (bp *BatchProducer) next(pp *bpPartition) (bpBatch, time.Duration) {
 	bp.mu.Lock()
 	defer bp.mu.Unlock()
 	if len(pp.closed) == 0 && len(pp.open) > 0 {
@@ -95,19 +96,19 @@ func (bp *BatchProducer) next(pp *bpPartition) ([]ProducerMessage, time.Duration
 			// keeps growing until it is full or a batch is done (which
 			// wakes the sender), as a Kafka producer's ready batch waits
 			// for its in-flight slot. Only full batches are encoded ahead.
-			return nil, -1
+			return bpBatch{}, -1
 		}
 		if left := bp.cfg.Linger - time.Since(pp.first); left > 0 {
-			return nil, left
+			return bpBatch{}, left
 		}
 		bp.closeOpen(pp)
 	}
 	if len(pp.closed) == 0 {
-		return nil, -1
+		return bpBatch{}, -1
 	}
-	msgs := pp.closed[0]
-	pp.closed[0] = nil
+	b := pp.closed[0]
+	pp.closed[0] = bpBatch{}
 	pp.closed = pp.closed[1:]
 	pp.busy++
-	return msgs, 0
+	return b, 0
 }

@@ -202,6 +202,7 @@ func TestBatchProducerCloseContextEnds(t *testing.T) {
 			var failed atomic.Int64
 			bp := newTestBatchProducer(t, s, func(c *BatchProducerConfig) {
 				c.RetryBackoff, c.RetryBackoffMax, c.RequestTimeout = time.Hour, time.Hour, time.Hour
+				c.DeliveryTimeout = 2 * time.Hour // else a retry an hour away fails at once
 				c.OnError = func(e BatchError) { failed.Add(int64(len(e.Messages))) }
 			})
 			const records = 3

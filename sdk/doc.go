@@ -185,9 +185,16 @@
 // MaxWait, a push subscription's Next, a long-poll fetch. A subscription
 // the server ends before it pushed anything is reopened after the
 // reconnect backoff, and an empty fetch that returns before its MaxWait is
-// followed by a pause, so no loop spins. BatchProducer.Close waits out the
-// retries of the batches still buffered; BatchProducer.CloseContext bounds
-// that wait and reports what is left through OnError.
+// followed by a pause, so no loop spins. Without a context deadline the
+// producers are still bounded: ProducerConfig.DeliveryTimeout (default 30s,
+// Kafka's delivery.timeout.ms) bounds every record from Send to its
+// acknowledgement or failure, retries and redials included, so against a
+// dead or silent server SendBatch, Flush and Close return within it, and
+// the records' errors wrap ErrDeliveryTimeout and the last failure
+// (ErrConnection for a server that could not be reached).
+// BatchProducer.Close waits for the batches still buffered within that
+// budget; BatchProducer.CloseContext bounds the wait by its context and
+// reports what is left through OnError.
 //
 // # Partitioning
 //

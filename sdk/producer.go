@@ -19,7 +19,46 @@ const (
 	DefaultRetryBackoff    = 100 * time.Millisecond
 	DefaultRetryBackoffMax = 2 * time.Second
 	DefaultMetadataMaxAge  = 5 * time.Minute
+	// DefaultDeliveryTimeout bounds a record's time from Send to its
+	// acknowledgement or failure, retries included.
+	DefaultDeliveryTimeout = 30 * time.Second
 )
+
+// ErrDeliveryTimeout is wrapped by the error of a record that was not
+// acknowledged within ProducerConfig.DeliveryTimeout; the same error also
+// wraps the last failure seen, if any (errors.Is(err, ErrConnection) tells
+// a server that could not be reached).
+var ErrDeliveryTimeout = errors.New("sdk: delivery timeout")
+
+// deliveryTimeoutError is a record that ran out of its delivery timeout.
+type deliveryTimeoutError struct {
+	timeout time.Duration
+	last    error // the last failure before the timeout; may be nil
+}
+
+func (e *deliveryTimeoutError) Error() string {
+	if e.last == nil {
+		return fmt.Sprintf("sdk: not acknowledged within the delivery timeout of %v", e.timeout)
+	}
+	return fmt.Sprintf("sdk: not acknowledged within the delivery timeout of %v: %v", e.timeout, e.last)
+}
+
+func (e *deliveryTimeoutError) Unwrap() []error {
+	if e.last == nil {
+		return []error{ErrDeliveryTimeout}
+	}
+	return []error{ErrDeliveryTimeout, e.last}
+}
+
+// expired returns the error of a record whose delivery timeout passed
+// after last (nil when no attempt failed yet). A last error that is
+// already a delivery timeout is returned as is.
+func (p *Producer) expired(last error) error {
+	if errors.Is(last, ErrDeliveryTimeout) {
+		return last
+	}
+	return &deliveryTimeoutError{timeout: p.cfg.DeliveryTimeout, last: last}
+}
 
 // ProducerConfig configures a Producer. The zero value is valid: every zero
 // field takes the default named in its comment.
@@ -43,6 +82,17 @@ type ProducerConfig struct {
 	// it is read again. It is also refreshed after UNKNOWN_TOPIC or
 	// UNKNOWN_PARTITION. Default 5m.
 	MetadataMaxAge time.Duration
+	// DeliveryTimeout bounds the time from Send (SendBatch's call, or
+	// BatchProducer.Send's acceptance of the record into its batch) to the
+	// record's acknowledgement or failure, retries and redials included,
+	// as Kafka's delivery.timeout.ms: no retry starts after it, a batch not
+	// yet sent by then fails unsent, and the record's error wraps
+	// ErrDeliveryTimeout and the last failure. So against a server that
+	// cannot be reached, SendBatch, Flush and Close return within it (a
+	// BatchProducer batch already in flight at that moment still gets up to
+	// RequestTimeout for its response). Retries bounds the attempts within
+	// it. Default 30s.
+	DeliveryTimeout time.Duration
 	// DialTimeout, RequestTimeout, ReconnectBackoff and
 	// ReconnectBackoffMax are as in ClientConfig.
 	DialTimeout         time.Duration
@@ -138,6 +188,9 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 	if cfg.MetadataMaxAge <= 0 {
 		cfg.MetadataMaxAge = DefaultMetadataMaxAge
 	}
+	if cfg.DeliveryTimeout <= 0 {
+		cfg.DeliveryTimeout = DefaultDeliveryTimeout
+	}
 	c, err := Dial(ctx, ClientConfig{
 		Addr:                cfg.Addr,
 		ClientID:            cfg.ClientID,
@@ -157,7 +210,9 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 // Client returns the producer's underlying Client (for admin requests).
 func (p *Producer) Client() *Client { return p.client }
 
-// Close closes the connection; sends in flight fail with ErrClosed.
+// Close closes the connection; sends in flight fail with ErrClosed. It
+// returns at once: a Producer has nothing buffered (each Send and SendBatch
+// waits for its own records).
 func (p *Producer) Close() error { return p.client.Close() }
 
 // Send sends one record and waits for its acknowledgement. key nil means no
@@ -172,7 +227,9 @@ func (p *Producer) Send(ctx context.Context, topic string, key, value []byte) (A
 // server's maxBatchBytes) and sends the partitions in parallel. It returns
 // one Ack per message, in the order of msgs, each with its own Err; the
 // error is nil when every record was stored, and otherwise counts the
-// failures and wraps the first one.
+// failures and wraps the first one. It returns when ctx ends or within
+// DeliveryTimeout, whatever the server does: the records not acknowledged
+// by then fail (see ProducerConfig.DeliveryTimeout).
 //
 // A record over the server's maxRecordBytes fails with an
 // api.ErrMessageTooLarge error without being sent, and the others are sent.
@@ -183,10 +240,11 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []ProducerMessage) ([]Ack
 	for i := range msgs {
 		acks[i].Topic = msgs[i].Topic
 	}
-	groups := p.assign(ctx, msgs, acks)
+	deadline := time.Now().Add(p.cfg.DeliveryTimeout)
+	groups := p.assign(ctx, msgs, acks, deadline)
 	var wg sync.WaitGroup
 	for tp, idx := range groups {
-		wg.Go(func() { p.sendPartition(ctx, tp, idx, msgs, acks) })
+		wg.Go(func() { p.sendPartition(ctx, tp, idx, msgs, acks, deadline) })
 	}
 	wg.Wait()
 	var first error
@@ -213,7 +271,7 @@ type topicPartition struct {
 
 // assign picks each message's partition and groups message indices by
 // partition, in input order. Messages that cannot be sent get their Err.
-func (p *Producer) assign(ctx context.Context, msgs []ProducerMessage, acks []Ack) map[topicPartition][]int {
+func (p *Producer) assign(ctx context.Context, msgs []ProducerMessage, acks []Ack, deadline time.Time) map[topicPartition][]int {
 	maxRecord := int(p.client.Limits().MaxRecordBytes)
 	groups := map[topicPartition][]int{}
 	counts := map[string]uint32{}
@@ -232,7 +290,7 @@ func (p *Producer) assign(ctx context.Context, msgs []ProducerMessage, acks []Ac
 		n, ok := counts[m.Topic]
 		if !ok {
 			var err error
-			if n, err = p.partitions(ctx, m.Topic); err != nil {
+			if n, err = p.partitions(ctx, m.Topic, deadline); err != nil {
 				errs[m.Topic] = err
 				acks[i].Err = err
 				continue
@@ -276,15 +334,16 @@ func (p *Producer) nextKeyless(topic string, n uint32) uint32 {
 }
 
 // partitions returns topic's partition count, from the cache or from the
-// server. A topic absent from the metadata is UNKNOWN_TOPIC.
-func (p *Producer) partitions(ctx context.Context, topic string) (uint32, error) {
+// server, retrying until deadline. A topic absent from the metadata is
+// UNKNOWN_TOPIC.
+func (p *Producer) partitions(ctx context.Context, topic string, deadline time.Time) (uint32, error) {
 	p.mu.Lock()
 	tm, ok := p.meta[topic]
 	p.mu.Unlock()
 	if ok && time.Since(tm.fetched) < p.cfg.MetadataMaxAge {
 		return tm.partitions, nil
 	}
-	md, err := p.metadataWithRetry(ctx, topic)
+	md, err := p.metadataWithRetry(ctx, topic, deadline)
 	if err != nil {
 		return 0, err
 	}
@@ -299,13 +358,33 @@ func (p *Producer) partitions(ctx context.Context, topic string) (uint32, error)
 	return 0, api.NewError(api.CodeUnknownTopic, "topic %q does not exist", topic)
 }
 
-func (p *Producer) metadataWithRetry(ctx context.Context, topic string) (Metadata, error) {
+// metadataWithRetry reads topic's metadata, retrying retriable failures
+// until deadline.
+func (p *Producer) metadataWithRetry(ctx context.Context, topic string, deadline time.Time) (Metadata, error) {
+	var last error
 	for attempt := 1; ; attempt++ {
-		md, err := p.client.Metadata(ctx, topic)
-		if err == nil || !p.retry(ctx, err, attempt, "metadata "+topic) {
-			return md, err
+		md, err := attemptRequest(p, ctx, deadline, last, func(ctx context.Context) (Metadata, error) { return p.client.Metadata(ctx, topic) })
+		if err == nil {
+			return md, nil
 		}
+		if rerr := p.retry(ctx, err, attempt, deadline, "metadata "+topic); rerr != nil {
+			return md, rerr
+		}
+		last = err
 	}
+}
+
+// attemptRequest runs one try of a request, bounded by deadline: when the
+// deadline (and not ctx) cuts it short, the error is the delivery timeout
+// wrapping last, the failure of the previous try.
+func attemptRequest[T any](p *Producer, ctx context.Context, deadline time.Time, last error, do func(context.Context) (T, error)) (T, error) {
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	v, err := do(dctx)
+	if err != nil && dctx.Err() != nil && ctx.Err() == nil {
+		return v, p.expired(last)
+	}
+	return v, err
 }
 
 // invalidate drops topic's cached partition count.
@@ -315,25 +394,50 @@ func (p *Producer) invalidate(topic string) {
 	p.mu.Unlock()
 }
 
-// retry reports whether a request that failed with err on its attempt-th
-// try should be sent again, after waiting the backoff. The wait ends, and
-// retry reports false, when ctx ends or the producer is closed.
-func (p *Producer) retry(ctx context.Context, err error, attempt int, what string) bool {
+// retry decides about a request that failed with err on its attempt-th
+// try. It returns nil, after waiting the backoff, when the request should
+// be sent again; otherwise the error to fail with: err itself when err is
+// not retriable, the retries are spent or the producer is closed; an
+// error wrapping both ctx's error and err when ctx ends (or Close comes)
+// during the wait; the delivery timeout wrapping err when the next try
+// would start after deadline.
+func (p *Producer) retry(ctx context.Context, err error, attempt int, deadline time.Time, what string) error {
 	if !IsRetriable(err) || p.cfg.Retries < 0 || attempt > p.cfg.Retries || p.client.isClosed() {
-		return false
+		return err
 	}
 	d := backoff(attempt, p.cfg.RetryBackoff, p.cfg.RetryBackoffMax)
+	if time.Now().Add(d).After(deadline) {
+		return p.expired(err)
+	}
 	p.cfg.Logger.Debug("sdk: retrying", "request", what, "attempt", attempt, "in", d, "err", err)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.client.closeCtx, cancel)()
-	return sleep(ctx, d) == nil
+	if serr := sleep(ctx, d); serr != nil {
+		// Both stay visible: why the retries stopped (errors.Is with
+		// context.Canceled, say) and what was being retried.
+		return &retryStoppedError{stopped: serr, last: err}
+	}
+	return nil
 }
+
+// retryStoppedError is a request whose wait for its retry was cut short
+// by its context or by Close: it wraps both that context's error and the
+// failure being retried.
+type retryStoppedError struct {
+	stopped, last error
+}
+
+func (e *retryStoppedError) Error() string {
+	return fmt.Sprintf("%v while waiting to retry after: %v", e.stopped, e.last)
+}
+
+func (e *retryStoppedError) Unwrap() []error { return []error{e.stopped, e.last} }
 
 // sendPartition sends the messages idx (all for tp, in order) as one or
 // more batches under maxBatchBytes, each after the previous one was
 // acknowledged.
-func (p *Producer) sendPartition(ctx context.Context, tp topicPartition, idx []int, msgs []ProducerMessage, acks []Ack) {
+func (p *Producer) sendPartition(ctx context.Context, tp topicPartition, idx []int, msgs []ProducerMessage, acks []Ack, deadline time.Time) {
 	maxBatch := int(p.client.Limits().MaxBatchBytes)
 	var (
 		pending []int
@@ -345,7 +449,7 @@ func (p *Producer) sendPartition(ctx context.Context, tp topicPartition, idx []i
 			return
 		}
 		if failed == nil {
-			failed = p.sendBatch(ctx, tp, msgs, pending, acks)
+			failed = p.sendBatch(ctx, tp, msgs, pending, acks, deadline)
 		} else {
 			for _, i := range pending {
 				acks[i].Err = failed
@@ -366,8 +470,8 @@ func (p *Producer) sendPartition(ctx context.Context, tp topicPartition, idx []i
 
 // sendBatch encodes and publishes one batch with retries and fills the acks
 // of its records. It returns the batch's error, also stored in the acks.
-func (p *Producer) sendBatch(ctx context.Context, tp topicPartition, msgs []ProducerMessage, idx []int, acks []Ack) error {
-	res, err := p.publish(ctx, tp, msgs, idx)
+func (p *Producer) sendBatch(ctx context.Context, tp topicPartition, msgs []ProducerMessage, idx []int, acks []Ack, deadline time.Time) error {
+	res, err := p.publish(ctx, tp, msgs, idx, deadline)
 	for j, i := range idx {
 		if err != nil {
 			acks[i].Err = err
@@ -379,23 +483,28 @@ func (p *Producer) sendBatch(ctx context.Context, tp topicPartition, msgs []Prod
 	return err
 }
 
-// publish encodes the batch and sends it, retrying retriable failures.
-func (p *Producer) publish(ctx context.Context, tp topicPartition, msgs []ProducerMessage, idx []int) (PublishResult, error) {
+// publish encodes the batch and sends it, retrying retriable failures
+// until deadline.
+func (p *Producer) publish(ctx context.Context, tp topicPartition, msgs []ProducerMessage, idx []int, deadline time.Time) (PublishResult, error) {
 	data, err := encodeBatch(msgs, idx)
 	if err != nil {
 		return PublishResult{}, fmt.Errorf("sdk: build batch: %w", err)
 	}
+	var last error
 	for attempt := 1; ; attempt++ {
-		res, err := p.client.Publish(ctx, tp.topic, tp.partition, data)
+		res, err := attemptRequest(p, ctx, deadline, last, func(ctx context.Context) (PublishResult, error) {
+			return p.client.Publish(ctx, tp.topic, tp.partition, data)
+		})
 		if err == nil {
 			return res, nil
 		}
 		if errors.Is(err, api.ErrUnknownTopic) || errors.Is(err, api.ErrUnknownPartition) {
 			p.invalidate(tp.topic)
 		}
-		if !p.retry(ctx, err, attempt, fmt.Sprintf("publish %s/%d", tp.topic, tp.partition)) {
-			return PublishResult{}, err
+		if rerr := p.retry(ctx, err, attempt, deadline, fmt.Sprintf("publish %s/%d", tp.topic, tp.partition)); rerr != nil {
+			return PublishResult{}, rerr
 		}
+		last = err
 	}
 }
 

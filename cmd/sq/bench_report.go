@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -24,7 +25,7 @@ type BenchConditions struct {
 	SyncPolicy      string  `json:"sync_policy"`
 	Partitions      int     `json:"partitions"`
 	Producers       int     `json:"producers"`
-	Consumers       int     `json:"consumers"` // 0 in produce mode
+	Consumers       int     `json:"consumers,omitempty"` // 0 (absent from the JSON) in produce mode
 	Keys            int     `json:"keys"`
 	RateTarget      float64 `json:"rate_target"` // offered records/s; 0 unlimited
 	CPUs            int     `json:"cpus"`        // of the machine running sq bench
@@ -47,9 +48,9 @@ type LatencySummary struct {
 // BenchSample is the throughput of one interval of the run (250 ms; the
 // last one may be shorter).
 type BenchSample struct {
-	Second   float64 `json:"t_sec"`    // seconds since the start, end of the interval
-	Produced int64   `json:"produced"` // records acknowledged in the interval
-	Consumed int64   `json:"consumed"` // records read in the interval
+	Second   float64 `json:"t_sec"`              // seconds since the start, end of the interval
+	Produced int64   `json:"produced"`           // records acknowledged in the interval
+	Consumed int64   `json:"consumed,omitempty"` // records read in the interval (absent: none, as always in produce mode)
 }
 
 // BenchResult is the outcome of a run. RecordsPerSec and MBPerSec are the
@@ -59,6 +60,13 @@ type BenchResult struct {
 	BenchConditions
 	RecordsPerSec float64 `json:"records_per_sec"`
 	MBPerSec      float64 `json:"mb_per_sec"`
+	// Interrupted is set when Ctrl-C stopped the run: the figures cover
+	// what was done until then.
+	Interrupted bool `json:"interrupted,omitempty"`
+	// SentRecords counts the records the producers accepted; those of
+	// them not in PublishedRecords were not acknowledged (failed, or in
+	// flight at Ctrl-C).
+	SentRecords int64 `json:"sent_records"`
 
 	PublishedRecords     int64           `json:"published_records"`
 	PublishSeconds       float64         `json:"publish_seconds"`
@@ -99,6 +107,7 @@ func summarize(h *hdrhistogram.Histogram) *LatencySummary {
 // fill computes the result's figures from the run's counters.
 func (b *benchRun) fill(res *BenchResult, pub, cons time.Duration, consumed bool) {
 	size := float64(b.f.recordSize)
+	res.SentRecords = b.sent.Load()
 	res.PublishedRecords = b.produced.Load()
 	res.PublishSeconds = pub.Seconds()
 	if pub > 0 {
@@ -124,8 +133,8 @@ func (b *benchRun) fill(res *BenchResult, pub, cons time.Duration, consumed bool
 		}
 	}
 	res.Errors = b.errs.Load()
-	if s := b.firstErr.Load(); s != nil {
-		res.FirstError = *s
+	if err := b.firstError(); err != nil {
+		res.FirstError = err.Error()
 	}
 	b.mu.Lock()
 	res.Throughput = append([]BenchSample(nil), b.samples...)
@@ -135,8 +144,15 @@ func (b *benchRun) fill(res *BenchResult, pub, cons time.Duration, consumed bool
 // printBench writes the human-readable report.
 func printBench(w io.Writer, r *BenchResult) {
 	fmt.Fprintf(w, "sq bench %s: topic %s\n", r.Mode, r.Topic)
+	if r.Interrupted {
+		fmt.Fprintf(w, "interrupted after %.2fs: partial results\n", r.PublishSeconds)
+	}
 	fmt.Fprintf(w, "publish  %12s records in %.2fs: %s records/s, %.2f MB/s\n",
 		commas(float64(r.PublishedRecords)), r.PublishSeconds, commas(r.PublishRecordsPerSec), r.PublishMBPerSec)
+	if n := r.SentRecords - r.PublishedRecords; n > 0 {
+		fmt.Fprintf(w, "         %12s of %s records sent not acknowledged (failed, or in flight when stopped)\n",
+			commas(float64(n)), commas(float64(r.SentRecords)))
+	}
 	printLatency(w, "ack latency", r.AckLatencyMs)
 	if r.Mode != "produce" {
 		fmt.Fprintf(w, "consume  %12s records in %.2fs: %s records/s, %.2f MB/s\n",
@@ -157,12 +173,28 @@ func printBench(w io.Writer, r *BenchResult) {
 		"buffer %d B, partitions %d, producers %d%s, keys %d, rate %s, %d CPUs, %s, I/O backend %s, server %s\n",
 		r.RecordSizeBytes, r.BatchBytes, r.LingerMs, r.InFlight, r.SyncPolicy, r.BufferBytes, r.Partitions, r.Producers,
 		consumers, r.Keys, rate, r.CPUs, r.GoVersion, r.IOBackend, r.ServerVersion)
-	if r.RateTarget == 0 {
-		fmt.Fprintln(w, "note: no --rate, so the ack latency includes the time records queue in the producer's buffer (give --rate for service latency)")
+	if r.RateTarget == 0 && r.AckLatencyMs != nil {
+		fmt.Fprintln(w, latencyFooter(r.PublishRecordsPerSec))
 	}
 	if r.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d records failed; first: %s\n", r.Errors, r.FirstError)
 	}
+}
+
+// latencyFooter says what the latency of a run without --rate measured:
+// producers kept as many records in flight as their buffer holds, so each
+// figure includes the time a record queued. It suggests --rate at about
+// half the measured throughput (rounded to two significant digits) for a
+// latency measurement.
+func latencyFooter(recordsPerSec float64) string {
+	s := "latency: measured with unbounded in-flight batches (no --rate: producers send as fast as their buffer allows), " +
+		"so it includes the time records queue in the producer's buffer, not just the server's service time; " +
+		"for a latency measurement give a fixed load below the throughput with --rate"
+	if half := recordsPerSec / 2; half >= 1 {
+		mag := math.Pow(10, math.Floor(math.Log10(half))-1)
+		s += fmt.Sprintf(" (for example --rate %.0f)", math.Round(half/mag)*mag)
+	}
+	return s
 }
 
 func printLatency(w io.Writer, name string, l *LatencySummary) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -27,6 +28,9 @@ const (
 	fetchWait = 100 * time.Millisecond
 	// sampleEvery is the period of the throughput samples.
 	sampleEvery = 250 * time.Millisecond
+	// progressLineEvery is the period of the progress lines printed when
+	// stderr is not a terminal.
+	progressLineEvery = 2 * time.Second
 )
 
 // hist is an HdrHistogram of latencies in microseconds, safe for
@@ -58,11 +62,18 @@ type benchRun struct {
 	addr     string
 	f        benchFlags
 	progress io.Writer // where the progress bar goes; nil: no bar
+	lines    io.Writer // where progress lines go (stderr not a terminal); nil: none
 
+	// stopProducing ends the producers' loops: the first batch that fails
+	// for good stops the run, so a dead server is reported instead of
+	// being fed for the whole --count or --duration.
+	stopProducing context.CancelFunc
+
+	sent     atomic.Int64 // records accepted by the producers
 	produced atomic.Int64 // records acknowledged
 	consumed atomic.Int64 // records read by consumers
 	errs     atomic.Int64 // records failed
-	firstErr atomic.Pointer[string]
+	firstErr atomic.Pointer[error]
 
 	ack, e2e *hist
 
@@ -70,59 +81,80 @@ type benchRun struct {
 	samples []BenchSample
 }
 
-func newBenchRun(addr string, f benchFlags, progress io.Writer) *benchRun {
-	return &benchRun{addr: addr, f: f, progress: progress, ack: newHist(), e2e: newHist()}
+// newBenchRun prepares a run; progress receives the progress bar and lines
+// the progress lines (either may be nil).
+func newBenchRun(addr string, f benchFlags, progress, lines io.Writer) *benchRun {
+	return &benchRun{addr: addr, f: f, progress: progress, lines: lines, ack: newHist(), e2e: newHist(), stopProducing: func() {}}
 }
 
 // fail records a failure of n records (at least one, so a failed run never
 // reports zero errors).
 func (b *benchRun) fail(n int64, err error) {
 	b.errs.Add(max(n, 1))
-	s := err.Error()
-	b.firstErr.CompareAndSwap(nil, &s)
+	b.firstErr.CompareAndSwap(nil, &err)
 }
 
-// run executes the mode and returns its result.
+// firstError returns the first failure, or nil.
+func (b *benchRun) firstError() error {
+	if e := b.firstErr.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// run executes the mode and returns its result. When ctx ends (Ctrl-C)
+// the run stops at once and the result holds what was done so far, with
+// Interrupted set, and the error is ctx's. Other errors (a producer or
+// consumer that cannot connect) come with the result of what ran.
 func (b *benchRun) run(ctx context.Context) (*BenchResult, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	stopSampler := b.startSampler(ctx)
 	res := &BenchResult{}
-	var (
-		consumers *benchConsumers
-		err       error
-	)
-	if b.f.mode == "e2e" {
-		if consumers, err = b.startConsumers(ctx); err != nil {
-			stopSampler()
-			return nil, err
+	var consumers *benchConsumers
+	start := time.Now()
+	pubElapsed, consElapsed := time.Duration(0), time.Duration(0)
+	err := func() error {
+		var err error
+		if b.f.mode == "e2e" {
+			if consumers, err = b.startConsumers(ctx); err != nil {
+				return err
+			}
 		}
-	}
-	pubStart := time.Now()
-	if err := b.produce(ctx); err != nil {
-		stopSampler()
-		return nil, err
-	}
-	pubElapsed := time.Since(pubStart)
-	consStart := pubStart
-	if b.f.mode == "consume" {
-		consStart = time.Now()
-		if consumers, err = b.startConsumers(ctx); err != nil {
-			stopSampler()
-			return nil, err
+		err = b.produce(ctx)
+		pubElapsed = time.Since(start)
+		if err != nil {
+			return err
 		}
-	}
+		consStart := start
+		if b.f.mode == "consume" && ctx.Err() == nil {
+			consStart = time.Now()
+			if consumers, err = b.startConsumers(ctx); err != nil {
+				return err
+			}
+		}
+		if consumers != nil {
+			consumers.drain(ctx, b, b.f.drainWindow)
+		}
+		consElapsed = time.Since(consStart)
+		return nil
+	}()
 	if consumers != nil {
-		consumers.drain(b, b.f.drainWindow)
+		consumers.stopAll()
 	}
-	consElapsed := time.Since(consStart)
 	stopSampler()
 	b.fill(res, pubElapsed, consElapsed, consumers != nil)
-	return res, ctx.Err()
+	if ctx.Err() != nil {
+		res.Interrupted = true
+		return res, ctx.Err()
+	}
+	return res, err
 }
 
-// produce runs the producers until --count records or --duration.
+// produce runs the producers until --count records or --duration, Ctrl-C
+// (ctx ends) or the first batch that fails for good.
 func (b *benchRun) produce(ctx context.Context) error {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b.stopProducing = cancel
 	var wg sync.WaitGroup
 	errs := make(chan error, b.f.producers)
 	start := time.Now()
@@ -135,7 +167,7 @@ func (b *benchRun) produce(ctx context.Context) error {
 			}
 		}
 		wg.Go(func() {
-			if err := b.producer(ctx, i, n, start); err != nil {
+			if err := b.producer(ctx, pctx, i, n, start); err != nil {
 				errs <- err
 			}
 		})
@@ -146,8 +178,10 @@ func (b *benchRun) produce(ctx context.Context) error {
 }
 
 // producer sends n records (or until --duration when n is 0) through one
-// BatchProducer, paced by --rate when set.
-func (b *benchRun) producer(ctx context.Context, id int, n int64, start time.Time) error {
+// BatchProducer, paced by --rate when set. pctx ends its loop (Ctrl-C, or
+// a failed batch of any producer); ctx, which Ctrl-C ends, decides whether
+// Close waits for the records in flight.
+func (b *benchRun) producer(ctx, pctx context.Context, id int, n int64, start time.Time) error {
 	bp, err := sdk.NewBatchProducer(ctx, sdk.BatchProducerConfig{
 		ProducerConfig: sdk.ProducerConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-%d", id)},
 		Linger:         benchLinger(b.f.linger),
@@ -163,7 +197,13 @@ func (b *benchRun) producer(ctx context.Context, id int, n int64, start time.Tim
 			b.ack.recordSince(now, vals)
 			b.produced.Add(int64(len(a.Messages)))
 		},
-		OnError: func(e sdk.BatchError) { b.fail(int64(len(e.Messages)), e) },
+		OnError: func(e sdk.BatchError) {
+			if ctx.Err() != nil && errors.Is(e.Err, context.Canceled) {
+				return // cut short by Ctrl-C: counted as not acknowledged
+			}
+			b.fail(int64(len(e.Messages)), e)
+			b.stopProducing()
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("producer %d: %w", id, err)
@@ -173,8 +213,8 @@ func (b *benchRun) producer(ctx context.Context, id int, n int64, start time.Tim
 	var slab []byte
 	var sendErr error
 	for i := int64(0); n == 0 || i < n; i++ {
-		intended, ok := b.waitTurn(sched, i, n, start)
-		if !ok || ctx.Err() != nil {
+		intended, ok := b.waitTurn(pctx, sched, i, n, start)
+		if !ok || pctx.Err() != nil {
 			break
 		}
 		if len(slab) < b.f.recordSize {
@@ -189,15 +229,18 @@ func (b *benchRun) producer(ctx context.Context, id int, n int64, start time.Tim
 		if len(keys) > 0 {
 			m.Key = keys[i%int64(len(keys))]
 		}
-		if err := bp.SendMessage(ctx, m); err != nil {
+		if err := bp.SendMessage(pctx, m); err != nil {
 			sendErr = fmt.Errorf("producer %d: send: %w", id, err)
 			break
 		}
+		b.sent.Add(1)
 	}
-	if err := bp.Close(); err != nil && sendErr == nil {
+	// Close waits for the records in flight, within the producer's
+	// delivery timeout; after Ctrl-C (ctx done) it gives them up at once.
+	if err := bp.CloseContext(ctx); err != nil && sendErr == nil {
 		sendErr = err
 	}
-	if sendErr != nil && ctx.Err() == nil {
+	if sendErr != nil && pctx.Err() == nil {
 		return sendErr
 	}
 	return nil
@@ -208,7 +251,7 @@ func (b *benchRun) producer(ctx context.Context, id int, n int64, start time.Tim
 // has no record i: with --count (n > 0) never, with --duration when the
 // schedule is complete, or when a producer behind --rate reaches
 // --duration plus --drain-timeout, or without --rate at --duration.
-func (b *benchRun) waitTurn(sched benchSchedule, i, n int64, start time.Time) (intended time.Time, ok bool) {
+func (b *benchRun) waitTurn(ctx context.Context, sched benchSchedule, i, n int64, start time.Time) (intended time.Time, ok bool) {
 	now := time.Now()
 	if sched.rate <= 0 {
 		return now, n > 0 || now.Before(start.Add(b.f.duration))
@@ -219,7 +262,13 @@ func (b *benchRun) waitTurn(sched benchSchedule, i, n int64, start time.Time) (i
 	}
 	intended = start.Add(at)
 	if d := intended.Sub(now); d > 0 {
-		time.Sleep(d)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return time.Time{}, false
+		}
 		now = time.Now()
 	}
 	return intended, n > 0 || now.Before(start.Add(b.f.duration+b.f.drainWindow))
@@ -266,6 +315,8 @@ type benchConsumers struct {
 	stop    chan struct{} // closed by drain
 	readers chan struct{} // closed when every reader has returned
 	wg      sync.WaitGroup
+	// stopOnce guards stopAll.
+	stopOnce sync.Once
 }
 
 // startConsumers connects --consumers clients and starts one reader per
@@ -324,6 +375,13 @@ func (b *benchRun) consume(ctx context.Context, c *sdk.Client, p uint32, from, t
 				b.fail(0, fmt.Errorf("consume partition %d: %w", p, err))
 				return
 			}
+			select { // the next fetch redials; do not spin meanwhile
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(fetchWait):
+			}
 			continue
 		}
 		now := time.Now().UnixNano()
@@ -339,13 +397,15 @@ func (b *benchRun) consume(ctx context.Context, c *sdk.Client, p uint32, from, t
 
 // drain waits until the consumers have read every record of the run (e2e:
 // every acknowledged record; consume: every partition up to its high
-// watermark), or until window passes, then stops them.
-func (bc *benchConsumers) drain(b *benchRun, window time.Duration) {
+// watermark), or until window passes or ctx ends, then stops them.
+func (bc *benchConsumers) drain(ctx context.Context, b *benchRun, window time.Duration) {
+	defer bc.stopAll()
 	deadline := time.NewTimer(window)
 	defer deadline.Stop()
 	if bc.catchUp {
 		select {
 		case <-bc.readers:
+		case <-ctx.Done():
 		case <-deadline.C:
 			b.fail(0, fmt.Errorf("consumers did not read the log within --drain-timeout %v", window))
 		}
@@ -356,6 +416,8 @@ func (bc *benchConsumers) drain(b *benchRun, window time.Duration) {
 		for b.consumed.Load() < b.produced.Load() {
 			select {
 			case <-t.C:
+			case <-ctx.Done():
+				return
 			case <-deadline.C:
 				break wait
 			}
@@ -364,9 +426,16 @@ func (bc *benchConsumers) drain(b *benchRun, window time.Duration) {
 			b.fail(0, fmt.Errorf("consumers read %d of %d records within --drain-timeout %v", c, p, window))
 		}
 	}
-	close(bc.stop)
-	bc.wg.Wait()
-	bc.close()
+}
+
+// stopAll stops the readers, waits for them and closes the connections.
+// It may be called more than once.
+func (bc *benchConsumers) stopAll() {
+	bc.stopOnce.Do(func() {
+		close(bc.stop)
+		bc.wg.Wait()
+		bc.close()
+	})
 }
 
 func (bc *benchConsumers) close() {
@@ -390,6 +459,7 @@ func (b *benchRun) startSampler(ctx context.Context) (stop func()) {
 		defer tick.Stop()
 		var lastP, lastC int64
 		next := start.Add(sampleEvery)
+		nextLine, lineP := start.Add(progressLineEvery), int64(0)
 		sample := func(now time.Time) {
 			p, c := b.produced.Load(), b.consumed.Load()
 			b.mu.Lock()
@@ -407,6 +477,11 @@ func (b *benchRun) startSampler(ctx context.Context) (stop func()) {
 			case now := <-tick.C:
 				if bar != nil {
 					b.updateBar(bar, now.Sub(start), b.produced.Load(), b.consumed.Load())
+				}
+				if b.lines != nil && !now.Before(nextLine) {
+					p := b.produced.Load()
+					b.printProgressLine(now.Sub(start), p, float64(p-lineP)/progressLineEvery.Seconds())
+					nextLine, lineP = nextLine.Add(progressLineEvery), p
 				}
 				if now.Before(next) {
 					continue
@@ -449,5 +524,27 @@ func (b *benchRun) updateBar(bar *progressbar.ProgressBar, elapsed time.Duration
 	} else {
 		_ = bar.Set64(min(int64(elapsed/time.Millisecond), int64(b.f.duration/time.Millisecond)))
 	}
-	bar.Describe(fmt.Sprintf("acked %d, consumed %d", p, c))
+	bar.Describe(b.progressText(p, c))
+}
+
+// progressText is what was done so far: "acked N" plus, when consumers
+// run (not in produce mode), "consumed N", and the failures if any.
+func (b *benchRun) progressText(p, c int64) string {
+	s := "acked " + commas(float64(p))
+	if b.f.mode != "produce" {
+		s += ", consumed " + commas(float64(c))
+	}
+	if e := b.errs.Load(); e > 0 {
+		s += ", failed " + commas(float64(e))
+	}
+	return s
+}
+
+// printProgressLine writes one progress line (stderr is not a terminal):
+// the time since the start, what was done and the publish rate over the
+// last period, for example
+// "sq bench produce: 4.0s: acked 812,000 (203,000 records/s)".
+func (b *benchRun) printProgressLine(elapsed time.Duration, p int64, rate float64) {
+	fmt.Fprintf(b.lines, "sq bench %s: %.1fs: %s (%s records/s)\n",
+		b.f.mode, elapsed.Seconds(), b.progressText(p, b.consumed.Load()), commas(rate))
 }

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,6 +58,10 @@ func TestBenchFlagsCheckedBeforeTheRun(t *testing.T) {
 		{"json dir missing", []string{"--json", filepath.Join(dir, "no", "r.json")}, "--json: directory of"},
 		{"plot is a directory", []string{"--plot", dir}, "--plot: " + dir + " is a directory"},
 		{"count 0 means duration", []string{"--count", "0", "--duration", "1s", "--json", filepath.Join(dir, "r.json")}, ""},
+		{"plot as SVG", []string{"--plot", filepath.Join(dir, "r.svg")}, "--plot " + filepath.Join(dir, "r.svg") + ": sq bench draws PNG images only; give a file name ending in .png"},
+		{"plot without extension", []string{"--plot", filepath.Join(dir, "r")}, "PNG images only"},
+		{"plot as PDF", []string{"--plot", filepath.Join(dir, "r.pdf")}, "ending in .png"},
+		{"plot in capitals", []string{"--plot", filepath.Join(dir, "R.PNG")}, ""},
 	}
 	if os.Geteuid() != 0 {
 		ro := filepath.Join(dir, "ro")
@@ -99,10 +106,18 @@ func TestPrintBenchConditions(t *testing.T) {
 		want    []string
 		wantNot []string
 	}{
-		{"produce, no rate", BenchResult{BenchConditions: BenchConditions{Mode: "produce", Partitions: 1, Producers: 1, IOBackend: "uring"}},
-			[]string{"partitions 1, producers 1, keys", "I/O backend uring", "note: no --rate"}, []string{"consumers"}},
-		{"e2e at a rate", BenchResult{BenchConditions: BenchConditions{Mode: "e2e", Partitions: 2, Producers: 1, Consumers: 2, RateTarget: 1000, IOBackend: "unknown"}},
-			[]string{"producers 1, consumers 2", "rate 1,000 records/s"}, []string{"note: no --rate"}},
+		{"produce, no rate", BenchResult{BenchConditions: BenchConditions{Mode: "produce", Partitions: 1, Producers: 1, IOBackend: "uring"},
+			PublishRecordsPerSec: 123_456, AckLatencyMs: &LatencySummary{Count: 1}},
+			[]string{"partitions 1, producers 1, keys", "I/O backend uring",
+				"\nlatency: measured with unbounded in-flight batches", "includes the time records queue", "(for example --rate 62000)"},
+			[]string{"consumers", "consumed", "interrupted", "not acknowledged"}},
+		{"e2e at a rate", BenchResult{BenchConditions: BenchConditions{Mode: "e2e", Partitions: 2, Producers: 1, Consumers: 2, RateTarget: 1000, IOBackend: "unknown"},
+			AckLatencyMs: &LatencySummary{Count: 1}},
+			[]string{"producers 1, consumers 2", "rate 1,000 records/s"}, []string{"unbounded in-flight"}},
+		{"interrupted", BenchResult{BenchConditions: BenchConditions{Mode: "produce", Partitions: 1, Producers: 1},
+			Interrupted: true, SentRecords: 5000, PublishedRecords: 3766, PublishSeconds: 2.5},
+			[]string{"interrupted after 2.50s: partial results", "1,234 of 5,000 records sent not acknowledged", "3,766 records in 2.50s"},
+			[]string{"consumed"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,5 +158,104 @@ func TestThroughputPoints(t *testing.T) {
 	p, err := throughputPlot(&BenchResult{BenchConditions: BenchConditions{Mode: "produce", Partitions: 1}, Throughput: samples})
 	if err != nil || !strings.HasSuffix(p.Title.Text, "1 partition)") {
 		t.Fatalf("title %q %v", p.Title.Text, err)
+	}
+}
+
+// Without a terminal, sq bench prints progress lines; in produce mode
+// they never mention consumers.
+func TestBenchProgressLines(t *testing.T) {
+	for _, tc := range []struct {
+		mode    string
+		want    []string
+		wantNot string
+	}{
+		{"produce", []string{"sq bench produce: 4.0s: acked 812,000 (203,000 records/s)"}, "consumed"},
+		{"e2e", []string{"sq bench e2e: 4.0s: acked 812,000, consumed 800,000 (203,000 records/s)"}, "failed"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			var lines bytes.Buffer
+			b := newBenchRun("127.0.0.1:1", benchFlags{mode: tc.mode}, nil, &lines)
+			b.consumed.Store(800_000)
+			b.printProgressLine(4*time.Second, 812_000, 203_000)
+			for _, w := range tc.want {
+				if !strings.Contains(lines.String(), w) {
+					t.Errorf("progress line %q lacks %q", lines.String(), w)
+				}
+			}
+			if strings.Contains(lines.String(), tc.wantNot) {
+				t.Errorf("progress line %q has %q", lines.String(), tc.wantNot)
+			}
+			b.errs.Store(3)
+			if got := b.progressText(1, 0); !strings.Contains(got, "failed 3") {
+				t.Errorf("progress text %q lacks the failures", got)
+			}
+		})
+	}
+}
+
+// The sampler prints a line every progressLineEvery while the run goes on
+// (polled: the test waits for the lines, it never times them).
+func TestBenchSamplerPrintsProgressLines(t *testing.T) {
+	var mu sync.Mutex
+	var out bytes.Buffer
+	w := writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return out.Write(p)
+	})
+	b := newBenchRun("127.0.0.1:1", benchFlags{mode: "produce", duration: time.Minute}, nil, w)
+	b.produced.Store(42)
+	stop := b.startSampler(context.Background())
+	defer stop()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		got := out.String()
+		mu.Unlock()
+		if strings.Count(got, "\n") >= 2 {
+			if !strings.HasPrefix(got, "sq bench produce: ") || !strings.Contains(got, "acked 42") || strings.Contains(got, "consumed") {
+				t.Fatalf("progress lines:\n%s", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no two progress lines within 30s:\n%s", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// writerFunc adapts a func to io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestBenchFailureMessage(t *testing.T) {
+	conn := fmt.Errorf("%w: 127.0.0.1:6064: dial tcp: connection refused", sdk.ErrConnection)
+	err := benchFailure("127.0.0.1:6064", &BenchResult{SentRecords: 20000, PublishedRecords: 18766, Errors: 1234}, conn)
+	want := "1234 of 20000 records not acknowledged: server 127.0.0.1:6064 unreachable: "
+	if !strings.HasPrefix(err.Error(), want) || !errors.Is(err, sdk.ErrConnection) {
+		t.Fatalf("error %q, want prefix %q wrapping ErrConnection", err, want)
+	}
+	err = benchFailure("a:1", &BenchResult{Errors: 2}, errors.New("DISK_FULL: no space"))
+	if err.Error() != "2 records failed: DISK_FULL: no space" {
+		t.Fatalf("error %q", err)
+	}
+}
+
+// The JSON result of a produce run says nothing about consumers.
+func TestBenchJSONProduceHasNoConsumed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	r := &BenchResult{BenchConditions: BenchConditions{Mode: "produce"}, PublishedRecords: 10, SentRecords: 10,
+		Throughput: []BenchSample{{Second: 0.25, Produced: 5}, {Second: 0.5, Produced: 5}}}
+	if err := writeBenchJSON(path, r); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "consum") {
+		t.Fatalf("produce-mode JSON mentions consumers:\n%s", data)
 	}
 }

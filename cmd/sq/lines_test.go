@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -97,5 +98,119 @@ func TestOffsetRanges(t *testing.T) {
 	}
 	if got := r.String(); got != "0-2,5,7-8" {
 		t.Errorf("ranges %q", got)
+	}
+}
+
+func readAllDelim(t *testing.T, in string, delim []byte, limit int) ([]string, error) {
+	t.Helper()
+	lr := newDelimReader(strings.NewReader(in), delim, limit)
+	var out []string
+	for {
+		b, n, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		if n != len(out)+1 {
+			t.Fatalf("record number %d, want %d", n, len(out)+1)
+		}
+		out = append(out, string(b))
+	}
+}
+
+// Records split at single- and multi-byte delimiters: a final delimiter
+// adds no record (as kcat -D), two in a row make an empty record, and a
+// record is limited without its delimiter.
+func TestDelimReader(t *testing.T) {
+	long := strings.Repeat("y", 70_000)
+	tests := []struct {
+		name, in, delim string
+		limit           int
+		want            []string
+		errRecord       int // number of a too-long record, 0 for none
+	}{
+		{name: "NUL", in: "a\x00b\x00\x00c\x00", delim: "\x00", limit: 10, want: []string{"a", "b", "", "c"}},
+		{name: "NUL keeps newlines", in: "a\nb\x00c", delim: "\x00", limit: 10, want: []string{"a\nb", "c"}},
+		{name: "CRLF", in: "a\r\nb\nc\r\n\r\nd", delim: "\r\n", limit: 10, want: []string{"a", "b\nc", "", "d"}},
+		{name: "CRLF final", in: "a\r\n", delim: "\r\n", limit: 10, want: []string{"a"}},
+		{name: "lone CR stays", in: "a\rb\r\n", delim: "\r\n", limit: 10, want: []string{"a\rb"}},
+		{name: "no overlap, left to right", in: "a---b--", delim: "--", limit: 10, want: []string{"a", "-b"}},
+		{name: "delimiter only", in: "--", delim: "--", limit: 10, want: []string{""}},
+		{name: "repeated first byte", in: "xxaby", delim: "ab", limit: 10, want: []string{"xx", "y"}},
+		{name: "partial delimiter at the end", in: "a-", delim: "--", limit: 10, want: []string{"a-"}},
+		{name: "empty", in: "", delim: "--", limit: 10, want: nil},
+		{name: "record of exactly the limit", in: "12345--6", delim: "--", limit: 5, want: []string{"12345", "6"}},
+		{name: "record over the limit", in: "1--123456--", delim: "--", limit: 5, want: []string{"1"}, errRecord: 2},
+		{name: "last record over the limit", in: "1--123456", delim: "--", limit: 5, want: []string{"1"}, errRecord: 2},
+		{name: "long records beyond the buffer", in: long + "<>" + long, delim: "<>", limit: 1 << 20, want: []string{long, long}},
+		{name: "long record over the limit", in: long + "<>", delim: "<>", limit: len(long) - 1, errRecord: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := readAllDelim(t, tt.in, []byte(tt.delim), tt.limit)
+			var tl *lineTooLongError
+			switch {
+			case tt.errRecord == 0 && err != nil:
+				t.Fatalf("error %v", err)
+			case tt.errRecord != 0 && !errors.As(err, &tl):
+				t.Fatalf("error %v, want a too-long record", err)
+			case tt.errRecord != 0 && tl.line != tt.errRecord:
+				t.Fatalf("too-long record %d, want %d", tl.line, tt.errRecord)
+			}
+			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tt.want) {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseDelimiter(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+		err  string
+	}{
+		{in: `\n`, want: "\n"},
+		{in: `\0`, want: "\x00"},
+		{in: `\r\n`, want: "\r\n"},
+		{in: `\t`, want: "\t"},
+		{in: `\\`, want: `\`},
+		{in: `\x1e`, want: "\x1e"},
+		{in: `\xFF`, want: "\xff"},
+		{in: `--`, want: "--"},
+		{in: `a\0b`, want: "a\x00b"},
+		{in: "|", want: "|"},
+		{in: "", err: "must not be empty"},
+		{in: `\`, err: "lone backslash"},
+		{in: `ab\`, err: "lone backslash"},
+		{in: `\q`, err: `unknown escape \q`},
+		{in: `\x1`, err: "two hex digits"},
+		{in: `\xzz`, err: "two hex digits"},
+	} {
+		got, err := parseDelimiter(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("parseDelimiter(%q) = %q, %v; want an error with %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || string(got) != tc.want {
+			t.Errorf("parseDelimiter(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestOffsetRangesFirst(t *testing.T) {
+	var r offsetRanges
+	for _, o := range []uint64{1, 3, 5, 7, 8, 9} {
+		r.add(o)
+	}
+	if got := r.first(2); got != "1,3,..." {
+		t.Errorf("first(2) = %q", got)
+	}
+	if got := r.first(10); got != "1,3,5,7-9" {
+		t.Errorf("first(10) = %q", got)
 	}
 }

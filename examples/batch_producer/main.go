@@ -1,7 +1,8 @@
 // Command batch_producer publishes many records with sdk.BatchProducer:
 // Send returns as soon as the record is buffered, batches are sent per
 // partition by linger time, size and record count, and the outcome of
-// each batch arrives through OnAck and OnError.
+// each batch arrives through OnAck and OnError. Ctrl-C stops it: it then
+// reports what was acknowledged and exits; a second Ctrl-C exits at once.
 //
 //	go run ./examples/batch_producer -addr 127.0.0.1:6064 -topic events -count 100000
 package main
@@ -54,15 +55,28 @@ func main() {
 	start := time.Now()
 	for i := range *count {
 		key := fmt.Appendf(nil, "user-%d", i%16) // one key keeps its order
+		// Send blocks while the buffer is full; Ctrl-C (ctx) ends the wait.
 		if err := producer.Send(ctx, *topic, key, fmt.Appendf(nil, "event-%d", i)); err != nil {
 			log.Printf("send: %v", err)
 			break
 		}
 	}
+	interrupted := ctx.Err() != nil
+	// From here a second Ctrl-C ends the process at once (the default
+	// action of the signal).
+	stop()
 	// Close flushes: it returns once every buffered record is acknowledged
-	// or reported to OnError.
-	if err := producer.Close(); err != nil {
-		log.Fatal(err)
+	// or reported to OnError. Without a server that happens within the
+	// producer's DeliveryTimeout (30 s by default); CloseContext bounds
+	// the wait further, then reports the records left with
+	// context.Canceled. After a Ctrl-C nothing more is waited for.
+	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if interrupted {
+		cancel()
+	}
+	if err := producer.CloseContext(closeCtx); err != nil {
+		log.Printf("close: %v", err)
 	}
 	elapsed := time.Since(start)
 	fmt.Printf("%d acknowledged, %d failed in %v (%.0f records/s)\n",

@@ -45,7 +45,7 @@ func TestFailedPartition(t *testing.T) {
 		t.Errorf("consume of the whole topic: status %d, stdout %q, stderr %q; want partition 0's records and a PARTITION_FAILED error", r.code, r.stdout, r.stderr)
 	}
 	r = runSQ(t, srv.addr, []byte("w\n"), "produce", "--topic", "half", "--partition", "1")
-	if r.code != 1 || !strings.Contains(r.stderr, "line 1: PARTITION_FAILED") {
+	if r.code != 1 || !strings.Contains(r.stderr, "1 of 1 record not acknowledged (line 1): PARTITION_FAILED") {
 		t.Errorf("produce to the failed partition: status %d, stderr %q", r.code, r.stderr)
 	}
 	sqOK(t, srv.addr, []byte("d\n"), "produce", "--topic", "half", "--partition", "0")

@@ -46,6 +46,9 @@ func main() {
 		log.Fatalf("subscribe: %v", err)
 	}
 	defer func() {
+		// A second Ctrl-C ends the process at once; Close itself is
+		// bounded by the client's RequestTimeout (30 s by default).
+		stop()
 		if err := consumer.Close(); err != nil {
 			log.Printf("final commit: %v", err)
 		}
