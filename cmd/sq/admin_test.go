@@ -273,6 +273,16 @@ func TestTimeoutBoundsASilentListener(t *testing.T) {
 			"no answer from the SQ control plane at " + addr + " within 200ms"},
 		{"topic alter", nil, []string{"--timeout", "200ms", "--control", addr, "topic", "alter", "t", "--retention-ms", "1"},
 			"no answer from the SQ control plane at " + addr + " within 200ms"},
+		// The commands that build their own producer, consumer or bench
+		// clients honour the same bound.
+		{"produce", nil, []string{"--timeout", "200ms", "--server", addr, "produce", "-t", "t"},
+			"no answer from the SQ server at " + addr + " within 200ms"},
+		{"consume", nil, []string{"--timeout", "200ms", "--server", addr, "consume", "-t", "t"},
+			"no answer from the SQ server at " + addr + " within 200ms"},
+		{"consume as a group member", nil, []string{"--timeout", "200ms", "--server", addr, "consume", "-t", "t", "-g", "g"},
+			"no answer from the SQ server at " + addr + " within 200ms"},
+		{"bench", nil, []string{"--timeout", "200ms", "--server", addr, "bench", "produce", "--count", "10"},
+			"no answer from the SQ server at " + addr + " within 200ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := runSQ(t, tc.env, tc.args...)

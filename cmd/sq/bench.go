@@ -270,6 +270,9 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 		lines = g.stderr
 	}
 	b := newBenchRun(addr, f, bar, lines)
+	if b.timeout, err = g.connectTimeout(cmd); err != nil {
+		return err
+	}
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)
 		if err != nil {

@@ -60,6 +60,7 @@ func (h *hist) recordSince(now int64, values [][]byte) {
 // benchRun is one `sq bench` run.
 type benchRun struct {
 	addr     string
+	timeout  time.Duration // --timeout: bounds each dial plus handshake; 0: the SDK's default
 	f        benchFlags
 	progress io.Writer // where the progress bar goes; nil: no bar
 	lines    io.Writer // where progress lines go (stderr not a terminal); nil: none
@@ -183,7 +184,7 @@ func (b *benchRun) produce(ctx context.Context) error {
 // Close waits for the records in flight.
 func (b *benchRun) producer(ctx, pctx context.Context, id int, n int64, start time.Time) error {
 	bp, err := sdk.NewBatchProducer(ctx, sdk.BatchProducerConfig{
-		ProducerConfig: sdk.ProducerConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-%d", id)},
+		ProducerConfig: sdk.ProducerConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-%d", id), DialTimeout: b.timeout},
 		Linger:         benchLinger(b.f.linger),
 		BatchBytes:     b.f.batchBytes,
 		MaxInFlight:    b.f.inFlight,
@@ -327,7 +328,7 @@ type benchConsumers struct {
 func (b *benchRun) startConsumers(ctx context.Context) (*benchConsumers, error) {
 	bc := &benchConsumers{stop: make(chan struct{}), readers: make(chan struct{})}
 	for i := range b.f.consumers {
-		c, err := sdk.Dial(ctx, sdk.ClientConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-consumer-%d", i)})
+		c, err := sdk.Dial(ctx, sdk.ClientConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-consumer-%d", i), DialTimeout: b.timeout})
 		if err != nil {
 			bc.close()
 			return nil, fmt.Errorf("consumer %d: %w", i, err)

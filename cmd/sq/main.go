@@ -77,11 +77,6 @@ const serverEnv = "SQ_SERVER"
 // SQ_TIMEOUT is set.
 const defaultTimeout = 5 * time.Second
 
-// dialTimeout is defaultTimeout under the name that code building its own
-// sdk.Producer or sdk.Consumer uses; g.connectTimeout(cmd) is the bound
-// that honours --timeout and SQ_TIMEOUT.
-const dialTimeout = defaultTimeout
-
 // timeoutEnv is the environment variable read when --timeout is not given.
 const timeoutEnv = "SQ_TIMEOUT"
 

@@ -209,7 +209,11 @@ func runProduce(cmd *cobra.Command, g *globals, f produceFlags) error {
 	}
 	addr := g.addr(cmd)
 	ctx := cmd.Context()
-	p, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: addr, ClientID: "sq-cli", DialTimeout: dialTimeout})
+	timeout, err := g.connectTimeout(cmd)
+	if err != nil {
+		return err
+	}
+	p, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: addr, ClientID: "sq-cli", DialTimeout: timeout})
 	if err != nil {
 		return connectError(addr, err)
 	}
