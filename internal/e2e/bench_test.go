@@ -89,3 +89,37 @@ func TestBenchSmoke(t *testing.T) {
 		}
 	})
 }
+
+// TestBenchReadsWell runs the real `sq bench` with its output going to a
+// pipe, as in CI or `| tee`: the default run's latency footer says what
+// was measured and points to --rate, produce mode says nothing about
+// consumers, and --plot refuses an extension it does not write before
+// anything is sent.
+func TestBenchReadsWell(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	r := runSQ(t, srv.addr, nil, "bench", "produce", "--count", "3000")
+	if r.code != 0 {
+		t.Fatalf("sq bench produce: exit %d\n%s", r.code, r.stderr)
+	}
+	all := r.stdout + r.stderr
+	if !strings.Contains(all, "unbounded in-flight") || !strings.Contains(all, "--rate") {
+		t.Errorf("the latency footer does not say what was measured or suggest --rate:\n%s", all)
+	}
+	if strings.Contains(all, "consumed") {
+		t.Errorf("produce mode reports consumers:\n%s", all)
+	}
+	// A paced run measures latency at a fixed load: no such footer.
+	r = runSQ(t, srv.addr, nil, "bench", "produce", "--count", "1000", "--rate", "20000")
+	if r.code != 0 || strings.Contains(r.stdout+r.stderr, "unbounded in-flight") {
+		t.Errorf("sq bench --rate: exit %d, output:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, name := range []string{"r.svg", "r.PDF", "r"} {
+		msg := sqFails(t, srv.addr, nil, "bench", "produce", "--count", "10", "--plot", filepath.Join(t.TempDir(), name))
+		if !strings.Contains(msg, ".png") {
+			t.Errorf("--plot %s: %q does not say which extension is written", name, msg)
+		}
+	}
+	if topics := sqOK(t, srv.addr, nil, "topic", "list"); strings.Contains(topics, "sq-bench") {
+		t.Errorf("a refused --plot left a bench topic behind:\n%s", topics)
+	}
+}
