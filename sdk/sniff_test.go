@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/seedqueue/sq/internal/testnet"
 )
 
 // shortTimeout is the connect bound of the tests that expect an error:
@@ -42,51 +43,6 @@ func TestIdentifySpeaker(t *testing.T) {
 	} {
 		if got := identifySpeaker(tc.b); got != tc.want {
 			t.Errorf("%s: identifySpeaker(%q) = %q, want %q", tc.name, tc.b, got, tc.want)
-		}
-	}
-}
-
-// rawListener accepts connections on 127.0.0.1 and runs handle on each
-// until the test ends.
-func rawListener(t *testing.T, handle func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-			wg.Go(func() { handle(nc) })
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, nc := range conns {
-			nc.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
-}
-
-// silent reads what the client sends and never answers.
-func silent(nc net.Conn) {
-	buf := make([]byte, 4096)
-	for {
-		if _, err := nc.Read(buf); err != nil {
-			return
 		}
 	}
 }
@@ -128,13 +84,13 @@ func TestDialNamesTheProtocolThatAnswers(t *testing.T) {
 		{"HTTP/1.1", func(t *testing.T) string { return httpServer(t, false) }, SpeaksHTTP1},
 		{"HTTPS", func(t *testing.T) string { return httpServer(t, true) }, SpeaksTLS},
 		{"TLS alert", func(t *testing.T) string {
-			return rawListener(t, func(nc net.Conn) { nc.Write([]byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46}); silent(nc) })
+			return testnet.Listen(t, func(nc net.Conn) { nc.Write([]byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46}); testnet.Silent(nc) })
 		}, SpeaksTLS},
 		{"garbage", func(t *testing.T) string {
-			return rawListener(t, func(nc net.Conn) { nc.Write([]byte("+OK POP3 server ready\r\n")); silent(nc) })
+			return testnet.Listen(t, func(nc net.Conn) { nc.Write([]byte("+OK POP3 server ready\r\n")); testnet.Silent(nc) })
 		}, SpeaksUnknown},
 		{"garbage, then close", func(t *testing.T) string {
-			return rawListener(t, func(nc net.Conn) { nc.Write([]byte("?")); nc.Close() })
+			return testnet.Listen(t, func(nc net.Conn) { nc.Write([]byte("?")); nc.Close() })
 		}, SpeaksUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,13 +117,13 @@ func TestDialNamesTheProtocolThatAnswers(t *testing.T) {
 }
 
 func TestDialSilentListenerTimesOut(t *testing.T) {
-	addr := rawListener(t, silent)
+	addr := testnet.Listen(t, testnet.Silent)
 	ctx, cancel := context.WithTimeout(testCtx(t), time.Minute) // guards against a hang only
 	defer cancel()
 	_, err := Dial(ctx, ClientConfig{Addr: addr, DialTimeout: shortTimeout})
 	var te *ConnectTimeoutError
 	if !errors.As(err, &te) || !errors.Is(err, ErrConnectTimeout) || !errors.Is(err, ErrConnection) {
-		t.Fatalf("Dial to a silent listener: %v, want a *ConnectTimeoutError (ErrConnectTimeout, ErrConnection)", err)
+		t.Fatalf("Dial to a testnet.Silent listener: %v, want a *ConnectTimeoutError (ErrConnectTimeout, ErrConnection)", err)
 	}
 	if te.Addr != addr || te.Timeout != shortTimeout || te.Stage != "handshake" {
 		t.Errorf("ConnectTimeoutError %+v, want addr %s, timeout %v, stage handshake", te, addr, shortTimeout)
@@ -181,7 +137,7 @@ func TestDialSilentListenerTimesOut(t *testing.T) {
 }
 
 func TestDialClosedWithoutAnswer(t *testing.T) {
-	addr := rawListener(t, func(nc net.Conn) { nc.Close() })
+	addr := testnet.Listen(t, func(nc net.Conn) { nc.Close() })
 	_, err := Dial(testCtx(t), ClientConfig{Addr: addr, DialTimeout: 30 * time.Second})
 	if !errors.Is(err, ErrConnection) || errors.Is(err, ErrNotDataPlane) || errors.Is(err, ErrConnectTimeout) {
 		t.Fatalf("Dial to a listener that closes: %v, want ErrConnection only", err)
@@ -192,7 +148,7 @@ func TestDialClosedWithoutAnswer(t *testing.T) {
 }
 
 func TestDialCancelledDuringHandshake(t *testing.T) {
-	addr := rawListener(t, silent)
+	addr := testnet.Listen(t, testnet.Silent)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	errc := make(chan error, 1)
 	go func() {
@@ -242,7 +198,7 @@ func TestAdminConnectNamesWhatAnswers(t *testing.T) {
 }
 
 func TestAdminConnectSilentListenerTimesOut(t *testing.T) {
-	addr := rawListener(t, silent)
+	addr := testnet.Listen(t, testnet.Silent)
 	a, err := NewAdmin(AdminConfig{GrpcConfig: GrpcConfig{Addr: addr, ConnectTimeout: shortTimeout}})
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +209,7 @@ func TestAdminConnectSilentListenerTimesOut(t *testing.T) {
 	err = a.Connect(ctx)
 	var te *ConnectTimeoutError
 	if !errors.As(err, &te) || !errors.Is(err, ErrConnectTimeout) || !errors.Is(err, ErrConnection) {
-		t.Fatalf("Connect to a silent listener: %v, want a *ConnectTimeoutError", err)
+		t.Fatalf("Connect to a testnet.Silent listener: %v, want a *ConnectTimeoutError", err)
 	}
 	if te.Addr != addr || te.Timeout != shortTimeout {
 		t.Errorf("ConnectTimeoutError %+v, want addr %s, timeout %v", te, addr, shortTimeout)

@@ -8,10 +8,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/seedqueue/sq/internal/testnet"
 	"github.com/seedqueue/sq/sdk"
 )
 
@@ -221,42 +221,8 @@ func TestWrongPlaneIsNamed(t *testing.T) {
 	}
 }
 
-// silentListener accepts connections and never answers; it stops at the
-// end of the test.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-		mu.Lock()
-		for _, nc := range conns {
-			nc.Close()
-		}
-		mu.Unlock()
-	})
-	return ln.Addr().String()
-}
-
 func TestTimeoutBoundsASilentListener(t *testing.T) {
-	addr := silentListener(t)
+	addr := testnet.SilentListener(t)
 	for _, tc := range []struct {
 		name string
 		env  map[string]string

@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/seedqueue/sq/internal/testnet"
 )
 
 // versionLine is the documented shape of `sq --version` and `sq-server
@@ -203,34 +203,7 @@ func TestCLIWrongPort(t *testing.T) {
 // and the bound.
 func TestCLISilentListenerTimeout(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-		mu.Lock()
-		for _, nc := range conns {
-			nc.Close()
-		}
-		mu.Unlock()
-	})
-	addr := ln.Addr().String()
+	addr := testnet.SilentListener(t)
 	for _, tc := range []struct {
 		args []string
 		want string
