@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"regexp"
 	"slices"
 	"strings"
@@ -164,20 +163,8 @@ func TestGroupDescribeJSONFields(t *testing.T) {
 	}
 }
 
-// deadAddr returns a loopback address where nothing listens.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 func TestAdminFormatRefused(t *testing.T) {
-	dead := deadAddr(t)
+	dead := testnet.FreeAddr(t)
 	for _, args := range [][]string{
 		{"topic", "list"}, {"topic", "describe", "orders"}, {"group", "list"}, {"group", "describe", "g"}, {"cluster", "info"},
 	} {
@@ -260,7 +247,7 @@ func TestTimeoutBoundsASilentListener(t *testing.T) {
 }
 
 func TestTimeoutRefusesBadValues(t *testing.T) {
-	dead := deadAddr(t)
+	dead := testnet.FreeAddr(t)
 	for _, tc := range []struct {
 		env  map[string]string
 		args []string

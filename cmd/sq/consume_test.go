@@ -3,12 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/seedqueue/sq/internal/testnet"
 )
 
 // consumeBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
@@ -39,22 +40,10 @@ func execConsumeCLI(ctx context.Context, stdin string, args ...string) (string, 
 	return out.String(), errOut.String(), err
 }
 
-// consumeDeadAddr returns a loopback address nothing listens on.
-func consumeDeadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // Bad flag values and combinations are refused before sq connects: the
 // server address is closed, so reaching it would give another error.
 func TestConsumeRefusesBadInput(t *testing.T) {
-	addr := consumeDeadAddr(t)
+	addr := testnet.FreeAddr(t)
 	tests := []struct {
 		args []string
 		want string

@@ -3,34 +3,21 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/seedqueue/sq/internal/testnet"
 	"github.com/seedqueue/sq/sdk"
 )
-
-// freeAddr returns a loopback address with a port that was free a moment
-// ago, so a restarted server can listen on the same address.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 // TestBatchProducerAcrossServerRestart sends keyed records with a
 // BatchProducer while the real server restarts, and checks that every
 // record is stored once or more and each partition keeps the order of the
 // Send calls (at-least-once: a retried batch may follow its first copy).
 func TestBatchProducerAcrossServerRestart(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testnet.FreeAddr(t)
 	srv := startServer(t, t.TempDir(), "--capnp-host", addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -64,3 +64,18 @@ func SilentListener(t testing.TB) string {
 	t.Helper()
 	return Listen(t, Silent)
 }
+
+// FreeAddr returns a loopback address (127.0.0.1:port) whose port was free
+// a moment ago: nothing listens there, so a dial is refused, and a server
+// started later may listen on it (another process could take the port in
+// between; tests use it only on loopback).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
