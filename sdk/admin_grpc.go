@@ -33,9 +33,15 @@ type Admin struct {
 }
 
 // NewAdmin returns an Admin for cfg.Addr. It does not contact the server:
-// the first call connects.
+// the first call connects. An address that is neither host:port nor a
+// gRPC target with a resolver scheme (dns:///host:port, unix:///path) is
+// refused with an *AddrError (ErrBadAddr): gRPC would otherwise dial port
+// 443 for an address without a port.
 func NewAdmin(cfg AdminConfig) (*Admin, error) {
 	cfg.defaults()
+	if err := checkControlAddr(cfg.Addr); err != nil {
+		return nil, err
+	}
 	conn, err := dialGrpc(cfg.GrpcConfig)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -35,7 +36,7 @@ func TestIdentifySpeaker(t *testing.T) {
 		{"sq frame, one segment", []byte{0, 0, 0, 0, 12, 0, 0, 0, 0}, ""},
 		{"sq frame, three segments", []byte{2, 0, 0, 0, 12, 0, 0, 0, 0}, ""},
 		{"text", []byte("-ERR unknown command\r\n"), SpeaksUnknown},
-		{"ssh banner", []byte("SSH-2.0-OpenSSH_9.6\r\n"), SpeaksUnknown},
+		{"ssh banner", []byte("SSH-2.0-OpenSSH_9.6\r\n"), SpeaksSSH},
 		{"one byte", []byte{'\n'}, SpeaksUnknown},
 		{"too many segments", []byte{0, 2, 0, 0, 0, 0, 0, 0, 0}, SpeaksUnknown},
 		{"http2 type, nonzero stream", []byte{0, 0, 6, 4, 0, 0, 0, 0, 1}, SpeaksUnknown},
@@ -118,6 +119,30 @@ func httpServer(t *testing.T, tls bool) string {
 	return s.Listener.Addr().String()
 }
 
+// tlsServer serves TLS the way OpenSSL-based servers do: a first record
+// that is no ClientHello (an SQ frame, an HTTP request) makes it close the
+// connection without a byte; only a TLS handshake gets an answer.
+func tlsServer(t *testing.T) string {
+	t.Helper()
+	hs := httptest.NewUnstartedServer(nil)
+	hs.StartTLS() // for its test certificate
+	cert := hs.TLS.Certificates[0]
+	hs.Close()
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}}
+	return rawListener(t, func(nc net.Conn) {
+		tc := tls.Server(nc, cfg)
+		if tc.Handshake() == nil {
+			silent(tc)
+		}
+		nc.Close()
+	})
+}
+
+// sshServer sends an SSH identification string and waits.
+func sshServer(t *testing.T) string {
+	return rawListener(t, func(nc net.Conn) { nc.Write([]byte("SSH-2.0-OpenSSH_9.6p1\r\n")); silent(nc) })
+}
+
 func TestDialNamesTheProtocolThatAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -130,6 +155,8 @@ func TestDialNamesTheProtocolThatAnswers(t *testing.T) {
 		{"TLS alert", func(t *testing.T) string {
 			return rawListener(t, func(nc net.Conn) { nc.Write([]byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46}); silent(nc) })
 		}, SpeaksTLS},
+		{"TLS, closing on a record that is no ClientHello", tlsServer, SpeaksTLS},
+		{"SSH", sshServer, SpeaksSSH},
 		{"garbage", func(t *testing.T) string {
 			return rawListener(t, func(nc net.Conn) { nc.Write([]byte("+OK POP3 server ready\r\n")); silent(nc) })
 		}, SpeaksUnknown},
@@ -220,6 +247,8 @@ func TestAdminConnectNamesWhatAnswers(t *testing.T) {
 		{"SQ data plane", func(*testing.T) string { return fake.addr }, SpeaksDataPlane},
 		{"HTTP/1.1", func(t *testing.T) string { return httpServer(t, false) }, SpeaksHTTP1},
 		{"gRPC without SQ", grpcServer, SpeaksGRPC},
+		{"TLS, closing on a record that is no ClientHello", tlsServer, SpeaksTLS},
+		{"SSH", sshServer, SpeaksSSH},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := tc.addr(t)

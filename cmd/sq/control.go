@@ -63,6 +63,10 @@ func controlError(addr string, err error) error {
 	if errors.As(err, &wp) {
 		return fmt.Errorf("%s; set the address with --control or %s", wp.Message(), controlEnv)
 	}
+	var ae *sdk.AddrError
+	if errors.As(err, &ae) {
+		return fmt.Errorf("%s (set it with --control or %s)", ae.Message(), controlEnv)
+	}
 	var te *sdk.ConnectTimeoutError
 	if errors.As(err, &te) {
 		return fmt.Errorf("no answer from the SQ control plane at %s within %v (%s; set the bound with --timeout or %s, the address with --control or %s)",

@@ -212,6 +212,18 @@ func checkTimeout(what string, d time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
+// checkEmptyAddrs refuses --server "" and --control "": the SDK would
+// take an empty address for its default and name no address in its errors.
+// Other malformed addresses are refused by the SDK (sdk.ErrBadAddr).
+func checkEmptyAddrs(cmd *cobra.Command) error {
+	for _, f := range []struct{ name, example string }{{"server", defaultServer}, {"control", defaultControl}} {
+		if fl := cmd.Flags().Lookup(f.name); fl != nil && fl.Changed && fl.Value.String() == "" {
+			return fmt.Errorf("--%s is empty: want host:port such as %s", f.name, f.example)
+		}
+	}
+	return nil
+}
+
 func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
 	g := &globals{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
@@ -221,9 +233,10 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 			"The broker's data-plane address comes from --server, else from the " + serverEnv + "\n" +
 			"environment variable, else " + defaultServer + ". --timeout (else " + timeoutEnv + ") bounds\n" +
 			"connecting to either plane.",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Version:       buildinfo.Version,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		Version:           buildinfo.Version,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkEmptyAddrs(cmd) },
 	}
 	root.SetVersionTemplate(buildinfo.String("sq") + "\n")
 	root.SetIn(stdin)
@@ -278,6 +291,10 @@ func connectError(addr string, err error) error {
 	var wp *sdk.WrongProtocolError
 	if errors.As(err, &wp) {
 		return fmt.Errorf("%s; set the address with --server or %s", wp.Message(), serverEnv)
+	}
+	var ae *sdk.AddrError
+	if errors.As(err, &ae) {
+		return fmt.Errorf("%s (set it with --server or %s)", ae.Message(), serverEnv)
 	}
 	var te *sdk.ConnectTimeoutError
 	if errors.As(err, &te) {
