@@ -61,6 +61,7 @@ type groupSession struct {
 	// --follow the member reads its partitions up to it.
 	end     map[uint32]uint64
 	next    map[uint32]uint64 // offset after the last record printed
+	timeout time.Duration     // --timeout: each dial plus handshake, and each probe
 	printed int64
 	// emptySince is when the member was first seen holding no partition
 	// (zero while it holds some).
@@ -80,33 +81,17 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 	if err != nil {
 		return err
 	}
-	s := &groupSession{f: f, addr: addr, out: out, stderr: &syncWriter{w: g.stderr}, end: map[uint32]uint64{}, next: map[uint32]uint64{}}
+	s, err := newGroupSession(cmd, g, f, out)
+	if err != nil {
+		return err
+	}
 	if err := s.highWatermarks(cmd, g); err != nil || ctx.Err() != nil {
 		if err == nil {
 			noteInterrupted(ctx, s.stderr, f.topic)
 		}
 		return err
 	}
-	s.cons, err = sdk.NewConsumer(ctx, sdk.ConsumerConfig{
-		Addr:                addr,
-		ClientID:            "sq-cli",
-		Topic:               f.topic,
-		ConsumerGroup:       f.group,
-		AutoCommitMarked:    true,
-		AutoCommitInterval:  commitInterval,
-		StartFrom:           from,
-		HeartbeatInterval:   groupHeartbeat,
-		MaxWait:             followMaxWait,
-		DialTimeout:         dialTimeout,
-		RequestTimeout:      groupRequestTimeout,
-		ReconnectBackoffMax: groupReconnectBackoffMax,
-		OnPartitionsAssigned: func(ps []uint32) {
-			fmt.Fprintf(s.stderr, "sq: group %s: assigned partition%s %v of %s\n", f.group, plural(len(ps)), ps, f.topic)
-		},
-		OnPartitionsRevoked: func(ps []uint32) {
-			fmt.Fprintf(s.stderr, "sq: group %s: partition%s %v of %s moved to another member\n", f.group, plural(len(ps)), ps, f.topic)
-		},
-	})
+	s.cons, err = sdk.NewConsumer(ctx, s.consumerConfig(from))
 	if err != nil {
 		if stopped(ctx, err) {
 			noteInterrupted(ctx, s.stderr, f.topic)
@@ -136,6 +121,44 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 		return apiError(addr, err)
 	}
 	return nil
+}
+
+// newGroupSession returns the session of a group member reading f.topic,
+// writing records to out, connecting to the flags' address within
+// --timeout.
+func newGroupSession(cmd *cobra.Command, g *globals, f consumeFlags, out *recordWriter) (*groupSession, error) {
+	timeout, err := g.connectTimeout(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &groupSession{f: f, addr: g.addr(cmd), timeout: timeout, out: out, stderr: &syncWriter{w: g.stderr},
+		end: map[uint32]uint64{}, next: map[uint32]uint64{}}, nil
+}
+
+// consumerConfig is the configuration of the member's sdk.Consumer:
+// partitions without a committed offset start at from; dials are bounded
+// by --timeout, as every other connection of sq.
+func (s *groupSession) consumerConfig(from sdk.StartPosition) sdk.ConsumerConfig {
+	return sdk.ConsumerConfig{
+		Addr:                s.addr,
+		ClientID:            "sq-cli",
+		Topic:               s.f.topic,
+		ConsumerGroup:       s.f.group,
+		AutoCommitMarked:    true,
+		AutoCommitInterval:  commitInterval,
+		StartFrom:           from,
+		HeartbeatInterval:   groupHeartbeat,
+		MaxWait:             followMaxWait,
+		DialTimeout:         s.timeout,
+		RequestTimeout:      groupRequestTimeout,
+		ReconnectBackoffMax: groupReconnectBackoffMax,
+		OnPartitionsAssigned: func(ps []uint32) {
+			fmt.Fprintf(s.stderr, "sq: group %s: assigned partition%s %v of %s\n", s.f.group, plural(len(ps)), ps, s.f.topic)
+		},
+		OnPartitionsRevoked: func(ps []uint32) {
+			fmt.Fprintf(s.stderr, "sq: group %s: partition%s %v of %s moved to another member\n", s.f.group, plural(len(ps)), ps, s.f.topic)
+		},
+	}
 }
 
 // highWatermarks reads the high watermark of every partition at start,
@@ -244,7 +267,7 @@ func (s *groupSession) probe(ctx context.Context) error {
 		return nil
 	}
 	s.lastProbe = time.Now()
-	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	_, err := s.cons.Client().DescribeTopic(pctx, s.f.topic)
 	switch {
