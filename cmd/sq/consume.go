@@ -194,7 +194,7 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	} else {
 		err = s.readToEnd(ctx)
 	}
-	err = errors.Join(err, out.flush())
+	err = out.finish(err)
 	if _, ok := interrupted(ctx); ok {
 		fmt.Fprintln(s.stderr, interruptSummary(s.printed, f.topic, formatPositions(s.parts, s.pos)))
 	}

@@ -99,7 +99,7 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 		}
 		return apiError(addr, err)
 	}
-	err = errors.Join(s.loop(ctx), out.flush())
+	err = out.finish(s.loop(ctx))
 	// Commit what was printed, even after Ctrl-C; bounded by
 	// finalCommitTimeout, then Close leaves the group.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
