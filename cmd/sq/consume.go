@@ -176,6 +176,10 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	}
 	c, err := g.dial(cmd)
 	if err != nil {
+		if stopped(cmd.Context(), err) { // Ctrl-C while connecting
+			noteInterrupted(cmd.Context(), g.stderr, f.topic)
+			return nil
+		}
 		return err
 	}
 	defer c.Close()

@@ -86,8 +86,9 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 		return err
 	}
 	if err := s.highWatermarks(cmd, g); err != nil || ctx.Err() != nil {
-		if err == nil {
+		if err == nil || stopped(ctx, err) { // Ctrl-C while connecting
 			noteInterrupted(ctx, s.stderr, f.topic)
+			return nil
 		}
 		return err
 	}
