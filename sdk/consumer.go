@@ -134,6 +134,12 @@ type ConsumerConfig struct {
 	// call Poll, Commit or Close.
 	OnPartitionsAssigned func(partitions []uint32)
 	OnPartitionsRevoked  func(partitions []uint32)
+	// OnRecordsLost, when set, is called instead of the Logger's warning
+	// when a position of partition below the log start moves up to it:
+	// the offsets [from, to) were removed by retention before they were
+	// read, and to-from records are skipped. It runs on Poll's goroutine
+	// and must not call Poll, Commit or Close.
+	OnRecordsLost func(partition uint32, from, to uint64)
 	// UseFetch reads with long-poll fetches instead of the default push
 	// subscription (the server pushes new records within MaxBytes of
 	// credit per partition).

@@ -202,7 +202,11 @@ func (c *Consumer) reposition(pf *partFetcher, start, end uint64) bool {
 	switch {
 	case old < start:
 		pf.pos = start
-		logLost(c.lossLog, c.cfg.Topic, pf.partition, old, start)
+		if c.cfg.OnRecordsLost != nil {
+			c.cfg.OnRecordsLost(pf.partition, old, start)
+		} else {
+			logLost(c.lossLog, c.cfg.Topic, pf.partition, old, start)
+		}
 	case old > end:
 		pf.pos = end
 		if old != math.MaxUint64 {

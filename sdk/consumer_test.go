@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,6 +247,45 @@ func TestOffsetOutOfRangeMovesToLogStart(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "records lost to retention") || !strings.Contains(logs.String(), "skipped=3") {
 		t.Fatalf("no loss warning logged:\n%s", logs.String())
+	}
+}
+
+// TestOnRecordsLost: with OnRecordsLost set, the records lost to
+// retention are reported to it, with the partition and the offsets
+// skipped, instead of the log.
+func TestOnRecordsLost(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	p := newTestProducer(t, s)
+	for i := range 5 {
+		if _, err := p.SendBatch(testCtx(t), []ProducerMessage{NewProducerMessage("t", []byte(fmt.Sprint(i)))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.truncate("t", 0, 3) // retention removed offsets 0..2
+	var logs logBuffer
+	type lost struct {
+		p        uint32
+		from, to uint64
+	}
+	var mu sync.Mutex
+	var got []lost
+	c := newTestConsumer(t, s, ConsumerConfig{Topic: "t", StartFrom: StartAt(1), Logger: logs.logger(),
+		OnRecordsLost: func(p uint32, from, to uint64) {
+			mu.Lock()
+			got = append(got, lost{p, from, to})
+			mu.Unlock()
+		}})
+	if msgs := pollN(t, c, 2); msgs[0].Offset != 3 {
+		t.Fatalf("first message %+v, want offset 3", msgs[0])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != (lost{0, 1, 3}) {
+		t.Errorf("OnRecordsLost calls %+v, want one for partition 0, offsets [1, 3)", got)
+	}
+	if strings.Contains(logs.String(), "lost to retention") {
+		t.Errorf("the loss was logged too:\n%s", logs.String())
 	}
 }
 

@@ -298,8 +298,16 @@ func (s *consumeSession) begin(ctx context.Context) error {
 	return nil
 }
 
+// noteLost says on stderr that partition p starts at the log start offset
+// to instead of from, which retention removed.
+func noteLost(stderr io.Writer, p uint32, from, to uint64) {
+	fmt.Fprintf(stderr, "sq: partition %d: offset %d is no longer stored; starting at the log start offset %d (%d records lost to retention skipped)\n",
+		p, from, to, to-from)
+}
+
 // startOffset is where partition p starts: --from-time when given, else
-// --from/-o; raised to the log start offset when retention removed it.
+// --from/-o; raised to the log start offset when retention removed it. A
+// start past the high watermark is kept, and said on stderr.
 func (s *consumeSession) startOffset(ctx context.Context, p uint32, pi sdk.PartitionInfo) (uint64, error) {
 	start := s.start.offset(pi.LogStartOffset, pi.HighWatermark)
 	if s.f.fromTime != "" {
@@ -310,9 +318,17 @@ func (s *consumeSession) startOffset(ctx context.Context, p uint32, pi sdk.Parti
 		start = off
 	}
 	if start < pi.LogStartOffset {
-		fmt.Fprintf(s.stderr, "sq: partition %d: offset %d is no longer stored; starting at the log start offset %d (%d records lost to retention skipped)\n",
-			p, start, pi.LogStartOffset, pi.LogStartOffset-start)
+		noteLost(s.stderr, p, start, pi.LogStartOffset)
 		start = pi.LogStartOffset
+	}
+	if start > pi.HighWatermark {
+		// Said once, so that a mistyped -o does not look like an empty topic.
+		what := "nothing to read there"
+		if s.f.follow {
+			what = "waiting until the log reaches it"
+		}
+		fmt.Fprintf(s.stderr, "sq: partition %d: start offset %d is past the end of the log (high watermark %d); %s\n",
+			p, start, pi.HighWatermark, what)
 	}
 	return start, nil
 }
