@@ -160,7 +160,7 @@ func newClusterCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
 		Short: "Node and cluster information (control plane)",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	var format *adminFormat
@@ -170,7 +170,7 @@ func newClusterCommand(g *globals) *cobra.Command {
 		Long: "Show what the node at --control reports about itself and its cluster: node and\n" +
 			"cluster ids, version, uptime, I/O backend, data directory usage and members.",
 		Example: "  sq cluster info\n  sq --control 10.0.0.1:6060 cluster info -f json",
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := format.json()
 			if err != nil {
