@@ -198,12 +198,36 @@ func (g *globals) connectTimeout(cmd *cobra.Command) (time.Duration, error) {
 	if v := g.getenv(timeoutEnv); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return 0, fmt.Errorf("%s=%q: want a duration such as 5s or 500ms", timeoutEnv, v)
+			return 0, fmt.Errorf("%s=%q: want %s", timeoutEnv, v, durationForms)
 		}
 		return checkTimeout(timeoutEnv, d)
 	}
 	return checkTimeout("--timeout", g.timeout)
 }
+
+// durationForms is what --timeout and SQ_TIMEOUT accept, for messages.
+const durationForms = "a duration with its unit, such as 5s, 500ms or 1m30s"
+
+// durationFlag is a time.Duration flag whose error for a bad value says
+// what is accepted (pflag's repeats the parser's "missing unit in
+// duration").
+type durationFlag time.Duration
+
+// Set parses a Go duration.
+func (d *durationFlag) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want %s", durationForms)
+	}
+	*d = durationFlag(v)
+	return nil
+}
+
+// String returns the duration as Go writes it (5s).
+func (d *durationFlag) String() string { return time.Duration(*d).String() }
+
+// Type names the flag's values in --help.
+func (d *durationFlag) Type() string { return "duration" }
 
 func checkTimeout(what string, d time.Duration) (time.Duration, error) {
 	if d <= 0 {
@@ -246,7 +270,8 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 		"data-plane address of the SQ server, host:port (env "+serverEnv+"; the flag wins)")
 	root.PersistentFlags().StringVar(&g.control, "control", defaultControl,
 		"gRPC control-plane address of the SQ server, host:port, for topic alter and cluster info (env "+controlEnv+"; the flag wins)")
-	root.PersistentFlags().DurationVar(&g.timeout, "timeout", defaultTimeout,
+	g.timeout = defaultTimeout
+	root.PersistentFlags().Var((*durationFlag)(&g.timeout), "timeout",
 		"bound on connecting to the server plus its handshake (data plane) or first call (control plane), e.g. 2s (env "+timeoutEnv+"; the flag wins)")
 	root.AddCommand(newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g))
 	root.AddCommand(newVersionCommand())
