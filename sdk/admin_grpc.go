@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -86,8 +87,14 @@ func (a *Admin) Connect(ctx context.Context) error {
 	case code == codes.DeadlineExceeded && cctx.Err() != nil:
 		return &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "first call"}
 	case code == codes.Unavailable:
-		if speaks := identifyAddr(cctx, addr); speaks != "" {
+		speaks, dialErr := identifyAddr(cctx, addr)
+		if speaks != "" {
 			return &WrongProtocolError{Addr: addr, Plane: "control", Speaks: speaks}
+		}
+		if dialErr != nil && ctx.Err() == nil && cctx.Err() == nil {
+			// gRPC's own text for this is "name resolver error:
+			// produced zero addresses" for a name that does not resolve.
+			return fmt.Errorf("%w: %s: %v", ErrConnection, addr, dialErr)
 		}
 		if cctx.Err() != nil {
 			return &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "first call"}

@@ -273,23 +273,29 @@ func isTimeout(err error) bool {
 // identifyAddr names what answers at addr when it is not a gRPC server
 // (see Admin.Connect): SpeaksDataPlane when an SQ data-plane handshake
 // succeeds, what the handshake's sniffing found (HTTP/1.x, TLS, ...), or ""
-// when nothing could be told before ctx ended (give ctx a deadline).
-func identifyAddr(ctx context.Context, addr string) string {
+// when nothing could be told before ctx ended (give ctx a deadline). With
+// "", dialErr is the error of the TCP dial when that is what failed (no
+// such host, connection refused), for a message more precise than gRPC's.
+func identifyAddr(ctx context.Context, addr string) (speaks string, dialErr error) {
 	timeout := DefaultDialTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
 	if timeout <= 0 {
-		return ""
+		return "", nil
 	}
 	nc, _, _, err := dialHandshake(ctx, addr, "sq-go-probe", timeout)
 	if err == nil {
 		nc.Close()
-		return SpeaksDataPlane
+		return SpeaksDataPlane, nil
 	}
 	var wp *WrongProtocolError
 	if errors.As(err, &wp) && wp.Speaks != SpeaksHTTP2 {
-		return wp.Speaks
+		return wp.Speaks, nil
 	}
-	return ""
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return "", err
+	}
+	return "", nil
 }

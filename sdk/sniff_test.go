@@ -304,7 +304,33 @@ func TestAdminConnectNothingListening(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if err := a.Connect(testCtx(t)); !errors.Is(err, ErrConnection) || errors.Is(err, ErrConnectTimeout) || errors.Is(err, ErrNotControlPlane) {
+	err = a.Connect(testCtx(t))
+	if !errors.Is(err, ErrConnection) || errors.Is(err, ErrConnectTimeout) || errors.Is(err, ErrNotControlPlane) {
 		t.Fatalf("Connect with nothing listening: %v, want ErrConnection only", err)
+	}
+	if want := addr + ": dial tcp " + addr + ": connect: connection refused"; !strings.Contains(err.Error(), want) {
+		t.Errorf("Connect with nothing listening: %q, want it to say %q", err, want)
+	}
+}
+
+// TestAdminConnectNameDoesNotResolve: a host name that does not resolve is
+// named with the resolver's answer, not gRPC's "produced zero addresses".
+// (.invalid never resolves, RFC 6761 §6.4.)
+func TestAdminConnectNameDoesNotResolve(t *testing.T) {
+	const addr = "nosuchhost.invalid:6060"
+	a, err := NewAdmin(AdminConfig{GrpcConfig: GrpcConfig{Addr: addr, ConnectTimeout: 30 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	err = a.Connect(testCtx(t))
+	if !errors.Is(err, ErrConnection) || errors.Is(err, ErrNotControlPlane) {
+		t.Fatalf("Connect(%s): %v, want ErrConnection", addr, err)
+	}
+	if errors.Is(err, ErrConnectTimeout) {
+		return // a resolver that does not answer at all: nothing more to check
+	}
+	if !strings.Contains(err.Error(), "lookup nosuchhost.invalid") || strings.Contains(err.Error(), "zero addresses") {
+		t.Errorf("Connect(%s): %q, want the resolver's answer for nosuchhost.invalid", addr, err)
 	}
 }
