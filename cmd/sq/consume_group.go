@@ -157,7 +157,7 @@ func (s *groupSession) consumerConfig(from sdk.StartPosition) sdk.ConsumerConfig
 			fmt.Fprintf(s.stderr, "sq: group %s: assigned partition%s %v of %s\n", s.f.group, plural(len(ps)), ps, s.f.topic)
 		},
 		OnPartitionsRevoked: func(ps []uint32) {
-			fmt.Fprintf(s.stderr, "sq: group %s: partition%s %v of %s moved to another member\n", s.f.group, plural(len(ps)), ps, s.f.topic)
+			fmt.Fprintf(s.stderr, "sq: group %s: released partition%s %v of %s (the group is rebalancing)\n", s.f.group, plural(len(ps)), ps, s.f.topic)
 		},
 		OnRecordsLost: func(p uint32, from, to uint64) { noteLost(s.stderr, p, from, to) },
 	}
