@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -42,3 +43,23 @@ func quoteArgs(args []string) string {
 	}
 	return strings.Join(q, " ")
 }
+
+// countFlag is --count/-c: a record count, 0 for no limit. Its error for
+// a bad value says what is accepted (pflag's quotes strconv).
+type countFlag int64
+
+// Set parses a count of 0 or more.
+func (c *countFlag) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want 0 (no limit) or more, a whole number of records")
+	}
+	*c = countFlag(n)
+	return nil
+}
+
+// String returns the count in decimal.
+func (c *countFlag) String() string { return strconv.FormatInt(int64(*c), 10) }
+
+// Type names the flag's values in --help.
+func (c *countFlag) Type() string { return "int" }

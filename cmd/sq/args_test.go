@@ -22,6 +22,10 @@ func TestPositionalArguments(t *testing.T) {
 		{[]string{"version", "x"}, `sq version takes no arguments, got "x" (see --help)`},
 		{[]string{"group", "describe"}, `sq group describe takes exactly one group NAME, got 0 arguments (see --help)`},
 		{[]string{"group", "delete", "a", "b"}, `sq group delete takes exactly one group NAME, got 2 arguments (see --help)`},
+		{[]string{"consume", "-t", "orders", "-c", "abc"}, `invalid argument "abc" for "-c, --count" flag: want 0 (no limit) or more, a whole number of records`},
+		{[]string{"consume", "-t", "orders", "-c", "-1"}, `invalid argument "-1" for "-c, --count" flag: want 0 (no limit) or more`},
+		{[]string{"consume", "-t", "orders", "-c", "99999999999999999999"}, `invalid argument "99999999999999999999" for "-c, --count" flag: want 0 (no limit)`},
+		{[]string{"consume", "-t", "orders", "-g", ""}, `--group/-g is empty: give the group's name, or drop -g to read without a group`},
 		{[]string{"group", "reset-offsets", "-t", "orders", "--to", "earliest"}, `sq group reset-offsets takes exactly one group NAME, got 0 arguments`},
 	} {
 		_, err := runSQ(t, map[string]string{"SQ_SERVER": "127.0.0.1:1", "SQ_CONTROL": "127.0.0.1:1"}, tc.args...)

@@ -122,7 +122,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 	fl.StringVarP(&f.group, "group", "g", "", "consumer group to join: share the partitions with its other members, resume from its committed offsets and commit what was printed")
 	fl.StringVarP(&f.from, "from", "o", "earliest", "start of partitions without a committed offset: "+fromForms)
 	fl.StringVar(&f.fromTime, "from-time", "", "start of partitions without a committed offset: the first record appended at or after this time: RFC 3339, -DURATION (before now), or Unix time with a unit (1796079000s, 1796079000000ms); replaces -o")
-	fl.Int64VarP(&f.count, "count", "c", 0, "stop after printing this many records (0: no limit)")
+	fl.VarP((*countFlag)(&f.count), "count", "c", "stop after printing this many records (0: no limit)")
 	fl.BoolVar(&f.follow, "follow", false, "keep waiting for new records until Ctrl-C instead of stopping at the high watermark seen at start")
 	fl.StringVarP(&f.format, "format", "f", formatRaw, "output format: raw, json, or a template with % tokens such as '%k\\t%v\\n' (see --help)")
 	fl.VarP(&f.partition, "partition", "p", "read only this partition; all: every partition")
@@ -156,9 +156,6 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.count < 0 {
-		return fmt.Errorf("--count/-c %d: want 0 (no limit) or more", f.count)
-	}
 	start, err := parseFrom(f.from)
 	if err != nil {
 		return err
@@ -166,6 +163,9 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	fromMs, err := checkFromTime(cmd, f, time.Now())
 	if err != nil {
 		return err
+	}
+	if cmd.Flags().Changed("group") && f.group == "" {
+		return errors.New("--group/-g is empty: give the group's name, or drop -g to read without a group")
 	}
 	if f.group != "" {
 		if !f.partition.all {
