@@ -103,6 +103,18 @@ func (e errInterrupted) Error() string { return "interrupted by " + e.sig.String
 // print what was done. A second signal calls exit(130) (143 for SIGTERM)
 // at once, whatever is still running. stop releases the signals.
 func interruptContext(stderr io.Writer, exit func(int)) (ctx context.Context, stop func()) {
+	return interruptContextHint(stderr, exit, stillStoppingAfter)
+}
+
+// stillStoppingAfter is how long after the first SIGINT or SIGTERM sq
+// says that it is still stopping, and how to exit at once: a write to a
+// stdout nobody reads (a stalled pipe) cannot be interrupted, and the
+// first Ctrl-C would otherwise look ignored.
+const stillStoppingAfter = 2 * time.Second
+
+// interruptContextHint is interruptContext with the delay of the "still
+// stopping" line.
+func interruptContextHint(stderr io.Writer, exit func(int), hintAfter time.Duration) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -114,11 +126,19 @@ func interruptContext(stderr io.Writer, exit func(int)) (ctx context.Context, st
 		case <-done:
 			return
 		}
-		select {
-		case s := <-sigs:
-			fmt.Fprintln(stderr, "sq: interrupted again, exiting now")
-			exit(signalExitCode(s))
-		case <-done:
+		hint := time.NewTimer(hintAfter)
+		defer hint.Stop()
+		for {
+			select {
+			case s := <-sigs:
+				fmt.Fprintln(stderr, "sq: interrupted again, exiting now")
+				exit(signalExitCode(s))
+				return
+			case <-hint.C:
+				fmt.Fprintf(stderr, "sq: still stopping after %v (waiting for stdout to be read, or for the server); Ctrl-C again exits now\n", hintAfter)
+			case <-done:
+				return
+			}
 		}
 	}()
 	return ctx, func() {
