@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -33,9 +34,15 @@ type Admin struct {
 }
 
 // NewAdmin returns an Admin for cfg.Addr. It does not contact the server:
-// the first call connects.
+// the first call connects. An address that is neither host:port nor a
+// gRPC target with a resolver scheme (dns:///host:port, unix:///path) is
+// refused with an *AddrError (ErrBadAddr): gRPC would otherwise dial port
+// 443 for an address without a port.
 func NewAdmin(cfg AdminConfig) (*Admin, error) {
 	cfg.defaults()
+	if err := checkControlAddr(cfg.Addr); err != nil {
+		return nil, err
+	}
 	conn, err := dialGrpc(cfg.GrpcConfig)
 	if err != nil {
 		return nil, err
@@ -80,8 +87,14 @@ func (a *Admin) Connect(ctx context.Context) error {
 	case code == codes.DeadlineExceeded && cctx.Err() != nil:
 		return &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "first call"}
 	case code == codes.Unavailable:
-		if speaks := identifyAddr(cctx, addr); speaks != "" {
+		speaks, dialErr := identifyAddr(cctx, addr)
+		if speaks != "" {
 			return &WrongProtocolError{Addr: addr, Plane: "control", Speaks: speaks}
+		}
+		if dialErr != nil && ctx.Err() == nil && cctx.Err() == nil {
+			// gRPC's own text for this is "name resolver error:
+			// produced zero addresses" for a name that does not resolve.
+			return fmt.Errorf("%w: %s: %v", ErrConnection, addr, dialErr)
 		}
 		if cctx.Err() != nil {
 			return &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "first call"}

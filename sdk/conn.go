@@ -93,8 +93,12 @@ func dialConn(ctx context.Context, addr, clientID string, timeout time.Duration,
 // cleared, and the buffered reader holding whatever the server sent after
 // the handshake response. Errors: *ConnectTimeoutError when nothing answered
 // in time, permanent{*WrongProtocolError} when another protocol answered,
+// permanent{*AddrError} when addr is not host:port,
 // permanent{...} for a refused handshake, or the dial's or read's error.
 func dialHandshake(ctx context.Context, addr, clientID string, timeout time.Duration) (net.Conn, *bufio.Reader, Limits, error) {
+	if err := checkAddr(addr, defaultDataPort); err != nil {
+		return nil, nil, Limits{}, permanent{err}
+	}
 	start := time.Now()
 	deadline := start.Add(timeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {

@@ -176,7 +176,8 @@
 // also ErrConnection), and one that answers in another protocol (the gRPC
 // port given as the data plane, the metrics port, TLS) with a permanent
 // *WrongProtocolError (ErrNotDataPlane, ErrNotControlPlane) naming what it
-// speaks.
+// speaks. An address that is not host:port is refused before dialing with
+// an *AddrError (ErrBadAddr).
 //
 // # Cancellation
 //

@@ -3,6 +3,7 @@ package sdk
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -49,6 +50,7 @@ const (
 	SpeaksHTTP2     = "HTTP/2"
 	SpeaksHTTP1     = "HTTP/1.x"
 	SpeaksTLS       = "TLS"
+	SpeaksSSH       = "SSH"
 	SpeaksDataPlane = "SQ's data-plane protocol"
 	SpeaksGRPC      = "gRPC without SQ's services"
 	SpeaksUnknown   = "an unknown protocol"
@@ -119,8 +121,12 @@ const capnpMaxSegments = 512
 //   - HTTP/1.x: a response starts "HTTP/1." (RFC 9112 §4).
 //   - TLS: a record starts with its content type, alert 0x15 or handshake
 //     0x16, then the major version 0x03 (RFC 8446 §5.1).
+//   - SSH: a server sends its identification string first, "SSH-"
+//     (RFC 4253 §4.2).
 func identifySpeaker(b []byte) string {
 	switch {
+	case bytes.HasPrefix(b, []byte("SSH-")):
+		return SpeaksSSH
 	case len(b) >= sniffBytes && b[3] == 0x4 && binary.BigEndian.Uint32(b[5:9])&0x7fffffff == 0:
 		return SpeaksHTTP2
 	case bytes.HasPrefix(b, []byte("HTTP/1.")):
@@ -169,6 +175,27 @@ func probeHTTP1(ctx context.Context, addr string) string {
 	return SpeaksHTTP1
 }
 
+// probeTLS starts a TLS handshake with addr and returns SpeaksTLS when a
+// TLS server answered it (with its certificate, or with a TLS alert such
+// as handshake_failure), or "" otherwise. The certificate is not checked:
+// nothing is sent after the handshake.
+func probeTLS(ctx context.Context, addr string) string {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return ""
+	}
+	defer nc.Close()
+	host, _, _ := net.SplitHostPort(addr)
+	tc := tls.Client(nc, &tls.Config{ServerName: host, InsecureSkipVerify: true}) // #nosec G402 -- a probe that sends no data
+	err = tc.HandshakeContext(ctx)
+	var alert tls.AlertError
+	if err == nil || errors.As(err, &alert) {
+		return SpeaksTLS
+	}
+	return ""
+}
+
 // awaitAnswer waits for the first bytes of the answer to the handshake on
 // br (read from nc), until deadline. Past probeAt with nothing read, it
 // also runs probeHTTP1 on a second connection; so it does when the server
@@ -205,9 +232,13 @@ func awaitAnswer(ctx context.Context, nc net.Conn, peek func(int) ([]byte, error
 	if len(b) == 0 && !isTimeout(err) && ctx.Err() == nil {
 		// Closed without a byte: Go's TLS servers do that to a first
 		// record that is not a ClientHello, yet answer plain HTTP with a
-		// 400 that says so.
+		// 400 that says so; OpenSSL's close or reset the connection and
+		// answer only a ClientHello.
 		pctx, cancel := context.WithDeadline(ctx, deadline)
 		speaks := probeHTTP1(pctx, addr)
+		if speaks == "" {
+			speaks = probeTLS(pctx, addr)
+		}
 		cancel()
 		if speaks != "" {
 			return nil, permanent{&WrongProtocolError{Addr: addr, Plane: "data", Speaks: speaks}}
@@ -242,23 +273,29 @@ func isTimeout(err error) bool {
 // identifyAddr names what answers at addr when it is not a gRPC server
 // (see Admin.Connect): SpeaksDataPlane when an SQ data-plane handshake
 // succeeds, what the handshake's sniffing found (HTTP/1.x, TLS, ...), or ""
-// when nothing could be told before ctx ended (give ctx a deadline).
-func identifyAddr(ctx context.Context, addr string) string {
+// when nothing could be told before ctx ended (give ctx a deadline). With
+// "", dialErr is the error of the TCP dial when that is what failed (no
+// such host, connection refused), for a message more precise than gRPC's.
+func identifyAddr(ctx context.Context, addr string) (speaks string, dialErr error) {
 	timeout := DefaultDialTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
 	if timeout <= 0 {
-		return ""
+		return "", nil
 	}
 	nc, _, _, err := dialHandshake(ctx, addr, "sq-go-probe", timeout)
 	if err == nil {
 		nc.Close()
-		return SpeaksDataPlane
+		return SpeaksDataPlane, nil
 	}
 	var wp *WrongProtocolError
 	if errors.As(err, &wp) && wp.Speaks != SpeaksHTTP2 {
-		return wp.Speaks
+		return wp.Speaks, nil
 	}
-	return ""
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return "", err
+	}
+	return "", nil
 }

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -16,7 +17,7 @@ import (
 )
 
 // shortTimeout is the connect bound of the tests that expect an error:
-// small, so a test against a silent listener is quick; the code under test
+// small, so a test against a testnet.Silent listener is quick; the code under test
 // must not depend on the value.
 const shortTimeout = 300 * time.Millisecond
 
@@ -36,7 +37,7 @@ func TestIdentifySpeaker(t *testing.T) {
 		{"sq frame, one segment", []byte{0, 0, 0, 0, 12, 0, 0, 0, 0}, ""},
 		{"sq frame, three segments", []byte{2, 0, 0, 0, 12, 0, 0, 0, 0}, ""},
 		{"text", []byte("-ERR unknown command\r\n"), SpeaksUnknown},
-		{"ssh banner", []byte("SSH-2.0-OpenSSH_9.6\r\n"), SpeaksUnknown},
+		{"ssh banner", []byte("SSH-2.0-OpenSSH_9.6\r\n"), SpeaksSSH},
 		{"one byte", []byte{'\n'}, SpeaksUnknown},
 		{"too many segments", []byte{0, 2, 0, 0, 0, 0, 0, 0, 0}, SpeaksUnknown},
 		{"http2 type, nonzero stream", []byte{0, 0, 6, 4, 0, 0, 0, 0, 1}, SpeaksUnknown},
@@ -74,6 +75,30 @@ func httpServer(t *testing.T, tls bool) string {
 	return s.Listener.Addr().String()
 }
 
+// tlsServer serves TLS the way OpenSSL-based servers do: a first record
+// that is no ClientHello (an SQ frame, an HTTP request) makes it close the
+// connection without a byte; only a TLS handshake gets an answer.
+func tlsServer(t *testing.T) string {
+	t.Helper()
+	hs := httptest.NewUnstartedServer(nil)
+	hs.StartTLS() // for its test certificate
+	cert := hs.TLS.Certificates[0]
+	hs.Close()
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}}
+	return testnet.Listen(t, func(nc net.Conn) {
+		tc := tls.Server(nc, cfg)
+		if tc.Handshake() == nil {
+			testnet.Silent(tc)
+		}
+		nc.Close()
+	})
+}
+
+// sshServer sends an SSH identification string and waits.
+func sshServer(t *testing.T) string {
+	return testnet.Listen(t, func(nc net.Conn) { nc.Write([]byte("SSH-2.0-OpenSSH_9.6p1\r\n")); testnet.Silent(nc) })
+}
+
 func TestDialNamesTheProtocolThatAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -86,6 +111,8 @@ func TestDialNamesTheProtocolThatAnswers(t *testing.T) {
 		{"TLS alert", func(t *testing.T) string {
 			return testnet.Listen(t, func(nc net.Conn) { nc.Write([]byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46}); testnet.Silent(nc) })
 		}, SpeaksTLS},
+		{"TLS, closing on a record that is no ClientHello", tlsServer, SpeaksTLS},
+		{"SSH", sshServer, SpeaksSSH},
 		{"garbage", func(t *testing.T) string {
 			return testnet.Listen(t, func(nc net.Conn) { nc.Write([]byte("+OK POP3 server ready\r\n")); testnet.Silent(nc) })
 		}, SpeaksUnknown},
@@ -176,6 +203,8 @@ func TestAdminConnectNamesWhatAnswers(t *testing.T) {
 		{"SQ data plane", func(*testing.T) string { return fake.addr }, SpeaksDataPlane},
 		{"HTTP/1.1", func(t *testing.T) string { return httpServer(t, false) }, SpeaksHTTP1},
 		{"gRPC without SQ", grpcServer, SpeaksGRPC},
+		{"TLS, closing on a record that is no ClientHello", tlsServer, SpeaksTLS},
+		{"SSH", sshServer, SpeaksSSH},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := tc.addr(t)
@@ -231,7 +260,33 @@ func TestAdminConnectNothingListening(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if err := a.Connect(testCtx(t)); !errors.Is(err, ErrConnection) || errors.Is(err, ErrConnectTimeout) || errors.Is(err, ErrNotControlPlane) {
+	err = a.Connect(testCtx(t))
+	if !errors.Is(err, ErrConnection) || errors.Is(err, ErrConnectTimeout) || errors.Is(err, ErrNotControlPlane) {
 		t.Fatalf("Connect with nothing listening: %v, want ErrConnection only", err)
+	}
+	if want := addr + ": dial tcp " + addr + ": connect: connection refused"; !strings.Contains(err.Error(), want) {
+		t.Errorf("Connect with nothing listening: %q, want it to say %q", err, want)
+	}
+}
+
+// TestAdminConnectNameDoesNotResolve: a host name that does not resolve is
+// named with the resolver's answer, not gRPC's "produced zero addresses".
+// (.invalid never resolves, RFC 6761 §6.4.)
+func TestAdminConnectNameDoesNotResolve(t *testing.T) {
+	const addr = "nosuchhost.invalid:6060"
+	a, err := NewAdmin(AdminConfig{GrpcConfig: GrpcConfig{Addr: addr, ConnectTimeout: 30 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	err = a.Connect(testCtx(t))
+	if !errors.Is(err, ErrConnection) || errors.Is(err, ErrNotControlPlane) {
+		t.Fatalf("Connect(%s): %v, want ErrConnection", addr, err)
+	}
+	if errors.Is(err, ErrConnectTimeout) {
+		return // a resolver that does not answer at all: nothing more to check
+	}
+	if !strings.Contains(err.Error(), "lookup nosuchhost.invalid") || strings.Contains(err.Error(), "zero addresses") {
+		t.Errorf("Connect(%s): %q, want the resolver's answer for nosuchhost.invalid", addr, err)
 	}
 }

@@ -255,8 +255,10 @@ func TestTimeoutRefusesBadValues(t *testing.T) {
 	}{
 		{nil, []string{"--timeout", "0s"}, "--timeout 0s: want a positive duration"},
 		{nil, []string{"--timeout", "-1s"}, "--timeout -1s: want a positive duration"},
-		{nil, []string{"--timeout", "5"}, "invalid argument"},
-		{map[string]string{"SQ_TIMEOUT": "soon"}, nil, `SQ_TIMEOUT="soon": want a duration`},
+		{nil, []string{"--timeout", "5"}, `invalid argument "5" for "--timeout" flag: want a duration with its unit, such as 5s, 500ms or 1m30s`},
+		{nil, []string{"--timeout", "soon"}, `invalid argument "soon" for "--timeout" flag: want a duration with its unit`},
+		{map[string]string{"SQ_TIMEOUT": "soon"}, nil, `SQ_TIMEOUT="soon": want a duration with its unit, such as 5s`},
+		{map[string]string{"SQ_TIMEOUT": "5"}, nil, `SQ_TIMEOUT="5": want a duration with its unit`},
 		{map[string]string{"SQ_TIMEOUT": "0"}, nil, "SQ_TIMEOUT 0s: want a positive duration"},
 	} {
 		_, err := runSQ(t, tc.env, append(tc.args, "--server", dead, "topic", "list")...)

@@ -112,7 +112,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 			"  sq consume -t orders -o end --follow\n" +
 			"  sq consume -t orders --from-time -1h\n" +
 			"  sq consume -t orders -p 2 -f '%p:%o %k=%v\\n'",
-		Args: cobra.NoArgs,
+		Args: consumeArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runConsume(cmd, g, f)
 		},
@@ -122,7 +122,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 	fl.StringVarP(&f.group, "group", "g", "", "consumer group to join: share the partitions with its other members, resume from its committed offsets and commit what was printed")
 	fl.StringVarP(&f.from, "from", "o", "earliest", "start of partitions without a committed offset: "+fromForms)
 	fl.StringVar(&f.fromTime, "from-time", "", "start of partitions without a committed offset: the first record appended at or after this time: RFC 3339, -DURATION (before now), or Unix time with a unit (1796079000s, 1796079000000ms); replaces -o")
-	fl.Int64VarP(&f.count, "count", "c", 0, "stop after printing this many records (0: no limit)")
+	fl.VarP((*countFlag)(&f.count), "count", "c", "stop after printing this many records (0: no limit)")
 	fl.BoolVar(&f.follow, "follow", false, "keep waiting for new records until Ctrl-C instead of stopping at the high watermark seen at start")
 	fl.StringVarP(&f.format, "format", "f", formatRaw, "output format: raw, json, or a template with % tokens such as '%k\\t%v\\n' (see --help)")
 	fl.VarP(&f.partition, "partition", "p", "read only this partition; all: every partition")
@@ -156,9 +156,6 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.count < 0 {
-		return fmt.Errorf("--count/-c %d: want 0 (no limit) or more", f.count)
-	}
 	start, err := parseFrom(f.from)
 	if err != nil {
 		return err
@@ -166,6 +163,9 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	fromMs, err := checkFromTime(cmd, f, time.Now())
 	if err != nil {
 		return err
+	}
+	if cmd.Flags().Changed("group") && f.group == "" {
+		return errors.New("--group/-g is empty: give the group's name, or drop -g to read without a group")
 	}
 	if f.group != "" {
 		if !f.partition.all {
@@ -176,6 +176,10 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	}
 	c, err := g.dial(cmd)
 	if err != nil {
+		if stopped(cmd.Context(), err) { // Ctrl-C while connecting
+			noteInterrupted(cmd.Context(), g.stderr, f.topic)
+			return nil
+		}
 		return err
 	}
 	defer c.Close()
@@ -194,7 +198,7 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	} else {
 		err = s.readToEnd(ctx)
 	}
-	err = errors.Join(err, out.flush())
+	err = out.finish(err)
 	if _, ok := interrupted(ctx); ok {
 		fmt.Fprintln(s.stderr, interruptSummary(s.printed, f.topic, formatPositions(s.parts, s.pos)))
 	}
@@ -294,8 +298,16 @@ func (s *consumeSession) begin(ctx context.Context) error {
 	return nil
 }
 
+// noteLost says on stderr that partition p starts at the log start offset
+// to instead of from, which retention removed.
+func noteLost(stderr io.Writer, p uint32, from, to uint64) {
+	fmt.Fprintf(stderr, "sq: partition %d: offset %d is no longer stored; starting at the log start offset %d (%d records lost to retention skipped)\n",
+		p, from, to, to-from)
+}
+
 // startOffset is where partition p starts: --from-time when given, else
-// --from/-o; raised to the log start offset when retention removed it.
+// --from/-o; raised to the log start offset when retention removed it. A
+// start past the high watermark is kept, and said on stderr.
 func (s *consumeSession) startOffset(ctx context.Context, p uint32, pi sdk.PartitionInfo) (uint64, error) {
 	start := s.start.offset(pi.LogStartOffset, pi.HighWatermark)
 	if s.f.fromTime != "" {
@@ -306,9 +318,17 @@ func (s *consumeSession) startOffset(ctx context.Context, p uint32, pi sdk.Parti
 		start = off
 	}
 	if start < pi.LogStartOffset {
-		fmt.Fprintf(s.stderr, "sq: partition %d: offset %d is no longer stored; starting at the log start offset %d (%d records lost to retention skipped)\n",
-			p, start, pi.LogStartOffset, pi.LogStartOffset-start)
+		noteLost(s.stderr, p, start, pi.LogStartOffset)
 		start = pi.LogStartOffset
+	}
+	if start > pi.HighWatermark {
+		// Said once, so that a mistyped -o does not look like an empty topic.
+		what := "nothing to read there"
+		if s.f.follow {
+			what = "waiting until the log reaches it"
+		}
+		fmt.Fprintf(s.stderr, "sq: partition %d: start offset %d is past the end of the log (high watermark %d); %s\n",
+			p, start, pi.HighWatermark, what)
 	}
 	return start, nil
 }

@@ -61,13 +61,13 @@ type groupSession struct {
 	// --follow the member reads its partitions up to it.
 	end     map[uint32]uint64
 	next    map[uint32]uint64 // offset after the last record printed
+	timeout time.Duration     // --timeout: each dial plus handshake, and each probe
 	printed int64
 	// emptySince is when the member was first seen holding no partition
 	// (zero while it holds some).
 	emptySince time.Time
 	lastProbe  time.Time
-	unreached  bool          // the last probe failed (reported once per outage)
-	timeout    time.Duration // --timeout: bounds dial plus handshake, and each probe
+	unreached  bool // the last probe failed (reported once per outage)
 }
 
 // runGroupConsume runs `sq consume --group`.
@@ -81,41 +81,18 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 	if err != nil {
 		return err
 	}
-	timeout, err := g.connectTimeout(cmd)
+	s, err := newGroupSession(cmd, g, f, out)
 	if err != nil {
 		return err
 	}
-	s := &groupSession{f: f, addr: addr, out: out, stderr: &syncWriter{w: g.stderr}, end: map[uint32]uint64{}, next: map[uint32]uint64{}, timeout: timeout}
 	if err := s.highWatermarks(cmd, g); err != nil || ctx.Err() != nil {
-		if err == nil {
+		if err == nil || stopped(ctx, err) { // Ctrl-C while connecting
 			noteInterrupted(ctx, s.stderr, f.topic)
+			return nil
 		}
 		return err
 	}
-	s.cons, err = sdk.NewConsumer(ctx, sdk.ConsumerConfig{
-		Addr:                addr,
-		ClientID:            "sq-cli",
-		Topic:               f.topic,
-		ConsumerGroup:       f.group,
-		AutoCommitMarked:    true,
-		AutoCommitInterval:  commitInterval,
-		StartFrom:           from,
-		HeartbeatInterval:   groupHeartbeat,
-		MaxWait:             followMaxWait,
-		DialTimeout:         s.timeout,
-		RequestTimeout:      groupRequestTimeout,
-		ReconnectBackoffMax: groupReconnectBackoffMax,
-		OnPartitionsAssigned: func(ps []uint32) {
-			fmt.Fprintf(s.stderr, "sq: group %s: assigned partition%s %v of %s\n", f.group, plural(len(ps)), ps, f.topic)
-		},
-		OnRecordsLost: func(p uint32, from, logStart uint64) {
-			fmt.Fprintf(s.stderr, "sq: partition %d: offset %d is no longer stored; going on at the log start offset %d (%d records lost to retention skipped)\n",
-				p, from, logStart, logStart-from)
-		},
-		OnPartitionsRevoked: func(ps []uint32) {
-			fmt.Fprintf(s.stderr, "sq: group %s: partition%s %v of %s moved to another member\n", f.group, plural(len(ps)), ps, f.topic)
-		},
-	})
+	s.cons, err = sdk.NewConsumer(ctx, s.consumerConfig(from))
 	if err != nil {
 		if stopped(ctx, err) {
 			noteInterrupted(ctx, s.stderr, f.topic)
@@ -123,7 +100,7 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 		}
 		return apiError(addr, err)
 	}
-	err = errors.Join(s.loop(ctx), out.flush())
+	err = out.finish(s.loop(ctx))
 	// Commit what was printed, even after Ctrl-C; bounded by
 	// finalCommitTimeout, then Close leaves the group.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
@@ -145,6 +122,45 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 		return apiError(addr, err)
 	}
 	return nil
+}
+
+// newGroupSession returns the session of a group member reading f.topic,
+// writing records to out, connecting to the flags' address within
+// --timeout.
+func newGroupSession(cmd *cobra.Command, g *globals, f consumeFlags, out *recordWriter) (*groupSession, error) {
+	timeout, err := g.connectTimeout(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &groupSession{f: f, addr: g.addr(cmd), timeout: timeout, out: out, stderr: &syncWriter{w: g.stderr},
+		end: map[uint32]uint64{}, next: map[uint32]uint64{}}, nil
+}
+
+// consumerConfig is the configuration of the member's sdk.Consumer:
+// partitions without a committed offset start at from; dials are bounded
+// by --timeout, as every other connection of sq.
+func (s *groupSession) consumerConfig(from sdk.StartPosition) sdk.ConsumerConfig {
+	return sdk.ConsumerConfig{
+		Addr:                s.addr,
+		ClientID:            "sq-cli",
+		Topic:               s.f.topic,
+		ConsumerGroup:       s.f.group,
+		AutoCommitMarked:    true,
+		AutoCommitInterval:  commitInterval,
+		StartFrom:           from,
+		HeartbeatInterval:   groupHeartbeat,
+		MaxWait:             followMaxWait,
+		DialTimeout:         s.timeout,
+		RequestTimeout:      groupRequestTimeout,
+		ReconnectBackoffMax: groupReconnectBackoffMax,
+		OnPartitionsAssigned: func(ps []uint32) {
+			fmt.Fprintf(s.stderr, "sq: group %s: assigned partition%s %v of %s\n", s.f.group, plural(len(ps)), ps, s.f.topic)
+		},
+		OnPartitionsRevoked: func(ps []uint32) {
+			fmt.Fprintf(s.stderr, "sq: group %s: released partition%s %v of %s (the group is rebalancing)\n", s.f.group, plural(len(ps)), ps, s.f.topic)
+		},
+		OnRecordsLost: func(p uint32, from, to uint64) { noteLost(s.stderr, p, from, to) },
+	}
 }
 
 // highWatermarks reads the high watermark of every partition at start,

@@ -63,6 +63,10 @@ func controlError(addr string, err error) error {
 	if errors.As(err, &wp) {
 		return fmt.Errorf("%s; set the address with --control or %s", wp.Message(), controlEnv)
 	}
+	var ae *sdk.AddrError
+	if errors.As(err, &ae) {
+		return fmt.Errorf("%s (set it with --control or %s)", ae.Message(), controlEnv)
+	}
 	var te *sdk.ConnectTimeoutError
 	if errors.As(err, &te) {
 		return fmt.Errorf("no answer from the SQ control plane at %s within %v (%s; set the bound with --timeout or %s, the address with --control or %s)",
@@ -156,7 +160,7 @@ func newClusterCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
 		Short: "Node and cluster information (control plane)",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	var format *adminFormat
@@ -166,7 +170,7 @@ func newClusterCommand(g *globals) *cobra.Command {
 		Long: "Show what the node at --control reports about itself and its cluster: node and\n" +
 			"cluster ids, version, uptime, I/O backend, data directory usage and members.",
 		Example: "  sq cluster info\n  sq --control 10.0.0.1:6060 cluster info -f json",
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := format.json()
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -233,3 +234,14 @@ func (rw *recordWriter) write(m sdk.Message) error {
 }
 
 func (rw *recordWriter) flush() error { return rw.w.Flush() }
+
+// finish flushes rw after a run that ended with err and returns both
+// errors, the flush's only when it is not err again: a failed write to
+// stdout stays in the buffered writer and would otherwise be printed twice.
+func (rw *recordWriter) finish(err error) error {
+	ferr := rw.flush()
+	if ferr == nil || (err != nil && errors.Is(err, ferr)) {
+		return err
+	}
+	return errors.Join(err, ferr)
+}

@@ -59,11 +59,57 @@ func parseFromTime(s string, now time.Time) (int64, error) {
 	}
 	if d, err := time.ParseDuration(s); err == nil {
 		if d > 0 {
-			return 0, fmt.Errorf("--from-time %s: a duration is a time before now and takes a minus sign: -%s", s, s)
+			return 0, positiveDurationError(s)
 		}
 		return max(now.Add(d).UnixMilli(), 0), nil
 	}
+	if err := zonelessTimeError(s); err != nil {
+		return 0, err
+	}
 	return 0, fmt.Errorf("--from-time %q: want %s", s, fromTimeForms)
+}
+
+// positiveDurationError explains a duration without a minus sign. A count
+// of microseconds or nanoseconds (1796079000000000us) is most likely a
+// Unix time in another unit, so its message says which units a Unix time
+// takes; any other is a duration missing its minus sign.
+func positiveDurationError(s string) error {
+	for _, u := range []struct {
+		suffix string
+		perMs  int64
+	}{{"us", 1000}, {"µs", 1000}, {"μs", 1000}, {"ns", 1000_000}} {
+		digits, ok := strings.CutSuffix(s, u.suffix)
+		if !ok || !isDigits(digits) {
+			continue
+		}
+		n, err := strconv.ParseInt(digits, 10, 64)
+		if err != nil {
+			break
+		}
+		return fmt.Errorf("--from-time %s: a Unix time takes the unit s or ms (%dms), and a duration before now takes a minus sign (-%s)",
+			s, n/u.perMs, s)
+	}
+	return fmt.Errorf("--from-time %s: a duration is a time before now and takes a minus sign: -%s", s, strings.TrimPrefix(s, "+"))
+}
+
+// zonelessLayouts are date and time forms without a zone that --from-time
+// refuses with a hint rather than read in an assumed zone.
+var zonelessLayouts = []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02T15:04", "2006-01-02"}
+
+// zonelessTimeError returns the error for a date or time without a zone
+// (RFC 3339 requires one: Z for UTC or an offset), or nil when s is not
+// such a time.
+func zonelessTimeError(s string) error {
+	for _, layout := range zonelessLayouts {
+		t, err := time.Parse(layout, s)
+		if err != nil {
+			continue
+		}
+		utc := t.Format("2006-01-02T15:04:05Z07:00")
+		return fmt.Errorf("--from-time %q: a time needs its zone, as RFC 3339 writes it: %s (UTC) or %s+01:00 (an offset)",
+			s, utc, strings.TrimSuffix(utc, "Z"))
+	}
+	return nil
 }
 
 // bareFromTime applies the rule for a bare number n (the text s).
@@ -75,7 +121,7 @@ func bareFromTime(s string, n int64) (int64, error) {
 		return 0, fmt.Errorf("--from-time %s: a bare number is Unix milliseconds and cannot be negative; for a time before now write a duration such as -1h", s)
 	case n >= bareMillisMin:
 		return n, nil
-	case n >= 100_000_000: // 1973 to 5138 as seconds
+	case n >= 100_000_000 && n < 10_000_000_000: // 1973 to 2286 as seconds, 1970 as ms
 		return 0, fmt.Errorf("--from-time %s: a bare number is ambiguous; looks like seconds — write %ss or %s000ms", s, s, s)
 	}
 	return 0, fmt.Errorf("--from-time %s: a bare number is ambiguous; write its unit: %ss (seconds) or %sms (milliseconds)", s, s, s)

@@ -18,7 +18,7 @@ func newGroupCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "group",
 		Short: "List, describe, reset and delete consumer groups",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
 		},
@@ -47,7 +47,7 @@ func newGroupListCommand(g *globals) *cobra.Command {
 		Use:     "list",
 		Short:   "List consumer groups with their state, members and generation",
 		Example: "  sq group list\n  sq group list -f json",
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := format.json()
 			if err != nil {
@@ -80,7 +80,7 @@ func newGroupDescribeCommand(g *globals) *cobra.Command {
 		Use:     "describe GROUP",
 		Short:   "Show a group's members, assignment, and per partition the committed offset, log end and lag",
 		Example: "  sq group describe billing\n  sq group describe billing -f json",
-		Args:    cobra.ExactArgs(1),
+		Args:    oneGroupName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := format.json()
 			if err != nil {
@@ -140,7 +140,7 @@ func newGroupResetCommand(g *globals) *cobra.Command {
 		Short: "Set a group's committed offsets of a topic (only while the group has no members)",
 		Example: "  sq group reset-offsets billing --topic orders --to earliest\n" +
 			"  sq group reset-offsets billing -t orders --to 1200",
-		Args: cobra.ExactArgs(1),
+		Args: oneGroupName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if topic == "" {
 				return fmt.Errorf("--topic is required")
@@ -187,7 +187,7 @@ func newGroupDeleteCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete GROUP",
 		Short: "Delete a group and its committed offsets (only while it has no members)",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneGroupName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withClient(cmd, g, func(c *sdk.Client) error {
 				if err := c.DeleteGroup(cmd.Context(), args[0]); err != nil {

@@ -57,6 +57,39 @@ func TestInterruptContext(t *testing.T) {
 	}
 }
 
+// TestInterruptStillStopping: a command that has not returned some time
+// after the first SIGINT (a write to a stalled stdout cannot be
+// interrupted) says so and how to exit at once, without exiting.
+func TestInterruptStillStopping(t *testing.T) {
+	var mu sync.Mutex
+	var stderr bytes.Buffer
+	exited := make(chan int, 1)
+	ctx, stop := interruptContextHint(lockedWriter{&mu, &stderr}, func(code int) { exited <- code }, time.Millisecond)
+	defer stop()
+	if err := syscall.Kill(syscall.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-ctx.Done()
+	deadline := time.Now().Add(time.Minute) // guards against a hang only
+	for {
+		mu.Lock()
+		got := stderr.String()
+		mu.Unlock()
+		if strings.Contains(got, "sq: still stopping after 1ms") && strings.Contains(got, "Ctrl-C again exits now") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr %q: no still-stopping line", got)
+		}
+		time.Sleep(time.Millisecond) // polling the buffer, not waiting for a state
+	}
+	select {
+	case code := <-exited:
+		t.Fatalf("exit(%d) without a second signal", code)
+	default:
+	}
+}
+
 func TestExitCode(t *testing.T) {
 	var stderr bytes.Buffer
 	if got := exitCode(context.Background(), nil, &stderr); got != 0 {

@@ -98,6 +98,18 @@ func (e errInterrupted) Error() string { return "interrupted by " + e.sig.String
 // print what was done. A second signal calls exit(130) (143 for SIGTERM)
 // at once, whatever is still running. stop releases the signals.
 func interruptContext(stderr io.Writer, exit func(int)) (ctx context.Context, stop func()) {
+	return interruptContextHint(stderr, exit, stillStoppingAfter)
+}
+
+// stillStoppingAfter is how long after the first SIGINT or SIGTERM sq
+// says that it is still stopping, and how to exit at once: a write to a
+// stdout nobody reads (a stalled pipe) cannot be interrupted, and the
+// first Ctrl-C would otherwise look ignored.
+const stillStoppingAfter = 2 * time.Second
+
+// interruptContextHint is interruptContext with the delay of the "still
+// stopping" line.
+func interruptContextHint(stderr io.Writer, exit func(int), hintAfter time.Duration) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -109,11 +121,19 @@ func interruptContext(stderr io.Writer, exit func(int)) (ctx context.Context, st
 		case <-done:
 			return
 		}
-		select {
-		case s := <-sigs:
-			fmt.Fprintln(stderr, "sq: interrupted again, exiting now")
-			exit(signalExitCode(s))
-		case <-done:
+		hint := time.NewTimer(hintAfter)
+		defer hint.Stop()
+		for {
+			select {
+			case s := <-sigs:
+				fmt.Fprintln(stderr, "sq: interrupted again, exiting now")
+				exit(signalExitCode(s))
+				return
+			case <-hint.C:
+				fmt.Fprintf(stderr, "sq: still stopping after %v (waiting for stdout to be read, or for the server); Ctrl-C again exits now\n", hintAfter)
+			case <-done:
+				return
+			}
 		}
 	}()
 	return ctx, func() {
@@ -193,18 +213,54 @@ func (g *globals) connectTimeout(cmd *cobra.Command) (time.Duration, error) {
 	if v := g.getenv(timeoutEnv); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return 0, fmt.Errorf("%s=%q: want a duration such as 5s or 500ms", timeoutEnv, v)
+			return 0, fmt.Errorf("%s=%q: want %s", timeoutEnv, v, durationForms)
 		}
 		return checkTimeout(timeoutEnv, d)
 	}
 	return checkTimeout("--timeout", g.timeout)
 }
 
+// durationForms is what --timeout and SQ_TIMEOUT accept, for messages.
+const durationForms = "a duration with its unit, such as 5s, 500ms or 1m30s"
+
+// durationFlag is a time.Duration flag whose error for a bad value says
+// what is accepted (pflag's repeats the parser's "missing unit in
+// duration").
+type durationFlag time.Duration
+
+// Set parses a Go duration.
+func (d *durationFlag) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want %s", durationForms)
+	}
+	*d = durationFlag(v)
+	return nil
+}
+
+// String returns the duration as Go writes it (5s).
+func (d *durationFlag) String() string { return time.Duration(*d).String() }
+
+// Type names the flag's values in --help.
+func (d *durationFlag) Type() string { return "duration" }
+
 func checkTimeout(what string, d time.Duration) (time.Duration, error) {
 	if d <= 0 {
 		return 0, fmt.Errorf("%s %v: want a positive duration such as 5s or 500ms", what, d)
 	}
 	return d, nil
+}
+
+// checkEmptyAddrs refuses --server "" and --control "": the SDK would
+// take an empty address for its default and name no address in its errors.
+// Other malformed addresses are refused by the SDK (sdk.ErrBadAddr).
+func checkEmptyAddrs(cmd *cobra.Command) error {
+	for _, f := range []struct{ name, example string }{{"server", defaultServer}, {"control", defaultControl}} {
+		if fl := cmd.Flags().Lookup(f.name); fl != nil && fl.Changed && fl.Value.String() == "" {
+			return fmt.Errorf("--%s is empty: want host:port such as %s", f.name, f.example)
+		}
+	}
+	return nil
 }
 
 func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
@@ -216,9 +272,10 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 			"The broker's data-plane address comes from --server, else from the " + serverEnv + "\n" +
 			"environment variable, else " + defaultServer + ". --timeout (else " + timeoutEnv + ") bounds\n" +
 			"connecting to either plane.",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Version:       buildinfo.Version,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		Version:           buildinfo.Version,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkEmptyAddrs(cmd) },
 	}
 	root.SetVersionTemplate(buildinfo.String("sq") + "\n")
 	root.SetIn(stdin)
@@ -228,7 +285,8 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 		"data-plane address of the SQ server, host:port (env "+serverEnv+"; the flag wins)")
 	root.PersistentFlags().StringVar(&g.control, "control", defaultControl,
 		"gRPC control-plane address of the SQ server, host:port, for topic alter and cluster info (env "+controlEnv+"; the flag wins)")
-	root.PersistentFlags().DurationVar(&g.timeout, "timeout", defaultTimeout,
+	g.timeout = defaultTimeout
+	root.PersistentFlags().Var((*durationFlag)(&g.timeout), "timeout",
 		"bound on connecting to the server plus its handshake (data plane) or first call (control plane), e.g. 2s (env "+timeoutEnv+"; the flag wins)")
 	root.AddCommand(newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g))
 	root.AddCommand(newVersionCommand())
@@ -243,7 +301,7 @@ func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print sq's version, commit and Go version",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintln(cmd.OutOrStdout(), buildinfo.String("sq"))
 			return err
@@ -273,6 +331,10 @@ func connectError(addr string, err error) error {
 	var wp *sdk.WrongProtocolError
 	if errors.As(err, &wp) {
 		return fmt.Errorf("%s; set the address with --server or %s", wp.Message(), serverEnv)
+	}
+	var ae *sdk.AddrError
+	if errors.As(err, &ae) {
+		return fmt.Errorf("%s (set it with --server or %s)", ae.Message(), serverEnv)
 	}
 	var te *sdk.ConnectTimeoutError
 	if errors.As(err, &te) {

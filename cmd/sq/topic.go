@@ -17,7 +17,7 @@ func newTopicCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "topic",
 		Short: "Create, list, describe, alter and delete topics",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
 		},
@@ -91,7 +91,7 @@ func newTopicListCommand(g *globals) *cobra.Command {
 		Use:     "list",
 		Short:   "List topics with their partition counts and settings",
 		Example: "  sq topic list\n  sq topic list -f json",
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := format.json()
 			if err != nil {

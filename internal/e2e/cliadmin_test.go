@@ -190,6 +190,10 @@ func TestCLIWrongPort(t *testing.T) {
 		{[]string{"--server", httpAddr, "group", "list"}, httpAddr + " is not an SQ data plane (it speaks HTTP/1.x; the data plane is on port 6064 by default)"},
 		{[]string{"--control", srv.addr, "cluster", "info"}, srv.addr + " is not an SQ control plane (it speaks SQ's data-plane protocol; the gRPC control plane is on port 6060 by default)"},
 		{[]string{"--control", httpAddr, "topic", "alter", "t", "--retention-ms", "1"}, httpAddr + " is not an SQ control plane (it speaks HTTP/1.x"},
+		// Not host:port: refused before dialing (gRPC would dial port 443).
+		{[]string{"--control", "127.0.0.1", "cluster", "info"}, `address "127.0.0.1" has no port; want host:port such as 127.0.0.1:6060 (set it with --control or SQ_CONTROL)`},
+		{[]string{"--server", "::1", "consume", "-t", "t", "-g", "g"}, `address "::1" has no port (an IPv6 address takes brackets); want host:port such as [::1]:6064 (set it with --server or SQ_SERVER)`},
+		{[]string{"--server", "http://" + srv.addr, "topic", "list"}, `has a scheme (http://); want host:port such as ` + srv.addr},
 	} {
 		r := runSQArgs(t, tc.args...)
 		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestPositionalArguments: a stray argument is named, and a topic given
+// to sq consume as an argument is pointed to -t; a group command without
+// its NAME says so. Nothing is dialed.
+func TestPositionalArguments(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"consume", "orders"}, `sq consume takes no arguments, got "orders": name the topic with -t/--topic: sq consume -t orders`},
+		{[]string{"consume", "-t", "orders", "more"}, `sq consume takes no arguments, got "more" (see --help)`},
+		{[]string{"consume", "a", "b"}, `sq consume takes no arguments, got "a" "b" (see --help)`},
+		{[]string{"topic", "list", "x"}, `sq topic list takes no arguments, got "x" (see --help)`},
+		{[]string{"group", "list", "billing"}, `sq group list takes no arguments, got "billing" (see --help)`},
+		{[]string{"cluster", "info", "now"}, `sq cluster info takes no arguments, got "now" (see --help)`},
+		{[]string{"version", "x"}, `sq version takes no arguments, got "x" (see --help)`},
+		{[]string{"group", "describe"}, `sq group describe takes exactly one group NAME, got 0 arguments (see --help)`},
+		{[]string{"group", "delete", "a", "b"}, `sq group delete takes exactly one group NAME, got 2 arguments (see --help)`},
+		{[]string{"consume", "-t", "orders", "-c", "abc"}, `invalid argument "abc" for "-c, --count" flag: want 0 (no limit) or more, a whole number of records`},
+		{[]string{"consume", "-t", "orders", "-c", "-1"}, `invalid argument "-1" for "-c, --count" flag: want 0 (no limit) or more`},
+		{[]string{"consume", "-t", "orders", "-c", "99999999999999999999"}, `invalid argument "99999999999999999999" for "-c, --count" flag: want 0 (no limit)`},
+		{[]string{"consume", "-t", "orders", "-g", ""}, `--group/-g is empty: give the group's name, or drop -g to read without a group`},
+		{[]string{"group", "reset-offsets", "-t", "orders", "--to", "earliest"}, `sq group reset-offsets takes exactly one group NAME, got 0 arguments`},
+	} {
+		_, err := runSQ(t, map[string]string{"SQ_SERVER": "127.0.0.1:1", "SQ_CONTROL": "127.0.0.1:1"}, tc.args...)
+		if err == nil || err.Error() != tc.want && !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("sq %q: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
