@@ -332,3 +332,38 @@ func TestFloorAboveSizeWarns(t *testing.T) {
 		}
 	}
 }
+
+// TestManyPartitionsOnASmallDisk: on a 16 MiB disk with the automatic
+// floor, the first record of each of 50 partitions of a fresh topic is
+// accepted, and a second round as well: the partitions' first
+// preallocation steps (1 MiB asked) take a share of the room above the
+// floor each instead of the first dozen taking all of it. For several
+// disk sizes and partition counts; with 200 partitions on 16 MiB the
+// first round only (the steps of the first partitions hold most of the
+// room, which later partitions cannot borrow).
+func TestManyPartitionsOnASmallDisk(t *testing.T) {
+	for _, tc := range []struct {
+		capacity      int64
+		parts, rounds int
+	}{{16 << 20, 50, 2}, {16 << 20, 200, 1}, {32 << 20, 100, 2}, {64 << 20, 50, 2}} {
+		t.Run(fmt.Sprintf("%d MiB, %d partitions", tc.capacity>>20, tc.parts), func(t *testing.T) {
+			d := newSmallDisk(tc.capacity)
+			opts := Options{DataDir: t.TempDir(), FS: d, Backend: d, MinFreeBytes: MinFreeAuto, SyncPolicy: "none",
+				DiskFree: func(string) (int64, error) { return d.free(), nil }, Logger: slog.New(slog.DiscardHandler)}
+			e := openTest(t, opts)
+			if _, err := e.CreateTopic("t", tc.parts, TopicConfig{}); err != nil {
+				t.Fatal(err)
+			}
+			for round := range tc.rounds {
+				for p := range tc.parts {
+					if _, err := e.Append(context.Background(), "t", p, mkBatch(t, fmt.Sprintf("record %d of %d", round, p))); err != nil {
+						t.Fatalf("round %d, partition %d, %d bytes free (floor %d): %v", round, p, d.free(), e.MinFreeBytes(), err)
+					}
+				}
+			}
+			if free := d.free(); free < e.MinFreeBytes() {
+				t.Errorf("%d bytes free, below the floor %d", free, e.MinFreeBytes())
+			}
+		})
+	}
+}
