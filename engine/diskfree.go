@@ -58,7 +58,8 @@ type diskFloor struct {
 	avail      atomic.Int64 // bytes free at the last statfs
 	since      atomic.Int64 // bytes admitted since the last statfs
 	refreshing atomic.Bool
-	full       atomic.Bool // below the floor at the last check (for logging)
+	full       atomic.Bool  // a batch was refused and none that size fits yet (for logging)
+	refused    atomic.Int64 // bytes of the last batch refused, while full
 }
 
 // MinFreeAuto as Options.MinFreeBytes asks for the automatic free-space
@@ -103,9 +104,24 @@ func newDiskFloor(opts Options) *diskFloor {
 	if floor <= 0 {
 		return nil
 	}
+	if opts.MinFreeBytes != MinFreeAuto {
+		warnFloorAboveSize(opts, floor)
+	}
 	d := &diskFloor{min: floor, dir: opts.DataDir, free: opts.DiskFree, now: opts.Now, log: opts.Logger}
 	d.refresh(d.now())
 	return d
+}
+
+// warnFloorAboveSize logs a warning when an explicit floor is as large
+// as the data directory's file system: no publish could ever be accepted
+// there, so the operator hears of it at start, not at the first refusal.
+func warnFloorAboveSize(opts Options, floor int64) {
+	st, err := opts.FS.Statfs(opts.DataDir)
+	if err != nil || st.Total <= 0 || floor < st.Total {
+		return
+	}
+	opts.Logger.Warn("free-space floor is not below the size of the data directory's file system; every publish will get DISK_FULL: lower --min-free-bytes or use auto",
+		"data_dir", opts.DataDir, "min_free_bytes", floor, "fs_total_bytes", st.Total)
 }
 
 // MinFreeBytes returns the free-space floor in force, in bytes (0: none):
@@ -182,15 +198,25 @@ func (d *diskFloor) admit(n int, spare func() int64) error {
 	left := d.avail.Load() - d.since.Add(int64(n))
 	if left < d.min {
 		d.since.Add(-int64(n))
+		free := max(left+int64(n), 0)
+		d.refused.Store(int64(n))
 		if d.full.CompareAndSwap(false, true) {
 			d.log.Warn("free disk space below the floor; publishes refused with DISK_FULL",
-				"data_dir", d.dir, "free_bytes", left+int64(n), "min_free_bytes", d.min)
+				"data_dir", d.dir, "free_bytes", free, "batch_bytes", n, "min_free_bytes", d.min)
 		}
-		return api.NewError(api.CodeDiskFull, "%d bytes free on the file system of %s, below the floor of %d bytes (--min-free-bytes)",
-			max(left+int64(n), 0), d.dir, d.min)
+		if free >= d.min {
+			// Above the floor, but not by the size of this batch.
+			return api.NewError(api.CodeDiskFull, "a batch of %d bytes does not fit: %d bytes free on the file system of %s, and the free-space floor is %d bytes (--min-free-bytes); smaller batches may still be accepted",
+				n, free, d.dir, d.min)
+		}
+		return api.NewError(api.CodeDiskFull, "%d bytes free on the file system of %s, below the free-space floor of %d bytes (--min-free-bytes)",
+			free, d.dir, d.min)
 	}
-	if d.full.CompareAndSwap(true, false) {
-		d.log.Info("free disk space above the floor again; publishes accepted", "data_dir", d.dir, "free_bytes", left)
+	// Leave the full state only once a batch as large as the last one
+	// refused would fit as well: a small batch squeezing in above the
+	// floor does not mean publishes are accepted again.
+	if d.full.Load() && left+int64(n)-d.refused.Load() >= d.min && d.full.CompareAndSwap(true, false) {
+		d.log.Info("free disk space above the floor again; publishes accepted", "data_dir", d.dir, "free_bytes", left, "min_free_bytes", d.min)
 	}
 	return nil
 }

@@ -55,8 +55,8 @@
 // system, at most 256 MiB) publishes fail with DISK_FULL before they are
 // queued, unless the batch fits in the space its partition's active
 // segment has allocated already; fetches, commits and topic
-// administration do not consult it. Segment preallocation steps shrink to
-// the room above the floor (segment.Options.AllocRoom). After Open a background scrub verifies every sealed
+// administration do not consult it. Segment preallocation steps take at most
+// an eighth of the room above the floor (segment.Options.AllocRoom). After Open a background scrub verifies every sealed
 // segment (segment.Log.VerifySealed, at Options.ScrubBytesPerSec); a
 // corrupt one fails its partition with PARTITION_FAILED naming the file
 // and byte position, and truncates nothing.

@@ -145,6 +145,8 @@ func TestDiskFloorBytes(t *testing.T) {
 func TestENOSPCMidWrite(t *testing.T) {
 	dir := t.TempDir()
 	opts, fs := faultOptions(dir)
+	var logs syncBuffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	e, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +159,14 @@ func TestENOSPCMidWrite(t *testing.T) {
 	_, err = e.Append(context.Background(), "t", 0, mkBatch(t, strings.Repeat("x", 300), strings.Repeat("y", 300)))
 	if codeOf(err) != api.CodeDiskFull {
 		t.Fatalf("Append with ENOSPC = %v, want DISK_FULL", err)
+	}
+	// The client hears which partition's write failed; the log line
+	// counts the publishes its commit failed.
+	if !strings.Contains(err.Error(), "write to partition t/0: no space left on device") {
+		t.Errorf("DISK_FULL message %q does not name the partition", err)
+	}
+	if !strings.Contains(logs.String(), `msg="append failed" topic=t partition=0 batches=1 err=`) {
+		t.Errorf("log %q lacks the batches of the failed commit", logs.String())
 	}
 	remove()
 	if res := appendValues(t, e, "t", 0, "c"); res.BaseOffset != 2 {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -263,8 +264,11 @@ func (p *partition) commit(pending []*appendReq) {
 			return
 		}
 		// The log end is unchanged; the partition stays writable.
-		finish(storageError("write", err))
-		p.logger.Warn("append failed", "err", err)
+		finish(storageError(fmt.Sprintf("write to partition %s/%d", p.topic, p.id), err))
+		// One line per commit, which fails all its batches: batches says
+		// how many publishes it refused (sq_publish_errors_total counts
+		// each).
+		p.logger.Warn("append failed", "batches", len(pending), "err", err)
 		return
 	}
 	durability := DurabilityWritten

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/ring"
@@ -235,4 +237,133 @@ func slicesAll(b []bool) bool {
 		}
 	}
 	return true
+}
+
+// TestDiskFullMessages: a refused batch's DISK_FULL says what did not fit:
+// the batch, when the free space is above the floor by less than it; the
+// floor, when the free space is below it already. The WARN line carries
+// the batch size too.
+func TestDiskFullMessages(t *testing.T) {
+	for _, tc := range []struct {
+		free, batch int64
+		want        []string
+	}{
+		{1500, 600, []string{"a batch of 600 bytes does not fit: 1500 bytes free on the file system of /d", "floor is 1000 bytes", "smaller batches may still be accepted"}},
+		{1000, 1, []string{"a batch of 1 bytes does not fit: 1000 bytes free"}},
+		{999, 1, []string{"999 bytes free on the file system of /d, below the free-space floor of 1000 bytes (--min-free-bytes)"}},
+		{0, 1 << 20, []string{"0 bytes free on the file system of /d, below the free-space floor of 1000 bytes"}},
+	} {
+		var logs syncBuffer
+		d := &diskFloor{min: 1000, dir: "/d", free: func(string) (int64, error) { return tc.free, nil },
+			now: func() time.Time { return time.Unix(1, 0) }, log: slog.New(slog.NewTextHandler(&logs, nil))}
+		d.refresh(d.now())
+		err := d.admit(int(tc.batch), nil)
+		if codeOf(err) != api.CodeDiskFull {
+			t.Fatalf("free %d, batch %d: admit = %v, want DISK_FULL", tc.free, tc.batch, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("free %d, batch %d: %q lacks %q", tc.free, tc.batch, err, w)
+			}
+		}
+		if w := fmt.Sprintf("batch_bytes=%d min_free_bytes=1000", tc.batch); !strings.Contains(logs.String(), w) {
+			t.Errorf("free %d, batch %d: log %q lacks %q", tc.free, tc.batch, logs.String(), w)
+		}
+	}
+}
+
+// TestDiskFloorLogsEpisodes: the WARN at the first refusal and the INFO
+// "publishes accepted" come once per episode. Small batches that squeeze
+// in above the floor while larger ones are refused do not end it (they
+// would log the pair at every alternation); a batch admitted when one as
+// large as the last refused fits again does. For several sizes.
+func TestDiskFloorLogsEpisodes(t *testing.T) {
+	for _, small := range []int{1, 100, 499} {
+		var logs syncBuffer
+		var free atomic.Int64
+		free.Store(1500)
+		var clock atomic.Int64
+		d := &diskFloor{min: 1000, dir: "/d", free: func(string) (int64, error) { return free.Load(), nil },
+			now: func() time.Time { return time.Unix(0, clock.Load()) }, log: slog.New(slog.NewTextHandler(&logs, nil))}
+		d.refresh(d.now())
+		for range 50 {
+			clock.Add(int64(diskFreeRefresh)) // a fresh statfs each time: 1500 free
+			if err := d.admit(600, nil); codeOf(err) != api.CodeDiskFull {
+				t.Fatalf("admit(600) with 1500 free = %v, want DISK_FULL", err)
+			}
+			clock.Add(int64(diskFreeRefresh))
+			if err := d.admit(small, nil); err != nil {
+				t.Fatalf("admit(%d) with 1500 free: %v", small, err)
+			}
+		}
+		out := logs.String()
+		if w, i := strings.Count(out, "publishes refused"), strings.Count(out, "publishes accepted"); w != 1 || i != 0 {
+			t.Fatalf("small %d: %d WARN and %d INFO lines, want 1 and 0:\n%s", small, w, i, out)
+		}
+		free.Store(1600) // a 600-byte batch fits again
+		for range 3 {
+			clock.Add(int64(diskFreeRefresh))
+			if err := d.admit(small, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i := strings.Count(logs.String(), "publishes accepted"); i != 1 {
+			t.Fatalf("small %d: %d INFO lines once 600 bytes fit again, want 1:\n%s", small, i, logs.String())
+		}
+	}
+}
+
+// TestFloorAboveSizeWarns: an explicit floor at or above the size of the
+// file system is logged at Open (no publish could ever be accepted); a
+// floor below it, auto and 0 are not.
+func TestFloorAboveSizeWarns(t *testing.T) {
+	for _, tc := range []struct {
+		min  int64
+		warn bool
+	}{{64 << 20, true}, {1 << 40, true}, {64<<20 - 1, false}, {MinFreeAuto, false}, {0, false}} {
+		var logs syncBuffer
+		opts := testOptions(t.TempDir())
+		opts.FS, opts.MinFreeBytes = newSmallDisk(64<<20), tc.min
+		opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		e := openTest(t, opts)
+		e.Close()
+		if got := strings.Contains(logs.String(), "every publish will get DISK_FULL"); got != tc.warn {
+			t.Errorf("floor %d on 64 MiB: warned %v, want %v:\n%s", tc.min, got, tc.warn, logs.String())
+		}
+	}
+}
+
+// TestManyPartitionsOnASmallDisk: on a 16 MiB disk with the automatic
+// floor, the first record of each of 50 partitions of a fresh topic is
+// accepted, and a second round as well: the partitions' first
+// preallocation steps (1 MiB asked) take a share of the room above the
+// floor each instead of the first dozen taking all of it. For several
+// disk sizes and partition counts; with 200 partitions on 16 MiB the
+// first round only (the steps of the first partitions hold most of the
+// room, which later partitions cannot borrow).
+func TestManyPartitionsOnASmallDisk(t *testing.T) {
+	for _, tc := range []struct {
+		capacity      int64
+		parts, rounds int
+	}{{16 << 20, 50, 2}, {16 << 20, 200, 1}, {32 << 20, 100, 2}, {64 << 20, 50, 2}} {
+		t.Run(fmt.Sprintf("%d MiB, %d partitions", tc.capacity>>20, tc.parts), func(t *testing.T) {
+			d := newSmallDisk(tc.capacity)
+			opts := Options{DataDir: t.TempDir(), FS: d, Backend: d, MinFreeBytes: MinFreeAuto, SyncPolicy: "none",
+				DiskFree: func(string) (int64, error) { return d.free(), nil }, Logger: slog.New(slog.DiscardHandler)}
+			e := openTest(t, opts)
+			if _, err := e.CreateTopic("t", tc.parts, TopicConfig{}); err != nil {
+				t.Fatal(err)
+			}
+			for round := range tc.rounds {
+				for p := range tc.parts {
+					if _, err := e.Append(context.Background(), "t", p, mkBatch(t, fmt.Sprintf("record %d of %d", round, p))); err != nil {
+						t.Fatalf("round %d, partition %d, %d bytes free (floor %d): %v", round, p, d.free(), e.MinFreeBytes(), err)
+					}
+				}
+			}
+			if free := d.free(); free < e.MinFreeBytes() {
+				t.Errorf("%d bytes free, below the floor %d", free, e.MinFreeBytes())
+			}
+		})
+	}
 }

@@ -70,14 +70,17 @@ func TestPreallocationStepLargerThanFreeSpace(t *testing.T) {
 func TestFitStep(t *testing.T) {
 	const K = 1 << 10
 	for _, tc := range []struct{ alloc, need, size, room, want int64 }{
-		{0, 100, 1 << 20, 1 << 30, 1 << 20},   // room enough: the step as asked
-		{0, 100, 1 << 20, 1 << 20, 1 << 20},   // exactly
-		{0, 100, 1 << 20, 300 * K, 300 * K},   // shrunk to the room
-		{0, 100, 1 << 20, 300*K + 5, 300 * K}, // in whole 4 KiB blocks
-		{0, 100, 1 << 20, 3000, 100},          // less than a block: what the append needs
-		{0, 100, 1 << 20, 0, 100},             // no room: what the append needs
-		{0, 100, 1 << 20, -5 << 20, 100},      // below the floor already
-		{8 << 20, 8<<20 + 10, 16 << 20, 64 * K, 8<<20 + 64*K},
+		{0, 100, 1 << 20, 1 << 30, 1 << 20},     // room enough: the step as asked
+		{0, 100, 1 << 20, 8 << 20, 1 << 20},     // exactly an eighth of the room
+		{0, 100, 1 << 20, 1 << 20, 128 * K},     // shrunk to an eighth of the room
+		{0, 100, 1 << 20, 320 * K, 40 * K},      // an eighth of 320 KiB
+		{0, 100, 1 << 20, 320*K + 5, 40 * K},    // in whole 4 KiB blocks
+		{0, 100, 1 << 20, 300 * K, 36 * K},      // 37.5 KiB, down to whole blocks
+		{0, 100, 1 << 20, 30000, 100},           // an eighth is less than a block: what the append needs
+		{0, 100, 1 << 20, 0, 100},               // no room: what the append needs
+		{0, 100, 1 << 20, -5 << 20, 100},        // below the floor already
+		{0, 200 * K, 1 << 20, 800 * K, 200 * K}, // never below what the append needs
+		{8 << 20, 8<<20 + 10, 16 << 20, 512 * K, 8<<20 + 64*K},
 	} {
 		if got := fitStep(tc.alloc, tc.need, tc.size, tc.room); got != tc.want {
 			t.Errorf("fitStep(alloc %d, need %d, size %d, room %d) = %d, want %d", tc.alloc, tc.need, tc.size, tc.room, got, tc.want)

@@ -82,9 +82,9 @@
 // call with one gather write at the end of the active segment and publishes
 // the new end under a lock; Sync fdatasyncs. The active segment grows by
 // fallocate on demand, in steps that start at 1 MiB (or the append's size)
-// and double the file up to PreallocBytes per step (shrunk to
+// and double the file up to PreallocBytes per step (at most an eighth of
 // Options.AllocRoom, the room above the server's free-space floor, but
-// never below what the append needs), so an empty segment
+// never less than what the append needs), so an empty segment
 // takes no disk space and a large one few remaps; its file is longer than
 // its data and the tail reads as zeros until Close trims it. A segment rolls before it
 // would pass SegmentBytes or overflow its u32 relative offsets or positions;

@@ -3,7 +3,8 @@
 // logs the last of them once with the count it dropped (suppressed=N).
 //
 // A record's kind is its level, its message and the values of a few key
-// attributes (topic, partition, group, file, data_dir by default), from
+// attributes (topic, partition, group, file, path, dir, data_dir by
+// default), from
 // the record or bound with Logger.With. So a disk that fills up logs one
 // line per partition every Window however many publishes it refuses, while
 // a different message, or the same message about another partition, is

@@ -15,8 +15,11 @@ const (
 )
 
 // DefaultKeys are the attribute keys that, with the level and the message,
-// tell one kind of record from another when Options.Keys is nil.
-var DefaultKeys = []string{"topic", "partition", "group", "file", "data_dir"}
+// tell one kind of record from another when Options.Keys is nil: the
+// names of what a line is about (a partition, a group, a file or
+// directory), so that the lines about several of them, such as one per
+// orphaned topic directory at start, all appear.
+var DefaultKeys = []string{"topic", "partition", "group", "file", "path", "dir", "data_dir"}
 
 // Options configure a Handler. The zero value is valid: every field takes
 // its default.

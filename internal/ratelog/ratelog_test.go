@@ -152,6 +152,33 @@ func TestKindsAreSeparate(t *testing.T) {
 	})
 }
 
+// TestPathsAreSeparate: lines about different files or directories (the
+// path, dir and file attributes the server logs, such as one ERROR per
+// topic directory without metadata at start) are all logged; a repeat
+// about the same one is limited.
+func TestPathsAreSeparate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log, h, out := newLogger(Options{})
+		defer h.Flush()
+		for _, k := range []string{"path", "dir", "file"} {
+			log.Error("orphan", k, "/d/a")
+			log.Error("orphan", k, "/d/b")
+			log.Error("orphan", k, "/d/a")
+		}
+		want(t, "paths", out.take(),
+			`level=ERROR msg=orphan path=/d/a`, `level=ERROR msg=orphan path=/d/b`,
+			`level=ERROR msg=orphan dir=/d/a`, `level=ERROR msg=orphan dir=/d/b`,
+			`level=ERROR msg=orphan file=/d/a`, `level=ERROR msg=orphan file=/d/b`,
+		)
+		h.Flush()
+		want(t, "flush", sortLines(out.take()),
+			`level=ERROR msg=orphan dir=/d/a suppressed=1`,
+			`level=ERROR msg=orphan file=/d/a suppressed=1`,
+			`level=ERROR msg=orphan path=/d/a suppressed=1`,
+		)
+	})
+}
+
 // TestOptions: a shorter window and MinLevel INFO; MaxKeys bounds the kinds
 // tracked (beyond it records are logged unlimited).
 func TestOptions(t *testing.T) {
