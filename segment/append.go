@@ -146,6 +146,9 @@ func (l *Log) indexBatches(s *segment, batches [][]byte, pos int64, off uint64) 
 	if len(add) == 0 {
 		return nil
 	}
+	if s.idx == nil {
+		return add // not opened for lack of space (openActiveIndexes): the roll writes it
+	}
 	at := int64(len(s.index)) * indexEntrySize
 	if _, err := l.be.WriteAt(s.idx, [][]byte{encodeIndex(add)}, at); err != nil {
 		l.opts.Logger.Warn("segment: index write failed; it is rewritten at the roll or rebuilt by recovery", "file", s.idxPath, "err", err)
@@ -291,8 +294,10 @@ func (l *Log) roll(old *segment, base uint64) (*segment, error) {
 		dropIndex = true
 		if old.idxFailed {
 			if err := l.writeIndex(old); err != nil {
-				l.opts.Logger.Warn("segment: rewriting an index failed", "file", old.idxPath, "err", err)
-				dropIndex = false
+				l.warnUnwritten(old.idxPath, err)
+				dropIndex = false // kept in memory; rewritePending retries
+			} else {
+				old.idxFailed = false
 			}
 		}
 	}
@@ -341,6 +346,7 @@ func (l *Log) sealOld(old *segment, next uint64) error {
 	if err := l.checkpointLocked(); err != nil {
 		l.opts.Logger.Warn("segment: recovery-point checkpoint at a roll failed", "dir", l.dir, "err", l.files.observe(err))
 	}
+	l.rewritePending()
 	return nil
 }
 

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Sentinel errors. Test with errors.Is: every *CorruptError is ErrCorrupt,
@@ -56,3 +57,11 @@ func (e *OffsetOutOfRangeError) Error() string {
 
 // Is reports whether target is ErrOffsetOutOfRange.
 func (e *OffsetOutOfRangeError) Is(target error) bool { return target == ErrOffsetOutOfRange }
+
+// isNoSpace reports whether err says the file system is full (ENOSPC) or
+// the user's quota is used up (EDQUOT): the two errors after which a file
+// that only caches what the log holds (an index, a time index, the
+// recovery point) is kept in memory and written later instead of failing.
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}

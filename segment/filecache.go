@@ -287,7 +287,9 @@ func (l *Log) settle(s *segment, scanned, last bool) error {
 	if last {
 		return nil
 	}
-	s.index = nil
+	if !s.idxFailed {
+		s.index = nil // the .index file matches; reads map it
+	}
 	if err := l.closeHeld(&s.file); err != nil {
 		return fmt.Errorf("segment: open: %w", err)
 	}

@@ -79,6 +79,9 @@ type Log struct {
 	// from an earlier segment's file (recoverTimeIndex).
 	timeFloor int64
 
+	warnMu    sync.Mutex    // guards unwritten
+	unwritten unwrittenWarn // rate limit of warnUnwritten
+
 	syncMu       sync.Mutex    // serializes Sync, Checkpoint and Close
 	synced       recoveryPoint // last synced position
 	checkpointed recoveryPoint // last recovery point written

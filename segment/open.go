@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -75,31 +76,60 @@ func open(dir string, fsys ring.FS, backend ring.Backend, opts Options) (*Log, e
 		return nil, err
 	}
 	act := l.active()
-	if act.idx == nil {
-		if act.idx, err = l.openHeld(fsys.OpenReadWrite, act.idxPath); err != nil {
-			l.closeFiles()
-			return nil, fmt.Errorf("segment: open: %w", err)
-		}
-	}
-	if act.tidx == nil {
-		if act.tidx, err = l.openHeld(fsys.OpenReadWrite, act.tidxPath); err != nil {
-			l.closeFiles()
-			return nil, fmt.Errorf("segment: open: %w", err)
-		}
+	if err := l.openActiveIndexes(act); err != nil {
+		l.closeFiles()
+		return nil, err
 	}
 	for _, s := range l.segs[:len(l.segs)-1] {
-		s.times = nil // sealed: lookups read the .timeindex file
+		if !s.tidxFailed {
+			s.times = nil // sealed: lookups read the .timeindex file
+		}
 	}
 	if err := l.grow(act, act.end); err != nil {
 		l.closeFiles()
 		return nil, err
 	}
 	if err := l.checkpointLocked(); err != nil {
-		l.closeFiles()
-		return nil, err
+		if !isNoSpace(err) {
+			l.closeFiles()
+			return nil, err
+		}
+		// The recovered data is synced; the old recovery point (or
+		// none) stays, which only makes the next recovery scan more.
+		l.warnUnwritten(filepath.Join(dir, recoveryPointName), err)
 	}
 	l.logStart(rp, found, orphans)
 	return l, nil
+}
+
+// openActiveIndexes opens the active segment's .index and .timeindex
+// for appending. An index file that recovery could not rewrite for lack
+// of space (idxFailed, tidxFailed) may be missing: it is created empty;
+// if even that finds no space, appends keep its entries in memory only
+// (the handle stays nil) and the roll writes the file.
+func (l *Log) openActiveIndexes(act *segment) error {
+	for _, f := range []struct {
+		h      *ring.File
+		path   string
+		failed *bool
+	}{{&act.idx, act.idxPath, &act.idxFailed}, {&act.tidx, act.tidxPath, &act.tidxFailed}} {
+		if *f.h != nil {
+			continue
+		}
+		h, err := l.openHeld(l.fs.OpenReadWrite, f.path)
+		if errors.Is(err, fs.ErrNotExist) && *f.failed {
+			h, err = l.openHeld(l.fs.Create, f.path)
+		}
+		if err != nil && *f.failed && isNoSpace(err) {
+			l.warnUnwritten(f.path, err)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("segment: open: %w", err)
+		}
+		*f.h = h
+	}
+	return nil
 }
 
 // logStart logs where the log starts and ends after Open, at INFO; and at

@@ -123,10 +123,18 @@ func (l *Log) recoverSegment(s *segment, i, rpIdx int, rp recoveryPoint, bases [
 		s.alloc = s.end
 	}
 	if !indexOK || !slices.Equal(s.index, fileIndex) {
-		if err := l.writeIndex(s); err != nil {
+		switch err := l.writeIndex(s); {
+		case err == nil:
+			rewrote = true
+		case isNoSpace(err):
+			// The log is intact and the rebuilt index is in memory:
+			// reads use it, and the file is written later
+			// (rewritePending).
+			l.warnUnwritten(s.idxPath, err)
+			s.idxFailed = true
+		default:
 			return false, err
 		}
-		rewrote = true
 	}
 	above := s.base // first offset above the recovery point
 	switch {

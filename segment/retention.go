@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 )
 
 // SegmentInfo describes one segment, for retention decisions.
@@ -71,9 +72,19 @@ func (l *Log) DeleteSegmentsBefore(offset uint64) (int, error) {
 			return 0, err
 		}
 		if err := l.checkpointLocked(); err != nil {
-			return 0, err
+			if !isNoSpace(err) {
+				return 0, err
+			}
+			// A recovery point in a deleted segment would make Open
+			// report the log corrupt; without one Open scans every
+			// segment, which is slower but as safe. Removing it frees
+			// space, so retention still works on a full disk.
+			if err := l.dropRecoveryPoint(err); err != nil {
+				return 0, err
+			}
 		}
 	}
+	l.rewritePending()
 	l.mu.Lock()
 	doomed := l.segs[:n]
 	l.segs = append([]*segment(nil), l.segs[n:]...)
@@ -125,4 +136,20 @@ func (l *Log) Roll() (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// dropRecoveryPoint removes the recovery-point file (and fsyncs the
+// directory) after writing a new one failed with cause (no space), before
+// retention deletes the segment that the old one names.
+func (l *Log) dropRecoveryPoint(cause error) error {
+	path := filepath.Join(l.dir, recoveryPointName)
+	l.warnUnwritten(path, cause)
+	if err := l.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("segment: delete segments: remove the recovery point after %w: %w", cause, err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("segment: delete segments: remove the recovery point after %w: %w", cause, err)
+	}
+	l.checkpointed = recoveryPoint{}
+	return nil
 }

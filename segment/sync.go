@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 )
 
 // Sync makes everything appended so far durable: it fdatasyncs the active
@@ -50,7 +51,13 @@ func (l *Log) syncLocked() error {
 // Checkpoint writes the recovery point, the last position Sync made
 // durable, so that the next Open scans only what follows it (docs/architecture.md §3.6):
 // tmp file, fsync, rename, fsync of the directory. It does nothing if the
-// synced position has not moved since the last Checkpoint.
+// synced position has not moved since the last Checkpoint. It first writes
+// the index files of sealed segments left in memory by an earlier lack of
+// space (PendingIndexWrites), logging a rate-limited WARN if they still do
+// not fit. When the recovery point does not fit either (ENOSPC, EDQUOT)
+// the error is returned and also logged the same rate-limited way; the
+// Log keeps working (the old recovery point only makes recovery scan
+// more).
 func (l *Log) Checkpoint() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
@@ -60,7 +67,12 @@ func (l *Log) Checkpoint() error {
 	if closed {
 		return ErrClosed
 	}
-	return l.checkpointLocked()
+	l.rewritePending()
+	err := l.checkpointLocked()
+	if isNoSpace(err) {
+		l.warnUnwritten(filepath.Join(l.dir, recoveryPointName), err)
+	}
+	return err
 }
 
 func (l *Log) checkpointLocked() error {

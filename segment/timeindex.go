@@ -158,8 +158,8 @@ func (l *Log) sealTimeIndex(s *segment) bool {
 		return true
 	}
 	if err := l.writeTimeIndex(s, s.times); err != nil {
-		l.opts.Logger.Warn("segment: rewriting a time index failed", "file", s.tidxPath, "err", err)
-		return false
+		l.warnUnwritten(s.tidxPath, err)
+		return false // kept in memory; rewritePending retries
 	}
 	s.tidxFailed = false
 	return true
@@ -247,7 +247,15 @@ func (l *Log) recoverTimeIndex(s *segment, above uint64, last bool) (bool, error
 	}
 	if rewrite {
 		if err := l.writeTimeIndex(s, entries); err != nil {
-			return false, err
+			if !isNoSpace(err) {
+				return false, err
+			}
+			// Kept in memory (OffsetForTime uses s.times) and written
+			// later: at the roll for the last segment (sealTimeIndex),
+			// by rewritePending for the others.
+			l.warnUnwritten(s.tidxPath, err)
+			s.tidxFailed = true
+			rewrite = false
 		}
 	}
 	s.times = entries
