@@ -347,11 +347,14 @@ func (p *partition) syncDirty() {
 }
 
 func (p *partition) checkpoint() {
-	if !p.syncedSinceCkp || p.failed.Load() != nil {
+	if p.failed.Load() != nil || !p.syncedSinceCkp && p.log.PendingIndexWrites() == 0 {
 		return
 	}
 	if err := p.log.Checkpoint(); err != nil {
-		p.logger.Warn("recovery-point checkpoint failed", "err", err)
+		if !errors.Is(err, unix.ENOSPC) && !errors.Is(err, unix.EDQUOT) {
+			// (No space: the log says so itself, rate-limited.)
+			p.logger.Warn("recovery-point checkpoint failed", "err", err)
+		}
 		return
 	}
 	p.syncedSinceCkp = false
