@@ -185,20 +185,29 @@ func (d *diskFloor) allocated(step, needed int64) {
 // DISK_FULL *api.Error (retriable) when the batch fits neither above the
 // floor nor in that allocated space. A batch that fits in the spare
 // space takes nothing from the file system: it is admitted, below the
-// floor too, and not counted against the last statfs figure.
+// floor too, and not counted against the last statfs figure; a larger one
+// is counted for its bytes past the spare space only.
 func (d *diskFloor) admit(n int, spare func() int64) error {
 	if d == nil {
 		return nil
 	}
-	if spare != nil && int64(n) <= spare() {
-		// Written into space allocated (and counted by statfs) already.
-		return nil
+	var sp int64
+	if spare != nil {
+		if sp = spare(); int64(n) <= sp {
+			// Written into space allocated (and counted by statfs) already.
+			return nil
+		}
 	}
+	// Only the part past the spare space takes from the file system:
+	// that is what the segment's preallocation reports as needed
+	// (allocated), so counting the whole batch would count its first
+	// part twice until the next statfs.
+	take := int64(n) - sp
 	d.fresh()
-	left := d.avail.Load() - d.since.Add(int64(n))
+	left := d.avail.Load() - d.since.Add(take)
 	if left < d.min {
-		d.since.Add(-int64(n))
-		free := max(left+int64(n), 0)
+		d.since.Add(-take)
+		free := max(left+take, 0)
 		d.refused.Store(int64(n))
 		if d.full.CompareAndSwap(false, true) {
 			d.log.Warn("free disk space below the floor; publishes refused with DISK_FULL",
@@ -215,7 +224,7 @@ func (d *diskFloor) admit(n int, spare func() int64) error {
 	// Leave the full state only once a batch as large as the last one
 	// refused would fit as well: a small batch squeezing in above the
 	// floor does not mean publishes are accepted again.
-	if d.full.Load() && left+int64(n)-d.refused.Load() >= d.min && d.full.CompareAndSwap(true, false) {
+	if d.full.Load() && left+take-d.refused.Load() >= d.min && d.full.CompareAndSwap(true, false) {
 		d.log.Info("free disk space above the floor again; publishes accepted", "data_dir", d.dir, "free_bytes", left, "min_free_bytes", d.min)
 	}
 	return nil

@@ -221,7 +221,7 @@ func (l *Log) grow(s *segment, need int64) error {
 	}
 	if size > s.alloc {
 		err := l.be.Allocate(s.file, s.alloc, size-s.alloc)
-		if errors.Is(err, syscall.ENOSPC) && size > need {
+		if isNoSpace(err) && size > need {
 			// The step does not fit in the free space; the write may: grow
 			// by what it needs, so a nearly full disk refuses only the
 			// batches that do not fit. The retry covers the same range

@@ -119,3 +119,24 @@ func (l *Log) PendingIndexWrites() int {
 	}
 	return n
 }
+
+// writeActiveIndexes writes the active segment's .index and .timeindex
+// from memory if a write to them failed (idxFailed, tidxFailed), at Close:
+// the handles are closed right after, so replacing the files by rename is
+// safe. Failures are logged (warnUnwritten); Open rebuilds the files.
+func (l *Log) writeActiveIndexes(act *segment) {
+	if act.idxFailed {
+		if err := l.writeIndex(act); err != nil {
+			l.warnUnwritten(act.idxPath, err)
+		} else {
+			act.idxFailed = false
+		}
+	}
+	if act.tidxFailed {
+		if err := l.writeTimeIndex(act, act.times); err != nil {
+			l.warnUnwritten(act.tidxPath, err)
+		} else {
+			act.tidxFailed = false
+		}
+	}
+}

@@ -99,6 +99,10 @@ func (l *Log) checkpointLocked() error {
 
 // Close syncs, trims the active segment's preallocated tail to its real end,
 // writes the recovery point, drops the Log's mappings and closes its files.
+// Index files left in memory by a lack of space (PendingIndexWrites, and
+// the active segment's) are written if they fit now; if they or the
+// recovery point still do not fit, that is logged (the next Open rebuilds
+// them from the synced data), not returned.
 // Views still held stay valid until released. Append must not run
 // concurrently with Close. After a failed sync Close skips the trim and the
 // checkpoint, closes everything and returns the sync error.
@@ -124,6 +128,15 @@ func (l *Log) Close() error {
 		}
 		if err == nil {
 			err = l.checkpointLocked()
+			if isNoSpace(err) {
+				// The data is synced: only the next recovery scans more.
+				l.warnUnwritten(filepath.Join(l.dir, recoveryPointName), err)
+				err = nil
+			}
+		}
+		if err == nil {
+			l.rewritePending()
+			l.writeActiveIndexes(act)
 		}
 	}
 	errs := []error{err}
