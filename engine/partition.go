@@ -351,7 +351,7 @@ func (p *partition) checkpoint() {
 		return
 	}
 	if err := p.log.Checkpoint(); err != nil {
-		if !errors.Is(err, unix.ENOSPC) && !errors.Is(err, unix.EDQUOT) {
+		if codeOfStorage(err) != api.CodeDiskFull {
 			// (No space: the log says so itself, rate-limited.)
 			p.logger.Warn("recovery-point checkpoint failed", "err", err)
 		}
@@ -441,11 +441,15 @@ func (p *partition) fetch(ctx context.Context, offset uint64, maxBytes int, maxW
 	}
 }
 
-// storageError maps an I/O error to the catalog: ENOSPC is DISK_FULL
-// (retriable once space returns), anything else STORAGE_ERROR.
+// storageError maps an I/O error to the catalog: ENOSPC and EDQUOT (the
+// user's quota is used up) are DISK_FULL (retriable once space returns),
+// anything else STORAGE_ERROR.
 func storageError(op string, err error) *api.Error {
 	if errors.Is(err, unix.ENOSPC) {
 		return api.NewError(api.CodeDiskFull, "%s: no space left on device", op)
+	}
+	if errors.Is(err, unix.EDQUOT) {
+		return api.NewError(api.CodeDiskFull, "%s: disk quota exceeded", op)
 	}
 	var e *api.Error
 	if errors.As(err, &e) {
@@ -453,6 +457,9 @@ func storageError(op string, err error) *api.Error {
 	}
 	return api.NewError(api.CodeStorageError, "%s: %v", op, err)
 }
+
+// codeOfStorage is the catalog code storageError gives err.
+func codeOfStorage(err error) api.Code { return storageError("", err).Code }
 
 func (p *partition) info() PartitionInfo {
 	pi := PartitionInfo{Partition: p.id, HighWatermark: p.hw.Load()}
