@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +166,120 @@ func TestSmallExt4DiskDefaults(t *testing.T) {
 	for p := range parts {
 		if got := fetchValues(ctx, t, c, "small", uint32(p)); !slicesEqual(got, acked[p]) {
 			t.Fatalf("after a restart, partition %d: %d records read, %d acknowledged", p, len(got), len(acked[p]))
+		}
+	}
+}
+
+// TestSmallExt4DiskRestartWhenFull: on a 32 MiB ext4 volume filled to the
+// last block (no free-space floor, then a ballast file), sq-server is
+// killed with SIGKILL, sealed segments' .index and .timeindex files are
+// deleted, and it restarts with no free byte: every partition opens
+// (/readyz 200), every acknowledged record reads back, and a WARN says the
+// index files could not be written. Once the ballast is removed, publishes
+// succeed and a clean stop writes the index files.
+func TestSmallExt4DiskRestartWhenFull(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	mnt := mountExt4(t, 32)
+	data := filepath.Join(mnt, "data")
+	srv := startServer(t, data, "--min-free-bytes", "0", "--max-batch-bytes", "262144", "--max-record-bytes", "131072", "--segment-bytes", "1048576")
+	c := dialT(ctx, t, srv.addr)
+	const parts = 2
+	if _, err := c.CreateTopic(ctx, "full", parts, sdk.TopicConfig{SyncPolicy: "every-batch"}); err != nil {
+		t.Fatal(err)
+	}
+	const recs, valueBytes = 8, 16 << 10
+	acked := make([][]string, parts)
+	full := make([]bool, parts)
+	for i := 0; !full[0] || !full[1]; i++ {
+		p := i % parts
+		if full[p] {
+			continue
+		}
+		values := make([]string, recs)
+		for j := range values {
+			values[j] = fmt.Sprintf("%d-%06d-%s", p, len(acked[p])+j, strings.Repeat("v", valueBytes-20))
+		}
+		switch _, err := publishValues(ctx, c, "full", uint32(p), values...); {
+		case err == nil:
+			acked[p] = append(acked[p], values...)
+		case errors.Is(err, api.ErrDiskFull):
+			full[p] = true
+		default:
+			t.Fatalf("partition %d: publish %d: %v, want success or DISK_FULL", p, i, err)
+		}
+		if i > 10000 {
+			t.Fatal("no DISK_FULL on a 32 MiB volume")
+		}
+	}
+	c.Close()
+	ballastPath := filepath.Join(mnt, "ballast")
+	ballast(t, ballastPath, 0)
+	srv.kill()
+	var removed []string
+	for p, suffix := range []string{".index", ".timeindex"} {
+		names, err := filepath.Glob(filepath.Join(data, "topics", "full", strconv.Itoa(p), "*"+suffix))
+		if err != nil || len(names) < 3 {
+			t.Fatalf("partition %d: %d %s files, want at least 3 (%v)", p, len(names), suffix, err)
+		}
+		for _, name := range names[:2] { // sealed
+			if err := os.Remove(name); err != nil {
+				t.Fatal(err)
+			}
+			removed = append(removed, name)
+		}
+	}
+	ballast(t, ballastPath+"2", 0) // the space the deleted files freed
+	if free := freeBytes(t, mnt); free != 0 {
+		t.Logf("%d bytes free for unprivileged users before the restart", free)
+	}
+
+	srv = startServer(t, data, srv.extra...)
+	_, httpAddr := controlAddrs(t, srv)
+	for deadline := time.Now().Add(startTimeout); ; time.Sleep(10 * time.Millisecond) {
+		code, body := httpBody(t, "http://"+httpAddr+"/readyz")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz = %d on a full disk: %s\nlog:\n%s", code, body, srv.log)
+		}
+	}
+	c = dialT(ctx, t, srv.addr)
+	for p := range parts {
+		if got := fetchValues(ctx, t, c, "full", uint32(p)); !slicesEqual(got, acked[p]) {
+			t.Fatalf("on a full disk, partition %d: %d records read, %d acknowledged", p, len(got), len(acked[p]))
+		}
+	}
+	if !strings.Contains(srv.log.String(), "could not write an index file") {
+		t.Errorf("no WARN about index files not written; log:\n%s", srv.log)
+	}
+
+	for _, b := range []string{ballastPath, ballastPath + "2"} {
+		if err := os.Remove(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	values := []string{"after-1", "after-2"}
+	for p := range parts {
+		if _, err := publishValues(ctx, c, "full", uint32(p), values...); err != nil {
+			t.Fatalf("partition %d: publish after space was freed: %v", p, err)
+		}
+		acked[p] = append(acked[p], values...)
+	}
+	c.Close()
+	srv = srv.restart(t)
+	for _, name := range removed {
+		if _, err := os.Stat(name); err != nil {
+			t.Errorf("%s not written back after space was freed: %v", name, err)
+		}
+	}
+	c = dialT(ctx, t, srv.addr)
+	defer c.Close()
+	for p := range parts {
+		if got := fetchValues(ctx, t, c, "full", uint32(p)); !slicesEqual(got, acked[p]) {
+			t.Fatalf("after a clean restart, partition %d: %d records read, %d acknowledged", p, len(got), len(acked[p]))
 		}
 	}
 }
