@@ -229,3 +229,11 @@ func (d *diskFloor) admit(n int, spare func() int64) error {
 	}
 	return nil
 }
+
+// released counts n bytes of preallocated space given back to the file
+// system (reclaimSpare) as free in the last statfs figure, until the next
+// statfs sees them (ext4 may show freed blocks only after its journal
+// commits).
+func (d *diskFloor) released(n int64) {
+	d.avail.Add(n)
+}

@@ -38,6 +38,7 @@ type Engine struct {
 	files *segment.FileCache // open segment files and mappings of every partition
 
 	disk      *diskFloor    // nil: no free-space floor
+	reclaim   reclaimer     // gives back preallocated space for refused publishes
 	scrubDone chan struct{} // closed when the scrub of sealed segments ends
 
 	bg sync.WaitGroup // the retention goroutine
@@ -450,7 +451,14 @@ func (e *Engine) enqueueBatch(ctx context.Context, topicName string, partition i
 		return nil, 0, api.NewError(api.CodeCorruptBatch, "%v", err)
 	}
 	if err := e.disk.admit(len(b), p.spare); err != nil {
-		return nil, 0, err
+		// Other partitions' preallocated space may hold the room: give
+		// it back and try once more.
+		if !e.reclaimSpare(ctx, p) {
+			return nil, 0, err
+		}
+		if err := e.disk.admit(len(b), p.spare); err != nil {
+			return nil, 0, err
+		}
 	}
 	req, err := p.enqueue(ctx, b, h.RecordCount, prev)
 	if err != nil {

@@ -53,6 +53,9 @@ type partition struct {
 	// clamps requests to bound append times by the clock.
 	rolls  chan chan rollResult
 	clamps chan chan rollResult
+	// releases asks the append goroutine to give back preallocated
+	// space (reclaim.go); the answer is the bytes released.
+	releases chan chan int64
 
 	// Owned by the append goroutine.
 	dirty          bool // written since the last sync
@@ -80,6 +83,7 @@ func newPartition(topic string, id int, dir string, log *segment.Log, policy Syn
 		reqs:          make(chan *appendReq, appendQueueLen),
 		rolls:         make(chan chan rollResult),
 		clamps:        make(chan chan rollResult),
+		releases:      make(chan chan int64),
 		stop:          make(chan struct{}),
 		done:          make(chan struct{}),
 	}
@@ -189,6 +193,8 @@ func (p *partition) run() {
 			r <- p.rollNow()
 		case r := <-p.clamps:
 			r <- p.clampNow()
+		case r := <-p.releases:
+			r <- p.releaseNow()
 		case <-tick:
 			p.syncDirty()
 		case <-p.policyChanged:
