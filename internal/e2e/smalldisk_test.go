@@ -174,7 +174,7 @@ func TestSmallExt4DiskDefaults(t *testing.T) {
 // last block (no free-space floor, then a ballast file), sq-server is
 // killed with SIGKILL, sealed segments' .index and .timeindex files are
 // deleted, and it restarts with no free byte: every partition opens
-// (/readyz 200), every acknowledged record reads back, and a WARN says the
+// (/readyz 200, not degraded), every acknowledged record reads back, and a WARN says the
 // index files could not be written. Once the ballast is removed, publishes
 // succeed and a clean stop writes the index files.
 func TestSmallExt4DiskRestartWhenFull(t *testing.T) {
@@ -240,6 +240,9 @@ func TestSmallExt4DiskRestartWhenFull(t *testing.T) {
 	for deadline := time.Now().Add(startTimeout); ; time.Sleep(10 * time.Millisecond) {
 		code, body := httpBody(t, "http://"+httpAddr+"/readyz")
 		if code == http.StatusOK {
+			if strings.Contains(body, "degraded") {
+				t.Fatalf("/readyz on a full disk: %s\nlog:\n%s", body, srv.log)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
