@@ -36,9 +36,13 @@ import (
 //   - an index that disagrees with its log or is implausible (missing,
 //     empty, torn, not increasing, pointing past the data, times zero,
 //     going back or in the future) is rebuilt from the log, by temp file
-//     and rename.
+//     and rename. If that finds no space (ENOSPC, EDQUOT) the rebuilt
+//     index stays in memory, serving reads, and the file is written by a
+//     later Checkpoint, roll, DeleteSegmentsBefore or Close (a WARN, at
+//     most one a minute, says so); PendingIndexWrites counts them.
 //
-// The recovered data is then fdatasynced and a new recovery point written.
+// The recovered data is then fdatasynced and a new recovery point written
+// (skipped with a WARN when it finds no space: the old one stays valid).
 //
 // Running out of file descriptors (EMFILE, ENFILE) fails Open with an error
 // wrapping ErrResources, recorded in opts.Files (FileStats.Err).

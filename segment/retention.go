@@ -84,7 +84,6 @@ func (l *Log) DeleteSegmentsBefore(offset uint64) (int, error) {
 			}
 		}
 	}
-	l.rewritePending()
 	l.mu.Lock()
 	doomed := l.segs[:n]
 	l.segs = append([]*segment(nil), l.segs[n:]...)
@@ -111,6 +110,7 @@ func (l *Log) DeleteSegmentsBefore(offset uint64) (int, error) {
 	if err := errors.Join(errs...); err != nil {
 		return n, fmt.Errorf("segment: delete segments before offset %d: %w", offset, err)
 	}
+	l.rewritePending() // the space just freed may hold them
 	return n, nil
 }
 
