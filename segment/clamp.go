@@ -54,7 +54,8 @@ func (l *Log) ClampAppendTimes(nowMs int64) (bool, error) {
 
 // clampSegment rewrites the time index of s (active: the last segment)
 // with its entries after nowMs replaced by one entry at nowMs, and
-// publishes the new times.
+// publishes the new times. Without space for the file (ENOSPC, EDQUOT)
+// the clamped entries are kept in memory and written later.
 func (l *Log) clampSegment(s *segment, active bool, nowMs int64) error {
 	l.mu.RLock()
 	entries, count, oldMax := s.times, s.next-s.base, s.maxAppend
@@ -76,10 +77,18 @@ func (l *Log) clampSegment(s *segment, active bool, nowMs int64) error {
 		}
 		kept = append(kept, e)
 	}
-	if err := l.writeTimeIndex(s, kept); err != nil {
+	switch err := l.writeTimeIndex(s, kept); {
+	case isNoSpace(err):
+		// Clamped in memory; the file is written later (at the roll for
+		// the active segment, by rewritePending for a sealed one).
+		l.warnUnwritten(s.tidxPath, err)
+		inMemory = true
+		l.mu.Lock()
+		s.tidxFailed = true
+		l.mu.Unlock()
+	case err != nil:
 		return err
-	}
-	if active {
+	case active:
 		l.reopenTimeIndex(s)
 	}
 	l.opts.Logger.Warn("segment: append times in the future (the clock was ahead); clamped to the clock",

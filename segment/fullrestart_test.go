@@ -300,3 +300,54 @@ func TestUnwrittenWarnRateLimited(t *testing.T) {
 		t.Fatalf("PendingIndexWrites = %d after space came back, want 0", got)
 	}
 }
+
+// TestClampAppendTimesOnFullDisk: append times in the future are clamped
+// on a full disk too: in memory at once (segments and lookups by time say
+// the clock's time), in the files once space is back.
+func TestClampAppendTimesOnFullDisk(t *testing.T) {
+	const t0 = 1_700_000_000_000
+	root := t.TempDir()
+	dir := filepath.Join(root, "p")
+	fsys := faultfs.New(root, nil)
+	now := int64(t0 + 10*365*24*3600*1000)
+	opts := smallOptions()
+	opts.Now = fixedClock(&now)
+	l, err := Open(dir, fsys, fsys.Backend(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timedLog(t, l, 30, now) // appended while the clock was ahead; several segments
+	segs := l.Segments()
+	if len(segs) < 3 {
+		t.Fatalf("%d segments; the test wants several", len(segs))
+	}
+	now = t0
+	free := fullDisk(fsys, syscall.ENOSPC, false)
+	if changed, err := l.ClampAppendTimes(now); err != nil || !changed {
+		t.Fatalf("ClampAppendTimes on a full disk = %v, %v; want true, nil", changed, err)
+	}
+	for _, s := range l.Segments() {
+		if s.MaxAppendTime != now {
+			t.Fatalf("segment %d dated up to %d; want %d", s.BaseOffset, s.MaxAppendTime, now)
+		}
+	}
+	if off, ts := l.OffsetForTime(now); off != 0 || ts != now {
+		t.Fatalf("OffsetForTime(now) = %d, %d; want 0, %d", off, ts, now)
+	}
+	free()
+	if err := l.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.PendingIndexWrites(); n != 0 {
+		t.Fatalf("PendingIndexWrites = %d after space came back", n)
+	}
+	for _, s := range segs[:len(segs)-1] {
+		entries, _, _, err := readTimeIndexFile(fsys, timeIndexPath(dir, s.BaseOffset), s.NextOffset-s.BaseOffset, anyTime)
+		if err != nil || len(entries) == 0 || entries[len(entries)-1].ts != now {
+			t.Fatalf("time index of segment %d: %v, %v; want clamped to %d", s.BaseOffset, entries, err, now)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
