@@ -172,8 +172,13 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 	if f.mode != "produce" && f.consumers < 1 {
 		errs = append(errs, fmt.Errorf("--consumers must be at least 1 in %s mode, got %d", f.mode, f.consumers))
 	}
-	if f.recordSize < 0 || f.keys < 0 || f.rate < 0 || f.count < 0 {
-		errs = append(errs, errors.New("--record-size, --keys, --rate and --count must not be negative"))
+	for _, n := range []struct {
+		name string
+		v    float64
+	}{{"record-size", float64(f.recordSize)}, {"keys", float64(f.keys)}, {"rate", f.rate}, {"count", float64(f.count)}} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("--%s must not be negative, got %v", n.name, n.v))
+		}
 	}
 	if f.count == 0 && f.duration <= 0 {
 		errs = append(errs, errors.New("give a positive --duration or --count"))
@@ -245,6 +250,9 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 		return err
 	}
 	defer admin.Close()
+	if err := checkBenchRecordSize(f, admin.Limits()); err != nil {
+		return err
+	}
 	created, err := prepareBenchTopic(ctx, admin, &f)
 	if err != nil {
 		return err
@@ -320,6 +328,25 @@ func benchFailure(addr string, res *BenchResult, first error) error {
 		return fmt.Errorf("%d of %d records not acknowledged: %w", res.SentRecords-res.PublishedRecords, res.SentRecords, why)
 	}
 	return fmt.Errorf("%d records failed: %w", res.Errors, why)
+}
+
+// checkBenchRecordSize refuses, before anything is created or sent, a
+// --record-size whose records (value plus the longest key of --keys) are
+// over the server's record limit: the run could send none of them.
+func checkBenchRecordSize(f benchFlags, lim sdk.Limits) error {
+	keyLen := 0
+	if f.keys > 0 {
+		keyLen = len(fmt.Sprintf("key-%d", f.keys-1))
+	}
+	maxRecord := int64(lim.MaxRecordBytes)
+	if size := int64(f.recordSize) + int64(keyLen); size > maxRecord {
+		keys := ""
+		if keyLen > 0 {
+			keys = fmt.Sprintf(" plus a key of up to %d bytes", keyLen)
+		}
+		return fmt.Errorf("--record-size %d%s is over the server's record limit of %d bytes (key, value and headers; sq-server --max-record-bytes): give at most --record-size %d", f.recordSize, keys, maxRecord, maxRecord-int64(keyLen))
+	}
+	return nil
 }
 
 // prepareBenchTopic creates the topic (a fresh name unless --topic is

@@ -460,7 +460,10 @@ func (b *benchRun) startSampler(ctx context.Context) (stop func()) {
 		defer tick.Stop()
 		var lastP, lastC int64
 		next := start.Add(sampleEvery)
-		nextLine, lineP := start.Add(progressLineEvery), int64(0)
+		// The last progress line's time and count: the rate of a line is
+		// over the time since then, and a late tick (a loaded machine)
+		// prints one line, not a burst of lines at 0 records/s.
+		lineAt, lineP := start, int64(0)
 		sample := func(now time.Time) {
 			p, c := b.produced.Load(), b.consumed.Load()
 			b.mu.Lock()
@@ -479,10 +482,10 @@ func (b *benchRun) startSampler(ctx context.Context) (stop func()) {
 				if bar != nil {
 					b.updateBar(bar, now.Sub(start), b.produced.Load(), b.consumed.Load())
 				}
-				if b.lines != nil && !now.Before(nextLine) {
+				if b.lines != nil && now.Sub(lineAt) >= progressLineEvery {
 					p := b.produced.Load()
-					b.printProgressLine(now.Sub(start), p, float64(p-lineP)/progressLineEvery.Seconds())
-					nextLine, lineP = nextLine.Add(progressLineEvery), p
+					b.printProgressLine(now.Sub(start), p, float64(p-lineP)/now.Sub(lineAt).Seconds())
+					lineAt, lineP = now, p
 				}
 				if now.Before(next) {
 					continue
