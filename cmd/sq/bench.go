@@ -298,7 +298,7 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 	if err != nil {
 		// Ctrl-C (context.Canceled, not printed) or a producer or
 		// consumer that could not start; the partial results are out.
-		return connectError(addr, err)
+		return benchRunError(addr, err)
 	}
 	if f.jsonFile != "" {
 		if err := writeBenchJSON(f.jsonFile, res); err != nil {
@@ -314,6 +314,18 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 		return benchFailure(addr, res, b.firstError())
 	}
 	return nil
+}
+
+// benchRunError is the error of a run that stopped early: with many
+// producers or consumers, one of them that could not connect is named
+// ("producer 417 of 1000 could not connect: no answer from ...") so the
+// message does not read as if the server were unreachable for all.
+func benchRunError(addr string, err error) error {
+	var ce *benchConnectError
+	if errors.As(err, &ce) && ce.of > 1 {
+		return fmt.Errorf("%s %d of %d could not connect: %w", ce.who, ce.id, ce.of, connectError(addr, ce.err))
+	}
+	return connectError(addr, err)
 }
 
 // benchFailure is the error of a run in which records failed: how many of

@@ -207,7 +207,7 @@ func (b *benchRun) producer(ctx, pctx context.Context, id int, n int64, start ti
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("producer %d: %w", id, err)
+		return &benchConnectError{who: "producer", id: id, of: b.f.producers, err: err}
 	}
 	sched := benchSchedule{rate: b.f.rate, producers: b.f.producers, id: id}
 	keys := benchKeys(b.f.keys, id)
@@ -331,7 +331,7 @@ func (b *benchRun) startConsumers(ctx context.Context) (*benchConsumers, error) 
 		c, err := sdk.Dial(ctx, sdk.ClientConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-consumer-%d", i), DialTimeout: b.timeout})
 		if err != nil {
 			bc.close()
-			return nil, fmt.Errorf("consumer %d: %w", i, err)
+			return nil, &benchConnectError{who: "consumer", id: i, of: b.f.consumers, err: err}
 		}
 		bc.clients = append(bc.clients, c)
 	}
@@ -552,3 +552,17 @@ func (b *benchRun) printProgressLine(elapsed time.Duration, p int64, rate float6
 	fmt.Fprintf(b.lines, "sq bench %s: %.1fs: %s (%s records/s)\n",
 		b.f.mode, elapsed.Seconds(), b.progressText(p, b.consumed.Load()), commas(rate))
 }
+
+// benchConnectError is the failure of one of a run's producers or
+// consumers to connect; the others may have connected and worked.
+type benchConnectError struct {
+	who    string // "producer" or "consumer"
+	id, of int    // which one, of how many
+	err    error
+}
+
+func (e *benchConnectError) Error() string {
+	return fmt.Sprintf("%s %d: %v", e.who, e.id, e.err)
+}
+
+func (e *benchConnectError) Unwrap() error { return e.err }

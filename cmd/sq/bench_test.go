@@ -287,3 +287,20 @@ func TestBenchRecordSizeCheckedAgainstServerLimit(t *testing.T) {
 		}
 	}
 }
+
+// With many producers, the one that could not connect is named; with one,
+// the message is the connection error as for any command.
+func TestBenchRunErrorNamesTheWorker(t *testing.T) {
+	conn := fmt.Errorf("%w: 127.0.0.1:6064: dial tcp: connection refused", sdk.ErrConnection)
+	err := benchRunError("127.0.0.1:6064", &benchConnectError{who: "producer", id: 417, of: 1000, err: conn})
+	if want := "producer 417 of 1000 could not connect: cannot reach the SQ server at 127.0.0.1:6064"; !strings.HasPrefix(err.Error(), want) || !errors.Is(err, sdk.ErrConnection) {
+		t.Fatalf("error %q, want it to start %q and wrap sdk.ErrConnection", err, want)
+	}
+	err = benchRunError("127.0.0.1:6064", &benchConnectError{who: "producer", id: 0, of: 1, err: conn})
+	if want := "cannot reach the SQ server at 127.0.0.1:6064"; !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("error %q, want it to start %q", err, want)
+	}
+	if err := benchRunError("a:1", context.Canceled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Ctrl-C: %v, want context.Canceled", err)
+	}
+}
