@@ -58,8 +58,9 @@ server's record limit is refused before anything is sent.
 
 Keys and headers: -k/--key gives every record that key (-k '' an empty
 key). --key-separator S splits each record at the first S: key before, value
-after (a record without S has no key); -k and --key-separator cannot be
-combined. -H/--header name=value (repeatable; "name=" is an empty value)
+after (a record without S has no key); S takes the escapes of --delimiter,
+as kcat's -K takes those of -D ('\t' is a tab, '\\' a backslash); -k and
+--key-separator cannot be combined. -H/--header name=value (repeatable; "name=" is an empty value)
 adds the header to every record.
 
 Placement: records are sent in chunks of up to 4096 records or about 1 MiB,
@@ -100,7 +101,7 @@ func newProduceCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.file, "file", "", "read records from this file instead of stdin (- for stdin)")
 	fl.StringVar(&f.valueFile, "value-file", "", "send this whole file as one record, byte for byte (- for stdin)")
 	fl.StringVar(&f.delimiter, "delimiter", "", `split the input at this delimiter instead of a newline: bytes and the escapes \n \t \r \0 \\ \xNN; several bytes allowed`)
-	fl.StringVar(&f.keySeparator, "key-separator", "", "split each record at the first occurrence of this string: key before, value after (a record without it has no key)")
+	fl.StringVar(&f.keySeparator, "key-separator", "", `split each record at the first occurrence of this separator: key before, value after (a record without it has no key); the escapes of --delimiter apply ('\t' is a tab)`)
 	fl.StringVarP(&f.key, "key", "k", "", "key of every record (not with --key-separator)")
 	fl.StringArrayVarP(&f.headers, "header", "H", nil, "header name=value added to every record (repeatable; name= is an empty value)")
 	fl.IntVarP(&f.partition, "partition", "p", -1, "send every record to this partition; -1 spreads keyless records and places keyed ones by the hash of the key (other negatives are refused)")
@@ -133,12 +134,19 @@ func (f produceFlags) check(cmd *cobra.Command) (produceInput, error) {
 		}
 		in.delim = d
 	}
-	in.sep = []byte(f.keySeparator)
+	sepGiven := cmd.Flags().Changed("key-separator")
+	if sepGiven {
+		sep, err := parseKeySeparator(f.keySeparator)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		in.sep = sep
+	}
 	keyGiven := cmd.Flags().Changed("key")
 	if keyGiven {
 		in.key = []byte(f.key)
 	}
-	if keyGiven && f.keySeparator != "" {
+	if keyGiven && sepGiven {
 		errs = append(errs, errors.New("give either -k/--key (one key for every record) or --key-separator (a key per record), not both"))
 	}
 	for _, h := range f.headers {

@@ -458,6 +458,19 @@ func TestCLIProduceKeysHeadersDelimitersValueFile(t *testing.T) {
 			}
 		}
 	})
+	t.Run("key separator escapes", func(t *testing.T) {
+		sqOK(t, srv.addr, nil, "topic", "create", "tsv", "--partitions", "1")
+		sqOK(t, srv.addr, []byte("user-1\t{\"a\":1}\nno tab here\n\tempty key\nk\\tliteral\n"), "produce", "-t", "tsv", "--key-separator", `\t`)
+		recs := consumeAll(t, srv.addr, "tsv")
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.key(t)+"|"+r.value(t))
+		}
+		want := []string{`user-1|{"a":1}`, "<nil>|no tab here", "|empty key", `<nil>|k\tliteral`}
+		if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+			t.Fatalf("--key-separator '\\t': key|value %q, want %q", got, want)
+		}
+	})
 	t.Run("value file", func(t *testing.T) {
 		sqOK(t, srv.addr, nil, "topic", "create", "blob", "--partitions", "1")
 		data := make([]byte, 300_000)
@@ -506,6 +519,10 @@ func TestCLIProduceKeysHeadersDelimitersValueFile(t *testing.T) {
 			{[]string{"--value-file", big}, "record limit of"},
 			{[]string{"--value-file", "-", "--delimiter", `\0`}, "--delimiter does not apply"},
 			{[]string{"--value-file", filepath.Join(t.TempDir(), "missing")}, "--value-file: open"},
+			{[]string{"--value-file", t.TempDir()}, "is a directory; give a file"},
+			{[]string{"--file", t.TempDir()}, "is a directory; give a file"},
+			{[]string{"--key-separator", ""}, "--key-separator must not be empty"},
+			{[]string{"--key-separator", `\q`}, `--key-separator "\\q": unknown escape \q`},
 		} {
 			stderr := sqFails(t, srv.addr, []byte("x"), append([]string{"produce", "-t", "refuse"}, tc.args...)...)
 			if !strings.Contains(stderr, tc.want) || !strings.HasPrefix(stderr, "sq: ") {
