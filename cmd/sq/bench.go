@@ -295,11 +295,13 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 	res, err := b.run(ctx)
 	res.BenchConditions = cond
 	printBench(g.stdout, res)
-	if err != nil {
-		// Ctrl-C (context.Canceled, not printed) or a producer or
-		// consumer that could not start; the partial results are out.
+	if err != nil && !res.Interrupted {
+		// A producer or consumer that could not start; the partial
+		// results are out.
 		return benchRunError(addr, err)
 	}
+	// After Ctrl-C the partial results go to --json (with
+	// "interrupted": true) and --plot as well.
 	if f.jsonFile != "" {
 		if err := writeBenchJSON(f.jsonFile, res); err != nil {
 			return err
@@ -309,6 +311,9 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 		if err := writeBenchPlot(f.plotFile, res); err != nil {
 			return err
 		}
+	}
+	if err != nil {
+		return err // Ctrl-C: context.Canceled, not printed
 	}
 	if res.Errors > 0 {
 		return benchFailure(addr, res, b.firstError())

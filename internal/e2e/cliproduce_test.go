@@ -313,11 +313,13 @@ func benchProgress(t *testing.T, c *cliProc) {
 }
 
 // Killing the server under `sq bench produce --count <big>`, then Ctrl-C:
-// the partial results are printed and sq exits with status 130.
+// the partial results are printed, written to --json with "interrupted":
+// true, and sq exits with status 130.
 func TestCLIBenchInterruptAfterServerDied(t *testing.T) {
 	srv := startServer(t, t.TempDir())
 	grpcAddr, _ := controlAddrs(t, srv)
-	c := startCLI(t, srv.addr, nil, "--control", grpcAddr, "bench", "produce", "--count", "2000000000")
+	jsonFile := filepath.Join(t.TempDir(), "partial.json")
+	c := startCLI(t, srv.addr, nil, "--control", grpcAddr, "bench", "produce", "--count", "2000000000", "--json", jsonFile)
 	benchProgress(t, c)
 	if strings.Contains(c.stderr.String(), "consumed") {
 		t.Fatalf("produce-mode progress mentions consumers:\n%s", c.stderr)
@@ -335,6 +337,16 @@ func TestCLIBenchInterruptAfterServerDied(t *testing.T) {
 	}
 	if strings.Contains(out, "consumed") || strings.Contains(out, "consume ") {
 		t.Fatalf("produce-mode results mention consumers:\n%s", out)
+	}
+	data, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatalf("--json after Ctrl-C: %v", err)
+	}
+	var res struct {
+		Interrupted bool `json:"interrupted"`
+	}
+	if err := json.Unmarshal(data, &res); err != nil || !res.Interrupted {
+		t.Fatalf("--json after Ctrl-C: interrupted %v (%v), want true:\n%s", res.Interrupted, err, data)
 	}
 }
 
