@@ -405,7 +405,7 @@ func benchConditions(f benchFlags, lim sdk.Limits) BenchConditions {
 		Topic:           f.topic,
 		RecordSizeBytes: f.recordSize,
 		BatchBytes:      min(f.batchBytes, int(lim.MaxBatchBytes)),
-		LingerMs:        float64(f.linger) / float64(time.Millisecond),
+		LingerMs:        float64(max(f.linger, 0)) / float64(time.Millisecond), // 0 and below: none
 		InFlight:        f.inFlight,
 		BufferBytes:     f.bufferBytes,
 		SyncPolicy:      f.syncPolicy,

@@ -304,3 +304,16 @@ func TestBenchRunErrorNamesTheWorker(t *testing.T) {
 		t.Fatalf("Ctrl-C: %v, want context.Canceled", err)
 	}
 }
+
+// A negative --linger sends at once, as 0 does: the conditions say 0 ms,
+// not a negative linger.
+func TestBenchConditionsNegativeLingerIsNone(t *testing.T) {
+	for _, l := range []time.Duration{-time.Second, 0} {
+		if c := benchConditions(benchFlags{mode: "produce", linger: l}, sdk.Limits{}); c.LingerMs != 0 {
+			t.Errorf("--linger %v: conditions linger %v ms, want 0", l, c.LingerMs)
+		}
+	}
+	if c := benchConditions(benchFlags{mode: "produce", linger: 5 * time.Millisecond}, sdk.Limits{}); c.LingerMs != 5 {
+		t.Errorf("--linger 5ms: conditions linger %v ms", c.LingerMs)
+	}
+}
