@@ -142,6 +142,11 @@ func (f produceFlags) check(cmd *cobra.Command) (produceInput, error) {
 		}
 		in.sep = sep
 	}
+	if len(in.sep) > 0 && len(in.delim) > 0 && bytes.Contains(in.sep, in.delim) {
+		// The delimiter ends a record before the separator can be seen:
+		// every record would go out without a key.
+		errs = append(errs, fmt.Errorf("--key-separator %q contains the record delimiter %q, so no record can contain it; give a separator without the delimiter (or another --delimiter)", in.sep, in.delim))
+	}
 	keyGiven := cmd.Flags().Changed("key")
 	if keyGiven {
 		in.key = []byte(f.key)
