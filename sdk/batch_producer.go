@@ -227,8 +227,13 @@ func (bp *BatchProducer) Send(ctx context.Context, topic string, key, value []by
 // the topic name is empty or unknown (api.ErrUnknownTopic), the record is
 // over the server's maxRecordBytes (api.ErrMessageTooLarge), the producer is
 // closed (ErrClosed), the buffer is full and ErrorOnFull is set
-// (ErrBufferFull), or ctx ends while Send waits for buffer space.
+// (ErrBufferFull), or ctx has ended (ctx.Err(), also when buffer space is
+// free, so a loop of sends stops at Ctrl-C) or ends while Send waits for
+// buffer space.
 func (bp *BatchProducer) SendMessage(ctx context.Context, m ProducerMessage) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if m.Topic == "" {
 		return api.NewError(api.CodeInvalidTopicName, "empty topic name")
 	}

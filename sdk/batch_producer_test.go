@@ -420,3 +420,37 @@ func TestBatchProducerPipelinedRetryKeepsOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchProducerSendStopsAtCanceledContext checks that Send refuses a
+// record once its context has ended, also with buffer space free, so a
+// loop of sends stops at Ctrl-C: before, only a Send waiting for space
+// noticed, and a producer kept up with the server ignored the interrupt.
+func TestBatchProducerSendStopsAtCanceledContext(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 2)
+	bp := newTestBatchProducer(t, s, func(c *BatchProducerConfig) { c.Linger = time.Hour })
+	if err := bp.Send(testCtx(t), "t", nil, []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	buffered := bp.Buffered()
+	ctx, cancel := context.WithCancel(testCtx(t))
+	cancel()
+	for _, m := range []ProducerMessage{
+		{Topic: "t", Value: []byte("after")},
+		{Topic: "t", Key: []byte("k"), Value: []byte("keyed")},
+		{Topic: "other", Value: []byte("unknown topic, not looked up")},
+	} {
+		if err := bp.SendMessage(ctx, m); !errors.Is(err, context.Canceled) {
+			t.Fatalf("SendMessage(%q) with a canceled context: %v, want context.Canceled", m.Value, err)
+		}
+	}
+	if got := bp.Buffered(); got != buffered {
+		t.Fatalf("Buffered() = %d after refused sends, want %d (nothing queued)", got, buffered)
+	}
+	if err := bp.Flush(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(s.records("t", 0)) + len(s.records("t", 1)); got != 1 {
+		t.Fatalf("%d records stored, want the 1 sent before the cancel", got)
+	}
+}

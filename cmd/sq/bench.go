@@ -172,8 +172,13 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 	if f.mode != "produce" && f.consumers < 1 {
 		errs = append(errs, fmt.Errorf("--consumers must be at least 1 in %s mode, got %d", f.mode, f.consumers))
 	}
-	if f.recordSize < 0 || f.keys < 0 || f.rate < 0 || f.count < 0 {
-		errs = append(errs, errors.New("--record-size, --keys, --rate and --count must not be negative"))
+	for _, n := range []struct {
+		name string
+		v    float64
+	}{{"record-size", float64(f.recordSize)}, {"keys", float64(f.keys)}, {"rate", f.rate}, {"count", float64(f.count)}} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("--%s must not be negative, got %v", n.name, n.v))
+		}
 	}
 	if f.count == 0 && f.duration <= 0 {
 		errs = append(errs, errors.New("give a positive --duration or --count"))
@@ -245,6 +250,9 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 		return err
 	}
 	defer admin.Close()
+	if err := checkBenchRecordSize(f, admin.Limits()); err != nil {
+		return err
+	}
 	created, err := prepareBenchTopic(ctx, admin, &f)
 	if err != nil {
 		return err
@@ -287,11 +295,13 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 	res, err := b.run(ctx)
 	res.BenchConditions = cond
 	printBench(g.stdout, res)
-	if err != nil {
-		// Ctrl-C (context.Canceled, not printed) or a producer or
-		// consumer that could not start; the partial results are out.
-		return connectError(addr, err)
+	if err != nil && !res.Interrupted {
+		// A producer or consumer that could not start; the partial
+		// results are out.
+		return benchRunError(addr, err)
 	}
+	// After Ctrl-C the partial results go to --json (with
+	// "interrupted": true) and --plot as well.
 	if f.jsonFile != "" {
 		if err := writeBenchJSON(f.jsonFile, res); err != nil {
 			return err
@@ -302,10 +312,25 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 			return err
 		}
 	}
+	if err != nil {
+		return err // Ctrl-C: context.Canceled, not printed
+	}
 	if res.Errors > 0 {
 		return benchFailure(addr, res, b.firstError())
 	}
 	return nil
+}
+
+// benchRunError is the error of a run that stopped early: with many
+// producers or consumers, one of them that could not connect is named
+// ("producer 417 of 1000 could not connect: no answer from ...") so the
+// message does not read as if the server were unreachable for all.
+func benchRunError(addr string, err error) error {
+	var ce *benchConnectError
+	if errors.As(err, &ce) && ce.of > 1 {
+		return fmt.Errorf("%s %d of %d could not connect: %w", ce.who, ce.id, ce.of, connectError(addr, ce.err))
+	}
+	return connectError(addr, err)
 }
 
 // benchFailure is the error of a run in which records failed: how many of
@@ -320,6 +345,25 @@ func benchFailure(addr string, res *BenchResult, first error) error {
 		return fmt.Errorf("%d of %d records not acknowledged: %w", res.SentRecords-res.PublishedRecords, res.SentRecords, why)
 	}
 	return fmt.Errorf("%d records failed: %w", res.Errors, why)
+}
+
+// checkBenchRecordSize refuses, before anything is created or sent, a
+// --record-size whose records (value plus the longest key of --keys) are
+// over the server's record limit: the run could send none of them.
+func checkBenchRecordSize(f benchFlags, lim sdk.Limits) error {
+	keyLen := 0
+	if f.keys > 0 {
+		keyLen = len(fmt.Sprintf("key-%d", f.keys-1))
+	}
+	maxRecord := int64(lim.MaxRecordBytes)
+	if size := int64(f.recordSize) + int64(keyLen); size > maxRecord {
+		keys := ""
+		if keyLen > 0 {
+			keys = fmt.Sprintf(" plus a key of up to %d bytes", keyLen)
+		}
+		return fmt.Errorf("--record-size %d%s is over the server's record limit of %d bytes (key, value and headers; sq-server --max-record-bytes): give at most --record-size %d", f.recordSize, keys, maxRecord, maxRecord-int64(keyLen))
+	}
+	return nil
 }
 
 // prepareBenchTopic creates the topic (a fresh name unless --topic is
@@ -361,7 +405,7 @@ func benchConditions(f benchFlags, lim sdk.Limits) BenchConditions {
 		Topic:           f.topic,
 		RecordSizeBytes: f.recordSize,
 		BatchBytes:      min(f.batchBytes, int(lim.MaxBatchBytes)),
-		LingerMs:        float64(f.linger) / float64(time.Millisecond),
+		LingerMs:        float64(max(f.linger, 0)) / float64(time.Millisecond), // 0 and below: none
 		InFlight:        f.inFlight,
 		BufferBytes:     f.bufferBytes,
 		SyncPolicy:      f.syncPolicy,

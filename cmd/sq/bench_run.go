@@ -207,7 +207,7 @@ func (b *benchRun) producer(ctx, pctx context.Context, id int, n int64, start ti
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("producer %d: %w", id, err)
+		return &benchConnectError{who: "producer", id: id, of: b.f.producers, err: err}
 	}
 	sched := benchSchedule{rate: b.f.rate, producers: b.f.producers, id: id}
 	keys := benchKeys(b.f.keys, id)
@@ -331,7 +331,7 @@ func (b *benchRun) startConsumers(ctx context.Context) (*benchConsumers, error) 
 		c, err := sdk.Dial(ctx, sdk.ClientConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-consumer-%d", i), DialTimeout: b.timeout})
 		if err != nil {
 			bc.close()
-			return nil, fmt.Errorf("consumer %d: %w", i, err)
+			return nil, &benchConnectError{who: "consumer", id: i, of: b.f.consumers, err: err}
 		}
 		bc.clients = append(bc.clients, c)
 	}
@@ -460,7 +460,10 @@ func (b *benchRun) startSampler(ctx context.Context) (stop func()) {
 		defer tick.Stop()
 		var lastP, lastC int64
 		next := start.Add(sampleEvery)
-		nextLine, lineP := start.Add(progressLineEvery), int64(0)
+		// The last progress line's time and count: the rate of a line is
+		// over the time since then, and a late tick (a loaded machine)
+		// prints one line, not a burst of lines at 0 records/s.
+		lineAt, lineP := start, int64(0)
 		sample := func(now time.Time) {
 			p, c := b.produced.Load(), b.consumed.Load()
 			b.mu.Lock()
@@ -479,10 +482,10 @@ func (b *benchRun) startSampler(ctx context.Context) (stop func()) {
 				if bar != nil {
 					b.updateBar(bar, now.Sub(start), b.produced.Load(), b.consumed.Load())
 				}
-				if b.lines != nil && !now.Before(nextLine) {
+				if b.lines != nil && now.Sub(lineAt) >= progressLineEvery {
 					p := b.produced.Load()
-					b.printProgressLine(now.Sub(start), p, float64(p-lineP)/progressLineEvery.Seconds())
-					nextLine, lineP = nextLine.Add(progressLineEvery), p
+					b.printProgressLine(now.Sub(start), p, float64(p-lineP)/now.Sub(lineAt).Seconds())
+					lineAt, lineP = now, p
 				}
 				if now.Before(next) {
 					continue
@@ -549,3 +552,17 @@ func (b *benchRun) printProgressLine(elapsed time.Duration, p int64, rate float6
 	fmt.Fprintf(b.lines, "sq bench %s: %.1fs: %s (%s records/s)\n",
 		b.f.mode, elapsed.Seconds(), b.progressText(p, b.consumed.Load()), commas(rate))
 }
+
+// benchConnectError is the failure of one of a run's producers or
+// consumers to connect; the others may have connected and worked.
+type benchConnectError struct {
+	who    string // "producer" or "consumer"
+	id, of int    // which one, of how many
+	err    error
+}
+
+func (e *benchConnectError) Error() string {
+	return fmt.Sprintf("%s %d: %v", e.who, e.id, e.err)
+}
+
+func (e *benchConnectError) Unwrap() error { return e.err }

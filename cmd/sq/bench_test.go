@@ -54,7 +54,9 @@ func TestBenchFlagsCheckedBeforeTheRun(t *testing.T) {
 		args []string
 		want string // in the error; "" means the flags are valid
 	}{
-		{"negative count", []string{"--count", "-1"}, "must not be negative"},
+		{"negative count", []string{"--count", "-1"}, "--count must not be negative, got -1"},
+		{"negative rate", []string{"--rate", "-0.5"}, "--rate must not be negative, got -0.5"},
+		{"negative record size", []string{"--record-size", "-3"}, "--record-size must not be negative, got -3"},
 		{"json dir missing", []string{"--json", filepath.Join(dir, "no", "r.json")}, "--json: directory of"},
 		{"plot is a directory", []string{"--plot", dir}, "--plot: " + dir + " is a directory"},
 		{"count 0 means duration", []string{"--count", "0", "--duration", "1s", "--json", filepath.Join(dir, "r.json")}, ""},
@@ -257,5 +259,61 @@ func TestBenchJSONProduceHasNoConsumed(t *testing.T) {
 	}
 	if strings.Contains(string(data), "consum") {
 		t.Fatalf("produce-mode JSON mentions consumers:\n%s", data)
+	}
+}
+
+// A --record-size the server cannot store is refused before the run:
+// before, sq bench created its topic and failed at the first record, or
+// ran out of memory allocating a value of 100 GB.
+func TestBenchRecordSizeCheckedAgainstServerLimit(t *testing.T) {
+	lim := sdk.Limits{MaxRecordBytes: 1 << 20}
+	for _, tc := range []struct {
+		size, keys int
+		want       string // "" for accepted
+	}{
+		{0, 0, ""},
+		{1 << 20, 0, ""},
+		{1<<20 - 6, 20, ""}, // "key-19" is 6 bytes
+		{1<<20 + 1, 0, "--record-size 1048577 is over the server's record limit of 1048576 bytes"},
+		{1 << 20, 20, "--record-size 1048576 plus a key of up to 6 bytes is over the server's record limit of 1048576 bytes (key, value and headers; sq-server --max-record-bytes): give at most --record-size 1048570"},
+		{99_999_999_999, 0, "give at most --record-size 1048576"},
+	} {
+		err := checkBenchRecordSize(benchFlags{recordSize: tc.size, keys: tc.keys}, lim)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("--record-size %d --keys %d: %v, want accepted", tc.size, tc.keys, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("--record-size %d --keys %d: %v, want %q", tc.size, tc.keys, err, tc.want)
+		}
+	}
+}
+
+// With many producers, the one that could not connect is named; with one,
+// the message is the connection error as for any command.
+func TestBenchRunErrorNamesTheWorker(t *testing.T) {
+	conn := fmt.Errorf("%w: 127.0.0.1:6064: dial tcp: connection refused", sdk.ErrConnection)
+	err := benchRunError("127.0.0.1:6064", &benchConnectError{who: "producer", id: 417, of: 1000, err: conn})
+	if want := "producer 417 of 1000 could not connect: cannot reach the SQ server at 127.0.0.1:6064"; !strings.HasPrefix(err.Error(), want) || !errors.Is(err, sdk.ErrConnection) {
+		t.Fatalf("error %q, want it to start %q and wrap sdk.ErrConnection", err, want)
+	}
+	err = benchRunError("127.0.0.1:6064", &benchConnectError{who: "producer", id: 0, of: 1, err: conn})
+	if want := "cannot reach the SQ server at 127.0.0.1:6064"; !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("error %q, want it to start %q", err, want)
+	}
+	if err := benchRunError("a:1", context.Canceled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Ctrl-C: %v, want context.Canceled", err)
+	}
+}
+
+// A negative --linger sends at once, as 0 does: the conditions say 0 ms,
+// not a negative linger.
+func TestBenchConditionsNegativeLingerIsNone(t *testing.T) {
+	for _, l := range []time.Duration{-time.Second, 0} {
+		if c := benchConditions(benchFlags{mode: "produce", linger: l}, sdk.Limits{}); c.LingerMs != 0 {
+			t.Errorf("--linger %v: conditions linger %v ms, want 0", l, c.LingerMs)
+		}
+	}
+	if c := benchConditions(benchFlags{mode: "produce", linger: 5 * time.Millisecond}, sdk.Limits{}); c.LingerMs != 5 {
+		t.Errorf("--linger 5ms: conditions linger %v ms", c.LingerMs)
 	}
 }

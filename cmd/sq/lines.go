@@ -135,6 +135,22 @@ func parseDelimiter(s string) ([]byte, error) {
 	if s == "" {
 		return nil, errors.New("--delimiter must not be empty (the default is a newline)")
 	}
+	return parseEscapes("--delimiter", s)
+}
+
+// parseKeySeparator reads the --key-separator argument as parseDelimiter
+// reads --delimiter (as kcat's -K takes the format of its -D): '\t' is a
+// tab, so tab-separated input splits as a user expects.
+func parseKeySeparator(s string) ([]byte, error) {
+	if s == "" {
+		return nil, errors.New("--key-separator must not be empty (leave it out for records without keys)")
+	}
+	return parseEscapes("--key-separator", s)
+}
+
+// parseEscapes reads s, the argument of flag: literal bytes with the
+// escapes of delimiterEscapes.
+func parseEscapes(flag, s string) ([]byte, error) {
 	var out []byte
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -143,7 +159,7 @@ func parseDelimiter(s string) ([]byte, error) {
 			continue
 		}
 		if i+1 == len(s) {
-			return nil, fmt.Errorf("--delimiter %q ends in a lone backslash; escapes: %s", s, delimiterEscapes)
+			return nil, fmt.Errorf("%s %q ends in a lone backslash; escapes: %s", flag, s, delimiterEscapes)
 		}
 		i++
 		switch s[i] {
@@ -159,16 +175,16 @@ func parseDelimiter(s string) ([]byte, error) {
 			out = append(out, '\\')
 		case 'x':
 			if i+3 > len(s) {
-				return nil, fmt.Errorf("--delimiter %q: \\x needs two hex digits", s)
+				return nil, fmt.Errorf("%s %q: \\x needs two hex digits", flag, s)
 			}
 			v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
 			if err != nil {
-				return nil, fmt.Errorf("--delimiter %q: \\x needs two hex digits, got %q", s, s[i+1:i+3])
+				return nil, fmt.Errorf("%s %q: \\x needs two hex digits, got %q", flag, s, s[i+1:i+3])
 			}
 			out = append(out, byte(v))
 			i += 2
 		default:
-			return nil, fmt.Errorf("--delimiter %q: unknown escape \\%c; escapes: %s", s, s[i], delimiterEscapes)
+			return nil, fmt.Errorf("%s %q: unknown escape \\%c; escapes: %s", flag, s, s[i], delimiterEscapes)
 		}
 	}
 	return out, nil

@@ -214,3 +214,47 @@ func TestOffsetRangesFirst(t *testing.T) {
 		t.Errorf("first(10) = %q", got)
 	}
 }
+
+// --key-separator takes the escapes of --delimiter: '\t' used to be the
+// two bytes backslash and t, so tab-separated input was sent without keys
+// and no error said so.
+func TestParseKeySeparator(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{in: `\t`, want: "\t"},
+		{in: ":", want: ":"},
+		{in: `::`, want: "::"},
+		{in: `\\`, want: `\`},
+		{in: `\x1f`, want: "\x1f"},
+		{in: `\0`, want: "\x00"},
+		{in: "", err: "--key-separator must not be empty"},
+		{in: `\`, err: `--key-separator "\\" ends in a lone backslash`},
+		{in: `\q`, err: `--key-separator "\\q": unknown escape \q`},
+		{in: `\xZ`, err: `--key-separator "\\xZ": \x needs two hex digits`},
+	} {
+		got, err := parseKeySeparator(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("parseKeySeparator(%q) = %q, %v; want an error with %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || string(got) != tc.want {
+			t.Errorf("parseKeySeparator(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	k, v := splitKey([]byte("user-1\t{\"a\":1}"), mustKeySeparator(t, `\t`))
+	if string(k) != "user-1" || string(v) != `{"a":1}` {
+		t.Fatalf(`split at '\t': key %q value %q`, k, v)
+	}
+}
+
+func mustKeySeparator(t *testing.T, s string) []byte {
+	t.Helper()
+	sep, err := parseKeySeparator(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sep
+}

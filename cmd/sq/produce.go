@@ -58,8 +58,9 @@ server's record limit is refused before anything is sent.
 
 Keys and headers: -k/--key gives every record that key (-k '' an empty
 key). --key-separator S splits each record at the first S: key before, value
-after (a record without S has no key); -k and --key-separator cannot be
-combined. -H/--header name=value (repeatable; "name=" is an empty value)
+after (a record without S has no key); S takes the escapes of --delimiter,
+as kcat's -K takes those of -D ('\t' is a tab, '\\' a backslash); -k and
+--key-separator cannot be combined. -H/--header name=value (repeatable; "name=" is an empty value)
 adds the header to every record.
 
 Placement: records are sent in chunks of up to 4096 records or about 1 MiB,
@@ -97,10 +98,10 @@ func newProduceCommand(g *globals) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.topic, "topic", "t", "", "topic to produce to (required)")
-	fl.StringVar(&f.file, "file", "", "read records from this file instead of stdin")
+	fl.StringVar(&f.file, "file", "", "read records from this file instead of stdin (- for stdin)")
 	fl.StringVar(&f.valueFile, "value-file", "", "send this whole file as one record, byte for byte (- for stdin)")
 	fl.StringVar(&f.delimiter, "delimiter", "", `split the input at this delimiter instead of a newline: bytes and the escapes \n \t \r \0 \\ \xNN; several bytes allowed`)
-	fl.StringVar(&f.keySeparator, "key-separator", "", "split each record at the first occurrence of this string: key before, value after (a record without it has no key)")
+	fl.StringVar(&f.keySeparator, "key-separator", "", `split each record at the first occurrence of this separator: key before, value after (a record without it has no key); the escapes of --delimiter apply ('\t' is a tab)`)
 	fl.StringVarP(&f.key, "key", "k", "", "key of every record (not with --key-separator)")
 	fl.StringArrayVarP(&f.headers, "header", "H", nil, "header name=value added to every record (repeatable; name= is an empty value)")
 	fl.IntVarP(&f.partition, "partition", "p", -1, "send every record to this partition; -1 spreads keyless records and places keyed ones by the hash of the key (other negatives are refused)")
@@ -133,12 +134,24 @@ func (f produceFlags) check(cmd *cobra.Command) (produceInput, error) {
 		}
 		in.delim = d
 	}
-	in.sep = []byte(f.keySeparator)
+	sepGiven := cmd.Flags().Changed("key-separator")
+	if sepGiven {
+		sep, err := parseKeySeparator(f.keySeparator)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		in.sep = sep
+	}
+	if len(in.sep) > 0 && len(in.delim) > 0 && bytes.Contains(in.sep, in.delim) {
+		// The delimiter ends a record before the separator can be seen:
+		// every record would go out without a key.
+		errs = append(errs, fmt.Errorf("--key-separator %q contains the record delimiter %q, so no record can contain it; give a separator without the delimiter (or another --delimiter)", in.sep, in.delim))
+	}
 	keyGiven := cmd.Flags().Changed("key")
 	if keyGiven {
 		in.key = []byte(f.key)
 	}
-	if keyGiven && f.keySeparator != "" {
+	if keyGiven && sepGiven {
 		errs = append(errs, errors.New("give either -k/--key (one key for every record) or --key-separator (a key per record), not both"))
 	}
 	for _, h := range f.headers {
@@ -190,25 +203,23 @@ func runProduce(cmd *cobra.Command, g *globals, f produceFlags) error {
 	if err != nil {
 		return err
 	}
+	addr := g.addr(cmd)
+	ctx := cmd.Context()
 	in := g.stdin
-	if f.file != "" {
-		fh, err := os.Open(f.file)
+	for _, o := range []struct{ flag, path string }{{"file", f.file}, {"value-file", pin.valueFile}} {
+		if o.path == "" || o.path == "-" {
+			continue
+		}
+		fh, err := openInput(ctx, o.flag, o.path)
 		if err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintf(g.stderr, "sq: interrupted while opening --%s %s (a FIFO without a writer?): nothing was sent to %s\n", o.flag, o.path, addr)
+			}
 			return err
 		}
 		defer fh.Close()
 		in = fh
 	}
-	if pin.valueFile != "" && pin.valueFile != "-" {
-		fh, err := os.Open(pin.valueFile)
-		if err != nil {
-			return fmt.Errorf("--value-file: %w", err)
-		}
-		defer fh.Close()
-		in = fh
-	}
-	addr := g.addr(cmd)
-	ctx := cmd.Context()
 	timeout, err := g.connectTimeout(cmd)
 	if err != nil {
 		return err
@@ -245,6 +256,44 @@ func runProduce(cmd *cobra.Command, g *globals, f produceFlags) error {
 	runErr := s.run(ctx, src)
 	fmt.Fprintln(g.stdout, s.summary(info.Partitions))
 	return s.result(ctx, runErr)
+}
+
+// openInput opens the input file named by --flag, before sq connects: a
+// directory or a file that cannot be opened is refused with the flag's
+// name. Opening a FIFO waits for a writer; ctx (Ctrl-C) ends that wait,
+// and then the error is ctx's.
+func openInput(ctx context.Context, flag, path string) (*os.File, error) {
+	type opened struct {
+		fh  *os.File
+		err error
+	}
+	done := make(chan opened, 1)
+	abandoned := make(chan struct{})
+	go func() {
+		fh, err := os.Open(path)
+		select {
+		case done <- opened{fh, err}:
+		case <-abandoned:
+			if fh != nil {
+				fh.Close()
+			}
+		}
+	}()
+	var o opened
+	select {
+	case o = <-done:
+	case <-ctx.Done():
+		close(abandoned)
+		return nil, ctx.Err()
+	}
+	if o.err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, o.err)
+	}
+	if st, err := o.fh.Stat(); err == nil && st.IsDir() {
+		o.fh.Close()
+		return nil, fmt.Errorf("--%s %s is a directory; give a file (or - for stdin)", flag, path)
+	}
+	return o.fh, nil
 }
 
 // produceSession sends the records of one `sq produce` run.
@@ -489,9 +538,12 @@ func (s *produceSession) result(ctx context.Context, runErr error) error {
 		notAcked = s.notAcked()
 	}
 	if ctx.Err() != nil {
-		if notAcked == nil {
+		switch {
+		case notAcked == nil && s.sent == 0:
+			fmt.Fprintf(s.stderr, "sq: interrupted: no records were sent to %s\n", s.addr)
+		case notAcked == nil:
 			fmt.Fprintf(s.stderr, "sq: interrupted: all %d record%s sent to %s acknowledged; the input after them was not sent\n", s.sent, plural(s.sent), s.addr)
-		} else {
+		default:
 			fmt.Fprintf(s.stderr, "sq: interrupted: %v\n", notAcked)
 		}
 		return ctx.Err()
@@ -517,6 +569,10 @@ func (s *produceSession) notAcked() error {
 	switch {
 	case errors.Is(s.firstErr, sdk.ErrConnection):
 		why = fmt.Errorf("server %s unreachable: %w", s.addr, s.firstErr)
+	case errors.Is(s.firstErr, sdk.ErrDeliveryTimeout):
+		// A server that accepts connections but does not answer (stopped,
+		// overloaded): name it, as for one that cannot be reached.
+		why = fmt.Errorf("server %s did not acknowledge them in time: %w", s.addr, s.firstErr)
 	case errors.Is(s.firstErr, context.Canceled):
 		why = fmt.Errorf("the send to %s was interrupted; they may or may not be stored", s.addr)
 	default:

@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/sdk"
@@ -29,6 +33,19 @@ func TestProduceFlagsCheckedBeforeConnecting(t *testing.T) {
 		{[]string{"--value-file", "f", "--file", "g", "--key-separator", ":"}, []string{"--file does not apply", "--key-separator does not apply"}},
 		{[]string{"-p", "-3", "-H", "x", "--delimiter", ""}, []string{"--partition -3", "\nsq: -H \"x\"", "\nsq: --delimiter must not be empty"}},
 		{[]string{"-p", "-1", "-k", "", "-H", "a=", "-H", "b=c=d", "--delimiter", `\r\n`}, nil},
+		{[]string{"--file", "-"}, nil},
+		{[]string{"--key-separator", `\t`}, nil},
+		{[]string{"--key-separator", ""}, []string{"--key-separator must not be empty"}},
+		{[]string{"--key-separator", `\y`, "--delimiter", `\y`}, []string{`--key-separator "\\y": unknown escape`, `--delimiter "\\y": unknown escape`}},
+		{[]string{"-k", "", "--key-separator", ":"}, []string{"not both"}},
+		{[]string{"--key-separator", `\n`}, []string{`--key-separator "\n" contains the record delimiter "\n", so no record can contain it`}},
+		{[]string{"--key-separator", `a\0b`, "--delimiter", `\0`}, []string{`--key-separator "a\x00b" contains the record delimiter "\x00"`}},
+		{[]string{"--key-separator", ":", "--delimiter", "::"}, nil},
+		{[]string{"--value-file", "-"}, nil},
+		{[]string{"--file", os.TempDir()}, []string{"--file " + os.TempDir() + " is a directory; give a file (or - for stdin)"}},
+		{[]string{"--value-file", os.TempDir()}, []string{"--value-file " + os.TempDir() + " is a directory"}},
+		{[]string{"--file", "/nonexistent/records"}, []string{"--file: open /nonexistent/records: no such file or directory"}},
+		{[]string{"--value-file", "/nonexistent/logo.png"}, []string{"--value-file: open /nonexistent/logo.png"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -71,6 +88,10 @@ func TestProduceNotAckedMessage(t *testing.T) {
 			"3 of 20000 records not acknowledged (lines 18767-18769): server 127.0.0.1:6064 unreachable: ", sdk.ErrConnection},
 		{"delivery timeout", &wrapTimeout{conn}, []uint64{5}, 9, []byte("\x00"),
 			"1 of 9 records not acknowledged (record 5): server 127.0.0.1:6064 unreachable: ", sdk.ErrConnection},
+		{"silent server", &wrapTimeout{errors.New("read tcp: i/o timeout")}, []uint64{401409, 401410}, 405504, []byte("\n"),
+			"2 of 405504 records not acknowledged (lines 401409-401410): server 127.0.0.1:6064 did not acknowledge them in time: sdk: not acknowledged within", sdk.ErrDeliveryTimeout},
+		{"silent server, -p", deliveryTimeout(nil), []uint64{1}, 1, []byte("\n"),
+			"1 of 1 record not acknowledged (line 1): server 127.0.0.1:6064 did not acknowledge them in time: ", sdk.ErrDeliveryTimeout},
 		{"interrupted", context.Canceled, []uint64{1, 2, 4, 6, 8, 10, 12, 14}, 14, []byte("\n"),
 			"8 of 14 records not acknowledged (lines 1-2,4,6,8,10,...): the send to 127.0.0.1:6064 was interrupted; they may or may not be stored", nil},
 		{"server error", api.NewError(api.CodeDiskFull, "no space"), []uint64{3}, 3, []byte("\n"),
@@ -115,6 +136,14 @@ func TestProduceResultAfterInterrupt(t *testing.T) {
 		t.Fatalf("stderr %q", got)
 	}
 	stderr.Reset()
+	none := &produceSession{addr: "a:1", in: produceInput{delim: []byte("\n")}, stderr: &stderr}
+	if err := none.result(ctx, context.Canceled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("result %v, want context.Canceled", err)
+	}
+	if got := stderr.String(); got != "sq: interrupted: no records were sent to a:1\n" {
+		t.Fatalf("stderr with nothing sent %q", got)
+	}
+	stderr.Reset()
 	s.failed, s.firstErr = 2, context.Canceled
 	s.failedAt.add(6)
 	s.failedAt.add(7)
@@ -122,4 +151,48 @@ func TestProduceResultAfterInterrupt(t *testing.T) {
 	if got := stderr.String(); !strings.HasPrefix(got, "sq: interrupted: 2 of 7 records not acknowledged (lines 6-7): the send to a:1 was interrupted") || strings.Count(got, "\n") != 1 {
 		t.Fatalf("stderr %q", got)
 	}
+}
+
+// Opening a FIFO waits for a writer; Ctrl-C ends that wait (before, the
+// first Ctrl-C was not noticed until a writer came), and sq says nothing
+// was sent. A FIFO with a writer is read as any file.
+func TestProduceOpenFIFOInterrupted(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	for _, flag := range []string{"--file", "--value-file"} {
+		t.Run(flag, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			var stdout, stderr bytes.Buffer
+			root := newRootCommand(strings.NewReader(""), &stdout, &stderr, func(string) string { return "" })
+			root.SetArgs([]string{"--server", "127.0.0.1:1", "produce", "-t", "t", flag, fifo})
+			done := make(chan error, 1)
+			go func() { done <- root.ExecuteContext(ctx) }()
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("error %v, want context.Canceled", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("sq produce still waits for a FIFO writer after its context ended")
+			}
+			if want := "sq: interrupted while opening " + flag + " " + fifo; !strings.HasPrefix(stderr.String(), want) {
+				t.Fatalf("stderr %q, want it to start %q", stderr.String(), want)
+			}
+		})
+	}
+	// With a writer, the open completes and sq goes on to connect.
+	go func() {
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			w.Write([]byte("x"))
+			w.Close()
+		}
+	}()
+	fh, err := openInput(context.Background(), "file", fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
 }

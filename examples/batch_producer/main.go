@@ -55,9 +55,12 @@ func main() {
 	start := time.Now()
 	for i := range *count {
 		key := fmt.Appendf(nil, "user-%d", i%16) // one key keeps its order
-		// Send blocks while the buffer is full; Ctrl-C (ctx) ends the wait.
+		// Send blocks while the buffer is full; after Ctrl-C (ctx done) it
+		// returns ctx's error, buffer space or not.
 		if err := producer.Send(ctx, *topic, key, fmt.Appendf(nil, "event-%d", i)); err != nil {
-			log.Printf("send: %v", err)
+			if ctx.Err() == nil {
+				log.Printf("send: %v", err)
+			}
 			break
 		}
 	}

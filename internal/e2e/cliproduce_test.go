@@ -313,11 +313,13 @@ func benchProgress(t *testing.T, c *cliProc) {
 }
 
 // Killing the server under `sq bench produce --count <big>`, then Ctrl-C:
-// the partial results are printed and sq exits with status 130.
+// the partial results are printed, written to --json with "interrupted":
+// true, and sq exits with status 130.
 func TestCLIBenchInterruptAfterServerDied(t *testing.T) {
 	srv := startServer(t, t.TempDir())
 	grpcAddr, _ := controlAddrs(t, srv)
-	c := startCLI(t, srv.addr, nil, "--control", grpcAddr, "bench", "produce", "--count", "2000000000")
+	jsonFile := filepath.Join(t.TempDir(), "partial.json")
+	c := startCLI(t, srv.addr, nil, "--control", grpcAddr, "bench", "produce", "--count", "2000000000", "--json", jsonFile)
 	benchProgress(t, c)
 	if strings.Contains(c.stderr.String(), "consumed") {
 		t.Fatalf("produce-mode progress mentions consumers:\n%s", c.stderr)
@@ -335,6 +337,16 @@ func TestCLIBenchInterruptAfterServerDied(t *testing.T) {
 	}
 	if strings.Contains(out, "consumed") || strings.Contains(out, "consume ") {
 		t.Fatalf("produce-mode results mention consumers:\n%s", out)
+	}
+	data, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatalf("--json after Ctrl-C: %v", err)
+	}
+	var res struct {
+		Interrupted bool `json:"interrupted"`
+	}
+	if err := json.Unmarshal(data, &res); err != nil || !res.Interrupted {
+		t.Fatalf("--json after Ctrl-C: interrupted %v (%v), want true:\n%s", res.Interrupted, err, data)
 	}
 }
 
@@ -458,6 +470,19 @@ func TestCLIProduceKeysHeadersDelimitersValueFile(t *testing.T) {
 			}
 		}
 	})
+	t.Run("key separator escapes", func(t *testing.T) {
+		sqOK(t, srv.addr, nil, "topic", "create", "tsv", "--partitions", "1")
+		sqOK(t, srv.addr, []byte("user-1\t{\"a\":1}\nno tab here\n\tempty key\nk\\tliteral\n"), "produce", "-t", "tsv", "--key-separator", `\t`)
+		recs := consumeAll(t, srv.addr, "tsv")
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.key(t)+"|"+r.value(t))
+		}
+		want := []string{`user-1|{"a":1}`, "<nil>|no tab here", "|empty key", `<nil>|k\tliteral`}
+		if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+			t.Fatalf("--key-separator '\\t': key|value %q, want %q", got, want)
+		}
+	})
 	t.Run("value file", func(t *testing.T) {
 		sqOK(t, srv.addr, nil, "topic", "create", "blob", "--partitions", "1")
 		data := make([]byte, 300_000)
@@ -506,6 +531,10 @@ func TestCLIProduceKeysHeadersDelimitersValueFile(t *testing.T) {
 			{[]string{"--value-file", big}, "record limit of"},
 			{[]string{"--value-file", "-", "--delimiter", `\0`}, "--delimiter does not apply"},
 			{[]string{"--value-file", filepath.Join(t.TempDir(), "missing")}, "--value-file: open"},
+			{[]string{"--value-file", t.TempDir()}, "is a directory; give a file"},
+			{[]string{"--file", t.TempDir()}, "is a directory; give a file"},
+			{[]string{"--key-separator", ""}, "--key-separator must not be empty"},
+			{[]string{"--key-separator", `\q`}, `--key-separator "\\q": unknown escape \q`},
 		} {
 			stderr := sqFails(t, srv.addr, []byte("x"), append([]string{"produce", "-t", "refuse"}, tc.args...)...)
 			if !strings.Contains(stderr, tc.want) || !strings.HasPrefix(stderr, "sq: ") {
