@@ -487,7 +487,8 @@ func (s *consumeSession) fetchLoop(ctx context.Context, p uint32, next uint64, r
 	}
 }
 
-// sleepCtx waits d or until ctx ends.
+// sleepCtx waits d (a retry's backoff, say) or until ctx ends, returning
+// ctx's error then.
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

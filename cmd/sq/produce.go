@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -646,26 +645,13 @@ func (s *produceSession) publishRetrying(ctx, dctx context.Context, p uint32, da
 			return res, err
 		}
 		last = err
-		if waitRetry(dctx, wait) != nil {
+		if sleepCtx(dctx, wait) != nil {
 			if ctx.Err() == nil {
 				return res, deliveryTimeout(last)
 			}
 			return res, err
 		}
 		wait = min(2*wait, sdk.DefaultRetryBackoffMax)
-	}
-}
-
-// waitRetry waits d before a retry, or until ctx ends (returning its
-// error).
-func waitRetry(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
