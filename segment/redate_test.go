@@ -180,3 +180,61 @@ func nextIntact(damaged map[int]bool, j int) int {
 
 // appendsSpan returns the time from timedLog's first append to its last.
 func appendsSpan(bases []uint64) int64 { return int64(len(bases)-1) * 10 }
+
+// TestMinAppendTimeAheadIsNoFloor: an Options.MinAppendTime after the
+// clock (a topic created while the clock was ahead) says nothing about
+// when the records were appended, so it never makes their real times look
+// like damage: over restarts every .timeindex keeps its bytes and lookups
+// by time stay exact. One before the clock still dates a rebuilt segment
+// no earlier than itself.
+func TestMinAppendTimeAheadIsNoFloor(t *testing.T) {
+	now := time.Now()
+	for _, ahead := range []time.Duration{time.Millisecond, 30 * time.Second, 10 * 365 * 24 * time.Hour} {
+		t.Run(ahead.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			t0 := now.Add(-time.Hour).UnixMilli()
+			opts := smallOptions()
+			opts.Now = func() time.Time { return now }
+			l := openLog(t, dir, opts)
+			bases := timedLog(t, l, 40, t0)
+			segs := l.Segments()
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			orig := timeIndexFiles(t, dir, segs)
+			opts.MinAppendTime = now.Add(ahead).UnixMilli()
+			for round := 1; round <= 2; round++ {
+				l = openLog(t, dir, opts)
+				checkTimes(t, l, bases, t0)
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+				for b, want := range timeIndexFiles(t, dir, segs) {
+					if !bytes.Equal(want, orig[b]) {
+						t.Fatalf("start %d: .timeindex of segment %d changed: % x, was % x", round, b, want, orig[b])
+					}
+				}
+			}
+		})
+	}
+	t.Run("before the clock", func(t *testing.T) {
+		dir := t.TempDir()
+		t0 := now.Add(-time.Hour).UnixMilli()
+		opts := smallOptions()
+		opts.Now = func() time.Time { return now }
+		l := openLog(t, dir, opts)
+		timedLog(t, l, 40, t0)
+		segs := l.Segments()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		opts.MinAppendTime = segs[1].MaxAppendTime + 1 // segment 1 and before look damaged
+		l = openLog(t, dir, opts)
+		defer l.Close()
+		for j, s := range l.Segments()[:2] {
+			if s.FirstAppendTime < opts.MinAppendTime {
+				t.Fatalf("segment %d dated from %d, before MinAppendTime %d", j, s.FirstAppendTime, opts.MinAppendTime)
+			}
+		}
+	})
+}

@@ -203,7 +203,14 @@ func (l *Log) writeTimeIndex(s *segment, entries []timeEntry) error {
 func (l *Log) recoverTimeIndex(s *segment, above uint64, last bool) (bool, error) {
 	count := s.next - s.base
 	now := l.opts.Now().UnixMilli()
-	tb := timeBounds{floor: max(1, l.timeFloor, min(l.opts.MinAppendTime, now)), ceil: now + MaxClockAhead.Milliseconds()}
+	tb := timeBounds{floor: max(1, l.timeFloor), ceil: now + MaxClockAhead.Milliseconds()}
+	if l.opts.MinAppendTime <= now {
+		// A later one was written while the clock was ahead: it says
+		// nothing about when records were appended (clamped to now, it
+		// would be later than every record and make their real times
+		// look like damage).
+		tb.floor = max(tb.floor, l.opts.MinAppendTime)
+	}
 	entries, whole, why, err := readTimeIndexFile(l.fs, s.tidxPath, count, tb)
 	switch {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
