@@ -82,9 +82,9 @@ func TestClockAheadOnce(t *testing.T) {
 	}
 }
 
-// TestCreatedTimeAheadClamped: a topic's creation time stored while the
-// clock was ahead is clamped to the clock when the metadata is read back.
-func TestCreatedTimeAheadClamped(t *testing.T) {
+// TestCreatedTimeAheadDropped: a topic's creation time stored while the
+// clock was ahead is dropped (0, unknown) when the metadata is read back.
+func TestCreatedTimeAheadDropped(t *testing.T) {
 	clk := newRetClock()
 	dir := t.TempDir()
 	opts := retentionOptions(dir, clk)
@@ -105,7 +105,67 @@ func TestCreatedTimeAheadClamped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, now := tp.meta().CreatedMs, clk.Now().UnixMilli(); got != now {
-		t.Fatalf("creation time %d read back; want it clamped to the clock %d", got, now)
+	if got := tp.meta().CreatedMs; got != 0 {
+		t.Fatalf("creation time %d read back; want 0 (unknown)", got)
+	}
+}
+
+// TestCreatedTimeAheadIsNoFloor: a topic created while the clock was 10
+// years ahead, then written to once the clock came back. Its creation time
+// read back is in the future and tells nothing about when records were
+// appended, so it is never a bound for their times: the time indexes keep
+// their real times over restarts a day apart (clamped to the clock at each
+// start, it was later than every record and made each start date them all
+// again at its own time), and a week later retention deletes them.
+func TestCreatedTimeAheadIsNoFloor(t *testing.T) {
+	clk := newRetClock()
+	dir := t.TempDir()
+	opts := retentionOptions(dir, clk)
+	e, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if e != nil {
+			e.Close()
+		}
+	})
+	clk.Advance(10 * 365 * 24 * time.Hour)
+	cfg := TopicConfig{RetentionMs: week.Milliseconds(), SegmentMs: week.Milliseconds()}
+	if _, err := e.CreateTopic("ahead", 1, cfg); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(-10 * 365 * 24 * time.Hour)
+	for i := 0; i < 40; i++ {
+		appendN(t, e, "ahead", 1, 20)
+		clk.Advance(time.Second)
+	}
+	want := segmentsOf(t, e, "ahead")
+	if len(want) < 3 {
+		t.Fatalf("%d segments; the test wants several", len(want))
+	}
+	end := partInfo(t, e, "ahead").LogEndOffset
+	for day := 1; day <= 2; day++ {
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(24 * time.Hour)
+		if e, err = Open(opts); err != nil {
+			t.Fatal(err)
+		}
+		got := segmentsOf(t, e, "ahead")
+		for j := range want {
+			if got[j].FirstAppendTime != want[j].FirstAppendTime || got[j].MaxAppendTime != want[j].MaxAppendTime {
+				t.Fatalf("day %d: segment %d dated %d..%d; appended %d..%d", day, j,
+					got[j].FirstAppendTime, got[j].MaxAppendTime, want[j].FirstAppendTime, want[j].MaxAppendTime)
+			}
+		}
+	}
+	clk.Advance(week)
+	if err := e.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if pi := partInfo(t, e, "ahead"); pi.LogStartOffset != end {
+		t.Fatalf("a week later: log start %d, want %d (every record expired)", pi.LogStartOffset, end)
 	}
 }

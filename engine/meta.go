@@ -180,10 +180,15 @@ func (e *Engine) loadTopicMetas() ([]topicMeta, error) {
 			continue
 		}
 		if now := e.opts.Now().UnixMilli(); m.CreatedMs > now+segment.MaxClockAhead.Milliseconds() {
-			// Written while the clock was ahead: never carried forward
-			// (the file is rewritten with it at the next config change).
-			e.log.Warn("topic creation time in the future; clamped to the clock", "path", path, "created_ms", m.CreatedMs, "now_ms", now)
-			m.CreatedMs = now
+			// Written while the clock was ahead, so the real creation
+			// time is unknown: 0, no bound for append times (the file is
+			// rewritten with it at the next config change). Clamped to
+			// the clock instead, it would be later than every record
+			// appended since the clock came back, and each start would
+			// take their real times for damage and date them again at
+			// its own time (docs/storage.md, Clock bounds).
+			e.log.Warn("topic creation time in the future; dropped (unknown, no bound for append times)", "path", path, "created_ms", m.CreatedMs, "now_ms", now)
+			m.CreatedMs = 0
 		}
 		metas = append(metas, m)
 	}

@@ -53,8 +53,13 @@
 // kept (entries above the recovery point may be torn). The records no
 // entry covers (a missing, empty, implausible or torn file, or records
 // above the recovery point whose entries may be lost in a crash) are dated
-// by the .log file's modification time, bounded by the clock. That time is
-// never earlier than the records' real append time, so the trade-off errs
+// by the .log file's modification time, bounded by the clock, or by the
+// first entry of the next segment whose file is plausible when that is
+// earlier (recovery dates a segment only once it has read that file). That
+// time is never earlier than the records' real append time, and never
+// later than a real time after them: a date derived at recovery is never
+// evidence against a real one, so the next start finds the rewritten file
+// plausible next to its successor and dates nothing again. The trade-off errs
 // on the safe side: such records are kept longer by retention, and a
 // lookup by time may answer earlier than the exact offset (a consumer
 // reads a few records twice), never later. Times are bounded by the clock

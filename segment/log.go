@@ -78,6 +78,9 @@ type Log struct {
 	// timeFloor, during recovery only: the last time index entry read
 	// from an earlier segment's file (recoverTimeIndex).
 	timeFloor int64
+	// undated, during recovery only: the segments whose time index waits
+	// for a later segment's first real time (recoverTimeIndex).
+	undated []undated
 
 	warnMu    sync.Mutex    // guards unwritten
 	unwritten unwrittenWarn // rate limit of warnUnwritten

@@ -104,7 +104,8 @@ type Options struct {
 	// records by the .log's modification time, and never before it): a
 	// time that is positive but too early, say 1 ms or a year back, would
 	// otherwise expire records at once and make lookups by time start
-	// late.
+	// late. A MinAppendTime after Options.Now (written while the clock
+	// was ahead) is ignored: it is no evidence against real times.
 	MinAppendTime int64
 	// Now is the clock that bounds persisted times (MaxClockAhead) and
 	// dates records whose time index entries are missing. Default

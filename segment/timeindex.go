@@ -175,96 +175,176 @@ func (l *Log) writeTimeIndex(s *segment, entries []timeEntry) error {
 }
 
 // recoverTimeIndex makes s's .timeindex agree with its recovered log (s.end
-// and s.next are final) and sets s.times, s.firstAppend and s.maxAppend.
-// last says s is the last segment.
+// and s.next are final) and sets s.times, s.firstAppend and s.maxAppend,
+// now or, for a segment whose records must be dated, once a later segment
+// bounds them (dateUndated). last says s is the last segment.
 //
 // The time index is a cache of broker append times that the log does not
-// hold, so "rebuilding it from the log" dates records by the .log file's
-// modification time, which is never earlier than their real append time
-// (see the package doc), bounded by the clock. Its entries must be
-// plausible (decodeTimeIndex): positive, not in the future (more than
-// MaxClockAhead after Options.Now), not before the last entry read from an
-// earlier segment's file, strictly increasing, offsets inside the
-// segment, whole entries. (Times dated by a modification time are not a
-// floor: a .log trimmed at its roll may be dated a millisecond after the
-// next segment's first append.)
+// hold. Its entries must be plausible (decodeTimeIndex): positive, not in
+// the future (more than MaxClockAhead after Options.Now), not before the
+// last entry read from an earlier segment's file, strictly increasing,
+// offsets inside the segment, whole entries.
 // A segment with a successor had its time index synced at the roll, so an
 // implausible entry there is damage: the whole file is dropped and the
-// segment dated by its .log. In the last segment the entries above the
+// segment's records dated again. In the last segment the entries above the
 // recovery point may be torn, so the plausible prefix is kept and the
 // records it does not cover, and those above the recovery point, are
-// dated by the .log. above is the first offset of s above the recovery
-// point (s.next when none is). It reports whether it rewrote the file.
+// dated again. above is the first offset of s above the recovery point
+// (s.next when none is).
+//
+// Records dated again get a time that is an upper bound of their real
+// append time, never evidence against a real one: the .log's modification
+// time, lowered to the first entry read from a later segment's file when
+// that is earlier (append times never go back across the log, so it bounds
+// every earlier record too). The file written then stays plausible next
+// to its successor's at every later start, so recovery never moves a
+// segment's times again (docs/storage.md, Index plausibility). It reports
+// whether it rewrote a time index file (s's or an earlier segment's).
 func (l *Log) recoverTimeIndex(s *segment, above uint64, last bool) (bool, error) {
 	count := s.next - s.base
 	now := l.opts.Now().UnixMilli()
-	tb := timeBounds{floor: max(1, l.timeFloor, min(l.opts.MinAppendTime, now)), ceil: now + MaxClockAhead.Milliseconds()}
+	tb := timeBounds{floor: max(1, l.timeFloor), ceil: now + MaxClockAhead.Milliseconds()}
+	if l.opts.MinAppendTime <= now {
+		// A later one was written while the clock was ahead: it says
+		// nothing about when records were appended (clamped to now, it
+		// would be later than every record and make their real times
+		// look like damage).
+		tb.floor = max(tb.floor, l.opts.MinAppendTime)
+	}
 	entries, whole, why, err := readTimeIndexFile(l.fs, s.tidxPath, count, tb)
 	switch {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		l.opts.Logger.Warn("segment: time index unreadable; dating its records by the log's modification time", "file", s.tidxPath, "err", err)
+		l.opts.Logger.Warn("segment: time index unreadable; dating its records again", "file", s.tidxPath, "err", err)
 	case err == nil && !whole && !last:
-		l.opts.Logger.Warn("segment: time index implausible; rebuilding it from the log (dated by its modification time)",
+		l.opts.Logger.Warn("segment: time index implausible; dating its records again",
 			"file", s.tidxPath, "reason", why)
 		entries = nil
 	case err == nil && !whole:
 		l.opts.Logger.Info("segment: time index of the last segment cut to its plausible prefix",
 			"file", s.tidxPath, "entries_kept", len(entries), "reason", why)
 	}
+	rewrote := false
 	if n := len(entries); n > 0 {
+		// Real times: they bound the records of the segments before s
+		// that wait to be dated.
+		var err error
+		if rewrote, err = l.dateUndated(entries[0].ts, true); err != nil {
+			return false, err
+		}
 		l.timeFloor = entries[n-1].ts
 	}
-	rewrite := err != nil || !whole
+	u := undated{s: s, entries: entries, from: count, floor: tb.floor, rewrite: err != nil || !whole}
 	if count > 0 {
-		from := uint64(0) // no entry: date the whole segment
+		u.from = 0 // no entry: date the whole segment
 		if n := len(entries); n > 0 {
-			from = uint64(entries[n-1].rel) + 1
-			if !rewrite {
+			u.from = uint64(entries[n-1].rel) + 1
+			if !u.rewrite {
 				// An intact file vouches for the records below the
 				// recovery point.
-				from = max(from, max(above, s.base)-s.base)
+				u.from = max(u.from, max(above, s.base)-s.base)
 			}
 		}
-		if from < count {
-			ts := max(l.mtimeMs(s, now), tb.floor, l.lastAppend)
-			if n := len(entries); n > 0 {
-				ts = max(ts, entries[n-1].ts+1)
+	}
+	u.behind = last && u.from >= max(above, s.base)-s.base
+	if u.from < count {
+		u.mtime = l.mtimeMs(s, now) // s.file is closed before dateUndated runs
+	}
+	l.undated = append(l.undated, u)
+	if !last && (u.from < count || len(l.undated) > 1) {
+		// Dated (or, for an empty segment, published after the
+		// segments before it) once a later segment's real time bounds
+		// it.
+		return rewrote, nil
+	}
+	r, err := l.dateUndated(0, false)
+	return rewrote || r, err
+}
+
+// undated is a segment, during recovery, whose time index is settled by
+// dateUndated: entries are the real entries kept from its file, from the
+// first relative offset they do not cover (the segment's count when they
+// cover every record), mtime its .log's modification time (mtimeMs), floor
+// the earliest time plausible for it (timeBounds.floor), rewrite that the
+// file must be written even if no entry is added, behind that the records
+// from from on lie above the recovery point of the last segment.
+type undated struct {
+	s            *segment
+	entries      []timeEntry
+	from         uint64
+	mtime, floor int64
+	rewrite      bool
+	behind       bool
+}
+
+// dateUndated settles the time index of every segment in l.undated, in
+// order, and empties it. With bounded, bound (Unix ms) is the first real
+// time index entry of a later segment: no record of these segments was
+// appended after it. Records not covered by a real entry are dated by
+// their .log's modification time, or by bound when that is earlier, but
+// never before floor, the latest append time so far or the segment's last
+// real entry; when bound equals that last entry, the entry already dates
+// them exactly and none is added. It reports whether it rewrote a file.
+func (l *Log) dateUndated(bound int64, bounded bool) (bool, error) {
+	rewrote := false
+	for _, u := range l.undated {
+		s, entries := u.s, u.entries
+		if count := s.next - s.base; u.from < count {
+			ts := u.mtime
+			if bounded {
+				ts = min(ts, bound)
 			}
-			if last && from >= max(above, s.base)-s.base {
-				// The time index is synced at checkpoints only, so after
-				// an unclean stop the last segment's entries above the
-				// recovery point may be missing: expected, one line per
-				// partition.
-				l.opts.Logger.Info("segment: time index behind the log after an unclean stop; dating the records above the recovery point by the log's modification time",
-					"file", s.tidxPath, "from_offset", s.base+from, "append_time_ms", ts)
-			} else {
-				l.opts.Logger.Warn("segment: time index does not cover every record; dating the rest by the log's modification time",
-					"file", s.tidxPath, "from_offset", s.base+from, "append_time_ms", ts)
+			ts = max(ts, u.floor, l.lastAppend)
+			n := len(entries)
+			// Records appended after the last real entry and not after
+			// bound, when bound equals it: dated exactly by that entry.
+			exact := n > 0 && bounded && bound <= entries[n-1].ts
+			if !exact {
+				if n > 0 {
+					ts = max(ts, entries[n-1].ts+1)
+				}
+				l.logDated(u, ts)
+				entries = append(entries, timeEntry{ts: ts, rel: uint32(u.from)})
+				u.rewrite = true
 			}
-			entries = append(entries, timeEntry{ts: ts, rel: uint32(from)})
-			rewrite = true
+		}
+		if u.rewrite {
+			switch err := l.writeTimeIndex(s, entries); {
+			case err == nil:
+				rewrote = true
+			case isNoSpace(err):
+				// Kept in memory (OffsetForTime uses s.times) and
+				// written later: at the roll for the last segment
+				// (sealTimeIndex), by rewritePending for the others.
+				l.warnUnwritten(s.tidxPath, err)
+				s.tidxFailed = true
+			default:
+				return rewrote, err
+			}
+		}
+		s.times = entries
+		s.firstAppend, s.maxAppend = -1, -1
+		if n := len(entries); n > 0 {
+			s.firstAppend, s.maxAppend = entries[0].ts, entries[n-1].ts
+			l.lastAppend = max(l.lastAppend, s.maxAppend)
 		}
 	}
-	if rewrite {
-		if err := l.writeTimeIndex(s, entries); err != nil {
-			if !isNoSpace(err) {
-				return false, err
-			}
-			// Kept in memory (OffsetForTime uses s.times) and written
-			// later: at the roll for the last segment (sealTimeIndex),
-			// by rewritePending for the others.
-			l.warnUnwritten(s.tidxPath, err)
-			s.tidxFailed = true
-			rewrite = false
-		}
+	l.undated = l.undated[:0]
+	return rewrote, nil
+}
+
+// logDated logs that u's records from u.from on are dated ts (Unix ms).
+func (l *Log) logDated(u undated, ts int64) {
+	s := u.s
+	if u.behind {
+		// The time index is synced at checkpoints only, so after an
+		// unclean stop the last segment's entries above the recovery
+		// point may be missing: expected, one line per partition.
+		l.opts.Logger.Info("segment: time index behind the log after an unclean stop; dating the records above the recovery point by the log's modification time",
+			"file", s.tidxPath, "from_offset", s.base+u.from, "append_time_ms", ts)
+		return
 	}
-	s.times = entries
-	s.firstAppend, s.maxAppend = -1, -1
-	if n := len(entries); n > 0 {
-		s.firstAppend, s.maxAppend = entries[0].ts, entries[n-1].ts
-		l.lastAppend = max(l.lastAppend, s.maxAppend)
-	}
-	return rewrite, nil
+	l.opts.Logger.Warn("segment: time index does not cover every record; dating the rest by the log's modification time or the next segment's first append time, whichever is earlier",
+		"file", s.tidxPath, "from_offset", s.base+u.from, "append_time_ms", ts)
 }
 
 // mtimeMs returns the modification time of s's .log in Unix ms, bounded by
