@@ -324,7 +324,7 @@ func (c *Consumer) dropAll(cause error) {
 }
 
 // leave leaves the group at Close, so partitions move at once. It is
-// skipped while the server cannot be reached (the client's last dial
+// skipped when ctx, Close's budget, is spent, and while the server cannot be reached (the client's last dial
 // failed and it has no connection): waiting out the reconnection backoff
 // would delay Close for a request that cannot succeed, and the session
 // timeout removes the member anyway.
@@ -333,6 +333,10 @@ func (c *Consumer) leave(ctx context.Context) {
 	id := c.group.memberID
 	c.mu.Unlock()
 	if id == "" {
+		return
+	}
+	if ctx.Err() != nil {
+		c.log.Warn("sdk: close budget spent; not leaving the group, the session timeout will remove the member", "group", c.cfg.ConsumerGroup, "err", context.Cause(ctx))
 		return
 	}
 	if c.client.unreachable() {
