@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -107,6 +108,9 @@ func TestCloseBoundedWhenServerStopsAnswering(t *testing.T) {
 			}
 			if !errors.Is(err, tc.cause) {
 				t.Fatalf("Close: %v, want it to wrap %v", err, tc.cause)
+			}
+			if named := strings.Contains(err.Error(), "CloseTimeout 200ms spent"); named != (tc.ctx == nil) {
+				t.Fatalf("Close: %q: CloseTimeout named %v, want %v (only when it ended the budget)", err, named, tc.ctx == nil)
 			}
 			if ce.Group != "g" || ce.Topic != "t" || !maps.Equal(ce.Positions, want) {
 				t.Fatalf("CloseCommitError %s/%s positions %v, want g/t %v", ce.Group, ce.Topic, ce.Positions, want)

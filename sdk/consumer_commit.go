@@ -329,6 +329,15 @@ func closeBudget(ctx context.Context, d time.Duration) (context.Context, context
 	return context.WithCancel(ctx)
 }
 
+// budgetErr names CloseTimeout in err when the close budget ended by it
+// (ctx done, parent not).
+func budgetErr(parent, ctx context.Context, d time.Duration, err error) error {
+	if ctx.Err() != nil && parent.Err() == nil {
+		return fmt.Errorf("CloseTimeout %v spent: %w", d, err)
+	}
+	return err
+}
+
 // Close is CloseContext without a deadline of its own: it returns within
 // CloseTimeout (default 10s).
 func (c *Consumer) Close() error {
@@ -384,7 +393,8 @@ func (c *Consumer) close(parent context.Context, commit bool) {
 		if commit && c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" && !failed {
 			var cerr error
 			if err := c.commitPartitions(ctx, nil); err != nil {
-				cerr = &CloseCommitError{Group: c.cfg.ConsumerGroup, Topic: c.cfg.Topic, Positions: c.uncommitted(), Err: err}
+				cerr = &CloseCommitError{Group: c.cfg.ConsumerGroup, Topic: c.cfg.Topic, Positions: c.uncommitted(),
+					Err: budgetErr(parent, ctx, c.cfg.CloseTimeout, err)}
 			}
 			c.closeErr = joinLost(c.takeLost(), cerr)
 		}

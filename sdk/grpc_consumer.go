@@ -481,11 +481,13 @@ func (c *GrpcConsumer) Close() error {
 // returns the first one's error.
 func (c *GrpcConsumer) CloseContext(ctx context.Context) error {
 	c.closeOnce.Do(func() {
-		ctx, cancel := closeBudget(ctx, c.cfg.CloseTimeout)
+		parent := ctx
+		ctx, cancel := closeBudget(parent, c.cfg.CloseTimeout)
 		defer cancel()
 		if c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" {
 			if err := c.Commit(ctx); err != nil {
-				c.closeErr = &CloseCommitError{Group: c.cfg.ConsumerGroup, Topic: c.cfg.Topic, Positions: c.uncommitted(), Err: err}
+				c.closeErr = &CloseCommitError{Group: c.cfg.ConsumerGroup, Topic: c.cfg.Topic, Positions: c.uncommitted(),
+					Err: budgetErr(parent, ctx, c.cfg.CloseTimeout, err)}
 			}
 		}
 		c.mu.Lock()
