@@ -20,10 +20,6 @@ type groupState struct {
 	left       bool // left after MaxPollInterval; the next Poll rejoins
 }
 
-func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), d)
-}
-
 // join joins the group and starts reading the assigned partitions. It
 // returns false, nil when the server has no coordinator (the consumer
 // then runs standalone).
