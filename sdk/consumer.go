@@ -19,6 +19,10 @@ const (
 	DefaultMaxPollRecords     = 500
 	DefaultMaxWait            = 500 * time.Millisecond
 	DefaultMaxPollInterval    = 5 * time.Minute
+	// DefaultCloseTimeout bounds a consumer's Close: its final commit
+	// and leaving the group together (ConsumerConfig.CloseTimeout,
+	// GrpcConsumerConfig.CloseTimeout).
+	DefaultCloseTimeout = 10 * time.Second
 )
 
 // StartPosition says where a consumer starts reading a partition for which
@@ -157,6 +161,15 @@ type ConsumerConfig struct {
 	RequestTimeout      time.Duration
 	ReconnectBackoff    time.Duration
 	ReconnectBackoffMax time.Duration
+	// CloseTimeout bounds Close as a whole, as the timeout of Kafka's
+	// consumer close (KIP-102): the final commit (with AutoCommit) and
+	// leaving the group share it, so against a server that stopped
+	// answering Close returns within it, its error saying how many
+	// partitions' positions were not committed. Leaving the group is
+	// skipped once it is spent (the session timeout then removes the
+	// member). CloseContext bounds Close by its context as well. Default
+	// 10s; negative: no bound but RequestTimeout on each request.
+	CloseTimeout time.Duration
 	// Logger receives reconnections, retried errors, rebalances and offset
 	// resets. Default: discard, except the warning about records lost to
 	// retention (a position below the log start moved to it, with the
@@ -191,6 +204,9 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 	}
 	if c.MaxPollInterval == 0 {
 		c.MaxPollInterval = DefaultMaxPollInterval
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = DefaultCloseTimeout
 	}
 	if c.AutoCommitMarked {
 		c.AutoCommit = true
@@ -234,7 +250,8 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 //
 // Poll, Commit and CommitOffsets must not be called concurrently with each
 // other; MarkProcessed, Close and CloseWithoutCommit may be called from any
-// goroutine.
+// goroutine. Close is bounded by CloseTimeout (CloseContext also by its
+// context).
 type Consumer struct {
 	client *Client
 	cfg    ConsumerConfig

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/seedqueue/sq/api"
 )
@@ -279,15 +281,90 @@ func (c *Consumer) sendCommits(ctx context.Context, g groupState, offs []OffsetC
 	return nil
 }
 
-// Close stops reading, commits when AutoCommit is on (bounded by
-// RequestTimeout; skipped when the last Poll returned an error, not when a
-// later Poll went on): the positions
-// after the records returned by Poll, or with AutoCommitMarked after the
-// marked ones. It then leaves the group so its partitions move at once,
-// and closes the connection. It returns the commit's error, if any.
-// Close is idempotent; after CloseWithoutCommit it does nothing.
+// CloseCommitError is the error of a consumer's Close when its final
+// commit did not store every position it was to store: the server did not
+// answer within the close budget (CloseTimeout, or CloseContext's
+// context), could not be reached, or refused the commit. The records after
+// the group's committed offsets are read again by the member that gets
+// the partitions next. errors.Is and errors.As see Err, the cause
+// (context.DeadlineExceeded, ErrConnection, api.ErrFencedGeneration, ...).
+type CloseCommitError struct {
+	// Group and Topic are the consumer's.
+	Group, Topic string
+	// Positions maps each partition whose position was not stored to
+	// that position (the offset after the records returned, or marked).
+	Positions map[uint32]uint64
+	// Err is why the commit did not store them.
+	Err error
+}
+
+// Error says how many partitions' positions were not committed, which, and
+// why.
+func (e *CloseCommitError) Error() string {
+	ps := make([]uint32, 0, len(e.Positions))
+	for p := range e.Positions {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d@%d", p, e.Positions[p])
+	}
+	return fmt.Sprintf("sdk: close: the positions of %d partitions of topic %q (partition@offset %s) were not committed to group %q: %v",
+		len(ps), e.Topic, b.String(), e.Group, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *CloseCommitError) Unwrap() error { return e.Err }
+
+// closeBudget returns the context of a Close: ctx, also bounded by d when
+// d is positive.
+func closeBudget(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
+}
+
+// budgetErr names CloseTimeout in err when the close budget ended by it
+// (ctx done, parent not).
+func budgetErr(parent, ctx context.Context, d time.Duration, err error) error {
+	if ctx.Err() != nil && parent.Err() == nil {
+		return fmt.Errorf("CloseTimeout %v spent: %w", d, err)
+	}
+	return err
+}
+
+// Close is CloseContext without a deadline of its own: it returns within
+// CloseTimeout (default 10s).
 func (c *Consumer) Close() error {
-	c.close(true)
+	return c.CloseContext(context.Background())
+}
+
+// CloseContext stops reading, commits when AutoCommit is on (skipped when
+// the last Poll returned an error, not when a later Poll went on): the
+// positions after the records returned by Poll, or with AutoCommitMarked
+// after the marked ones. It then leaves the group so its partitions move
+// at once, and closes the connection.
+//
+// The commit and the leave share one budget, from the call on:
+// CloseTimeout and ctx, whichever ends first (as the timeout of Kafka's
+// consumer close). When the commit does not store every position within
+// it, CloseContext returns a *CloseCommitError naming the partitions whose
+// positions were not committed and wrapping the cause (for a server that
+// stopped answering, context.DeadlineExceeded, or ctx's error): it never
+// returns nil while a position was not stored. Positions lost earlier (see
+// Commit) are reported with it. Leaving the group is best effort: skipped
+// once the budget is spent, its failure only logged; the session timeout
+// then removes the member.
+//
+// Close and CloseContext are idempotent (a later call returns the first
+// one's error); after CloseWithoutCommit they do nothing.
+func (c *Consumer) CloseContext(ctx context.Context) error {
+	c.close(ctx, true)
 	return c.closeErr
 }
 
@@ -295,28 +372,53 @@ func (c *Consumer) Close() error {
 // says: for an application that failed while processing what Poll
 // returned and wants those records read again (by the member that gets
 // the partitions next, from the group's committed offsets) rather than
-// counted as done. It leaves the group and closes the connection; after
-// Close it does nothing.
+// counted as done. It leaves the group (best effort, within CloseTimeout)
+// and closes the connection; after Close it does nothing.
 func (c *Consumer) CloseWithoutCommit() {
-	c.close(false)
+	c.close(context.Background(), false)
 }
 
 // close stops reading, commits (with AutoCommit, when commit is set),
-// leaves the group and closes the connection, once.
-func (c *Consumer) close(commit bool) {
+// leaves the group and closes the connection, once, within the budget of
+// parent and CloseTimeout.
+func (c *Consumer) close(parent context.Context, commit bool) {
 	c.closeOnce.Do(func() {
+		ctx, cancel := closeBudget(parent, c.cfg.CloseTimeout)
+		defer cancel()
 		c.cancel()
 		c.wg.Wait()
-		ctx, cancel := context.WithTimeout(context.Background(), c.client.cfg.RequestTimeout)
-		defer cancel()
 		c.mu.Lock()
 		failed := c.failed
 		c.mu.Unlock()
 		if commit && c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" && !failed {
-			err := c.commitPartitions(ctx, nil)
-			c.closeErr = joinLost(c.takeLost(), err)
+			var cerr error
+			if err := c.commitPartitions(ctx, nil); err != nil {
+				cerr = &CloseCommitError{Group: c.cfg.ConsumerGroup, Topic: c.cfg.Topic, Positions: c.uncommitted(),
+					Err: budgetErr(parent, ctx, c.cfg.CloseTimeout, err)}
+			}
+			c.closeErr = joinLost(c.takeLost(), cerr)
 		}
 		c.leave(ctx)
 		c.client.Close()
 	})
+}
+
+// uncommitted returns the positions a commit of every partition held
+// would store that the group does not have (as commitPartitions picks
+// them).
+func (c *Consumer) uncommitted() map[uint32]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[uint32]uint64{}
+	for p := range c.consumed {
+		pos, ok := c.commitPos(p)
+		if !ok {
+			continue
+		}
+		if prev, done := c.committed[p]; done && prev == pos {
+			continue
+		}
+		out[p] = pos
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -93,8 +94,10 @@ func closeSub(c *Consumer, sub *Subscription) {
 		return // Close ends the connection, and the subscriptions with it
 	}
 	// Unsubscribe on a live connection so the server stops pushing; the
-	// fetcher's context may be cancelled already.
-	ctx, cancel := contextWithTimeout(c.client.cfg.RequestTimeout)
+	// fetcher's context may be cancelled already. The wait for an
+	// in-flight slot ends with Close, which waits for this goroutine
+	// within its CloseTimeout.
+	ctx, cancel := context.WithTimeout(c.ctx, c.client.cfg.RequestTimeout)
 	defer cancel()
 	_ = sub.Close(ctx)
 }

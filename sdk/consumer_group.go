@@ -20,10 +20,6 @@ type groupState struct {
 	left       bool // left after MaxPollInterval; the next Poll rejoins
 }
 
-func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), d)
-}
-
 // join joins the group and starts reading the assigned partitions. It
 // returns false, nil when the server has no coordinator (the consumer
 // then runs standalone).
@@ -324,7 +320,7 @@ func (c *Consumer) dropAll(cause error) {
 }
 
 // leave leaves the group at Close, so partitions move at once. It is
-// skipped while the server cannot be reached (the client's last dial
+// skipped when ctx, Close's budget, is spent, and while the server cannot be reached (the client's last dial
 // failed and it has no connection): waiting out the reconnection backoff
 // would delay Close for a request that cannot succeed, and the session
 // timeout removes the member anyway.
@@ -333,6 +329,10 @@ func (c *Consumer) leave(ctx context.Context) {
 	id := c.group.memberID
 	c.mu.Unlock()
 	if id == "" {
+		return
+	}
+	if ctx.Err() != nil {
+		c.log.Warn("sdk: close budget spent; not leaving the group, the session timeout will remove the member", "group", c.cfg.ConsumerGroup, "err", context.Cause(ctx))
 		return
 	}
 	if c.client.unreachable() {

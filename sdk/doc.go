@@ -196,6 +196,16 @@
 // BatchProducer.Close waits for the batches still buffered within that
 // budget; BatchProducer.CloseContext bounds the wait by its context and
 // reports what is left through OnError.
+// The consumers' Close is bounded as a whole: ConsumerConfig.CloseTimeout
+// (and GrpcConsumerConfig.CloseTimeout; default 10s, as the timeout of
+// Kafka's consumer close, KIP-102) is one budget for the final commit and
+// leaving the group together, and CloseContext bounds it by its context
+// as well. A final commit not stored within it makes Close return a
+// *CloseCommitError naming the partitions whose positions were not
+// committed and wrapping the cause (context.DeadlineExceeded for a server
+// that did not answer in time): Close never reports success for a commit
+// that was not stored. Leaving the group is best effort, skipped once the
+// budget is spent; the session timeout then removes the member.
 //
 // # Partitioning
 //

@@ -47,6 +47,12 @@ type GrpcConsumerConfig struct {
 	// partition after an error. Defaults 100ms and 2s.
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
+	// CloseTimeout bounds Close as a whole, its final commit (with
+	// AutoCommit) included: against a server that stopped answering
+	// Close returns within it, with a *CloseCommitError. CloseContext
+	// bounds Close by its context as well. Default 10s; negative: no
+	// bound but RequestTimeout on the commit.
+	CloseTimeout time.Duration
 	// Logger receives re-subscriptions and offset resets. Default: discard,
 	// except the warning about records lost to retention (a position below
 	// the log start moved to it, with the count skipped), which goes to
@@ -75,6 +81,9 @@ func (c *GrpcConsumerConfig) defaults() {
 	}
 	if c.RetryBackoffMax == 0 {
 		c.RetryBackoffMax = 2 * time.Second
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = DefaultCloseTimeout
 	}
 	c.lossLog = lossLogger(c.Logger)
 	if c.Logger == nil {
@@ -457,14 +466,29 @@ func (c *GrpcConsumer) Commit(ctx context.Context) error {
 	return first
 }
 
-// Close commits (with AutoCommit), stops the subscriptions and closes the
-// connection. It is idempotent.
+// Close is CloseContext without a deadline of its own: it returns within
+// CloseTimeout (default 10s).
 func (c *GrpcConsumer) Close() error {
+	return c.CloseContext(context.Background())
+}
+
+// CloseContext commits (with AutoCommit), stops the subscriptions and
+// closes the connection. The commit is bounded by CloseTimeout and ctx,
+// whichever ends first; when it does not store every position,
+// CloseContext returns a *CloseCommitError naming the partitions whose
+// positions were not committed and wrapping the cause: it never returns
+// nil while a position was not stored. It is idempotent: a later call
+// returns the first one's error.
+func (c *GrpcConsumer) CloseContext(ctx context.Context) error {
 	c.closeOnce.Do(func() {
+		parent := ctx
+		ctx, cancel := closeBudget(parent, c.cfg.CloseTimeout)
+		defer cancel()
 		if c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" {
-			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
-			c.closeErr = c.Commit(ctx)
-			cancel()
+			if err := c.Commit(ctx); err != nil {
+				c.closeErr = &CloseCommitError{Group: c.cfg.ConsumerGroup, Topic: c.cfg.Topic, Positions: c.uncommitted(),
+					Err: budgetErr(parent, ctx, c.cfg.CloseTimeout, err)}
+			}
 		}
 		c.mu.Lock()
 		c.cancel() // under mu: no run starts after it
@@ -473,4 +497,16 @@ func (c *GrpcConsumer) Close() error {
 		c.closeErr = errors.Join(c.closeErr, c.admin.Close())
 	})
 	return c.closeErr
+}
+
+// uncommitted returns the positions after the records returned that the
+// group does not have.
+func (c *GrpcConsumer) uncommitted() map[uint32]uint64 {
+	out := map[uint32]uint64{}
+	for p, off := range c.pos {
+		if c.committed[p] != off {
+			out[p] = off
+		}
+	}
+	return out
 }

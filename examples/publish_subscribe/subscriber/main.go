@@ -1,6 +1,7 @@
 // Command subscriber reads an SQ topic in a consumer group and prints each
 // record: the subscribing half of the publish_subscribe example. Stop it
-// with Ctrl-C; it commits its position on the way out.
+// with Ctrl-C; it commits its position on the way out, within -close-timeout
+// even when the server no longer answers (a second Ctrl-C ends it at once).
 //
 //	go run ./examples/publish_subscribe/subscriber -addr 127.0.0.1:6064 -topic orders -group my-group
 package main
@@ -24,6 +25,7 @@ func main() {
 	topic := flag.String("topic", "orders", "topic to read")
 	group := flag.String("group", "my-group", "consumer group (empty: no committed offsets)")
 	from := flag.String("from", "earliest", "where to start without a committed offset: earliest or latest")
+	closeTimeout := flag.Duration("close-timeout", sdk.DefaultCloseTimeout, "bound of the final commit and leaving the group at exit")
 	flag.Parse()
 
 	start := sdk.StartEarliest
@@ -40,17 +42,26 @@ func main() {
 		ConsumerGroup: *group,
 		AutoCommit:    *group != "",
 		StartFrom:     start,
+		CloseTimeout:  *closeTimeout,
 		Logger:        slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	if err != nil {
 		log.Fatalf("subscribe: %v", err)
 	}
 	defer func() {
-		// A second Ctrl-C ends the process at once; Close itself is
-		// bounded by the client's RequestTimeout (30 s by default).
+		// After the first Ctrl-C, a second one ends the process at once
+		// (stop restores the default handling). Close commits and leaves
+		// the group within CloseTimeout; a commit that could not be
+		// stored in time is reported with the partitions whose records
+		// will be read again.
 		stop()
-		if err := consumer.Close(); err != nil {
-			log.Printf("final commit: %v", err)
+		err := consumer.Close()
+		var notStored *sdk.CloseCommitError
+		switch {
+		case errors.As(err, &notStored):
+			log.Printf("final commit: %d partitions not committed, their records will be read again: %v", len(notStored.Positions), err)
+		case err != nil:
+			log.Printf("close: %v", err)
 		}
 	}()
 
