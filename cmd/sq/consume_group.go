@@ -19,6 +19,11 @@ const (
 	// groupRequestTimeout bounds each request of the group member, its
 	// commit and leave at exit included.
 	groupRequestTimeout = 10 * time.Second
+	// groupLeaveTimeout bounds leaving the group at exit, after the final
+	// commit: leaving is best effort (the session timeout removes a member
+	// that did not), so a hung server costs at most finalCommitTimeout
+	// plus this.
+	groupLeaveTimeout = 2 * time.Second
 	// emptyAssignmentWait is how long a member without --follow waits
 	// for the group to assign it a partition before it exits.
 	emptyAssignmentWait = 5 * time.Second
@@ -102,7 +107,8 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 	}
 	err = out.finish(s.loop(ctx))
 	// Commit what was printed, even after Ctrl-C; bounded by
-	// finalCommitTimeout, then Close leaves the group.
+	// finalCommitTimeout, then Close leaves the group within
+	// groupLeaveTimeout.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
 	commitErr := s.cons.Commit(cctx)
 	cancel()
@@ -153,6 +159,7 @@ func (s *groupSession) consumerConfig(from sdk.StartPosition) sdk.ConsumerConfig
 		DialTimeout:         s.timeout,
 		RequestTimeout:      groupRequestTimeout,
 		ReconnectBackoffMax: groupReconnectBackoffMax,
+		CloseTimeout:        groupLeaveTimeout,
 		OnPartitionsAssigned: func(ps []uint32) {
 			fmt.Fprintf(s.stderr, "sq: group %s: assigned partition%s %v of %s\n", s.f.group, plural(len(ps)), ps, s.f.topic)
 		},
