@@ -112,7 +112,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 			"  sq consume -t orders -o end --follow\n" +
 			"  sq consume -t orders --from-time -1h\n" +
 			"  sq consume -t orders -p 2 -f '%p:%o %k=%v\\n'",
-		Args: consumeArgs,
+		Args: topicArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runConsume(cmd, g, f)
 		},

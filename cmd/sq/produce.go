@@ -90,7 +90,7 @@ func newProduceCommand(g *globals) *cobra.Command {
 			"  echo '{\"id\":1}' | sq produce -t orders -k order-1 -H source=web -H trace=\n" +
 			"  sq produce -t images --value-file logo.png -k logo.png\n" +
 			"  find . -print0 | sq produce -t files --delimiter '\\0' -p 0",
-		Args: cobra.NoArgs,
+		Args: topicArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runProduce(cmd, g, f)
 		},
