@@ -101,6 +101,36 @@ func TestOffsetRanges(t *testing.T) {
 	}
 }
 
+// TestProduceSummary: the summary names each partition's acknowledged
+// offsets, "offset" when a partition got a single record, and the count
+// not acknowledged.
+func TestProduceSummary(t *testing.T) {
+	for _, tc := range []struct {
+		offsets map[uint32][]uint64
+		failed  int
+		want    string
+	}{
+		{map[uint32][]uint64{2: {8}}, 0, "produced 1 record to orders: partition 2 offset 8"},
+		{map[uint32][]uint64{0: {0, 1}}, 0, "produced 2 records to orders: partition 0 offsets 0-1"},
+		{map[uint32][]uint64{0: {4}, 1: {0, 1, 2}, 2: {3, 5}}, 0, "produced 6 records to orders: partition 0 offset 4, partition 1 offsets 0-2, partition 2 offsets 3,5"},
+		{map[uint32][]uint64{1: {7}}, 3, "produced 1 record to orders: partition 1 offset 7 (3 not acknowledged)"},
+		{nil, 2, "produced 0 records to orders (2 not acknowledged)"},
+	} {
+		s := &produceSession{topic: "orders", failed: tc.failed, ranges: map[uint32]*offsetRanges{}}
+		for p, offs := range tc.offsets {
+			r := &offsetRanges{}
+			for _, o := range offs {
+				r.add(o)
+				s.acked++
+			}
+			s.ranges[p] = r
+		}
+		if got := s.summary(3); got != tc.want {
+			t.Errorf("summary %q, want %q", got, tc.want)
+		}
+	}
+}
+
 func readAllDelim(t *testing.T, in string, delim []byte, limit int) ([]string, error) {
 	t.Helper()
 	lr := newDelimReader(strings.NewReader(in), delim, limit)

@@ -666,7 +666,8 @@ func deliveryTimeout(last error) error {
 }
 
 // summary describes what was acknowledged, for example "produced 1234
-// records to orders: partition 0 offsets 0-411, partition 1 offsets 0-822".
+// records to orders: partition 0 offsets 0-411, partition 1 offsets 0-822";
+// a partition that got one record says "partition 2 offset 8".
 func (s *produceSession) summary(partitions uint32) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "produced %d record%s to %s", s.acked, plural(s.acked), s.topic)
@@ -676,7 +677,11 @@ func (s *produceSession) summary(partitions uint32) string {
 		if r == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "%spartition %d offsets %s", sep, p, r)
+		word := "offsets"
+		if len(r.r) == 1 && r.r[0][0] == r.r[0][1] {
+			word = "offset"
+		}
+		fmt.Fprintf(&b, "%spartition %d %s %s", sep, p, word, r)
 		sep = ", "
 	}
 	if s.failed > 0 {
