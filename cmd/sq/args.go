@@ -23,7 +23,13 @@ func noArgs(cmd *cobra.Command, args []string) error {
 // write it so: `sq produce orders < file`); with the topic set, sq
 // produce points a stray argument, most likely a file name, to --file and
 // --value-file.
+//
+// Without any topic it says what is missing in place of cobra's
+// `required flag(s) "topic" not set`.
 func topicArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 && !cmd.Flags().Changed("topic") {
+		return fmt.Errorf("%s needs a topic: give it with -t/--topic, e.g. %s -t orders (sq topic list names the topics)", cmd.CommandPath(), cmd.CommandPath())
+	}
 	if len(args) == 1 && !cmd.Flags().Changed("topic") {
 		return fmt.Errorf("%s takes no arguments, got %q: name the topic with -t/--topic: %s -t %s", cmd.CommandPath(), args[0], cmd.CommandPath(), args[0])
 	}
