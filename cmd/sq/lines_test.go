@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -98,6 +99,63 @@ func TestOffsetRanges(t *testing.T) {
 	}
 	if got := r.String(); got != "0-2,5,7-8" {
 		t.Errorf("ranges %q", got)
+	}
+}
+
+// onceEOF is input that says io.EOF once and then has more to read, as
+// a terminal does at Ctrl-D.
+type onceEOF struct {
+	parts []string // each read returns the next part; "" is io.EOF
+}
+
+func (o *onceEOF) Read(p []byte) (int, error) {
+	if len(o.parts) == 0 {
+		return 0, errors.New("read after the end of the test input")
+	}
+	part := o.parts[0]
+	o.parts = o.parts[1:]
+	if part == "" {
+		return 0, io.EOF
+	}
+	return copy(p, part), nil
+}
+
+// TestDelimReaderStopsAtFirstEOF: the input's first io.EOF ends the
+// records, also when the last record has no delimiter, for one-byte and
+// several-byte delimiters: the reader never reads again (a terminal would
+// wait for another Ctrl-D, and here would give more records).
+func TestDelimReaderStopsAtFirstEOF(t *testing.T) {
+	for _, tc := range []struct {
+		delim string
+		parts []string
+		want  []string
+	}{
+		{",", []string{"a,b\n", "", "more,"}, []string{"a", "b\n"}},
+		{"\n", []string{"x\ny", "", "more\n"}, []string{"x", "y"}},
+		{"\n", []string{"x\n", "", "more\n"}, []string{"x"}},
+		{"\r\n", []string{"p\r\nq\r", "", "more\r\n"}, []string{"p", "q\r"}},
+		{"\r\n", []string{"p\r\n", "", "more\r\n"}, []string{"p"}},
+		{"\x00", []string{"", "more\x00"}, nil},
+	} {
+		in := &onceEOF{parts: tc.parts}
+		lr := newDelimReader(in, []byte(tc.delim), 1<<20)
+		var got []string
+		for {
+			b, _, err := lr.next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("delimiter %q: %v", tc.delim, err)
+			}
+			got = append(got, string(b))
+		}
+		if _, _, err := lr.next(); !errors.Is(err, io.EOF) {
+			t.Errorf("delimiter %q: next after the end: %v, want io.EOF", tc.delim, err)
+		}
+		if !slices.Equal(got, tc.want) || len(in.parts) != 1 {
+			t.Errorf("delimiter %q: records %q, want %q; unread parts %q, want only the one after EOF", tc.delim, got, tc.want, in.parts)
+		}
 	}
 }
 
