@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
@@ -234,6 +235,16 @@ func runProduce(cmd *cobra.Command, g *globals, f produceFlags) error {
 	}
 	if f.partition >= 0 && uint32(f.partition) >= info.Partitions {
 		return api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0-%d, not %d", f.topic, info.Partitions-1, f.partition)
+	}
+	if in == g.stdin && isTerminal(in) {
+		// Typed by hand: say that sq waits for input and how to end it.
+		what := "records for %s from the terminal, one per line"
+		if pin.valueFile != "" {
+			what = "one record for %s from the terminal"
+		} else if cmd.Flags().Changed("delimiter") {
+			what = "records for %s from the terminal, split at --delimiter"
+		}
+		fmt.Fprintf(g.stderr, "sq: reading "+what+"; Ctrl-D ends the input, Ctrl-C stops\n", f.topic)
 	}
 	s := &produceSession{
 		addr:      addr,
@@ -725,4 +736,11 @@ func (o *offsetRanges) first(n int) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// isTerminal reports whether r is a terminal (stdin typed by hand), for
+// the hint of sq produce.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
 }
