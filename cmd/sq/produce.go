@@ -38,6 +38,8 @@ type produceFlags struct {
 
 const produceLong = `Produce records to a topic: one per line of the input (stdin, or --file),
 one per --delimiter-separated piece, or one whole file (--value-file).
+Typing records at a terminal, end the input with Ctrl-D at the start of a
+line.
 
 Splitting: every delimiter (a newline unless --delimiter says otherwise)
 ends a record, so two in a row make an empty record, and the bytes after the
