@@ -89,7 +89,7 @@ func startControl(ctx context.Context, c *config, log *slog.Logger) (*controlPla
 	ln, err := net.Listen("tcp", c.HTTPHost)
 	if err != nil {
 		tel.Shutdown(ctx)
-		return nil, fmt.Errorf("http: listen on %s: %w", c.HTTPHost, err)
+		return nil, listenError("http", "--http-host", "SQ_HTTP_HOST", c.HTTPHost, err)
 	}
 	log.Info("HTTP listening", "addr", ln.Addr().String(), "endpoints", "/healthz /readyz /metrics")
 	cp.hooks.listened("http", ln)
@@ -106,7 +106,7 @@ func (cp *controlPlane) serveGRPC(eng *engine.Engine) error {
 	}
 	ln, err := net.Listen("tcp", cp.grpcH)
 	if err != nil {
-		return fmt.Errorf("control plane: listen on %s: %w", cp.grpcH, err)
+		return listenError("control plane", "--grpc-host", "SQ_GRPC_HOST", cp.grpcH, err)
 	}
 	cp.log.Info("control plane listening", "addr", ln.Addr().String())
 	cp.hooks.listened("grpc", ln)

@@ -129,7 +129,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", c.CapnpHost)
 	if err != nil {
 		eng.Close()
-		return fmt.Errorf("data plane: listen on %s: %w", c.CapnpHost, err)
+		return listenError("data plane", "--capnp-host", "SQ_CAPNP_HOST", c.CapnpHost, err)
 	}
 	log.Info("data plane listening", "addr", ln.Addr().String())
 	c.hooks.listened("capnp", ln)
@@ -184,4 +184,15 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		log.Info("stopped cleanly")
 	}
 	return err
+}
+
+// listenError is the error of a listener (what) that could not listen on
+// addr. An address in use (most often by another sq-server, or a second
+// `make run`) names the flag and variable that move the listener;
+// errors.Is(err, syscall.EADDRINUSE) holds for it.
+func listenError(what, flag, env, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s: listen on %s: %w (by another program, another sq-server say); give it another address with %s or %s", what, addr, syscall.EADDRINUSE, flag, env)
+	}
+	return fmt.Errorf("%s: listen on %s: %w", what, addr, err)
 }

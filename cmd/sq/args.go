@@ -18,11 +18,23 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	return fmt.Errorf("%s takes no arguments, got %s (see --help)", cmd.CommandPath(), quoteArgs(args))
 }
 
-// consumeArgs is noArgs for sq consume, which says where the topic goes
-// when it was given as an argument (kcat and rpk users may write it so).
-func consumeArgs(cmd *cobra.Command, args []string) error {
+// topicArgs is noArgs for sq consume and sq produce, which say where the
+// topic goes when it was given as an argument (kcat and rpk users may
+// write it so: `sq produce orders < file`); with the topic set, sq
+// produce points a stray argument, most likely a file name, to --file and
+// --value-file.
+//
+// Without any topic it says what is missing in place of cobra's
+// `required flag(s) "topic" not set`.
+func topicArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 && !cmd.Flags().Changed("topic") {
+		return fmt.Errorf("%s needs a topic: give it with -t/--topic, e.g. %s -t orders (sq topic list names the topics)", cmd.CommandPath(), cmd.CommandPath())
+	}
 	if len(args) == 1 && !cmd.Flags().Changed("topic") {
 		return fmt.Errorf("%s takes no arguments, got %q: name the topic with -t/--topic: %s -t %s", cmd.CommandPath(), args[0], cmd.CommandPath(), args[0])
+	}
+	if len(args) == 1 && cmd.Name() == "produce" {
+		return fmt.Errorf("%s takes no arguments, got %q: to send a file give --file %s (one record per line) or --value-file %s (the whole file as one record)", cmd.CommandPath(), args[0], args[0], args[0])
 	}
 	return noArgs(cmd, args)
 }

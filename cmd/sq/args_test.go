@@ -6,8 +6,10 @@ import (
 )
 
 // TestPositionalArguments: a stray argument is named, and a topic given
-// to sq consume as an argument is pointed to -t; a group command without
-// its NAME says so. Nothing is dialed.
+// to sq consume or sq produce as an argument is pointed to -t, and a
+// file given to sq produce to --file and --value-file; a group command without
+// its NAME says so, and so do sq consume and sq produce without a topic.
+// Nothing is dialed.
 func TestPositionalArguments(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -15,6 +17,14 @@ func TestPositionalArguments(t *testing.T) {
 	}{
 		{[]string{"consume", "orders"}, `sq consume takes no arguments, got "orders": name the topic with -t/--topic: sq consume -t orders`},
 		{[]string{"consume", "-t", "orders", "more"}, `sq consume takes no arguments, got "more" (see --help)`},
+		{[]string{"consume"}, `sq consume needs a topic: give it with -t/--topic, e.g. sq consume -t orders (sq topic list names the topics)`},
+		{[]string{"produce"}, `sq produce needs a topic: give it with -t/--topic, e.g. sq produce -t orders (sq topic list names the topics)`},
+		{[]string{"produce", "--file", "lines.txt"}, `sq produce needs a topic: give it with -t/--topic, e.g. sq produce -t orders`},
+		{[]string{"consume", "-g", "billing", "-f", "json"}, `sq consume needs a topic: give it with -t/--topic, e.g. sq consume -t orders`},
+		{[]string{"produce", "orders"}, `sq produce takes no arguments, got "orders": name the topic with -t/--topic: sq produce -t orders`},
+		{[]string{"produce", "-t", "orders", "lines.txt"}, `sq produce takes no arguments, got "lines.txt": to send a file give --file lines.txt (one record per line) or --value-file lines.txt (the whole file as one record)`},
+		{[]string{"produce", "-t", "orders", "a", "b"}, `sq produce takes no arguments, got "a" "b" (see --help)`},
+		{[]string{"produce", "a", "b"}, `sq produce takes no arguments, got "a" "b" (see --help)`},
 		{[]string{"consume", "a", "b"}, `sq consume takes no arguments, got "a" "b" (see --help)`},
 		{[]string{"topic", "list", "x"}, `sq topic list takes no arguments, got "x" (see --help)`},
 		{[]string{"group", "list", "billing"}, `sq group list takes no arguments, got "billing" (see --help)`},

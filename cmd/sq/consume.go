@@ -95,9 +95,10 @@ combined with --group (the group assigns the partitions), nor can -o -N or
 
 Ctrl-C stops: sq commits (with --group), prints a one-line summary of what
 it printed to stderr and exits with status 130; a second Ctrl-C exits at
-once. A server that cannot be reached fails the command, naming its
-address, without --follow; with --follow sq reports it once and keeps
-retrying until Ctrl-C.`
+once. A server that cannot be reached at start fails the command, naming
+its address (with --follow too: check --server); one lost while reading
+fails it without --follow, while with --follow sq reports the outage once
+and keeps retrying until Ctrl-C.`
 
 func newConsumeCommand(g *globals) *cobra.Command {
 	f := consumeFlags{partition: partitionFlag{all: true}}
@@ -112,7 +113,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 			"  sq consume -t orders -o end --follow\n" +
 			"  sq consume -t orders --from-time -1h\n" +
 			"  sq consume -t orders -p 2 -f '%p:%o %k=%v\\n'",
-		Args: consumeArgs,
+		Args: topicArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runConsume(cmd, g, f)
 		},

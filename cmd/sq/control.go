@@ -148,6 +148,7 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 	fl.Int64Var(&f.segmentMs, "segment-ms", 0, "roll the active segment after this many milliseconds")
 	fl.Int32Var(&f.maxRecordBytes, "max-record-bytes", 0, "largest record (key+value+headers) in bytes")
 	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		err = flagError(cmd, err)
 		if strings.Contains(err.Error(), "--segment-bytes") {
 			return fmt.Errorf("%w: segment.bytes is fixed when a topic is created; topic alter changes %s", err, alterableSettings)
 		}

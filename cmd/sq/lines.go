@@ -30,6 +30,11 @@ type lineReader struct {
 	maxLineBytes int
 	line         int    // number of the record last returned, from 1
 	acc          []byte // a record being assembled (multi-byte delimiters)
+	// eof is set once the input has said io.EOF: a terminal says it once
+	// per Ctrl-D and then reads again, so the reader must not ask twice
+	// (a last record without its delimiter would otherwise need a second
+	// Ctrl-D).
+	eof bool
 }
 
 // minLineBuffer keeps the buffer useful when the limit is tiny.
@@ -59,6 +64,9 @@ func (e *lineTooLongError) Error() string {
 // following call, and its 1-based number. At the end of the input it
 // returns io.EOF.
 func (lr *lineReader) next() ([]byte, int, error) {
+	if lr.eof {
+		return nil, lr.line, io.EOF
+	}
 	if len(lr.delim) > 1 {
 		return lr.nextMulti()
 	}
@@ -70,6 +78,7 @@ func (lr *lineReader) next() ([]byte, int, error) {
 		lr.line++
 		return nil, lr.line, &lineTooLongError{line: lr.line, limit: lr.maxLineBytes}
 	case errors.Is(err, io.EOF):
+		lr.eof = true
 		if len(b) == 0 {
 			return nil, lr.line, io.EOF
 		}
@@ -104,6 +113,7 @@ func (lr *lineReader) nextMulti() ([]byte, int, error) {
 			}
 		case errors.Is(err, bufio.ErrBufferFull):
 		case errors.Is(err, io.EOF):
+			lr.eof = true
 			if len(lr.acc) == 0 {
 				return nil, lr.line, io.EOF
 			}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -98,6 +99,93 @@ func TestOffsetRanges(t *testing.T) {
 	}
 	if got := r.String(); got != "0-2,5,7-8" {
 		t.Errorf("ranges %q", got)
+	}
+}
+
+// onceEOF is input that says io.EOF once and then has more to read, as
+// a terminal does at Ctrl-D.
+type onceEOF struct {
+	parts []string // each read returns the next part; "" is io.EOF
+}
+
+func (o *onceEOF) Read(p []byte) (int, error) {
+	if len(o.parts) == 0 {
+		return 0, errors.New("read after the end of the test input")
+	}
+	part := o.parts[0]
+	o.parts = o.parts[1:]
+	if part == "" {
+		return 0, io.EOF
+	}
+	return copy(p, part), nil
+}
+
+// TestDelimReaderStopsAtFirstEOF: the input's first io.EOF ends the
+// records, also when the last record has no delimiter, for one-byte and
+// several-byte delimiters: the reader never reads again (a terminal would
+// wait for another Ctrl-D, and here would give more records).
+func TestDelimReaderStopsAtFirstEOF(t *testing.T) {
+	for _, tc := range []struct {
+		delim string
+		parts []string
+		want  []string
+	}{
+		{",", []string{"a,b\n", "", "more,"}, []string{"a", "b\n"}},
+		{"\n", []string{"x\ny", "", "more\n"}, []string{"x", "y"}},
+		{"\n", []string{"x\n", "", "more\n"}, []string{"x"}},
+		{"\r\n", []string{"p\r\nq\r", "", "more\r\n"}, []string{"p", "q\r"}},
+		{"\r\n", []string{"p\r\n", "", "more\r\n"}, []string{"p"}},
+		{"\x00", []string{"", "more\x00"}, nil},
+	} {
+		in := &onceEOF{parts: tc.parts}
+		lr := newDelimReader(in, []byte(tc.delim), 1<<20)
+		var got []string
+		for {
+			b, _, err := lr.next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("delimiter %q: %v", tc.delim, err)
+			}
+			got = append(got, string(b))
+		}
+		if _, _, err := lr.next(); !errors.Is(err, io.EOF) {
+			t.Errorf("delimiter %q: next after the end: %v, want io.EOF", tc.delim, err)
+		}
+		if !slices.Equal(got, tc.want) || len(in.parts) != 1 {
+			t.Errorf("delimiter %q: records %q, want %q; unread parts %q, want only the one after EOF", tc.delim, got, tc.want, in.parts)
+		}
+	}
+}
+
+// TestProduceSummary: the summary names each partition's acknowledged
+// offsets, "offset" when a partition got a single record, and the count
+// not acknowledged.
+func TestProduceSummary(t *testing.T) {
+	for _, tc := range []struct {
+		offsets map[uint32][]uint64
+		failed  int
+		want    string
+	}{
+		{map[uint32][]uint64{2: {8}}, 0, "produced 1 record to orders: partition 2 offset 8"},
+		{map[uint32][]uint64{0: {0, 1}}, 0, "produced 2 records to orders: partition 0 offsets 0-1"},
+		{map[uint32][]uint64{0: {4}, 1: {0, 1, 2}, 2: {3, 5}}, 0, "produced 6 records to orders: partition 0 offset 4, partition 1 offsets 0-2, partition 2 offsets 3,5"},
+		{map[uint32][]uint64{1: {7}}, 3, "produced 1 record to orders: partition 1 offset 7 (3 not acknowledged)"},
+		{nil, 2, "produced 0 records to orders (2 not acknowledged)"},
+	} {
+		s := &produceSession{topic: "orders", failed: tc.failed, ranges: map[uint32]*offsetRanges{}}
+		for p, offs := range tc.offsets {
+			r := &offsetRanges{}
+			for _, o := range offs {
+				r.add(o)
+				s.acked++
+			}
+			s.ranges[p] = r
+		}
+		if got := s.summary(3); got != tc.want {
+			t.Errorf("summary %q, want %q", got, tc.want)
+		}
 	}
 }
 

@@ -277,6 +277,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 		Version:           buildinfo.Version,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkEmptyAddrs(cmd) },
 	}
+	root.SetFlagErrorFunc(flagError)
 	root.SetVersionTemplate(buildinfo.String("sq") + "\n")
 	root.SetIn(stdin)
 	root.SetOut(stdout)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
@@ -37,6 +38,8 @@ type produceFlags struct {
 
 const produceLong = `Produce records to a topic: one per line of the input (stdin, or --file),
 one per --delimiter-separated piece, or one whole file (--value-file).
+Typing records at a terminal, end the input with Ctrl-D at the start of a
+line.
 
 Splitting: every delimiter (a newline unless --delimiter says otherwise)
 ends a record, so two in a row make an empty record, and the bytes after the
@@ -90,7 +93,7 @@ func newProduceCommand(g *globals) *cobra.Command {
 			"  echo '{\"id\":1}' | sq produce -t orders -k order-1 -H source=web -H trace=\n" +
 			"  sq produce -t images --value-file logo.png -k logo.png\n" +
 			"  find . -print0 | sq produce -t files --delimiter '\\0' -p 0",
-		Args: cobra.NoArgs,
+		Args: topicArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runProduce(cmd, g, f)
 		},
@@ -234,6 +237,16 @@ func runProduce(cmd *cobra.Command, g *globals, f produceFlags) error {
 	}
 	if f.partition >= 0 && uint32(f.partition) >= info.Partitions {
 		return api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0-%d, not %d", f.topic, info.Partitions-1, f.partition)
+	}
+	if in == g.stdin && isTerminal(in) {
+		// Typed by hand: say that sq waits for input and how to end it.
+		what := "records for %s from the terminal, one per line"
+		if pin.valueFile != "" {
+			what = "one record for %s from the terminal"
+		} else if cmd.Flags().Changed("delimiter") {
+			what = "records for %s from the terminal, split at --delimiter"
+		}
+		fmt.Fprintf(g.stderr, "sq: reading "+what+"; Ctrl-D ends the input, Ctrl-C stops\n", f.topic)
 	}
 	s := &produceSession{
 		addr:      addr,
@@ -666,7 +679,8 @@ func deliveryTimeout(last error) error {
 }
 
 // summary describes what was acknowledged, for example "produced 1234
-// records to orders: partition 0 offsets 0-411, partition 1 offsets 0-822".
+// records to orders: partition 0 offsets 0-411, partition 1 offsets 0-822";
+// a partition that got one record says "partition 2 offset 8".
 func (s *produceSession) summary(partitions uint32) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "produced %d record%s to %s", s.acked, plural(s.acked), s.topic)
@@ -676,7 +690,11 @@ func (s *produceSession) summary(partitions uint32) string {
 		if r == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "%spartition %d offsets %s", sep, p, r)
+		word := "offsets"
+		if len(r.r) == 1 && r.r[0][0] == r.r[0][1] {
+			word = "offset"
+		}
+		fmt.Fprintf(&b, "%spartition %d %s %s", sep, p, word, r)
 		sep = ", "
 	}
 	if s.failed > 0 {
@@ -720,4 +738,11 @@ func (o *offsetRanges) first(n int) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// isTerminal reports whether r is a terminal (stdin typed by hand), for
+// the hint of sq produce.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
 }

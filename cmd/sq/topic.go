@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -59,7 +60,24 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "delete the oldest segments while a partition is larger than this many bytes; -1 unlimited; 0: server default")
 	fl.Int64Var(&f.segmentBytes, "segment-bytes", 0, "size of one segment file in bytes; at least the server's batch limit plus 4096 (--max-batch-bytes of sq-server, 16 MiB by default); 0: server default (--segment-bytes of sq-server)")
 	fl.Int64Var(&f.segmentMs, "segment-ms", 0, "roll the active segment this many milliseconds after its first record, so quiet partitions age out; 0: server default (7 days)")
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		err = flagError(cmd, err)
+		if strings.Contains(err.Error(), "'p' in -p") {
+			// rpk topic create takes -p for the partition count.
+			return fmt.Errorf("%w: the partition count is --partitions N, as in sq topic create %s --partitions 3 (-p names one partition in sq produce and sq consume)", err, topicNameOr(cmd))
+		}
+		return err
+	})
 	return cmd
+}
+
+// topicNameOr returns the topic NAME given to cmd, or "NAME" when there
+// is none yet, for examples in messages.
+func topicNameOr(cmd *cobra.Command) string {
+	if args := cmd.Flags().Args(); len(args) > 0 && args[0] != "" {
+		return args[0]
+	}
+	return "NAME"
 }
 
 func runTopicCreate(cmd *cobra.Command, g *globals, name string, f topicCreateFlags) error {

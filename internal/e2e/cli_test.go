@@ -83,7 +83,7 @@ func splitRecords(data string) []string {
 
 var producedLine = regexp.MustCompile(`^produced (\d+) records? to (\S+)`)
 
-var rangeRE = regexp.MustCompile(`partition (\d+) offsets (\d+)(?:-(\d+))?`)
+var rangeRE = regexp.MustCompile(`partition (\d+) offsets? (\d+)(?:-(\d+))?`)
 
 // produceFile produces file to topic with the CLI, checks the count it
 // reports, and returns the offset ranges it reports per partition.
