@@ -242,7 +242,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 		if errors.Is(err, ErrConnectTimeout) {
 			return nil, err // names the address and the bound; matches ErrConnection
 		}
-		return nil, fmt.Errorf("%w: %s: %v", ErrConnection, c.cfg.Addr, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrConnection, c.cfg.Addr, err)
 	}
 	if c.isClosed() {
 		cn.close(ErrClosed)
@@ -292,7 +292,7 @@ func (c *Client) roundTrip(parent context.Context, extra time.Duration, build fu
 			cause := fmt.Errorf("no response within %v", timeout)
 			cn.fail(cause)
 			c.cfg.Logger.Warn("sdk: request timed out, closing the connection", "addr", c.cfg.Addr, "timeout", timeout)
-			return response{}, fmt.Errorf("%w: %v", ErrConnection, cause)
+			return response{}, fmt.Errorf("%w: %w", ErrConnection, cause)
 		}
 		return response{}, err
 	}

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/seedqueue/sq/api"
 )
@@ -59,4 +60,19 @@ var (
 // THROTTLED, SHUTTING_DOWN, STORAGE_ERROR, TOO_MANY_REQUESTS, ...).
 func IsRetriable(err error) bool {
 	return errors.Is(err, ErrConnection) || api.IsRetriable(err)
+}
+
+// textError decodes a catalog error the gRPC API sends as a string field
+// ("NAME: message", the text of an *api.Error, as in a per-partition
+// commit or describe result): a NAME from the catalog gives its code and
+// the message after it; any other text gives code def with the whole text.
+func textError(s string, def api.Code) *api.Error {
+	if name, msg, ok := strings.Cut(s, ": "); ok {
+		for _, e := range api.Catalog {
+			if e.Name == name && e.Code != api.CodeNone {
+				return &api.Error{Code: e.Code, Message: msg}
+			}
+		}
+	}
+	return &api.Error{Code: def, Message: s}
 }

@@ -457,7 +457,7 @@ func (c *GrpcConsumer) Commit(ctx context.Context) error {
 				continue
 			}
 			if first == nil {
-				first = fmt.Errorf("sdk: commit %s/%d: %s", o.Topic, o.Partition, o.Error)
+				first = fmt.Errorf("sdk: commit %s/%d: %w", o.Topic, o.Partition, textError(o.Error, api.CodeUnknown))
 			}
 			continue
 		}
