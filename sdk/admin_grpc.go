@@ -36,8 +36,12 @@ type Admin struct {
 // the first call connects. An address that is neither host:port nor a
 // gRPC target with a resolver scheme (dns:///host:port, unix:///path) is
 // refused with an *AddrError (ErrBadAddr): gRPC would otherwise dial port
-// 443 for an address without a port.
+// 443 for an address without a port. It fails with ErrInvalidConfig when
+// Validate refuses cfg.
 func NewAdmin(cfg AdminConfig) (*Admin, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	cfg.defaults()
 	if err := checkControlAddr(cfg.Addr); err != nil {
 		return nil, err

@@ -129,7 +129,8 @@ type Client struct {
 }
 
 // Dial connects to cfg.Addr and performs the handshake, both within
-// cfg.DialTimeout. It fails with an error wrapping ErrConnection when the
+// cfg.DialTimeout. It fails with ErrInvalidConfig when cfg.Validate
+// refuses cfg, with an error wrapping ErrConnection when the
 // server cannot be reached (it does not wait for a server to come up), a
 // *ConnectTimeoutError (ErrConnectTimeout, also ErrConnection) when the
 // address accepts but does not answer in time, a *WrongProtocolError
@@ -137,6 +138,9 @@ type Client struct {
 // control plane's HTTP/2), or with the server's *api.Error (for example
 // UNSUPPORTED_VERSION).
 func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	c := &Client{
 		cfg:     cfg.withDefaults(),
 		dialSem: make(chan struct{}, 1),

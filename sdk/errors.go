@@ -27,7 +27,9 @@ var (
 	ErrNoGroup = errors.New("sdk: consumer has no consumer group")
 
 	// ErrInvalidConfig reports a configuration the SDK rejects before
-	// contacting the server (for example an empty ConsumerConfig.Topic).
+	// contacting the server: every error of a Config's Validate (which
+	// Dial and each NewX call) wraps it and names the field, for example
+	// "sdk: invalid configuration: ConsumerConfig.Topic is required".
 	ErrInvalidConfig = errors.New("sdk: invalid configuration")
 
 	// ErrMaxPollIntervalExceeded is the cause a Consumer reports (wrapped
