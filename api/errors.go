@@ -96,17 +96,42 @@ func (c Code) Retriable() bool { return c.Entry().Retriable }
 // errors (OFFSET_OUT_OF_RANGE, commit beyond the high watermark), the valid
 // range [RangeStart, RangeEnd]. Test for a code with errors.Is against the
 // sentinel of that code, for example errors.Is(err, api.ErrUnknownTopic).
+//
+// An Error built with WrapError also keeps the error that caused it (an
+// fdatasync's syscall.EIO, say), reachable with errors.Is and errors.As
+// through Unwrap on the side that built it. The cause never crosses the
+// wire: ToWire and the gRPC status send only the code, the message (which
+// holds the cause's text) and the range.
 type Error struct {
 	Code       Code
 	Message    string
 	RangeStart uint64
 	RangeEnd   uint64
 	HasRange   bool
+
+	cause error // local only; never encoded
 }
 
 // NewError returns an *Error with code c and a formatted message.
 func NewError(c Code, format string, args ...any) *Error {
 	return &Error{Code: c, Message: fmt.Sprintf(format, args...)}
+}
+
+// WrapError returns an *Error with code c that keeps cause for errors.Is
+// and errors.As (through Unwrap). Its message is the formatted text, then
+// ": " and cause's text, so the peer, which receives only the message,
+// still reads why; with an empty format the message is the cause's text
+// alone. A nil cause gives the same error as NewError.
+func WrapError(c Code, cause error, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	switch {
+	case cause == nil:
+	case msg == "":
+		msg = cause.Error()
+	default:
+		msg += ": " + cause.Error()
+	}
+	return &Error{Code: c, Message: msg, cause: cause}
 }
 
 // NewRangeError returns an *Error carrying the valid range [start, end].
@@ -122,6 +147,10 @@ func (e *Error) Error() string {
 	}
 	return e.Code.String() + ": " + msg
 }
+
+// Unwrap returns the local cause given to WrapError, or nil (always nil
+// for an error decoded from the wire).
+func (e *Error) Unwrap() error { return e.cause }
 
 // Retriable reports whether the request may be retried unchanged.
 func (e *Error) Retriable() bool { return e.Code.Retriable() }
@@ -163,7 +192,8 @@ var (
 )
 
 // AsError converts err into an *Error: an *Error anywhere in its chain is
-// returned as is; anything else becomes CodeUnknown with err's text.
+// returned as is; anything else becomes CodeUnknown with err's text and err
+// as its cause.
 func AsError(err error) *Error {
 	if err == nil {
 		return nil
@@ -172,7 +202,7 @@ func AsError(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	return &Error{Code: CodeUnknown, Message: err.Error()}
+	return &Error{Code: CodeUnknown, Message: err.Error(), cause: err}
 }
 
 // IsRetriable reports whether err carries a retriable catalog code.
@@ -181,7 +211,8 @@ func IsRetriable(err error) bool {
 	return errors.As(err, &e) && e.Retriable()
 }
 
-// ToWire fills the wire Error w from err (which must be non-nil).
+// ToWire fills the wire Error w from err (which must be non-nil): code,
+// message and range only; a local cause is never encoded.
 func ToWire(w WireError, err error) error {
 	e := AsError(err)
 	w.SetCode(uint16(e.Code))

@@ -56,7 +56,7 @@ func ParseTopicID(s string) (TopicID, error) {
 	}
 	h := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
 	if _, err := hex.Decode(id[:], []byte(h)); err != nil {
-		return TopicID{}, fmt.Errorf("api: topic id %q is not a UUID: %v", s, err)
+		return TopicID{}, fmt.Errorf("api: topic id %q is not a UUID: %w", s, err)
 	}
 	return id, nil
 }

@@ -158,7 +158,7 @@ func BenchmarkPublishLatencyAtRate(b *testing.B) {
 	var mu sync.Mutex
 	h := hdrhistogram.New(1, 60_000_000, 3)
 	bp := hpProducer(b, addr, sdk.BatchProducerConfig{
-		Linger: -1,
+		Linger: sdk.LingerNone,
 		OnAck: func(a sdk.BatchAck) {
 			now := time.Now().UnixNano()
 			mu.Lock()

@@ -112,7 +112,7 @@ func (s *Server) publish(ctx context.Context, req *sqv1.PublishRequest) (*sqv1.P
 	}
 	buf, err := b.Build()
 	if err != nil {
-		return nil, api.NewError(api.CodeMessageTooLarge, "%v", err)
+		return nil, api.WrapError(api.CodeMessageTooLarge, err, "")
 	}
 	res, err := s.eng().Append(ctx, req.Topic, partition, buf)
 	if err != nil {
@@ -443,7 +443,7 @@ func (s *Server) sendRecords(ctx context.Context, send func(*sqv1.SubscribeRespo
 	for {
 		count, size, err := measureRecords(bufs, off, GrpcMaxMessageBytes-proto.Size(tmpl))
 		if err != nil {
-			return off, api.NewError(api.CodeCorruptBatch, "%s/%d: %v", tmpl.Topic, tmpl.Partition, err)
+			return off, api.WrapError(api.CodeCorruptBatch, err, "%s/%d", tmpl.Topic, tmpl.Partition)
 		}
 		if count == 0 {
 			return off, nil
@@ -457,7 +457,7 @@ func (s *Server) sendRecords(ctx context.Context, send func(*sqv1.SubscribeRespo
 		var next uint64
 		resp.Records, next, err = decodeRecords(bufs, off, count)
 		if err != nil {
-			return off, api.NewError(api.CodeCorruptBatch, "%s/%d: %v", tmpl.Topic, tmpl.Partition, err)
+			return off, api.WrapError(api.CodeCorruptBatch, err, "%s/%d", tmpl.Topic, tmpl.Partition)
 		}
 		if err := sendSplit(send, resp, GrpcMaxMessageBytes); err != nil {
 			return off, err

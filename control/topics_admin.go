@@ -37,7 +37,7 @@ func (t *topicsService) AlterTopicConfig(_ context.Context, req *sqv1.AlterTopic
 	}
 	if req.SyncPolicy != nil {
 		if _, err := engine.ParseSyncPolicy(*req.SyncPolicy); err != nil {
-			return nil, api.NewError(api.CodeInvalidConfig, "%v", err)
+			return nil, api.WrapError(api.CodeInvalidConfig, err, "")
 		}
 	}
 	a, ok := t.s.eng().(TopicAlterer)

@@ -49,7 +49,7 @@ func (e *Engine) AlterTopicConfig(name string, change TopicConfigChange) (TopicI
 	}
 	policy, err := ParseSyncPolicy(cfg.SyncPolicy)
 	if err != nil {
-		return TopicInfo{}, api.NewError(api.CodeInvalidConfig, "%v", err)
+		return TopicInfo{}, api.WrapError(api.CodeInvalidConfig, err, "")
 	}
 	old := m
 	m.Config = cfg

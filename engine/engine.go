@@ -222,7 +222,7 @@ func (e *Engine) openTopic(m topicMeta) (*topic, error) {
 				if errors.Is(err, segment.ErrCorrupt) {
 					code = api.CodePartitionFailed
 				}
-				p.fail(api.NewError(code, "partition %s/%d failed to open: %v", m.Name, i, err))
+				p.fail(api.WrapError(code, err, "partition %s/%d failed to open", m.Name, i))
 			}
 			t.parts[i] = p
 		})
@@ -446,9 +446,9 @@ func (e *Engine) enqueueBatch(ctx context.Context, topicName string, partition i
 	h, err := batch.Validate(b, t.state.Load().limits)
 	if err != nil {
 		if errors.Is(err, batch.ErrTooLarge) {
-			return nil, 0, api.NewError(api.CodeMessageTooLarge, "%v", err)
+			return nil, 0, api.WrapError(api.CodeMessageTooLarge, err, "")
 		}
-		return nil, 0, api.NewError(api.CodeCorruptBatch, "%v", err)
+		return nil, 0, api.WrapError(api.CodeCorruptBatch, err, "")
 	}
 	if err := e.disk.admit(len(b), p.spare); err != nil {
 		// Other partitions' preallocated space may hold the room: give

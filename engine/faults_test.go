@@ -162,7 +162,7 @@ func TestENOSPCMidWrite(t *testing.T) {
 	}
 	// The client hears which partition's write failed; the log line
 	// counts the publishes its commit failed.
-	if !strings.Contains(err.Error(), "write to partition t/0: no space left on device") {
+	if msg := err.Error(); !strings.Contains(msg, "write to partition t/0: ") || !strings.HasSuffix(msg, ": no space left on device") {
 		t.Errorf("DISK_FULL message %q does not name the partition", err)
 	}
 	if !strings.Contains(logs.String(), `msg="append failed" topic=t partition=0 batches=1 err=`) {

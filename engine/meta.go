@@ -42,7 +42,7 @@ func (e *Engine) resolveConfig(c TopicConfig, prev *TopicConfig) (TopicConfig, e
 	}
 	p, err := ParseSyncPolicy(c.SyncPolicy)
 	if err != nil {
-		return c, api.NewError(api.CodeInvalidConfig, "%v", err)
+		return c, api.WrapError(api.CodeInvalidConfig, err, "")
 	}
 	c.SyncPolicy = p.String()
 	if c.SegmentBytes == 0 {

@@ -518,7 +518,7 @@ func (s *offsetStore) fail(err error) {
 // failedError is the error of every commit refused in the failed state;
 // s.mu is held.
 func (s *offsetStore) failedError() error {
-	return api.NewError(api.CodeStorageError, "group offsets log failed (%v); offset commits are refused until the server restarts", s.failed)
+	return api.WrapError(api.CodeStorageError, s.failed, "group offsets log failed; offset commits are refused until the server restarts")
 }
 
 // err returns the failure of the store (nil: healthy).

@@ -264,7 +264,7 @@ func (p *partition) commit(pending []*appendReq) {
 		if errors.Is(err, segment.ErrFailed) {
 			// A sync failed (at a segment roll, say): the log refuses
 			// appends until it is reopened, so the partition fails too.
-			e := api.NewError(api.CodePartitionFailed, "partition %s/%d: %v", p.topic, p.id, err)
+			e := api.WrapError(api.CodePartitionFailed, err, "partition %s/%d", p.topic, p.id)
 			p.fail(e)
 			finish(e)
 			return
@@ -283,7 +283,7 @@ func (p *partition) commit(pending []*appendReq) {
 		err := p.log.Sync()
 		p.observeSync(start, len(pending), err)
 		if err != nil {
-			e := api.NewError(api.CodePartitionFailed, "fdatasync of %s failed: %v", p.dir, err)
+			e := api.WrapError(api.CodePartitionFailed, err, "fdatasync of %s failed", p.dir)
 			p.fail(e)
 			finish(e)
 			return
@@ -344,7 +344,7 @@ func (p *partition) syncDirty() {
 	err := p.log.Sync()
 	p.observeSync(start, p.unsynced, err)
 	if err != nil {
-		p.fail(api.NewError(api.CodePartitionFailed, "fdatasync of %s failed: %v", p.dir, err))
+		p.fail(api.WrapError(api.CodePartitionFailed, err, "fdatasync of %s failed", p.dir))
 		return
 	}
 	p.unsynced = 0
@@ -452,16 +452,16 @@ func (p *partition) fetch(ctx context.Context, offset uint64, maxBytes int, maxW
 // anything else STORAGE_ERROR.
 func storageError(op string, err error) *api.Error {
 	if errors.Is(err, unix.ENOSPC) {
-		return api.NewError(api.CodeDiskFull, "%s: no space left on device", op)
+		return api.WrapError(api.CodeDiskFull, err, "%s", op)
 	}
 	if errors.Is(err, unix.EDQUOT) {
-		return api.NewError(api.CodeDiskFull, "%s: disk quota exceeded", op)
+		return api.WrapError(api.CodeDiskFull, err, "%s", op)
 	}
 	var e *api.Error
 	if errors.As(err, &e) {
 		return e
 	}
-	return api.NewError(api.CodeStorageError, "%s: %v", op, err)
+	return api.WrapError(api.CodeStorageError, err, "%s", op)
 }
 
 // codeOfStorage is the catalog code storageError gives err.

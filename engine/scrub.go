@@ -60,7 +60,7 @@ func (e *Engine) scrub(parts []*partition) {
 		case errors.Is(err, errScrubStopped):
 			return
 		case errors.Is(err, segment.ErrCorrupt):
-			p.fail(api.NewError(api.CodePartitionFailed, "partition %s/%d is corrupt: %v", p.topic, p.id, err))
+			p.fail(api.WrapError(api.CodePartitionFailed, err, "partition %s/%d is corrupt", p.topic, p.id))
 		default:
 			p.logger.Warn("verification of sealed segments failed", "err", err)
 		}

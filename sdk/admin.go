@@ -285,7 +285,7 @@ func wireTopicID(has bool, get func() ([]byte, error)) (api.TopicID, error) {
 	}
 	id, err := api.TopicIDFromBytes(b)
 	if err != nil {
-		return api.TopicID{}, fmt.Errorf("%w: %v", ErrUnexpectedResponse, err)
+		return api.TopicID{}, fmt.Errorf("%w: %w", ErrUnexpectedResponse, err)
 	}
 	return id, nil
 }

@@ -3,7 +3,6 @@ package sdk
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -37,8 +36,12 @@ type Admin struct {
 // the first call connects. An address that is neither host:port nor a
 // gRPC target with a resolver scheme (dns:///host:port, unix:///path) is
 // refused with an *AddrError (ErrBadAddr): gRPC would otherwise dial port
-// 443 for an address without a port.
+// 443 for an address without a port. It fails with ErrInvalidConfig when
+// Validate refuses cfg.
 func NewAdmin(cfg AdminConfig) (*Admin, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	cfg.defaults()
 	if err := checkControlAddr(cfg.Addr); err != nil {
 		return nil, err
@@ -94,7 +97,7 @@ func (a *Admin) Connect(ctx context.Context) error {
 		if dialErr != nil && ctx.Err() == nil && cctx.Err() == nil {
 			// gRPC's own text for this is "name resolver error:
 			// produced zero addresses" for a name that does not resolve.
-			return fmt.Errorf("%w: %s: %v", ErrConnection, addr, dialErr)
+			return fmt.Errorf("%w: %s: %w", ErrConnection, addr, dialErr)
 		}
 		if cctx.Err() != nil {
 			return &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "first call"}
@@ -237,7 +240,7 @@ func topicFromProto(t *sqv1.TopicInfo) TopicInfo {
 		pi := PartitionInfo{Partition: uint32(p.Partition), LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark,
 			LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes, SegmentCount: uint32(p.SegmentCount)}
 		if p.Error != "" {
-			pi.Err = &api.Error{Code: api.CodePartitionFailed, Message: strings.TrimPrefix(p.Error, "PARTITION_FAILED: ")}
+			pi.Err = textError(p.Error, api.CodePartitionFailed)
 		}
 		out.PartitionInfos = append(out.PartitionInfos, pi)
 	}

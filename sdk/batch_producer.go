@@ -36,9 +36,10 @@ type BatchProducerConfig struct {
 
 	// Linger is how long a partition's open batch waits for more records
 	// after its first record before it is sent (franz-go's linger, Kafka's
-	// linger.ms). Default 5ms; negative means no wait: the open batch is
+	// linger.ms). Default 5ms; LingerNone means no wait: the open batch is
 	// sent as soon as the partition has no batch in flight, so it holds the
-	// records sent while the previous one was in flight.
+	// records sent while the previous one was in flight. Any other
+	// negative value is refused by Validate.
 	Linger time.Duration
 	// BatchBytes closes a batch when its encoded size would exceed it.
 	// Default 1 MiB; never above the server's maxBatchBytes.
@@ -173,8 +174,11 @@ type bpBatch struct {
 }
 
 // NewBatchProducer connects to cfg.Addr and starts the producer. It fails
-// as Dial does.
+// with ErrInvalidConfig when Validate refuses cfg, else as Dial does.
 func NewBatchProducer(ctx context.Context, cfg BatchProducerConfig) (*BatchProducer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	p, err := NewProducer(ctx, cfg.ProducerConfig)
 	if err != nil {
 		return nil, err

@@ -76,7 +76,7 @@ func TestBatchProducerKeepsOrderPerPartitionAcrossRetries(t *testing.T) {
 	}{
 		{"small batches", func(c *BatchProducerConfig) { c.BatchRecords = 7 }},
 		{"byte bound", func(c *BatchProducerConfig) { c.BatchBytes = 600 }},
-		{"no linger", func(c *BatchProducerConfig) { c.Linger = -1 }},
+		{"no linger", func(c *BatchProducerConfig) { c.Linger = LingerNone }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,7 +148,7 @@ func TestBatchProducerBackPressure(t *testing.T) {
 		bp := newTestBatchProducer(t, s, func(c *BatchProducerConfig) {
 			c.BufferBytes = capacity * per
 			c.ErrorOnFull = true
-			c.Linger = -1
+			c.Linger = LingerNone
 		})
 		t.Cleanup(release) // before the producer's Close, which flushes
 		ctx := testCtx(t)
@@ -168,7 +168,7 @@ func TestBatchProducerBackPressure(t *testing.T) {
 		s, release := blockedServer(t)
 		bp := newTestBatchProducer(t, s, func(c *BatchProducerConfig) {
 			c.BufferBytes = capacity * per
-			c.Linger = -1
+			c.Linger = LingerNone
 		})
 		t.Cleanup(release)
 		ctx := testCtx(t)
@@ -337,7 +337,7 @@ func TestBatchProducerCallbackMaySend(t *testing.T) {
 	const follow = 5
 	bp = newTestBatchProducer(t, s, func(c *BatchProducerConfig) {
 		c.BufferBytes = recordEstimate(&ProducerMessage{Value: value})
-		c.Linger = -1
+		c.Linger = LingerNone
 		c.OnAck = func(a BatchAck) {
 			if acks.Add(1) <= follow {
 				sendMu.Lock()

@@ -129,7 +129,8 @@ type Client struct {
 }
 
 // Dial connects to cfg.Addr and performs the handshake, both within
-// cfg.DialTimeout. It fails with an error wrapping ErrConnection when the
+// cfg.DialTimeout. It fails with ErrInvalidConfig when cfg.Validate
+// refuses cfg, with an error wrapping ErrConnection when the
 // server cannot be reached (it does not wait for a server to come up), a
 // *ConnectTimeoutError (ErrConnectTimeout, also ErrConnection) when the
 // address accepts but does not answer in time, a *WrongProtocolError
@@ -137,6 +138,9 @@ type Client struct {
 // control plane's HTTP/2), or with the server's *api.Error (for example
 // UNSUPPORTED_VERSION).
 func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	c := &Client{
 		cfg:     cfg.withDefaults(),
 		dialSem: make(chan struct{}, 1),
@@ -242,7 +246,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 		if errors.Is(err, ErrConnectTimeout) {
 			return nil, err // names the address and the bound; matches ErrConnection
 		}
-		return nil, fmt.Errorf("%w: %s: %v", ErrConnection, c.cfg.Addr, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrConnection, c.cfg.Addr, err)
 	}
 	if c.isClosed() {
 		cn.close(ErrClosed)
@@ -292,7 +296,7 @@ func (c *Client) roundTrip(parent context.Context, extra time.Duration, build fu
 			cause := fmt.Errorf("no response within %v", timeout)
 			cn.fail(cause)
 			c.cfg.Logger.Warn("sdk: request timed out, closing the connection", "addr", c.cfg.Addr, "timeout", timeout)
-			return response{}, fmt.Errorf("%w: %v", ErrConnection, cause)
+			return response{}, fmt.Errorf("%w: %w", ErrConnection, cause)
 		}
 		return response{}, err
 	}

@@ -271,7 +271,7 @@ func (c *conn) forget(id uint64) {
 func (c *conn) failure() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return fmt.Errorf("%w: %v", ErrConnection, c.err)
+	return fmt.Errorf("%w: %w", ErrConnection, c.err)
 }
 
 // broken reports whether the connection has ended.
@@ -297,7 +297,7 @@ func (c *conn) fail(cause error) {
 	close(c.done)
 	c.mu.Unlock()
 	c.nc.Close()
-	err := fmt.Errorf("%w: %v", ErrConnection, cause)
+	err := fmt.Errorf("%w: %w", ErrConnection, cause)
 	for _, cl := range pending {
 		if cl.stream != nil {
 			cl.stream.put(response{err: err})

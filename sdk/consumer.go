@@ -108,8 +108,8 @@ type ConsumerConfig struct {
 	// Poll. Default 5s.
 	AutoCommitInterval time.Duration
 	// SessionTimeout is how long the broker keeps a member that stopped
-	// heartbeating. 0: the server default (10 s); the server clamps it to
-	// its bounds (100 ms to 5 min).
+	// heartbeating. 0: the server default (10 s); otherwise within the
+	// server's bounds, 100 ms to 5 min (Validate refuses a value outside).
 	SessionTimeout time.Duration
 	// HeartbeatInterval, when set, is how often a group member
 	// heartbeats (as Kafka's heartbeat.interval.ms) if that is more often
@@ -128,7 +128,8 @@ type ConsumerConfig struct {
 	// ErrMaxPollIntervalExceeded. The next Poll joins the group again;
 	// the partitions then assigned start at the group's committed
 	// offsets. A Poll in progress counts as polling. 0: the default, 5
-	// min; negative: no bound.
+	// min; MaxPollIntervalNone: no bound (any other negative value is
+	// refused by Validate).
 	MaxPollInterval time.Duration
 	// OnPartitionsAssigned and OnPartitionsRevoked, when set, are called
 	// with the partitions added to and removed from this member's
@@ -168,7 +169,8 @@ type ConsumerConfig struct {
 	// partitions' positions were not committed. Leaving the group is
 	// skipped once it is spent (the session timeout then removes the
 	// member). CloseContext bounds Close by its context as well. Default
-	// 10s; negative: no bound but RequestTimeout on each request.
+	// 10s; CloseTimeoutNone: no bound but RequestTimeout on each request
+	// (any other negative value is refused by Validate).
 	CloseTimeout time.Duration
 	// Logger receives reconnections, retried errors, rebalances and offset
 	// resets. Default: discard, except the warning about records lost to
@@ -336,11 +338,11 @@ type partFetcher struct {
 
 // NewConsumer connects to cfg.Addr and starts reading: every partition, or
 // with a ConsumerGroup the partitions the broker assigns after a join. It
-// fails with ErrInvalidConfig when Topic is empty, api.ErrUnknownTopic when
+// fails with ErrInvalidConfig when Validate refuses cfg (an empty Topic, say), api.ErrUnknownTopic when
 // the topic does not exist, or as Dial does.
 func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
-	if cfg.Topic == "" {
-		return nil, fmt.Errorf("%w: ConsumerConfig.Topic is required", ErrInvalidConfig)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	client, err := Dial(ctx, ClientConfig{

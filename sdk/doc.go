@@ -177,7 +177,20 @@
 // port given as the data plane, the metrics port, TLS) with a permanent
 // *WrongProtocolError (ErrNotDataPlane, ErrNotControlPlane) naming what it
 // speaks. An address that is not host:port is refused before dialing with
-// an *AddrError (ErrBadAddr).
+// an *AddrError (ErrBadAddr). A server error's message ends with the text
+// of its cause on the server (an fdatasync's "input/output error"); the
+// cause itself never crosses the wire, so test the code, not the cause.
+//
+// # Configuration
+//
+// Every config struct has a Validate method, which Dial and each NewX call
+// before connecting: it reports every impossible value at once, each as an
+// error wrapping ErrInvalidConfig that names the field ("sdk: invalid
+// configuration: ConsumerConfig.SessionTimeout is 50ms: want 0 (the
+// server's default) or 100ms to 5m0s (the server's bounds)"). Zero means
+// the default. A setting that can be turned off takes its named value,
+// never another negative number: LingerNone, RetriesNone,
+// CloseTimeoutNone and MaxPollIntervalNone (each -1).
 //
 // # Cancellation
 //

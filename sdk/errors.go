@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/seedqueue/sq/api"
 )
@@ -26,7 +27,9 @@ var (
 	ErrNoGroup = errors.New("sdk: consumer has no consumer group")
 
 	// ErrInvalidConfig reports a configuration the SDK rejects before
-	// contacting the server (for example an empty ConsumerConfig.Topic).
+	// contacting the server: every error of a Config's Validate (which
+	// Dial and each NewX call) wraps it and names the field, for example
+	// "sdk: invalid configuration: ConsumerConfig.Topic is required".
 	ErrInvalidConfig = errors.New("sdk: invalid configuration")
 
 	// ErrMaxPollIntervalExceeded is the cause a Consumer reports (wrapped
@@ -59,4 +62,19 @@ var (
 // THROTTLED, SHUTTING_DOWN, STORAGE_ERROR, TOO_MANY_REQUESTS, ...).
 func IsRetriable(err error) bool {
 	return errors.Is(err, ErrConnection) || api.IsRetriable(err)
+}
+
+// textError decodes a catalog error the gRPC API sends as a string field
+// ("NAME: message", the text of an *api.Error, as in a per-partition
+// commit or describe result): a NAME from the catalog gives its code and
+// the message after it; any other text gives code def with the whole text.
+func textError(s string, def api.Code) *api.Error {
+	if name, msg, ok := strings.Cut(s, ": "); ok {
+		for _, e := range api.Catalog {
+			if e.Name == name && e.Code != api.CodeNone {
+				return &api.Error{Code: e.Code, Message: msg}
+			}
+		}
+	}
+	return &api.Error{Code: def, Message: s}
 }

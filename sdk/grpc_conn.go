@@ -66,7 +66,7 @@ func dialGrpc(c GrpcConfig) (*grpc.ClientConn, error) {
 	}
 	conn, err := grpc.NewClient(c.Addr, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: gRPC client for %s: %v", ErrConnection, c.Addr, err)
+		return nil, fmt.Errorf("%w: gRPC client for %s: %w", ErrConnection, c.Addr, err)
 	}
 	return conn, nil
 }

@@ -50,8 +50,9 @@ type GrpcConsumerConfig struct {
 	// CloseTimeout bounds Close as a whole, its final commit (with
 	// AutoCommit) included: against a server that stopped answering
 	// Close returns within it, with a *CloseCommitError. CloseContext
-	// bounds Close by its context as well. Default 10s; negative: no
-	// bound but RequestTimeout on the commit.
+	// bounds Close by its context as well. Default 10s; CloseTimeoutNone:
+	// no bound but RequestTimeout on the commit (any other negative value
+	// is refused by Validate).
 	CloseTimeout time.Duration
 	// Logger receives re-subscriptions and offset resets. Default: discard,
 	// except the warning about records lost to retention (a position below
@@ -141,17 +142,14 @@ type grpcBatch struct {
 
 // NewGrpcConsumer connects to cfg.Addr, reads the topic's partitions and
 // the group's committed offsets, and starts one subscription per
-// partition. It fails with ErrInvalidConfig when Topic is empty or
-// StartFrom is a time, api.ErrUnknownTopic when the topic does not exist,
+// partition. It fails with ErrInvalidConfig when Validate refuses cfg
+// (an empty Topic, a StartFrom that is a time, ...), api.ErrUnknownTopic when the topic does not exist,
 // or ErrConnection.
 func NewGrpcConsumer(ctx context.Context, cfg GrpcConsumerConfig) (*GrpcConsumer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	cfg.defaults()
-	if cfg.Topic == "" {
-		return nil, fmt.Errorf("%w: GrpcConsumerConfig.Topic is empty", ErrInvalidConfig)
-	}
-	if _, ok := cfg.StartFrom.Time(); ok {
-		return nil, fmt.Errorf("%w: StartAtTime is not supported by GrpcConsumer", ErrInvalidConfig)
-	}
 	conn, err := dialGrpc(cfg.GrpcConfig)
 	if err != nil {
 		return nil, err
@@ -457,7 +455,7 @@ func (c *GrpcConsumer) Commit(ctx context.Context) error {
 				continue
 			}
 			if first == nil {
-				first = fmt.Errorf("sdk: commit %s/%d: %s", o.Topic, o.Partition, o.Error)
+				first = fmt.Errorf("sdk: commit %s/%d: %w", o.Topic, o.Partition, textError(o.Error, api.CodeUnknown))
 			}
 			continue
 		}

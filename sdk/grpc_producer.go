@@ -18,7 +18,8 @@ type GrpcProducerConfig struct {
 	// Partitioner places keyed records. Default HashPartitioner.
 	Partitioner Partitioner
 	// Retries is how many times a request that failed with a retriable
-	// error is sent again. Default 10; negative disables retries.
+	// error is sent again. Default 10; RetriesNone sends each request
+	// once (any other negative value is refused by Validate).
 	Retries int
 	// RetryBackoff is the wait before the first retry, doubled per retry
 	// with jitter up to RetryBackoffMax. Defaults 100ms and 2s.
@@ -83,8 +84,12 @@ type cachedCount struct {
 }
 
 // NewGrpcProducer returns a producer for cfg.Addr. It does not contact the
-// server: the first send connects.
+// server: the first send connects. It fails with ErrInvalidConfig when
+// Validate refuses cfg.
 func NewGrpcProducer(cfg GrpcProducerConfig) (*GrpcProducer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	cfg.defaults()
 	conn, err := dialGrpc(cfg.GrpcConfig)
 	if err != nil {

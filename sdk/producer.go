@@ -72,7 +72,8 @@ type ProducerConfig struct {
 	Partitioner Partitioner
 	// Retries is how many times a batch that failed with a retriable error
 	// (IsRetriable: connection loss, NOT_LEADER, DISK_FULL, THROTTLED, ...)
-	// is sent again. Default 10; negative disables retries.
+	// is sent again. Default 10; RetriesNone sends each batch once (any
+	// other negative value is refused by Validate).
 	Retries int
 	// RetryBackoff is the wait before the first retry; it doubles per
 	// retry, with jitter, up to RetryBackoffMax. Defaults 100ms and 2s.
@@ -171,8 +172,12 @@ type topicMeta struct {
 	fetched    time.Time
 }
 
-// NewProducer connects to cfg.Addr. It fails as Dial does.
+// NewProducer connects to cfg.Addr. It fails with ErrInvalidConfig when
+// Validate refuses cfg, else as Dial does.
 func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Partitioner == nil {
 		cfg.Partitioner = HashPartitioner{}
 	}

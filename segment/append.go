@@ -61,7 +61,7 @@ func (l *Log) AppendAt(batches [][]byte, appendMs int64) (AppendInfo, error) {
 	for i, b := range batches {
 		h, err := batch.ParseHeader(b)
 		if err != nil || h.Size() != len(b) || h.RecordCount == 0 {
-			return AppendInfo{}, fmt.Errorf("segment: append: batch %d of %d bytes is not one whole batch (header %v)", i, len(b), err)
+			return AppendInfo{}, fmt.Errorf("segment: append: batch %d of %d bytes is not one whole batch (header: %w)", i, len(b), err)
 		}
 		total += int64(len(b))
 		count += uint64(h.RecordCount)

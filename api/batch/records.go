@@ -80,7 +80,7 @@ func Validate(b []byte, lim Limits) (Header, error) {
 		}
 		size, err := wireRecordSize(r)
 		if err != nil {
-			return h, fmt.Errorf("%w: record %d: %v", ErrCorrupt, i, err)
+			return h, fmt.Errorf("%w: record %d: %w", ErrCorrupt, i, err)
 		}
 		if lim.MaxRecordBytes > 0 && size > lim.MaxRecordBytes {
 			return h, fmt.Errorf("%w: record %d is %d bytes (key+value+headers), limit %d", ErrTooLarge, i, size, lim.MaxRecordBytes)
@@ -140,11 +140,11 @@ func recordList(b []byte) (api.Record_List, *capnp.Message, error) {
 	msg.ResetReadLimit(uint64(len(body)) * 4)
 	rs, err := api.ReadRootRecordSet(msg)
 	if err != nil {
-		return api.Record_List{}, nil, fmt.Errorf("%w: record list root: %v", ErrCorrupt, err)
+		return api.Record_List{}, nil, fmt.Errorf("%w: record list root: %w", ErrCorrupt, err)
 	}
 	list, err := rs.Records()
 	if err != nil {
-		return api.Record_List{}, nil, fmt.Errorf("%w: record list: %v", ErrCorrupt, err)
+		return api.Record_List{}, nil, fmt.Errorf("%w: record list: %w", ErrCorrupt, err)
 	}
 	return list, msg, nil
 }
@@ -248,7 +248,7 @@ func (it *Iter) Record() *Record { return &it.rec }
 // Err returns the first decoding error, wrapped in ErrCorrupt.
 func (it *Iter) Err() error {
 	if it.err != nil {
-		return fmt.Errorf("%w: record %d: %v", ErrCorrupt, it.i-1, it.err)
+		return fmt.Errorf("%w: record %d: %w", ErrCorrupt, it.i-1, it.err)
 	}
 	return nil
 }

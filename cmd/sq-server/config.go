@@ -161,7 +161,7 @@ func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
 		}
 		if v := getenv(s.env); v != "" {
 			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %v", s.env, v, err))
+				errs = append(errs, fmt.Errorf("%s=%q: %w", s.env, v, err))
 			}
 		}
 	}
@@ -171,7 +171,7 @@ func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
 func (c *config) validate() error {
 	var errs []error
 	if _, err := engine.ParseSyncPolicy(c.SyncPolicy); err != nil {
-		errs = append(errs, fmt.Errorf("--sync-policy: %v", err))
+		errs = append(errs, fmt.Errorf("--sync-policy: %w", err))
 	}
 	if c.MinFreeBytes < 0 && c.MinFreeBytes != engine.MinFreeAuto {
 		errs = append(errs, fmt.Errorf("--min-free-bytes %d must not be negative", c.MinFreeBytes))

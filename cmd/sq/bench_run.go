@@ -292,10 +292,10 @@ func (s benchSchedule) at(i int64) time.Duration {
 }
 
 // benchLinger maps --linger to BatchProducerConfig.Linger: 0 (and below)
-// sends each batch at once.
+// sends each batch at once (sdk.LingerNone).
 func benchLinger(d time.Duration) time.Duration {
 	if d <= 0 {
-		return -1
+		return sdk.LingerNone
 	}
 	return d
 }

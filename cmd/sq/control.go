@@ -61,15 +61,15 @@ func (g *globals) admin(cmd *cobra.Command) (*sdk.Admin, error) {
 func controlError(addr string, err error) error {
 	var wp *sdk.WrongProtocolError
 	if errors.As(err, &wp) {
-		return fmt.Errorf("%s; set the address with --control or %s", wp.Message(), controlEnv)
+		return explain(err, "%s; set the address with --control or %s", wp.Message(), controlEnv)
 	}
 	var ae *sdk.AddrError
 	if errors.As(err, &ae) {
-		return fmt.Errorf("%s (set it with --control or %s)", ae.Message(), controlEnv)
+		return explain(err, "%s (set it with --control or %s)", ae.Message(), controlEnv)
 	}
 	var te *sdk.ConnectTimeoutError
 	if errors.As(err, &te) {
-		return fmt.Errorf("no answer from the SQ control plane at %s within %v (%s; set the bound with --timeout or %s, the address with --control or %s)",
+		return explain(err, "no answer from the SQ control plane at %s within %v (%s; set the bound with --timeout or %s, the address with --control or %s)",
 			addr, te.Timeout, te.Stage, timeoutEnv, controlEnv)
 	}
 	if errors.Is(err, sdk.ErrConnection) {

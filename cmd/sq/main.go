@@ -325,21 +325,37 @@ func (g *globals) dial(cmd *cobra.Command) (*sdk.Client, error) {
 	return c, nil
 }
 
+// explained is an error whose text is rewritten for the user (what went
+// wrong and which flag fixes it) while errors.Is and errors.As still reach
+// the error it explains.
+type explained struct {
+	msg   string
+	cause error
+}
+
+func (e *explained) Error() string { return e.msg }
+func (e *explained) Unwrap() error { return e.cause }
+
+// explain returns an error with the formatted text that unwraps to cause.
+func explain(cause error, format string, args ...any) error {
+	return &explained{msg: fmt.Sprintf(format, args...), cause: cause}
+}
+
 // connectError explains a failure to reach the server at addr: the wrong
 // kind of server there (*sdk.WrongProtocolError says what it speaks), no
 // answer within --timeout, or no server at all.
 func connectError(addr string, err error) error {
 	var wp *sdk.WrongProtocolError
 	if errors.As(err, &wp) {
-		return fmt.Errorf("%s; set the address with --server or %s", wp.Message(), serverEnv)
+		return explain(err, "%s; set the address with --server or %s", wp.Message(), serverEnv)
 	}
 	var ae *sdk.AddrError
 	if errors.As(err, &ae) {
-		return fmt.Errorf("%s (set it with --server or %s)", ae.Message(), serverEnv)
+		return explain(err, "%s (set it with --server or %s)", ae.Message(), serverEnv)
 	}
 	var te *sdk.ConnectTimeoutError
 	if errors.As(err, &te) {
-		return fmt.Errorf("no answer from the SQ server at %s within %v (%s; set the bound with --timeout or %s, the address with --server or %s)", addr, te.Timeout, te.Stage, timeoutEnv, serverEnv)
+		return explain(err, "no answer from the SQ server at %s within %v (%s; set the bound with --timeout or %s, the address with --server or %s)", addr, te.Timeout, te.Stage, timeoutEnv, serverEnv)
 	}
 	if errors.Is(err, sdk.ErrConnection) {
 		return fmt.Errorf("cannot reach the SQ server at %s (set the address with --server or %s): %w", addr, serverEnv, err)

@@ -198,7 +198,7 @@ func testCrash(t *testing.T, flags []string, term bool) {
 
 func newCrashProducer(ctx context.Context, t *testing.T, addr string) *sdk.Producer {
 	t.Helper()
-	p, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: addr, Retries: -1, RequestTimeout: 30 * time.Second})
+	p, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: addr, Retries: sdk.RetriesNone, RequestTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func TestKillLoop(t *testing.T) {
 // SIGKILLs srv and waits for the senders to stop.
 func killUnderLoad(ctx context.Context, t *testing.T, srv *server, led *killLedger, threshold int) {
 	t.Helper()
-	p, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: srv.addr, Retries: -1, RequestTimeout: 30 * time.Second})
+	p, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: srv.addr, Retries: sdk.RetriesNone, RequestTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

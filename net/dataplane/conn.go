@@ -446,7 +446,7 @@ func (c *conn) handshake() error {
 	resp, refusal := c.buildHandshake(req)
 	c.send(resp)
 	if refusal != nil {
-		return fmt.Errorf("%w: %v", errHandshakeFailed, refusal)
+		return fmt.Errorf("%w: %w", errHandshakeFailed, refusal)
 	}
 	return nil
 }

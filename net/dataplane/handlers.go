@@ -40,7 +40,7 @@ func (c *conn) handle(req request) {
 		if r != nil {
 			r.release()
 		}
-		r = c.buildError(req, api.NewError(api.CodeUnknown, "build response: %v", err))
+		r = c.buildError(req, api.WrapError(api.CodeUnknown, err, "build response"))
 	}
 	r = c.checkFrameSize(req, r)
 	sent = true
@@ -166,7 +166,7 @@ func (c *conn) buildHandshake(req request) (resp *response, refusal error) {
 			r.release()
 		}
 		err = fmt.Errorf("build handshake response: %w", err)
-		return c.buildError(req, api.NewError(api.CodeUnknown, "%v", err)), err
+		return c.buildError(req, api.WrapError(api.CodeUnknown, err, "")), err
 	}
 	return r, refusal
 }

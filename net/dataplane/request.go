@@ -256,7 +256,7 @@ func topicIDField(has bool, get func() ([]byte, error)) (api.TopicID, error) {
 	}
 	b, err := get()
 	if err != nil {
-		return api.TopicID{}, api.NewError(api.CodeInvalidRequest, "topic id: %v", err)
+		return api.TopicID{}, api.WrapError(api.CodeInvalidRequest, err, "topic id")
 	}
 	return api.TopicIDFromBytes(b)
 }

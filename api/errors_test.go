@@ -1,0 +1,113 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"syscall"
+	"testing"
+
+	"capnproto.org/go/capnp/v3"
+)
+
+// wireRoundTrip encodes err as a WireError in a Cap'n Proto message,
+// serializes the message to bytes and decodes it again, as a data-plane
+// response crosses the network.
+func wireRoundTrip(t *testing.T, err error) error {
+	t.Helper()
+	msg, seg, merr := capnp.NewMessage(capnp.SingleSegment(nil))
+	if merr != nil {
+		t.Fatal(merr)
+	}
+	w, werr := NewRootWireError(seg)
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	if err := ToWire(w, err); err != nil {
+		t.Fatal(err)
+	}
+	b, berr := msg.Marshal()
+	if berr != nil {
+		t.Fatal(berr)
+	}
+	got, uerr := capnp.Unmarshal(b)
+	if uerr != nil {
+		t.Fatal(uerr)
+	}
+	r, rerr := ReadRootWireError(got)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	return FromWire(r)
+}
+
+// TestWrapErrorKeepsCause: a wrapped *Error matches both its code's sentinel
+// and its cause (at any depth) locally, and prints the cause's text.
+func TestWrapErrorKeepsCause(t *testing.T) {
+	pathErr := &fs.PathError{Op: "sync", Path: "/data/t/0/0.log", Err: syscall.EIO}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		code  *Error
+		cause error
+		text  string
+	}{
+		{"direct", WrapError(CodePartitionFailed, syscall.EIO, "fdatasync of %s failed", "/d"), ErrPartitionFailed, syscall.EIO, "fdatasync of /d failed: input/output error"},
+		{"path error", WrapError(CodeStorageError, pathErr, "write to partition %s/%d", "t", 0), ErrStorageError, syscall.EIO, "write to partition t/0: sync /data/t/0/0.log: input/output error"},
+		{"wrapped again", fmt.Errorf("engine: %w", WrapError(CodeDiskFull, syscall.ENOSPC, "append")), ErrDiskFull, syscall.ENOSPC, "append: no space left on device"},
+		{"unknown", AsError(pathErr), ErrUnknown, syscall.EIO, "sync /data/t/0/0.log: input/output error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !errors.Is(tc.err, tc.code) {
+				t.Errorf("errors.Is(%v, %v) = false", tc.err, tc.code.Code)
+			}
+			if !errors.Is(tc.err, tc.cause) {
+				t.Errorf("errors.Is(%v, %v) = false: the cause was dropped", tc.err, tc.cause)
+			}
+			if !strings.Contains(tc.err.Error(), tc.text) {
+				t.Errorf("text %q lacks %q", tc.err.Error(), tc.text)
+			}
+		})
+	}
+	if e := WrapError(CodeInvalidConfig, syscall.EINVAL, ""); e.Message != "invalid argument" || !errors.Is(e, syscall.EINVAL) {
+		t.Fatalf("WrapError with an empty format = %+v, want the cause's text as the message", e)
+	}
+	if e := WrapError(CodeUnknown, nil, "no cause %d", 1); e.Unwrap() != nil || e.Message != "no cause 1" {
+		t.Fatalf("WrapError with a nil cause = %+v, want NewError's", e)
+	}
+}
+
+// TestWireSendsNoCause: the Cap'n Proto encoding carries code, message and
+// range; the cause's text survives in the message, the cause object never.
+func TestWireSendsNoCause(t *testing.T) {
+	for _, sent := range []*Error{
+		WrapError(CodePartitionFailed, syscall.EIO, "partition t/0"),
+		WrapError(CodeStorageError, &fs.PathError{Op: "write", Path: "x.log", Err: syscall.EIO}, "write to partition t/1"),
+		AsError(fmt.Errorf("plain: %w", syscall.EROFS)),
+		{Code: CodeOffsetOutOfRange, Message: "range", RangeStart: 3, RangeEnd: 9, HasRange: true, cause: syscall.EINVAL},
+	} {
+		got := wireRoundTrip(t, sent)
+		var e *Error
+		if !errors.As(got, &e) {
+			t.Fatalf("decoded %T %v, want *Error", got, got)
+		}
+		if e.Code != sent.Code || e.Message != sent.Message || e.HasRange != sent.HasRange || e.RangeStart != sent.RangeStart || e.RangeEnd != sent.RangeEnd {
+			t.Errorf("decoded %+v, sent %+v", e, sent)
+		}
+		if sent.cause != nil && !sent.HasRange && !strings.Contains(e.Message, sent.cause.Error()) {
+			t.Errorf("message %q lost the cause's text %q", e.Message, sent.cause)
+		}
+		if e.Unwrap() != nil {
+			t.Errorf("decoded error carries a cause %v; the wire must not", e.Unwrap())
+		}
+		if !errors.Is(got, sent) {
+			t.Errorf("errors.Is(decoded, sent code %v) = false", sent.Code)
+		}
+		for _, c := range []error{syscall.EIO, syscall.EROFS, syscall.EINVAL} {
+			if errors.Is(got, c) {
+				t.Errorf("decoded %v matches %v: a cause crossed the wire", got, c)
+			}
+		}
+	}
+}
