@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -447,5 +448,24 @@ func BenchmarkOffsetsLog1M(b *testing.B) {
 		if peak > compactBytes+4096 {
 			b.Fatalf("offsets log reached %d bytes", peak)
 		}
+	}
+}
+
+// TestJoinRefusesTextThatIsNotUTF8: a group id or client id that is not
+// valid UTF-8 is refused at the join with INVALID_REQUEST (both planes pass
+// the engine; the SDK refuses such a client id before it dials, so a
+// hostile client is what reaches this), and nothing is joined.
+func TestJoinRefusesTextThatIsNotUTF8(t *testing.T) {
+	e, _ := groupEngine(t, 2)
+	for _, bad := range []string{"\x80", "caf\xc3", "\xc0\xaf", "ok-\xff-ok"} {
+		if _, err := e.JoinGroup("g", "", bad, []string{"t"}, time.Second); !errors.Is(err, api.ErrInvalidRequest) {
+			t.Errorf("join with client id %q: %v, want INVALID_REQUEST", bad, err)
+		}
+		if _, err := e.JoinGroup(bad, "", "c", []string{"t"}, time.Second); !errors.Is(err, api.ErrInvalidRequest) {
+			t.Errorf("join of group %q: %v, want INVALID_REQUEST", bad, err)
+		}
+	}
+	if gs := e.ListGroups(); len(gs) != 0 {
+		t.Errorf("groups after refused joins: %+v", gs)
 	}
 }
