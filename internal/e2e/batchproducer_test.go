@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seedqueue/sq/internal/testnet"
 	"github.com/seedqueue/sq/sdk"
 )
 
@@ -17,8 +16,8 @@ import (
 // record is stored once or more and each partition keeps the order of the
 // Send calls (at-least-once: a retried batch may follow its first copy).
 func TestBatchProducerAcrossServerRestart(t *testing.T) {
-	addr := testnet.FreeAddr(t)
-	srv := startServer(t, t.TempDir(), "--capnp-host", addr)
+	_, flags := fixedAddrs(t)
+	srv := startServer(t, t.TempDir(), flags...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	admin, err := sdk.Dial(ctx, sdk.ClientConfig{Addr: srv.addr})

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,32 +205,20 @@ func (e *endlessLines) bytesWritten() int {
 	return e.written
 }
 
-// freePort returns a port nobody listened on a moment ago, so a server
-// can be restarted on the same address.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // A server killed and restarted on the same address under `sq produce`
 // costs retries, not records: the CLI goes on reading its input after the
 // restart (with and without -p, whose publishes the CLI retries itself).
 func TestCLIProduceRidesOutARestart(t *testing.T) {
 	for _, extra := range [][]string{nil, {"-p", "1"}} {
 		t.Run(fmt.Sprint("args ", extra), func(t *testing.T) {
-			addr := freePort(t)
+			addr, flags := fixedAddrs(t)
 			dir := t.TempDir()
-			srv := startServer(t, dir, "--capnp-host", addr)
+			srv := startServer(t, dir, flags...)
 			sqOK(t, srv.addr, nil, "topic", "create", "stream", "--partitions", "2")
 			c, feed := produceStreamFeed(t, srv, "stream", extra...)
 			srv.kill()
 			before := feed.bytesWritten()
-			srv = startServer(t, dir, "--capnp-host", addr)
+			srv = startServer(t, dir, flags...)
 			if srv.addr != addr {
 				t.Fatalf("restarted server listens on %s, want %s", srv.addr, addr)
 			}

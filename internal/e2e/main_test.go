@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seedqueue/sq/internal/testnet"
 )
 
 // Deadlines of the helpers. They bound waits for state, they never pace
@@ -247,6 +249,17 @@ func startServer(t *testing.T, dataDir string, extra ...string) *server {
 	args := append([]string{"serve", "--capnp-host", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json"}, extra...)
 	p := launch(t, nil, args...)
 	return &server{proc: p, addr: p.waitListening(t), dataDir: dataDir, extra: extra}
+}
+
+// fixedAddrs returns flags that put all three listeners of a server on
+// loopback ports free a moment ago, and the data-plane address among them,
+// for a test that restarts a server on the same address. With the control
+// plane on port 0 (cleanEnv), a restarted server's control listeners, bound
+// before the data plane, could take the data-plane port just freed.
+func fixedAddrs(t *testing.T) (addr string, flags []string) {
+	t.Helper()
+	addr = testnet.FreeAddr(t)
+	return addr, []string{"--capnp-host", addr, "--grpc-host", testnet.FreeAddr(t), "--http-host", testnet.FreeAddr(t)}
 }
 
 // restart stops s with SIGTERM (requiring exit status 0) and starts a new

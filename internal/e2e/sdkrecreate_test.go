@@ -21,9 +21,9 @@ func TestConsumerAcrossDeleteRestartRecreate(t *testing.T) {
 	for _, restart := range []bool{false, true} {
 		t.Run(fmt.Sprint("restart=", restart), func(t *testing.T) {
 			dir := t.TempDir()
-			srv := startServer(t, dir)
 			// Later starts keep the address the consumer reconnects to.
-			srv.extra = append(srv.extra, "--capnp-host", srv.addr)
+			_, flags := fixedAddrs(t)
+			srv := startServer(t, dir, flags...)
 			defer func() { srv.stop() }()
 			sqOK(t, srv.addr, []byte(nil), "topic", "create", "rc", "--partitions", "2")
 			sqOK(t, srv.addr, []byte(strings.Repeat("old\n", 10)), "produce", "--topic", "rc")
