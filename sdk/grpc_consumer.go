@@ -18,7 +18,8 @@ import (
 // other zero field takes the default named in its comment.
 type GrpcConsumerConfig struct {
 	GrpcConfig
-	// Topic is the topic to read, every partition of it. Required.
+	// Topic is the topic to read: every partition of it, or those the
+	// ConsumerGroup assigns. Required.
 	Topic string
 	// ConsumerGroup, when set, makes the consumer a member of the group
 	// (Groups.JoinGroup, Heartbeat, LeaveGroup and CommitGroupOffsets;
@@ -126,7 +127,10 @@ func (c *GrpcConsumerConfig) defaults() {
 // (Messaging.Subscribe, one server stream per partition) instead of
 // Cap'n Proto: the same Poll, Commit and Close, each partition's records in
 // offset order. Poll and Commit must not be called concurrently with each
-// other; Close may be called from any goroutine.
+// other; Close may be called from any goroutine. A group member
+// heartbeats from a goroutine of its own; OnPartitionsAssigned and
+// OnPartitionsRevoked run on the goroutine calling NewGrpcConsumer, Poll,
+// Commit or Close.
 //
 // As Consumer, it reads and commits with the topic's id (KIP-516): when
 // the topic is deleted and created again under the same name, Poll drops
@@ -180,7 +184,6 @@ type grpcRun struct {
 // grpcPart is one partition goroutine of a run.
 type grpcPart struct {
 	cancel context.CancelFunc
-	done   chan struct{}
 }
 
 type grpcBatch struct {
@@ -192,11 +195,13 @@ type grpcBatch struct {
 	gone bool
 }
 
-// NewGrpcConsumer connects to cfg.Addr, reads the topic's partitions and
-// the group's committed offsets, and starts one subscription per
-// partition. It fails with ErrInvalidConfig when Topic is empty or
+// NewGrpcConsumer connects to cfg.Addr, joins the ConsumerGroup (when
+// set), reads the topic's partitions and the group's committed offsets,
+// and starts one subscription per partition read (every one, or those the
+// group assigned). It fails with ErrInvalidConfig when Topic is empty or
 // StartFrom is a time, api.ErrUnknownTopic when the topic does not exist,
-// or ErrConnection.
+// api.ErrThrottled when the server holds its maximum of group members, or
+// ErrConnection.
 func NewGrpcConsumer(ctx context.Context, cfg GrpcConsumerConfig) (*GrpcConsumer, error) {
 	cfg.defaults()
 	if cfg.Topic == "" {
@@ -274,12 +279,11 @@ func (c *GrpcConsumer) startRun(ctx context.Context, parts []uint32) error {
 // from off; c.mu held.
 func (c *GrpcConsumer) startPartitionLocked(r *grpcRun, p uint32, off uint64) {
 	pctx, cancel := context.WithCancel(r.ctx)
-	part := &grpcPart{cancel: cancel, done: make(chan struct{})}
+	part := &grpcPart{cancel: cancel}
 	r.parts[p] = part
 	c.wg.Add(1)
 	r.wg.Go(func() {
 		defer c.wg.Done()
-		defer close(part.done)
 		c.readPartition(pctx, r, part, p, off)
 	})
 }
