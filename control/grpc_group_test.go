@@ -361,3 +361,34 @@ func TestGrpcConsumerFenced(t *testing.T) {
 		}
 	}
 }
+
+// TestGrpcConsumerRevokeWakesPoll: a revocation ends an idle Poll (here
+// with MaxWait of an hour) so the partition is released and its new
+// owner need not wait for the old one's records.
+func TestGrpcConsumerRevokeWakesPoll(t *testing.T) {
+	n := startNode(t, control.Options{NodeID: "n-w"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := sqv1.NewTopicsClient(n.conn).CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "wt", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	idle, err := sdk.NewGrpcConsumer(ctx, sdk.GrpcConsumerConfig{GrpcConfig: sdk.GrpcConfig{Addr: n.grpcAddr}, Topic: "wt", ConsumerGroup: "w",
+		HeartbeatInterval: 20 * time.Millisecond, MaxWait: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	polled := make(chan error, 1)
+	go func() {
+		_, err := idle.Poll(ctx) // no record will come: only the revocation ends it
+		polled <- err
+	}()
+	other := grpcMember(ctx, t, n.grpcAddr, "wt", "w")
+	drive(ctx, t, "split 1/1", []groupPoller{other}, map[string]int{}, func() bool { return len(other.Assignment()) == 1 })
+	if err := <-polled; err != nil {
+		t.Fatalf("idle Poll: %v", err)
+	}
+	if a := idle.Assignment(); len(a) != 1 || a[0] == other.Assignment()[0] {
+		t.Fatalf("assignments %v and %v, want one partition each", a, other.Assignment())
+	}
+}

@@ -27,8 +27,9 @@ type GrpcConsumerConfig struct {
 	// the group assigns to it, each from the group's committed offset,
 	// commits fenced by its member id and generation, and shares the
 	// group with Consumer members over Cap'n Proto. A revoked partition
-	// stops being read at once and is released at the next Poll, Commit
-	// or Close (with AutoCommit after committing the position after the
+	// stops being read at once and is released at the next Poll (an idle
+	// Poll returns at once, empty, to release it), Commit or Close (with
+	// AutoCommit after committing the position after the
 	// records returned). A member the coordinator removed (its session
 	// expired) drops its partitions without committing and joins again.
 	// Against a server without a group coordinator (Unimplemented) the
@@ -485,12 +486,17 @@ func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 		}
 	}
 	c.mu.Lock()
-	batch := c.run.batch
+	batch, revoked := c.run.batch, c.group.revokeNow
 	c.mu.Unlock()
 	if len(c.pending) == 0 {
 		t := time.NewTimer(c.cfg.MaxWait)
 		defer t.Stop()
 		select {
+		case <-revoked:
+			// Release the revoked partitions now rather than after
+			// MaxWait, so that their new owner need not wait.
+			c.sync(ctx)
+			return nil, nil
 		case b := <-batch:
 			if !c.current(b) {
 				return nil, nil

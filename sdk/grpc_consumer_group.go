@@ -31,6 +31,8 @@ type grpcGroup struct {
 	// OnPartitionsAssigned.
 	assigned []uint32
 	hbNow    chan struct{}
+	// revokeNow wakes an idle Poll to release revoked partitions.
+	revokeNow chan struct{}
 }
 
 // join joins the group as a new member and returns its assignment of the
@@ -49,12 +51,12 @@ func (c *GrpcConsumer) join(ctx context.Context) (parts []uint32, member bool, e
 	c.mu.Lock()
 	old := c.group // a member joining again keeps what Poll has yet to see
 	c.group = grpcGroup{memberID: r.MemberId, generation: r.Generation, interval: time.Duration(r.HeartbeatIntervalMs) * time.Millisecond,
-		revoking: map[uint32]bool{}, dropped: old.dropped, assigned: old.assigned, hbNow: old.hbNow}
+		revoking: map[uint32]bool{}, dropped: old.dropped, assigned: old.assigned, hbNow: old.hbNow, revokeNow: old.revokeNow}
 	if c.group.dropped == nil {
 		c.group.dropped = map[uint32]bool{}
 	}
 	if c.group.hbNow == nil {
-		c.group.hbNow = make(chan struct{}, 1)
+		c.group.hbNow, c.group.revokeNow = make(chan struct{}, 1), make(chan struct{}, 1)
 	}
 	c.mu.Unlock()
 	parts = topicParts(r.Assignment, c.cfg.Topic)
@@ -209,6 +211,10 @@ func (c *GrpcConsumer) apply(ctx context.Context, assigned []uint32) error {
 			part.cancel()
 			delete(r.parts, p)
 			c.group.revoking[p] = true
+			select {
+			case c.group.revokeNow <- struct{}{}:
+			default:
+			}
 		}
 	}
 	c.mu.Unlock()
