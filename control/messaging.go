@@ -482,16 +482,9 @@ func (m *messagingService) CommitOffsets(ctx context.Context, req *sqv1.CommitOf
 	if req.Group == "" {
 		return nil, invalid("commit without a group")
 	}
-	in := make([]engine.OffsetCommit, len(req.Offsets))
-	for i, o := range req.Offsets {
-		if o.Partition < 0 {
-			return nil, invalid("commit of %s partition %d: want 0 or more", o.Topic, o.Partition)
-		}
-		id, err := api.TopicIDFromBytes(o.TopicId)
-		if err != nil {
-			return nil, err
-		}
-		in[i] = engine.OffsetCommit{Topic: o.Topic, TopicID: id, Partition: int(o.Partition), Offset: o.Offset, Metadata: o.Metadata}
+	in, err := commitsFromProto(req.Offsets)
+	if err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	res, err := s.eng().CommitOffsets(req.Group, "", -1, in)

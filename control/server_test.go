@@ -103,6 +103,8 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	value := []byte("v")
+	var member string // of group "gm", from Groups.JoinGroup
+	var generation int32
 	calls := map[string]func() error{
 		"Topics.CreateTopic": func() error {
 			_, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "every2", Partitions: 1})
@@ -148,6 +150,43 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 		},
 		"Groups.DeleteGroup": func() error {
 			_, err := groups.DeleteGroup(ctx, &sqv1.DeleteGroupRequest{Group: "g2"})
+			return err
+		},
+		"Groups.JoinGroup": func() error {
+			r, err := groups.JoinGroup(ctx, &sqv1.JoinGroupRequest{Group: "gm", ClientId: "test", Topics: []string{"every"}})
+			if err == nil && (r.MemberId == "" || len(r.Assignment) != 1 || len(r.Assignment[0].Partitions) != 2 || r.HeartbeatIntervalMs <= 0) {
+				return fmt.Errorf("JoinGroup = %v", r)
+			}
+			if err == nil {
+				member, generation = r.MemberId, r.Generation
+			}
+			return err
+		},
+		"Groups.Heartbeat": func() error {
+			r, err := groups.Heartbeat(ctx, &sqv1.HeartbeatRequest{Group: "gm", MemberId: member, Generation: generation,
+				Owned: []*sqv1.TopicPartitions{{Topic: "every", Partitions: []int32{0, 1}}}})
+			if err == nil && (len(r.Assignment) != 1 || len(r.Assignment[0].Partitions) != 2) {
+				return fmt.Errorf("Heartbeat = %v", r)
+			}
+			if err == nil {
+				generation = r.Generation
+			}
+			return err
+		},
+		"Groups.LeaveGroup": func() error {
+			j, err := groups.JoinGroup(ctx, &sqv1.JoinGroupRequest{Group: "gl", Topics: []string{"every"}})
+			if err != nil {
+				return err
+			}
+			_, err = groups.LeaveGroup(ctx, &sqv1.LeaveGroupRequest{Group: "gl", MemberId: j.MemberId})
+			return err
+		},
+		"Groups.CommitGroupOffsets": func() error {
+			r, err := groups.CommitGroupOffsets(ctx, &sqv1.CommitGroupOffsetsRequest{Group: "gm", MemberId: member, Generation: generation,
+				Offsets: []*sqv1.OffsetEntry{{Topic: "every", Partition: 1, Offset: 0}}})
+			if err == nil && (len(r.Offsets) != 1 || r.Offsets[0].Error != "") {
+				return fmt.Errorf("CommitGroupOffsets = %v", r.Offsets)
+			}
 			return err
 		},
 		"Cluster.NodeInfo": func() error {

@@ -205,7 +205,8 @@ func (c GrpcProducerConfig) Validate() error {
 }
 
 // Validate reports every impossible value of c: those of its GrpcConfig,
-// an empty Topic, a ConsumerGroup that is not valid UTF-8, a StartFrom
+// an empty Topic, a ConsumerGroup or ClientID that is not valid UTF-8, a
+// SessionTimeout outside the server's bounds (100ms to 5min), a StartFrom
 // made by StartAtTime (not supported over gRPC), a negative duration or
 // count, and CloseTimeout below zero other than CloseTimeoutNone.
 // NewGrpcConsumer calls it.
@@ -216,6 +217,11 @@ func (c GrpcConsumerConfig) Validate() error {
 		ck.add("Topic", "is required")
 	}
 	ck.utf8("ConsumerGroup", c.ConsumerGroup)
+	ck.utf8("ClientID", c.ClientID)
+	if c.SessionTimeout != 0 && (c.SessionTimeout < minSessionTimeout || c.SessionTimeout > maxSessionTimeout) {
+		ck.add("SessionTimeout", "is %v: want 0 (the server's default) or %v to %v (the server's bounds)", c.SessionTimeout, minSessionTimeout, maxSessionTimeout)
+	}
+	ck.nonNegative("HeartbeatInterval", c.HeartbeatInterval)
 	ck.nonNegative("AutoCommitInterval", c.AutoCommitInterval)
 	if _, ok := c.StartFrom.Time(); ok {
 		ck.add("StartFrom", "is %v: StartAtTime is not supported over gRPC; want StartEarliest, StartLatest or StartAt(offset)", c.StartFrom)

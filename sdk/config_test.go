@@ -164,6 +164,10 @@ func TestConfigValidate(t *testing.T) {
 
 	grpcConsumer("empty topic", "Topic", func(c *GrpcConsumerConfig) { c.Topic = "" })
 	grpcConsumer("bad group", "ConsumerGroup", func(c *GrpcConsumerConfig) { c.ConsumerGroup = bad })
+	grpcConsumer("bad client id", "ClientID", func(c *GrpcConsumerConfig) { c.ClientID = bad })
+	grpcConsumer("session timeout too short", "SessionTimeout", func(c *GrpcConsumerConfig) { c.SessionTimeout = time.Millisecond })
+	grpcConsumer("session timeout too long", "SessionTimeout", func(c *GrpcConsumerConfig) { c.SessionTimeout = time.Hour })
+	grpcConsumer("negative heartbeat interval", "HeartbeatInterval", func(c *GrpcConsumerConfig) { c.HeartbeatInterval = -1 })
 	grpcConsumer("start at a time", "StartFrom", func(c *GrpcConsumerConfig) { c.StartFrom = StartAtTime(time.Unix(1, 0)) })
 	grpcConsumer("negative auto-commit interval", "AutoCommitInterval", func(c *GrpcConsumerConfig) { c.AutoCommitInterval = -1 })
 	grpcConsumer("negative max poll records", "MaxPollRecords", func(c *GrpcConsumerConfig) { c.MaxPollRecords = -1 })

@@ -23,7 +23,8 @@
 // Admin (topics, consumer groups, node info and members), GrpcProducer
 // (Send, SendBatch: the Producer's partitioning, ordering and retries) and
 // GrpcConsumer (Poll, Commit, Close over one Subscribe stream per
-// partition, committing as a standalone consumer). Records are the same on
+// partition; with a ConsumerGroup a member of the group through the Groups
+// RPCs, sharing it with Consumer members, as Consumer is). Records are the same on
 // both planes: header keys cross as bytes (even when not UTF-8), while group
 // ids, client ids and commit metadata must be valid UTF-8 on both
 // (api.ErrInvalidRequest otherwise). The server splits Subscribe responses

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -17,13 +18,42 @@ import (
 // other zero field takes the default named in its comment.
 type GrpcConsumerConfig struct {
 	GrpcConfig
-	// Topic is the topic to read, every partition of it. Required.
+	// Topic is the topic to read: every partition of it, or those the
+	// ConsumerGroup assigns. Required.
 	Topic string
-	// ConsumerGroup, when set, is the group whose committed offsets the
-	// consumer resumes from and commits to, as a standalone consumer
-	// (generation -1: no membership or partition assignment over gRPC).
-	// Empty: Commit fails with ErrNoGroup and AutoCommit is ignored.
+	// ConsumerGroup, when set, makes the consumer a member of the group
+	// (Groups.JoinGroup, Heartbeat, LeaveGroup and CommitGroupOffsets;
+	// docs/architecture.md §5, §6), as Consumer: it reads the partitions
+	// the group assigns to it, each from the group's committed offset,
+	// commits fenced by its member id and generation, and shares the
+	// group with Consumer members over Cap'n Proto. A revoked partition
+	// stops being read at once and is released at the next Poll (an idle
+	// Poll returns at once, empty, to release it), Commit or Close (with
+	// AutoCommit after committing the position after the
+	// records returned). A member the coordinator removed (its session
+	// expired) drops its partitions without committing and joins again.
+	// Against a server without a group coordinator (Unimplemented) the
+	// consumer reads every partition as a standalone consumer of the
+	// group's committed offsets (generation -1), with a warning. Empty:
+	// every partition, Commit fails with ErrNoGroup and AutoCommit is
+	// ignored.
 	ConsumerGroup string
+	// ClientID names the member in DescribeGroup. Default "sq-go".
+	ClientID string
+	// SessionTimeout is how long the coordinator keeps a member that
+	// stopped heartbeating. 0: the server default (10 s); the server
+	// clamps it to its bounds (100 ms to 5 min).
+	SessionTimeout time.Duration
+	// HeartbeatInterval, when set and shorter than the server's interval
+	// (a third of the session timeout), is how often the member
+	// heartbeats. 0: the server's interval.
+	HeartbeatInterval time.Duration
+	// OnPartitionsAssigned and OnPartitionsRevoked, when set, are called
+	// with the partitions the group gives this member and takes from it
+	// (after their positions were committed, with AutoCommit), from Poll,
+	// Commit or Close, or from NewGrpcConsumer for the first assignment.
+	OnPartitionsAssigned func(partitions []uint32)
+	OnPartitionsRevoked  func(partitions []uint32)
 	// AutoCommit commits, at the next Poll (at most once per
 	// AutoCommitInterval) and at Close, the position after the records
 	// returned by earlier Polls (at-least-once). Default false.
@@ -86,6 +116,9 @@ func (c *GrpcConsumerConfig) defaults() {
 	if c.CloseTimeout == 0 {
 		c.CloseTimeout = DefaultCloseTimeout
 	}
+	if c.ClientID == "" {
+		c.ClientID = "sq-go"
+	}
 	c.lossLog = lossLogger(c.Logger)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -96,7 +129,10 @@ func (c *GrpcConsumerConfig) defaults() {
 // (Messaging.Subscribe, one server stream per partition) instead of
 // Cap'n Proto: the same Poll, Commit and Close, each partition's records in
 // offset order. Poll and Commit must not be called concurrently with each
-// other; Close may be called from any goroutine.
+// other; Close may be called from any goroutine. A group member
+// heartbeats from a goroutine of its own; OnPartitionsAssigned and
+// OnPartitionsRevoked run on the goroutine calling NewGrpcConsumer, Poll,
+// Commit or Close.
 //
 // As Consumer, it reads and commits with the topic's id (KIP-516): when
 // the topic is deleted and created again under the same name, Poll drops
@@ -107,44 +143,67 @@ type GrpcConsumer struct {
 	cfg    GrpcConsumerConfig
 	admin  *Admin
 	msg    sqv1.MessagingClient
+	groups sqv1.GroupsClient
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	// mu guards run, the partition goroutines of the current topic id,
-	// against Close.
-	mu  sync.Mutex
-	run *grpcRun
+	// against Close, and the membership (group) against the heartbeat
+	// goroutine.
+	mu    sync.Mutex
+	run   *grpcRun
+	group grpcGroup
+	// hbCancel stops the heartbeat goroutine; hbDone is closed when it
+	// has returned (nil without membership).
+	hbCancel context.CancelFunc
+	hbDone   chan struct{}
 
-	pending    []Message
-	pos        map[uint32]uint64 // next offset after the records returned
-	committed  map[uint32]uint64
-	restart    bool // a read or commit met UNKNOWN_TOPIC_ID: Poll starts over
-	lastCommit time.Time
-	closeOnce  sync.Once
-	closeErr   error
+	pending []Message
+	// pendingPart holds, for each pending record, the goroutine that
+	// read it: a record of a partition since stopped is not returned.
+	pendingPart []*grpcPart
+	pos         map[uint32]uint64 // next offset after the records returned
+	committed   map[uint32]uint64
+	restart     bool // a read or commit met UNKNOWN_TOPIC_ID: Poll starts over
+	lastCommit  time.Time
+	closeOnce   sync.Once
+	closeErr    error
 }
 
 // grpcRun is the set of partition goroutines reading one topic id.
 type grpcRun struct {
 	id     api.TopicID
-	batch  chan grpcBatch // from the partition goroutines, at most one each
+	batch  chan grpcBatch // from the partition goroutines
+	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// parts holds the partitions read now, each by one goroutine; a batch
+	// counts only while its part is the partition's current one.
+	parts map[uint32]*grpcPart
+}
+
+// grpcPart is one partition goroutine of a run.
+type grpcPart struct {
+	cancel context.CancelFunc
 }
 
 type grpcBatch struct {
+	part *grpcPart
+	p    uint32
 	msgs []Message
 	err  error
 	// gone: the topic id is not current any more (UNKNOWN_TOPIC_ID).
 	gone bool
 }
 
-// NewGrpcConsumer connects to cfg.Addr, reads the topic's partitions and
-// the group's committed offsets, and starts one subscription per
-// partition. It fails with ErrInvalidConfig when Validate refuses cfg
-// (an empty Topic, a StartFrom that is a time, ...), api.ErrUnknownTopic when the topic does not exist,
-// or ErrConnection.
+// NewGrpcConsumer connects to cfg.Addr, joins the ConsumerGroup (when
+// set), reads the topic's partitions and the group's committed offsets,
+// and starts one subscription per partition read (every one, or those the
+// group assigned). It fails with ErrInvalidConfig when Validate refuses cfg
+// (an empty Topic, a StartFrom that is a time, ...), api.ErrUnknownTopic
+// when the topic does not exist, api.ErrThrottled when the server holds
+// its maximum of group members, or ErrConnection.
 func NewGrpcConsumer(ctx context.Context, cfg GrpcConsumerConfig) (*GrpcConsumer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -155,39 +214,77 @@ func NewGrpcConsumer(ctx context.Context, cfg GrpcConsumerConfig) (*GrpcConsumer
 		return nil, err
 	}
 	c := &GrpcConsumer{cfg: cfg, admin: newAdminConn(AdminConfig{cfg.GrpcConfig}, conn), msg: sqv1.NewMessagingClient(conn),
-		pos: map[uint32]uint64{}, committed: map[uint32]uint64{}, lastCommit: time.Now()}
+		groups: sqv1.NewGroupsClient(conn), pos: map[uint32]uint64{}, committed: map[uint32]uint64{}, lastCommit: time.Now()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	if err := c.startRun(ctx); err != nil {
+	fail := func(err error) (*GrpcConsumer, error) {
 		c.cancel()
 		conn.Close()
 		return nil, err
 	}
+	var parts []uint32 // nil: every partition
+	if cfg.ConsumerGroup != "" {
+		m, member, err := c.join(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		if member {
+			parts = m
+			if parts == nil {
+				parts = []uint32{}
+			}
+		}
+	}
+	if err := c.startRun(ctx, parts); err != nil {
+		if c.group.memberID != "" {
+			lctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
+			_, _ = c.groups.LeaveGroup(lctx, &sqv1.LeaveGroupRequest{Group: cfg.ConsumerGroup, MemberId: c.group.memberID})
+			cancel()
+		}
+		return fail(err)
+	}
+	if c.group.memberID != "" {
+		if len(parts) > 0 && cfg.OnPartitionsAssigned != nil {
+			cfg.OnPartitionsAssigned(parts)
+		}
+		c.startHeartbeat()
+	}
 	return c, nil
 }
 
-// startRun reads the topic's metadata and committed offsets and starts one
-// goroutine per partition, as the current run.
-func (c *GrpcConsumer) startRun(ctx context.Context) error {
-	id, starts, err := c.startOffsets(ctx)
+// startRun reads the topic's metadata and the committed offsets of parts
+// (nil: every partition) and starts one goroutine per partition, as the
+// current run.
+func (c *GrpcConsumer) startRun(ctx context.Context, parts []uint32) error {
+	id, starts, committed, err := c.startOffsets(ctx, parts)
 	if err != nil {
 		return err
 	}
+	maps.Copy(c.committed, committed)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}
 	rctx, cancel := context.WithCancel(c.ctx)
-	r := &grpcRun{id: id, batch: make(chan grpcBatch, len(starts)), cancel: cancel}
+	r := &grpcRun{id: id, batch: make(chan grpcBatch, max(len(starts), 1)), ctx: rctx, cancel: cancel, parts: map[uint32]*grpcPart{}}
 	c.run = r
 	for p, off := range starts {
-		c.wg.Add(1)
-		r.wg.Go(func() {
-			defer c.wg.Done()
-			c.readPartition(rctx, r, uint32(p), off)
-		})
+		c.startPartitionLocked(r, p, off)
 	}
 	return nil
+}
+
+// startPartitionLocked starts the goroutine reading partition p of run r
+// from off; c.mu held.
+func (c *GrpcConsumer) startPartitionLocked(r *grpcRun, p uint32, off uint64) {
+	pctx, cancel := context.WithCancel(r.ctx)
+	part := &grpcPart{cancel: cancel}
+	r.parts[p] = part
+	c.wg.Add(1)
+	r.wg.Go(func() {
+		defer c.wg.Done()
+		c.readPartition(pctx, r, part, p, off)
+	})
 }
 
 // startOver stops the current run, drops every position and record of the
@@ -198,11 +295,17 @@ func (c *GrpcConsumer) startOver(ctx context.Context) error {
 	c.mu.Unlock()
 	old.cancel()
 	old.wg.Wait()
+	var parts []uint32
+	c.mu.Lock()
+	if c.group.memberID != "" {
+		parts = partitionsOf(old.parts)
+	}
+	c.mu.Unlock()
 	dropped := len(c.pending)
-	c.pending = nil
+	c.pending, c.pendingPart = nil, nil
 	clear(c.pos)
 	clear(c.committed)
-	if err := c.startRun(ctx); err != nil {
+	if err := c.startRun(ctx, parts); err != nil {
 		c.cfg.Logger.Warn("topic id no longer current and the topic cannot be read; retrying at the next Poll", "topic", c.cfg.Topic, "err", err)
 		return err
 	}
@@ -220,19 +323,20 @@ func (c *GrpcConsumer) startOver(ctx context.Context) error {
 // Admin returns the Admin sharing the consumer's connection.
 func (c *GrpcConsumer) Admin() *Admin { return c.admin }
 
-// startOffsets resolves the topic's id and each partition's first
-// offset: the committed offset of the group (of that topic id), else
-// StartFrom.
-func (c *GrpcConsumer) startOffsets(ctx context.Context) (api.TopicID, []uint64, error) {
+// startOffsets resolves the topic's id and the first offset of each of
+// parts (nil: every partition): the committed offset of the group (of
+// that topic id), else StartFrom. It returns as well the committed
+// offsets it found of those partitions.
+func (c *GrpcConsumer) startOffsets(ctx context.Context, parts []uint32) (api.TopicID, map[uint32]uint64, map[uint32]uint64, error) {
 	ti, err := c.admin.DescribeTopic(ctx, c.cfg.Topic)
 	if err != nil {
-		return api.TopicID{}, nil, err
+		return api.TopicID{}, nil, nil, err
 	}
 	committed := map[uint32]uint64{}
 	if c.cfg.ConsumerGroup != "" {
 		r, err := unary(ctx, c.cfg.RequestTimeout, c.msg.FetchOffsets, &sqv1.FetchOffsetsRequest{Group: c.cfg.ConsumerGroup, Topic: c.cfg.Topic})
 		if err != nil {
-			return api.TopicID{}, nil, err
+			return api.TopicID{}, nil, nil, err
 		}
 		for _, o := range r.Offsets {
 			if id, _ := api.TopicIDFromBytes(o.TopicId); o.Topic == c.cfg.Topic && (id.IsZero() || id == ti.ID) {
@@ -240,13 +344,21 @@ func (c *GrpcConsumer) startOffsets(ctx context.Context) (api.TopicID, []uint64,
 			}
 		}
 	}
-	out := make([]uint64, len(ti.PartitionInfos))
-	for i, pi := range ti.PartitionInfos {
+	found := map[uint32]uint64{}
+	want := map[uint32]bool{}
+	for _, p := range parts {
+		want[p] = true
+	}
+	out := make(map[uint32]uint64, len(ti.PartitionInfos))
+	for _, pi := range ti.PartitionInfos {
+		if parts != nil && !want[pi.Partition] {
+			continue
+		}
 		off, explicit := c.cfg.StartFrom.Offset()
 		switch o, ok := committed[pi.Partition]; {
 		case ok:
 			off = o
-			c.committed[pi.Partition] = o
+			found[pi.Partition] = o
 		case explicit:
 		case c.cfg.StartFrom == StartLatest:
 			off = pi.HighWatermark
@@ -256,16 +368,16 @@ func (c *GrpcConsumer) startOffsets(ctx context.Context) (api.TopicID, []uint64,
 		if off < pi.LogStartOffset {
 			logLost(c.cfg.lossLog, c.cfg.Topic, pi.Partition, off, pi.LogStartOffset)
 		}
-		out[i] = max(min(off, pi.HighWatermark), pi.LogStartOffset)
+		out[pi.Partition] = max(min(off, pi.HighWatermark), pi.LogStartOffset)
 	}
-	return ti.ID, out, nil
+	return ti.ID, out, found, nil
 }
 
 // readPartition streams partition p of run r from off, re-subscribing
 // after errors, until ctx ends or the topic id is no longer current.
-func (c *GrpcConsumer) readPartition(ctx context.Context, r *grpcRun, p uint32, off uint64) {
+func (c *GrpcConsumer) readPartition(ctx context.Context, r *grpcRun, part *grpcPart, p uint32, off uint64) {
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		next, got, err := c.stream(ctx, r, p, off)
+		next, got, err := c.stream(ctx, r, part, p, off)
 		off = next
 		if got {
 			attempt = 0
@@ -276,7 +388,7 @@ func (c *GrpcConsumer) readPartition(ctx context.Context, r *grpcRun, p uint32, 
 		if errors.Is(err, api.ErrUnknownTopicID) {
 			c.cfg.Logger.Info("topic id no longer current", "topic", c.cfg.Topic, "partition", p, "topic_id", r.id, "err", err)
 			select {
-			case r.batch <- grpcBatch{gone: true}:
+			case r.batch <- grpcBatch{part: part, p: p, gone: true}:
 			case <-ctx.Done():
 			}
 			return
@@ -296,7 +408,7 @@ func (c *GrpcConsumer) readPartition(ctx context.Context, r *grpcRun, p uint32, 
 		// racing retention, say) is retried after the backoff, not at once.
 		if !oor && !IsRetriable(err) {
 			select {
-			case r.batch <- grpcBatch{err: err}:
+			case r.batch <- grpcBatch{part: part, p: p, err: err}:
 			case <-ctx.Done():
 				return
 			}
@@ -310,7 +422,7 @@ func (c *GrpcConsumer) readPartition(ctx context.Context, r *grpcRun, p uint32, 
 
 // stream reads one Subscribe stream of partition p of run r from off until
 // it fails; it returns the offset to resume at and whether records came.
-func (c *GrpcConsumer) stream(ctx context.Context, r *grpcRun, p uint32, off uint64) (uint64, bool, error) {
+func (c *GrpcConsumer) stream(ctx context.Context, r *grpcRun, part *grpcPart, p uint32, off uint64) (uint64, bool, error) {
 	st, err := c.msg.Subscribe(ctx, &sqv1.SubscribeRequest{Topic: c.cfg.Topic, Partition: int32(p), TopicId: r.id.Bytes(),
 		From: sqv1.StartFrom_START_FROM_OFFSET, Offset: off, MaxBytes: int32(min(c.cfg.MaxBytes, 1<<30))})
 	if err != nil {
@@ -342,7 +454,7 @@ func (c *GrpcConsumer) stream(ctx context.Context, r *grpcRun, p uint32, off uin
 			logLost(c.cfg.lossLog, c.cfg.Topic, p, off, first)
 		}
 		select {
-		case r.batch <- grpcBatch{msgs: msgs}:
+		case r.batch <- grpcBatch{part: part, p: p, msgs: msgs}:
 		case <-ctx.Done():
 			return off, got, ctx.Err()
 		}
@@ -360,6 +472,7 @@ func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 	if c.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
+	c.sync(ctx)
 	if c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" && time.Since(c.lastCommit) >= c.cfg.AutoCommitInterval {
 		if err := c.Commit(ctx); err != nil {
 			c.cfg.Logger.Warn("auto-commit failed", "err", err)
@@ -371,13 +484,21 @@ func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 		}
 	}
 	c.mu.Lock()
-	batch := c.run.batch
+	batch, revoked := c.run.batch, c.group.revokeNow
 	c.mu.Unlock()
 	if len(c.pending) == 0 {
 		t := time.NewTimer(c.cfg.MaxWait)
 		defer t.Stop()
 		select {
+		case <-revoked:
+			// Release the revoked partitions now rather than after
+			// MaxWait, so that their new owner need not wait.
+			c.sync(ctx)
+			return nil, nil
 		case b := <-batch:
+			if !c.current(b) {
+				return nil, nil
+			}
 			if b.gone {
 				c.restart = true
 				return nil, c.startOver(ctx)
@@ -385,7 +506,7 @@ func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 			if b.err != nil {
 				return nil, b.err
 			}
-			c.pending = b.msgs
+			c.addPending(b)
 		case <-t.C:
 			return nil, nil
 		case <-ctx.Done():
@@ -397,6 +518,9 @@ func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 	for len(c.pending) < c.cfg.MaxPollRecords {
 		select {
 		case b := <-batch:
+			if !c.current(b) {
+				continue
+			}
 			if b.gone {
 				c.restart = true // at the next Poll: these records were read before
 				continue
@@ -405,15 +529,17 @@ func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 				c.cfg.Logger.Warn("partition error", "err", b.err)
 				continue
 			}
-			c.pending = append(c.pending, b.msgs...)
+			c.addPending(b)
 			continue
 		default:
 		}
 		break
 	}
+	c.dropStale()
 	n := min(len(c.pending), c.cfg.MaxPollRecords)
 	out := c.pending[:n:n]
 	c.pending = c.pending[n:]
+	c.pendingPart = c.pendingPart[n:]
 	for _, m := range out {
 		c.pos[m.Partition] = m.Offset + 1
 	}
@@ -427,25 +553,54 @@ func (c *GrpcConsumer) Commit(ctx context.Context) error {
 	if c.cfg.ConsumerGroup == "" {
 		return ErrNoGroup
 	}
-	req := &sqv1.CommitOffsetsRequest{Group: c.cfg.ConsumerGroup}
+	c.sync(ctx)
+	return c.commitPositions(ctx, nil)
+}
+
+// commitPositions commits the positions of parts (nil: every partition
+// with one). A member commits with its member id and generation
+// (Groups.CommitGroupOffsets), which the coordinator fences; a standalone
+// consumer with generation -1 (Messaging.CommitOffsets).
+func (c *GrpcConsumer) commitPositions(ctx context.Context, parts []uint32) error {
 	c.mu.Lock()
 	id := c.run.id
+	g := c.group
 	c.mu.Unlock()
-	for p, off := range c.pos {
-		if c.committed[p] != off {
-			req.Offsets = append(req.Offsets, &sqv1.OffsetEntry{Topic: c.cfg.Topic, TopicId: id.Bytes(), Partition: int32(p), Offset: off})
+	var entries []*sqv1.OffsetEntry
+	add := func(p uint32) {
+		if off, ok := c.pos[p]; ok && c.committed[p] != off {
+			entries = append(entries, &sqv1.OffsetEntry{Topic: c.cfg.Topic, TopicId: id.Bytes(), Partition: int32(p), Offset: off})
 		}
 	}
-	c.lastCommit = time.Now()
-	if len(req.Offsets) == 0 {
+	if parts == nil {
+		for _, p := range partitionsOf(c.pos) {
+			add(p)
+		}
+		c.lastCommit = time.Now()
+	}
+	for _, p := range parts {
+		add(p)
+	}
+	if len(entries) == 0 {
 		return nil
 	}
-	r, err := unary(ctx, c.cfg.RequestTimeout, c.msg.CommitOffsets, req)
-	if err != nil {
-		return err
+	var offsets []*sqv1.OffsetEntry
+	if g.memberID != "" {
+		r, err := unary(ctx, c.cfg.RequestTimeout, c.groups.CommitGroupOffsets, &sqv1.CommitGroupOffsetsRequest{
+			Group: c.cfg.ConsumerGroup, MemberId: g.memberID, Generation: g.generation, Offsets: entries})
+		if err != nil {
+			return fmt.Errorf("sdk: commit as member %s of generation %d: %w", g.memberID, g.generation, err)
+		}
+		offsets = r.Offsets
+	} else {
+		r, err := unary(ctx, c.cfg.RequestTimeout, c.msg.CommitOffsets, &sqv1.CommitOffsetsRequest{Group: c.cfg.ConsumerGroup, Offsets: entries})
+		if err != nil {
+			return err
+		}
+		offsets = r.Offsets
 	}
 	var first error
-	for _, o := range r.Offsets {
+	for _, o := range offsets {
 		if o.Error != "" {
 			if name := api.CodeUnknownTopicID.String() + ": "; strings.HasPrefix(o.Error, name) {
 				c.restart = true // the topic was deleted: start over at the next Poll
@@ -470,8 +625,10 @@ func (c *GrpcConsumer) Close() error {
 	return c.CloseContext(context.Background())
 }
 
-// CloseContext commits (with AutoCommit), stops the subscriptions and
-// closes the connection. The commit is bounded by CloseTimeout and ctx,
+// CloseContext commits (with AutoCommit), leaves the group (a member:
+// its partitions move at once; skipped once the budget is spent, the
+// session timeout then removes it), stops the subscriptions and closes
+// the connection. The commit is bounded by CloseTimeout and ctx,
 // whichever ends first; when it does not store every position,
 // CloseContext returns a *CloseCommitError naming the partitions whose
 // positions were not committed and wrapping the cause: it never returns
@@ -482,12 +639,14 @@ func (c *GrpcConsumer) CloseContext(ctx context.Context) error {
 		parent := ctx
 		ctx, cancel := closeBudget(parent, c.cfg.CloseTimeout)
 		defer cancel()
+		c.stopHeartbeat()
 		if c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" {
 			if err := c.Commit(ctx); err != nil {
 				c.closeErr = &CloseCommitError{Group: c.cfg.ConsumerGroup, Topic: c.cfg.Topic, Positions: c.uncommitted(),
 					Err: budgetErr(parent, ctx, c.cfg.CloseTimeout, err)}
 			}
 		}
+		c.leave(ctx)
 		c.mu.Lock()
 		c.cancel() // under mu: no run starts after it
 		c.mu.Unlock()

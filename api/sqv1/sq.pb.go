@@ -2833,6 +2833,552 @@ func (x *FetchOffsetsResponse) GetOffsets() []*OffsetEntry {
 	return nil
 }
 
+// TopicPartitions is a set of partitions of one topic.
+type TopicPartitions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicPartitions) Reset() {
+	*x = TopicPartitions{}
+	mi := &file_sq_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicPartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicPartitions) ProtoMessage() {}
+
+func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
+func (*TopicPartitions) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *TopicPartitions) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TopicPartitions) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type JoinGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Empty on the first join; the id JoinGroup returned on a later one.
+	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Free-form name of the client, shown by DescribeGroup.
+	ClientId string `protobuf:"bytes,3,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// The topics the member subscribes to.
+	Topics []string `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	// 0: the server default (10 s); others are clamped to the server's
+	// bounds.
+	SessionTimeoutMs int32 `protobuf:"varint,5,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *JoinGroupRequest) Reset() {
+	*x = JoinGroupRequest{}
+	mi := &file_sq_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinGroupRequest) ProtoMessage() {}
+
+func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinGroupRequest.ProtoReflect.Descriptor instead.
+func (*JoinGroupRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *JoinGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *JoinGroupRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *JoinGroupRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *JoinGroupRequest) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *JoinGroupRequest) GetSessionTimeoutMs() int32 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+type JoinGroupResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	MemberId   string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Generation int32                  `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The partitions the member may consume now.
+	Assignment []*TopicPartitions `protobuf:"bytes,3,rep,name=assignment,proto3" json:"assignment,omitempty"`
+	// How often to heartbeat, milliseconds.
+	HeartbeatIntervalMs int32 `protobuf:"varint,4,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
+	// The session timeout in force, milliseconds.
+	SessionTimeoutMs int32 `protobuf:"varint,5,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *JoinGroupResponse) Reset() {
+	*x = JoinGroupResponse{}
+	mi := &file_sq_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinGroupResponse) ProtoMessage() {}
+
+func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinGroupResponse.ProtoReflect.Descriptor instead.
+func (*JoinGroupResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *JoinGroupResponse) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *JoinGroupResponse) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *JoinGroupResponse) GetAssignment() []*TopicPartitions {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+func (x *JoinGroupResponse) GetHeartbeatIntervalMs() int32 {
+	if x != nil {
+		return x.HeartbeatIntervalMs
+	}
+	return 0
+}
+
+func (x *JoinGroupResponse) GetSessionTimeoutMs() int32 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+type HeartbeatRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Group    string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The generation of the member's latest JoinGroup or Heartbeat.
+	Generation int32 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The partitions the member still owns (revoked partitions it has
+	// released left out). Empty: unchanged since the last report; list a
+	// topic without partitions to report owning none of it.
+	Owned         []*TopicPartitions `protobuf:"bytes,4,rep,name=owned,proto3" json:"owned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatRequest) Reset() {
+	*x = HeartbeatRequest{}
+	mi := &file_sq_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatRequest) ProtoMessage() {}
+
+func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
+func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *HeartbeatRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *HeartbeatRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *HeartbeatRequest) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetOwned() []*TopicPartitions {
+	if x != nil {
+		return x.Owned
+	}
+	return nil
+}
+
+type HeartbeatResponse struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Generation          int32                  `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	Assignment          []*TopicPartitions     `protobuf:"bytes,2,rep,name=assignment,proto3" json:"assignment,omitempty"`
+	HeartbeatIntervalMs int32                  `protobuf:"varint,3,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *HeartbeatResponse) Reset() {
+	*x = HeartbeatResponse{}
+	mi := &file_sq_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatResponse) ProtoMessage() {}
+
+func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
+func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *HeartbeatResponse) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *HeartbeatResponse) GetAssignment() []*TopicPartitions {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+func (x *HeartbeatResponse) GetHeartbeatIntervalMs() int32 {
+	if x != nil {
+		return x.HeartbeatIntervalMs
+	}
+	return 0
+}
+
+type LeaveGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveGroupRequest) Reset() {
+	*x = LeaveGroupRequest{}
+	mi := &file_sq_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveGroupRequest) ProtoMessage() {}
+
+func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
+func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *LeaveGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *LeaveGroupRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+type LeaveGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveGroupResponse) Reset() {
+	*x = LeaveGroupResponse{}
+	mi := &file_sq_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveGroupResponse) ProtoMessage() {}
+
+func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
+func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{49}
+}
+
+type CommitGroupOffsetsRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Group    string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The generation of the member's latest JoinGroup or Heartbeat.
+	Generation    int32          `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	Offsets       []*OffsetEntry `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitGroupOffsetsRequest) Reset() {
+	*x = CommitGroupOffsetsRequest{}
+	mi := &file_sq_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitGroupOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitGroupOffsetsRequest) ProtoMessage() {}
+
+func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitGroupOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*CommitGroupOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *CommitGroupOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CommitGroupOffsetsRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *CommitGroupOffsetsRequest) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *CommitGroupOffsetsRequest) GetOffsets() []*OffsetEntry {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+type CommitGroupOffsetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offsets       []*OffsetEntry         `protobuf:"bytes,1,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitGroupOffsetsResponse) Reset() {
+	*x = CommitGroupOffsetsResponse{}
+	mi := &file_sq_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitGroupOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitGroupOffsetsResponse) ProtoMessage() {}
+
+func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitGroupOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*CommitGroupOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *CommitGroupOffsetsResponse) GetOffsets() []*OffsetEntry {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
 var File_sq_proto protoreflect.FileDescriptor
 
 const file_sq_proto_rawDesc = "" +
@@ -3046,6 +3592,55 @@ const file_sq_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\"D\n" +
 	"\x14FetchOffsetsResponse\x12,\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets\"G\n" +
+	"\x0fTopicPartitions\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"\xa8\x01\n" +
+	"\x10JoinGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1b\n" +
+	"\tclient_id\x18\x03 \x01(\tR\bclientId\x12\x16\n" +
+	"\x06topics\x18\x04 \x03(\tR\x06topics\x12,\n" +
+	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\"\xea\x01\n" +
+	"\x11JoinGroupResponse\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x05R\n" +
+	"generation\x126\n" +
+	"\n" +
+	"assignment\x18\x03 \x03(\v2\x16.sq.v1.TopicPartitionsR\n" +
+	"assignment\x122\n" +
+	"\x15heartbeat_interval_ms\x18\x04 \x01(\x05R\x13heartbeatIntervalMs\x12,\n" +
+	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\"\x93\x01\n" +
+	"\x10HeartbeatRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x05R\n" +
+	"generation\x12,\n" +
+	"\x05owned\x18\x04 \x03(\v2\x16.sq.v1.TopicPartitionsR\x05owned\"\x9f\x01\n" +
+	"\x11HeartbeatResponse\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x05R\n" +
+	"generation\x126\n" +
+	"\n" +
+	"assignment\x18\x02 \x03(\v2\x16.sq.v1.TopicPartitionsR\n" +
+	"assignment\x122\n" +
+	"\x15heartbeat_interval_ms\x18\x03 \x01(\x05R\x13heartbeatIntervalMs\"F\n" +
+	"\x11LeaveGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"\x14\n" +
+	"\x12LeaveGroupResponse\"\x9c\x01\n" +
+	"\x19CommitGroupOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x05R\n" +
+	"generation\x12,\n" +
+	"\aoffsets\x18\x04 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets\"J\n" +
+	"\x1aCommitGroupOffsetsResponse\x12,\n" +
 	"\aoffsets\x18\x01 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets*W\n" +
 	"\n" +
 	"Durability\x12\x1a\n" +
@@ -3062,13 +3657,18 @@ const file_sq_proto_rawDesc = "" +
 	"\vDeleteTopic\x12\x19.sq.v1.DeleteTopicRequest\x1a\x1a.sq.v1.DeleteTopicResponse\x12A\n" +
 	"\n" +
 	"ListTopics\x12\x18.sq.v1.ListTopicsRequest\x1a\x19.sq.v1.ListTopicsResponse\x12J\n" +
-	"\rDescribeTopic\x12\x1b.sq.v1.DescribeTopicRequest\x1a\x1c.sq.v1.DescribeTopicResponse2\xa6\x02\n" +
+	"\rDescribeTopic\x12\x1b.sq.v1.DescribeTopicRequest\x1a\x1c.sq.v1.DescribeTopicResponse2\xc4\x04\n" +
 	"\x06Groups\x12A\n" +
 	"\n" +
 	"ListGroups\x12\x18.sq.v1.ListGroupsRequest\x1a\x19.sq.v1.ListGroupsResponse\x12J\n" +
 	"\rDescribeGroup\x12\x1b.sq.v1.DescribeGroupRequest\x1a\x1c.sq.v1.DescribeGroupResponse\x12G\n" +
 	"\fResetOffsets\x12\x1a.sq.v1.ResetOffsetsRequest\x1a\x1b.sq.v1.ResetOffsetsResponse\x12D\n" +
-	"\vDeleteGroup\x12\x19.sq.v1.DeleteGroupRequest\x1a\x1a.sq.v1.DeleteGroupResponse2\x80\x01\n" +
+	"\vDeleteGroup\x12\x19.sq.v1.DeleteGroupRequest\x1a\x1a.sq.v1.DeleteGroupResponse\x12>\n" +
+	"\tJoinGroup\x12\x17.sq.v1.JoinGroupRequest\x1a\x18.sq.v1.JoinGroupResponse\x12>\n" +
+	"\tHeartbeat\x12\x17.sq.v1.HeartbeatRequest\x1a\x18.sq.v1.HeartbeatResponse\x12A\n" +
+	"\n" +
+	"LeaveGroup\x12\x18.sq.v1.LeaveGroupRequest\x1a\x19.sq.v1.LeaveGroupResponse\x12Y\n" +
+	"\x12CommitGroupOffsets\x12 .sq.v1.CommitGroupOffsetsRequest\x1a!.sq.v1.CommitGroupOffsetsResponse2\x80\x01\n" +
 	"\aCluster\x12;\n" +
 	"\bNodeInfo\x12\x16.sq.v1.NodeInfoRequest\x1a\x17.sq.v1.NodeInfoResponse\x128\n" +
 	"\aMembers\x12\x15.sq.v1.MembersRequest\x1a\x16.sq.v1.MembersResponse2\xe4\x02\n" +
@@ -3092,53 +3692,62 @@ func file_sq_proto_rawDescGZIP() []byte {
 }
 
 var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_sq_proto_goTypes = []any{
-	(Durability)(0),                  // 0: sq.v1.Durability
-	(StartFrom)(0),                   // 1: sq.v1.StartFrom
-	(*TopicConfig)(nil),              // 2: sq.v1.TopicConfig
-	(*PartitionInfo)(nil),            // 3: sq.v1.PartitionInfo
-	(*TopicInfo)(nil),                // 4: sq.v1.TopicInfo
-	(*CreateTopicRequest)(nil),       // 5: sq.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),      // 6: sq.v1.CreateTopicResponse
-	(*AlterTopicConfigRequest)(nil),  // 7: sq.v1.AlterTopicConfigRequest
-	(*AlterTopicConfigResponse)(nil), // 8: sq.v1.AlterTopicConfigResponse
-	(*DeleteTopicRequest)(nil),       // 9: sq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),      // 10: sq.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),        // 11: sq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),       // 12: sq.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),     // 13: sq.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),    // 14: sq.v1.DescribeTopicResponse
-	(*ListGroupsRequest)(nil),        // 15: sq.v1.ListGroupsRequest
-	(*GroupSummary)(nil),             // 16: sq.v1.GroupSummary
-	(*ListGroupsResponse)(nil),       // 17: sq.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),     // 18: sq.v1.DescribeGroupRequest
-	(*GroupMember)(nil),              // 19: sq.v1.GroupMember
-	(*TopicPartition)(nil),           // 20: sq.v1.TopicPartition
-	(*GroupOffset)(nil),              // 21: sq.v1.GroupOffset
-	(*DescribeGroupResponse)(nil),    // 22: sq.v1.DescribeGroupResponse
-	(*ResetOffsetsRequest)(nil),      // 23: sq.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),     // 24: sq.v1.ResetOffsetsResponse
-	(*DeleteGroupRequest)(nil),       // 25: sq.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),      // 26: sq.v1.DeleteGroupResponse
-	(*NodeInfoRequest)(nil),          // 27: sq.v1.NodeInfoRequest
-	(*NodeInfoResponse)(nil),         // 28: sq.v1.NodeInfoResponse
-	(*MembersRequest)(nil),           // 29: sq.v1.MembersRequest
-	(*Member)(nil),                   // 30: sq.v1.Member
-	(*MembersResponse)(nil),          // 31: sq.v1.MembersResponse
-	(*RecordHeader)(nil),             // 32: sq.v1.RecordHeader
-	(*Record)(nil),                   // 33: sq.v1.Record
-	(*PublishRequest)(nil),           // 34: sq.v1.PublishRequest
-	(*PublishResponse)(nil),          // 35: sq.v1.PublishResponse
-	(*PublishStreamResponse)(nil),    // 36: sq.v1.PublishStreamResponse
-	(*SubscribeRequest)(nil),         // 37: sq.v1.SubscribeRequest
-	(*ConsumedRecord)(nil),           // 38: sq.v1.ConsumedRecord
-	(*SubscribeResponse)(nil),        // 39: sq.v1.SubscribeResponse
-	(*OffsetEntry)(nil),              // 40: sq.v1.OffsetEntry
-	(*CommitOffsetsRequest)(nil),     // 41: sq.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),    // 42: sq.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),      // 43: sq.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),     // 44: sq.v1.FetchOffsetsResponse
+	(Durability)(0),                    // 0: sq.v1.Durability
+	(StartFrom)(0),                     // 1: sq.v1.StartFrom
+	(*TopicConfig)(nil),                // 2: sq.v1.TopicConfig
+	(*PartitionInfo)(nil),              // 3: sq.v1.PartitionInfo
+	(*TopicInfo)(nil),                  // 4: sq.v1.TopicInfo
+	(*CreateTopicRequest)(nil),         // 5: sq.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),        // 6: sq.v1.CreateTopicResponse
+	(*AlterTopicConfigRequest)(nil),    // 7: sq.v1.AlterTopicConfigRequest
+	(*AlterTopicConfigResponse)(nil),   // 8: sq.v1.AlterTopicConfigResponse
+	(*DeleteTopicRequest)(nil),         // 9: sq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 10: sq.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),          // 11: sq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),         // 12: sq.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),       // 13: sq.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),      // 14: sq.v1.DescribeTopicResponse
+	(*ListGroupsRequest)(nil),          // 15: sq.v1.ListGroupsRequest
+	(*GroupSummary)(nil),               // 16: sq.v1.GroupSummary
+	(*ListGroupsResponse)(nil),         // 17: sq.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),       // 18: sq.v1.DescribeGroupRequest
+	(*GroupMember)(nil),                // 19: sq.v1.GroupMember
+	(*TopicPartition)(nil),             // 20: sq.v1.TopicPartition
+	(*GroupOffset)(nil),                // 21: sq.v1.GroupOffset
+	(*DescribeGroupResponse)(nil),      // 22: sq.v1.DescribeGroupResponse
+	(*ResetOffsetsRequest)(nil),        // 23: sq.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),       // 24: sq.v1.ResetOffsetsResponse
+	(*DeleteGroupRequest)(nil),         // 25: sq.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 26: sq.v1.DeleteGroupResponse
+	(*NodeInfoRequest)(nil),            // 27: sq.v1.NodeInfoRequest
+	(*NodeInfoResponse)(nil),           // 28: sq.v1.NodeInfoResponse
+	(*MembersRequest)(nil),             // 29: sq.v1.MembersRequest
+	(*Member)(nil),                     // 30: sq.v1.Member
+	(*MembersResponse)(nil),            // 31: sq.v1.MembersResponse
+	(*RecordHeader)(nil),               // 32: sq.v1.RecordHeader
+	(*Record)(nil),                     // 33: sq.v1.Record
+	(*PublishRequest)(nil),             // 34: sq.v1.PublishRequest
+	(*PublishResponse)(nil),            // 35: sq.v1.PublishResponse
+	(*PublishStreamResponse)(nil),      // 36: sq.v1.PublishStreamResponse
+	(*SubscribeRequest)(nil),           // 37: sq.v1.SubscribeRequest
+	(*ConsumedRecord)(nil),             // 38: sq.v1.ConsumedRecord
+	(*SubscribeResponse)(nil),          // 39: sq.v1.SubscribeResponse
+	(*OffsetEntry)(nil),                // 40: sq.v1.OffsetEntry
+	(*CommitOffsetsRequest)(nil),       // 41: sq.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),      // 42: sq.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),        // 43: sq.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),       // 44: sq.v1.FetchOffsetsResponse
+	(*TopicPartitions)(nil),            // 45: sq.v1.TopicPartitions
+	(*JoinGroupRequest)(nil),           // 46: sq.v1.JoinGroupRequest
+	(*JoinGroupResponse)(nil),          // 47: sq.v1.JoinGroupResponse
+	(*HeartbeatRequest)(nil),           // 48: sq.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),          // 49: sq.v1.HeartbeatResponse
+	(*LeaveGroupRequest)(nil),          // 50: sq.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),         // 51: sq.v1.LeaveGroupResponse
+	(*CommitGroupOffsetsRequest)(nil),  // 52: sq.v1.CommitGroupOffsetsRequest
+	(*CommitGroupOffsetsResponse)(nil), // 53: sq.v1.CommitGroupOffsetsResponse
 }
 var file_sq_proto_depIdxs = []int32{
 	2,  // 0: sq.v1.TopicInfo.config:type_name -> sq.v1.TopicConfig
@@ -3164,43 +3773,56 @@ var file_sq_proto_depIdxs = []int32{
 	40, // 20: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
 	40, // 21: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
 	40, // 22: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	5,  // 23: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
-	7,  // 24: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
-	9,  // 25: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
-	11, // 26: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
-	13, // 27: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
-	15, // 28: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
-	18, // 29: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
-	23, // 30: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
-	25, // 31: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
-	27, // 32: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
-	29, // 33: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
-	34, // 34: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
-	34, // 35: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
-	37, // 36: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
-	41, // 37: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
-	43, // 38: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
-	6,  // 39: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
-	8,  // 40: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
-	10, // 41: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
-	12, // 42: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
-	14, // 43: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
-	17, // 44: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
-	22, // 45: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
-	24, // 46: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
-	26, // 47: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
-	28, // 48: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
-	31, // 49: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
-	35, // 50: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
-	36, // 51: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
-	39, // 52: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
-	42, // 53: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
-	44, // 54: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
-	39, // [39:55] is the sub-list for method output_type
-	23, // [23:39] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	45, // 23: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
+	45, // 24: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
+	45, // 25: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
+	40, // 26: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	40, // 27: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	5,  // 28: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
+	7,  // 29: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
+	9,  // 30: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
+	11, // 31: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
+	13, // 32: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
+	15, // 33: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
+	18, // 34: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
+	23, // 35: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
+	25, // 36: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
+	46, // 37: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
+	48, // 38: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
+	50, // 39: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
+	52, // 40: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
+	27, // 41: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
+	29, // 42: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
+	34, // 43: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
+	34, // 44: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
+	37, // 45: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
+	41, // 46: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
+	43, // 47: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
+	6,  // 48: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
+	8,  // 49: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
+	10, // 50: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
+	12, // 51: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
+	14, // 52: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
+	17, // 53: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
+	22, // 54: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
+	24, // 55: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
+	26, // 56: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
+	47, // 57: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
+	49, // 58: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
+	51, // 59: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
+	53, // 60: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
+	28, // 61: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
+	31, // 62: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
+	35, // 63: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
+	36, // 64: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
+	39, // 65: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
+	42, // 66: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
+	44, // 67: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
+	48, // [48:68] is the sub-list for method output_type
+	28, // [28:48] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_sq_proto_init() }
@@ -3217,7 +3839,7 @@ func file_sq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sq_proto_rawDesc), len(file_sq_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   43,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -300,10 +300,14 @@ var Topics_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Groups_ListGroups_FullMethodName    = "/sq.v1.Groups/ListGroups"
-	Groups_DescribeGroup_FullMethodName = "/sq.v1.Groups/DescribeGroup"
-	Groups_ResetOffsets_FullMethodName  = "/sq.v1.Groups/ResetOffsets"
-	Groups_DeleteGroup_FullMethodName   = "/sq.v1.Groups/DeleteGroup"
+	Groups_ListGroups_FullMethodName         = "/sq.v1.Groups/ListGroups"
+	Groups_DescribeGroup_FullMethodName      = "/sq.v1.Groups/DescribeGroup"
+	Groups_ResetOffsets_FullMethodName       = "/sq.v1.Groups/ResetOffsets"
+	Groups_DeleteGroup_FullMethodName        = "/sq.v1.Groups/DeleteGroup"
+	Groups_JoinGroup_FullMethodName          = "/sq.v1.Groups/JoinGroup"
+	Groups_Heartbeat_FullMethodName          = "/sq.v1.Groups/Heartbeat"
+	Groups_LeaveGroup_FullMethodName         = "/sq.v1.Groups/LeaveGroup"
+	Groups_CommitGroupOffsets_FullMethodName = "/sq.v1.Groups/CommitGroupOffsets"
 )
 
 // GroupsClient is the client API for Groups service.
@@ -321,6 +325,29 @@ type GroupsClient interface {
 	ResetOffsets(ctx context.Context, in *ResetOffsetsRequest, opts ...grpc.CallOption) (*ResetOffsetsResponse, error)
 	// DeleteGroup deletes a group with no active member and its offsets.
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
+	// JoinGroup adds a member (member_id "" on the first join) or updates
+	// its subscription, and returns its member id, generation and the
+	// partitions it may consume now (docs/architecture.md §6: incremental
+	// assignment, a partition moves only once its previous owner has
+	// released it). THROTTLED past the server's member cap; NOT_FOUND
+	// (UNKNOWN_TOPIC) for a subscribed topic that does not exist;
+	// FAILED_PRECONDITION (FENCED_GENERATION) for a member id that is no
+	// longer a member.
+	JoinGroup(ctx context.Context, in *JoinGroupRequest, opts ...grpc.CallOption) (*JoinGroupResponse, error)
+	// Heartbeat keeps a member alive within its session timeout, reports the
+	// partitions it still owns and returns its generation and assignment.
+	// FAILED_PRECONDITION (FENCED_GENERATION) when the member was removed:
+	// it must drop its partitions without committing and join again.
+	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
+	// LeaveGroup removes a member at once, so that its partitions move
+	// without waiting for its session timeout.
+	LeaveGroup(ctx context.Context, in *LeaveGroupRequest, opts ...grpc.CallOption) (*LeaveGroupResponse, error)
+	// CommitGroupOffsets stores committed offsets as a member of a
+	// generation. An unknown member or a generation that is not the
+	// member's current one fails the whole request with FAILED_PRECONDITION
+	// (FENCED_GENERATION); per-entry errors are in OffsetEntry.error, as
+	// for Messaging.CommitOffsets. Messaging.FetchOffsets reads them back.
+	CommitGroupOffsets(ctx context.Context, in *CommitGroupOffsetsRequest, opts ...grpc.CallOption) (*CommitGroupOffsetsResponse, error)
 }
 
 type groupsClient struct {
@@ -371,6 +398,46 @@ func (c *groupsClient) DeleteGroup(ctx context.Context, in *DeleteGroupRequest, 
 	return out, nil
 }
 
+func (c *groupsClient) JoinGroup(ctx context.Context, in *JoinGroupRequest, opts ...grpc.CallOption) (*JoinGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JoinGroupResponse)
+	err := c.cc.Invoke(ctx, Groups_JoinGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *groupsClient) Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HeartbeatResponse)
+	err := c.cc.Invoke(ctx, Groups_Heartbeat_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *groupsClient) LeaveGroup(ctx context.Context, in *LeaveGroupRequest, opts ...grpc.CallOption) (*LeaveGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaveGroupResponse)
+	err := c.cc.Invoke(ctx, Groups_LeaveGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *groupsClient) CommitGroupOffsets(ctx context.Context, in *CommitGroupOffsetsRequest, opts ...grpc.CallOption) (*CommitGroupOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitGroupOffsetsResponse)
+	err := c.cc.Invoke(ctx, Groups_CommitGroupOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GroupsServer is the server API for Groups service.
 // All implementations must embed UnimplementedGroupsServer
 // for forward compatibility.
@@ -386,6 +453,29 @@ type GroupsServer interface {
 	ResetOffsets(context.Context, *ResetOffsetsRequest) (*ResetOffsetsResponse, error)
 	// DeleteGroup deletes a group with no active member and its offsets.
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
+	// JoinGroup adds a member (member_id "" on the first join) or updates
+	// its subscription, and returns its member id, generation and the
+	// partitions it may consume now (docs/architecture.md §6: incremental
+	// assignment, a partition moves only once its previous owner has
+	// released it). THROTTLED past the server's member cap; NOT_FOUND
+	// (UNKNOWN_TOPIC) for a subscribed topic that does not exist;
+	// FAILED_PRECONDITION (FENCED_GENERATION) for a member id that is no
+	// longer a member.
+	JoinGroup(context.Context, *JoinGroupRequest) (*JoinGroupResponse, error)
+	// Heartbeat keeps a member alive within its session timeout, reports the
+	// partitions it still owns and returns its generation and assignment.
+	// FAILED_PRECONDITION (FENCED_GENERATION) when the member was removed:
+	// it must drop its partitions without committing and join again.
+	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
+	// LeaveGroup removes a member at once, so that its partitions move
+	// without waiting for its session timeout.
+	LeaveGroup(context.Context, *LeaveGroupRequest) (*LeaveGroupResponse, error)
+	// CommitGroupOffsets stores committed offsets as a member of a
+	// generation. An unknown member or a generation that is not the
+	// member's current one fails the whole request with FAILED_PRECONDITION
+	// (FENCED_GENERATION); per-entry errors are in OffsetEntry.error, as
+	// for Messaging.CommitOffsets. Messaging.FetchOffsets reads them back.
+	CommitGroupOffsets(context.Context, *CommitGroupOffsetsRequest) (*CommitGroupOffsetsResponse, error)
 	mustEmbedUnimplementedGroupsServer()
 }
 
@@ -407,6 +497,18 @@ func (UnimplementedGroupsServer) ResetOffsets(context.Context, *ResetOffsetsRequ
 }
 func (UnimplementedGroupsServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteGroup not implemented")
+}
+func (UnimplementedGroupsServer) JoinGroup(context.Context, *JoinGroupRequest) (*JoinGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method JoinGroup not implemented")
+}
+func (UnimplementedGroupsServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Heartbeat not implemented")
+}
+func (UnimplementedGroupsServer) LeaveGroup(context.Context, *LeaveGroupRequest) (*LeaveGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LeaveGroup not implemented")
+}
+func (UnimplementedGroupsServer) CommitGroupOffsets(context.Context, *CommitGroupOffsetsRequest) (*CommitGroupOffsetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitGroupOffsets not implemented")
 }
 func (UnimplementedGroupsServer) mustEmbedUnimplementedGroupsServer() {}
 func (UnimplementedGroupsServer) testEmbeddedByValue()                {}
@@ -501,6 +603,78 @@ func _Groups_DeleteGroup_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Groups_JoinGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JoinGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).JoinGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_JoinGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).JoinGroup(ctx, req.(*JoinGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Groups_Heartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HeartbeatRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).Heartbeat(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_Heartbeat_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).Heartbeat(ctx, req.(*HeartbeatRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Groups_LeaveGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaveGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).LeaveGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_LeaveGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).LeaveGroup(ctx, req.(*LeaveGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Groups_CommitGroupOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitGroupOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).CommitGroupOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_CommitGroupOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).CommitGroupOffsets(ctx, req.(*CommitGroupOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Groups_ServiceDesc is the grpc.ServiceDesc for Groups service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -523,6 +697,22 @@ var Groups_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteGroup",
 			Handler:    _Groups_DeleteGroup_Handler,
+		},
+		{
+			MethodName: "JoinGroup",
+			Handler:    _Groups_JoinGroup_Handler,
+		},
+		{
+			MethodName: "Heartbeat",
+			Handler:    _Groups_Heartbeat_Handler,
+		},
+		{
+			MethodName: "LeaveGroup",
+			Handler:    _Groups_LeaveGroup_Handler,
+		},
+		{
+			MethodName: "CommitGroupOffsets",
+			Handler:    _Groups_CommitGroupOffsets_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
