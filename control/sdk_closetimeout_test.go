@@ -5,89 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seedqueue/sq/control"
+	"github.com/seedqueue/sq/internal/testnet"
 	"github.com/seedqueue/sq/sdk"
 )
-
-// frozenProxy forwards TCP connections to a backend until frozen: from
-// then on it keeps every connection open and drops what either side
-// sends, as a server that was SIGSTOPped looks to its clients.
-type frozenProxy struct {
-	addr    string
-	ln      net.Listener
-	frozen  atomic.Bool
-	dropped atomic.Int64 // bytes dropped since frozen
-
-	shutOnce sync.Once
-	mu       sync.Mutex
-	conns    []net.Conn
-	wg       sync.WaitGroup
-}
-
-func startFrozenProxy(t *testing.T, backend string) *frozenProxy {
-	t.Helper()
-	ln := listen(t)
-	p := &frozenProxy{addr: ln.Addr().String(), ln: ln}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			bc, err := net.Dial("tcp", backend)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, bc)
-			p.mu.Unlock()
-			p.wg.Go(func() { p.pipe(bc, c) })
-			p.wg.Go(func() { p.pipe(c, bc) })
-		}
-	})
-	t.Cleanup(func() {
-		p.shut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-// shut closes the listener and every connection, once.
-func (p *frozenProxy) shut() {
-	p.shutOnce.Do(func() {
-		p.ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-	})
-}
-
-func (p *frozenProxy) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if p.frozen.Load() {
-				p.dropped.Add(int64(n))
-			} else if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
 
 // GrpcConsumer.Close is bounded by CloseTimeout, not RequestTimeout (an
 // hour here): against a server that froze, its final commit is sent and
@@ -120,15 +44,15 @@ func TestGrpcConsumerCloseBounded(t *testing.T) {
 		}
 		p.Close()
 
-		px := startFrozenProxy(t, n.grpcAddr)
-		c, err := sdk.NewGrpcConsumer(ctx, sdk.GrpcConsumerConfig{GrpcConfig: sdk.GrpcConfig{Addr: px.addr, RequestTimeout: time.Hour},
+		px := testnet.StartProxy(t, n.grpcAddr)
+		c, err := sdk.NewGrpcConsumer(ctx, sdk.GrpcConsumerConfig{GrpcConfig: sdk.GrpcConfig{Addr: px.Addr, RequestTimeout: time.Hour},
 			Topic: "t", ConsumerGroup: "g", AutoCommit: true, AutoCommitInterval: time.Hour, MaxWait: 50 * time.Millisecond,
 			CloseTimeout: 300 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			px.shut() // a Close still waiting for the frozen server fails now
+			px.Close() // a Close still waiting for the frozen server fails now
 			c.Close()
 		})
 		want := map[uint32]uint64{}
@@ -142,7 +66,9 @@ func TestGrpcConsumerCloseBounded(t *testing.T) {
 			}
 			got += len(msgs)
 		}
-		px.frozen.Store(frozen)
+		if frozen {
+			px.Freeze()
+		}
 		done := make(chan error, 1)
 		go func() {
 			if frozen {
@@ -173,8 +99,8 @@ func TestGrpcConsumerCloseBounded(t *testing.T) {
 		if !errors.As(err, &ce) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Close: %v, want a *sdk.CloseCommitError wrapping context.DeadlineExceeded", err)
 		}
-		if !maps.Equal(ce.Positions, want) || px.dropped.Load() == 0 {
-			t.Fatalf("positions not committed %v (%d bytes sent to the frozen server), want %v and the commit sent", ce.Positions, px.dropped.Load(), want)
+		if !maps.Equal(ce.Positions, want) || px.Dropped() == 0 {
+			t.Fatalf("positions not committed %v (%d bytes sent to the frozen server), want %v and the commit sent", ce.Positions, px.Dropped(), want)
 		}
 		if len(committed) != 0 {
 			t.Fatalf("the group has offsets %v, want none", committed)

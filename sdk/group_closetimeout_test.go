@@ -4,93 +4,13 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/testnet"
 )
-
-// freezeProxy forwards TCP connections to a backend until frozen: from
-// then on it keeps every connection open and drops what either side sends,
-// as a server that was SIGSTOPped looks to its clients.
-type freezeProxy struct {
-	addr    string
-	frozen  atomic.Bool
-	dropped atomic.Int64 // bytes dropped since frozen
-
-	ln       net.Listener
-	shutOnce sync.Once
-	mu       sync.Mutex
-	conns    []net.Conn
-	wg       sync.WaitGroup
-}
-
-func startFreezeProxy(t *testing.T, backend string) *freezeProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &freezeProxy{addr: ln.Addr().String(), ln: ln}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			bc, err := net.Dial("tcp", backend)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, bc)
-			p.mu.Unlock()
-			p.wg.Go(func() { p.pipe(bc, c) })
-			p.wg.Go(func() { p.pipe(c, bc) })
-		}
-	})
-	t.Cleanup(func() {
-		p.shut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-// shut closes the listener and every connection, once.
-func (p *freezeProxy) shut() {
-	p.shutOnce.Do(func() {
-		p.ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-	})
-}
-
-// pipe copies src to dst, or drops it while frozen.
-func (p *freezeProxy) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if p.frozen.Load() {
-				p.dropped.Add(int64(n))
-			} else if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
 
 // A group member whose server froze (connections open, nothing answered)
 // closes within CloseTimeout rather than RequestTimeout (an hour): its
@@ -103,24 +23,24 @@ func TestGroupCloseBoundedWhenServerFreezes(t *testing.T) {
 	b := startBroker(t)
 	b.topic(t, "t", 2)
 	b.produce(t, "t", []int{0, 1}, 3)
-	px := startFreezeProxy(t, b.addr)
+	px := testnet.StartProxy(t, b.addr)
 	var logs logBuffer
 	cfg := groupConfig(b, ConsumerConfig{Topic: "t", ConsumerGroup: "g", AutoCommit: true, AutoCommitInterval: time.Hour,
 		RequestTimeout: time.Hour, CloseTimeout: 300 * time.Millisecond, Logger: logs.logger()})
-	cfg.Addr = px.addr
+	cfg.Addr = px.Addr
 	c, err := NewConsumer(testCtx(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		px.shut() // a Close still waiting for the frozen server fails now
+		px.Close() // a Close still waiting for the frozen server fails now
 		c.Close()
 	})
 	want := positionsAfter(pollN(t, c, 6))
 	if !maps.Equal(want, map[uint32]uint64{0: 3, 1: 3}) {
 		t.Fatalf("positions %v after reading both partitions", want)
 	}
-	px.frozen.Store(true)
+	px.Freeze()
 	err = closeWithin(t, 30*time.Second, c.Close)
 	var ce *CloseCommitError
 	if !errors.As(err, &ce) || !errors.Is(err, context.DeadlineExceeded) {
@@ -129,7 +49,7 @@ func TestGroupCloseBoundedWhenServerFreezes(t *testing.T) {
 	if !maps.Equal(ce.Positions, want) {
 		t.Fatalf("positions not committed %v, want %v", ce.Positions, want)
 	}
-	if px.dropped.Load() == 0 {
+	if px.Dropped() == 0 {
 		t.Fatal("no request reached the frozen server: the commit was not sent")
 	}
 	if !strings.Contains(logs.String(), "close budget spent; not leaving the group") {
