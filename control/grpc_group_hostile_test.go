@@ -158,3 +158,46 @@ func TestGroupRPCHostile(t *testing.T) {
 		t.Errorf("DescribeGroup h: %d members, want 1", len(d.Members))
 	}
 }
+
+// TestGroupRPCMemberCap: a join beyond a group's 1000 members is refused
+// with INVALID_REQUEST naming the bound, the group keeps answering, and a
+// slot freed by a leave is taken by the next join.
+func TestGroupRPCMemberCap(t *testing.T) {
+	n := startNode(t, control.Options{NodeID: "n-cap"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := sqv1.NewTopicsClient(n.conn).CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "capt", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	gc := sqv1.NewGroupsClient(n.conn)
+	join := func() (*sqv1.JoinGroupResponse, error) {
+		return gc.JoinGroup(ctx, &sqv1.JoinGroupRequest{Group: "cap", Topics: []string{"capt"}, SessionTimeoutMs: 300000})
+	}
+	var first string
+	for i := range 1000 {
+		r, err := join()
+		if err != nil {
+			t.Fatalf("join %d: %v", i, err)
+		}
+		if i == 0 {
+			first = r.MemberId
+		}
+	}
+	_, err := join()
+	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || errorReason(st) != "INVALID_REQUEST" || !strings.Contains(st.Message(), "1000") {
+		t.Fatalf("join 1001: %v, want InvalidArgument INVALID_REQUEST naming the bound", err)
+	}
+	d, err := gc.DescribeGroup(ctx, &sqv1.DescribeGroupRequest{Group: "cap"})
+	if err != nil || len(d.Members) != 1000 {
+		t.Fatalf("DescribeGroup at the cap: %v members, %v", len(d.GetMembers()), err)
+	}
+	if _, err := gc.LeaveGroup(ctx, &sqv1.LeaveGroupRequest{Group: "cap", MemberId: first}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := join(); err != nil {
+		t.Fatalf("join after a leave freed a slot: %v", err)
+	}
+	if _, err := gc.ListGroups(ctx, &sqv1.ListGroupsRequest{}); err != nil {
+		t.Fatalf("ListGroups: %v", err)
+	}
+}
