@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/sdk"
@@ -207,4 +209,50 @@ func containsName(names []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// TestGrpcConsumerGroupTopicDeleted: the topic of a two-member GrpcConsumer
+// group is deleted and not created again. Poll reports UNKNOWN_TOPIC (or
+// nothing) and never panics, the group still answers DescribeGroup, and
+// both members close cleanly.
+func TestGrpcConsumerGroupTopicDeleted(t *testing.T) {
+	n := startNode(t, control.Options{NodeID: "n-del"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := sqv1.NewTopicsClient(n.conn).CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "dt", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	produceKeyed(ctx, t, n.grpcAddr, "dt", 0, 50)
+	ms := []groupPoller{grpcMember(ctx, t, n.grpcAddr, "dt", "dg"), grpcMember(ctx, t, n.grpcAddr, "dt", "dg")}
+	seen := map[string]int{}
+	drive(ctx, t, "read before the delete", ms, seen, func() bool { return len(seen) >= 50 })
+	if _, err := sqv1.NewTopicsClient(n.conn).DeleteTopic(ctx, &sqv1.DeleteTopicRequest{Name: "dt"}); err != nil {
+		t.Fatal(err)
+	}
+	unknown := 0
+	for unknown < 2 {
+		if ctx.Err() != nil {
+			t.Fatalf("no UNKNOWN_TOPIC from Poll after the delete")
+		}
+		for _, m := range ms {
+			got, err := m.Poll(ctx)
+			if len(got) > 0 {
+				t.Errorf("Poll after the delete returned %d records", len(got))
+			}
+			if err != nil {
+				if !errors.Is(err, api.ErrUnknownTopic) {
+					t.Fatalf("Poll after the delete: %v, want UNKNOWN_TOPIC", err)
+				}
+				unknown++
+			}
+		}
+	}
+	if _, err := sqv1.NewGroupsClient(n.conn).DescribeGroup(ctx, &sqv1.DescribeGroupRequest{Group: "dg"}); err != nil {
+		t.Fatalf("DescribeGroup after the delete: %v", err)
+	}
+	for i, m := range ms {
+		if err := m.(*sdk.GrpcConsumer).Close(); err != nil && !errors.Is(err, api.ErrUnknownTopic) {
+			t.Errorf("Close of member %d: %v", i, err)
+		}
+	}
 }
