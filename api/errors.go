@@ -3,6 +3,10 @@ package api
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 )
 
 // Code is a numeric error code from the catalog, sent on the wire in
@@ -100,8 +104,10 @@ func (c Code) Retriable() bool { return c.Entry().Retriable }
 // An Error built with WrapError also keeps the error that caused it (an
 // fdatasync's syscall.EIO, say), reachable with errors.Is and errors.As
 // through Unwrap on the side that built it. The cause never crosses the
-// wire: ToWire and the gRPC status send only the code, the message (which
-// holds the cause's text) and the range.
+// wire: ToWire and the gRPC status send only the code, Message (which
+// holds the cause's text with every server-side file path cut to its last
+// element, see WrapError) and the range. Error, on the side that built
+// it, shows the cause's full text, paths included, for the server's logs.
 type Error struct {
 	Code       Code
 	Message    string
@@ -109,7 +115,8 @@ type Error struct {
 	RangeEnd   uint64
 	HasRange   bool
 
-	cause error // local only; never encoded
+	cause error  // local only; never encoded
+	local string // Message with the cause's full text; local only
 }
 
 // NewError returns an *Error with code c and a formatted message.
@@ -118,20 +125,76 @@ func NewError(c Code, format string, args ...any) *Error {
 }
 
 // WrapError returns an *Error with code c that keeps cause for errors.Is
-// and errors.As (through Unwrap). Its message is the formatted text, then
-// ": " and cause's text, so the peer, which receives only the message,
-// still reads why; with an empty format the message is the cause's text
-// alone. A nil cause gives the same error as NewError.
+// and errors.As (through Unwrap). Its Message, what the peer receives, is
+// the formatted text, then ": " and cause's text, so the peer still reads
+// why; with an empty format the message is the cause's text alone. In that
+// text the path of every *fs.PathError and *os.LinkError in cause's chain
+// is cut to its last element ("write 00000000000000000000.log: no space
+// left on device"), so a client never learns the server's directory
+// layout; Error keeps the full paths for the server's own logs. A nil
+// cause gives the same error as NewError.
 func WrapError(c Code, cause error, format string, args ...any) *Error {
 	msg := fmt.Sprintf(format, args...)
-	switch {
-	case cause == nil:
-	case msg == "":
-		msg = cause.Error()
-	default:
-		msg += ": " + cause.Error()
+	if cause == nil {
+		return &Error{Code: c, Message: msg}
 	}
-	return &Error{Code: c, Message: msg, cause: cause}
+	join := func(text string) string {
+		if msg == "" {
+			return text
+		}
+		return msg + ": " + text
+	}
+	full := cause.Error()
+	e := &Error{Code: c, Message: join(withoutPaths(cause, full)), cause: cause}
+	if e.Message != join(full) {
+		e.local = join(full)
+	}
+	return e
+}
+
+// withoutPaths returns text (err's text) with the path of every
+// *fs.PathError and *os.LinkError in err's chain cut to its last element.
+func withoutPaths(err error, text string) string {
+	var paths []string
+	for _, e := range chain(err) {
+		switch pe := e.(type) {
+		case *fs.PathError:
+			paths = append(paths, pe.Path)
+		case *os.LinkError:
+			paths = append(paths, pe.Old, pe.New)
+		}
+	}
+	for _, p := range paths {
+		if base := filepath.Base(p); p != "" && base != p {
+			text = strings.ReplaceAll(text, p, base)
+		}
+	}
+	return text
+}
+
+// chain returns err and every error it wraps, depth first (errors.Join and
+// fmt.Errorf with several %w included).
+func chain(err error) []error {
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		for e != nil && len(out) < 64 {
+			out = append(out, e)
+			switch u := e.(type) {
+			case interface{ Unwrap() []error }:
+				for _, x := range u.Unwrap() {
+					walk(x)
+				}
+				return
+			case interface{ Unwrap() error }:
+				e = u.Unwrap()
+			default:
+				return
+			}
+		}
+	}
+	walk(err)
+	return out
 }
 
 // NewRangeError returns an *Error carrying the valid range [start, end].
@@ -139,8 +202,20 @@ func NewRangeError(c Code, start, end uint64, format string, args ...any) *Error
 	return &Error{Code: c, Message: fmt.Sprintf(format, args...), RangeStart: start, RangeEnd: end, HasRange: true}
 }
 
-// Error formats as "NAME: message".
+// Error formats as "NAME: message". On the side that built e with
+// WrapError the message holds the cause's full text, server-side file
+// paths included; WireText is what a peer receives.
 func (e *Error) Error() string {
+	if e.local != "" {
+		return e.Code.String() + ": " + e.local
+	}
+	return e.WireText()
+}
+
+// WireText formats e as a peer receives it: "NAME: message" with Message
+// (or the catalog's text when Message is empty), never the local cause's
+// full text.
+func (e *Error) WireText() string {
 	msg := e.Message
 	if msg == "" {
 		msg = e.Code.Entry().Message
@@ -192,8 +267,8 @@ var (
 )
 
 // AsError converts err into an *Error: an *Error anywhere in its chain is
-// returned as is; anything else becomes CodeUnknown with err's text and err
-// as its cause.
+// returned as is; anything else becomes CodeUnknown with err as its cause,
+// as WrapError(CodeUnknown, err, "") (file paths cut in Message).
 func AsError(err error) *Error {
 	if err == nil {
 		return nil
@@ -202,7 +277,7 @@ func AsError(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	return &Error{Code: CodeUnknown, Message: err.Error(), cause: err}
+	return WrapError(CodeUnknown, err, "")
 }
 
 // IsRetriable reports whether err carries a retriable catalog code.

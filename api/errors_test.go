@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,5 +110,42 @@ func TestWireSendsNoCause(t *testing.T) {
 				t.Errorf("decoded %v matches %v: a cause crossed the wire", got, c)
 			}
 		}
+	}
+}
+
+// TestWireCutsPaths: a server-side file path in a cause's chain reaches
+// the peer cut to its last element, in every shape a cause takes, while
+// the local Error text keeps it whole for the server's logs.
+func TestWireCutsPaths(t *testing.T) {
+	const dir = "/srv/sq-data/topics/orders-3"
+	pe := &fs.PathError{Op: "write", Path: dir + "/00000000000000000000.log", Err: syscall.ENOSPC}
+	for _, tc := range []struct {
+		name string
+		err  *Error
+		want string // in the wire message
+	}{
+		{"path error", WrapError(CodeDiskFull, pe, "write to partition %s/%d", "orders", 3), "write to partition orders/3: write 00000000000000000000.log: no space left on device"},
+		{"empty format", WrapError(CodeDiskFull, pe, ""), "write 00000000000000000000.log: no space left on device"},
+		{"wrapped path error", WrapError(CodeStorageError, fmt.Errorf("roll segment: %w", pe), "append"), "append: roll segment: write 00000000000000000000.log"},
+		{"joined", WrapError(CodeStorageError, errors.Join(syscall.EIO, pe), "close"), "close: input/output error\nwrite 00000000000000000000.log"},
+		{"link error", WrapError(CodeStorageError, &os.LinkError{Op: "rename", Old: dir + "/a.tmp", New: dir + "/a.json", Err: syscall.EXDEV}, "meta"), "meta: rename a.tmp a.json: invalid cross-device link"},
+		{"unknown", AsError(fmt.Errorf("open: %w", pe)), "open: write 00000000000000000000.log"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for what, text := range map[string]string{"Message": tc.err.Message, "WireText": tc.err.WireText(), "decoded": wireRoundTrip(t, tc.err).Error()} {
+				if strings.Contains(text, "/srv/") || !strings.Contains(text, tc.want) {
+					t.Errorf("%s %q: want %q and no server path", what, text, tc.want)
+				}
+			}
+			if !strings.Contains(tc.err.Error(), dir) {
+				t.Errorf("local text %q lost the path %s", tc.err.Error(), dir)
+			}
+			if !errors.Is(tc.err, tc.err.Unwrap()) || tc.err.Unwrap() == nil {
+				t.Errorf("cause dropped: %v", tc.err.Unwrap())
+			}
+		})
+	}
+	if e := WrapError(CodeStorageError, syscall.EIO, "no path"); e.Error() != e.WireText() {
+		t.Errorf("without a path, local %q and wire %q differ", e.Error(), e.WireText())
 	}
 }

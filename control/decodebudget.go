@@ -103,7 +103,9 @@ func decodedOverhead(b []byte, md protoreflect.MessageDescriptor, depth int) int
 // decoded, its decoded size is estimated and charged to the request
 // budget (without waiting: THROTTLED when it does not fit,
 // MESSAGE_TOO_LARGE when it could never fit); the charge is given back by
-// releaseDecoded once the handler is done with the message.
+// releaseDecoded once the handler is done with the message. A request that
+// does not decode (a string field that is not UTF-8, say) is refused with
+// INVALID_REQUEST by the same interceptors.
 type budgetCodec struct {
 	s    *Server
 	base encoding.CodecV2
@@ -147,8 +149,14 @@ func (c budgetCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		c.s.decoded.Store(v, est)
 	}
 	if err := proto.Unmarshal(b, m); err != nil {
+		// Bytes that do not decode (a string field that is not UTF-8,
+		// broken wire format) are the client's fault: INVALID_REQUEST
+		// through the interceptor, not the INTERNAL grpc makes of a codec
+		// error.
 		c.s.releaseDecoded(v)
-		return err
+		c.s.decoded.Store(v, api.NewError(api.CodeInvalidRequest, "control: request is not a valid %s: %v",
+			m.ProtoReflect().Descriptor().FullName(), err))
+		return nil
 	}
 	return nil
 }

@@ -60,7 +60,7 @@ func ToStatus(err error) error {
 	e := api.AsError(err)
 	// A status message is a proto3 string: bytes that are not UTF-8 (from
 	// a name a client sent) would make the status details unsendable.
-	st := status.New(grpcCode(e.Code), strings.ToValidUTF8(e.Error(), "\uFFFD"))
+	st := status.New(grpcCode(e.Code), strings.ToValidUTF8(e.WireText(), "\uFFFD"))
 	md := map[string]string{"code": strconv.Itoa(int(e.Code))}
 	if e.HasRange {
 		md["range_start"] = strconv.FormatUint(e.RangeStart, 10)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -43,6 +44,32 @@ const maxMs = 1<<31 - 1
 
 func msField(d time.Duration) int32 { return int32(min(d.Milliseconds(), maxMs)) }
 
+// maxIDLength bounds, in bytes, the member id and client id a Groups
+// request carries. JoinGroup hands out member ids far shorter; the bound
+// keeps an error that names the id, and the client id every DescribeGroup
+// shows, small.
+const maxIDLength = 255
+
+// maxOwned bounds the topic entries plus partitions of one Heartbeat's
+// owned list: a member owns at most what it was assigned, and a list
+// beyond this bound is not a report but a way to make the coordinator
+// build a large set under the group's lock.
+const maxOwned = 100000
+
+// checkIDs refuses, with INVALID_REQUEST, a member id or client id over
+// maxIDLength bytes or not valid UTF-8, before any error can echo it.
+func checkIDs(memberID, clientID string) error {
+	for _, f := range []struct{ what, v string }{{"member id", memberID}, {"client id", clientID}} {
+		if len(f.v) > maxIDLength {
+			return invalid("%s of %d bytes: want at most %d (a member id is the one JoinGroup returned)", f.what, len(f.v), maxIDLength)
+		}
+		if !utf8.ValidString(f.v) {
+			return invalid("%s is not valid UTF-8", f.what)
+		}
+	}
+	return nil
+}
+
 // assignmentToProto returns a's topics in name order, each with its
 // partitions.
 func assignmentToProto(a engine.GroupAssignment) []*sqv1.TopicPartitions {
@@ -63,17 +90,29 @@ func assignmentToProto(a engine.GroupAssignment) []*sqv1.TopicPartitions {
 }
 
 // assignmentFromProto converts owned partitions; an empty list is nil
-// (unchanged). A negative partition is INVALID_REQUEST.
+// (unchanged). A list of more than maxOwned topic entries plus partitions,
+// or a partition outside 0..engine.MaxPartitions-1, is INVALID_REQUEST; a
+// topic name that is not one is INVALID_TOPIC_NAME.
 func assignmentFromProto(in []*sqv1.TopicPartitions) (engine.GroupAssignment, error) {
 	if len(in) == 0 {
 		return nil, nil
 	}
+	size := 0
+	for _, tp := range in {
+		size += 1 + len(tp.Partitions)
+	}
+	if size > maxOwned {
+		return nil, invalid("owned list of %d topic entries and partitions: want at most %d", size, maxOwned)
+	}
 	out := engine.GroupAssignment{}
 	for _, tp := range in {
+		if err := engine.ValidateTopicName(tp.Topic); err != nil {
+			return nil, err
+		}
 		list := make([]int, 0, len(tp.Partitions))
 		for _, p := range tp.Partitions {
-			if p < 0 {
-				return nil, invalid("owned partition %d of %q: want 0 or more", p, tp.Topic)
+			if p < 0 || p >= engine.MaxPartitions {
+				return nil, invalid("owned partition %d of %q: want 0 to %d", p, tp.Topic, engine.MaxPartitions-1)
 			}
 			list = append(list, int(p))
 		}
@@ -86,6 +125,9 @@ func assignmentFromProto(in []*sqv1.TopicPartitions) (engine.GroupAssignment, er
 func (g *groupsService) JoinGroup(_ context.Context, req *sqv1.JoinGroupRequest) (*sqv1.JoinGroupResponse, error) {
 	gc, err := g.s.coordinator("JoinGroup")
 	if err != nil {
+		return nil, err
+	}
+	if err := checkIDs(req.MemberId, req.ClientId); err != nil {
 		return nil, err
 	}
 	if req.SessionTimeoutMs < 0 {
@@ -103,6 +145,9 @@ func (g *groupsService) JoinGroup(_ context.Context, req *sqv1.JoinGroupRequest)
 func (g *groupsService) Heartbeat(_ context.Context, req *sqv1.HeartbeatRequest) (*sqv1.HeartbeatResponse, error) {
 	gc, err := g.s.coordinator("Heartbeat")
 	if err != nil {
+		return nil, err
+	}
+	if err := checkIDs(req.MemberId, ""); err != nil {
 		return nil, err
 	}
 	owned, err := assignmentFromProto(req.Owned)
@@ -123,6 +168,9 @@ func (g *groupsService) LeaveGroup(_ context.Context, req *sqv1.LeaveGroupReques
 	if err != nil {
 		return nil, err
 	}
+	if err := checkIDs(req.MemberId, ""); err != nil {
+		return nil, err
+	}
 	if err := gc.LeaveGroup(req.Group, req.MemberId); err != nil {
 		return nil, err
 	}
@@ -138,6 +186,9 @@ func (g *groupsService) CommitGroupOffsets(ctx context.Context, req *sqv1.Commit
 	}
 	if req.MemberId == "" {
 		return nil, invalid("group commit without a member id (Messaging.CommitOffsets commits as a standalone consumer)")
+	}
+	if err := checkIDs(req.MemberId, ""); err != nil {
+		return nil, err
 	}
 	in, err := commitsFromProto(req.Offsets)
 	if err != nil {

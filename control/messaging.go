@@ -514,7 +514,7 @@ func offsetEntries(in []engine.OffsetCommit) []*sqv1.OffsetEntry {
 	for i, o := range in {
 		out[i] = &sqv1.OffsetEntry{Topic: o.Topic, Partition: int32(o.Partition), Offset: o.Offset, Metadata: o.Metadata, TopicId: o.TopicID.Bytes()}
 		if o.Err != nil {
-			out[i].Error = strings.ToValidUTF8(o.Err.Error(), "\uFFFD")
+			out[i].Error = strings.ToValidUTF8(api.AsError(o.Err).WireText(), "\uFFFD")
 		}
 	}
 	return out

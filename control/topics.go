@@ -42,7 +42,7 @@ func (s *Server) topicInfoTo(t engine.TopicInfo) *sqv1.TopicInfo {
 			Leader: s.opts.NodeID,
 		}
 		if p.Err != nil {
-			pi.Error = strings.ToValidUTF8(p.Err.Error(), "\uFFFD") // a proto3 string; a path may hold any bytes
+			pi.Error = strings.ToValidUTF8(api.AsError(p.Err).WireText(), "\uFFFD") // a proto3 string; a name may hold any bytes
 		}
 		out.Partitions = append(out.Partitions, pi)
 	}

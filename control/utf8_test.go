@@ -3,10 +3,13 @@ package control_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/seedqueue/sq/api"
@@ -234,22 +237,39 @@ func TestGrpcRefusesInvalidUTF8Strings(t *testing.T) {
 	if err := call("CommitOffsets", commit("ok", "fine")); err != nil {
 		t.Fatalf("the raw codec itself: %v", err)
 	}
-	for _, bad := range invalidUTF8 {
-		if err := call("CommitOffsets", commit("g-"+bad, "m")); err == nil {
-			t.Errorf("gRPC commit for group %q accepted", "g-"+bad)
-		}
-		if err := call("CommitOffsets", commit("ok", bad)); err == nil {
-			t.Errorf("gRPC commit with metadata %q accepted", bad)
-		}
-		var sub []byte
-		sub = protowire.AppendTag(sub, 1, protowire.BytesType)
-		sub = protowire.AppendString(sub, "g-"+bad)
-		sub = protowire.AppendTag(sub, 2, protowire.BytesType)
-		sub = protowire.AppendString(sub, "r")
-		if err := call("FetchOffsets", sub); err == nil {
-			t.Errorf("gRPC fetch offsets of group %q accepted", "g-"+bad)
+	refused := func(what string, err error) {
+		t.Helper()
+		if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || errorReason(st) != "INVALID_REQUEST" {
+			t.Errorf("%s: %v, want InvalidArgument INVALID_REQUEST", what, err)
 		}
 	}
+	// strs encodes string fields 1, 2, ... in order.
+	strs := func(vs ...string) []byte {
+		var b []byte
+		for i, v := range vs {
+			b = protowire.AppendTag(b, protowire.Number(i+1), protowire.BytesType)
+			b = protowire.AppendString(b, v)
+		}
+		return b
+	}
+	groups := func(method string, req []byte) error {
+		var resp []byte
+		return n.conn.Invoke(ctx, "/sq.v1.Groups/"+method, &req, &resp, grpc.ForceCodec(rawCodec{}))
+	}
+	for _, bad := range invalidUTF8 {
+		refused(fmt.Sprintf("gRPC commit for group %q", "g-"+bad), call("CommitOffsets", commit("g-"+bad, "m")))
+		refused(fmt.Sprintf("gRPC commit with metadata %q", bad), call("CommitOffsets", commit("ok", bad)))
+		refused(fmt.Sprintf("gRPC fetch offsets of group %q", "g-"+bad), call("FetchOffsets", strs("g-"+bad, "r")))
+		// group, member id, client id, topic of the Groups RPCs.
+		refused("JoinGroup with a group id not UTF-8", groups("JoinGroup", strs("g-"+bad, "", "", "r")))
+		refused("JoinGroup with a member id not UTF-8", groups("JoinGroup", strs("j", "m-"+bad, "", "r")))
+		refused("JoinGroup with a client id not UTF-8", groups("JoinGroup", strs("j", "", "c-"+bad, "r")))
+		refused("JoinGroup with a topic not UTF-8", groups("JoinGroup", strs("j", "", "", "r"+bad)))
+		refused("Heartbeat with a member id not UTF-8", groups("Heartbeat", strs("j", "m-"+bad)))
+		refused("LeaveGroup with a group id not UTF-8", groups("LeaveGroup", strs("g-"+bad, "m")))
+		refused("CommitGroupOffsets with a member id not UTF-8", groups("CommitGroupOffsets", strs("j", "m-"+bad)))
+	}
+	refused("broken wire format", call("CommitOffsets", []byte{0x0a, 0x7f, 'x'}))
 	gs, err := c.ListGroups(ctx)
 	if err != nil || len(gs) != 1 || gs[0].Group != "ok" {
 		t.Fatalf("Cap'n Proto ListGroups = %+v, %v; want only %q", gs, err, "ok")

@@ -88,6 +88,19 @@ func (c *configCheck) utf8(field, s string) {
 	}
 }
 
+// maxIDLength is the longest group id, and client id of a gRPC group
+// member, the server accepts, in bytes.
+const maxIDLength = 255
+
+// id refuses a string that is not valid UTF-8 or is longer than
+// maxIDLength bytes, as the server would at the join.
+func (c *configCheck) id(field, s string) {
+	c.utf8(field, s)
+	if len(s) > maxIDLength {
+		c.add(field, "is %d bytes: want at most %d", len(s), maxIDLength)
+	}
+}
+
 func (c *configCheck) err() error { return errors.Join(c.errs...) }
 
 // connection checks the connection fields ProducerConfig and
@@ -143,7 +156,8 @@ func (c BatchProducerConfig) Validate() error {
 }
 
 // Validate reports every impossible value of c: an empty Topic, a
-// ConsumerGroup or ClientID that is not valid UTF-8, a SessionTimeout
+// ConsumerGroup that is not valid UTF-8 or longer than 255 bytes, a
+// ClientID that is not valid UTF-8, a SessionTimeout
 // outside the server's bounds (100ms to 5m), a negative duration or
 // count, and MaxPollInterval or CloseTimeout below zero other than their
 // named values (MaxPollIntervalNone, CloseTimeoutNone). NewConsumer calls
@@ -153,7 +167,7 @@ func (c ConsumerConfig) Validate() error {
 	if c.Topic == "" {
 		ck.add("Topic", "is required")
 	}
-	ck.utf8("ConsumerGroup", c.ConsumerGroup)
+	ck.id("ConsumerGroup", c.ConsumerGroup)
 	ck.connection(c.ClientID, c.DialTimeout, c.RequestTimeout, c.ReconnectBackoff, c.ReconnectBackoffMax)
 	ck.nonNegative("AutoCommitInterval", c.AutoCommitInterval)
 	if c.SessionTimeout != 0 && (c.SessionTimeout < minSessionTimeout || c.SessionTimeout > maxSessionTimeout) {
@@ -205,7 +219,8 @@ func (c GrpcProducerConfig) Validate() error {
 }
 
 // Validate reports every impossible value of c: those of its GrpcConfig,
-// an empty Topic, a ConsumerGroup or ClientID that is not valid UTF-8, a
+// an empty Topic, a ConsumerGroup or ClientID that is not valid UTF-8 or
+// longer than 255 bytes (the server's bound), a
 // SessionTimeout outside the server's bounds (100ms to 5min), a StartFrom
 // made by StartAtTime (not supported over gRPC), a negative duration or
 // count, and CloseTimeout below zero other than CloseTimeoutNone.
@@ -216,8 +231,8 @@ func (c GrpcConsumerConfig) Validate() error {
 	if c.Topic == "" {
 		ck.add("Topic", "is required")
 	}
-	ck.utf8("ConsumerGroup", c.ConsumerGroup)
-	ck.utf8("ClientID", c.ClientID)
+	ck.id("ConsumerGroup", c.ConsumerGroup)
+	ck.id("ClientID", c.ClientID)
 	if c.SessionTimeout != 0 && (c.SessionTimeout < minSessionTimeout || c.SessionTimeout > maxSessionTimeout) {
 		ck.add("SessionTimeout", "is %v: want 0 (the server's default) or %v to %v (the server's bounds)", c.SessionTimeout, minSessionTimeout, maxSessionTimeout)
 	}

@@ -135,6 +135,7 @@ func TestConfigValidate(t *testing.T) {
 	consumer("empty topic", "Topic", func(c *ConsumerConfig) { c.Topic = "" })
 	consumer("bad group", "ConsumerGroup", func(c *ConsumerConfig) { c.ConsumerGroup = bad })
 	consumer("bad client id", "ClientID", func(c *ConsumerConfig) { c.ClientID = bad })
+	consumer("group of 256 bytes", "ConsumerGroup", func(c *ConsumerConfig) { c.ConsumerGroup = strings.Repeat("g", 256) })
 	consumer("session timeout below the server's bound", "SessionTimeout", func(c *ConsumerConfig) { c.SessionTimeout = 99 * time.Millisecond })
 	consumer("session timeout above the server's bound", "SessionTimeout", func(c *ConsumerConfig) { c.SessionTimeout = 5*time.Minute + 1 })
 	consumer("negative session timeout", "SessionTimeout", func(c *ConsumerConfig) { c.SessionTimeout = -time.Second })
@@ -165,6 +166,8 @@ func TestConfigValidate(t *testing.T) {
 	grpcConsumer("empty topic", "Topic", func(c *GrpcConsumerConfig) { c.Topic = "" })
 	grpcConsumer("bad group", "ConsumerGroup", func(c *GrpcConsumerConfig) { c.ConsumerGroup = bad })
 	grpcConsumer("bad client id", "ClientID", func(c *GrpcConsumerConfig) { c.ClientID = bad })
+	grpcConsumer("group of 256 bytes", "ConsumerGroup", func(c *GrpcConsumerConfig) { c.ConsumerGroup = strings.Repeat("g", 256) })
+	grpcConsumer("client id of 256 bytes", "ClientID", func(c *GrpcConsumerConfig) { c.ClientID = strings.Repeat("c", 256) })
 	grpcConsumer("session timeout too short", "SessionTimeout", func(c *GrpcConsumerConfig) { c.SessionTimeout = time.Millisecond })
 	grpcConsumer("session timeout too long", "SessionTimeout", func(c *GrpcConsumerConfig) { c.SessionTimeout = time.Hour })
 	grpcConsumer("negative heartbeat interval", "HeartbeatInterval", func(c *GrpcConsumerConfig) { c.HeartbeatInterval = -1 })
@@ -211,6 +214,19 @@ func TestConfigValidateAccepts(t *testing.T) {
 		"gRPC no retries":                    GrpcProducerConfig{Retries: RetriesNone}.Validate(),
 		"AutoCommitMarked with AutoCommit":   ConsumerConfig{Topic: "t", ConsumerGroup: "g", AutoCommit: true, AutoCommitMarked: true}.Validate(),
 		"backoff cap equal to first wait":    ProducerConfig{RetryBackoff: time.Second, RetryBackoffMax: time.Second}.Validate(),
+		"ids of 255 bytes": GrpcConsumerConfig{Topic: "t", ConsumerGroup: strings.Repeat("g", 255),
+			ClientID: strings.Repeat("c", 255)}.Validate(),
+		// The configurations README.md and examples/ show.
+		"README producer":       ProducerConfig{}.Validate(),
+		"README consumer":       ConsumerConfig{Topic: "orders", ConsumerGroup: "my-group", AutoCommit: true}.Validate(),
+		"README batch producer": BatchProducerConfig{Linger: 5 * time.Millisecond, BatchBytes: 1 << 20, OnError: func(BatchError) {}}.Validate(),
+		"README gRPC consumer": GrpcConsumerConfig{GrpcConfig: GrpcConfig{Addr: "127.0.0.1:6060"}, Topic: "orders",
+			ConsumerGroup: "billing", AutoCommit: true}.Validate(),
+		"examples/batch_producer": BatchProducerConfig{ProducerConfig: ProducerConfig{Addr: "127.0.0.1:6064", ClientID: "example-batch-producer"},
+			Linger: 5 * time.Millisecond, BatchBytes: 1 << 20, BufferBytes: 32 << 20}.Validate(),
+		"examples/publisher": ProducerConfig{Addr: "127.0.0.1:6064", ClientID: "example-publisher"}.Validate(),
+		"examples/subscriber": ConsumerConfig{Addr: "127.0.0.1:6064", ClientID: "example-subscriber", Topic: "orders",
+			ConsumerGroup: "g", AutoCommit: true, StartFrom: StartEarliest}.Validate(),
 	} {
 		if err != nil {
 			t.Errorf("%s: %v, want valid", name, err)
