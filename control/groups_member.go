@@ -4,7 +4,6 @@ import (
 	"context"
 	"sort"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -44,32 +43,6 @@ const maxMs = 1<<31 - 1
 
 func msField(d time.Duration) int32 { return int32(min(d.Milliseconds(), maxMs)) }
 
-// maxIDLength bounds, in bytes, the member id and client id a Groups
-// request carries. JoinGroup hands out member ids far shorter; the bound
-// keeps an error that names the id, and the client id every DescribeGroup
-// shows, small.
-const maxIDLength = 255
-
-// maxOwned bounds the topic entries plus partitions of one Heartbeat's
-// owned list: a member owns at most what it was assigned, and a list
-// beyond this bound is not a report but a way to make the coordinator
-// build a large set under the group's lock.
-const maxOwned = 100000
-
-// checkIDs refuses, with INVALID_REQUEST, a member id or client id over
-// maxIDLength bytes or not valid UTF-8, before any error can echo it.
-func checkIDs(memberID, clientID string) error {
-	for _, f := range []struct{ what, v string }{{"member id", memberID}, {"client id", clientID}} {
-		if len(f.v) > maxIDLength {
-			return invalid("%s of %d bytes: want at most %d (a member id is the one JoinGroup returned)", f.what, len(f.v), maxIDLength)
-		}
-		if !utf8.ValidString(f.v) {
-			return invalid("%s is not valid UTF-8", f.what)
-		}
-	}
-	return nil
-}
-
 // assignmentToProto returns a's topics in name order, each with its
 // partitions.
 func assignmentToProto(a engine.GroupAssignment) []*sqv1.TopicPartitions {
@@ -90,7 +63,8 @@ func assignmentToProto(a engine.GroupAssignment) []*sqv1.TopicPartitions {
 }
 
 // assignmentFromProto converts owned partitions; an empty list is nil
-// (unchanged). A list of more than maxOwned topic entries plus partitions,
+// (unchanged). A list of more than engine.MaxOwnedEntries topic entries
+// plus partitions (checked before the list is built),
 // or a partition outside 0..engine.MaxPartitions-1, is INVALID_REQUEST; a
 // topic name that is not one is INVALID_TOPIC_NAME.
 func assignmentFromProto(in []*sqv1.TopicPartitions) (engine.GroupAssignment, error) {
@@ -101,8 +75,8 @@ func assignmentFromProto(in []*sqv1.TopicPartitions) (engine.GroupAssignment, er
 	for _, tp := range in {
 		size += 1 + len(tp.Partitions)
 	}
-	if size > maxOwned {
-		return nil, invalid("owned list of %d topic entries and partitions: want at most %d", size, maxOwned)
+	if size > engine.MaxOwnedEntries {
+		return nil, invalid("owned list of %d topic entries and partitions: want at most %d", size, engine.MaxOwnedEntries)
 	}
 	out := engine.GroupAssignment{}
 	for _, tp := range in {
@@ -127,9 +101,6 @@ func (g *groupsService) JoinGroup(_ context.Context, req *sqv1.JoinGroupRequest)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkIDs(req.MemberId, req.ClientId); err != nil {
-		return nil, err
-	}
 	if req.SessionTimeoutMs < 0 {
 		return nil, invalid("session timeout %d ms: want 0 (server default) or more", req.SessionTimeoutMs)
 	}
@@ -145,9 +116,6 @@ func (g *groupsService) JoinGroup(_ context.Context, req *sqv1.JoinGroupRequest)
 func (g *groupsService) Heartbeat(_ context.Context, req *sqv1.HeartbeatRequest) (*sqv1.HeartbeatResponse, error) {
 	gc, err := g.s.coordinator("Heartbeat")
 	if err != nil {
-		return nil, err
-	}
-	if err := checkIDs(req.MemberId, ""); err != nil {
 		return nil, err
 	}
 	owned, err := assignmentFromProto(req.Owned)
@@ -168,9 +136,6 @@ func (g *groupsService) LeaveGroup(_ context.Context, req *sqv1.LeaveGroupReques
 	if err != nil {
 		return nil, err
 	}
-	if err := checkIDs(req.MemberId, ""); err != nil {
-		return nil, err
-	}
 	if err := gc.LeaveGroup(req.Group, req.MemberId); err != nil {
 		return nil, err
 	}
@@ -186,9 +151,6 @@ func (g *groupsService) CommitGroupOffsets(ctx context.Context, req *sqv1.Commit
 	}
 	if req.MemberId == "" {
 		return nil, invalid("group commit without a member id (Messaging.CommitOffsets commits as a standalone consumer)")
-	}
-	if err := checkIDs(req.MemberId, ""); err != nil {
-		return nil, err
 	}
 	in, err := commitsFromProto(req.Offsets)
 	if err != nil {

@@ -40,6 +40,21 @@ const (
 // list sorted.
 type GroupAssignment map[string][]int
 
+// MaxOwnedEntries bounds the topic entries plus partitions of the owned
+// list a member reports in a heartbeat: a member owns at most what it was
+// assigned, and a list beyond this bound is not a report but a way to make
+// the coordinator build a large set under the group's lock.
+const MaxOwnedEntries = 100000
+
+// size is the number of topic entries plus partitions of a.
+func (a GroupAssignment) size() int {
+	n := 0
+	for _, ps := range a {
+		n += 1 + len(ps)
+	}
+	return n
+}
+
 // JoinResult is the answer to JoinGroup and Heartbeat.
 type JoinResult struct {
 	MemberID   string
@@ -267,7 +282,10 @@ func (e *Engine) JoinGroup(groupID, memberID, clientID string, topics []string, 
 	if err := validateGroup(groupID); err != nil {
 		return JoinResult{}, err
 	}
-	if err := validUTF8("client id", clientID); err != nil {
+	if err := validateID("member id", memberID); err != nil {
+		return JoinResult{}, err
+	}
+	if err := validateID("client id", clientID); err != nil {
 		return JoinResult{}, err
 	}
 	if len(topics) == 0 {
@@ -314,6 +332,12 @@ func (e *Engine) Heartbeat(groupID, memberID string, generation int32, owned Gro
 	if err := validateGroup(groupID); err != nil {
 		return JoinResult{}, err
 	}
+	if err := validateID("member id", memberID); err != nil {
+		return JoinResult{}, err
+	}
+	if n := owned.size(); n > MaxOwnedEntries {
+		return JoinResult{}, api.NewError(api.CodeInvalidRequest, "owned list of %d topic entries and partitions: want at most %d", n, MaxOwnedEntries)
+	}
 	c := e.coord()
 	g := c.lock(groupID, false)
 	if g == nil {
@@ -349,6 +373,9 @@ func (e *Engine) Heartbeat(groupID, memberID string, generation int32, owned Gro
 // their next heartbeat. Leaving twice is not an error.
 func (e *Engine) LeaveGroup(groupID, memberID string) error {
 	if err := validateGroup(groupID); err != nil {
+		return err
+	}
+	if err := validateID("member id", memberID); err != nil {
 		return err
 	}
 	g := e.coord().lock(groupID, false)

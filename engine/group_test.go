@@ -469,3 +469,41 @@ func TestJoinRefusesTextThatIsNotUTF8(t *testing.T) {
 		t.Errorf("groups after refused joins: %+v", gs)
 	}
 }
+
+// TestGroupIDsAndOwnedListsBounded: a member id or client id over
+// MaxIDLength bytes is refused by every group call (both planes pass the
+// engine) without echoing it, and so is a heartbeat's owned list over
+// MaxOwnedEntries; a refused commit's metadata is echoed at most in part.
+func TestGroupIDsAndOwnedListsBounded(t *testing.T) {
+	e, _ := groupEngine(t, 2)
+	long := strings.Repeat("m", MaxIDLength+1)
+	short := func(err error) bool {
+		return errors.Is(err, api.ErrInvalidRequest) && len(err.Error()) < 300
+	}
+	if _, err := e.JoinGroup("g", long, "c", []string{"t"}, time.Second); !short(err) {
+		t.Errorf("join with a %d-byte member id: %v", len(long), err)
+	}
+	if _, err := e.JoinGroup("g", "", long, []string{"t"}, time.Second); !short(err) {
+		t.Errorf("join with a %d-byte client id: %v", len(long), err)
+	}
+	if _, err := e.Heartbeat("g", long, 1, nil); !short(err) {
+		t.Errorf("heartbeat with a %d-byte member id: %v", len(long), err)
+	}
+	if err := e.LeaveGroup("g", long); !short(err) {
+		t.Errorf("leave with a %d-byte member id: %v", len(long), err)
+	}
+	if _, err := e.CommitOffsets("g", long, 1, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}); !short(err) {
+		t.Errorf("commit with a %d-byte member id: %v", len(long), err)
+	}
+	m := join(t, e, time.Second)
+	if _, err := e.Heartbeat("g", m.id, m.gen, GroupAssignment{"t": make([]int, MaxOwnedEntries)}); !errors.Is(err, api.ErrInvalidRequest) {
+		t.Errorf("heartbeat with an owned list of %d: %v", MaxOwnedEntries+1, err)
+	}
+	if _, err := e.Heartbeat("g", m.id, m.gen, m.ownedList()); err != nil {
+		t.Errorf("heartbeat after the refused ones: %v", err)
+	}
+	res, err := e.CommitOffsets("g", m.id, m.gen, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 0, Metadata: "\xff" + strings.Repeat("x", 1<<20)}})
+	if err != nil || len(res) != 1 || !errors.Is(res[0].Err, api.ErrInvalidRequest) || len(res[0].Err.Error()) > 300 {
+		t.Errorf("commit with 1 MiB of bad metadata: %v, %v", res, err)
+	}
+}

@@ -593,9 +593,27 @@ func validateGroup(group string) error {
 // other can read.
 func validUTF8(what, s string) error {
 	if !utf8.ValidString(s) {
-		return api.NewError(api.CodeInvalidRequest, "%s %q is not valid UTF-8", what, s)
+		// At most 64 characters of it: the text may be large (commit
+		// metadata) and comes back in the error.
+		return api.NewError(api.CodeInvalidRequest, "%s %.64q is not valid UTF-8", what, s)
 	}
 	return nil
+}
+
+// MaxIDLength bounds, in bytes, a member id and a client id. JoinGroup
+// hands out member ids far shorter; the bound keeps an error that names
+// the id, and the client id every DescribeGroup shows, small, on both
+// planes.
+const MaxIDLength = 255
+
+// validateID refuses, with INVALID_REQUEST, a member id or client id
+// (what) over MaxIDLength bytes or not valid UTF-8, before any error can
+// echo it.
+func validateID(what, s string) error {
+	if len(s) > MaxIDLength {
+		return api.NewError(api.CodeInvalidRequest, "%s of %d bytes: want at most %d (a member id is the one JoinGroup returned)", what, len(s), MaxIDLength)
+	}
+	return validUTF8(what, s)
 }
 
 // CommitOffsets stores committed offsets for group (docs/architecture.md §6). A member
@@ -612,6 +630,9 @@ func validUTF8(what, s string) error {
 // CommitOffsets returns. The returned slice has one entry per input entry.
 func (e *Engine) CommitOffsets(group, memberID string, generation int32, offsets []OffsetCommit) ([]OffsetCommit, error) {
 	if err := validateGroup(group); err != nil {
+		return nil, err
+	}
+	if err := validateID("member id", memberID); err != nil {
 		return nil, err
 	}
 	// The group's lock spans the check and the write, so a commit is
