@@ -473,7 +473,8 @@ func TestJoinRefusesTextThatIsNotUTF8(t *testing.T) {
 // TestGroupIDsAndOwnedListsBounded: a member id or client id over
 // MaxIDLength bytes is refused by every group call (both planes pass the
 // engine) without echoing it, and so is a heartbeat's owned list over
-// MaxOwnedEntries; a refused commit's metadata is echoed at most in part.
+// MaxOwnedEntries; commit metadata over MaxCommitMetadataBytes is refused,
+// and a refused commit's metadata is echoed at most in part.
 func TestGroupIDsAndOwnedListsBounded(t *testing.T) {
 	e, _ := groupEngine(t, 2)
 	long := strings.Repeat("m", MaxIDLength+1)
@@ -502,8 +503,15 @@ func TestGroupIDsAndOwnedListsBounded(t *testing.T) {
 	if _, err := e.Heartbeat("g", m.id, m.gen, m.ownedList()); err != nil {
 		t.Errorf("heartbeat after the refused ones: %v", err)
 	}
-	res, err := e.CommitOffsets("g", m.id, m.gen, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 0, Metadata: "\xff" + strings.Repeat("x", 1<<20)}})
-	if err != nil || len(res) != 1 || !errors.Is(res[0].Err, api.ErrInvalidRequest) || len(res[0].Err.Error()) > 300 {
-		t.Errorf("commit with 1 MiB of bad metadata: %v, %v", res, err)
+	for _, md := range []string{"\xff" + strings.Repeat("x", 100), strings.Repeat("x", MaxCommitMetadataBytes+1), "\xff" + strings.Repeat("x", 1<<20)} {
+		res, err := e.CommitOffsets("g", m.id, m.gen, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 0, Metadata: md}})
+		if err != nil || len(res) != 1 || !errors.Is(res[0].Err, api.ErrInvalidRequest) || len(res[0].Err.Error()) > 300 {
+			t.Errorf("commit with %d bytes of metadata: %v, %v", len(md), res, err)
+		}
+	}
+	owned := m.ownedList()["t"]
+	res, err := e.CommitOffsets("g", m.id, m.gen, []OffsetCommit{{Topic: "t", Partition: owned[0], Offset: 0, Metadata: strings.Repeat("x", MaxCommitMetadataBytes)}})
+	if err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Errorf("commit with %d bytes of metadata (the bound): %v, %v", MaxCommitMetadataBytes, res, err)
 	}
 }

@@ -600,6 +600,13 @@ func validUTF8(what, s string) error {
 	return nil
 }
 
+// MaxCommitMetadataBytes bounds the metadata stored with one committed
+// offset, in bytes (Kafka's offset.metadata.max.bytes default, 4096): it
+// is kept in memory and in the offsets log for every partition of every
+// group, so it is a note, not a payload. A larger entry is refused with
+// INVALID_REQUEST and nothing is stored for it.
+const MaxCommitMetadataBytes = 4096
+
 // MaxIDLength bounds, in bytes, a member id and a client id. JoinGroup
 // hands out member ids far shorter; the bound keeps an error that names
 // the id, and the client id every DescribeGroup shows, small, on both
@@ -701,6 +708,9 @@ func fenceCommit(g *group, name, memberID string, generation int32) (*member, er
 // existing partition (of the topic with o.TopicID when set) and an offset
 // at most its high watermark, and returns the topic's id.
 func (e *Engine) checkCommit(o OffsetCommit) (api.TopicID, error) {
+	if len(o.Metadata) > MaxCommitMetadataBytes {
+		return o.TopicID, api.NewError(api.CodeInvalidRequest, "commit metadata of %d bytes: want at most %d", len(o.Metadata), MaxCommitMetadataBytes)
+	}
 	if err := validUTF8("commit metadata", o.Metadata); err != nil {
 		return o.TopicID, err
 	}
