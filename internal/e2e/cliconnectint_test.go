@@ -38,7 +38,7 @@ func TestCLIConsumeInterruptedWhileConnecting(t *testing.T) {
 	})
 	for _, mode := range [][]string{nil, {"--follow"}, {"-g", "g"}, {"-g", "g", "--follow"}} {
 		args := append([]string{"--timeout", "10m", "consume", "-t", "orders"}, mode...)
-		p := startSQ(t, ln.Addr().String(), args...)
+		p := startCLI(t, ln.Addr().String(), nil, args...)
 		select {
 		case nc := <-accepted: // connected: the handshake waits for an answer
 			conns = append(conns, nc)

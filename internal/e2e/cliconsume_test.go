@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,86 +19,6 @@ import (
 // consumeWait bounds each wait for output of a running `sq consume`; it
 // only guards against hangs.
 const consumeWait = 30 * time.Second
-
-// consumeProc is a running `sq consume` (or other long-lived sq command)
-// whose stdout and stderr are collected.
-type consumeProc struct {
-	cmd            *exec.Cmd
-	stdout, stderr *logBuffer
-	exited         chan struct{}
-	err            error // Wait's result, set before exited is closed
-}
-
-// startSQ starts sq against addr with args; it is killed at the end of the
-// test if still running.
-func startSQ(t *testing.T, addr string, args ...string) *consumeProc {
-	t.Helper()
-	p := &consumeProc{cmd: exec.Command(bins.cli, append([]string{"--server", addr}, args...)...),
-		stdout: newLogBuffer(), stderr: newLogBuffer(), exited: make(chan struct{})}
-	p.cmd.Env = cleanEnv()
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start sq %v: %v", args, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	return p
-}
-
-// waitOutput waits until cond holds for the text of buf, failing the test
-// when the process exits first or consumeWait passes.
-func (p *consumeProc) waitOutput(t *testing.T, what string, buf *logBuffer, cond func(string) bool) string {
-	t.Helper()
-	deadline := time.After(consumeWait)
-	for {
-		text, changed := buf.snapshot()
-		if cond(text) {
-			return text
-		}
-		select {
-		case <-changed:
-		case <-p.exited:
-			if text := buf.String(); cond(text) {
-				return text
-			}
-			t.Fatalf("sq exited (%v) before %s; stdout:\n%s\nstderr:\n%s", p.err, what, truncate(p.stdout.String(), 2000), p.stderr)
-		case <-deadline:
-			t.Fatalf("no %s within %v; stdout:\n%s\nstderr:\n%s", what, consumeWait, truncate(p.stdout.String(), 2000), p.stderr)
-		}
-	}
-}
-
-// interrupt sends SIGINT and returns the exit status, failing the test
-// when the process does not exit within consumeWait.
-func (p *consumeProc) interrupt(t *testing.T) int {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(consumeWait):
-		t.Fatalf("sq did not exit within %v of SIGINT; stderr:\n%s", consumeWait, p.stderr)
-	}
-	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
-		return ee.ExitCode()
-	}
-	if p.err != nil {
-		t.Fatalf("sq: %v", p.err)
-	}
-	return 0
-}
 
 // lines splits output into its non-empty lines.
 func lines(s string) []string {
@@ -231,7 +150,7 @@ func checkShared(t *testing.T, want []string, outs ...[]string) {
 }
 
 // countLines returns the number of lines the processes printed.
-func countLines(outs ...*consumeProc) int {
+func countLines(outs ...*cliProc) int {
 	n := 0
 	for _, p := range outs {
 		n += len(lines(p.stdout.String()))
@@ -241,11 +160,11 @@ func countLines(outs ...*consumeProc) int {
 
 func testTwoCLIMembers(t *testing.T, srv *server) {
 	sqOK(t, srv.addr, nil, "topic", "create", "shared4", "--partitions", "4")
-	a := startSQ(t, srv.addr, "consume", "-t", "shared4", "-g", "pair", "--follow", "-f", `%p %o %v\n`)
-	a.waitOutput(t, "member a's assignment", a.stderr, func(s string) bool { return strings.Contains(s, "assigned partition") })
-	b := startSQ(t, srv.addr, "consume", "-t", "shared4", "-g", "pair", "--follow", "-f", `%p %o %v\n`)
-	b.waitOutput(t, "member b's assignment", b.stderr, func(s string) bool { return strings.Contains(s, "assigned partition") })
-	a.waitOutput(t, "member a's revocation", a.stderr, func(s string) bool {
+	a := startCLI(t, srv.addr, nil, "consume", "-t", "shared4", "-g", "pair", "--follow", "-f", `%p %o %v\n`)
+	a.waitFor(t, a.stderr, "member a's assignment", func(s string) bool { return strings.Contains(s, "assigned partition") })
+	b := startCLI(t, srv.addr, nil, "consume", "-t", "shared4", "-g", "pair", "--follow", "-f", `%p %o %v\n`)
+	b.waitFor(t, b.stderr, "member b's assignment", func(s string) bool { return strings.Contains(s, "assigned partition") })
+	a.waitFor(t, a.stderr, "member a's revocation", func(s string) bool {
 		return strings.Contains(s, "released partition") && strings.Contains(s, "(the group is rebalancing)")
 	})
 	waitShared(t, srv.addr, "pair", 2)
@@ -254,7 +173,7 @@ func testTwoCLIMembers(t *testing.T, srv *server) {
 	for countLines(a, b) < len(want) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	for _, p := range []*consumeProc{a, b} {
+	for _, p := range []*cliProc{a, b} {
 		if code := p.interrupt(t); code != 130 {
 			t.Errorf("member exited %d after SIGINT, want 130; stderr:\n%s", code, p.stderr)
 		}
@@ -300,8 +219,8 @@ func testCLIWithSDKMember(t *testing.T, srv *server) {
 		}
 		polled <- nil
 	}()
-	cli := startSQ(t, srv.addr, "consume", "-t", "mixed4", "-g", "mixed", "--follow", "-f", `%p %o %v\n`)
-	cli.waitOutput(t, "the CLI member's assignment", cli.stderr, func(s string) bool { return strings.Contains(s, "assigned partition") })
+	cli := startCLI(t, srv.addr, nil, "consume", "-t", "mixed4", "-g", "mixed", "--follow", "-f", `%p %o %v\n`)
+	cli.waitFor(t, cli.stderr, "the CLI member's assignment", func(s string) bool { return strings.Contains(s, "assigned partition") })
 	waitShared(t, srv.addr, "mixed", 2)
 	deadline := time.Now().Add(consumeWait)
 	for len(cons.Assignment()) != 2 && time.Now().Before(deadline) {
@@ -340,8 +259,8 @@ func testCLIWithSDKMember(t *testing.T, srv *server) {
 func testInterruptCommits(t *testing.T, srv *server) {
 	sqOK(t, srv.addr, nil, "topic", "create", "stopped", "--partitions", "2")
 	first := produceKeyed(t, srv.addr, "stopped", 0, 40)
-	p := startSQ(t, srv.addr, "consume", "-t", "stopped", "-g", "cc", "--follow")
-	p.waitOutput(t, "the first records", p.stdout, func(s string) bool { return len(lines(s)) == len(first) })
+	p := startCLI(t, srv.addr, nil, "consume", "-t", "stopped", "-g", "cc", "--follow")
+	p.waitFor(t, p.stdout, "the first records", func(s string) bool { return len(lines(s)) == len(first) })
 	if code := p.interrupt(t); code != 130 {
 		t.Fatalf("exit status %d after SIGINT, want 130; stderr:\n%s", code, p.stderr)
 	}
@@ -380,8 +299,8 @@ func testInterruptCommits(t *testing.T, srv *server) {
 		t.Errorf("the next member read %v, want the records produced after the stop %v", got, more)
 	}
 	// Without --group, Ctrl-C prints the summary too.
-	p = startSQ(t, srv.addr, "consume", "-t", "stopped", "-o", "beginning", "--follow")
-	p.waitOutput(t, "every record", p.stdout, func(s string) bool { return len(lines(s)) == 50 })
+	p = startCLI(t, srv.addr, nil, "consume", "-t", "stopped", "-o", "beginning", "--follow")
+	p.waitFor(t, p.stdout, "every record", func(s string) bool { return len(lines(s)) == 50 })
 	if code := p.interrupt(t); code != 130 {
 		t.Fatalf("exit status %d after SIGINT, want 130; stderr:\n%s", code, p.stderr)
 	}
@@ -533,14 +452,14 @@ func testConsumeKilledServer(t *testing.T, srv *server) {
 	sqOK(t, srv.addr, nil, "topic", "create", "gone", "--partitions", "2")
 	produceKeyed(t, srv.addr, "gone", 0, 10)
 	// --follow keeps retrying, and Ctrl-C stops at once.
-	plain := startSQ(t, srv.addr, "consume", "-t", "gone", "--follow")
-	member := startSQ(t, srv.addr, "consume", "-t", "gone", "-g", "gone-g", "--follow")
-	for _, p := range []*consumeProc{plain, member} {
-		p.waitOutput(t, "the records", p.stdout, func(s string) bool { return len(lines(s)) == 10 })
+	plain := startCLI(t, srv.addr, nil, "consume", "-t", "gone", "--follow")
+	member := startCLI(t, srv.addr, nil, "consume", "-t", "gone", "-g", "gone-g", "--follow")
+	for _, p := range []*cliProc{plain, member} {
+		p.waitFor(t, p.stdout, "the records", func(s string) bool { return len(lines(s)) == 10 })
 	}
 	srv.kill()
-	for _, p := range []*consumeProc{plain, member} {
-		p.waitOutput(t, "the retry notice", p.stderr, func(s string) bool { return strings.Contains(s, "retrying until it answers") })
+	for _, p := range []*cliProc{plain, member} {
+		p.waitFor(t, p.stderr, "the retry notice", func(s string) bool { return strings.Contains(s, "retrying until it answers") })
 		if code := p.interrupt(t); code != 130 {
 			t.Errorf("exit status %d after SIGINT, want 130; stderr:\n%s", code, p.stderr)
 		}

@@ -5,11 +5,9 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,98 +15,6 @@ import (
 	"testing"
 	"time"
 )
-
-// exitGuard only keeps a broken CLI from hanging the tests below; they
-// never assert how long anything takes.
-const exitGuard = 2 * time.Minute
-
-// cliProc is an sq command running in the background, for tests that
-// signal it.
-type cliProc struct {
-	cmd            *exec.Cmd
-	stdout, stderr *logBuffer
-	exited         chan struct{}
-	err            error // Wait's result, set before exited is closed
-}
-
-// startCLI starts sq against addr with args; stdin may be nil. The process
-// is killed at the end of the test if it still runs.
-func startCLI(t *testing.T, addr string, stdin io.Reader, args ...string) *cliProc {
-	t.Helper()
-	c := &cliProc{
-		cmd:    exec.Command(bins.cli, append([]string{"--server", addr}, args...)...),
-		stdout: newLogBuffer(),
-		stderr: newLogBuffer(),
-		exited: make(chan struct{}),
-	}
-	c.cmd.Env = cleanEnv()
-	c.cmd.Stdout, c.cmd.Stderr, c.cmd.Stdin = c.stdout, c.stderr, stdin
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start sq %v: %v", args, err)
-	}
-	go func() {
-		c.err = c.cmd.Wait()
-		close(c.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-c.exited:
-		default:
-			_ = c.cmd.Process.Kill()
-			<-c.exited
-		}
-	})
-	return c
-}
-
-// waitFor waits until the buffer holds text matching ok, and fails the
-// test when the process exits first or exitGuard passes.
-func (c *cliProc) waitFor(t *testing.T, buf *logBuffer, what string, ok func(string) bool) {
-	t.Helper()
-	deadline := time.After(exitGuard)
-	for {
-		text, changed := buf.snapshot()
-		if ok(text) {
-			return
-		}
-		select {
-		case <-changed:
-		case <-c.exited:
-			if ok(buf.String()) {
-				return
-			}
-			t.Fatalf("sq exited (%v) before %s; stdout:\n%s\nstderr:\n%s", c.err, what, c.stdout, c.stderr)
-		case <-deadline:
-			t.Fatalf("no %s within %v; stdout:\n%s\nstderr:\n%s", what, exitGuard, c.stdout, c.stderr)
-		}
-	}
-}
-
-// exitCode waits for the exit (failing the test after exitGuard) and
-// returns the status.
-func (c *cliProc) exitCode(t *testing.T) int {
-	t.Helper()
-	select {
-	case <-c.exited:
-	case <-time.After(exitGuard):
-		t.Fatalf("sq did not exit within %v; stdout:\n%s\nstderr:\n%s", exitGuard, c.stdout, c.stderr)
-	}
-	var ee *exec.ExitError
-	if errors.As(c.err, &ee) {
-		return ee.ExitCode()
-	}
-	if c.err != nil {
-		t.Fatalf("sq: %v", c.err)
-	}
-	return 0
-}
-
-func (c *cliProc) signal(t *testing.T, sig os.Signal) {
-	t.Helper()
-	if err := c.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal sq: %v", err)
-	}
-}
 
 // endlessLines feeds numbered lines into w until w fails (the reader is
 // gone) and reports how many bytes were written so far.

@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // Ctrl-C stops examples/publish_subscribe/subscriber within its
@@ -25,56 +23,17 @@ func TestExampleSubscriberCloseBoundedOnFrozenServer(t *testing.T) {
 		t.Fatalf("publisher: %v\n%s", err, out)
 	}
 
-	cmd := exec.Command(sub, "-addr", srv.addr, "-topic", "orders", "-group", "g", "-close-timeout", "1s")
-	cmd.Env = cleanEnv()
-	stdout, stderr := newLogBuffer(), newLogBuffer()
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	deadline := time.Now().Add(cliTimeout)
-	for strings.Count(stdout.String(), "offset=") < 6 { // "hello" and 5 records
-		select {
-		case <-exited:
-			t.Fatalf("exited before Ctrl-C (%v); stdout:\n%s\nstderr:\n%s", waitErr, stdout.String(), stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("records not printed within %v; stdout:\n%s\nstderr:\n%s", cliTimeout, stdout.String(), stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	c := startProcess(t, sub, nil, "-addr", srv.addr, "-topic", "orders", "-group", "g", "-close-timeout", "1s")
+	c.waitFor(t, c.stdout, `"hello" and 5 records`, func(s string) bool { return strings.Count(s, "offset=") >= 6 })
 
 	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) })
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
+	if code := c.interrupt(t); code != 0 {
+		t.Fatalf("exit status %d after Ctrl-C; stderr:\n%s", code, c.stderr)
 	}
-	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Fatalf("exit after Ctrl-C: %v; stderr:\n%s", waitErr, stderr.String())
-		}
-	case <-time.After(cliTimeout):
-		t.Fatalf("still running %v after Ctrl-C; stderr:\n%s", cliTimeout, stderr.String())
-	}
-	log := stderr.String()
+	log := c.stderr.String()
 	// An automatic commit (every 5 s at Poll) may have stored every
 	// position before the freeze on a slow machine: then the commit at
 	// Close has nothing to send and the leave is what the budget ends.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,27 +32,7 @@ func buildExample(t *testing.T, name string) string {
 func TestExampleBatchProducerStopsAtInterrupt(t *testing.T) {
 	bin := buildExample(t, "batch_producer")
 	srv := startServer(t, t.TempDir())
-	cmd := exec.Command(bin, "-addr", srv.addr, "-topic", "events", "-count", "2000000000")
-	cmd.Env = cleanEnv()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{}) // closed when the process has exited
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	c := startProcess(t, bin, nil, "-addr", srv.addr, "-topic", "events", "-count", "2000000000")
 	// Wait until records are stored: the program is in its send loop.
 	deadline := time.Now().Add(cliTimeout)
 	for {
@@ -61,31 +40,21 @@ func TestExampleBatchProducerStopsAtInterrupt(t *testing.T) {
 		if r.code == 0 && strings.HasPrefix(r.stdout, "event-") {
 			break
 		}
-		select {
-		case <-exited:
-			t.Fatalf("exited before Ctrl-C (%v); stdout:\n%s\nstderr:\n%s", waitErr, stdout.String(), stderr.String())
-		default:
+		if c.done() {
+			t.Fatalf("exited before Ctrl-C (%v); stdout:\n%s\nstderr:\n%s", c.err, c.stdout, c.stderr)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no record stored within %v; stderr:\n%s", cliTimeout, stderr.String())
+			t.Fatalf("no record stored within %v; stderr:\n%s", cliTimeout, c.stderr)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
+	if code := c.interrupt(t); code != 0 {
+		t.Fatalf("exit status %d after Ctrl-C; stderr:\n%s", code, c.stderr)
 	}
-	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Fatalf("exit after Ctrl-C: %v; stderr:\n%s", waitErr, stderr.String())
-		}
-	case <-time.After(cliTimeout):
-		t.Fatalf("still running %v after Ctrl-C; stderr:\n%s", cliTimeout, stderr.String())
+	if out := c.stdout.String(); !strings.Contains(out, " acknowledged, ") || strings.HasPrefix(out, "2000000000 acknowledged") {
+		t.Fatalf("stdout %q, want the count acknowledged before the interrupt", out)
 	}
-	if !strings.Contains(stdout.String(), " acknowledged, ") || strings.HasPrefix(stdout.String(), "2000000000 acknowledged") {
-		t.Fatalf("stdout %q, want the count acknowledged before the interrupt", stdout.String())
-	}
-	if strings.Contains(stderr.String(), "send: context canceled") {
-		t.Fatalf("the interrupt is logged as a send failure:\n%s", stderr.String())
+	if strings.Contains(c.stderr.String(), "send: context canceled") {
+		t.Fatalf("the interrupt is logged as a send failure:\n%s", c.stderr)
 	}
 }
