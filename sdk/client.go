@@ -122,6 +122,7 @@ type Client struct {
 
 	mu        sync.Mutex
 	cur       *conn
+	draining  []*conn // replaced connections whose readers still wait for responses
 	limits    Limits
 	failures  int       // consecutive failed dials
 	nextDial  time.Time // no dial before this
@@ -169,9 +170,14 @@ func (c *Client) Close() error {
 		c.mu.Lock()
 		cur := c.cur
 		c.cur = nil
+		draining := c.draining
+		c.draining = nil
 		c.mu.Unlock()
 		if cur != nil {
 			cur.close(ErrClosed)
+		}
+		for _, cn := range draining {
+			cn.close(ErrClosed)
 		}
 		// Wait for a dial in progress (aborted by closeCtx) to end.
 		c.dialSem <- struct{}{}
@@ -215,6 +221,20 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	wait := time.Until(c.nextDial)
 	old := c.cur
 	c.cur = nil
+	if old != nil && !old.ended() {
+		// Its writer failed; its reader still delivers the responses to
+		// what it had sent, and ends the connection by itself.
+		c.draining = append(c.draining, old)
+		old = nil
+	}
+	live := c.draining[:0]
+	for _, cn := range c.draining {
+		if !cn.ended() {
+			live = append(live, cn)
+		}
+	}
+	clear(c.draining[len(live):])
+	c.draining = live
 	c.mu.Unlock()
 	if old != nil {
 		old.close(errors.New("replaced"))

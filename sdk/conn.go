@@ -38,26 +38,42 @@ type call struct {
 
 // outFrame is one frame queued for the writer goroutine.
 type outFrame struct {
+	id   uint64 // the frame's correlation id
 	msg  *capnp.Message
 	tail []byte
 }
 
+// writeDrain bounds how long a connection whose write failed keeps reading
+// the responses to the requests it had already written.
+const writeDrain = 5 * time.Second
+
 // conn is one handshaken data-plane connection: one writer goroutine sends
 // frames (each frame and its tail in one writev), one reader goroutine
-// dispatches responses by correlation id. A conn is never reused after it
-// fails; the Client dials a new one.
+// dispatches responses by correlation id. Every request reaches the writer
+// through issue. A conn is never reused after it fails; the Client dials a
+// new one.
+//
+// A failed write ends the sending side only: the request being written
+// fails at once (the server cannot have read all of it), while the
+// requests written before it keep waiting for their responses, which the
+// server may have sent before the connection broke (a server that answers
+// every request and then closes while the client is still writing). The
+// reader ends the connection once they are answered, at its next read
+// error, or after writeDrain.
 type conn struct {
 	nc     net.Conn
 	fr     *api.FrameReader
 	limits Limits
 	log    *slog.Logger
 
-	sem  chan struct{} // one token per request in flight, cap maxInFlight
-	out  chan outFrame
-	done chan struct{} // closed when the connection failed or was closed
+	sem   chan struct{} // one token per request in flight, cap maxInFlight
+	out   chan outFrame
+	done  chan struct{} // closed when the connection failed or was closed
+	wdone chan struct{} // closed when a write failed: nothing more is sent
 
 	mu      sync.Mutex
 	err     error // why the connection ended; set once, with done closed
+	werr    error // why the writer stopped; set once, with wdone closed
 	nextID  uint64
 	pending map[uint64]*call
 
@@ -71,6 +87,12 @@ func dialConn(ctx context.Context, addr, clientID string, timeout time.Duration,
 	if err != nil {
 		return nil, err
 	}
+	return startConn(nc, br, limits, log), nil
+}
+
+// startConn starts the reader and writer of a handshaken connection nc,
+// whose buffered reader br holds what the server sent after the handshake.
+func startConn(nc net.Conn, br *bufio.Reader, limits Limits, log *slog.Logger) *conn {
 	c := &conn{
 		nc:      nc,
 		limits:  limits,
@@ -79,13 +101,14 @@ func dialConn(ctx context.Context, addr, clientID string, timeout time.Duration,
 		sem:     make(chan struct{}, limits.MaxInFlight),
 		out:     make(chan outFrame),
 		done:    make(chan struct{}),
+		wdone:   make(chan struct{}),
 		pending: make(map[uint64]*call),
 		nextID:  1,
 	}
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
-	return c, nil
+	return c
 }
 
 // dialHandshake connects to addr and performs the handshake, both bounded
@@ -206,27 +229,40 @@ func wireErr(we api.WireError) error {
 	return api.NewError(api.CodeInvalidRequest, "server could not parse the request")
 }
 
-// roundTrip sends one request, built by build on a fresh frame, with tail as
-// its records tail, and waits for the response. maxTailBytes bounds the
-// response's records tail. It respects the server's maxInFlight.
-func (c *conn) roundTrip(ctx context.Context, build func(api.Frame) error, tail []byte, maxTailBytes uint32) (response, error) {
-	select {
-	case c.sem <- struct{}{}:
-	case <-ctx.Done():
-		return response{}, ctx.Err()
-	case <-c.done:
-		return response{}, c.failure()
+// issue is the one way a request reaches the wire: it registers cl under
+// a fresh correlation id, builds the frame with build and queues it, with
+// tail as its records tail, for the writer. A cl with a response channel or
+// a stream takes an in-flight token first (the server's maxInFlight); the
+// reader gives it back with the response. A nil cl is a request without a
+// response (credit grants): no token, nothing registered. It returns once
+// the frame is queued; the frames of successive calls are written in that
+// order. Errors: ctx's error, or ErrConnection once the connection (or its
+// writer) has failed.
+func (c *conn) issue(ctx context.Context, cl *call, build func(api.Frame) error, tail []byte) (uint64, error) {
+	if cl != nil {
+		select {
+		case c.sem <- struct{}{}:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-c.done:
+			return 0, c.failure()
+		case <-c.wdone:
+			return 0, c.failure()
+		}
 	}
-	cl := &call{maxTailBytes: maxTailBytes, ch: make(chan response, 1)}
 	c.mu.Lock()
-	if c.err != nil {
+	if c.err != nil || c.werr != nil {
 		c.mu.Unlock()
-		<-c.sem
-		return response{}, c.failure()
+		if cl != nil {
+			<-c.sem
+		}
+		return 0, c.failure()
 	}
 	id := c.nextID
 	c.nextID++
-	c.pending[id] = cl
+	if cl != nil {
+		c.pending[id] = cl
+	}
 	c.mu.Unlock()
 
 	msg, f, err := api.NewFrameMessage(id)
@@ -235,15 +271,29 @@ func (c *conn) roundTrip(ctx context.Context, build func(api.Frame) error, tail 
 	}
 	if err != nil {
 		c.forget(id)
-		return response{}, fmt.Errorf("sdk: encode request: %w", err)
+		return 0, fmt.Errorf("sdk: encode request: %w", err)
 	}
 	select {
-	case c.out <- outFrame{msg: msg, tail: tail}:
+	case c.out <- outFrame{id: id, msg: msg, tail: tail}:
+		return id, nil
 	case <-ctx.Done():
 		c.forget(id)
-		return response{}, ctx.Err()
+		return 0, ctx.Err()
 	case <-c.done:
-		return response{}, c.failure()
+		return 0, c.failure()
+	case <-c.wdone:
+		c.forget(id)
+		return 0, c.failure()
+	}
+}
+
+// roundTrip sends one request, built by build on a fresh frame, with tail as
+// its records tail, and waits for the response. maxTailBytes bounds the
+// response's records tail. It respects the server's maxInFlight.
+func (c *conn) roundTrip(ctx context.Context, build func(api.Frame) error, tail []byte, maxTailBytes uint32) (response, error) {
+	cl, err := c.start(ctx, build, tail, maxTailBytes)
+	if err != nil {
+		return response{}, err
 	}
 	// Once sent, the in-flight token is returned by the reader when the
 	// response arrives (the server is still working on the request even if
@@ -254,6 +304,17 @@ func (c *conn) roundTrip(ctx context.Context, build func(api.Frame) error, tail 
 	case <-ctx.Done():
 		return response{}, ctx.Err()
 	}
+}
+
+// start sends one request, as roundTrip does, and returns its call once
+// the frame is handed to the writer; the response arrives on the call's
+// channel (the connection's failure too).
+func (c *conn) start(ctx context.Context, build func(api.Frame) error, tail []byte, maxTailBytes uint32) (*call, error) {
+	cl := &call{maxTailBytes: maxTailBytes, ch: make(chan response, 1)}
+	if _, err := c.issue(ctx, cl, build, tail); err != nil {
+		return nil, err
+	}
+	return cl, nil
 }
 
 // forget unregisters a request that was never handed to the writer.
@@ -267,21 +328,84 @@ func (c *conn) forget(id uint64) {
 	}
 }
 
-// failure returns why the connection ended, wrapped in ErrConnection.
+// failure returns why the connection ended (or its writer stopped),
+// wrapped in ErrConnection.
 func (c *conn) failure() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.err == nil {
+		return fmt.Errorf("%w: %w", ErrConnection, c.werr)
+	}
 	return fmt.Errorf("%w: %w", ErrConnection, c.err)
 }
 
-// broken reports whether the connection has ended.
+// broken reports whether the connection can no longer send: it has ended,
+// or its writer has failed (its reader may still be draining responses).
 func (c *conn) broken() bool {
+	select {
+	case <-c.done:
+		return true
+	case <-c.wdone:
+		return true
+	default:
+		return false
+	}
+}
+
+// ended reports whether the connection has ended, reader included.
+func (c *conn) ended() bool {
 	select {
 	case <-c.done:
 		return true
 	default:
 		return false
 	}
+}
+
+// writeFailed stops the sending side after the write of request id failed
+// with cause: that request fails at once, new requests fail with
+// ErrConnection, and the requests written before keep waiting for their
+// responses for at most writeDrain (see conn).
+func (c *conn) writeFailed(id uint64, cause error) {
+	c.mu.Lock()
+	if c.err != nil || c.werr != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.werr = cause
+	close(c.wdone)
+	cl := c.pending[id]
+	delete(c.pending, id)
+	drained := c.drainedLocked()
+	c.mu.Unlock()
+	if cl != nil {
+		err := fmt.Errorf("%w: %w", ErrConnection, cause)
+		if cl.stream != nil {
+			cl.stream.put(response{err: err})
+		} else {
+			cl.ch <- response{err: err}
+		}
+	}
+	if drained {
+		c.fail(cause)
+		return
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(writeDrain))
+}
+
+// drainedLocked reports whether the writer has failed and no request
+// written before waits for a response any more (subscriptions do not
+// count: their pushes never end by themselves). c.mu is held.
+func (c *conn) drainedLocked() bool {
+	if c.werr == nil {
+		return false
+	}
+	for _, cl := range c.pending {
+		if cl.stream == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // fail ends the connection once: every waiting request gets ErrConnection.
@@ -325,7 +449,7 @@ func (c *conn) writeLoop() {
 				err = api.WriteFrame(c.nc, of.msg)
 			}
 			if err != nil {
-				c.fail(fmt.Errorf("write: %w", err))
+				c.writeFailed(of.id, fmt.Errorf("write: %w", err))
 				return
 			}
 		case <-c.done:
@@ -350,6 +474,7 @@ func (c *conn) readLoop() {
 		if !more {
 			delete(c.pending, id)
 		}
+		drained := c.drainedLocked()
 		c.mu.Unlock()
 		limit := c.limits.MaxBatchBytes
 		if cl != nil {
@@ -375,5 +500,9 @@ func (c *conn) readLoop() {
 		}
 		<-c.sem
 		cl.ch <- response{f: f, tail: tail}
+		if drained {
+			c.fail(c.failure())
+			return
+		}
 	}
 }

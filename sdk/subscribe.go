@@ -3,7 +3,6 @@ package sdk
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"sync"
 
@@ -56,67 +55,19 @@ func (s *pushStream) next(ctx context.Context) (response, error) {
 // The in-flight token is given back once the frame is sent: the server
 // serves a subscription outside its request slots.
 func (c *conn) openStream(ctx context.Context, build func(api.Frame) error, maxTailBytes uint32) (uint64, *pushStream, error) {
-	select {
-	case c.sem <- struct{}{}:
-	case <-ctx.Done():
-		return 0, nil, ctx.Err()
-	case <-c.done:
-		return 0, nil, c.failure()
-	}
 	st := newPushStream()
-	cl := &call{maxTailBytes: maxTailBytes, stream: st}
-	c.mu.Lock()
-	if c.err != nil {
-		c.mu.Unlock()
-		<-c.sem
-		return 0, nil, c.failure()
-	}
-	id := c.nextID
-	c.nextID++
-	c.pending[id] = cl
-	c.mu.Unlock()
-	msg, f, err := api.NewFrameMessage(id)
-	if err == nil {
-		err = build(f)
-	}
+	id, err := c.issue(ctx, &call{maxTailBytes: maxTailBytes, stream: st}, build, nil)
 	if err != nil {
-		c.forget(id)
-		return 0, nil, fmt.Errorf("sdk: encode request: %w", err)
+		return 0, nil, err
 	}
-	select {
-	case c.out <- outFrame{msg: msg}:
-		// The server holds no request slot for a subscription.
-		<-c.sem
-		return id, st, nil
-	case <-ctx.Done():
-		c.forget(id)
-		return 0, nil, ctx.Err()
-	case <-c.done:
-		return 0, nil, c.failure()
-	}
+	<-c.sem
+	return id, st, nil
 }
 
 // sendOnly sends a request that has no response (grantCredit).
 func (c *conn) sendOnly(ctx context.Context, build func(api.Frame) error) error {
-	c.mu.Lock()
-	id := c.nextID
-	c.nextID++
-	c.mu.Unlock()
-	msg, f, err := api.NewFrameMessage(id)
-	if err == nil {
-		err = build(f)
-	}
-	if err != nil {
-		return fmt.Errorf("sdk: encode request: %w", err)
-	}
-	select {
-	case c.out <- outFrame{msg: msg}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.done:
-		return c.failure()
-	}
+	_, err := c.issue(ctx, nil, build, nil)
+	return err
 }
 
 // Subscription is a push subscription to one partition (docs/architecture.md §4): the
@@ -255,39 +206,6 @@ func (s *Subscription) Close(ctx context.Context) error {
 // sendNoWait sends a request whose response is read and dropped by the
 // reader, without waiting for it.
 func (c *conn) sendNoWait(ctx context.Context, build func(api.Frame) error) error {
-	select {
-	case c.sem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.done:
-		return c.failure()
-	}
-	cl := &call{ch: make(chan response, 1)}
-	c.mu.Lock()
-	if c.err != nil {
-		c.mu.Unlock()
-		<-c.sem
-		return c.failure()
-	}
-	id := c.nextID
-	c.nextID++
-	c.pending[id] = cl
-	c.mu.Unlock()
-	msg, f, err := api.NewFrameMessage(id)
-	if err == nil {
-		err = build(f)
-	}
-	if err != nil {
-		c.forget(id)
-		return fmt.Errorf("sdk: encode request: %w", err)
-	}
-	select {
-	case c.out <- outFrame{msg: msg}:
-		return nil
-	case <-ctx.Done():
-		c.forget(id)
-		return ctx.Err()
-	case <-c.done:
-		return c.failure()
-	}
+	_, err := c.start(ctx, build, nil, 0)
+	return err
 }

@@ -68,6 +68,8 @@ type crashLoad struct {
 	killAfter   int64
 	onThreshold func()
 	once        sync.Once
+	errMu       sync.Mutex
+	errs        []error // the error of each failed batch
 }
 
 func (l *crashLoad) run(ctx context.Context) (failedBatches int64) {
@@ -98,6 +100,9 @@ func (l *crashLoad) run(ctx context.Context) (failedBatches int64) {
 				}
 				if err != nil {
 					failed.Add(1)
+					l.errMu.Lock()
+					l.errs = append(l.errs, err)
+					l.errMu.Unlock()
 					return
 				}
 			}
@@ -173,6 +178,9 @@ func testCrash(t *testing.T, flags []string, term bool) {
 		t.Fatalf("sq-server exited with status %d after SIGTERM under load; log:\n%s", stopCode, srv.log)
 	}
 	t.Logf("phase 1: %d records acknowledged before and around the stop, %d batches failed", load.ackedCount.Load(), failed)
+	for _, err := range load.errs {
+		t.Logf("phase 1: a batch failed: %v", err)
+	}
 
 	// Phase 2: restart on the same directory and send the rest.
 	srv = startServer(t, srv.dataDir, srv.extra...)

@@ -245,10 +245,19 @@ func (c *conn) setReason(err error, level slog.Level) {
 }
 
 // stopReading ends the reader at its next read by setting a read deadline
-// in the past; queued and in-flight requests are still answered.
+// in the past; queued and in-flight requests are still answered. Once the
+// reader has ended (the connection is closing) it does nothing: the socket
+// is then being drained for closeLinger (closeGracefully), and cutting that
+// short would reset the connection under responses the client has not yet
+// read (Shutdown calls closeIfIdle every few milliseconds until the
+// connection is gone).
 func (c *conn) stopReading(reason error, level slog.Level) {
 	c.setReason(reason, level)
 	c.mu.Lock()
+	if c.done {
+		c.mu.Unlock()
+		return
+	}
 	c.readStopped = true
 	c.nc.SetReadDeadline(time.Unix(1, 0))
 	c.mu.Unlock()

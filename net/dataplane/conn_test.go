@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -393,5 +394,55 @@ func TestListenAndServeAndClose(t *testing.T) {
 	}
 	if err := srv.Shutdown(context.Background()); err != nil {
 		t.Fatalf("Shutdown after Close: %v", err)
+	}
+}
+
+// deadlineRecorder is a net.Conn that records the read deadlines set on it.
+type deadlineRecorder struct {
+	net.Conn
+	mu        sync.Mutex
+	deadlines []time.Time
+}
+
+func (d *deadlineRecorder) SetReadDeadline(t time.Time) error {
+	d.mu.Lock()
+	d.deadlines = append(d.deadlines, t)
+	d.mu.Unlock()
+	return d.Conn.SetReadDeadline(t)
+}
+
+// TestStopDuringCloseKeepsLinger: once a connection is closing (its reader
+// ended, its responses written, the socket half-closed and drained for
+// closeLinger), the stops Shutdown and the idle timer keep sending must not
+// cut the drain short: a close with unread bytes resets the connection and
+// can destroy responses the client has not read yet.
+func TestStopDuringCloseKeepsLinger(t *testing.T) {
+	h := startServer(t, newMemBroker(), Options{IdleTimeout: time.Nanosecond})
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	rec := &deadlineRecorder{Conn: a}
+	c := newConn(h.srv, rec)
+	// What serve does before closeGracefully.
+	c.mu.Lock()
+	c.done = true
+	c.mu.Unlock()
+	c.closeIfIdle() // Shutdown's poll
+	c.checkIdle()   // the idle timer
+	c.stopReading(errShutdown, slog.LevelDebug)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.deadlines) != 0 {
+		t.Fatalf("read deadlines %v set on a closing connection, want none", rec.deadlines)
+	}
+	// Before the close began, the same stop does set one.
+	c.mu.Lock()
+	c.done = false
+	c.mu.Unlock()
+	rec.mu.Unlock()
+	c.closeIfIdle()
+	rec.mu.Lock()
+	if len(rec.deadlines) != 1 || !rec.deadlines[0].Before(time.Now()) {
+		t.Fatalf("read deadlines %v on an open idle connection, want one in the past", rec.deadlines)
 	}
 }
