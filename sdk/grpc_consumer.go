@@ -218,12 +218,12 @@ type GrpcConsumer struct {
 	// store (the member was fenced or left, or the automatic commit of a
 	// revoked partition failed), with lostErr, the cause; the next Commit
 	// reports them once.
-	lost        map[uint32]uint64
-	lostErr     error
-	restart     bool // a read or commit met UNKNOWN_TOPIC_ID: Poll starts over
-	lastCommit  time.Time
-	closeOnce   sync.Once
-	closeErr    error
+	lost       map[uint32]uint64
+	lostErr    error
+	restart    bool // a read or commit met UNKNOWN_TOPIC_ID: Poll starts over
+	lastCommit time.Time
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // grpcRun is the set of partition goroutines reading one topic id.
