@@ -290,6 +290,31 @@ func TestGrpcConsumerBelowLogStart(t *testing.T) {
 		}
 	}
 
+	// With OnRecordsLost the loss goes to the callback instead of the log.
+	{
+		var logs logBuf
+		type lostCall struct {
+			p        uint32
+			from, to uint64
+		}
+		var mu sync.Mutex
+		var calls []lostCall
+		cfg := sdk.GrpcConsumerConfig{GrpcConfig: sdk.GrpcConfig{Addr: n.grpcAddr}, Topic: "gc", ConsumerGroup: "old", Logger: logs.logger(),
+			OnRecordsLost: func(p uint32, from, to uint64) {
+				mu.Lock()
+				calls = append(calls, lostCall{p, from, to})
+				mu.Unlock()
+			}}
+		if first := firstGrpcOffset(ctx, t, cfg); first != pi.LogStartOffset {
+			t.Errorf("OnRecordsLost: first offset %d, want the log start %d", first, pi.LogStartOffset)
+		}
+		mu.Lock()
+		if len(calls) != 1 || calls[0] != (lostCall{0, 1, pi.LogStartOffset}) || strings.Contains(logs.String(), "records lost to retention") {
+			t.Errorf("OnRecordsLost calls %+v, want one (0, 1, %d) and no warning; logs:\n%s", calls, pi.LogStartOffset, logs.String())
+		}
+		mu.Unlock()
+	}
+
 	midStreamTopic(t, n, "gcmid")
 	o := overtake(t, n, "gcmid")
 	var logs logBuf

@@ -244,6 +244,7 @@ func (c GrpcConsumerConfig) Validate() error {
 	ck.count("MaxPollRecords", c.MaxPollRecords)
 	ck.nonNegative("MaxWait", c.MaxWait)
 	ck.backoff("RetryBackoff", c.RetryBackoff, c.RetryBackoffMax)
+	ck.offValue("MaxPollInterval", c.MaxPollInterval, MaxPollIntervalNone, "MaxPollIntervalNone", "no bound")
 	ck.offValue("CloseTimeout", c.CloseTimeout, CloseTimeoutNone, "CloseTimeoutNone", "no bound")
 	return ck.err()
 }

@@ -168,6 +168,8 @@ func TestConfigValidate(t *testing.T) {
 	grpcConsumer("bad client id", "ClientID", func(c *GrpcConsumerConfig) { c.ClientID = bad })
 	grpcConsumer("group of 256 bytes", "ConsumerGroup", func(c *GrpcConsumerConfig) { c.ConsumerGroup = strings.Repeat("g", 256) })
 	grpcConsumer("client id of 256 bytes", "ClientID", func(c *GrpcConsumerConfig) { c.ClientID = strings.Repeat("c", 256) })
+	grpcConsumer("max poll interval -2ns", "MaxPollInterval", func(c *GrpcConsumerConfig) { c.MaxPollInterval = -2 })
+	grpcConsumer("max poll interval -1m", "MaxPollInterval", func(c *GrpcConsumerConfig) { c.MaxPollInterval = -time.Minute })
 	grpcConsumer("session timeout too short", "SessionTimeout", func(c *GrpcConsumerConfig) { c.SessionTimeout = time.Millisecond })
 	grpcConsumer("session timeout too long", "SessionTimeout", func(c *GrpcConsumerConfig) { c.SessionTimeout = time.Hour })
 	grpcConsumer("negative heartbeat interval", "HeartbeatInterval", func(c *GrpcConsumerConfig) { c.HeartbeatInterval = -1 })

@@ -58,9 +58,27 @@ type GrpcConsumerConfig struct {
 	// AutoCommitInterval) and at Close, the position after the records
 	// returned by earlier Polls (at-least-once). Default false.
 	AutoCommit bool
+	// AutoCommitMarked makes every commit of the consumer (automatic,
+	// at revocation, at Close, and Commit) store, per partition, the
+	// position after the last record passed to MarkProcessed instead of
+	// after the last record Poll returned; never beyond what Poll
+	// returned. A partition with no marked record is not committed. It
+	// implies AutoCommit. Default false.
+	AutoCommitMarked bool
 	// AutoCommitInterval is the least time between automatic commits.
 	// Default 5s.
 	AutoCommitInterval time.Duration
+	// MaxPollInterval bounds how long a group member may go without
+	// calling Poll (as Kafka's max.poll.interval.ms, KIP-62), as
+	// ConsumerConfig.MaxPollInterval: past it the heartbeat goroutine
+	// leaves the group (its partitions move at once), logs a warning and
+	// drops its partitions without committing; the next Commit (or Close
+	// with AutoCommit) reports the positions returned by Poll and not
+	// stored, wrapping ErrMaxPollIntervalExceeded, and the next Poll joins
+	// the group again. A Poll in progress counts as polling. 0: the
+	// default, 5 min; MaxPollIntervalNone: no bound (any other negative
+	// value is refused by Validate).
+	MaxPollInterval time.Duration
 	// StartFrom applies to partitions without a committed offset. Default
 	// StartEarliest; StartAtTime is not supported over gRPC.
 	StartFrom StartPosition
@@ -89,8 +107,20 @@ type GrpcConsumerConfig struct {
 	// the log start moved to it, with the count skipped), which goes to
 	// slog.Default() when Logger is nil, so it is never silent.
 	Logger *slog.Logger
+	// OnRecordsLost, when set, is called instead of the warning above
+	// when a position of partition below the log start moves up to it:
+	// the offsets [from, logStart) were removed by retention before they
+	// were read, and logStart-from records are skipped (the policy of
+	// Kafka's auto.offset.reset=earliest). It runs on a goroutine of the
+	// consumer (a partition's reader, or the heartbeat goroutine), not on
+	// the caller of Poll, possibly for several partitions at once, and
+	// must not block.
+	OnRecordsLost func(partition uint32, from, logStart uint64)
 	// lossLog receives the retention warnings: Logger, or slog.Default().
 	lossLog *slog.Logger
+	// now is the clock of MaxPollInterval; nil: time.Now. Tests set it to
+	// step time by hand.
+	now func() time.Time
 }
 
 func (c *GrpcConsumerConfig) defaults() {
@@ -115,6 +145,15 @@ func (c *GrpcConsumerConfig) defaults() {
 	}
 	if c.CloseTimeout == 0 {
 		c.CloseTimeout = DefaultCloseTimeout
+	}
+	if c.MaxPollInterval == 0 {
+		c.MaxPollInterval = DefaultMaxPollInterval
+	}
+	if c.AutoCommitMarked {
+		c.AutoCommit = true
+	}
+	if c.now == nil {
+		c.now = time.Now
 	}
 	if c.ClientID == "" {
 		c.ClientID = "sq-go"
@@ -159,16 +198,32 @@ type GrpcConsumer struct {
 	hbCancel context.CancelFunc
 	hbDone   chan struct{}
 
+	// Guarded by mu as well: pos, the next offset after the records
+	// returned, per partition held; marked, the offset after the last
+	// record passed to MarkProcessed; from, the first offset of each
+	// partition's current assignment; lastPoll and polling, for
+	// MaxPollInterval.
+	pos      map[uint32]uint64
+	marked   map[uint32]uint64
+	from     map[uint32]uint64
+	lastPoll time.Time
+	polling  bool
+
 	pending []Message
 	// pendingPart holds, for each pending record, the goroutine that
 	// read it: a record of a partition since stopped is not returned.
 	pendingPart []*grpcPart
-	pos         map[uint32]uint64 // next offset after the records returned
 	committed   map[uint32]uint64
-	restart     bool // a read or commit met UNKNOWN_TOPIC_ID: Poll starts over
-	lastCommit  time.Time
-	closeOnce   sync.Once
-	closeErr    error
+	// lost holds positions returned by Poll that the group will never
+	// store (the member was fenced or left, or the automatic commit of a
+	// revoked partition failed), with lostErr, the cause; the next Commit
+	// reports them once.
+	lost       map[uint32]uint64
+	lostErr    error
+	restart    bool // a read or commit met UNKNOWN_TOPIC_ID: Poll starts over
+	lastCommit time.Time
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // grpcRun is the set of partition goroutines reading one topic id.
@@ -214,7 +269,8 @@ func NewGrpcConsumer(ctx context.Context, cfg GrpcConsumerConfig) (*GrpcConsumer
 		return nil, err
 	}
 	c := &GrpcConsumer{cfg: cfg, admin: newAdminConn(AdminConfig{cfg.GrpcConfig}, conn), msg: sqv1.NewMessagingClient(conn),
-		groups: sqv1.NewGroupsClient(conn), pos: map[uint32]uint64{}, committed: map[uint32]uint64{}, lastCommit: time.Now()}
+		groups: sqv1.NewGroupsClient(conn), pos: map[uint32]uint64{}, marked: map[uint32]uint64{}, from: map[uint32]uint64{},
+		committed: map[uint32]uint64{}, lost: map[uint32]uint64{}, lastCommit: time.Now(), lastPoll: cfg.now()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	fail := func(err error) (*GrpcConsumer, error) {
 		c.cancel()
@@ -280,6 +336,7 @@ func (c *GrpcConsumer) startPartitionLocked(r *grpcRun, p uint32, off uint64) {
 	pctx, cancel := context.WithCancel(r.ctx)
 	part := &grpcPart{cancel: cancel}
 	r.parts[p] = part
+	c.from[p] = off
 	c.wg.Add(1)
 	r.wg.Go(func() {
 		defer c.wg.Done()
@@ -303,8 +360,12 @@ func (c *GrpcConsumer) startOver(ctx context.Context) error {
 	c.mu.Unlock()
 	dropped := len(c.pending)
 	c.pending, c.pendingPart = nil, nil
+	c.mu.Lock()
 	clear(c.pos)
+	clear(c.marked)
+	c.mu.Unlock()
 	clear(c.committed)
+	clear(c.lost) // positions of the old topic: nothing can store them
 	if err := c.startRun(ctx, parts); err != nil {
 		c.cfg.Logger.Warn("topic id no longer current and the topic cannot be read; retrying at the next Poll", "topic", c.cfg.Topic, "err", err)
 		return err
@@ -366,7 +427,7 @@ func (c *GrpcConsumer) startOffsets(ctx context.Context, parts []uint32) (api.To
 			off = pi.LogStartOffset
 		}
 		if off < pi.LogStartOffset {
-			logLost(c.cfg.lossLog, c.cfg.Topic, pi.Partition, off, pi.LogStartOffset)
+			c.recordsLost(pi.Partition, off, pi.LogStartOffset)
 		}
 		out[pi.Partition] = max(min(off, pi.HighWatermark), pi.LogStartOffset)
 	}
@@ -396,7 +457,7 @@ func (c *GrpcConsumer) readPartition(ctx context.Context, r *grpcRun, part *grpc
 		var e *api.Error
 		oor := errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && e.HasRange
 		if oor && off < e.RangeStart {
-			logLost(c.cfg.lossLog, c.cfg.Topic, p, off, e.RangeStart)
+			c.recordsLost(p, off, e.RangeStart)
 			off = e.RangeStart
 			continue
 		}
@@ -451,7 +512,7 @@ func (c *GrpcConsumer) stream(ctx context.Context, r *grpcRun, part *grpcPart, p
 		if first := msgs[0].Offset; first > off && resp.LogStartOffset > off {
 			// The server moved the stream up to the log start: retention
 			// removed [off, first) before it was read.
-			logLost(c.cfg.lossLog, c.cfg.Topic, p, off, first)
+			c.recordsLost(p, off, first)
 		}
 		select {
 		case r.batch <- grpcBatch{part: part, p: p, msgs: msgs}:
@@ -472,9 +533,12 @@ func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 	if c.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
+	c.pollStarts()
+	defer c.pollEnds()
 	c.sync(ctx)
 	if c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" && time.Since(c.lastCommit) >= c.cfg.AutoCommitInterval {
-		if err := c.Commit(ctx); err != nil {
+		// Not Commit: positions lost meanwhile are Commit's to report.
+		if err := c.commitPositions(ctx, nil); err != nil {
 			c.cfg.Logger.Warn("auto-commit failed", "err", err)
 		}
 	}
@@ -540,21 +604,30 @@ func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 	out := c.pending[:n:n]
 	c.pending = c.pending[n:]
 	c.pendingPart = c.pendingPart[n:]
+	c.mu.Lock()
 	for _, m := range out {
 		c.pos[m.Partition] = m.Offset + 1
 	}
+	c.mu.Unlock()
 	return out, nil
 }
 
 // Commit stores, for each partition, the offset after the last record
-// Poll returned. It fails with ErrNoGroup without a ConsumerGroup, or with
-// the first per-partition error.
+// Poll returned (with AutoCommitMarked, after the last record passed to
+// MarkProcessed). It fails with ErrNoGroup without a ConsumerGroup, or with
+// the first per-partition error. As Consumer.Commit, it never reports
+// success for positions that were not stored: after the member was
+// removed from the group (api.ErrFencedGeneration), left it past
+// MaxPollInterval (ErrMaxPollIntervalExceeded), or the automatic commit
+// of a revoked partition failed, the next Commit fails wrapping that
+// cause and names the positions (partition@offset) not stored, once.
 func (c *GrpcConsumer) Commit(ctx context.Context) error {
 	if c.cfg.ConsumerGroup == "" {
 		return ErrNoGroup
 	}
 	c.sync(ctx)
-	return c.commitPositions(ctx, nil)
+	err := c.commitPositions(ctx, nil)
+	return joinLost(c.takeLost(), err)
 }
 
 // commitPositions commits the positions of parts (nil: every partition
@@ -565,10 +638,9 @@ func (c *GrpcConsumer) commitPositions(ctx context.Context, parts []uint32) erro
 	c.mu.Lock()
 	id := c.run.id
 	g := c.group
-	c.mu.Unlock()
 	var entries []*sqv1.OffsetEntry
 	add := func(p uint32) {
-		if off, ok := c.pos[p]; ok && c.committed[p] != off {
+		if off, ok := c.commitPosLocked(p); ok && c.committed[p] != off {
 			entries = append(entries, &sqv1.OffsetEntry{Topic: c.cfg.Topic, TopicId: id.Bytes(), Partition: int32(p), Offset: off})
 		}
 	}
@@ -580,6 +652,11 @@ func (c *GrpcConsumer) commitPositions(ctx context.Context, parts []uint32) erro
 	}
 	for _, p := range parts {
 		add(p)
+	}
+	c.mu.Unlock()
+	if g.left {
+		// Left the group past MaxPollInterval: nothing is held.
+		entries = nil
 	}
 	if len(entries) == 0 {
 		return nil
@@ -641,8 +718,15 @@ func (c *GrpcConsumer) CloseContext(ctx context.Context) error {
 		defer cancel()
 		c.stopHeartbeat()
 		if c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" {
+			lost := maps.Clone(c.lost) // Commit reports and forgets them
 			if err := c.Commit(ctx); err != nil {
-				c.closeErr = &CloseCommitError{Group: c.cfg.ConsumerGroup, Topic: c.cfg.Topic, Positions: c.uncommitted(),
+				positions := c.uncommitted()
+				for p, off := range lost {
+					if _, ok := positions[p]; !ok {
+						positions[p] = off
+					}
+				}
+				c.closeErr = &CloseCommitError{Group: c.cfg.ConsumerGroup, Topic: c.cfg.Topic, Positions: positions,
 					Err: budgetErr(parent, ctx, c.cfg.CloseTimeout, err)}
 			}
 		}
@@ -659,9 +743,11 @@ func (c *GrpcConsumer) CloseContext(ctx context.Context) error {
 // uncommitted returns the positions after the records returned that the
 // group does not have.
 func (c *GrpcConsumer) uncommitted() map[uint32]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	out := map[uint32]uint64{}
-	for p, off := range c.pos {
-		if c.committed[p] != off {
+	for p := range c.pos {
+		if off, ok := c.commitPosLocked(p); ok && c.committed[p] != off {
 			out[p] = off
 		}
 	}

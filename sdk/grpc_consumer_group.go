@@ -19,14 +19,20 @@ type grpcGroup struct {
 	memberID   string
 	generation int32
 	interval   time.Duration
+	// left: the member left the group because Poll was not called within
+	// MaxPollInterval (memberID is then empty); the heartbeat goroutine
+	// joins again once Poll is called.
+	left bool
 	// revoking holds partitions taken from the member whose goroutines
 	// were stopped; the next Poll, Commit or Close commits (with
 	// AutoCommit) and releases them, and the heartbeat after reports them
 	// no longer owned.
 	revoking map[uint32]bool
-	// dropped holds partitions lost when the member was fenced: their
-	// positions are forgotten without committing.
-	dropped map[uint32]bool
+	// dropped holds partitions lost when the member was fenced or left:
+	// their positions are forgotten without committing, and reported by
+	// the next Commit as not stored, with dropCause.
+	dropped   map[uint32]bool
+	dropCause error
 	// assigned holds partitions started since the last sync, for
 	// OnPartitionsAssigned.
 	assigned []uint32
@@ -51,7 +57,7 @@ func (c *GrpcConsumer) join(ctx context.Context) (parts []uint32, member bool, e
 	c.mu.Lock()
 	old := c.group // a member joining again keeps what Poll has yet to see
 	c.group = grpcGroup{memberID: r.MemberId, generation: r.Generation, interval: time.Duration(r.HeartbeatIntervalMs) * time.Millisecond,
-		revoking: map[uint32]bool{}, dropped: old.dropped, assigned: old.assigned, hbNow: old.hbNow, revokeNow: old.revokeNow}
+		revoking: map[uint32]bool{}, dropped: old.dropped, dropCause: old.dropCause, assigned: old.assigned, hbNow: old.hbNow, revokeNow: old.revokeNow}
 	if c.group.dropped == nil {
 		c.group.dropped = map[uint32]bool{}
 	}
@@ -108,7 +114,8 @@ func (c *GrpcConsumer) stopHeartbeat() {
 }
 
 // heartbeatLoop heartbeats every interval (or at once after a release)
-// until ctx ends.
+// until ctx ends. It leaves the group when the application stalls past
+// MaxPollInterval, and joins again once Poll is called.
 func (c *GrpcConsumer) heartbeatLoop(ctx context.Context) {
 	for {
 		c.mu.Lock()
@@ -125,6 +132,20 @@ func (c *GrpcConsumer) heartbeatLoop(ctx context.Context) {
 		case <-t.C:
 		case <-now:
 			t.Stop()
+		}
+		if c.leaveIfStalled(ctx) {
+			continue
+		}
+		c.mu.Lock()
+		left, stalled := c.group.left, c.stalledLocked()
+		c.mu.Unlock()
+		if left {
+			if !stalled {
+				if err := c.rejoin(ctx); err != nil && ctx.Err() == nil {
+					c.cfg.Logger.Warn("joining the group again failed; retrying at the next heartbeat", "group", c.cfg.ConsumerGroup, "err", err)
+				}
+			}
+			continue
 		}
 		if err := c.heartbeat(ctx); err != nil && ctx.Err() == nil {
 			c.cfg.Logger.Warn("heartbeat failed", "group", c.cfg.ConsumerGroup, "err", err)
@@ -160,21 +181,9 @@ func (c *GrpcConsumer) heartbeat(ctx context.Context) error {
 		c.cfg.Logger.Warn("removed from the group; dropping its partitions without committing and joining again",
 			"group", c.cfg.ConsumerGroup, "member", g.memberID, "err", err)
 		c.mu.Lock()
-		for p, part := range c.run.parts {
-			part.cancel()
-			delete(c.run.parts, p)
-			c.group.dropped[p] = true
-		}
-		for p := range c.group.revoking {
-			c.group.dropped[p] = true
-		}
-		clear(c.group.revoking)
+		c.dropAllLocked(err)
 		c.mu.Unlock()
-		parts, _, err := c.join(ctx)
-		if err != nil {
-			return err
-		}
-		return c.apply(ctx, parts)
+		return c.rejoin(ctx)
 	}
 	if err != nil {
 		return err
@@ -245,21 +254,21 @@ func (c *GrpcConsumer) apply(ctx context.Context, assigned []uint32) error {
 // once; the callbacks run. It does nothing for a standalone consumer.
 func (c *GrpcConsumer) sync(ctx context.Context) {
 	c.mu.Lock()
-	if c.group.memberID == "" {
+	if c.group.memberID == "" && !c.group.left {
 		c.mu.Unlock()
 		return
 	}
 	dropped := partitionsOf(c.group.dropped)
 	clear(c.group.dropped)
+	if len(dropped) > 0 {
+		c.noteLostLocked(dropped, c.group.dropCause)
+	}
 	revoking := partitionsOf(c.group.revoking)
 	assigned := c.group.assigned
 	c.group.assigned = nil
 	hbNow := c.group.hbNow
 	c.mu.Unlock()
-	for _, p := range dropped {
-		delete(c.pos, p)
-		delete(c.committed, p)
-	}
+	c.forget(dropped)
 	if len(dropped) > 0 && c.cfg.OnPartitionsRevoked != nil {
 		c.cfg.OnPartitionsRevoked(dropped)
 	}
@@ -267,12 +276,12 @@ func (c *GrpcConsumer) sync(ctx context.Context) {
 		if c.cfg.AutoCommit {
 			if err := c.commitPositions(ctx, revoking); err != nil {
 				c.cfg.Logger.Warn("commit of revoked partitions failed", "group", c.cfg.ConsumerGroup, "partitions", revoking, "err", err)
+				c.mu.Lock()
+				c.noteLostLocked(revoking, err)
+				c.mu.Unlock()
 			}
 		}
-		for _, p := range revoking {
-			delete(c.pos, p)
-			delete(c.committed, p)
-		}
+		c.forget(revoking)
 		c.mu.Lock()
 		for _, p := range revoking {
 			delete(c.group.revoking, p)

@@ -1,0 +1,221 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/seedqueue/sq/api/sqv1"
+)
+
+// MarkProcessed records that msg, a record Poll returned, is processed:
+// with AutoCommitMarked, commits store at most the position after the last
+// record marked in each partition, as Consumer.MarkProcessed. It may be
+// called from any goroutine. Marks of a partition are dropped when the
+// partition is revoked or lost. Errors: ErrInvalidConfig without
+// AutoCommitMarked, ErrNoGroup without a ConsumerGroup, ErrClosed after
+// Close, ErrNotAssigned (another topic, a partition not held, a record of
+// an earlier assignment of the partition) and ErrInvalidPosition (a record
+// Poll has not returned).
+func (c *GrpcConsumer) MarkProcessed(msg Message) error {
+	if !c.cfg.AutoCommitMarked {
+		return fmt.Errorf("%w: MarkProcessed needs GrpcConsumerConfig.AutoCommitMarked", ErrInvalidConfig)
+	}
+	if c.cfg.ConsumerGroup == "" {
+		return ErrNoGroup
+	}
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	if msg.Topic != c.cfg.Topic {
+		return fmt.Errorf("%w: record %s/%d@%d, the consumer reads topic %q", ErrNotAssigned, msg.Topic, msg.Partition, msg.Offset, c.cfg.Topic)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pos, returned := c.pos[msg.Partition]
+	held := c.run.parts[msg.Partition] != nil || c.group.revoking[msg.Partition]
+	if !held || c.group.left {
+		return fmt.Errorf("%w: record %s/%d@%d: partition %d is not held (revoked, or the member left its group)",
+			ErrNotAssigned, msg.Topic, msg.Partition, msg.Offset, msg.Partition)
+	}
+	if from := c.from[msg.Partition]; msg.Offset < from {
+		return fmt.Errorf("%w: record %s/%d@%d was returned under an earlier assignment of the partition, which now starts at %d",
+			ErrNotAssigned, msg.Topic, msg.Partition, msg.Offset, from)
+	}
+	if !returned || msg.Offset >= pos {
+		return fmt.Errorf("%w: record %s/%d@%d was not returned by Poll (position %d)", ErrInvalidPosition, msg.Topic, msg.Partition, msg.Offset, pos)
+	}
+	if next := msg.Offset + 1; next > c.marked[msg.Partition] {
+		c.marked[msg.Partition] = next
+	}
+	return nil
+}
+
+// commitPosLocked returns the position a commit stores for partition p:
+// after the records returned by Poll, or with AutoCommitMarked after the
+// last marked record (never beyond what Poll returned). It returns false
+// when there is nothing to commit. c.mu held.
+func (c *GrpcConsumer) commitPosLocked(p uint32) (uint64, bool) {
+	pos, ok := c.pos[p]
+	if !ok {
+		return 0, false
+	}
+	if !c.cfg.AutoCommitMarked {
+		return pos, true
+	}
+	m, ok := c.marked[p]
+	if !ok {
+		return 0, false
+	}
+	return min(m, pos), true
+}
+
+// forget drops the positions and marks of partitions released or lost.
+func (c *GrpcConsumer) forget(ps []uint32) {
+	c.mu.Lock()
+	for _, p := range ps {
+		delete(c.pos, p)
+		delete(c.marked, p)
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
+		delete(c.committed, p)
+	}
+}
+
+// recordsLost reports that the offsets [from, logStart) of partition p
+// were removed by retention before they were read: to OnRecordsLost when
+// set, else as a warning.
+func (c *GrpcConsumer) recordsLost(p uint32, from, logStart uint64) {
+	if c.cfg.OnRecordsLost != nil {
+		c.cfg.OnRecordsLost(p, from, logStart)
+		return
+	}
+	logLost(c.cfg.lossLog, c.cfg.Topic, p, from, logStart)
+}
+
+// pollStarts and pollEnds bracket a Poll for MaxPollInterval: a Poll in
+// progress counts as polling. A member that left the group is woken to
+// join again.
+func (c *GrpcConsumer) pollStarts() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.polling = true
+	c.lastPoll = c.cfg.now()
+	if c.group.left {
+		select {
+		case c.group.hbNow <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (c *GrpcConsumer) pollEnds() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.polling = false
+	c.lastPoll = c.cfg.now()
+}
+
+// stalledLocked reports whether the application has not called Poll for
+// longer than MaxPollInterval; c.mu held.
+func (c *GrpcConsumer) stalledLocked() bool {
+	return c.cfg.MaxPollInterval > 0 && !c.polling && c.cfg.now().Sub(c.lastPoll) > c.cfg.MaxPollInterval
+}
+
+// leaveIfStalled leaves the group when the member has not polled within
+// MaxPollInterval (KIP-62): its partitions stop at once and are dropped
+// without committing (the next Commit reports the positions not stored,
+// wrapping ErrMaxPollIntervalExceeded), and the coordinator moves them at
+// once. It reports whether it left.
+func (c *GrpcConsumer) leaveIfStalled(ctx context.Context) bool {
+	c.mu.Lock()
+	g := c.group
+	if g.memberID == "" || g.left || !c.stalledLocked() {
+		c.mu.Unlock()
+		return false
+	}
+	idle := c.cfg.now().Sub(c.lastPoll).Round(time.Millisecond)
+	cause := fmt.Errorf("%w: no Poll for %v (MaxPollInterval %v)", ErrMaxPollIntervalExceeded, idle, c.cfg.MaxPollInterval)
+	owned := partitionsOf(c.run.parts)
+	c.dropAllLocked(cause)
+	c.group.memberID, c.group.left = "", true
+	c.mu.Unlock()
+	c.cfg.Logger.Warn("Poll not called within MaxPollInterval; leaving the group so its partitions move, "+
+		"without committing records returned since the last commit (the next Poll joins again)",
+		"group", c.cfg.ConsumerGroup, "member", g.memberID, "since_last_poll", idle,
+		"max_poll_interval", c.cfg.MaxPollInterval, "partitions", owned)
+	if _, err := unary(ctx, c.cfg.RequestTimeout, c.groups.LeaveGroup, &sqv1.LeaveGroupRequest{Group: c.cfg.ConsumerGroup, MemberId: g.memberID}); err != nil && ctx.Err() == nil {
+		c.cfg.Logger.Warn("leave group failed; the session timeout will remove the member", "group", c.cfg.ConsumerGroup, "err", err)
+	}
+	return true
+}
+
+// dropAllLocked stops every partition of the member and marks it dropped
+// with cause (fenced, or left past MaxPollInterval): Poll's next sync
+// forgets their positions without committing and records them as lost.
+// c.mu held.
+func (c *GrpcConsumer) dropAllLocked(cause error) {
+	for p, part := range c.run.parts {
+		part.cancel()
+		delete(c.run.parts, p)
+		c.group.dropped[p] = true
+	}
+	for p := range c.group.revoking {
+		c.group.dropped[p] = true
+	}
+	clear(c.group.revoking)
+	c.group.dropCause = cause
+	select {
+	case c.group.revokeNow <- struct{}{}: // an idle Poll syncs at once
+	default:
+	}
+}
+
+// rejoin joins the group as a new member and starts reading its
+// assignment.
+func (c *GrpcConsumer) rejoin(ctx context.Context) error {
+	parts, _, err := c.join(ctx)
+	if err != nil {
+		return err
+	}
+	return c.apply(ctx, parts)
+}
+
+// noteLostLocked records, with cause, the positions of ps returned by Poll
+// and not stored. c.mu held.
+func (c *GrpcConsumer) noteLostLocked(ps []uint32, cause error) {
+	for _, p := range ps {
+		pos, ok := c.commitPosLocked(p)
+		if !ok {
+			continue
+		}
+		if prev, done := c.committed[p]; done && prev == pos {
+			continue
+		}
+		c.lost[p] = pos
+		c.lostErr = cause
+	}
+}
+
+// takeLost returns the error reporting the positions that were never
+// stored, and forgets them; nil when there are none.
+func (c *GrpcConsumer) takeLost() error {
+	if len(c.lost) == 0 {
+		return nil
+	}
+	ps := partitionsOf(c.lost)
+	var desc strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			desc.WriteString(", ")
+		}
+		fmt.Fprintf(&desc, "%d@%d", p, c.lost[p])
+	}
+	err := fmt.Errorf("sdk: commit group %q: positions (partition@offset) %s of topic %q were not stored: %w; "+
+		"records after the group's committed offsets are read again", c.cfg.ConsumerGroup, desc.String(), c.cfg.Topic, c.lostErr)
+	clear(c.lost)
+	c.lostErr = nil
+	return err
+}
