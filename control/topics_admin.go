@@ -84,8 +84,11 @@ func (t *topicsService) CreatePartitions(_ context.Context, req *sqv1.CreatePart
 	if err := engine.ValidateTopicName(req.Name); err != nil {
 		return nil, err
 	}
-	if req.TotalCount < 1 || req.TotalCount > engine.MaxPartitions {
-		return nil, api.NewError(api.CodeInvalidConfig, "total_count %d: want 1 to %d, more than the topic has", req.TotalCount, engine.MaxPartitions)
+	switch {
+	case req.TotalCount < 1:
+		return nil, api.NewError(api.CodeInvalidConfig, "total_count %d: want the topic's new partition count, more than it has and at most %d", req.TotalCount, engine.MaxPartitions)
+	case req.TotalCount > engine.MaxPartitions:
+		return nil, api.NewError(api.CodeInvalidConfig, "total_count %d is above the maximum %d partitions of a topic", req.TotalCount, engine.MaxPartitions)
 	}
 	p, ok := t.s.eng().(TopicPartitioner)
 	if !ok {
