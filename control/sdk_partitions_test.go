@@ -105,3 +105,78 @@ func TestSDKAdminCreatePartitions(t *testing.T) {
 		}
 	}
 }
+
+// TestSDKClientCreatePartitions grows a topic with the SDK's data-plane
+// Client: a Producer whose metadata is read afresh spreads keyed records
+// over every partition, new ones included; the old records stay where
+// they were; refused counts come back as catalog errors.
+func TestSDKClientCreatePartitions(t *testing.T) {
+	n := startNode(t, control.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: n.capnpAddr, MetadataMaxAge: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := p.Client()
+	created, err := c.CreateTopic(ctx, "grow", 2, sdk.TopicConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(round string) map[uint32]int {
+		t.Helper()
+		var msgs []sdk.ProducerMessage
+		for i := range 64 {
+			msgs = append(msgs, sdk.NewProducerMessage("grow", fmt.Appendf(nil, "%s%d", round, i)).WithKey(fmt.Appendf(nil, "key-%d", i)))
+		}
+		acks, err := p.SendBatch(ctx, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per := map[uint32]int{}
+		for i, a := range acks {
+			if a.Err != nil {
+				t.Fatalf("%s: ack %d: %v", round, i, a.Err)
+			}
+			per[a.Partition]++
+		}
+		return per
+	}
+	before := send("before")
+	info, err := c.CreatePartitions(ctx, "grow", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Partitions != 4 || len(info.PartitionInfos) != 4 || info.ID != created.ID {
+		t.Fatalf("after growing: %+v (created %+v)", info, created)
+	}
+	for part, n := range before {
+		if hw := info.PartitionInfos[part].HighWatermark; hw != uint64(n) {
+			t.Fatalf("partition %d at %d after growing, want its %d records", part, hw, n)
+		}
+	}
+	per := send("after")
+	for part := range uint32(4) {
+		if per[part] == 0 {
+			t.Fatalf("keyed records after growing went to partitions %v, want all of 0..3", per)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		total uint32
+		want  error
+		text  string
+	}{
+		{"grow", 4, api.ErrInvalidConfig, "has 4 partitions; the new total 4 must be larger"},
+		{"grow", 0, api.ErrInvalidConfig, "the new total 0"},
+		{"grow", 1<<32 - 1, api.ErrInvalidConfig, "above the maximum 10000"},
+		{"missing", 8, api.ErrUnknownTopic, `"missing"`},
+		{"bad name", 8, api.ErrInvalidTopicName, "bad name"},
+	} {
+		_, err := c.CreatePartitions(ctx, tc.name, tc.total)
+		if !errors.Is(err, tc.want) || !strings.Contains(fmt.Sprint(err), tc.text) {
+			t.Errorf("CreatePartitions(%q, %d) = %v, want %v with %q", tc.name, tc.total, err, tc.want, tc.text)
+		}
+	}
+}
