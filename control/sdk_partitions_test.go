@@ -180,3 +180,61 @@ func TestSDKClientCreatePartitions(t *testing.T) {
 		}
 	}
 }
+
+// TestSDKGroupConsumerTakesNewPartitions: a group consumer of a topic
+// with 2 partitions is assigned the 2 new ones at its next heartbeat
+// after the topic grows to 4, and reads the keyed records produced to
+// them.
+func TestSDKGroupConsumerTakesNewPartitions(t *testing.T) {
+	n := startNode(t, control.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: n.capnpAddr, MetadataMaxAge: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Client().CreateTopic(ctx, "grow", 2, sdk.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := sdk.NewConsumer(ctx, sdk.ConsumerConfig{Addr: n.capnpAddr, Topic: "grow", ConsumerGroup: "g",
+		StartFrom: sdk.StartEarliest, HeartbeatInterval: 20 * time.Millisecond, MaxWait: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitAssigned := func(want int) {
+		t.Helper()
+		for len(c.Assignment()) != want {
+			if _, err := c.Poll(ctx); err != nil {
+				t.Fatalf("waiting for %d assigned partitions (have %v): %v", want, c.Assignment(), err)
+			}
+		}
+	}
+	waitAssigned(2)
+	if _, err := p.Client().CreatePartitions(ctx, "grow", 4); err != nil {
+		t.Fatal(err)
+	}
+	waitAssigned(4)
+	var msgs []sdk.ProducerMessage
+	for i := range 64 {
+		msgs = append(msgs, sdk.NewProducerMessage("grow", fmt.Appendf(nil, "v%d", i)).WithKey(fmt.Appendf(nil, "key-%d", i)))
+	}
+	if _, err := p.SendBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	per := map[uint32]int{}
+	for got := 0; got < len(msgs); {
+		recs, err := c.Poll(ctx)
+		if err != nil {
+			t.Fatalf("after %d of %d records (%v): %v", got, len(msgs), per, err)
+		}
+		for _, m := range recs {
+			per[m.Partition]++
+		}
+		got += len(recs)
+	}
+	if len(per) != 4 {
+		t.Fatalf("records read per partition %v, want all of 0..3", per)
+	}
+}
