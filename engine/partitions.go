@@ -33,8 +33,8 @@ import (
 // It serialises with CreateTopic, DeleteTopic and AlterTopicConfig.
 // Errors: INVALID_TOPIC_NAME, UNKNOWN_TOPIC, INVALID_CONFIG (total not
 // above the current count, or above MaxPartitions; nothing changes),
-// SHUTTING_DOWN, STORAGE_ERROR or DISK_FULL (the topic keeps its old
-// count).
+// SHUTTING_DOWN, STORAGE_ERROR, PARTITION_FAILED (a leftover partition
+// directory is corrupt) or DISK_FULL (the topic keeps its old count).
 func (e *Engine) CreatePartitions(name string, total int) (TopicInfo, error) {
 	if err := ValidateTopicName(name); err != nil {
 		return TopicInfo{}, err
@@ -100,7 +100,8 @@ func checkPartitionTotal(name string, cur, total int) error {
 func usableNewParts(parts []*partition) error {
 	for _, p := range parts {
 		if fe := p.failed.Load(); fe != nil {
-			return fe
+			// DISK_FULL when the disk is, else the open's own code.
+			return storageError("create partitions", fe)
 		}
 		if p.log.NextOffset() > 0 || p.log.LogStartOffset() > 0 {
 			return api.NewError(api.CodeStorageError,

@@ -361,6 +361,40 @@ func TestCreatePartitionsCrash(t *testing.T) {
 	}
 }
 
+// TestCreatePartitionsDiskFull: a new partition that cannot be created
+// because the disk is full fails the grow with DISK_FULL (retriable) and
+// leaves the old count; once space returns the grow succeeds.
+func TestCreatePartitionsDiskFull(t *testing.T) {
+	for _, rule := range []faultfs.Rule{
+		{Ops: faultfs.OpCreate, Path: "*.log", Err: syscall.ENOSPC},
+		{Ops: faultfs.OpMkdir, Path: "2", Err: syscall.EDQUOT},
+	} {
+		t.Run(rule.Ops.String(), func(t *testing.T) {
+			opts, fs := faultOptions(t.TempDir())
+			e := openTest(t, opts)
+			if _, err := e.CreateTopic("t", 2, TopicConfig{}); err != nil {
+				t.Fatal(err)
+			}
+			appendValues(t, e, "t", 1, "kept")
+			remove := fs.Inject(rule)
+			if _, err := e.CreatePartitions("t", 3); codeOf(err) != api.CodeDiskFull {
+				t.Fatalf("grow on a full disk: %v, want DISK_FULL", err)
+			}
+			if ti, err := e.DescribeTopic("t"); err != nil || ti.PartitionCount != 2 || len(ti.Partitions) != 2 {
+				t.Fatalf("after the failed grow: %+v %v", ti, err)
+			}
+			remove()
+			if ti, err := e.CreatePartitions("t", 3); err != nil || ti.PartitionCount != 3 {
+				t.Fatalf("grow once space returned: %+v %v", ti, err)
+			}
+			appendValues(t, e, "t", 2, "new")
+			if got := readAll(t, e, "t", 1); !equal(got, []string{"kept"}) {
+				t.Fatalf("partition 1: %v", got)
+			}
+		})
+	}
+}
+
 // TestCreatePartitionsMetaFailure: a failed write of the metadata file
 // fails the grow with STORAGE_ERROR and leaves the old count in memory
 // and on disk; the next grow succeeds.
