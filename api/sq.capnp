@@ -247,6 +247,21 @@ struct DeleteTopicResponse {
   error @0 :WireError;
 }
 
+# CreatePartitionsRequest grows a topic to totalCount partitions (the new
+# total, as Kafka's CreatePartitions, KIP-195). Existing partitions keep
+# their records and committed offsets; the new ones start empty.
+# INVALID_CONFIG when totalCount is not above the topic's count or is above
+# the server's maximum; UNKNOWN_TOPIC for an unknown topic.
+struct CreatePartitionsRequest {
+  name       @0 :Text;
+  totalCount @1 :UInt32;
+}
+
+struct CreatePartitionsResponse {
+  topic @0 :TopicInfo;   # the topic after the change, with every partition
+  error @1 :WireError;
+}
+
 # ListOffsetsRequest looks up an offset by broker append time (as Kafka's
 # ListOffsets, KIP-79): timestamp -1 is the log end (latest), -2 the log
 # start (earliest), otherwise Unix ms: the first offset of the first batch
@@ -478,5 +493,7 @@ struct Frame {
     grantCreditRequest    @40 :GrantCreditRequest;
     unsubscribeRequest    @41 :UnsubscribeRequest;
     unsubscribeResponse   @42 :UnsubscribeResponse;
+    createPartitionsRequest  @43 :CreatePartitionsRequest;
+    createPartitionsResponse @44 :CreatePartitionsResponse;
   }
 }

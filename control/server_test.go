@@ -1,6 +1,7 @@
 package control_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -112,6 +113,13 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 		},
 		"Topics.AlterTopicConfig": func() error {
 			_, err := topics.AlterTopicConfig(ctx, &sqv1.AlterTopicConfigRequest{Name: "every2", RetentionMs: proto.Int64(60000)})
+			return err
+		},
+		"Topics.CreatePartitions": func() error {
+			r, err := topics.CreatePartitions(ctx, &sqv1.CreatePartitionsRequest{Name: "every2", TotalCount: 3})
+			if err == nil && (r.Topic.PartitionCount != 3 || len(r.Topic.Partitions) != 3) {
+				return fmt.Errorf("CreatePartitions = %v", r.Topic)
+			}
 			return err
 		},
 		"Topics.DeleteTopic": func() error {
@@ -350,6 +358,26 @@ func TestInvalidRequestsChangeNothing(t *testing.T) {
 			_, err := topics.AlterTopicConfig(ctx, &sqv1.AlterTopicConfigRequest{Name: "nope", RetentionMs: proto.Int64(1000)})
 			return err
 		}, codes.NotFound, "UNKNOWN_TOPIC", `"nope"`},
+		{"grow unknown topic", func() error {
+			_, err := topics.CreatePartitions(ctx, &sqv1.CreatePartitionsRequest{Name: "nope", TotalCount: 3})
+			return err
+		}, codes.NotFound, "UNKNOWN_TOPIC", `"nope"`},
+		{"grow to the same count", func() error {
+			_, err := topics.CreatePartitions(ctx, &sqv1.CreatePartitionsRequest{Name: "keep", TotalCount: 1})
+			return err
+		}, codes.InvalidArgument, "INVALID_CONFIG", "has 1 partitions; the new total 1 must be larger"},
+		{"grow to zero", func() error {
+			_, err := topics.CreatePartitions(ctx, &sqv1.CreatePartitionsRequest{Name: "keep"})
+			return err
+		}, codes.InvalidArgument, "INVALID_CONFIG", "total_count 0"},
+		{"grow above the maximum", func() error {
+			_, err := topics.CreatePartitions(ctx, &sqv1.CreatePartitionsRequest{Name: "keep", TotalCount: engine.MaxPartitions + 1})
+			return err
+		}, codes.InvalidArgument, "INVALID_CONFIG", "total_count 10001"},
+		{"grow bad name", func() error {
+			_, err := topics.CreatePartitions(ctx, &sqv1.CreatePartitionsRequest{Name: "bad/name", TotalCount: 3})
+			return err
+		}, codes.InvalidArgument, "INVALID_TOPIC_NAME", "bad/name"},
 		{"delete unknown topic", func() error {
 			_, err := topics.DeleteTopic(ctx, &sqv1.DeleteTopicRequest{Name: "nope"})
 			return err
@@ -483,5 +511,49 @@ func TestAlterTopicConfig(t *testing.T) {
 	}
 	if res.Durability != sqv1.Durability_DURABILITY_WRITTEN {
 		t.Errorf("durability %v after altering the sync policy to none, want WRITTEN", res.Durability)
+	}
+}
+
+// TestCreatePartitions grows a topic through sq.v1.Topics: the answer and
+// a later describe show the new count with the same id, the old
+// partition keeps its record and a new one takes records.
+func TestCreatePartitions(t *testing.T) {
+	n := startNode(t, control.Options{})
+	ctx := context.Background()
+	topics := sqv1.NewTopicsClient(n.conn)
+	msg := sqv1.NewMessagingClient(n.conn)
+	created, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "grow", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := msg.Publish(ctx, &sqv1.PublishRequest{Topic: "grow", Partition: 0, Records: []*sqv1.Record{{Value: []byte("old")}}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := topics.CreatePartitions(ctx, &sqv1.CreatePartitionsRequest{Name: "grow", TotalCount: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Topic.PartitionCount != 4 || len(r.Topic.Partitions) != 4 || !bytes.Equal(r.Topic.TopicId, created.Topic.TopicId) {
+		t.Fatalf("after growing: %v (created %v)", r.Topic, created.Topic)
+	}
+	if _, err := msg.Publish(ctx, &sqv1.PublishRequest{Topic: "grow", Partition: 3, Records: []*sqv1.Record{{Value: []byte("new")}}}); err != nil {
+		t.Fatalf("publish to a new partition: %v", err)
+	}
+	d, err := topics.DescribeTopic(ctx, &sqv1.DescribeTopicRequest{Name: "grow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw := []uint64{1, 0, 0, 1}
+	if d.Topic.PartitionCount != 4 || len(d.Topic.Partitions) != 4 {
+		t.Fatalf("described after growing: %v", d.Topic)
+	}
+	for i, p := range d.Topic.Partitions {
+		if p.Partition != int32(i) || p.HighWatermark != hw[i] || p.Error != "" {
+			t.Errorf("partition %d after growing: %v, want high watermark %d", i, p, hw[i])
+		}
+	}
+	_, err = topics.CreatePartitions(ctx, &sqv1.CreatePartitionsRequest{Name: "grow", TotalCount: 3})
+	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "has 4 partitions; the new total 3") {
+		t.Fatalf("shrinking: %v", err)
 	}
 }

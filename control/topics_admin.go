@@ -69,3 +69,37 @@ func (t *topicsService) DeleteTopic(_ context.Context, req *sqv1.DeleteTopicRequ
 	}
 	return &sqv1.DeleteTopicResponse{}, nil
 }
+
+// TopicPartitioner is implemented by engines that add partitions to a
+// topic (*engine.Engine does).
+type TopicPartitioner interface {
+	CreatePartitions(name string, total int) (engine.TopicInfo, error)
+}
+
+// CreatePartitions implements sq.v1.Topics: the topic grows to
+// total_count partitions (KIP-195). The name and the count's range are
+// checked before the engine is asked; the engine checks the count against
+// the topic's current one (INVALID_CONFIG naming both).
+func (t *topicsService) CreatePartitions(_ context.Context, req *sqv1.CreatePartitionsRequest) (*sqv1.CreatePartitionsResponse, error) {
+	if err := engine.ValidateTopicName(req.Name); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.TotalCount < 1:
+		return nil, api.NewError(api.CodeInvalidConfig, "total_count %d: want the topic's new partition count, more than it has and at most %d", req.TotalCount, engine.MaxPartitions)
+	case req.TotalCount > engine.MaxPartitions:
+		return nil, api.NewError(api.CodeInvalidConfig, "total_count %d is above the maximum %d partitions of a topic", req.TotalCount, engine.MaxPartitions)
+	}
+	p, ok := t.s.eng().(TopicPartitioner)
+	if !ok {
+		if _, err := t.s.eng().DescribeTopic(req.Name); err != nil {
+			return nil, err
+		}
+		return nil, status.Error(codes.Unimplemented, "CreatePartitions: adding partitions is not available in this build")
+	}
+	ti, err := p.CreatePartitions(req.Name, int(req.TotalCount))
+	if err != nil {
+		return nil, err
+	}
+	return &sqv1.CreatePartitionsResponse{Topic: t.s.topicInfoTo(ti)}, nil
+}

@@ -59,8 +59,8 @@ func (e *Engine) AlterTopicConfig(name string, change TopicConfigChange) (TopicI
 		e.writeTopicMeta(old)
 		return TopicInfo{}, storageError("alter topic config", err)
 	}
-	t.state.Store(e.newTopicState(m))
-	for _, p := range t.parts {
+	t.state.Store(e.newTopicState(m, t.parts()))
+	for _, p := range t.parts() {
 		if *p.policy.Load() != policy {
 			p.setPolicy(policy)
 		}

@@ -104,10 +104,10 @@ func (e *Engine) DeleteTopic(name string) error {
 	if !ok {
 		return unknownTopic(name)
 	}
-	for _, p := range t.parts {
+	for _, p := range t.parts() {
 		p.markDeleted()
 	}
-	if err := closeParts(t.parts); err != nil {
+	if err := closeParts(t.parts()); err != nil {
 		e.log.Warn("closing a deleted topic's partitions", "topic", name, "err", err)
 	}
 	if err := e.markDeleting(name); err != nil {

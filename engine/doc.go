@@ -84,6 +84,7 @@
 // segment.Options.Durability: under every-batch, a bad batch followed by
 // valid data in the last segment fails the partition (PARTITION_FAILED)
 // instead of being cut as a torn write (docs/storage.md, Recovery).
-// DeleteTopic removes a topic while it is being read: see its doc for the
-// order of the steps and what a crash between them leaves.
+// DeleteTopic removes a topic while it is being read, and CreatePartitions
+// grows one while it is being written: see their docs for the order of the
+// steps and what a crash between them leaves.
 package engine

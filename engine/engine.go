@@ -49,28 +49,36 @@ type Engine struct {
 }
 
 type topic struct {
-	state atomic.Pointer[topicState] // replaced whole by AlterTopicConfig
-	parts []*partition
+	// state is replaced whole by AlterTopicConfig and CreatePartitions
+	// (both under Engine.createMu), so that a reader sees a partition
+	// list and metadata that agree.
+	state atomic.Pointer[topicState]
 	refs  *topicRefs // users of its files; see DeleteTopic
 }
 
-// topicState is a topic's persisted metadata and the batch limits derived
-// from it.
+// topicState is a topic's persisted metadata, the batch limits derived
+// from it and its partitions (len(parts) == meta.Partitions). parts is
+// never changed in place: growing the topic stores a new topicState.
 type topicState struct {
 	meta   topicMeta
 	limits batch.Limits
+	parts  []*partition
 }
 
 // newTopicState derives the limits of m: a record is bounded by the smaller
 // of the topic's max.record.bytes and the server's record limit, which may
 // have been lowered since the topic was created.
-func (e *Engine) newTopicState(m topicMeta) *topicState {
+func (e *Engine) newTopicState(m topicMeta, parts []*partition) *topicState {
 	maxRecord := min(int(m.Config.MaxRecordBytes), e.opts.MaxRecordBytes)
-	return &topicState{meta: m, limits: batch.Limits{MaxRecordBytes: maxRecord, MaxBatchBytes: e.opts.MaxBatchBytes}}
+	return &topicState{meta: m, limits: batch.Limits{MaxRecordBytes: maxRecord, MaxBatchBytes: e.opts.MaxBatchBytes}, parts: parts}
 }
 
 // meta returns the topic's current metadata.
 func (t *topic) meta() topicMeta { return t.state.Load().meta }
+
+// parts returns the topic's current partitions, indexed by partition
+// number. The slice must not be changed.
+func (t *topic) parts() []*partition { return t.state.Load().parts }
 
 // Open locks opts.DataDir (creating it if needed), recovers every topic's
 // partitions and the group offsets, and returns the running engine. A
@@ -140,7 +148,7 @@ func (e *Engine) open() error {
 		if errs[i] != nil {
 			for _, t := range topics {
 				if t != nil {
-					closeParts(t.parts)
+					closeParts(t.parts())
 				}
 			}
 			return errs[i]
@@ -206,10 +214,18 @@ func (e *Engine) openTopic(m topicMeta) (*topic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: topic %s: %w", m.Name, err)
 	}
-	t := &topic{refs: newTopicRefs(e.opts.FS, e.log.Warn), parts: make([]*partition, m.Partitions)}
-	t.state.Store(e.newTopicState(m))
+	t := &topic{refs: newTopicRefs(e.opts.FS, e.log.Warn)}
+	t.state.Store(e.newTopicState(m, e.openParts(m, policy, 0, m.Partitions)))
+	return t, nil
+}
+
+// openParts opens (creating when missing) partitions from to to-1 of the
+// topic m, in parallel bounded by openParallelism. A partition that fails
+// to open is returned in the failed state with the error.
+func (e *Engine) openParts(m topicMeta, policy SyncPolicy, from, to int) []*partition {
+	parts := make([]*partition, to-from)
 	var wg sync.WaitGroup
-	for i := range m.Partitions {
+	for i := from; i < to; i++ {
 		e.openSem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-e.openSem }()
@@ -224,11 +240,11 @@ func (e *Engine) openTopic(m topicMeta) (*topic, error) {
 				}
 				p.fail(api.WrapError(code, err, "partition %s/%d failed to open", m.Name, i))
 			}
-			t.parts[i] = p
+			parts[i-from] = p
 		})
 	}
 	wg.Wait()
-	return t, nil
+	return parts
 }
 
 // openParallelism bounds the partitions opened (recovered) at once: enough
@@ -337,7 +353,7 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 	m := topicMeta{Name: name, Partitions: partitions, Config: cfg, CreatedMs: e.opts.Now().UnixMilli(), ID: api.NewTopicID()}
 	t, err := e.openTopic(m)
 	if err == nil {
-		for _, p := range t.parts {
+		for _, p := range t.parts() {
 			if fe := p.failed.Load(); fe != nil {
 				err = fe
 				break
@@ -353,7 +369,7 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 	}
 	if err != nil {
 		if t != nil {
-			closeParts(t.parts)
+			closeParts(t.parts())
 		}
 		// The metadata file first: a failed directory fsync may follow a
 		// rename that put it in place. Best effort; what stays is a topic
@@ -375,7 +391,7 @@ func (t *topic) info(withPartitions bool) TopicInfo {
 	m := t.meta()
 	ti := TopicInfo{Name: m.Name, ID: m.ID, PartitionCount: m.Partitions, Config: m.Config}
 	if withPartitions {
-		for _, p := range t.parts {
+		for _, p := range t.parts() {
 			ti.Partitions = append(ti.Partitions, p.info())
 		}
 	}
@@ -400,10 +416,10 @@ func (e *Engine) partition(topicName string, p int) (*topic, *partition, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	if p < 0 || p >= len(t.parts) {
-		return nil, nil, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", topicName, len(t.parts)-1, p)
+	if p < 0 || p >= len(t.parts()) {
+		return nil, nil, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", topicName, len(t.parts())-1, p)
 	}
-	return t, t.parts[p], nil
+	return t, t.parts()[p], nil
 }
 
 // DescribeTopic returns the topic's config and, per partition, log start,
@@ -516,7 +532,7 @@ func (e *Engine) closeTopics() error {
 	defer e.mu.Unlock()
 	var errs []error
 	for _, t := range e.topics {
-		errs = append(errs, closeParts(t.parts))
+		errs = append(errs, closeParts(t.parts()))
 	}
 	return errors.Join(errs...)
 }

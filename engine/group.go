@@ -444,7 +444,7 @@ func (c *coordinator) rebalance(g *group) {
 	for t, ms := range byTopic {
 		n := 0
 		if tt, err := c.e.topic(t); err == nil {
-			n = len(tt.parts)
+			n = len(tt.parts())
 		}
 		assignTopic(t, n, ms, next)
 	}

@@ -66,7 +66,7 @@ func (e *Engine) FailedPartitions() error {
 	sort.Strings(names)
 	failed := 0
 	for _, name := range names {
-		for i, p := range e.topics[name].parts {
+		for i, p := range e.topics[name].parts() {
 			fe := p.failed.Load()
 			if fe == nil {
 				continue

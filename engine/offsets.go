@@ -750,10 +750,10 @@ func (e *Engine) clampOffsets() {
 	for g, m := range s.groups {
 		for k, c := range m {
 			t, ok := e.topics[k.Topic]
-			if !ok || k.Partition >= len(t.parts) || t.parts[k.Partition].log == nil {
+			if !ok || k.Partition >= len(t.parts()) || t.parts()[k.Partition].log == nil {
 				continue
 			}
-			if hw := t.parts[k.Partition].hw.Load(); c.Offset > hw {
+			if hw := t.parts()[k.Partition].hw.Load(); c.Offset > hw {
 				e.log.Warn("committed offset beyond the recovered high watermark; clamped",
 					"group", g, "topic", k.Topic, "partition", k.Partition, "committed", c.Offset, "high_watermark", hw)
 				m[k] = committed{Offset: hw, Metadata: c.Metadata, TopicID: c.TopicID}

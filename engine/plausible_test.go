@@ -26,7 +26,7 @@ func segmentsOf(t *testing.T, e *Engine, topic string) []segment.SegmentInfo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tp.parts[0].log.Segments()
+	return tp.parts()[0].log.Segments()
 }
 
 // TestTimeIndexDamageKeepsRecords: a sealed segment's .timeindex replaced

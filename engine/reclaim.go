@@ -61,7 +61,7 @@ func (e *Engine) reclaimSpare(ctx context.Context, except *partition) bool {
 	var parts []*partition
 	e.mu.RLock()
 	for _, t := range e.topics {
-		for _, p := range t.parts {
+		for _, p := range t.parts() {
 			if p != except && p.log != nil {
 				parts = append(parts, p)
 			}

@@ -56,7 +56,7 @@ func (e *Engine) EnforceRetention() error {
 	e.mu.RUnlock()
 	var errs []error
 	for _, t := range topics {
-		for _, p := range t.parts {
+		for _, p := range t.parts() {
 			if err := p.enforceRetention(t.meta().Config, now); err != nil {
 				errs = append(errs, err)
 			}

@@ -35,7 +35,7 @@ func (e *Engine) startScrub() {
 	e.mu.RLock()
 	var parts []*partition
 	for _, t := range e.topics {
-		parts = append(parts, t.parts...)
+		parts = append(parts, t.parts()...)
 	}
 	e.mu.RUnlock()
 	slices.SortFunc(parts, func(a, b *partition) int {

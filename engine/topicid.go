@@ -76,10 +76,10 @@ func (e *Engine) partitionID(name string, id api.TopicID, p int) (*topic, *parti
 	if t.meta().ID != id {
 		return nil, nil, unknownTopicID(name, id)
 	}
-	if p < 0 || p >= len(t.parts) {
-		return nil, nil, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", name, len(t.parts)-1, p)
+	if p < 0 || p >= len(t.parts()) {
+		return nil, nil, api.NewError(api.CodeUnknownPartition, "topic %q has partitions 0..%d, not %d", name, len(t.parts())-1, p)
 	}
-	return t, t.parts[p], nil
+	return t, t.parts()[p], nil
 }
 
 // topicRef names a topic by name and id.

@@ -140,6 +140,23 @@ func (a *Admin) AlterTopicConfig(ctx context.Context, name string, ch TopicConfi
 	return topicFromProto(r.Topic), nil
 }
 
+// CreatePartitions grows topic name to total partitions (the new total,
+// as Kafka's CreatePartitions, KIP-195) and returns the topic with every
+// partition. Existing partitions keep their records and committed
+// offsets; producers and consumers see the new partitions at their next
+// metadata refresh, consumer groups at their next heartbeat. It fails
+// with api.ErrInvalidConfig when total is not above the current count or
+// is above the server's maximum (10000), api.ErrUnknownTopic,
+// api.ErrInvalidTopicName (test with errors.Is), or ErrConnection.
+func (a *Admin) CreatePartitions(ctx context.Context, name string, total uint32) (TopicInfo, error) {
+	r, err := unary(ctx, a.cfg.RequestTimeout, a.topics.CreatePartitions, &sqv1.CreatePartitionsRequest{
+		Name: name, TotalCount: int32(min(total, 1<<31-1))})
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return topicFromProto(r.Topic), nil
+}
+
 // DeleteTopic deletes a topic and its data.
 func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
 	_, err := unary(ctx, a.cfg.RequestTimeout, a.topics.DeleteTopic, &sqv1.DeleteTopicRequest{Name: name})

@@ -9,7 +9,7 @@
 //   - Client: one multiplexed, pipelined connection (requests answered in
 //     any order, up to the server's maxInFlight), reconnecting with
 //     exponential, capped, jittered backoff. Topic admin (CreateTopic,
-//     DescribeTopic, ListTopics, Metadata), Publish of a prebuilt batch,
+//     CreatePartitions, DescribeTopic, ListTopics, Metadata), Publish of a prebuilt batch,
 //     Fetch, CommitOffsets and FetchOffsets. It never retries by itself.
 //   - Producer: Send and SendBatch with partitioning, batching under the
 //     server's limits and retries.

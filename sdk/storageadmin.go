@@ -40,6 +40,44 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	return respErr(resp.Error())
 }
 
+// CreatePartitions grows topic name to total partitions (the new total,
+// as Kafka's CreatePartitions, KIP-195) and returns the topic with every
+// partition. Existing partitions keep their records and committed
+// offsets; producers and consumers see the new partitions at their next
+// metadata refresh, consumer groups at their next heartbeat. It fails with
+// api.ErrInvalidConfig when total is not above the current count or is
+// above the server's maximum (10000), api.ErrUnknownTopic,
+// api.ErrInvalidTopicName, api.ErrInvalidRequest from a server that does
+// not add partitions (test with errors.Is), or ErrConnection.
+func (c *Client) CreatePartitions(ctx context.Context, name string, total uint32) (TopicInfo, error) {
+	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
+		req, err := f.NewCreatePartitionsRequest()
+		if err != nil {
+			return err
+		}
+		req.SetTotalCount(total)
+		return req.SetName(name)
+	}, nil, 0)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	if err := expect(r.f, api.Frame_Which_createPartitionsResponse); err != nil {
+		return TopicInfo{}, err
+	}
+	resp, err := r.f.CreatePartitionsResponse()
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	if err := respErr(resp.Error()); err != nil {
+		return TopicInfo{}, err
+	}
+	t, err := resp.Topic()
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return topicFromWire(t)
+}
+
 // ListOffsets looks up an offset of a partition by broker append time:
 // timestamp is Unix ms, ListLatest (-1, the high watermark) or ListEarliest
 // (-2, the log start offset). For a time it returns the first offset of the

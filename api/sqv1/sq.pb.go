@@ -667,6 +667,105 @@ func (x *AlterTopicConfigResponse) GetTopic() *TopicInfo {
 	return nil
 }
 
+type CreatePartitionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The topic's new partition count: more than it has, at most the
+	// server's maximum (10000). Existing partitions are kept as they are.
+	TotalCount    int32 `protobuf:"varint,2,opt,name=total_count,json=totalCount,proto3" json:"total_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsRequest) Reset() {
+	*x = CreatePartitionsRequest{}
+	mi := &file_sq_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsRequest) ProtoMessage() {}
+
+func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CreatePartitionsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreatePartitionsRequest) GetTotalCount() int32 {
+	if x != nil {
+		return x.TotalCount
+	}
+	return 0
+}
+
+type CreatePartitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The topic after the change, with every partition.
+	Topic         *TopicInfo `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResponse) Reset() {
+	*x = CreatePartitionsResponse{}
+	mi := &file_sq_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResponse) ProtoMessage() {}
+
+func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CreatePartitionsResponse) GetTopic() *TopicInfo {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
 type DeleteTopicRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -676,7 +775,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_sq_proto_msgTypes[7]
+	mi := &file_sq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +787,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[7]
+	mi := &file_sq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +800,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{7}
+	return file_sq_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -719,7 +818,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_sq_proto_msgTypes[8]
+	mi := &file_sq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +830,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[8]
+	mi := &file_sq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +843,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{8}
+	return file_sq_proto_rawDescGZIP(), []int{10}
 }
 
 type ListTopicsRequest struct {
@@ -755,7 +854,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_sq_proto_msgTypes[9]
+	mi := &file_sq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +866,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[9]
+	mi := &file_sq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +879,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{9}
+	return file_sq_proto_rawDescGZIP(), []int{11}
 }
 
 type ListTopicsResponse struct {
@@ -792,7 +891,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_sq_proto_msgTypes[10]
+	mi := &file_sq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +903,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[10]
+	mi := &file_sq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +916,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{10}
+	return file_sq_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicInfo {
@@ -836,7 +935,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_sq_proto_msgTypes[11]
+	mi := &file_sq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +947,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[11]
+	mi := &file_sq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +960,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{11}
+	return file_sq_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DescribeTopicRequest) GetName() string {
@@ -880,7 +979,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_sq_proto_msgTypes[12]
+	mi := &file_sq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +991,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[12]
+	mi := &file_sq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1004,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{12}
+	return file_sq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *TopicInfo {
@@ -923,7 +1022,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_sq_proto_msgTypes[13]
+	mi := &file_sq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1034,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[13]
+	mi := &file_sq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1047,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{13}
+	return file_sq_proto_rawDescGZIP(), []int{15}
 }
 
 // GroupSummary names a group and its state.
@@ -965,7 +1064,7 @@ type GroupSummary struct {
 
 func (x *GroupSummary) Reset() {
 	*x = GroupSummary{}
-	mi := &file_sq_proto_msgTypes[14]
+	mi := &file_sq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1076,7 @@ func (x *GroupSummary) String() string {
 func (*GroupSummary) ProtoMessage() {}
 
 func (x *GroupSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[14]
+	mi := &file_sq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1089,7 @@ func (x *GroupSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSummary.ProtoReflect.Descriptor instead.
 func (*GroupSummary) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{14}
+	return file_sq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GroupSummary) GetGroup() string {
@@ -1030,7 +1129,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_sq_proto_msgTypes[15]
+	mi := &file_sq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1141,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[15]
+	mi := &file_sq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1154,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{15}
+	return file_sq_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupSummary {
@@ -1074,7 +1173,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_sq_proto_msgTypes[16]
+	mi := &file_sq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1185,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[16]
+	mi := &file_sq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1198,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{16}
+	return file_sq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -1121,7 +1220,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_sq_proto_msgTypes[17]
+	mi := &file_sq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1232,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[17]
+	mi := &file_sq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1245,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{17}
+	return file_sq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -1181,7 +1280,7 @@ type TopicPartition struct {
 
 func (x *TopicPartition) Reset() {
 	*x = TopicPartition{}
-	mi := &file_sq_proto_msgTypes[18]
+	mi := &file_sq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1292,7 @@ func (x *TopicPartition) String() string {
 func (*TopicPartition) ProtoMessage() {}
 
 func (x *TopicPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[18]
+	mi := &file_sq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1305,7 @@ func (x *TopicPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartition.ProtoReflect.Descriptor instead.
 func (*TopicPartition) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{18}
+	return file_sq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TopicPartition) GetTopic() string {
@@ -1247,7 +1346,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_sq_proto_msgTypes[19]
+	mi := &file_sq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1358,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[19]
+	mi := &file_sq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1371,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{19}
+	return file_sq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -1351,7 +1450,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_sq_proto_msgTypes[20]
+	mi := &file_sq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1462,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[20]
+	mi := &file_sq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1475,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{20}
+	return file_sq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -1428,7 +1527,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[21]
+	mi := &file_sq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1539,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[21]
+	mi := &file_sq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1552,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{21}
+	return file_sq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -1493,7 +1592,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[22]
+	mi := &file_sq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1604,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[22]
+	mi := &file_sq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1617,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{22}
+	return file_sq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*GroupOffset {
@@ -1537,7 +1636,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_sq_proto_msgTypes[23]
+	mi := &file_sq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1648,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[23]
+	mi := &file_sq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1661,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{23}
+	return file_sq_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -1580,7 +1679,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_sq_proto_msgTypes[24]
+	mi := &file_sq_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1691,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[24]
+	mi := &file_sq_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1704,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{24}
+	return file_sq_proto_rawDescGZIP(), []int{26}
 }
 
 type NodeInfoRequest struct {
@@ -1616,7 +1715,7 @@ type NodeInfoRequest struct {
 
 func (x *NodeInfoRequest) Reset() {
 	*x = NodeInfoRequest{}
-	mi := &file_sq_proto_msgTypes[25]
+	mi := &file_sq_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1727,7 @@ func (x *NodeInfoRequest) String() string {
 func (*NodeInfoRequest) ProtoMessage() {}
 
 func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[25]
+	mi := &file_sq_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1740,7 @@ func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoRequest.ProtoReflect.Descriptor instead.
 func (*NodeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{25}
+	return file_sq_proto_rawDescGZIP(), []int{27}
 }
 
 type NodeInfoResponse struct {
@@ -1674,7 +1773,7 @@ type NodeInfoResponse struct {
 
 func (x *NodeInfoResponse) Reset() {
 	*x = NodeInfoResponse{}
-	mi := &file_sq_proto_msgTypes[26]
+	mi := &file_sq_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1785,7 @@ func (x *NodeInfoResponse) String() string {
 func (*NodeInfoResponse) ProtoMessage() {}
 
 func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[26]
+	mi := &file_sq_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1798,7 @@ func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoResponse.ProtoReflect.Descriptor instead.
 func (*NodeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{26}
+	return file_sq_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeInfoResponse) GetNodeId() string {
@@ -1808,7 +1907,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_sq_proto_msgTypes[27]
+	mi := &file_sq_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +1919,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[27]
+	mi := &file_sq_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +1932,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{27}
+	return file_sq_proto_rawDescGZIP(), []int{29}
 }
 
 // Member is one cluster node.
@@ -1851,7 +1950,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_sq_proto_msgTypes[28]
+	mi := &file_sq_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +1962,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[28]
+	mi := &file_sq_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +1975,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{28}
+	return file_sq_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Member) GetNodeId() string {
@@ -1924,7 +2023,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_sq_proto_msgTypes[29]
+	mi := &file_sq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2035,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[29]
+	mi := &file_sq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2048,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{29}
+	return file_sq_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MembersResponse) GetClusterId() string {
@@ -1979,7 +2078,7 @@ type RecordHeader struct {
 
 func (x *RecordHeader) Reset() {
 	*x = RecordHeader{}
-	mi := &file_sq_proto_msgTypes[30]
+	mi := &file_sq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2090,7 @@ func (x *RecordHeader) String() string {
 func (*RecordHeader) ProtoMessage() {}
 
 func (x *RecordHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[30]
+	mi := &file_sq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2103,7 @@ func (x *RecordHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordHeader.ProtoReflect.Descriptor instead.
 func (*RecordHeader) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{30}
+	return file_sq_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RecordHeader) GetKey() []byte {
@@ -2036,7 +2135,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_sq_proto_msgTypes[31]
+	mi := &file_sq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2147,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[31]
+	mi := &file_sq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +2160,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{31}
+	return file_sq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Record) GetKey() []byte {
@@ -2107,7 +2206,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_sq_proto_msgTypes[32]
+	mi := &file_sq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2218,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[32]
+	mi := &file_sq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2231,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{32}
+	return file_sq_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PublishRequest) GetTopic() string {
@@ -2172,7 +2271,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_sq_proto_msgTypes[33]
+	mi := &file_sq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2283,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[33]
+	mi := &file_sq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2296,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{33}
+	return file_sq_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PublishResponse) GetTopic() string {
@@ -2252,7 +2351,7 @@ type PublishStreamResponse struct {
 
 func (x *PublishStreamResponse) Reset() {
 	*x = PublishStreamResponse{}
-	mi := &file_sq_proto_msgTypes[34]
+	mi := &file_sq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2363,7 @@ func (x *PublishStreamResponse) String() string {
 func (*PublishStreamResponse) ProtoMessage() {}
 
 func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[34]
+	mi := &file_sq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2376,7 @@ func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishStreamResponse.ProtoReflect.Descriptor instead.
 func (*PublishStreamResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{34}
+	return file_sq_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PublishStreamResponse) GetResults() []*PublishResponse {
@@ -2311,7 +2410,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_sq_proto_msgTypes[35]
+	mi := &file_sq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2422,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[35]
+	mi := &file_sq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2435,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{35}
+	return file_sq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SubscribeRequest) GetTopic() string {
@@ -2403,7 +2502,7 @@ type ConsumedRecord struct {
 
 func (x *ConsumedRecord) Reset() {
 	*x = ConsumedRecord{}
-	mi := &file_sq_proto_msgTypes[36]
+	mi := &file_sq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2514,7 @@ func (x *ConsumedRecord) String() string {
 func (*ConsumedRecord) ProtoMessage() {}
 
 func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[36]
+	mi := &file_sq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2527,7 @@ func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumedRecord.ProtoReflect.Descriptor instead.
 func (*ConsumedRecord) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{36}
+	return file_sq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ConsumedRecord) GetOffset() uint64 {
@@ -2481,7 +2580,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_sq_proto_msgTypes[37]
+	mi := &file_sq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2493,7 +2592,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[37]
+	mi := &file_sq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2506,7 +2605,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{37}
+	return file_sq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SubscribeResponse) GetTopic() string {
@@ -2570,7 +2669,7 @@ type OffsetEntry struct {
 
 func (x *OffsetEntry) Reset() {
 	*x = OffsetEntry{}
-	mi := &file_sq_proto_msgTypes[38]
+	mi := &file_sq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2681,7 @@ func (x *OffsetEntry) String() string {
 func (*OffsetEntry) ProtoMessage() {}
 
 func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[38]
+	mi := &file_sq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2694,7 @@ func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetEntry.ProtoReflect.Descriptor instead.
 func (*OffsetEntry) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{38}
+	return file_sq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *OffsetEntry) GetTopic() string {
@@ -2650,7 +2749,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[39]
+	mi := &file_sq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +2761,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[39]
+	mi := &file_sq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +2774,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{39}
+	return file_sq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -2701,7 +2800,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[40]
+	mi := &file_sq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2713,7 +2812,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[40]
+	mi := &file_sq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2726,7 +2825,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{40}
+	return file_sq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CommitOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -2747,7 +2846,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[41]
+	mi := &file_sq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2759,7 +2858,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[41]
+	mi := &file_sq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2772,7 +2871,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{41}
+	return file_sq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -2798,7 +2897,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[42]
+	mi := &file_sq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +2909,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[42]
+	mi := &file_sq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +2922,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{42}
+	return file_sq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -2844,7 +2943,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sq_proto_msgTypes[43]
+	mi := &file_sq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +2955,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[43]
+	mi := &file_sq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +2968,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{43}
+	return file_sq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -2904,7 +3003,7 @@ type JoinGroupRequest struct {
 
 func (x *JoinGroupRequest) Reset() {
 	*x = JoinGroupRequest{}
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3015,7 @@ func (x *JoinGroupRequest) String() string {
 func (*JoinGroupRequest) ProtoMessage() {}
 
 func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3028,7 @@ func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupRequest.ProtoReflect.Descriptor instead.
 func (*JoinGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{44}
+	return file_sq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *JoinGroupRequest) GetGroup() string {
@@ -2983,7 +3082,7 @@ type JoinGroupResponse struct {
 
 func (x *JoinGroupResponse) Reset() {
 	*x = JoinGroupResponse{}
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2995,7 +3094,7 @@ func (x *JoinGroupResponse) String() string {
 func (*JoinGroupResponse) ProtoMessage() {}
 
 func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3008,7 +3107,7 @@ func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupResponse.ProtoReflect.Descriptor instead.
 func (*JoinGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{45}
+	return file_sq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *JoinGroupResponse) GetMemberId() string {
@@ -3062,7 +3161,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3074,7 +3173,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3087,7 +3186,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{46}
+	return file_sq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HeartbeatRequest) GetGroup() string {
@@ -3129,7 +3228,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3141,7 +3240,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3154,7 +3253,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{47}
+	return file_sq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HeartbeatResponse) GetGeneration() int32 {
@@ -3188,7 +3287,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3200,7 +3299,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3213,7 +3312,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{48}
+	return file_sq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -3238,7 +3337,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3250,7 +3349,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3263,7 +3362,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{49}
+	return file_sq_proto_rawDescGZIP(), []int{51}
 }
 
 type CommitGroupOffsetsRequest struct {
@@ -3279,7 +3378,7 @@ type CommitGroupOffsetsRequest struct {
 
 func (x *CommitGroupOffsetsRequest) Reset() {
 	*x = CommitGroupOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3291,7 +3390,7 @@ func (x *CommitGroupOffsetsRequest) String() string {
 func (*CommitGroupOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3304,7 +3403,7 @@ func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{50}
+	return file_sq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CommitGroupOffsetsRequest) GetGroup() string {
@@ -3344,7 +3443,7 @@ type CommitGroupOffsetsResponse struct {
 
 func (x *CommitGroupOffsetsResponse) Reset() {
 	*x = CommitGroupOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3356,7 +3455,7 @@ func (x *CommitGroupOffsetsResponse) String() string {
 func (*CommitGroupOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3369,7 +3468,7 @@ func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{51}
+	return file_sq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CommitGroupOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -3437,6 +3536,12 @@ const file_sq_proto_rawDesc = "" +
 	"\x11_max_record_bytesB\r\n" +
 	"\v_segment_ms\"B\n" +
 	"\x18AlterTopicConfigResponse\x12&\n" +
+	"\x05topic\x18\x01 \x01(\v2\x10.sq.v1.TopicInfoR\x05topic\"N\n" +
+	"\x17CreatePartitionsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vtotal_count\x18\x02 \x01(\x05R\n" +
+	"totalCount\"B\n" +
+	"\x18CreatePartitionsResponse\x12&\n" +
 	"\x05topic\x18\x01 \x01(\v2\x10.sq.v1.TopicInfoR\x05topic\"(\n" +
 	"\x12DeleteTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
@@ -3650,10 +3755,11 @@ const file_sq_proto_rawDesc = "" +
 	"\tStartFrom\x12\x17\n" +
 	"\x13START_FROM_EARLIEST\x10\x00\x12\x15\n" +
 	"\x11START_FROM_LATEST\x10\x01\x12\x15\n" +
-	"\x11START_FROM_OFFSET\x10\x022\xf8\x02\n" +
+	"\x11START_FROM_OFFSET\x10\x022\xcd\x03\n" +
 	"\x06Topics\x12D\n" +
 	"\vCreateTopic\x12\x19.sq.v1.CreateTopicRequest\x1a\x1a.sq.v1.CreateTopicResponse\x12S\n" +
-	"\x10AlterTopicConfig\x12\x1e.sq.v1.AlterTopicConfigRequest\x1a\x1f.sq.v1.AlterTopicConfigResponse\x12D\n" +
+	"\x10AlterTopicConfig\x12\x1e.sq.v1.AlterTopicConfigRequest\x1a\x1f.sq.v1.AlterTopicConfigResponse\x12S\n" +
+	"\x10CreatePartitions\x12\x1e.sq.v1.CreatePartitionsRequest\x1a\x1f.sq.v1.CreatePartitionsResponse\x12D\n" +
 	"\vDeleteTopic\x12\x19.sq.v1.DeleteTopicRequest\x1a\x1a.sq.v1.DeleteTopicResponse\x12A\n" +
 	"\n" +
 	"ListTopics\x12\x18.sq.v1.ListTopicsRequest\x1a\x19.sq.v1.ListTopicsResponse\x12J\n" +
@@ -3692,7 +3798,7 @@ func file_sq_proto_rawDescGZIP() []byte {
 }
 
 var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_sq_proto_goTypes = []any{
 	(Durability)(0),                    // 0: sq.v1.Durability
 	(StartFrom)(0),                     // 1: sq.v1.StartFrom
@@ -3703,51 +3809,53 @@ var file_sq_proto_goTypes = []any{
 	(*CreateTopicResponse)(nil),        // 6: sq.v1.CreateTopicResponse
 	(*AlterTopicConfigRequest)(nil),    // 7: sq.v1.AlterTopicConfigRequest
 	(*AlterTopicConfigResponse)(nil),   // 8: sq.v1.AlterTopicConfigResponse
-	(*DeleteTopicRequest)(nil),         // 9: sq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 10: sq.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),          // 11: sq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),         // 12: sq.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),       // 13: sq.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),      // 14: sq.v1.DescribeTopicResponse
-	(*ListGroupsRequest)(nil),          // 15: sq.v1.ListGroupsRequest
-	(*GroupSummary)(nil),               // 16: sq.v1.GroupSummary
-	(*ListGroupsResponse)(nil),         // 17: sq.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),       // 18: sq.v1.DescribeGroupRequest
-	(*GroupMember)(nil),                // 19: sq.v1.GroupMember
-	(*TopicPartition)(nil),             // 20: sq.v1.TopicPartition
-	(*GroupOffset)(nil),                // 21: sq.v1.GroupOffset
-	(*DescribeGroupResponse)(nil),      // 22: sq.v1.DescribeGroupResponse
-	(*ResetOffsetsRequest)(nil),        // 23: sq.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),       // 24: sq.v1.ResetOffsetsResponse
-	(*DeleteGroupRequest)(nil),         // 25: sq.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 26: sq.v1.DeleteGroupResponse
-	(*NodeInfoRequest)(nil),            // 27: sq.v1.NodeInfoRequest
-	(*NodeInfoResponse)(nil),           // 28: sq.v1.NodeInfoResponse
-	(*MembersRequest)(nil),             // 29: sq.v1.MembersRequest
-	(*Member)(nil),                     // 30: sq.v1.Member
-	(*MembersResponse)(nil),            // 31: sq.v1.MembersResponse
-	(*RecordHeader)(nil),               // 32: sq.v1.RecordHeader
-	(*Record)(nil),                     // 33: sq.v1.Record
-	(*PublishRequest)(nil),             // 34: sq.v1.PublishRequest
-	(*PublishResponse)(nil),            // 35: sq.v1.PublishResponse
-	(*PublishStreamResponse)(nil),      // 36: sq.v1.PublishStreamResponse
-	(*SubscribeRequest)(nil),           // 37: sq.v1.SubscribeRequest
-	(*ConsumedRecord)(nil),             // 38: sq.v1.ConsumedRecord
-	(*SubscribeResponse)(nil),          // 39: sq.v1.SubscribeResponse
-	(*OffsetEntry)(nil),                // 40: sq.v1.OffsetEntry
-	(*CommitOffsetsRequest)(nil),       // 41: sq.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),      // 42: sq.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),        // 43: sq.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),       // 44: sq.v1.FetchOffsetsResponse
-	(*TopicPartitions)(nil),            // 45: sq.v1.TopicPartitions
-	(*JoinGroupRequest)(nil),           // 46: sq.v1.JoinGroupRequest
-	(*JoinGroupResponse)(nil),          // 47: sq.v1.JoinGroupResponse
-	(*HeartbeatRequest)(nil),           // 48: sq.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),          // 49: sq.v1.HeartbeatResponse
-	(*LeaveGroupRequest)(nil),          // 50: sq.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),         // 51: sq.v1.LeaveGroupResponse
-	(*CommitGroupOffsetsRequest)(nil),  // 52: sq.v1.CommitGroupOffsetsRequest
-	(*CommitGroupOffsetsResponse)(nil), // 53: sq.v1.CommitGroupOffsetsResponse
+	(*CreatePartitionsRequest)(nil),    // 9: sq.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),   // 10: sq.v1.CreatePartitionsResponse
+	(*DeleteTopicRequest)(nil),         // 11: sq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 12: sq.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),          // 13: sq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),         // 14: sq.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),       // 15: sq.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),      // 16: sq.v1.DescribeTopicResponse
+	(*ListGroupsRequest)(nil),          // 17: sq.v1.ListGroupsRequest
+	(*GroupSummary)(nil),               // 18: sq.v1.GroupSummary
+	(*ListGroupsResponse)(nil),         // 19: sq.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),       // 20: sq.v1.DescribeGroupRequest
+	(*GroupMember)(nil),                // 21: sq.v1.GroupMember
+	(*TopicPartition)(nil),             // 22: sq.v1.TopicPartition
+	(*GroupOffset)(nil),                // 23: sq.v1.GroupOffset
+	(*DescribeGroupResponse)(nil),      // 24: sq.v1.DescribeGroupResponse
+	(*ResetOffsetsRequest)(nil),        // 25: sq.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),       // 26: sq.v1.ResetOffsetsResponse
+	(*DeleteGroupRequest)(nil),         // 27: sq.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 28: sq.v1.DeleteGroupResponse
+	(*NodeInfoRequest)(nil),            // 29: sq.v1.NodeInfoRequest
+	(*NodeInfoResponse)(nil),           // 30: sq.v1.NodeInfoResponse
+	(*MembersRequest)(nil),             // 31: sq.v1.MembersRequest
+	(*Member)(nil),                     // 32: sq.v1.Member
+	(*MembersResponse)(nil),            // 33: sq.v1.MembersResponse
+	(*RecordHeader)(nil),               // 34: sq.v1.RecordHeader
+	(*Record)(nil),                     // 35: sq.v1.Record
+	(*PublishRequest)(nil),             // 36: sq.v1.PublishRequest
+	(*PublishResponse)(nil),            // 37: sq.v1.PublishResponse
+	(*PublishStreamResponse)(nil),      // 38: sq.v1.PublishStreamResponse
+	(*SubscribeRequest)(nil),           // 39: sq.v1.SubscribeRequest
+	(*ConsumedRecord)(nil),             // 40: sq.v1.ConsumedRecord
+	(*SubscribeResponse)(nil),          // 41: sq.v1.SubscribeResponse
+	(*OffsetEntry)(nil),                // 42: sq.v1.OffsetEntry
+	(*CommitOffsetsRequest)(nil),       // 43: sq.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),      // 44: sq.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),        // 45: sq.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),       // 46: sq.v1.FetchOffsetsResponse
+	(*TopicPartitions)(nil),            // 47: sq.v1.TopicPartitions
+	(*JoinGroupRequest)(nil),           // 48: sq.v1.JoinGroupRequest
+	(*JoinGroupResponse)(nil),          // 49: sq.v1.JoinGroupResponse
+	(*HeartbeatRequest)(nil),           // 50: sq.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),          // 51: sq.v1.HeartbeatResponse
+	(*LeaveGroupRequest)(nil),          // 52: sq.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),         // 53: sq.v1.LeaveGroupResponse
+	(*CommitGroupOffsetsRequest)(nil),  // 54: sq.v1.CommitGroupOffsetsRequest
+	(*CommitGroupOffsetsResponse)(nil), // 55: sq.v1.CommitGroupOffsetsResponse
 }
 var file_sq_proto_depIdxs = []int32{
 	2,  // 0: sq.v1.TopicInfo.config:type_name -> sq.v1.TopicConfig
@@ -3755,74 +3863,77 @@ var file_sq_proto_depIdxs = []int32{
 	2,  // 2: sq.v1.CreateTopicRequest.config:type_name -> sq.v1.TopicConfig
 	4,  // 3: sq.v1.CreateTopicResponse.topic:type_name -> sq.v1.TopicInfo
 	4,  // 4: sq.v1.AlterTopicConfigResponse.topic:type_name -> sq.v1.TopicInfo
-	4,  // 5: sq.v1.ListTopicsResponse.topics:type_name -> sq.v1.TopicInfo
-	4,  // 6: sq.v1.DescribeTopicResponse.topic:type_name -> sq.v1.TopicInfo
-	16, // 7: sq.v1.ListGroupsResponse.groups:type_name -> sq.v1.GroupSummary
-	20, // 8: sq.v1.GroupMember.assignment:type_name -> sq.v1.TopicPartition
-	19, // 9: sq.v1.DescribeGroupResponse.members:type_name -> sq.v1.GroupMember
-	21, // 10: sq.v1.DescribeGroupResponse.offsets:type_name -> sq.v1.GroupOffset
-	21, // 11: sq.v1.ResetOffsetsResponse.offsets:type_name -> sq.v1.GroupOffset
-	30, // 12: sq.v1.MembersResponse.members:type_name -> sq.v1.Member
-	32, // 13: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
-	33, // 14: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
-	0,  // 15: sq.v1.PublishResponse.durability:type_name -> sq.v1.Durability
-	35, // 16: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
-	1,  // 17: sq.v1.SubscribeRequest.from:type_name -> sq.v1.StartFrom
-	32, // 18: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
-	38, // 19: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
-	40, // 20: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	40, // 21: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	40, // 22: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	45, // 23: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
-	45, // 24: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
-	45, // 25: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
-	40, // 26: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	40, // 27: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	5,  // 28: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
-	7,  // 29: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
-	9,  // 30: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
-	11, // 31: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
-	13, // 32: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
-	15, // 33: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
-	18, // 34: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
-	23, // 35: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
-	25, // 36: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
-	46, // 37: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
-	48, // 38: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
-	50, // 39: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
-	52, // 40: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
-	27, // 41: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
-	29, // 42: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
-	34, // 43: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
-	34, // 44: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
-	37, // 45: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
-	41, // 46: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
-	43, // 47: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
-	6,  // 48: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
-	8,  // 49: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
-	10, // 50: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
-	12, // 51: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
-	14, // 52: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
-	17, // 53: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
-	22, // 54: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
-	24, // 55: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
-	26, // 56: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
-	47, // 57: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
-	49, // 58: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
-	51, // 59: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
-	53, // 60: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
-	28, // 61: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
-	31, // 62: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
-	35, // 63: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
-	36, // 64: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
-	39, // 65: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
-	42, // 66: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
-	44, // 67: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
-	48, // [48:68] is the sub-list for method output_type
-	28, // [28:48] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	4,  // 5: sq.v1.CreatePartitionsResponse.topic:type_name -> sq.v1.TopicInfo
+	4,  // 6: sq.v1.ListTopicsResponse.topics:type_name -> sq.v1.TopicInfo
+	4,  // 7: sq.v1.DescribeTopicResponse.topic:type_name -> sq.v1.TopicInfo
+	18, // 8: sq.v1.ListGroupsResponse.groups:type_name -> sq.v1.GroupSummary
+	22, // 9: sq.v1.GroupMember.assignment:type_name -> sq.v1.TopicPartition
+	21, // 10: sq.v1.DescribeGroupResponse.members:type_name -> sq.v1.GroupMember
+	23, // 11: sq.v1.DescribeGroupResponse.offsets:type_name -> sq.v1.GroupOffset
+	23, // 12: sq.v1.ResetOffsetsResponse.offsets:type_name -> sq.v1.GroupOffset
+	32, // 13: sq.v1.MembersResponse.members:type_name -> sq.v1.Member
+	34, // 14: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
+	35, // 15: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
+	0,  // 16: sq.v1.PublishResponse.durability:type_name -> sq.v1.Durability
+	37, // 17: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
+	1,  // 18: sq.v1.SubscribeRequest.from:type_name -> sq.v1.StartFrom
+	34, // 19: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
+	40, // 20: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
+	42, // 21: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	42, // 22: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	42, // 23: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	47, // 24: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
+	47, // 25: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
+	47, // 26: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
+	42, // 27: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	42, // 28: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	5,  // 29: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
+	7,  // 30: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
+	9,  // 31: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
+	11, // 32: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
+	13, // 33: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
+	15, // 34: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
+	17, // 35: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
+	20, // 36: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
+	25, // 37: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
+	27, // 38: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
+	48, // 39: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
+	50, // 40: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
+	52, // 41: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
+	54, // 42: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
+	29, // 43: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
+	31, // 44: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
+	36, // 45: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
+	36, // 46: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
+	39, // 47: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
+	43, // 48: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
+	45, // 49: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
+	6,  // 50: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
+	8,  // 51: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
+	10, // 52: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
+	12, // 53: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
+	14, // 54: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
+	16, // 55: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
+	19, // 56: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
+	24, // 57: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
+	26, // 58: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
+	28, // 59: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
+	49, // 60: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
+	51, // 61: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
+	53, // 62: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
+	55, // 63: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
+	30, // 64: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
+	33, // 65: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
+	37, // 66: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
+	38, // 67: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
+	41, // 68: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
+	44, // 69: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
+	46, // 70: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
+	50, // [50:71] is the sub-list for method output_type
+	29, // [29:50] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_sq_proto_init() }
@@ -3831,15 +3942,15 @@ func file_sq_proto_init() {
 		return
 	}
 	file_sq_proto_msgTypes[5].OneofWrappers = []any{}
-	file_sq_proto_msgTypes[31].OneofWrappers = []any{}
-	file_sq_proto_msgTypes[36].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[33].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sq_proto_rawDesc), len(file_sq_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   52,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -32,6 +32,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Topics_CreateTopic_FullMethodName      = "/sq.v1.Topics/CreateTopic"
 	Topics_AlterTopicConfig_FullMethodName = "/sq.v1.Topics/AlterTopicConfig"
+	Topics_CreatePartitions_FullMethodName = "/sq.v1.Topics/CreatePartitions"
 	Topics_DeleteTopic_FullMethodName      = "/sq.v1.Topics/DeleteTopic"
 	Topics_ListTopics_FullMethodName       = "/sq.v1.Topics/ListTopics"
 	Topics_DescribeTopic_FullMethodName    = "/sq.v1.Topics/DescribeTopic"
@@ -48,6 +49,11 @@ type TopicsClient interface {
 	CreateTopic(ctx context.Context, in *CreateTopicRequest, opts ...grpc.CallOption) (*CreateTopicResponse, error)
 	// AlterTopicConfig changes the config fields that are set in the request.
 	AlterTopicConfig(ctx context.Context, in *AlterTopicConfigRequest, opts ...grpc.CallOption) (*AlterTopicConfigResponse, error)
+	// CreatePartitions grows a topic to total_count partitions (the new
+	// total, as Kafka's CreatePartitions, KIP-195). InvalidArgument
+	// (INVALID_CONFIG) when total_count is not above the current count or is
+	// above the server's maximum; NotFound for an unknown topic.
+	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
 	// DeleteTopic deletes a topic and its data.
 	DeleteTopic(ctx context.Context, in *DeleteTopicRequest, opts ...grpc.CallOption) (*DeleteTopicResponse, error)
 	// ListTopics lists every topic (without partition details).
@@ -78,6 +84,16 @@ func (c *topicsClient) AlterTopicConfig(ctx context.Context, in *AlterTopicConfi
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AlterTopicConfigResponse)
 	err := c.cc.Invoke(ctx, Topics_AlterTopicConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *topicsClient) CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreatePartitionsResponse)
+	err := c.cc.Invoke(ctx, Topics_CreatePartitions_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +141,11 @@ type TopicsServer interface {
 	CreateTopic(context.Context, *CreateTopicRequest) (*CreateTopicResponse, error)
 	// AlterTopicConfig changes the config fields that are set in the request.
 	AlterTopicConfig(context.Context, *AlterTopicConfigRequest) (*AlterTopicConfigResponse, error)
+	// CreatePartitions grows a topic to total_count partitions (the new
+	// total, as Kafka's CreatePartitions, KIP-195). InvalidArgument
+	// (INVALID_CONFIG) when total_count is not above the current count or is
+	// above the server's maximum; NotFound for an unknown topic.
+	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
 	// DeleteTopic deletes a topic and its data.
 	DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error)
 	// ListTopics lists every topic (without partition details).
@@ -146,6 +167,9 @@ func (UnimplementedTopicsServer) CreateTopic(context.Context, *CreateTopicReques
 }
 func (UnimplementedTopicsServer) AlterTopicConfig(context.Context, *AlterTopicConfigRequest) (*AlterTopicConfigResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterTopicConfig not implemented")
+}
+func (UnimplementedTopicsServer) CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreatePartitions not implemented")
 }
 func (UnimplementedTopicsServer) DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteTopic not implemented")
@@ -209,6 +233,24 @@ func _Topics_AlterTopicConfig_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(TopicsServer).AlterTopicConfig(ctx, req.(*AlterTopicConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Topics_CreatePartitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreatePartitionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TopicsServer).CreatePartitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Topics_CreatePartitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TopicsServer).CreatePartitions(ctx, req.(*CreatePartitionsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -281,6 +323,10 @@ var Topics_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterTopicConfig",
 			Handler:    _Topics_AlterTopicConfig_Handler,
+		},
+		{
+			MethodName: "CreatePartitions",
+			Handler:    _Topics_CreatePartitions_Handler,
 		},
 		{
 			MethodName: "DeleteTopic",

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -89,6 +91,7 @@ type topicAlterFlags struct {
 	retentionBytes int64
 	segmentMs      int64
 	maxRecordBytes int32
+	partitions     int64 // the new total with --partitions
 }
 
 // alterableSettings are the flags of `sq topic alter`: the settings the
@@ -96,21 +99,66 @@ type topicAlterFlags struct {
 // is fixed when the topic is created.
 const alterableSettings = "--sync-policy, --retention-ms, --retention-bytes, --segment-ms, --max-record-bytes"
 
+// runTopicAddPartitions grows topic name to total partitions
+// (engine.CreatePartitions), refusing --partitions beside a config flag:
+// the two are separate changes on the server, and one could be made
+// without the other.
+func runTopicAddPartitions(cmd *cobra.Command, g *globals, name string, total int64) error {
+	var others []string
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if strings.Contains(alterableSettings, "--"+fl.Name) {
+			others = append(others, "--"+fl.Name)
+		}
+	})
+	if len(others) > 0 {
+		return fmt.Errorf("--partitions is given on its own, not with %s: run sq topic alter %s --partitions %d, then sq topic alter %s with the settings",
+			strings.Join(others, ", "), name, total, name)
+	}
+	if total < 1 || total > math.MaxInt32 {
+		// The server bounds the count further (10000 by default) and
+		// names its bound.
+		return fmt.Errorf("--partitions %d: give the topic's new partition count in all, more than it has (as kafka-topics --alter --partitions; e.g. sq topic alter %s --partitions 6)",
+			total, name)
+	}
+	a, err := g.admin(cmd)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	info, err := a.CreatePartitions(cmd.Context(), name, uint32(total))
+	if err != nil {
+		return controlError(g.controlAddr(cmd), err)
+	}
+	fmt.Fprintf(g.stdout, "topic %s now has %d partition%s\n\n", info.Name, info.Partitions, plural(int(info.Partitions)))
+	return printTopicDescription(g.stdout, info)
+}
+
 func newTopicAlterCommand(g *globals) *cobra.Command {
 	var f topicAlterFlags
 	cmd := &cobra.Command{
 		Use:   "alter NAME",
-		Short: "Change a topic's config (control plane)",
+		Short: "Change a topic's config or add partitions (control plane)",
 		Long: "Change the config of the topic NAME: only the flags given change, the others\n" +
 			"keep their value. Runs over the gRPC control plane (--control). The settings a\n" +
 			"live topic can change are " + alterableSettings + ";\n" +
-			"--segment-bytes is fixed when the topic is created (sq topic create).",
+			"--segment-bytes is fixed when the topic is created (sq topic create).\n\n" +
+			"--partitions N grows the topic to N partitions in all (the new total, as\n" +
+			"kafka-topics --alter --partitions; rpk topic add-partitions counts the ones\n" +
+			"added). Partitions can be added, never removed; existing partitions keep their\n" +
+			"records and committed offsets. Keyed records map to partitions by the partition\n" +
+			"count, so a key's new records may go to another partition than its old ones.\n" +
+			"Producers and consumers see the new partitions at their next metadata refresh,\n" +
+			"consumer groups at their next heartbeat. --partitions is given on its own.",
 		Example: "  sq topic alter orders --retention-ms 86400000\n" +
-			"  sq topic alter audit --sync-policy every-batch --retention-bytes -1",
+			"  sq topic alter audit --sync-policy every-batch --retention-bytes -1\n" +
+			"  sq topic alter orders --partitions 6",
 		Args: oneTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ch := sdk.TopicConfigChange{}
 			fl := cmd.Flags()
+			if fl.Changed("partitions") {
+				return runTopicAddPartitions(cmd, g, args[0], f.partitions)
+			}
 			if fl.Changed("sync-policy") {
 				ch.SyncPolicy = &f.syncPolicy
 			}
@@ -147,12 +195,16 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "keep at most this many bytes per partition (-1: unlimited)")
 	fl.Int64Var(&f.segmentMs, "segment-ms", 0, "roll the active segment after this many milliseconds")
 	fl.Int32Var(&f.maxRecordBytes, "max-record-bytes", 0, "largest record (key+value+headers) in bytes")
+	fl.Int64Var(&f.partitions, "partitions", 0, "grow the topic to this many partitions in all (more than it has; given alone)")
 	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		err = flagError(cmd, err)
 		if strings.Contains(err.Error(), "--segment-bytes") {
 			return fmt.Errorf("%w: segment.bytes is fixed when a topic is created; topic alter changes %s", err, alterableSettings)
 		}
-		return fmt.Errorf("%w (topic alter changes %s)", err, alterableSettings)
+		if strings.Contains(err.Error(), "--partitions") {
+			return fmt.Errorf("%w: --partitions N grows the topic to N partitions in all", err)
+		}
+		return fmt.Errorf("%w (topic alter changes %s, or the partition count with --partitions)", err, alterableSettings)
 	})
 	return cmd
 }

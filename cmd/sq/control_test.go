@@ -69,6 +69,22 @@ func TestControlCommands(t *testing.T) {
 			[]string{"Topic:", "orders", "none", "1m"}, ""},
 		{"alter without flags", nil, []string{"--control", addr, "topic", "alter", "orders"}, nil, "nothing to change"},
 		{"alter bad name", nil, []string{"--control", addr, "topic", "alter", "bad/name", "--retention-ms", "5"}, nil, "bad/name"},
+		{"add partitions", nil, []string{"--control", addr, "topic", "alter", "orders", "--partitions", "4"},
+			[]string{"topic orders now has 4 partitions", "Partitions:        4", "      3          0"}, ""},
+		{"add partitions not more", nil, []string{"--control", addr, "topic", "alter", "orders", "--partitions", "4"}, nil,
+			"INVALID_CONFIG: topic \"orders\" has 4 partitions; the new total 4 must be larger"},
+		{"add partitions fewer", nil, []string{"--control", addr, "topic", "alter", "orders", "--partitions", "1"}, nil, "the new total 1 must be larger"},
+		{"add partitions above the maximum", nil, []string{"--control", addr, "topic", "alter", "orders", "--partitions", "10001"}, nil, "above the maximum 10000"},
+		{"add partitions zero", nil, []string{"--control", addr, "topic", "alter", "orders", "--partitions", "0"}, nil, "--partitions 0: give the topic's new partition count in all"},
+		{"add partitions negative", nil, []string{"--control", addr, "topic", "alter", "orders", "--partitions", "-2"}, nil, "--partitions -2"},
+		{"add partitions huge", nil, []string{"--control", addr, "topic", "alter", "orders", "--partitions", "4294967296"}, nil, "--partitions 4294967296"},
+		{"add partitions not a number", nil, []string{"--control", addr, "topic", "alter", "orders", "--partitions", "many"}, nil, "--partitions"},
+		{"add partitions unknown topic", nil, []string{"--control", addr, "topic", "alter", "nope", "--partitions", "3"}, nil, "UNKNOWN_TOPIC"},
+		{"add partitions with a setting", nil, []string{"--control", addr, "topic", "alter", "orders", "--partitions", "5", "--sync-policy", "none"}, nil,
+			"--partitions is given on its own, not with --sync-policy"},
+		{"rpk add-partitions", nil, []string{"--control", addr, "topic", "add-partitions", "orders", "--num", "2"}, nil,
+			"sq topic has no add-partitions command: grow a topic with sq topic alter orders --partitions N"},
+		{"rpk add-partitions without flags", nil, []string{"--control", addr, "topic", "add-partitions", "orders"}, nil, "sq topic alter orders --partitions N"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,13 +18,39 @@ func newTopicCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "topic",
 		Short: "Create, list, describe, alter and delete topics",
-		Args:  noArgs,
+		Args:  topicSubcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
 		},
 	}
 	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g), newTopicDeleteCommand(g), newTopicAlterCommand(g))
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		// rpk's `topic add-partitions T --num N` fails on --num before
+		// the arguments are checked.
+		if args := cmd.Flags().Args(); len(args) > 0 && addPartitionsWords[args[0]] {
+			return topicSubcommand(cmd, args)
+		}
+		return flagError(cmd, err)
+	})
 	return cmd
+}
+
+// addPartitionsWords are the commands other tools name the growth of a
+// topic with (rpk topic add-partitions, Kafka's CreatePartitions).
+var addPartitionsWords = map[string]bool{"add-partitions": true, "create-partitions": true}
+
+// topicSubcommand is noArgs for sq topic, which points rpk's
+// add-partitions (and kafka-topics' --alter --partitions words) to sq
+// topic alter --partitions.
+func topicSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 && addPartitionsWords[args[0]] {
+		name := "NAME"
+		if len(args) > 1 {
+			name = args[1]
+		}
+		return fmt.Errorf("sq topic has no %s command: grow a topic with sq topic alter %s --partitions N, N the new total (as kafka-topics --alter --partitions; rpk topic add-partitions --num counts the ones added)", args[0], name)
+	}
+	return noArgs(cmd, args)
 }
 
 // topicCreateFlags are the flags of `sq topic create`; zero means "the

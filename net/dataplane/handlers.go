@@ -87,6 +87,8 @@ func (c *conn) dispatch(req request) (*response, error) {
 		return c.fetchOffsets(req)
 	case api.Frame_Which_deleteTopicRequest:
 		return c.deleteTopic(req)
+	case api.Frame_Which_createPartitionsRequest:
+		return c.createPartitions(req)
 	case api.Frame_Which_listOffsetsRequest:
 		return c.listOffsets(req)
 	case api.Frame_Which_handshakeRequest:

@@ -61,7 +61,7 @@ type request struct {
 	maxWaitMs uint32
 
 	// listOffsetsRequest (topic and partition above); deleteTopicRequest
-	// uses name.
+	// uses name, createPartitionsRequest name and partitions.
 	timestamp int64
 
 	// commitOffsetsRequest, fetchOffsetsRequest (topic above)
@@ -126,7 +126,7 @@ func parseFrame(f api.Frame) (request, error) {
 				req.topic, err = r.Topic()
 			}
 		}
-	case api.Frame_Which_deleteTopicRequest, api.Frame_Which_listOffsetsRequest:
+	case api.Frame_Which_deleteTopicRequest, api.Frame_Which_createPartitionsRequest, api.Frame_Which_listOffsetsRequest:
 		err = parseStorageAdmin(f, &req)
 	default:
 		var ok bool

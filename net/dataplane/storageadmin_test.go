@@ -122,3 +122,78 @@ func TestDeleteTopicAndListOffsets(t *testing.T) {
 		}
 	})
 }
+
+func createPartitionsReq(name string, total uint32) func(api.Frame) error {
+	return func(f api.Frame) error {
+		r, err := f.NewCreatePartitionsRequest()
+		if err != nil {
+			return err
+		}
+		r.SetTotalCount(total)
+		return r.SetName(name)
+	}
+}
+
+// TestCreatePartitions grows a topic over the data plane: the answer
+// carries every partition and the same id, a publish to a new partition
+// succeeds, the old partition keeps its records, and refused counts and
+// unknown topics come back with their codes. A broker that does not add
+// partitions answers INVALID_REQUEST.
+func TestCreatePartitions(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, b Broker) {
+		h := startServer(t, b, Options{})
+		c, _ := connect(t, h.addr)
+		created := c.createTopic("t", 2)
+		c.publish("t", 0, buildBatch(t, []byte("a"), []byte("b")))
+		grow := func(name string, total uint32) (api.CreatePartitionsResponse, api.Code) {
+			t.Helper()
+			r := c.call(createPartitionsReq(name, total), nil)
+			if _, ok := b.(PartitionCreator); !ok {
+				expectWhich(t, r, api.Frame_Which_errorResponse)
+				return api.CreatePartitionsResponse{}, wireErr(r.f.ErrorResponse())
+			}
+			expectWhich(t, r, api.Frame_Which_createPartitionsResponse)
+			cp, err := r.f.CreatePartitionsResponse()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cp, wireErr(cp.Error())
+		}
+		cp, code := grow("t", 4)
+		if _, ok := b.(PartitionCreator); !ok {
+			if code != api.CodeInvalidRequest {
+				t.Fatalf("grow on a broker without partition creation: %v", code)
+			}
+			return
+		}
+		if code != api.CodeNone {
+			t.Fatalf("grow to 4: %v", code)
+		}
+		ti, _ := cp.Topic()
+		infos, _ := ti.PartitionInfos()
+		ct, _ := created.Topic()
+		id, _ := ti.TopicId()
+		oldID, _ := ct.TopicId()
+		if ti.Partitions() != 4 || infos.Len() != 4 || string(id) != string(oldID) || infos.At(0).HighWatermark() != 2 {
+			t.Fatalf("after growing: %d partitions, %d infos, id %x (was %x), partition 0 at %d", ti.Partitions(), infos.Len(), id, oldID, infos.At(0).HighWatermark())
+		}
+		c.publish("t", 3, buildBatch(t, []byte("new")))
+		for _, tc := range []struct {
+			name  string
+			total uint32
+			want  api.Code
+		}{
+			{"t", 4, api.CodeInvalidConfig},
+			{"t", 1, api.CodeInvalidConfig},
+			{"t", 0, api.CodeInvalidConfig},
+			{"t", 1 << 31, api.CodeInvalidConfig},
+			{"t", 1<<32 - 1, api.CodeInvalidConfig},
+			{"nope", 8, api.CodeUnknownTopic},
+			{"bad/name", 8, api.CodeInvalidTopicName},
+		} {
+			if _, code := grow(tc.name, tc.total); code != tc.want {
+				t.Errorf("grow %q to %d: %v, want %v", tc.name, tc.total, code, tc.want)
+			}
+		}
+	})
+}
