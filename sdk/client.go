@@ -142,17 +142,23 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	c := newClient(cfg)
+	if _, err := c.conn(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// newClient returns a Client for cfg that dials at its first request.
+func newClient(cfg ClientConfig) *Client {
 	c := &Client{
 		cfg:     cfg.withDefaults(),
 		dialSem: make(chan struct{}, 1),
 	}
 	c.closeCtx, c.closeCancel = context.WithCancel(context.Background())
 	c.closed = c.closeCtx.Done()
-	if _, err := c.conn(ctx); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return c
 }
 
 // Limits returns the limits of the server's latest handshake.
