@@ -151,10 +151,12 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 }
 
 // newClient returns a Client for cfg that dials at its first request.
+// Until its first handshake its Limits are the api defaults.
 func newClient(cfg ClientConfig) *Client {
 	c := &Client{
 		cfg:     cfg.withDefaults(),
 		dialSem: make(chan struct{}, 1),
+		limits:  Limits{}.withDefaults(),
 	}
 	c.closeCtx, c.closeCancel = context.WithCancel(context.Background())
 	c.closed = c.closeCtx.Done()

@@ -44,7 +44,7 @@ type cluster struct {
 	conns  map[string]*Client // broker data address -> connection, besides bootstrap
 	rr     map[string]uint32  // next keyless partition per topic
 
-	trace *coreTrace // nil outside tests
+	trace atomic.Pointer[coreTrace] // nil outside tests
 }
 
 // coreTrace counts what goes through the core, for tests that check
@@ -152,8 +152,8 @@ func (cl *cluster) topic(ctx context.Context, name string) (topicMeta, error) {
 // cached returns topic's metadata when the cache holds it younger than
 // maxAge and not marked stale; topic reads it otherwise.
 func (cl *cluster) cached(name string) (topicMeta, bool) {
-	if cl.trace != nil {
-		cl.trace.lookups.Add(1)
+	if t := cl.trace.Load(); t != nil {
+		t.lookups.Add(1)
 	}
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
@@ -167,8 +167,8 @@ func (cl *cluster) cached(name string) (topicMeta, bool) {
 // refresh returns topic's metadata read from the server now (or by the
 // request already in flight for it).
 func (cl *cluster) refresh(ctx context.Context, name string) (topicMeta, error) {
-	if cl.trace != nil {
-		cl.trace.lookups.Add(1)
+	if t := cl.trace.Load(); t != nil {
+		t.lookups.Add(1)
 	}
 	cl.mu.Lock()
 	f := cl.flightLocked(name, cl.topics[name])
@@ -211,8 +211,8 @@ func (cl *cluster) flightLocked(name string, e *topicEntry) *metaFlight {
 // fetch sends the metadata request of flight f and stores its answer.
 func (cl *cluster) fetch(name string, e *topicEntry, f *metaFlight) {
 	defer cl.wg.Done()
-	if cl.trace != nil {
-		cl.trace.requests.Add(1)
+	if t := cl.trace.Load(); t != nil {
+		t.requests.Add(1)
 	}
 	m, err := cl.src.topicMetadata(cl.closeCtx, name)
 	if err == nil && m.partitions == 0 {
@@ -289,8 +289,8 @@ func (cl *cluster) invalidate(topic string) {
 // keyless partition sticks: Producer and GrpcProducer for one call,
 // BatchProducer until the partition's batch closes (KIP-480).
 func (cl *cluster) place(topic string, key []byte, n uint32, sticky map[string]uint32) uint32 {
-	if cl.trace != nil {
-		cl.trace.placements.Add(1)
+	if t := cl.trace.Load(); t != nil {
+		t.placements.Add(1)
 	}
 	if key != nil {
 		return cl.partitioner.Partition(topic, key, n) % n
