@@ -41,7 +41,7 @@ type fakeServer struct {
 	// leader, when set, is stated in metadata responses as the node
 	// (nodeId, dataAddress) that leads every partition.
 	leader leaderAddr
-	wg                sync.WaitGroup
+	wg     sync.WaitGroup
 }
 
 type fakeTopic struct {
