@@ -147,9 +147,10 @@ type BatchProducer struct {
 	closed   bool
 	parts    map[topicPartition]*bpPartition
 	sticky   map[string]uint32 // keyless partition per topic, until its batch closes
-	buffered int               // bytes accepted and not yet finished
-	records  int               // records accepted and not yet finished
-	changed  chan struct{}     // closed and replaced when buffered shrinks
+	lim      bpLimits
+	buffered int           // bytes accepted and not yet finished
+	records  int           // records accepted and not yet finished
+	changed  chan struct{} // closed and replaced when buffered shrinks
 }
 
 // bpPartition is one partition's open batch, closed batches and sender.
@@ -244,22 +245,26 @@ func (bp *BatchProducer) SendMessage(ctx context.Context, m ProducerMessage) err
 		m.Timestamp = now.UnixMilli()
 	}
 	size := recordEstimate(&m)
-	n, err := bp.p.partitions(ctx, m.Topic, now.Add(bp.p.cfg.DeliveryTimeout))
-	if err != nil {
-		return err
+	tm, ok := bp.p.core.cachedAt(m.Topic, now)
+	n := tm.partitions
+	if !ok {
+		var err error
+		if n, err = bp.p.partitions(ctx, m.Topic, now.Add(bp.p.cfg.DeliveryTimeout)); err != nil {
+			return err
+		}
 	}
-	lim := bp.p.client.Limits()
-	if rs := batch.RecordSize(m.Key, m.Value, toRecordHeaders(m.Headers)); rs > int(lim.MaxRecordBytes) {
-		return api.NewError(api.CodeMessageTooLarge, "record of %d bytes (key+value+headers) over the server's maxRecordBytes %d", rs, lim.MaxRecordBytes)
-	}
-	batchBytes := min(bp.cfg.BatchBytes, int(lim.MaxBatchBytes))
 	bp.mu.Lock()
+	lim := bp.limits(now)
+	if rs := batch.RecordSize(m.Key, m.Value, toRecordHeaders(m.Headers)); rs > lim.maxRecord {
+		bp.mu.Unlock()
+		return api.NewError(api.CodeMessageTooLarge, "record of %d bytes (key+value+headers) over the server's maxRecordBytes %d", rs, lim.maxRecord)
+	}
 	if err := bp.reserve(ctx, size); err != nil {
 		bp.mu.Unlock()
 		return err
 	}
 	pp := bp.partition(topicPartition{m.Topic, bp.p.core.place(m.Topic, m.Key, n, bp.sticky)})
-	if len(pp.open) > 0 && (pp.bytes+size > batchBytes || len(pp.open) >= bp.cfg.BatchRecords) {
+	if len(pp.open) > 0 && (pp.bytes+size > lim.batchBytes || len(pp.open) >= bp.cfg.BatchRecords) {
 		bp.closeOpen(pp)
 	}
 	if len(pp.open) == 0 {
@@ -280,6 +285,28 @@ func (bp *BatchProducer) SendMessage(ctx context.Context, m ProducerMessage) err
 	}
 	bp.mu.Unlock()
 	return nil
+}
+
+// limitsTTL is how long Send uses the server's limits before reading them
+// from the connection again.
+const limitsTTL = time.Second
+
+// bpLimits is what Send needs of the server's limits, kept so that a Send
+// takes one lock.
+type bpLimits struct {
+	maxRecord  int // the server's maxRecordBytes
+	batchBytes int // BatchBytes capped at the server's maxBatchBytes
+	expires    time.Time
+}
+
+// limits returns the server's limits as of at most limitsTTL ago. Called
+// with bp.mu held.
+func (bp *BatchProducer) limits(now time.Time) bpLimits {
+	if now.After(bp.lim.expires) {
+		lim := bp.p.client.Limits()
+		bp.lim = bpLimits{maxRecord: int(lim.MaxRecordBytes), batchBytes: min(bp.cfg.BatchBytes, int(lim.MaxBatchBytes)), expires: now.Add(limitsTTL)}
+	}
+	return bp.lim
 }
 
 // forgetTopic marks topic's metadata stale (after a publish failed with

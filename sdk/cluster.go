@@ -38,7 +38,7 @@ type cluster struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // metadata requests in flight
 
-	mu     sync.Mutex
+	mu     sync.RWMutex // read-locked by the lookups that hit the cache
 	topics map[string]*topicEntry
 	byID   map[api.TopicID]string
 	conns  map[string]*Client // broker data address -> connection, besides bootstrap
@@ -152,13 +152,19 @@ func (cl *cluster) topic(ctx context.Context, name string) (topicMeta, error) {
 // cached returns topic's metadata when the cache holds it younger than
 // maxAge and not marked stale; topic reads it otherwise.
 func (cl *cluster) cached(name string) (topicMeta, bool) {
+	return cl.cachedAt(name, time.Now())
+}
+
+// cachedAt is cached for a caller that has read the clock already: the
+// lookup of every BatchProducer.Send.
+func (cl *cluster) cachedAt(name string, now time.Time) (topicMeta, bool) {
 	if t := cl.trace.Load(); t != nil {
 		t.lookups.Add(1)
 	}
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
 	e := cl.topics[name]
-	if e != nil && e.valid && !e.stale && time.Since(e.fetched) < cl.maxAge {
+	if e != nil && e.valid && !e.stale && now.Sub(e.fetched) < cl.maxAge {
 		return e.meta, true
 	}
 	return topicMeta{}, false
