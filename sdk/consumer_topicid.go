@@ -120,11 +120,15 @@ func (c *Consumer) restartTopic() error {
 	if len(start) == 0 && len(dropped) == 0 {
 		return nil
 	}
-	c.log.Info("sdk: dropped the positions of a deleted topic", "topic", c.cfg.Topic, "old_topic_id", old,
-		"positions", dropped)
+	if len(dropped) > 0 {
+		c.log.Info("sdk: dropped the positions of a deleted topic", "topic", c.cfg.Topic, "old_topic_id", old,
+			"positions", dropped)
+	} else {
+		c.log.Info("sdk: reading the partitions added to the topic", "topic", c.cfg.Topic, "partitions", start)
+	}
 	// assign logs the start-over with both ids.
 	if err := c.assign(ctx, start, TopicInfo{}); err != nil {
-		c.log.Warn("sdk: starting over on the new topic failed; retrying", "topic", c.cfg.Topic, "err", err)
+		c.log.Warn("sdk: starting to read the topic's partitions failed; retrying", "topic", c.cfg.Topic, "err", err)
 		c.topicGone()
 		return err
 	}
