@@ -146,11 +146,11 @@ type BatchProducer struct {
 	mu       sync.Mutex
 	closed   bool
 	parts    map[topicPartition]*bpPartition
-	topics   map[string]bpTopic
-	sticky   map[string]uint32 // keyless partition per topic
-	buffered int               // bytes accepted and not yet finished
-	records  int               // records accepted and not yet finished
-	changed  chan struct{}     // closed and replaced when buffered shrinks
+	sticky   map[string]uint32 // keyless partition per topic, until its batch closes
+	lim      bpLimits
+	buffered int           // bytes accepted and not yet finished
+	records  int           // records accepted and not yet finished
+	changed  chan struct{} // closed and replaced when buffered shrinks
 }
 
 // bpPartition is one partition's open batch, closed batches and sender.
@@ -207,7 +207,6 @@ func NewBatchProducer(ctx context.Context, cfg BatchProducerConfig) (*BatchProdu
 		cfg:     cfg,
 		sem:     make(chan struct{}, cfg.MaxInFlight),
 		parts:   map[topicPartition]*bpPartition{},
-		topics:  map[string]bpTopic{},
 		sticky:  map[string]uint32{},
 		changed: make(chan struct{}),
 	}
@@ -246,26 +245,26 @@ func (bp *BatchProducer) SendMessage(ctx context.Context, m ProducerMessage) err
 		m.Timestamp = now.UnixMilli()
 	}
 	size := recordEstimate(&m)
-	bp.mu.Lock()
-	t, ok := bp.topics[m.Topic]
-	if !ok || now.After(t.expires) {
-		bp.mu.Unlock()
+	tm, ok := bp.p.core.cachedAt(m.Topic, now)
+	n := tm.partitions
+	if !ok {
 		var err error
-		if t, err = bp.loadTopic(ctx, m.Topic, now); err != nil {
+		if n, err = bp.p.partitions(ctx, m.Topic, now.Add(bp.p.cfg.DeliveryTimeout)); err != nil {
 			return err
 		}
-		bp.mu.Lock()
 	}
-	if rs := batch.RecordSize(m.Key, m.Value, toRecordHeaders(m.Headers)); rs > t.maxRecord {
+	bp.mu.Lock()
+	lim := bp.limits(now)
+	if rs := batch.RecordSize(m.Key, m.Value, toRecordHeaders(m.Headers)); rs > lim.maxRecord {
 		bp.mu.Unlock()
-		return api.NewError(api.CodeMessageTooLarge, "record of %d bytes (key+value+headers) over the server's maxRecordBytes %d", rs, t.maxRecord)
+		return api.NewError(api.CodeMessageTooLarge, "record of %d bytes (key+value+headers) over the server's maxRecordBytes %d", rs, lim.maxRecord)
 	}
 	if err := bp.reserve(ctx, size); err != nil {
 		bp.mu.Unlock()
 		return err
 	}
-	pp := bp.partition(topicPartition{m.Topic, bp.place(&m, t.partitions)})
-	if len(pp.open) > 0 && (pp.bytes+size > t.batchBytes || len(pp.open) >= bp.cfg.BatchRecords) {
+	pp := bp.partition(topicPartition{m.Topic, bp.p.core.place(m.Topic, m.Key, n, bp.sticky)})
+	if len(pp.open) > 0 && (pp.bytes+size > lim.batchBytes || len(pp.open) >= bp.cfg.BatchRecords) {
 		bp.closeOpen(pp)
 	}
 	if len(pp.open) == 0 {
@@ -288,61 +287,32 @@ func (bp *BatchProducer) SendMessage(ctx context.Context, m ProducerMessage) err
 	return nil
 }
 
-// place returns m's partition among n. Called with bp.mu held.
-func (bp *BatchProducer) place(m *ProducerMessage, n uint32) uint32 {
-	if m.Key != nil {
-		return bp.p.cfg.Partitioner.Partition(m.Topic, m.Key, n) % n
-	}
-	s, ok := bp.sticky[m.Topic]
-	if !ok {
-		s = bp.p.nextKeyless(m.Topic, n)
-		bp.sticky[m.Topic] = s
-	}
-	return s % n
-}
+// limitsTTL is how long Send uses the server's limits before reading them
+// from the connection again.
+const limitsTTL = time.Second
 
-// topicCacheTTL is how long Send uses a topic's cached partition count and
-// the server's limits before reading them again (the partition count
-// itself is cached for MetadataMaxAge by the Producer).
-const topicCacheTTL = time.Second
-
-// bpTopic is what Send needs to know about a topic, cached so that a Send
+// bpLimits is what Send needs of the server's limits, kept so that a Send
 // takes one lock.
-type bpTopic struct {
-	partitions uint32
+type bpLimits struct {
 	maxRecord  int // the server's maxRecordBytes
 	batchBytes int // BatchBytes capped at the server's maxBatchBytes
 	expires    time.Time
 }
 
-// loadTopic reads topic's partition count (from the Producer's metadata
-// cache or the server) and the server's limits, and caches them.
-func (bp *BatchProducer) loadTopic(ctx context.Context, topic string, now time.Time) (bpTopic, error) {
-	n, err := bp.p.partitions(ctx, topic, now.Add(bp.p.cfg.DeliveryTimeout))
-	if err != nil {
-		return bpTopic{}, err
+// limits returns the server's limits as of at most limitsTTL ago. Called
+// with bp.mu held.
+func (bp *BatchProducer) limits(now time.Time) bpLimits {
+	if now.After(bp.lim.expires) {
+		lim := bp.p.client.Limits()
+		bp.lim = bpLimits{maxRecord: int(lim.MaxRecordBytes), batchBytes: min(bp.cfg.BatchBytes, int(lim.MaxBatchBytes)), expires: now.Add(limitsTTL)}
 	}
-	lim := bp.p.client.Limits()
-	t := bpTopic{
-		partitions: n,
-		maxRecord:  int(lim.MaxRecordBytes),
-		batchBytes: min(bp.cfg.BatchBytes, int(lim.MaxBatchBytes)),
-		expires:    now.Add(topicCacheTTL),
-	}
-	bp.mu.Lock()
-	bp.topics[topic] = t
-	bp.mu.Unlock()
-	return t, nil
+	return bp.lim
 }
 
-// forgetTopic drops topic's cached facts (after UNKNOWN_TOPIC or
-// UNKNOWN_PARTITION).
-func (bp *BatchProducer) forgetTopic(topic string) {
-	bp.p.invalidate(topic)
-	bp.mu.Lock()
-	delete(bp.topics, topic)
-	bp.mu.Unlock()
-}
+// forgetTopic marks topic's metadata stale (after a publish failed with
+// an error that says it is wrong, see refreshes): the next Send reads it
+// again.
+func (bp *BatchProducer) forgetTopic(topic string) { bp.p.core.invalidate(topic) }
 
 // reserve takes size bytes of the buffer, waiting for space unless
 // ErrorOnFull. It is called and returns with bp.mu held.

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/seedqueue/sq/api"
 )
 
 // flight is one encoded batch of a partition on its way: queued, sent and
@@ -148,7 +146,7 @@ func (p *pipe) send(f *flight) bool {
 	if f.err == nil {
 		// The dial and the wait for the writer end at the deadline too.
 		ctx, cancel := context.WithDeadline(bp.ctx, f.bb.deadline)
-		f.pc, f.err = bp.p.client.startPublish(ctx, want, p.pp.tp.topic, p.pp.tp.partition, f.bb.data, want != nil)
+		f.pc, f.err = bp.p.core.client(p.pp.tp.topic, p.pp.tp.partition).startPublish(ctx, want, p.pp.tp.topic, p.pp.tp.partition, f.bb.data, want != nil)
 		if f.err != nil && ctx.Err() != nil && bp.ctx.Err() == nil {
 			f.err = bp.p.expired(f.last)
 		}
@@ -177,7 +175,7 @@ func (p *pipe) resolve(res PublishResult, err error) {
 		return
 	}
 	tp := p.pp.tp
-	if errors.Is(err, api.ErrUnknownTopic) || errors.Is(err, api.ErrUnknownPartition) {
+	if refreshes(err) {
 		bp.forgetTopic(tp.topic)
 	}
 	// The later batches in flight fail too (chained): collect them, in

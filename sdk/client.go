@@ -142,17 +142,25 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{
-		cfg:     cfg.withDefaults(),
-		dialSem: make(chan struct{}, 1),
-	}
-	c.closeCtx, c.closeCancel = context.WithCancel(context.Background())
-	c.closed = c.closeCtx.Done()
+	c := newClient(cfg)
 	if _, err := c.conn(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// newClient returns a Client for cfg that dials at its first request.
+// Until its first handshake its Limits are the api defaults.
+func newClient(cfg ClientConfig) *Client {
+	c := &Client{
+		cfg:     cfg.withDefaults(),
+		dialSem: make(chan struct{}, 1),
+		limits:  Limits{}.withDefaults(),
+	}
+	c.closeCtx, c.closeCancel = context.WithCancel(context.Background())
+	c.closed = c.closeCtx.Done()
+	return c
 }
 
 // Limits returns the limits of the server's latest handshake.

@@ -169,6 +169,7 @@ func (c ConsumerConfig) Validate() error {
 	}
 	ck.id("ConsumerGroup", c.ConsumerGroup)
 	ck.connection(c.ClientID, c.DialTimeout, c.RequestTimeout, c.ReconnectBackoff, c.ReconnectBackoffMax)
+	ck.nonNegative("MetadataMaxAge", c.MetadataMaxAge)
 	ck.nonNegative("AutoCommitInterval", c.AutoCommitInterval)
 	if c.SessionTimeout != 0 && (c.SessionTimeout < minSessionTimeout || c.SessionTimeout > maxSessionTimeout) {
 		ck.add("SessionTimeout", "is %v: want 0 (the server's default) or %v to %v (the server's bounds)", c.SessionTimeout, minSessionTimeout, maxSessionTimeout)

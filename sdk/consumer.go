@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"math"
 	"sort"
@@ -78,6 +77,14 @@ type ConsumerConfig struct {
 	ClientID string
 	// Topic is the topic to read. Required.
 	Topic string
+	// MetadataMaxAge is how long the topic's metadata (id, partition
+	// count, partition leaders) is cached. A consumer without a group
+	// reads it again this often and starts reading the partitions added
+	// to the topic since (a group member gets them from the broker's
+	// assignment). It is also read again when a read fails with
+	// UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or NOT_LEADER.
+	// Default 5m (DefaultMetadataMaxAge).
+	MetadataMaxAge time.Duration
 	// ConsumerGroup, when set, makes the consumer a member of the group
 	// (docs/architecture.md §6): the broker assigns it a share of the topic's partitions,
 	// moves partitions between members as they join and leave, and the
@@ -195,6 +202,9 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 	if c.AutoCommitInterval <= 0 {
 		c.AutoCommitInterval = DefaultAutoCommitInterval
 	}
+	if c.MetadataMaxAge <= 0 {
+		c.MetadataMaxAge = DefaultMetadataMaxAge
+	}
 	if c.MaxPollRecords <= 0 {
 		c.MaxPollRecords = DefaultMaxPollRecords
 	}
@@ -255,7 +265,8 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 // goroutine. Close is bounded by CloseTimeout (CloseContext also by its
 // context).
 type Consumer struct {
-	client *Client
+	client *Client  // the bootstrap connection, to cfg.Addr
+	core   *cluster // the topic's metadata and the connections to its leaders
 	cfg    ConsumerConfig
 	log    *slog.Logger
 	// lossLog receives the retention warnings: cfg.Logger or slog.Default().
@@ -358,7 +369,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		return nil, err
 	}
 	c := &Consumer{
-		client: client, cfg: cfg, log: client.cfg.Logger, lossLog: lossLogger(cfg.Logger),
+		client: client, core: newCluster(capnpMetadata{client}, client, cfg.MetadataMaxAge, nil), cfg: cfg, log: client.cfg.Logger, lossLog: lossLogger(cfg.Logger),
 		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1), restartCh: make(chan struct{}, 1),
 		lastCommit: cfg.now(),
 		parts:      map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{},
@@ -369,7 +380,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 	if err := c.start(ctx); err != nil {
 		c.cancel()
 		c.stopAll()
-		client.Close()
+		c.core.close()
 		return nil, err
 	}
 	return c, nil
@@ -378,12 +389,9 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 // start joins the group, or without one (or without a coordinator on the
 // server) starts reading every partition.
 func (c *Consumer) start(ctx context.Context) error {
-	ti, err := c.client.DescribeTopic(ctx, c.cfg.Topic)
+	tm, err := c.core.topic(ctx, c.cfg.Topic)
 	if err != nil {
 		return err
-	}
-	if ti.Partitions == 0 {
-		return fmt.Errorf("sdk: topic %q has no partitions", c.cfg.Topic)
 	}
 	if c.cfg.ConsumerGroup != "" {
 		c.mu.Lock()
@@ -398,11 +406,11 @@ func (c *Consumer) start(ctx context.Context) error {
 			return err
 		}
 	}
-	all := make([]uint32, ti.Partitions)
+	all := make([]uint32, tm.partitions)
 	for p := range all {
 		all[p] = uint32(p)
 	}
-	if err := c.assign(ctx, all, ti); err != nil {
+	if err := c.assign(ctx, all, TopicInfo{}); err != nil {
 		return err
 	}
 	c.wg.Go(c.restartLoop)

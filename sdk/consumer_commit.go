@@ -399,7 +399,7 @@ func (c *Consumer) close(parent context.Context, commit bool) {
 			c.closeErr = joinLost(c.takeLost(), cerr)
 		}
 		c.leave(ctx)
-		c.client.Close()
+		c.core.close()
 	})
 }
 

@@ -58,7 +58,7 @@ func (c *Consumer) post(pf *partFetcher, msgs []Message) bool {
 func (c *Consumer) pushLoop(pf *partFetcher) bool {
 	failures := 0
 	for pf.ctx.Err() == nil {
-		sub, err := c.client.SubscribeID(pf.ctx, c.cfg.Topic, pf.topicID, pf.partition, pf.pos, c.cfg.MaxBytes)
+		sub, err := c.core.client(c.cfg.Topic, pf.partition).SubscribeID(pf.ctx, c.cfg.Topic, pf.topicID, pf.partition, pf.pos, c.cfg.MaxBytes)
 		pushed := false
 		if err == nil {
 			pushed, err = c.consumeSubscription(pf, sub)
@@ -133,7 +133,7 @@ func (c *Consumer) fetchLoop(pf *partFetcher) {
 			return
 		}
 		started := time.Now()
-		res, err := c.client.Fetch(pf.ctx, FetchRequest{
+		res, err := c.core.client(c.cfg.Topic, pf.partition).Fetch(pf.ctx, FetchRequest{
 			Topic:     c.cfg.Topic,
 			TopicID:   pf.topicID,
 			Partition: pf.partition,
@@ -173,6 +173,7 @@ func (c *Consumer) fetchLoop(pf *partFetcher) {
 // fetchFailed handles a failed read. It returns true when the read can be
 // retried at once (the position was moved), false to back off first.
 func (c *Consumer) fetchFailed(pf *partFetcher, err error) bool {
+	c.core.noteError(c.cfg.Topic, err)
 	if start, end, ok := c.validRange(err, pf.partition); ok && c.reposition(pf, start, end) {
 		return true
 	}

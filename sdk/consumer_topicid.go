@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/seedqueue/sq/api"
 )
@@ -17,10 +18,12 @@ import (
 // starts at the group's committed offset of the new topic when there is
 // one, else at StartFrom. Group members do this on the heartbeat
 // goroutine, which applies assignment changes; a standalone consumer on
-// restartLoop.
+// restartLoop, which also reads the topic's metadata every MetadataMaxAge
+// and starts reading partitions added to the topic.
 
 // topicGone asks for restartTopic.
 func (c *Consumer) topicGone() {
+	c.core.invalidate(c.cfg.Topic)
 	c.mu.Lock()
 	c.restartPending = true
 	c.mu.Unlock()
@@ -34,14 +37,24 @@ func (c *Consumer) restartDue() bool {
 	return c.restartPending
 }
 
-// restartLoop runs restartTopic for a standalone consumer when asked,
-// retrying with backoff until it succeeds, until Close.
+// restartLoop runs restartTopic for a standalone consumer when asked, or
+// when the topic's metadata, read every MetadataMaxAge, changed, retrying
+// with backoff until it succeeds, until Close.
 func (c *Consumer) restartLoop() {
+	tick := time.NewTicker(c.cfg.MetadataMaxAge)
+	defer tick.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-c.restartCh:
+		case <-tick.C:
+			if !c.metadataChanged() {
+				continue
+			}
+			c.mu.Lock()
+			c.restartPending = true
+			c.mu.Unlock()
 		}
 		for failures := 1; c.restartDue() && c.ctx.Err() == nil; failures++ {
 			if c.restartTopic() == nil {
@@ -54,7 +67,25 @@ func (c *Consumer) restartLoop() {
 	}
 }
 
-// restartTopic describes the topic and starts over every partition whose
+// metadataChanged reads the topic's metadata (from the core's cache when
+// younger than MetadataMaxAge) and reports whether its id or partition
+// count differs from what the consumer reads, or the topic is gone.
+func (c *Consumer) metadataChanged() bool {
+	ctx, cancel := context.WithTimeout(c.ctx, c.client.cfg.RequestTimeout)
+	defer cancel()
+	tm, err := c.core.topic(ctx, c.cfg.Topic)
+	if err != nil {
+		return errors.Is(err, api.ErrUnknownTopic)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.group.left {
+		return false
+	}
+	return tm.id != c.topicID || tm.partitions != uint32(len(c.parts))
+}
+
+// restartTopic reads the topic's metadata and starts over every partition whose
 // position belongs to another topic id. A standalone consumer also starts
 // the partitions the new topic has beyond the old one and stops those it
 // lacks; a group member keeps its assignment (the coordinator moves
@@ -64,7 +95,7 @@ func (c *Consumer) restartLoop() {
 func (c *Consumer) restartTopic() error {
 	ctx, cancel := context.WithTimeout(c.ctx, c.client.cfg.RequestTimeout)
 	defer cancel()
-	ti, err := c.client.DescribeTopic(ctx, c.cfg.Topic)
+	tm, err := c.core.refresh(ctx, c.cfg.Topic)
 	if err != nil {
 		if c.ctx.Err() != nil {
 			return err
@@ -81,7 +112,7 @@ func (c *Consumer) restartTopic() error {
 	c.mu.Lock()
 	c.restartPending = false
 	c.topicErr = nil // the topic exists again
-	start, dones, dropped, old := c.dropStaleLocked(ti)
+	start, dones, dropped, old := c.dropStaleLocked(tm)
 	c.mu.Unlock()
 	for _, d := range dones {
 		<-d
@@ -89,11 +120,15 @@ func (c *Consumer) restartTopic() error {
 	if len(start) == 0 && len(dropped) == 0 {
 		return nil
 	}
-	c.log.Info("sdk: dropped the positions of a deleted topic", "topic", c.cfg.Topic, "old_topic_id", old,
-		"positions", dropped)
+	if len(dropped) > 0 {
+		c.log.Info("sdk: dropped the positions of a deleted topic", "topic", c.cfg.Topic, "old_topic_id", old,
+			"positions", dropped)
+	} else {
+		c.log.Info("sdk: reading the partitions added to the topic", "topic", c.cfg.Topic, "partitions", start)
+	}
 	// assign logs the start-over with both ids.
-	if err := c.assign(ctx, start, ti); err != nil {
-		c.log.Warn("sdk: starting over on the new topic failed; retrying", "topic", c.cfg.Topic, "err", err)
+	if err := c.assign(ctx, start, TopicInfo{}); err != nil {
+		c.log.Warn("sdk: starting to read the topic's partitions failed; retrying", "topic", c.cfg.Topic, "err", err)
 		c.topicGone()
 		return err
 	}
@@ -101,10 +136,10 @@ func (c *Consumer) restartTopic() error {
 }
 
 // dropStaleLocked stops the fetchers and forgets the positions of every
-// partition whose position is not of topic ti, and returns the partitions
+// partition whose position is not of topic tm, and returns the partitions
 // to start again, the fetchers to wait for, the positions dropped and the
 // old id; c.mu held.
-func (c *Consumer) dropStaleLocked(ti TopicInfo) (start []uint32, dones []chan struct{}, dropped map[uint32]uint64, old api.TopicID) {
+func (c *Consumer) dropStaleLocked(tm topicMeta) (start []uint32, dones []chan struct{}, dropped map[uint32]uint64, old api.TopicID) {
 	dropped = map[uint32]uint64{}
 	stop := func(p uint32) {
 		if d := c.stopFetcher(p); d != nil {
@@ -121,24 +156,24 @@ func (c *Consumer) dropStaleLocked(ti TopicInfo) (start []uint32, dones []chan s
 		delete(c.posID, p)
 	}
 	for p, id := range c.posID {
-		if id == ti.ID {
+		if id == tm.id {
 			continue
 		}
 		old = id
 		stop(p)
 		// A revoked partition stays revoked: Poll releases it, with
 		// nothing to commit.
-		if !c.revoking[p] && p < ti.Partitions {
+		if !c.revoking[p] && p < tm.partitions {
 			start = append(start, p)
 		}
 	}
 	if c.group.memberID == "" && !c.group.left {
 		for p := range c.parts {
-			if p >= ti.Partitions {
+			if p >= tm.partitions {
 				stop(p)
 			}
 		}
-		for p := range ti.Partitions {
+		for p := range tm.partitions {
 			if c.parts[p] == nil && !contains(start, p) {
 				start = append(start, p)
 			}

@@ -225,7 +225,26 @@
 //
 // Keyed records go to FNV-1a 32(key) mod partitions (HashPartitioner,
 // replaceable with ProducerConfig.Partitioner); keyless records rotate
-// round-robin, one partition per call and topic. Partition counts come from
-// metadata, cached for ProducerConfig.MetadataMaxAge and refreshed after
-// UNKNOWN_TOPIC or UNKNOWN_PARTITION.
+// round-robin from a random first partition, one partition per call and
+// topic (Producer, GrpcProducer) or per batch (BatchProducer, KIP-480).
+//
+// # Client core: metadata, placement, connections
+//
+// Every entry type (Producer, BatchProducer, Consumer, GrpcProducer,
+// GrpcConsumer) is built on one internal core (docs/architecture.md §4.1)
+// that owns, once for all of them: the metadata cache (topic name and topic
+// id -> partition count -> each partition's leader), the placement function
+// above, and one connection per broker data address, made on first use,
+// the configured Addr being the bootstrap one. A topic's metadata is cached
+// for MetadataMaxAge (ProducerConfig, GrpcProducerConfig, ConsumerConfig;
+// default 5m) and read again at the next use after a request about the
+// topic fails with UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or
+// NOT_LEADER; one metadata request per topic is in flight at a time, and
+// concurrent callers share its answer. So a topic that gets more partitions
+// is used in full by the producers once their metadata is that old, and a
+// Consumer without a group starts reading the new partitions then (a group
+// member gets them from the broker's assignment). The Cap'n Proto entry
+// types read metadata with the data plane's Metadata request, the gRPC ones
+// with DescribeTopic; the cache and its rules are the same. Each NewX call
+// has its own core.
 package sdk

@@ -38,7 +38,10 @@ type fakeServer struct {
 	errorResponseFor  api.Frame_Which // answer these requests with errorResponse
 	oorWithoutRange   bool            // OFFSET_OUT_OF_RANGE without the valid range
 	endSubscriptions  bool            // end each subscription at once, without error
-	wg                sync.WaitGroup
+	// leader, when set, is stated in metadata responses as the node
+	// (nodeId, dataAddress) that leads every partition.
+	leader leaderAddr
+	wg     sync.WaitGroup
 }
 
 type fakeTopic struct {
@@ -214,6 +217,24 @@ func (s *fakeServer) createTopic(name string, partitions int) {
 		t.parts = append(t.parts, &fakePartition{})
 	}
 	s.topics[name] = t
+}
+
+// growTopic adds partitions to topic in place, up to partitions in all;
+// the existing ones keep their records.
+func (s *fakeServer) growTopic(name string, partitions int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.topics[name]
+	for len(t.parts) < partitions {
+		t.parts = append(t.parts, &fakePartition{})
+	}
+}
+
+// setLeader makes metadata responses name b as every partition's leader.
+func (s *fakeServer) setLeader(b leaderAddr) {
+	s.mu.Lock()
+	s.leader = b
+	s.mu.Unlock()
 }
 
 // truncate drops the batches entirely below offset, as retention would.

@@ -92,6 +92,12 @@ func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}, l
 		}
 		r, _ := f.NewMetadataResponse()
 		must(r.SetNodeId(s.limits.NodeID))
+		s.mu.Lock()
+		if s.leader != (leaderAddr{}) {
+			must(r.SetNodeId(s.leader.nodeID))
+			must(r.SetDataAddress(s.leader.addr))
+		}
+		s.mu.Unlock()
 		infos := s.topicInfos(want, false)
 		list, _ := r.NewTopics(int32(len(infos)))
 		for i, ti := range infos {

@@ -474,7 +474,7 @@ func TestGroupMoveBackResumesAtCommitted(t *testing.T) {
 
 	// A comes back as a member (fenced, it joins again) and B leaves:
 	// p0 returns to A, which resumes at 300.
-	a2 := &Consumer{client: a.client, cfg: a.cfg.withDefaults(), log: a.log,
+	a2 := &Consumer{client: a.client, core: a.core, cfg: a.cfg.withDefaults(), log: a.log,
 		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1),
 		parts: map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{}, marked: map[uint32]uint64{}, from: map[uint32]uint64{}, revoking: map[uint32]bool{},
 		returned: map[uint32]bool{}, lost: map[uint32]uint64{}, posID: map[uint32]api.TopicID{}, restartCh: make(chan struct{}, 1)}

@@ -181,6 +181,7 @@ func (c *GrpcConsumerConfig) defaults() {
 type GrpcConsumer struct {
 	cfg    GrpcConsumerConfig
 	admin  *Admin
+	core   *cluster // the topic's metadata, as for Consumer
 	msg    sqv1.MessagingClient
 	groups sqv1.GroupsClient
 	ctx    context.Context
@@ -268,12 +269,14 @@ func NewGrpcConsumer(ctx context.Context, cfg GrpcConsumerConfig) (*GrpcConsumer
 	if err != nil {
 		return nil, err
 	}
-	c := &GrpcConsumer{cfg: cfg, admin: newAdminConn(AdminConfig{cfg.GrpcConfig}, conn), msg: sqv1.NewMessagingClient(conn),
+	admin := newAdminConn(AdminConfig{cfg.GrpcConfig}, conn)
+	c := &GrpcConsumer{cfg: cfg, admin: admin, core: newCluster(grpcMetadata{admin}, nil, DefaultMetadataMaxAge, nil), msg: sqv1.NewMessagingClient(conn),
 		groups: sqv1.NewGroupsClient(conn), pos: map[uint32]uint64{}, marked: map[uint32]uint64{}, from: map[uint32]uint64{},
 		committed: map[uint32]uint64{}, lost: map[uint32]uint64{}, lastCommit: time.Now(), lastPoll: cfg.now()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	fail := func(err error) (*GrpcConsumer, error) {
 		c.cancel()
+		c.core.close()
 		conn.Close()
 		return nil, err
 	}
@@ -347,6 +350,7 @@ func (c *GrpcConsumer) startPartitionLocked(r *grpcRun, p uint32, off uint64) {
 // startOver stops the current run, drops every position and record of the
 // old topic id, and starts a run on the topic now under the name.
 func (c *GrpcConsumer) startOver(ctx context.Context) error {
+	c.core.invalidate(c.cfg.Topic) // its id is no longer current
 	c.mu.Lock()
 	old := c.run
 	c.mu.Unlock()
@@ -389,7 +393,7 @@ func (c *GrpcConsumer) Admin() *Admin { return c.admin }
 // that topic id), else StartFrom. It returns as well the committed
 // offsets it found of those partitions.
 func (c *GrpcConsumer) startOffsets(ctx context.Context, parts []uint32) (api.TopicID, map[uint32]uint64, map[uint32]uint64, error) {
-	ti, err := c.admin.DescribeTopic(ctx, c.cfg.Topic)
+	ti, err := c.describe(ctx)
 	if err != nil {
 		return api.TopicID{}, nil, nil, err
 	}
@@ -432,6 +436,24 @@ func (c *GrpcConsumer) startOffsets(ctx context.Context, parts []uint32) (api.To
 		out[pi.Partition] = max(min(off, pi.HighWatermark), pi.LogStartOffset)
 	}
 	return ti.ID, out, found, nil
+}
+
+// describe returns the topic's partitions with their offsets, of the
+// topic id the core's metadata holds: when the topic was created again
+// between the two reads, the metadata is read again, up to three times.
+func (c *GrpcConsumer) describe(ctx context.Context) (TopicInfo, error) {
+	tm, err := c.core.topic(ctx, c.cfg.Topic)
+	for range 3 {
+		if err != nil {
+			return TopicInfo{}, err
+		}
+		var ti TopicInfo
+		if ti, err = c.admin.DescribeTopic(ctx, c.cfg.Topic); err != nil || ti.ID == tm.id {
+			return ti, err
+		}
+		tm, err = c.core.refresh(ctx, c.cfg.Topic)
+	}
+	return TopicInfo{}, fmt.Errorf("sdk: topic %q keeps changing its id while the consumer starts; try again", c.cfg.Topic)
 }
 
 // readPartition streams partition p of run r from off, re-subscribing
@@ -735,6 +757,7 @@ func (c *GrpcConsumer) CloseContext(ctx context.Context) error {
 		c.cancel() // under mu: no run starts after it
 		c.mu.Unlock()
 		c.wg.Wait()
+		c.core.close()
 		c.closeErr = errors.Join(c.closeErr, c.admin.Close())
 	})
 	return c.closeErr

@@ -2,12 +2,10 @@ package sdk
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/sqv1"
 )
 
@@ -25,8 +23,9 @@ type GrpcProducerConfig struct {
 	// with jitter up to RetryBackoffMax. Defaults 100ms and 2s.
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
-	// MetadataMaxAge is how long a topic's partition count is cached.
-	// Default 5m; read again after UNKNOWN_TOPIC or UNKNOWN_PARTITION.
+	// MetadataMaxAge is how long a topic's metadata (id, partition count)
+	// is cached. Default 5m; read again after a publish fails with
+	// UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or NOT_LEADER.
 	MetadataMaxAge time.Duration
 	// BatchBytesMax bounds the record bytes (keys, values, headers) of one
 	// Publish request; a partition's records above it go in several
@@ -69,18 +68,10 @@ type GrpcProducer struct {
 	cfg   GrpcProducerConfig
 	admin *Admin
 	msg   sqv1.MessagingClient
-
-	mu     sync.Mutex
-	counts map[string]cachedCount // topic -> partition count
-	rr     map[string]uint32      // topic -> next keyless partition
+	core  *cluster // metadata and placement, as for Producer
 
 	closeCtx    context.Context // cancelled by Close: ends the retry waits
 	closeCancel context.CancelFunc
-}
-
-type cachedCount struct {
-	n  uint32
-	at time.Time
 }
 
 // NewGrpcProducer returns a producer for cfg.Addr. It does not contact the
@@ -95,8 +86,9 @@ func NewGrpcProducer(cfg GrpcProducerConfig) (*GrpcProducer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &GrpcProducer{cfg: cfg, admin: newAdminConn(AdminConfig{cfg.GrpcConfig}, conn), msg: sqv1.NewMessagingClient(conn),
-		counts: map[string]cachedCount{}, rr: map[string]uint32{}}
+	admin := newAdminConn(AdminConfig{cfg.GrpcConfig}, conn)
+	p := &GrpcProducer{cfg: cfg, admin: admin, msg: sqv1.NewMessagingClient(conn),
+		core: newCluster(grpcMetadata{admin}, nil, cfg.MetadataMaxAge, cfg.Partitioner)}
 	p.closeCtx, p.closeCancel = context.WithCancel(context.Background())
 	return p, nil
 }
@@ -108,6 +100,7 @@ func (p *GrpcProducer) Admin() *Admin { return p.admin }
 // retry at once.
 func (p *GrpcProducer) Close() error {
 	p.closeCancel()
+	p.core.close()
 	return p.admin.Close()
 }
 
@@ -140,20 +133,15 @@ func (p *GrpcProducer) SendBatch(ctx context.Context, msgs []ProducerMessage) ([
 	return acks, nil
 }
 
-type grpcTP struct {
-	topic     string
-	partition uint32
-}
-
 // place picks each message's partition, grouping the indexes of msgs by
 // partition in input order. Messages of unknown topics get their Ack.Err.
-func (p *GrpcProducer) place(ctx context.Context, msgs []ProducerMessage, acks []Ack) (map[grpcTP][]int, []grpcTP, error) {
-	groups := map[grpcTP][]int{}
-	var order []grpcTP
+func (p *GrpcProducer) place(ctx context.Context, msgs []ProducerMessage, acks []Ack) (map[topicPartition][]int, []topicPartition, error) {
+	groups := map[topicPartition][]int{}
+	var order []topicPartition
 	sticky := map[string]uint32{}
 	for i, m := range msgs {
 		acks[i].Topic = m.Topic
-		n, err := p.partitionCount(ctx, m.Topic)
+		tm, err := p.core.topic(ctx, m.Topic)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
@@ -161,21 +149,7 @@ func (p *GrpcProducer) place(ctx context.Context, msgs []ProducerMessage, acks [
 			acks[i].Err = err
 			continue
 		}
-		var part uint32
-		if m.Key != nil {
-			part = p.cfg.Partitioner.Partition(m.Topic, m.Key, n) % n
-		} else {
-			s, ok := sticky[m.Topic]
-			if !ok {
-				p.mu.Lock()
-				s = p.rr[m.Topic] % n
-				p.rr[m.Topic] = s + 1
-				p.mu.Unlock()
-				sticky[m.Topic] = s
-			}
-			part = s
-		}
-		k := grpcTP{m.Topic, part}
+		k := topicPartition{m.Topic, p.core.place(m.Topic, m.Key, tm.partitions, sticky)}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -184,32 +158,10 @@ func (p *GrpcProducer) place(ctx context.Context, msgs []ProducerMessage, acks [
 	return groups, order, nil
 }
 
-// partitionCount returns the cached partition count of topic, reading it
-// again when older than MetadataMaxAge.
-func (p *GrpcProducer) partitionCount(ctx context.Context, topic string) (uint32, error) {
-	p.mu.Lock()
-	c, ok := p.counts[topic]
-	p.mu.Unlock()
-	if ok && time.Since(c.at) < p.cfg.MetadataMaxAge {
-		return c.n, nil
-	}
-	ti, err := p.admin.DescribeTopic(ctx, topic)
-	if err != nil {
-		return 0, err
-	}
-	if ti.Partitions == 0 {
-		return 0, errors.New("sdk: topic without partitions")
-	}
-	p.mu.Lock()
-	p.counts[topic] = cachedCount{ti.Partitions, time.Now()}
-	p.mu.Unlock()
-	return ti.Partitions, nil
-}
-
 // sendPartition publishes the messages idx of one partition, in order, in
 // requests of at most BatchBytesMax record bytes, each after the previous
 // one was acknowledged.
-func (p *GrpcProducer) sendPartition(ctx context.Context, k grpcTP, msgs []ProducerMessage, idx []int, acks []Ack) {
+func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs []ProducerMessage, idx []int, acks []Ack) {
 	for len(idx) > 0 {
 		n, size := 0, 0
 		for n < len(idx) && (n == 0 || size+recordBytes(msgs[idx[n]]) <= p.cfg.BatchBytesMax) {
@@ -233,12 +185,8 @@ func (p *GrpcProducer) sendPartition(ctx context.Context, k grpcTP, msgs []Produ
 			acks[i].Durability = Durability(res.Durability)
 		}
 		if err != nil {
-			if errors.Is(err, api.ErrUnknownTopic) || errors.Is(err, api.ErrUnknownPartition) {
-				p.mu.Lock()
-				delete(p.counts, k.topic) // read the partition count again next time
-				p.mu.Unlock()
-			}
-			for _, i := range idx { // later records must not overtake a failed one
+			p.core.noteError(k.topic, err) // read the metadata again next time
+			for _, i := range idx {        // later records must not overtake a failed one
 				acks[i].Partition, acks[i].Err = k.partition, err
 			}
 			return

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -79,9 +78,10 @@ type ProducerConfig struct {
 	// retry, with jitter, up to RetryBackoffMax. Defaults 100ms and 2s.
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
-	// MetadataMaxAge is how long a topic's partition count is cached before
-	// it is read again. It is also refreshed after UNKNOWN_TOPIC or
-	// UNKNOWN_PARTITION. Default 5m.
+	// MetadataMaxAge is how long a topic's metadata (id, partition count,
+	// partition leaders) is cached before it is read again. It is also
+	// read again after a request fails with UNKNOWN_TOPIC,
+	// UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or NOT_LEADER. Default 5m.
 	MetadataMaxAge time.Duration
 	// DeliveryTimeout bounds the time from Send (SendBatch's call, or
 	// BatchProducer.Send's acceptance of the record into its batch) to the
@@ -159,17 +159,9 @@ type Ack struct {
 //
 // A Producer is safe for concurrent use.
 type Producer struct {
-	client *Client
+	client *Client  // the bootstrap connection, to cfg.Addr
+	core   *cluster // metadata, placement and connections
 	cfg    ProducerConfig
-
-	mu   sync.Mutex
-	meta map[string]topicMeta
-	rr   map[string]uint32 // next keyless partition per topic
-}
-
-type topicMeta struct {
-	partitions uint32
-	fetched    time.Time
 }
 
 // NewProducer connects to cfg.Addr. It fails with ErrInvalidConfig when
@@ -209,16 +201,16 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 		return nil, err
 	}
 	cfg.Logger = c.cfg.Logger
-	return &Producer{client: c, cfg: cfg, meta: map[string]topicMeta{}, rr: map[string]uint32{}}, nil
+	return &Producer{client: c, core: newCluster(capnpMetadata{c}, c, cfg.MetadataMaxAge, cfg.Partitioner), cfg: cfg}, nil
 }
 
 // Client returns the producer's underlying Client (for admin requests).
 func (p *Producer) Client() *Client { return p.client }
 
-// Close closes the connection; sends in flight fail with ErrClosed. It
+// Close closes the connections; sends in flight fail with ErrClosed. It
 // returns at once: a Producer has nothing buffered (each Send and SendBatch
 // waits for its own records).
-func (p *Producer) Close() error { return p.client.Close() }
+func (p *Producer) Close() error { return p.core.close() }
 
 // Send sends one record and waits for its acknowledgement. key nil means no
 // key. The error is the Ack's Err.
@@ -306,17 +298,7 @@ func (p *Producer) assign(ctx context.Context, msgs []ProducerMessage, acks []Ac
 			acks[i].Err = api.NewError(api.CodeMessageTooLarge, "record of %d bytes (key+value+headers) over the server's maxRecordBytes %d", size, maxRecord)
 			continue
 		}
-		var part uint32
-		if m.Key != nil {
-			part = p.cfg.Partitioner.Partition(m.Topic, m.Key, n) % n
-		} else {
-			s, ok := sticky[m.Topic]
-			if !ok {
-				s = p.nextKeyless(m.Topic, n)
-				sticky[m.Topic] = s
-			}
-			part = s
-		}
+		part := p.core.place(m.Topic, m.Key, n, sticky)
 		acks[i].Partition = part
 		tp := topicPartition{m.Topic, part}
 		groups[tp] = append(groups[tp], i)
@@ -324,56 +306,21 @@ func (p *Producer) assign(ctx context.Context, msgs []ProducerMessage, acks []Ac
 	return groups
 }
 
-// nextKeyless returns the partition for the keyless records of one call:
-// round-robin from a random first partition, so that many short-lived
-// producers (one per CLI run, say) still spread over every partition.
-func (p *Producer) nextKeyless(topic string, n uint32) uint32 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	v, ok := p.rr[topic]
-	if !ok {
-		v = rand.Uint32()
-	}
-	p.rr[topic] = v + 1
-	return v % n
-}
-
-// partitions returns topic's partition count, from the cache or from the
-// server, retrying until deadline. A topic absent from the metadata is
-// UNKNOWN_TOPIC.
+// partitions returns topic's partition count from the core's metadata
+// (cached, or read from the server), retrying retriable failures until
+// deadline. A topic absent from the metadata is UNKNOWN_TOPIC.
 func (p *Producer) partitions(ctx context.Context, topic string, deadline time.Time) (uint32, error) {
-	p.mu.Lock()
-	tm, ok := p.meta[topic]
-	p.mu.Unlock()
-	if ok && time.Since(tm.fetched) < p.cfg.MetadataMaxAge {
-		return tm.partitions, nil
+	if tm, ok := p.core.cached(topic); ok {
+		return tm.partitions, nil // without the deadline's timer: BatchProducer.Send's fast path
 	}
-	md, err := p.metadataWithRetry(ctx, topic, deadline)
-	if err != nil {
-		return 0, err
-	}
-	for _, t := range md.Topics {
-		if t.Name == topic && t.Partitions > 0 {
-			p.mu.Lock()
-			p.meta[topic] = topicMeta{partitions: t.Partitions, fetched: time.Now()}
-			p.mu.Unlock()
-			return t.Partitions, nil
-		}
-	}
-	return 0, api.NewError(api.CodeUnknownTopic, "topic %q does not exist", topic)
-}
-
-// metadataWithRetry reads topic's metadata, retrying retriable failures
-// until deadline.
-func (p *Producer) metadataWithRetry(ctx context.Context, topic string, deadline time.Time) (Metadata, error) {
 	var last error
 	for attempt := 1; ; attempt++ {
-		md, err := attemptRequest(p, ctx, deadline, last, func(ctx context.Context) (Metadata, error) { return p.client.Metadata(ctx, topic) })
+		tm, err := attemptRequest(p, ctx, deadline, last, func(ctx context.Context) (topicMeta, error) { return p.core.topic(ctx, topic) })
 		if err == nil {
-			return md, nil
+			return tm.partitions, nil
 		}
 		if rerr := p.retry(ctx, err, attempt, deadline, "metadata "+topic); rerr != nil {
-			return md, rerr
+			return 0, rerr
 		}
 		last = err
 	}
@@ -390,13 +337,6 @@ func attemptRequest[T any](p *Producer, ctx context.Context, deadline time.Time,
 		return v, p.expired(last)
 	}
 	return v, err
-}
-
-// invalidate drops topic's cached partition count.
-func (p *Producer) invalidate(topic string) {
-	p.mu.Lock()
-	delete(p.meta, topic)
-	p.mu.Unlock()
 }
 
 // retry decides about a request that failed with err on its attempt-th
@@ -498,14 +438,12 @@ func (p *Producer) publish(ctx context.Context, tp topicPartition, msgs []Produc
 	var last error
 	for attempt := 1; ; attempt++ {
 		res, err := attemptRequest(p, ctx, deadline, last, func(ctx context.Context) (PublishResult, error) {
-			return p.client.Publish(ctx, tp.topic, tp.partition, data)
+			return p.core.client(tp.topic, tp.partition).Publish(ctx, tp.topic, tp.partition, data)
 		})
 		if err == nil {
 			return res, nil
 		}
-		if errors.Is(err, api.ErrUnknownTopic) || errors.Is(err, api.ErrUnknownPartition) {
-			p.invalidate(tp.topic)
-		}
+		p.core.noteError(tp.topic, err)
 		if rerr := p.retry(ctx, err, attempt, deadline, fmt.Sprintf("publish %s/%d", tp.topic, tp.partition)); rerr != nil {
 			return PublishResult{}, rerr
 		}

@@ -1,0 +1,392 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+)
+
+// cluster is the client core every entry type is built on
+// (docs/architecture.md, "Client core"): the one metadata cache (topic
+// name and topic id -> partition count -> each partition's leader), the
+// one connection per broker data-plane address, and the one placement
+// function (Partitioner for keyed records, sticky round-robin for
+// keyless ones). Producer, BatchProducer and Consumer build it on a
+// Cap'n Proto Client, GrpcProducer and GrpcConsumer on an Admin: only the
+// metadataSource differs.
+//
+// A cached topic is read again when it is older than maxAge, or at the
+// next lookup after a request for it failed with UNKNOWN_TOPIC,
+// UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or NOT_LEADER (noteError). One
+// metadata request per topic is in flight at a time: callers that need
+// the topic meanwhile wait for that request's answer.
+type cluster struct {
+	src         metadataSource
+	maxAge      time.Duration
+	partitioner Partitioner
+	// bootstrap is the connection to the configured address (nil on the
+	// gRPC plane); a leader on the same node uses it.
+	bootstrap *Client
+
+	closeCtx context.Context // cancelled by close: ends metadata requests
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // metadata requests in flight
+
+	mu     sync.RWMutex // read-locked by the lookups that hit the cache
+	topics map[string]*topicEntry
+	byID   map[api.TopicID]string
+	conns  map[string]*Client // broker data address -> connection, besides bootstrap
+	rr     map[string]uint32  // next keyless partition per topic
+
+	trace atomic.Pointer[coreTrace] // nil outside tests
+}
+
+// coreTrace counts what goes through the core, for tests that check
+// every entry type uses it.
+type coreTrace struct {
+	lookups    atomic.Int64 // topic and refresh calls
+	requests   atomic.Int64 // metadata requests sent
+	placements atomic.Int64 // place calls
+}
+
+// metadataSource reads one topic's metadata from a server: its id,
+// partition count and, where the plane states them, the partitions'
+// leaders. A topic that does not exist is an api.ErrUnknownTopic error.
+type metadataSource interface {
+	topicMetadata(ctx context.Context, topic string) (topicMeta, error)
+}
+
+// leaderAddr names the broker that serves a partition: its node id and
+// data-plane address. The zero leaderAddr is the bootstrap connection.
+type leaderAddr struct {
+	nodeID string
+	addr   string
+}
+
+// topicMeta is what the core knows of one topic.
+type topicMeta struct {
+	id         api.TopicID
+	partitions uint32
+	// leaders holds each partition's leader; shorter (nil on the gRPC
+	// plane) means the bootstrap connection for the partitions beyond.
+	leaders []leaderAddr
+}
+
+// leader returns partition p's leader (the zero leaderAddr when unknown).
+func (m topicMeta) leader(p uint32) leaderAddr {
+	if int(p) < len(m.leaders) {
+		return m.leaders[p]
+	}
+	return leaderAddr{}
+}
+
+type topicEntry struct {
+	meta    topicMeta
+	fetched time.Time
+	valid   bool
+	stale   bool        // read again at the next lookup
+	flight  *metaFlight // the request in flight, nil when none
+}
+
+// metaFlight is one metadata request shared by every caller waiting for
+// it: done is closed once meta and err are set.
+type metaFlight struct {
+	done chan struct{}
+	meta topicMeta
+	err  error
+}
+
+// newCluster returns a core reading metadata from src. bootstrap may be
+// nil (gRPC plane); the core closes it in close.
+func newCluster(src metadataSource, bootstrap *Client, maxAge time.Duration, partitioner Partitioner) *cluster {
+	if maxAge <= 0 {
+		maxAge = DefaultMetadataMaxAge
+	}
+	if partitioner == nil {
+		partitioner = HashPartitioner{}
+	}
+	cl := &cluster{src: src, maxAge: maxAge, partitioner: partitioner, bootstrap: bootstrap,
+		topics: map[string]*topicEntry{}, byID: map[api.TopicID]string{}, conns: map[string]*Client{}, rr: map[string]uint32{}}
+	cl.closeCtx, cl.cancel = context.WithCancel(context.Background())
+	return cl
+}
+
+// close ends the metadata requests in flight and closes every connection,
+// the bootstrap one included.
+func (cl *cluster) close() error {
+	cl.cancel()
+	cl.wg.Wait()
+	cl.mu.Lock()
+	conns := cl.conns
+	cl.conns = map[string]*Client{}
+	cl.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	if cl.bootstrap != nil {
+		return cl.bootstrap.Close()
+	}
+	return nil
+}
+
+// topic returns topic's metadata: from the cache while it is younger than
+// maxAge and not marked stale, else from the metadata request in flight
+// for it, started if there is none. The request outlives ctx (the other
+// callers may still wait for it); ctx bounds only this caller's wait.
+func (cl *cluster) topic(ctx context.Context, name string) (topicMeta, error) {
+	if m, ok := cl.cached(name); ok {
+		return m, nil
+	}
+	cl.mu.Lock()
+	f := cl.flightLocked(name, cl.topics[name])
+	cl.mu.Unlock()
+	return cl.await(ctx, f)
+}
+
+// cached returns topic's metadata when the cache holds it younger than
+// maxAge and not marked stale; topic reads it otherwise.
+func (cl *cluster) cached(name string) (topicMeta, bool) {
+	return cl.cachedAt(name, time.Now())
+}
+
+// cachedAt is cached for a caller that has read the clock already: the
+// lookup of every BatchProducer.Send.
+func (cl *cluster) cachedAt(name string, now time.Time) (topicMeta, bool) {
+	if t := cl.trace.Load(); t != nil {
+		t.lookups.Add(1)
+	}
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	e := cl.topics[name]
+	if e != nil && e.valid && !e.stale && now.Sub(e.fetched) < cl.maxAge {
+		return e.meta, true
+	}
+	return topicMeta{}, false
+}
+
+// refresh returns topic's metadata read from the server now (or by the
+// request already in flight for it).
+func (cl *cluster) refresh(ctx context.Context, name string) (topicMeta, error) {
+	if t := cl.trace.Load(); t != nil {
+		t.lookups.Add(1)
+	}
+	cl.mu.Lock()
+	f := cl.flightLocked(name, cl.topics[name])
+	cl.mu.Unlock()
+	return cl.await(ctx, f)
+}
+
+func (cl *cluster) await(ctx context.Context, f *metaFlight) (topicMeta, error) {
+	select {
+	case <-f.done:
+		return f.meta, f.err
+	case <-ctx.Done():
+		return topicMeta{}, ctx.Err()
+	}
+}
+
+// flightLocked returns the metadata request in flight for name, starting
+// one if there is none; cl.mu held. e is name's entry, nil if none.
+func (cl *cluster) flightLocked(name string, e *topicEntry) *metaFlight {
+	if e == nil {
+		e = &topicEntry{}
+		cl.topics[name] = e
+	}
+	if e.flight != nil {
+		return e.flight
+	}
+	f := &metaFlight{done: make(chan struct{})}
+	e.flight = f
+	if cl.closeCtx.Err() != nil {
+		e.flight = nil
+		f.err = ErrClosed
+		close(f.done)
+		return f
+	}
+	cl.wg.Add(1)
+	go cl.fetch(name, e, f)
+	return f
+}
+
+// fetch sends the metadata request of flight f and stores its answer.
+func (cl *cluster) fetch(name string, e *topicEntry, f *metaFlight) {
+	defer cl.wg.Done()
+	if t := cl.trace.Load(); t != nil {
+		t.requests.Add(1)
+	}
+	m, err := cl.src.topicMetadata(cl.closeCtx, name)
+	if err == nil && m.partitions == 0 {
+		err = fmt.Errorf("sdk: topic %q has no partitions", name)
+	}
+	if err != nil && cl.closeCtx.Err() != nil {
+		err = ErrClosed
+	}
+	cl.mu.Lock()
+	e.flight = nil
+	switch {
+	case err == nil:
+		if e.valid && e.meta.id != m.id {
+			delete(cl.byID, e.meta.id)
+		}
+		e.meta, e.fetched, e.valid, e.stale = m, time.Now(), true, false
+		if !m.id.IsZero() {
+			cl.byID[m.id] = name
+		}
+	case errors.Is(err, api.ErrUnknownTopic):
+		// Gone: forget it, and its id.
+		if e.valid {
+			delete(cl.byID, e.meta.id)
+		}
+		if cl.topics[name] == e {
+			delete(cl.topics, name)
+		}
+	}
+	cl.mu.Unlock()
+	f.meta, f.err = m, err
+	close(f.done)
+}
+
+// topicByID returns the name of the cached topic with id, if any.
+func (cl *cluster) topicByID(id api.TopicID) (string, bool) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	name, ok := cl.byID[id]
+	return name, ok
+}
+
+// refreshes reports whether err, from a request about a topic, means the
+// cached metadata of that topic is wrong: the topic, its id or the
+// partition is unknown to the server, or the server no longer leads the
+// partition.
+func refreshes(err error) bool {
+	return errors.Is(err, api.ErrUnknownTopic) || errors.Is(err, api.ErrUnknownTopicID) ||
+		errors.Is(err, api.ErrUnknownPartition) || errors.Is(err, api.ErrNotLeader)
+}
+
+// noteError marks topic's metadata stale when err says it is wrong (see
+// refreshes), so the next lookup reads it again; other errors change
+// nothing.
+func (cl *cluster) noteError(topic string, err error) {
+	if err == nil || !refreshes(err) {
+		return
+	}
+	cl.invalidate(topic)
+}
+
+// invalidate marks topic's metadata stale.
+func (cl *cluster) invalidate(topic string) {
+	cl.mu.Lock()
+	if e := cl.topics[topic]; e != nil {
+		e.stale = true
+	}
+	cl.mu.Unlock()
+}
+
+// place returns the partition, among n, of a record of topic with key:
+// the Partitioner's choice for a keyed record (key not nil); for a keyless
+// one, sticky[topic], set first to the next round-robin partition when
+// absent or not below n. The caller owns sticky and decides how long a
+// keyless partition sticks: Producer and GrpcProducer for one call,
+// BatchProducer until the partition's batch closes (KIP-480).
+func (cl *cluster) place(topic string, key []byte, n uint32, sticky map[string]uint32) uint32 {
+	if t := cl.trace.Load(); t != nil {
+		t.placements.Add(1)
+	}
+	if key != nil {
+		return cl.partitioner.Partition(topic, key, n) % n
+	}
+	s, ok := sticky[topic]
+	if !ok || s >= n {
+		s = cl.nextKeyless(topic, n)
+		sticky[topic] = s
+	}
+	return s
+}
+
+// nextKeyless returns the next keyless partition of topic: round-robin
+// from a random first partition, so that many short-lived producers (one
+// per CLI run, say) still spread over every partition.
+func (cl *cluster) nextKeyless(topic string, n uint32) uint32 {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	v, ok := cl.rr[topic]
+	if !ok {
+		v = rand.Uint32()
+	}
+	cl.rr[topic] = v + 1
+	return v % n
+}
+
+// client returns the connection to partition's leader as last read from
+// the metadata: the bootstrap connection when the leader is unknown or is
+// the bootstrap node, else the one connection to the leader's data
+// address, made on first use (it dials at its first request).
+func (cl *cluster) client(topic string, partition uint32) *Client {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var b leaderAddr
+	if e := cl.topics[topic]; e != nil && e.valid {
+		b = e.meta.leader(partition)
+	}
+	return cl.clientLocked(b)
+}
+
+// clientLocked returns the connection to b; cl.mu held.
+func (cl *cluster) clientLocked(b leaderAddr) *Client {
+	boot := cl.bootstrap
+	if b.addr == "" || b.addr == boot.cfg.Addr || (b.nodeID != "" && b.nodeID == boot.Limits().NodeID) {
+		return boot
+	}
+	c := cl.conns[b.addr]
+	if c == nil {
+		cfg := boot.cfg
+		cfg.Addr = b.addr
+		c = newClient(cfg)
+		if cl.closeCtx.Err() != nil {
+			c.Close()
+		}
+		cl.conns[b.addr] = c
+	}
+	return c
+}
+
+// capnpMetadata reads metadata with the data plane's Metadata request.
+// Every partition's leader is the answering node (nodeId, dataAddress)
+// until the data plane states leaders per partition.
+type capnpMetadata struct{ c *Client }
+
+func (s capnpMetadata) topicMetadata(ctx context.Context, topic string) (topicMeta, error) {
+	md, err := s.c.Metadata(ctx, topic)
+	if err != nil {
+		return topicMeta{}, err
+	}
+	for _, t := range md.Topics {
+		if t.Name != topic {
+			continue
+		}
+		m := topicMeta{id: t.ID, partitions: t.Partitions, leaders: make([]leaderAddr, t.Partitions)}
+		for i := range m.leaders {
+			m.leaders[i] = leaderAddr{nodeID: md.NodeID, addr: md.DataAddress}
+		}
+		return m, nil
+	}
+	return topicMeta{}, api.NewError(api.CodeUnknownTopic, "topic %q does not exist", topic)
+}
+
+// grpcMetadata reads metadata with the control plane's DescribeTopic. The
+// gRPC plane has one address, so it states no leaders.
+type grpcMetadata struct{ a *Admin }
+
+func (s grpcMetadata) topicMetadata(ctx context.Context, topic string) (topicMeta, error) {
+	ti, err := s.a.DescribeTopic(ctx, topic)
+	if err != nil {
+		return topicMeta{}, err
+	}
+	return topicMeta{id: ti.ID, partitions: ti.Partitions}, nil
+}
