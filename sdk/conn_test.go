@@ -16,25 +16,24 @@ import (
 )
 
 // scriptConn is a net.Conn whose writes succeed okWrites times and then
-// fail with ECONNRESET; its reads block until that failure and then return
-// replies, then EOF. It stages a server that answered the requests it read
-// and then closed while the client was still writing: the failed write is
-// seen before the responses are read.
+// fail with ECONNRESET; its reads block until gate is closed and then
+// return replies, then EOF. It stages a server that answered the requests
+// it read and then closed while the client was still writing: the failed
+// write is seen before the responses are read.
 type scriptConn struct {
 	okWrites int
 	replies  *bytes.Reader
 
-	mu         sync.Mutex
-	writes     int
-	writeErr   chan struct{} // closed at the first failed write
-	closeOnce  sync.Once
-	closed     chan struct{}
-	failedOnce sync.Once
+	mu        sync.Mutex
+	writes    int
+	gate      chan struct{} // reads wait for it
+	closeOnce sync.Once
+	closed    chan struct{}
 }
 
 func newScriptConn(okWrites int, replies []byte) *scriptConn {
 	return &scriptConn{okWrites: okWrites, replies: bytes.NewReader(replies),
-		writeErr: make(chan struct{}), closed: make(chan struct{})}
+		gate: make(chan struct{}), closed: make(chan struct{})}
 }
 
 func (s *scriptConn) Write(p []byte) (int, error) {
@@ -44,13 +43,12 @@ func (s *scriptConn) Write(p []byte) (int, error) {
 	if s.writes <= s.okWrites {
 		return len(p), nil
 	}
-	s.failedOnce.Do(func() { close(s.writeErr) })
 	return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
 }
 
 func (s *scriptConn) Read(p []byte) (int, error) {
 	select {
-	case <-s.writeErr:
+	case <-s.gate:
 	case <-s.closed:
 		return 0, net.ErrClosed
 	}
@@ -116,6 +114,15 @@ func TestWriteFailureKeepsWrittenResponses(t *testing.T) {
 	sc := newScriptConn(4, replies)
 	cn := startConn(sc, bufio.NewReader(sc), Limits{MaxInFlight: 8}.withDefaults(), slog.New(slog.DiscardHandler))
 	defer cn.close(errors.New("test over"))
+	// The responses become readable once the connection has handled the
+	// failed write.
+	go func() {
+		select {
+		case <-cn.wdone:
+		case <-cn.done:
+		}
+		close(sc.gate)
+	}()
 
 	var calls []*call
 	for range 2 {
