@@ -139,7 +139,7 @@ func (c *Consumer) dropStaleLocked(ti TopicInfo) (start []uint32, dones []chan s
 			}
 		}
 		for p := range ti.Partitions {
-			if c.parts[p] == nil && !contains(start, p) {
+			if c.parts[p] == nil && !contains(start, p) && c.reads(p) {
 				start = append(start, p)
 			}
 		}
