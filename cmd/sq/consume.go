@@ -214,9 +214,15 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 		}
 		return apiError(s.addr, err)
 	}
-	if f.follow {
+	switch {
+	case f.follow && len(s.parts) == 0:
+		// Every partition failed: nothing to follow until Ctrl-C, which
+		// reports them.
+		<-ctx.Done()
+		err = ctx.Err()
+	case f.follow:
 		err = s.read(ctx, s.parts, false)
-	} else {
+	default:
 		err = s.readToEnd(ctx)
 	}
 	err = out.finish(err)
@@ -417,7 +423,7 @@ func (s *consumeSession) read(ctx context.Context, parts []uint32, toEnd bool) e
 			return nil
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("reading %s: %w", s.f.topic, err)
 		}
 		if len(msgs) == 0 {
 			if err := s.probe.idle(ctx, cons.Client()); err != nil {
