@@ -60,22 +60,6 @@ func TestConsumerPartitionOptionsValidate(t *testing.T) {
 	}
 }
 
-// newBrokerConsumer starts a consumer of b, closed at the end of the test.
-func newBrokerConsumer(t *testing.T, b *broker, cfg ConsumerConfig) *Consumer {
-	t.Helper()
-	cfg.Addr = b.addr
-	if cfg.MaxWait == 0 {
-		cfg.MaxWait = 50 * time.Millisecond
-	}
-	cfg.ReconnectBackoff, cfg.ReconnectBackoffMax = time.Millisecond, 20*time.Millisecond
-	c, err := NewConsumer(testCtx(t), cfg)
-	if err != nil {
-		t.Fatalf("NewConsumer: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // readToEnd polls c until Poll returns ErrEndOffsetsReached, and returns
 // the records as "partition:offset" strings.
 func readToEnd(t *testing.T, c *Consumer) []string {
@@ -108,7 +92,7 @@ func TestConsumerPartitions(t *testing.T) {
 	b.topic(t, "t", 3)
 	b.produce(t, "t", []int{0, 1, 2}, 4)
 	for _, useFetch := range []bool{false, true} {
-		c := newBrokerConsumer(t, b, ConsumerConfig{Topic: "t", Partitions: []uint32{2, 0}, UseFetch: useFetch,
+		c := newConsumerAt(t, b.addr, ConsumerConfig{Topic: "t", Partitions: []uint32{2, 0}, UseFetch: useFetch,
 			EndOffsets: map[uint32]uint64{0: 4, 2: 4}})
 		if got := c.Assignment(); fmt.Sprint(got) != "[0 2]" {
 			t.Errorf("UseFetch %v: Assignment %v, want [0 2]", useFetch, got)
@@ -148,7 +132,7 @@ func TestConsumerStartAndEndOffsets(t *testing.T) {
 	b.topic(t, "t", 4)
 	b.produce(t, "t", []int{0, 1, 2, 3}, 6)
 	for _, useFetch := range []bool{false, true} {
-		c := newBrokerConsumer(t, b, ConsumerConfig{Topic: "t", UseFetch: useFetch, StartFrom: StartLatest,
+		c := newConsumerAt(t, b.addr, ConsumerConfig{Topic: "t", UseFetch: useFetch, StartFrom: StartLatest,
 			StartOffsets: map[uint32]uint64{0: 2, 1: 0, 2: 5, 3: 9},
 			EndOffsets:   map[uint32]uint64{0: 4, 1: 6, 2: 5, 3: 6}})
 		got := readToEnd(t, c)
@@ -173,7 +157,7 @@ func TestConsumerStartAndEndOffsets(t *testing.T) {
 	}
 	// A partition without an end keeps the consumer reading: Poll returns
 	// its new records, and nothing (not ErrEndOffsetsReached) while idle.
-	c := newBrokerConsumer(t, b, ConsumerConfig{Topic: "t", Partitions: []uint32{0, 1}, EndOffsets: map[uint32]uint64{0: 1}})
+	c := newConsumerAt(t, b.addr, ConsumerConfig{Topic: "t", Partitions: []uint32{0, 1}, EndOffsets: map[uint32]uint64{0: 1}})
 	if got := pollN(t, c, 7); len(got) != 7 {
 		t.Fatalf("read %d records, want 7", len(got))
 	}
@@ -217,7 +201,7 @@ func TestConsumerStartOffsetPastTheEnd(t *testing.T) {
 	b := startBroker(t)
 	b.topic(t, "t", 2)
 	b.produce(t, "t", []int{0}, 3)
-	c := newBrokerConsumer(t, b, ConsumerConfig{Topic: "t", StartOffsets: map[uint32]uint64{0: 5, 1: 2}})
+	c := newConsumerAt(t, b.addr, ConsumerConfig{Topic: "t", StartOffsets: map[uint32]uint64{0: 5, 1: 2}})
 	if msgs, err := c.Poll(testCtx(t)); err != nil || len(msgs) != 0 {
 		t.Fatalf("Poll before the log reaches the starts = %v, %v; want nothing", msgs, err)
 	}
