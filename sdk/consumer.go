@@ -164,7 +164,10 @@ type ConsumerConfig struct {
 	// are not returned), and then no more (as kcat -e, with the high
 	// watermarks seen at start). Once every partition read has an end and
 	// has reached it, Poll returns ErrEndOffsetsReached. Its partitions
-	// must be read (in Partitions, when that is set).
+	// must be read (in Partitions, when that is set). StartOffsets and
+	// EndOffsets are offsets of the topic the consumer started on: when
+	// it is deleted and created again, a bounded partition is at its end,
+	// and an unbounded one starts over at StartFrom.
 	EndOffsets map[uint32]uint64
 	// MaxPollRecords caps the records one Poll returns. Default 500.
 	MaxPollRecords int
@@ -316,7 +319,10 @@ type Consumer struct {
 	topicErr       error
 	// topicID is the id of the topic the consumer last started partitions
 	// of; a different one at assign is logged as a start-over.
-	topicID  api.TopicID
+	topicID api.TopicID
+	// boundsID is the id of the topic StartOffsets and EndOffsets are
+	// offsets of: the first the consumer read (consumer_partitions.go).
+	boundsID api.TopicID
 	revoking map[uint32]bool // revoked, waiting for Poll to commit and release
 	// returned marks partitions with records returned by Poll since their
 	// last stored commit. lost holds positions that were never stored
@@ -478,7 +484,7 @@ func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo
 		start, ok := committed[p]
 		if ok {
 			c.committed[p] = start
-		} else if off, ok := c.cfg.StartOffsets[p]; ok {
+		} else if off, ok := c.configuredStart(p, ti.ID); ok {
 			delete(c.committed, p)
 			start = off
 		} else if off, ok := times[p]; ok {

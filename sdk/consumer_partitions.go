@@ -110,11 +110,38 @@ func (c *Consumer) reads(p uint32) bool {
 	return slices.Contains(c.cfg.Partitions, p)
 }
 
+// onBoundsTopic reports whether id is the topic StartOffsets and
+// EndOffsets are offsets of: the first topic id the consumer read (a
+// topic of the name deleted and created again has another); c.mu held.
+func (c *Consumer) onBoundsTopic(id api.TopicID) bool {
+	if c.boundsID.IsZero() {
+		c.boundsID = id
+	}
+	return id == c.boundsID
+}
+
+// configuredStart returns partition p's StartOffsets entry while the
+// consumer reads the topic it started on (id); c.mu held.
+func (c *Consumer) configuredStart(p uint32, id api.TopicID) (uint64, bool) {
+	if !c.onBoundsTopic(id) {
+		return 0, false
+	}
+	off, ok := c.cfg.StartOffsets[p]
+	return off, ok
+}
+
 // bound sets pf's start and end bounds from the configuration (empty
-// with a ConsumerGroup, which Validate refuses them with); c.mu held.
+// with a ConsumerGroup, which Validate refuses them with). On a topic
+// created again under the name the bounds are of the old topic: a bounded
+// partition is then at its end at once (an end of 0). c.mu held.
 func (c *Consumer) bound(pf *partFetcher) {
+	end, hasEnd := c.cfg.EndOffsets[pf.partition]
+	if !c.onBoundsTopic(pf.topicID) {
+		pf.bounds = partBounds{hasEnd: hasEnd}
+		return
+	}
 	_, pf.bounds.fromStartOffsets = c.cfg.StartOffsets[pf.partition]
-	pf.bounds.end, pf.bounds.hasEnd = c.cfg.EndOffsets[pf.partition]
+	pf.bounds.end, pf.bounds.hasEnd = end, hasEnd
 }
 
 // reachedEnd reports whether pf's position reached its end offset; the

@@ -240,3 +240,52 @@ func TestConsumerStartOffsetBelowLogStart(t *testing.T) {
 		t.Errorf("OnRecordsLost calls %v, want one for offsets [1, 3) of partition 0", lost)
 	}
 }
+
+// TestConsumerBoundsOfADeletedTopic: StartOffsets and EndOffsets are
+// offsets of the topic the consumer started on. When it is deleted and
+// created again, a bounded partition is at its end (Poll returns
+// ErrEndOffsetsReached rather than wait for the new topic to reach the old
+// end), and an unbounded one starts over at StartFrom.
+func TestConsumerBoundsOfADeletedTopic(t *testing.T) {
+	b := startBroker(t)
+	b.topic(t, "t", 1)
+	b.produce(t, "t", []int{0}, 3)
+	bounded := newConsumerAt(t, b.addr, ConsumerConfig{Topic: "t", UseFetch: true, StartOffsets: map[uint32]uint64{0: 1}, EndOffsets: map[uint32]uint64{0: 100}})
+	open := newConsumerAt(t, b.addr, ConsumerConfig{Topic: "t", UseFetch: true, StartOffsets: map[uint32]uint64{0: 2}})
+	if got := pollN(t, bounded, 2); got[0].Offset != 1 {
+		t.Fatalf("bounded: first record at %d, want 1", got[0].Offset)
+	}
+	if got := pollN(t, open, 1); got[0].Offset != 2 {
+		t.Fatalf("open: first record at %d, want 2", got[0].Offset)
+	}
+	if err := b.eng.DeleteTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	b.topic(t, "t", 1)
+	b.produce(t, "t", []int{0}, 1)
+	// Poll may say api.ErrUnknownTopic while the consumer saw the topic
+	// gone and not yet created again.
+	var got []Message
+	waitFor(t, 20*time.Second, "the end of the bounded partition", func() bool {
+		msgs, err := bounded.Poll(testCtx(t))
+		got = append(got, msgs...)
+		if err != nil && !errors.Is(err, ErrEndOffsetsReached) && !errors.Is(err, api.ErrUnknownTopic) {
+			t.Fatalf("bounded: Poll: %v", err)
+		}
+		return errors.Is(err, ErrEndOffsetsReached)
+	})
+	if len(got) != 0 {
+		t.Errorf("bounded: read %+v from the new topic, want its end at once", got)
+	}
+	waitFor(t, 20*time.Second, "a record of the new topic", func() bool {
+		msgs, err := open.Poll(testCtx(t))
+		if err != nil && !errors.Is(err, api.ErrUnknownTopic) {
+			t.Fatalf("open: Poll: %v", err)
+		}
+		got = append(got, msgs...)
+		return len(got) > 0
+	})
+	if got[0].Offset != 0 {
+		t.Errorf("open: first record of the new topic at %d, want 0 (StartFrom, earliest)", got[0].Offset)
+	}
+}
