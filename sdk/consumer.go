@@ -162,8 +162,13 @@ type ConsumerConfig struct {
 	// EndOffsets, without a ConsumerGroup, bounds each listed partition:
 	// it is read up to its end offset, exclusive (records at or past it
 	// are not returned), and then no more (as kcat -e, with the high
-	// watermarks seen at start). Once every partition read has an end and
-	// has reached it, Poll returns ErrEndOffsetsReached. Its partitions
+	// watermarks seen at start). An end is not waited for: a partition
+	// that has read all its log holds (a fetch finds nothing more, the
+	// high watermark at or below its position) is at its end, whether its
+	// end was set above the high watermark or the log lost records it had
+	// when the end was set (a server restarted without having synced
+	// them). Once every partition read has an end and has reached it,
+	// Poll returns ErrEndOffsetsReached. Its partitions
 	// must be read (in Partitions, when that is set). StartOffsets and
 	// EndOffsets are offsets of the topic the consumer started on: when
 	// it is deleted and created again, a bounded partition is at its end,

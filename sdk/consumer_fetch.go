@@ -159,6 +159,9 @@ func (c *Consumer) fetchLoop(pf *partFetcher) {
 		failures = 0
 		pf.pos = res.NextOffset
 		if len(res.Messages) == 0 {
+			if c.logEndsShort(pf, res.HighWatermark) {
+				continue // at its end now
+			}
 			// A server that does not hold an empty fetch for MaxWait
 			// must not make this loop spin.
 			if time.Since(started) < c.cfg.MaxWait/4 && sleep(pf.ctx, min(c.cfg.MaxWait/4, 100*time.Millisecond)) != nil {

@@ -160,6 +160,24 @@ func (c *Consumer) reachedEnd(pf *partFetcher) bool {
 	return true
 }
 
+// logEndsShort handles an empty fetch of pf that reported the high
+// watermark hw. A bounded partition whose log ends at or below its
+// position, short of its end offset, is at its end: all the log holds was
+// read. That is an end set above the high watermark (not waited for, as
+// kcat -e), or a log that lost records it had when the end was set (a
+// server that restarted without having synced them), which is logged. It
+// reports whether the partition ended; Position says where.
+func (c *Consumer) logEndsShort(pf *partFetcher, hw uint64) bool {
+	b := &pf.bounds
+	if !b.hasEnd || hw > pf.pos || pf.pos >= b.end {
+		return false
+	}
+	c.log.Info("sdk: the log ends below the partition's end offset; ending the partition there",
+		"topic", c.cfg.Topic, "partition", pf.partition, "offset", pf.pos, "high_watermark", hw, "end_offset", b.end)
+	b.end = pf.pos
+	return true
+}
+
 // allEndedLocked reports whether every partition read has an end and has
 // reached it, with nothing left to return; c.mu held.
 func (c *Consumer) allEndedLocked() bool {

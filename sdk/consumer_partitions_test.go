@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/batch"
 )
 
 // TestConsumerPartitionOptionsValidate: Partitions, StartOffsets and
@@ -250,10 +251,11 @@ func TestConsumerBoundsOfADeletedTopic(t *testing.T) {
 	b := startBroker(t)
 	b.topic(t, "t", 1)
 	b.produce(t, "t", []int{0}, 3)
-	bounded := newConsumerAt(t, b.addr, ConsumerConfig{Topic: "t", UseFetch: true, StartOffsets: map[uint32]uint64{0: 1}, EndOffsets: map[uint32]uint64{0: 100}})
+	// Waiting for its log to reach its start.
+	bounded := newConsumerAt(t, b.addr, ConsumerConfig{Topic: "t", UseFetch: true, StartOffsets: map[uint32]uint64{0: 5}, EndOffsets: map[uint32]uint64{0: 100}})
 	open := newConsumerAt(t, b.addr, ConsumerConfig{Topic: "t", UseFetch: true, StartOffsets: map[uint32]uint64{0: 2}})
-	if got := pollN(t, bounded, 2); got[0].Offset != 1 {
-		t.Fatalf("bounded: first record at %d, want 1", got[0].Offset)
+	if msgs, err := bounded.Poll(testCtx(t)); len(msgs) != 0 || err != nil {
+		t.Fatalf("bounded: Poll = %+v, %v; want nothing yet", msgs, err)
 	}
 	if got := pollN(t, open, 1); got[0].Offset != 2 {
 		t.Fatalf("open: first record at %d, want 2", got[0].Offset)
@@ -287,5 +289,39 @@ func TestConsumerBoundsOfADeletedTopic(t *testing.T) {
 	})
 	if got[0].Offset != 0 {
 		t.Errorf("open: first record of the new topic at %d, want 0 (StartFrom, earliest)", got[0].Offset)
+	}
+}
+
+// TestConsumerEndNotWaitedFor: a bounded partition whose log holds nothing
+// more below its end is at its end: an end above the high watermark, and
+// a log that lost records it had when the end was set (the fake server's
+// log is cut back, as after a restart without a sync).
+func TestConsumerEndNotWaitedFor(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 2)
+	produce(t, s, "t", 3)
+	produce(t, s, "t", 2)
+	// Cut partition 0 back to its first batch.
+	s.mu.Lock()
+	for _, p := range s.topics["t"].parts {
+		if len(p.batches) > 1 {
+			h, _ := batch.ParseHeader(p.batches[0])
+			p.batches, p.next = p.batches[:1], h.NextOffset()
+		}
+	}
+	hw := make([]uint64, 2)
+	for i, p := range s.topics["t"].parts {
+		hw[i] = p.next
+	}
+	s.mu.Unlock()
+	c := newTestConsumer(t, s, ConsumerConfig{Topic: "t", EndOffsets: map[uint32]uint64{0: hw[0] + 2, 1: hw[1] + 10}})
+	got := readToEnd(t, c)
+	if uint64(len(got)) != hw[0]+hw[1] {
+		t.Errorf("read %v, want the %d records stored", got, hw[0]+hw[1])
+	}
+	for p, want := range hw {
+		if pos, _ := c.Position(uint32(p)); pos != want {
+			t.Errorf("Position(%d) = %d, want %d, where its log ends", p, pos, want)
+		}
 	}
 }

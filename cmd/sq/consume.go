@@ -420,6 +420,7 @@ func (s *consumeSession) read(ctx context.Context, parts []uint32, toEnd bool) e
 	for !s.done() {
 		msgs, err := cons.Poll(ctx)
 		if errors.Is(err, sdk.ErrEndOffsetsReached) {
+			s.noteShort(cons, parts)
 			return nil
 		}
 		if err != nil {
@@ -448,6 +449,17 @@ func (s *consumeSession) read(ctx context.Context, parts []uint32, toEnd bool) e
 		}
 	}
 	return nil
+}
+
+// noteShort says on stderr which of parts ended below their high
+// watermark at start: their log holds fewer records than it did then (the
+// server restarted without having synced them, say).
+func (s *consumeSession) noteShort(cons *sdk.Consumer, parts []uint32) {
+	for _, p := range parts {
+		if pos, ok := cons.Position(p); ok && pos < s.end[p] {
+			fmt.Fprintf(s.stderr, "sq: partition %d: no records at offset %d below the high watermark %d; skipping the rest\n", p, pos, s.end[p])
+		}
+	}
 }
 
 // settle takes the consumer's position of each of parts whose records

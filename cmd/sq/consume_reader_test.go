@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/net/dataplane"
 	"github.com/seedqueue/sq/sdk"
 )
 
@@ -105,4 +110,45 @@ func atoiCount(args []string) int {
 		}
 	}
 	return 0
+}
+
+// shortEngine answers the fetches of partition 0 at or past offset cut
+// with no records and a high watermark of cut, as a server whose log lost
+// its tail in a restart would; once set, cut applies.
+type shortEngine struct {
+	*engine.Engine
+	cut atomic.Int64 // -1: off
+}
+
+func (e *shortEngine) FetchID(ctx context.Context, topic string, id api.TopicID, partition int, offset uint64, maxBytes int, maxWait time.Duration) (*engine.FetchResult, error) {
+	if cut := e.cut.Load(); cut >= 0 && partition == 0 && offset >= uint64(cut) {
+		return &engine.FetchResult{TopicID: id, HighWatermark: uint64(cut)}, nil
+	}
+	return e.Engine.FetchID(ctx, topic, id, partition, offset, maxBytes, maxWait)
+}
+
+// TestConsumeLogEndsShort: without --follow, a partition whose log now
+// ends below the high watermark seen at start is read as far as it goes,
+// said on stderr, and the next partitions are read: sq does not wait for
+// the records lost.
+func TestConsumeLogEndsShort(t *testing.T) {
+	var se *shortEngine
+	addr := serveEngine(t, func(eng *engine.Engine) dataplane.Broker {
+		se = &shortEngine{Engine: eng}
+		se.cut.Store(-1)
+		return se
+	})
+	for p, in := range []string{"a\nb\nc\nd\n", "e\n"} {
+		if _, stderr, err := execConsumeCLI(context.Background(), in, "--server", addr, "produce", "--topic", "orders", "--partition", fmt.Sprint(p)); err != nil {
+			t.Fatalf("produce: %v %s", err, stderr)
+		}
+	}
+	se.cut.Store(0)                                                       // (one batch holds a to d: a cut inside it would not show)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // guards against a hang only
+	defer cancel()
+	out, stderr, err := execConsumeCLI(ctx, "", "--server", addr, "consume", "-t", "orders")
+	want := "sq: partition 0: no records at offset 0 below the high watermark 4; skipping the rest\n"
+	if err != nil || out != "e\n" || stderr != want {
+		t.Errorf("consume of a log cut back: %q, stderr %q, %v; want %q and stderr %q", out, stderr, err, "e\n", want)
+	}
 }
