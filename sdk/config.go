@@ -159,9 +159,11 @@ func (c BatchProducerConfig) Validate() error {
 // ConsumerGroup that is not valid UTF-8 or longer than 255 bytes, a
 // ClientID that is not valid UTF-8, a SessionTimeout
 // outside the server's bounds (100ms to 5m), a negative duration or
-// count, and MaxPollInterval or CloseTimeout below zero other than their
-// named values (MaxPollIntervalNone, CloseTimeoutNone). NewConsumer calls
-// it.
+// count, MaxPollInterval or CloseTimeout below zero other than their
+// named values (MaxPollIntervalNone, CloseTimeoutNone), and Partitions,
+// StartOffsets or EndOffsets set with a ConsumerGroup, a partition listed
+// twice in Partitions, or a start or end offset of a partition not in
+// Partitions. NewConsumer calls it.
 func (c ConsumerConfig) Validate() error {
 	ck := configCheck{typ: "ConsumerConfig"}
 	if c.Topic == "" {
@@ -179,6 +181,7 @@ func (c ConsumerConfig) Validate() error {
 	ck.count("MaxPollRecords", c.MaxPollRecords)
 	ck.nonNegative("MaxWait", c.MaxWait)
 	ck.offValue("CloseTimeout", c.CloseTimeout, CloseTimeoutNone, "CloseTimeoutNone", "no bound")
+	c.checkPartitions(&ck)
 	return ck.err()
 }
 

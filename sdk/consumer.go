@@ -153,6 +153,34 @@ type ConsumerConfig struct {
 	// StartFrom applies to partitions without a committed offset. Default
 	// StartEarliest.
 	StartFrom StartPosition
+	// Partitions is the subset of the topic's partitions a consumer
+	// without a ConsumerGroup reads, each listed once (as Kafka's assign;
+	// Validate refuses it with a group). Empty: every partition.
+	// NewConsumer fails with api.ErrUnknownPartition for a partition the
+	// topic does not have.
+	Partitions []uint32
+	// StartOffsets, without a ConsumerGroup, is the offset each listed
+	// partition starts at, in place of StartFrom (as Kafka's seek after
+	// assign). Its partitions must be read (in Partitions, when that is
+	// set). An offset below the log start moves up to it (OnRecordsLost);
+	// unlike StartAt, one above the high watermark is kept: the partition
+	// is read from there once its log reaches it.
+	StartOffsets map[uint32]uint64
+	// EndOffsets, without a ConsumerGroup, bounds each listed partition:
+	// it is read up to its end offset, exclusive (records at or past it
+	// are not returned), and then no more (as kcat -e, with the high
+	// watermarks seen at start). An end is not waited for: a partition
+	// that has read all its log holds (a fetch finds nothing more, the
+	// high watermark at or below its position) is at its end, whether its
+	// end was set above the high watermark or the log lost records it had
+	// when the end was set (a server restarted without having synced
+	// them). Once every partition read has an end and has reached it,
+	// Poll returns ErrEndOffsetsReached. Its partitions
+	// must be read (in Partitions, when that is set). StartOffsets and
+	// EndOffsets are offsets of the topic the consumer started on: when
+	// it is deleted and created again, a bounded partition is at its end,
+	// and an unbounded one starts over at StartFrom.
+	EndOffsets map[uint32]uint64
 	// MaxPollRecords caps the records one Poll returns. Default 500.
 	MaxPollRecords int
 	// MaxBytes is the soft cap, in bytes, of one partition's fetch, and the
@@ -307,7 +335,10 @@ type Consumer struct {
 	topicErr       error
 	// topicID is the id of the topic the consumer last started partitions
 	// of; a different one at assign is logged as a start-over.
-	topicID  api.TopicID
+	topicID api.TopicID
+	// boundsID is the id of the topic StartOffsets and EndOffsets are
+	// offsets of: the first the consumer read (consumer_partitions.go).
+	boundsID api.TopicID
 	revoking map[uint32]bool // revoked, waiting for Poll to commit and release
 	// returned marks partitions with records returned by Poll since their
 	// last stored commit. lost holds positions that were never stored
@@ -345,6 +376,7 @@ type partFetcher struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	done      chan struct{} // closed when the goroutine returned
+	bounds    partBounds    // ConsumerConfig.StartOffsets and EndOffsets
 }
 
 // NewConsumer connects to cfg.Addr and starts reading: every partition, or
@@ -406,9 +438,9 @@ func (c *Consumer) start(ctx context.Context) error {
 			return err
 		}
 	}
-	all := make([]uint32, tm.partitions)
-	for p := range all {
-		all[p] = uint32(p)
+	all, err := c.standalonePartitions(tm.partitions)
+	if err != nil {
+		return err
 	}
 	if err := c.assign(ctx, all, TopicInfo{}); err != nil {
 		return err
@@ -465,6 +497,9 @@ func (c *Consumer) assign(ctx context.Context, partitions []uint32, ti TopicInfo
 		start, ok := committed[p]
 		if ok {
 			c.committed[p] = start
+		} else if off, ok := c.configuredStart(p, ti.ID); ok {
+			delete(c.committed, p)
+			start = off
 		} else if off, ok := times[p]; ok {
 			delete(c.committed, p)
 			start = off
@@ -506,6 +541,7 @@ func (c *Consumer) startOffset(pi PartitionInfo, known bool) uint64 {
 func (c *Consumer) startFetcher(p uint32, pos uint64) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	pf := &partFetcher{partition: p, pos: pos, topicID: c.posID[p], wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	c.bound(pf)
 	c.parts[p] = pf
 	c.order = sortedKeys(c.parts)
 	c.wg.Go(func() {
@@ -651,6 +687,9 @@ func (c *Consumer) drain() ([]Message, error) {
 	if err := c.topicErr; err != nil {
 		c.topicErr = nil
 		return nil, err
+	}
+	if c.allEndedLocked() {
+		return nil, ErrEndOffsetsReached
 	}
 	return nil, nil
 }

@@ -13,7 +13,9 @@ import (
 // readLoop reads one partition until its fetcher is stopped: by push
 // subscription unless UseFetch is set or the server does not serve it.
 func (c *Consumer) readLoop(pf *partFetcher) {
-	if !c.cfg.UseFetch && c.pushLoop(pf) {
+	// A bounded partition is fetched: a subscription would push records
+	// past its end.
+	if !c.cfg.UseFetch && !pf.bounds.hasEnd && c.pushLoop(pf) {
 		return
 	}
 	c.fetchLoop(pf)
@@ -129,7 +131,7 @@ func (c *Consumer) consumeSubscription(pf *partFetcher, sub *Subscription) (bool
 func (c *Consumer) fetchLoop(pf *partFetcher) {
 	failures := 0
 	for {
-		if !c.waitDrained(pf) {
+		if !c.waitDrained(pf) || c.reachedEnd(pf) {
 			return
 		}
 		started := time.Now()
@@ -157,6 +159,9 @@ func (c *Consumer) fetchLoop(pf *partFetcher) {
 		failures = 0
 		pf.pos = res.NextOffset
 		if len(res.Messages) == 0 {
+			if c.logEndsShort(pf, res.HighWatermark) {
+				continue // at its end now
+			}
 			// A server that does not hold an empty fetch for MaxWait
 			// must not make this loop spin.
 			if time.Since(started) < c.cfg.MaxWait/4 && sleep(pf.ctx, min(c.cfg.MaxWait/4, 100*time.Millisecond)) != nil {
@@ -164,7 +169,7 @@ func (c *Consumer) fetchLoop(pf *partFetcher) {
 			}
 			continue
 		}
-		if !c.post(pf, res.Messages) {
+		if !c.post(pf, pf.bounds.trim(res.Messages)) {
 			return
 		}
 	}
@@ -174,6 +179,9 @@ func (c *Consumer) fetchLoop(pf *partFetcher) {
 // retried at once (the position was moved), false to back off first.
 func (c *Consumer) fetchFailed(pf *partFetcher, err error) bool {
 	c.core.noteError(c.cfg.Topic, err)
+	if pf.bounds.waitBeyond(err, pf.pos) {
+		return false // kept: read once the log reaches it
+	}
 	if start, end, ok := c.validRange(err, pf.partition); ok && c.reposition(pf, start, end) {
 		return true
 	}

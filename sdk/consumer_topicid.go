@@ -68,8 +68,10 @@ func (c *Consumer) restartLoop() {
 }
 
 // metadataChanged reads the topic's metadata (from the core's cache when
-// younger than MetadataMaxAge) and reports whether its id or partition
-// count differs from what the consumer reads, or the topic is gone.
+// younger than MetadataMaxAge) and reports whether its id differs from the
+// one the consumer reads, the topic is gone, or (without a group) the
+// topic has partitions the consumer should read and does not (or the
+// reverse).
 func (c *Consumer) metadataChanged() bool {
 	ctx, cancel := context.WithTimeout(c.ctx, c.client.cfg.RequestTimeout)
 	defer cancel()
@@ -82,7 +84,19 @@ func (c *Consumer) metadataChanged() bool {
 	if c.group.left {
 		return false
 	}
-	return tm.id != c.topicID || tm.partitions != uint32(len(c.parts))
+	if tm.id != c.topicID {
+		return true
+	}
+	if c.group.memberID != "" {
+		return false // the coordinator assigns partitions added to the topic
+	}
+	want := 0
+	for p := range tm.partitions {
+		if c.reads(p) {
+			want++
+		}
+	}
+	return want != len(c.parts)
 }
 
 // restartTopic reads the topic's metadata and starts over every partition whose
@@ -174,7 +188,7 @@ func (c *Consumer) dropStaleLocked(tm topicMeta) (start []uint32, dones []chan s
 			}
 		}
 		for p := range tm.partitions {
-			if c.parts[p] == nil && !contains(start, p) {
+			if c.parts[p] == nil && !contains(start, p) && c.reads(p) {
 				start = append(start, p)
 			}
 		}

@@ -17,7 +17,12 @@
 //     consumer group over the partitions the broker assigns it, with
 //     Commit and AutoCommit. Records arrive by push subscription (the
 //     broker pushes within a byte credit the consumer grants back) or, with
-//     UseFetch, by long-poll fetch.
+//     UseFetch, by long-poll fetch. Without a group it can read a subset
+//     of the partitions (Partitions, as Kafka's assign), each from an
+//     offset of its own (StartOffsets, as seek; one past the high
+//     watermark is waited for) and up to an end offset of its own
+//     (EndOffsets, exclusive, as kcat -e: Poll then returns
+//     ErrEndOffsetsReached); `sq consume` reads this way.
 //
 // Over gRPC, for networks or languages where Cap'n Proto is not an option:
 // Admin (topics, consumer groups, node info and members), GrpcProducer

@@ -109,7 +109,14 @@ func newTestProducer(t testing.TB, s *fakeServer, mod ...func(*ProducerConfig)) 
 
 func newTestConsumer(t testing.TB, s *fakeServer, cfg ConsumerConfig) *Consumer {
 	t.Helper()
-	cfg.Addr = s.addr
+	return newConsumerAt(t, s.addr, cfg)
+}
+
+// newConsumerAt starts a consumer of the server at addr with short waits
+// and backoffs, closed at the end of the test.
+func newConsumerAt(t testing.TB, addr string, cfg ConsumerConfig) *Consumer {
+	t.Helper()
+	cfg.Addr = addr
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = 50 * time.Millisecond
 	}

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/seedqueue/sq/api"
-	"github.com/seedqueue/sq/internal/longpoll"
 	"github.com/seedqueue/sq/sdk"
 )
 
@@ -26,9 +24,18 @@ const (
 	// finalCommitTimeout bounds the commit at exit, which runs even after
 	// Ctrl-C.
 	finalCommitTimeout = 10 * time.Second
-	// retryBackoff is the wait before fetching again after a retriable
-	// error with --follow.
-	retryBackoff = 200 * time.Millisecond
+	// consumeRequestTimeout bounds each request of the consumer, a
+	// group member's commit and leave at exit included.
+	consumeRequestTimeout = 10 * time.Second
+	// consumeReconnectBackoffMax caps the wait between reconnection
+	// attempts, and between reads of a partition whose start is past the
+	// end of its log: a consumer that lost the server retries often, and
+	// a group member's commit and leave after Ctrl-C wait at most this
+	// long to try.
+	consumeReconnectBackoffMax = 500 * time.Millisecond
+	// probeInterval is the least time between checks that the server
+	// still answers while Poll returns nothing.
+	probeInterval = 2 * time.Second
 )
 
 type consumeFlags struct {
@@ -131,25 +138,31 @@ func newConsumeCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-// consumeSession is the state of one `sq consume` run without --group.
+// consumeSession is the state of one `sq consume` run without --group:
+// sq resolves each partition's start from -o/--from-time itself, then
+// reads through sdk.Consumer, bounded by the high watermarks seen at
+// start unless --follow.
 type consumeSession struct {
-	c      *sdk.Client
-	f      consumeFlags
-	start  startSpec
-	fromMs int64 // --from-time in Unix ms, when given
-	addr   string
-	out    *recordWriter
-	stderr io.Writer
+	c       *sdk.Client // describes the topic and resolves --from-time at start
+	f       consumeFlags
+	start   startSpec
+	fromMs  int64 // --from-time in Unix ms, when given
+	addr    string
+	timeout time.Duration // --timeout: the consumer's dial
+	out     *recordWriter
+	stderr  io.Writer
+	probe   serverProbe
 
 	parts []uint32
 	pos   map[uint32]uint64 // next offset to print, per partition
 	end   map[uint32]uint64 // high watermark at start
+	// cut marks partitions whose records the consumer returned past the
+	// last one printed (--count reached): their position is pos, not the
+	// consumer's.
+	cut map[uint32]bool
 	// unreadable holds the errors of failed partitions, skipped at start.
 	unreadable []error
 	printed    int64
-	// retrying is set while follow's fetches fail with retriable errors,
-	// so that the outage is reported once.
-	retrying atomic.Bool
 }
 
 func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
@@ -175,6 +188,10 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 		}
 		return runGroupConsume(cmd, g, f, out, start, fromMs)
 	}
+	timeout, err := g.connectTimeout(cmd)
+	if err != nil {
+		return err
+	}
 	c, err := g.dial(cmd)
 	if err != nil {
 		if stopped(cmd.Context(), err) { // Ctrl-C while connecting
@@ -183,20 +200,29 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 		}
 		return err
 	}
-	defer c.Close()
-	s := &consumeSession{c: c, f: f, start: start, fromMs: fromMs, addr: g.addr(cmd), out: out, stderr: &syncWriter{w: g.stderr},
-		pos: map[uint32]uint64{}, end: map[uint32]uint64{}}
+	stderr := &syncWriter{w: g.stderr}
+	s := &consumeSession{c: c, f: f, start: start, fromMs: fromMs, addr: g.addr(cmd), timeout: timeout, out: out, stderr: stderr,
+		probe: serverProbe{addr: g.addr(cmd), topic: f.topic, follow: f.follow, timeout: timeout, stderr: stderr, reading: "reading " + f.topic},
+		pos:   map[uint32]uint64{}, end: map[uint32]uint64{}, cut: map[uint32]bool{}}
 	ctx := cmd.Context()
-	if err := s.begin(ctx); err != nil {
+	err = s.begin(ctx)
+	c.Close() // the consumers have connections of their own
+	if err != nil {
 		if stopped(ctx, err) {
 			noteInterrupted(ctx, s.stderr, f.topic)
 			return nil
 		}
 		return apiError(s.addr, err)
 	}
-	if f.follow {
-		err = s.follow(ctx)
-	} else {
+	switch {
+	case f.follow && len(s.parts) == 0:
+		// Every partition failed: nothing to follow until Ctrl-C, which
+		// reports them.
+		<-ctx.Done()
+		err = ctx.Err()
+	case f.follow:
+		err = s.read(ctx, s.parts, false)
+	default:
 		err = s.readToEnd(ctx)
 	}
 	err = out.finish(err)
@@ -337,153 +363,111 @@ func (s *consumeSession) startOffset(ctx context.Context, p uint32, pi sdk.Parti
 // done reports whether --count records were printed.
 func (s *consumeSession) done() bool { return s.f.count > 0 && s.printed >= s.f.count }
 
-// emit prints m and advances its partition's position past it.
-func (s *consumeSession) emit(m sdk.Message) error {
-	if err := s.out.write(m); err != nil {
-		return err
-	}
-	s.printed++
-	s.pos[m.Partition] = m.Offset + 1
-	return nil
-}
-
-// readToEnd reads each partition in turn up to its high watermark at start.
+// readToEnd reads each partition in turn, in partition order, up to its
+// high watermark at start, each through a consumer of its own.
 func (s *consumeSession) readToEnd(ctx context.Context) error {
 	for _, p := range s.parts {
-		for s.pos[p] < s.end[p] && !s.done() {
-			res, err := s.c.Fetch(ctx, sdk.FetchRequest{Topic: s.f.topic, Partition: p, Offset: s.pos[p]})
-			if err != nil {
-				if next, ok := s.outOfRange(p, err); ok {
-					s.pos[p] = next
-					continue
-				}
-				return fmt.Errorf("fetch %s/%d at offset %d: %w", s.f.topic, p, s.pos[p], err)
-			}
-			if len(res.Messages) == 0 {
-				// Nothing readable below the high watermark seen at start
-				// (the partition shrank or failed meanwhile): stop here
-				// rather than ask again forever.
-				fmt.Fprintf(s.stderr, "sq: partition %d: no records at offset %d below the high watermark %d; skipping the rest\n", p, s.pos[p], s.end[p])
-				break
-			}
-			for _, m := range res.Messages {
-				if m.Offset >= s.end[p] || s.done() {
-					break
-				}
-				if err := s.emit(m); err != nil {
-					return err
-				}
-			}
+		if s.done() {
+			return nil
+		}
+		if s.pos[p] >= s.end[p] {
+			continue // nothing to read below the high watermark at start
+		}
+		if err := s.read(ctx, []uint32{p}, true); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// outOfRange handles OFFSET_OUT_OF_RANGE below the log start offset
-// (retention removed the records): it returns the offset to go on from.
-func (s *consumeSession) outOfRange(p uint32, err error) (uint64, bool) {
-	var e *api.Error
-	if !errors.As(err, &e) || e.Code != api.CodeOffsetOutOfRange || !e.HasRange || s.pos[p] >= e.RangeStart {
-		return 0, false
+// consumerConfig is the configuration of the consumer reading parts, each
+// from its position; bounded by the high watermarks at start when toEnd.
+// Records lost to retention while reading are said on stderr.
+func (s *consumeSession) consumerConfig(parts []uint32, toEnd bool) sdk.ConsumerConfig {
+	cfg := consumerBase(s.addr, s.f.topic, s.timeout)
+	// Fetched, not pushed: at most one response per partition is read
+	// ahead of what was printed.
+	cfg.UseFetch = true
+	cfg.Partitions = parts
+	cfg.StartOffsets = map[uint32]uint64{}
+	if toEnd {
+		cfg.EndOffsets = map[uint32]uint64{}
 	}
-	fmt.Fprintf(s.stderr, "sq: partition %d: offsets %d-%d are no longer stored; going on at %d (%d records lost to retention skipped)\n",
-		p, s.pos[p], e.RangeStart-1, e.RangeStart, e.RangeStart-s.pos[p])
-	return e.RangeStart, true
+	for _, p := range parts {
+		cfg.StartOffsets[p] = s.pos[p]
+		if toEnd {
+			cfg.EndOffsets[p] = s.end[p]
+		}
+	}
+	cfg.OnRecordsLost = func(p uint32, from, to uint64) {
+		fmt.Fprintf(s.stderr, "sq: partition %d: offsets %d-%d are no longer stored; going on at %d (%d records lost to retention skipped)\n",
+			p, from, to-1, to, to-from)
+	}
+	return cfg
 }
 
-// fetched is one partition's fetch result handed from its fetcher to the
-// printing loop of follow.
-type fetched struct {
-	partition uint32
-	msgs      []sdk.Message
-	err       error
-}
-
-// follow fetches all partitions concurrently with long polls and prints
-// what arrives until ctx ends, --count is reached or a fetch fails for good.
-func (s *consumeSession) follow(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	results := make(chan fetched, len(s.parts))
-	for _, p := range s.parts {
-		go s.fetchLoop(ctx, p, s.pos[p], results)
+// read prints the records of parts through one sdk.Consumer until ctx
+// ends, --count records were printed, a read fails for good or, when
+// toEnd, every partition was read up to its high watermark at start. The
+// positions of parts are then the consumer's.
+func (s *consumeSession) read(ctx context.Context, parts []uint32, toEnd bool) error {
+	cons, err := newConsumer(ctx, s.consumerConfig(parts, toEnd))
+	if err != nil {
+		return err
 	}
+	defer cons.Close()
+	defer s.settle(cons, parts)
 	for !s.done() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case r := <-results:
-			if r.err != nil {
-				return r.err
-			}
-			for _, m := range r.msgs {
-				if s.done() {
-					break
-				}
-				if err := s.emit(m); err != nil {
-					return err
-				}
-			}
-			if err := s.out.flush(); err != nil {
+		msgs, err := cons.Poll(ctx)
+		if errors.Is(err, sdk.ErrEndOffsetsReached) {
+			s.noteShort(cons, parts)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", s.f.topic, err)
+		}
+		if len(msgs) == 0 {
+			if err := s.probe.idle(ctx, cons.Client()); err != nil {
 				return err
 			}
+			continue
+		}
+		s.probe.answered()
+		for _, m := range msgs {
+			if s.done() {
+				s.cut[m.Partition] = true
+				continue
+			}
+			if err := s.out.write(m); err != nil {
+				return err
+			}
+			s.printed++
+			s.pos[m.Partition] = m.Offset + 1
+		}
+		if err := s.out.flush(); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// fetchLoop long-polls partition p from offset next and sends each
-// non-empty result (or a permanent error) to results until ctx ends.
-// Retriable errors, such as a lost connection, are retried after a pause.
-func (s *consumeSession) fetchLoop(ctx context.Context, p uint32, next uint64, results chan<- fetched) {
-	for ctx.Err() == nil {
-		started := time.Now()
-		res, err := s.c.Fetch(ctx, sdk.FetchRequest{Topic: s.f.topic, Partition: p, Offset: next, MaxWait: followMaxWait})
-		var e *api.Error
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err == nil:
-		case errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && next > e.RangeEnd:
-			// Started beyond the high watermark (--from OFFSET): wait
-			// until the partition reaches it. (HasRange is not required:
-			// the range [0, 0] of an empty partition arrives without it.)
-			_ = sleepCtx(ctx, followMaxWait)
-			continue
-		case errors.As(err, &e) && e.Code == api.CodeOffsetOutOfRange && e.HasRange && next < e.RangeStart:
-			fmt.Fprintf(s.stderr, "sq: partition %d: offsets %d-%d are no longer stored; going on at %d (%d records lost to retention skipped)\n",
-				p, next, e.RangeStart-1, e.RangeStart, e.RangeStart-next)
-			next = e.RangeStart
-			continue
-		case sdk.IsRetriable(err):
-			if !s.retrying.Swap(true) {
-				fmt.Fprintf(s.stderr, "sq: %s: %v; retrying until it answers (Ctrl-C stops)\n", s.addr, err)
-			}
-			_ = sleepCtx(ctx, retryBackoff)
-			continue
-		default:
-			select {
-			case results <- fetched{partition: p, err: fmt.Errorf("fetch %s/%d at offset %d: %w", s.f.topic, p, next, err)}:
-			case <-ctx.Done():
-			}
-			return
+// noteShort says on stderr which of parts ended below their high
+// watermark at start: their log holds fewer records than it did then (the
+// server restarted without having synced them, say).
+func (s *consumeSession) noteShort(cons *sdk.Consumer, parts []uint32) {
+	for _, p := range parts {
+		if pos, ok := cons.Position(p); ok && pos < s.end[p] {
+			fmt.Fprintf(s.stderr, "sq: partition %d: no records at offset %d below the high watermark %d; skipping the rest\n", p, pos, s.end[p])
 		}
-		if s.retrying.Swap(false) {
-			fmt.Fprintf(s.stderr, "sq: %s answers again\n", s.addr)
-		}
-		if len(res.Messages) == 0 {
-			next = max(next, res.NextOffset) // past batches without records to print
-			// A server that answers before the long poll ran out (one
-			// that caps it, or woke for nothing) must not make this loop
-			// spin.
-			longpoll.PauseAfterEmpty(ctx, started, followMaxWait)
-			continue
-		}
-		next = res.NextOffset
-		select {
-		case results <- fetched{partition: p, msgs: res.Messages}:
-		case <-ctx.Done():
-			return
+	}
+}
+
+// settle takes the consumer's position of each of parts whose records
+// were all printed: past the records lost to retention it skipped.
+func (s *consumeSession) settle(cons *sdk.Consumer, parts []uint32) {
+	for _, p := range parts {
+		if pos, ok := cons.Position(p); ok && !s.cut[p] {
+			s.pos[p] = pos
 		}
 	}
 }

@@ -16,9 +16,6 @@ import (
 
 // Timing of `sq consume --group`.
 const (
-	// groupRequestTimeout bounds each request of the group member, its
-	// commit and leave at exit included.
-	groupRequestTimeout = 10 * time.Second
 	// groupLeaveTimeout bounds leaving the group at exit, after the final
 	// commit: leaving is best effort (the session timeout removes a member
 	// that did not), so a hung server costs at most finalCommitTimeout
@@ -30,13 +27,6 @@ const (
 	// groupHeartbeat is how often the member heartbeats, so that it sees
 	// the group's assignment changes within about a second.
 	groupHeartbeat = time.Second
-	// groupReconnectBackoffMax caps the wait between reconnection
-	// attempts: a member that lost the server retries often, and its
-	// commit and leave after Ctrl-C wait at most this long to try.
-	groupReconnectBackoffMax = 500 * time.Millisecond
-	// probeInterval is the least time between checks that the server
-	// still answers while Poll returns nothing.
-	probeInterval = 2 * time.Second
 )
 
 // syncWriter serializes writes to w: the group member's callbacks write to
@@ -67,12 +57,11 @@ type groupSession struct {
 	end     map[uint32]uint64
 	next    map[uint32]uint64 // offset after the last record printed
 	timeout time.Duration     // --timeout: each dial plus handshake, and each probe
+	probe   serverProbe
 	printed int64
 	// emptySince is when the member was first seen holding no partition
 	// (zero while it holds some).
 	emptySince time.Time
-	lastProbe  time.Time
-	unreached  bool // the last probe failed (reported once per outage)
 }
 
 // runGroupConsume runs `sq consume --group`.
@@ -97,7 +86,7 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 		}
 		return err
 	}
-	s.cons, err = sdk.NewConsumer(ctx, s.consumerConfig(from))
+	s.cons, err = newConsumer(ctx, s.consumerConfig(from))
 	if err != nil {
 		if stopped(ctx, err) {
 			noteInterrupted(ctx, s.stderr, f.topic)
@@ -138,36 +127,32 @@ func newGroupSession(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 	if err != nil {
 		return nil, err
 	}
-	return &groupSession{f: f, addr: g.addr(cmd), timeout: timeout, out: out, stderr: &syncWriter{w: g.stderr},
-		end: map[uint32]uint64{}, next: map[uint32]uint64{}}, nil
+	stderr := &syncWriter{w: g.stderr}
+	return &groupSession{f: f, addr: g.addr(cmd), timeout: timeout, out: out, stderr: stderr,
+		end: map[uint32]uint64{}, next: map[uint32]uint64{},
+		probe: serverProbe{addr: g.addr(cmd), topic: f.topic, follow: f.follow, timeout: timeout, stderr: stderr,
+			reading: fmt.Sprintf("reading %s as group %s", f.topic, f.group)}}, nil
 }
 
 // consumerConfig is the configuration of the member's sdk.Consumer:
 // partitions without a committed offset start at from; dials are bounded
 // by --timeout, as every other connection of sq.
 func (s *groupSession) consumerConfig(from sdk.StartPosition) sdk.ConsumerConfig {
-	return sdk.ConsumerConfig{
-		Addr:                s.addr,
-		ClientID:            "sq-cli",
-		Topic:               s.f.topic,
-		ConsumerGroup:       s.f.group,
-		AutoCommitMarked:    true,
-		AutoCommitInterval:  commitInterval,
-		StartFrom:           from,
-		HeartbeatInterval:   groupHeartbeat,
-		MaxWait:             followMaxWait,
-		DialTimeout:         s.timeout,
-		RequestTimeout:      groupRequestTimeout,
-		ReconnectBackoffMax: groupReconnectBackoffMax,
-		CloseTimeout:        groupLeaveTimeout,
-		OnPartitionsAssigned: func(ps []uint32) {
-			fmt.Fprintf(s.stderr, "sq: group %s: assigned partition%s %v of %s\n", s.f.group, plural(len(ps)), ps, s.f.topic)
-		},
-		OnPartitionsRevoked: func(ps []uint32) {
-			fmt.Fprintf(s.stderr, "sq: group %s: released partition%s %v of %s (the group is rebalancing)\n", s.f.group, plural(len(ps)), ps, s.f.topic)
-		},
-		OnRecordsLost: func(p uint32, from, to uint64) { noteLost(s.stderr, p, from, to) },
+	cfg := consumerBase(s.addr, s.f.topic, s.timeout)
+	cfg.ConsumerGroup = s.f.group
+	cfg.AutoCommitMarked = true
+	cfg.AutoCommitInterval = commitInterval
+	cfg.StartFrom = from
+	cfg.HeartbeatInterval = groupHeartbeat
+	cfg.CloseTimeout = groupLeaveTimeout
+	cfg.OnPartitionsAssigned = func(ps []uint32) {
+		fmt.Fprintf(s.stderr, "sq: group %s: assigned partition%s %v of %s\n", s.f.group, plural(len(ps)), ps, s.f.topic)
 	}
+	cfg.OnPartitionsRevoked = func(ps []uint32) {
+		fmt.Fprintf(s.stderr, "sq: group %s: released partition%s %v of %s (the group is rebalancing)\n", s.f.group, plural(len(ps)), ps, s.f.topic)
+	}
+	cfg.OnRecordsLost = func(p uint32, from, to uint64) { noteLost(s.stderr, p, from, to) }
+	return cfg
 }
 
 // highWatermarks reads the high watermark of every partition at start,
@@ -207,11 +192,12 @@ func (s *groupSession) loop(ctx context.Context) error {
 			return err
 		}
 		if len(msgs) == 0 {
-			if err := s.probe(ctx); err != nil {
+			if err := s.probe.idle(ctx, s.cons.Client()); err != nil {
 				return err
 			}
 			continue
 		}
+		s.probe.answered()
 		clear(last)
 		for _, m := range msgs {
 			if s.done() {
@@ -265,36 +251,6 @@ func (s *groupSession) reachedEnd() bool {
 		}
 	}
 	return true
-}
-
-// probe checks, at most every probeInterval while Poll returns nothing,
-// that the server answers. Without --follow an unreachable server fails
-// the command; with --follow it is reported once and the consumer keeps
-// retrying in the background.
-func (s *groupSession) probe(ctx context.Context) error {
-	if time.Since(s.lastProbe) < probeInterval {
-		return nil
-	}
-	s.lastProbe = time.Now()
-	pctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	_, err := s.cons.Client().DescribeTopic(pctx, s.f.topic)
-	switch {
-	case err == nil:
-		if s.unreached {
-			fmt.Fprintf(s.stderr, "sq: %s answers again\n", s.addr)
-		}
-		s.unreached = false
-		return nil
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case !s.f.follow:
-		return fmt.Errorf("reading %s as group %s: %w", s.f.topic, s.f.group, err)
-	case !s.unreached:
-		fmt.Fprintf(s.stderr, "sq: %s: %v; retrying until it answers (Ctrl-C stops)\n", s.addr, err)
-	}
-	s.unreached = true
-	return nil
 }
 
 // summary prints the one line of what was done, after Ctrl-C.

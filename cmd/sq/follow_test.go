@@ -37,6 +37,18 @@ func (e *countingEngine) FetchID(ctx context.Context, topic string, id api.Topic
 // partitions) on loopback; it stops at the end of the test.
 func startData(t *testing.T, noWait bool) (string, *countingEngine) {
 	t.Helper()
+	var ce *countingEngine
+	addr := serveEngine(t, func(eng *engine.Engine) dataplane.Broker {
+		ce = &countingEngine{Engine: eng, noWait: noWait}
+		return ce
+	})
+	return addr, ce
+}
+
+// serveEngine serves the data plane of wrap(a fresh engine with topic
+// "orders" of 2 partitions) on loopback; it stops at the end of the test.
+func serveEngine(t *testing.T, wrap func(*engine.Engine) dataplane.Broker) string {
+	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	eng, err := engine.Open(engine.Options{DataDir: t.TempDir(), Logger: quiet})
 	if err != nil {
@@ -45,8 +57,7 @@ func startData(t *testing.T, noWait bool) (string, *countingEngine) {
 	if _, err := eng.CreateTopic("orders", 2, engine.TopicConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	ce := &countingEngine{Engine: eng, noWait: noWait}
-	srv, err := dataplane.New(ce, dataplane.Options{Logger: quiet})
+	srv, err := dataplane.New(wrap(eng), dataplane.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +72,7 @@ func startData(t *testing.T, noWait bool) (string, *countingEngine) {
 		<-done
 		eng.Close()
 	})
-	return ln.Addr().String(), ce
+	return ln.Addr().String()
 }
 
 // follow runs `sq consume --follow` on addr until ctx ends and returns its
