@@ -395,11 +395,19 @@ func TestCoreClosed(t *testing.T) {
 	}
 }
 
-// TestTopicRecreatedReachesEveryEntryType: a topic deleted and created
-// again with more partitions on a real node is picked up by every entry
-// type: the producers (MetadataMaxAge) send keyless records to the new
-// partitions, the consumers (UNKNOWN_TOPIC_ID) read them.
-func TestTopicRecreatedReachesEveryEntryType(t *testing.T) {
+// TestMetadataChangeReachesEveryEntryType: a topic that gets more
+// partitions, grown in place (CreatePartitions, KIP-195) or deleted and
+// created again, is picked up by every entry type on a real node: the
+// three producers reach the new partitions once their metadata is older
+// than MetadataMaxAge (or an error says it is stale), and both consumers
+// without a group read what lands there.
+func TestMetadataChangeReachesEveryEntryType(t *testing.T) {
+	for _, change := range []string{"grown", "recreated"} {
+		t.Run(change, func(t *testing.T) { testMetadataChange(t, change) })
+	}
+}
+
+func testMetadataChange(t *testing.T, change string) {
 	n := startFaultyNode(t)
 	ctx := testCtx(t)
 	admin, err := NewAdmin(AdminConfig{GrpcConfig: GrpcConfig{Addr: n.grpcAddr}})
@@ -426,21 +434,28 @@ func TestTopicRecreatedReachesEveryEntryType(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gp.Close()
-	c, err := NewConsumer(ctx, ConsumerConfig{Addr: n.capnpAddr, Topic: "t", MaxWait: 20 * time.Millisecond})
+	c, err := NewConsumer(ctx, ConsumerConfig{Addr: n.capnpAddr, Topic: "t", MaxWait: 20 * time.Millisecond, MetadataMaxAge: age})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	gc, err := NewGrpcConsumer(ctx, GrpcConsumerConfig{GrpcConfig: GrpcConfig{Addr: n.grpcAddr}, Topic: "t", MaxWait: 20 * time.Millisecond})
+	gc, err := NewGrpcConsumer(ctx, GrpcConsumerConfig{GrpcConfig: GrpcConfig{Addr: n.grpcAddr}, Topic: "t", MaxWait: 20 * time.Millisecond, MetadataMaxAge: age})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gc.Close()
-	if err := admin.DeleteTopic(ctx, "t"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateTopic(ctx, "t", 4, TopicConfig{}); err != nil {
-		t.Fatal(err)
+	switch change {
+	case "grown":
+		if _, err := admin.CreatePartitions(ctx, "t", 4); err != nil {
+			t.Fatal(err)
+		}
+	case "recreated":
+		if err := admin.DeleteTopic(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.CreateTopic(ctx, "t", 4, TopicConfig{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	seen := map[string]map[string]bool{"consumer": {}, "grpc-consumer": {}} // consumer -> "<producer>/<partition>"
@@ -465,7 +480,7 @@ func TestTopicRecreatedReachesEveryEntryType(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; !done(); i++ {
 		if time.Now().After(deadline) {
-			t.Fatalf("the recreated topic's new partitions not reached or not read: %v", seen)
+			t.Fatalf("%s topic: its new partitions not reached or not read: %v", change, seen)
 		}
 		// Sends right after the delete may fail (UNKNOWN_TOPIC); the
 		// loop goes on until the new partitions are reached.

@@ -249,6 +249,7 @@ func (c GrpcConsumerConfig) Validate() error {
 	ck.nonNegative("MaxWait", c.MaxWait)
 	ck.backoff("RetryBackoff", c.RetryBackoff, c.RetryBackoffMax)
 	ck.offValue("MaxPollInterval", c.MaxPollInterval, MaxPollIntervalNone, "MaxPollIntervalNone", "no bound")
+	ck.nonNegative("MetadataMaxAge", c.MetadataMaxAge)
 	ck.offValue("CloseTimeout", c.CloseTimeout, CloseTimeoutNone, "CloseTimeoutNone", "no bound")
 	return ck.err()
 }

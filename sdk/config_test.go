@@ -170,6 +170,7 @@ func TestConfigValidate(t *testing.T) {
 	grpcConsumer("client id of 256 bytes", "ClientID", func(c *GrpcConsumerConfig) { c.ClientID = strings.Repeat("c", 256) })
 	grpcConsumer("max poll interval -2ns", "MaxPollInterval", func(c *GrpcConsumerConfig) { c.MaxPollInterval = -2 })
 	grpcConsumer("max poll interval -1m", "MaxPollInterval", func(c *GrpcConsumerConfig) { c.MaxPollInterval = -time.Minute })
+	grpcConsumer("negative metadata age", "MetadataMaxAge", func(c *GrpcConsumerConfig) { c.MetadataMaxAge = -time.Second })
 	grpcConsumer("session timeout too short", "SessionTimeout", func(c *GrpcConsumerConfig) { c.SessionTimeout = time.Millisecond })
 	grpcConsumer("session timeout too long", "SessionTimeout", func(c *GrpcConsumerConfig) { c.SessionTimeout = time.Hour })
 	grpcConsumer("negative heartbeat interval", "HeartbeatInterval", func(c *GrpcConsumerConfig) { c.HeartbeatInterval = -1 })

@@ -241,13 +241,14 @@
 // id -> partition count -> each partition's leader), the placement function
 // above, and one connection per broker data address, made on first use,
 // the configured Addr being the bootstrap one. A topic's metadata is cached
-// for MetadataMaxAge (ProducerConfig, GrpcProducerConfig, ConsumerConfig;
-// default 5m) and read again at the next use after a request about the
+// for MetadataMaxAge (ProducerConfig, GrpcProducerConfig, ConsumerConfig,
+// GrpcConsumerConfig; default 5m) and read again at the next use after a request about the
 // topic fails with UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or
 // NOT_LEADER; one metadata request per topic is in flight at a time, and
 // concurrent callers share its answer. So a topic that gets more partitions
 // is used in full by the producers once their metadata is that old, and a
-// Consumer without a group starts reading the new partitions then (a group
+// Consumer or GrpcConsumer without a group starts reading the new
+// partitions then (a group
 // member gets them from the broker's assignment). The Cap'n Proto entry
 // types read metadata with the data plane's Metadata request, the gRPC ones
 // with DescribeTopic; the cache and its rules are the same. Each NewX call

@@ -91,6 +91,14 @@ type GrpcConsumerConfig struct {
 	// MaxWait is how long an idle Poll waits for records before it returns
 	// none. Default 500ms.
 	MaxWait time.Duration
+	// MetadataMaxAge is how long the topic's metadata (id, partition
+	// count) is cached; a consumer without a group member id (no
+	// ConsumerGroup, or a server without a coordinator) reads it again
+	// this often, from Poll, and starts reading the partitions added to
+	// the topic since (at the group's committed offset, else StartFrom).
+	// A group member gets added partitions from the coordinator instead.
+	// Default 5m (DefaultMetadataMaxAge).
+	MetadataMaxAge time.Duration
 	// RetryBackoff and RetryBackoffMax pace the re-subscription of a
 	// partition after an error. Defaults 100ms and 2s.
 	RetryBackoff    time.Duration
@@ -148,6 +156,9 @@ func (c *GrpcConsumerConfig) defaults() {
 	}
 	if c.MaxPollInterval == 0 {
 		c.MaxPollInterval = DefaultMaxPollInterval
+	}
+	if c.MetadataMaxAge == 0 {
+		c.MetadataMaxAge = DefaultMetadataMaxAge
 	}
 	if c.AutoCommitMarked {
 		c.AutoCommit = true
@@ -223,6 +234,7 @@ type GrpcConsumer struct {
 	lostErr    error
 	restart    bool // a read or commit met UNKNOWN_TOPIC_ID: Poll starts over
 	lastCommit time.Time
+	lastMeta   time.Time // the last look for added partitions (growStandalone)
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -270,7 +282,7 @@ func NewGrpcConsumer(ctx context.Context, cfg GrpcConsumerConfig) (*GrpcConsumer
 		return nil, err
 	}
 	admin := newAdminConn(AdminConfig{cfg.GrpcConfig}, conn)
-	c := &GrpcConsumer{cfg: cfg, admin: admin, core: newCluster(grpcMetadata{admin}, nil, DefaultMetadataMaxAge, nil), msg: sqv1.NewMessagingClient(conn),
+	c := &GrpcConsumer{cfg: cfg, admin: admin, core: newCluster(grpcMetadata{admin}, nil, cfg.MetadataMaxAge, nil), msg: sqv1.NewMessagingClient(conn),
 		groups: sqv1.NewGroupsClient(conn), pos: map[uint32]uint64{}, marked: map[uint32]uint64{}, from: map[uint32]uint64{},
 		committed: map[uint32]uint64{}, lost: map[uint32]uint64{}, lastCommit: time.Now(), lastPoll: cfg.now()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -569,6 +581,7 @@ func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 			return nil, err
 		}
 	}
+	c.growStandalone(ctx)
 	c.mu.Lock()
 	batch, revoked := c.run.batch, c.group.revokeNow
 	c.mu.Unlock()

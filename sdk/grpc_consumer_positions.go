@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -218,4 +219,57 @@ func (c *GrpcConsumer) takeLost() error {
 	clear(c.lost)
 	c.lostErr = nil
 	return err
+}
+
+// growStandalone starts reading the partitions added to the topic since
+// the consumer started, for a consumer that reads every partition (no
+// group member id). It runs from Poll, at most once per MetadataMaxAge; a
+// new topic id is left to the partition readers (UNKNOWN_TOPIC_ID makes
+// Poll start over), and an error to the next look.
+func (c *GrpcConsumer) growStandalone(ctx context.Context) {
+	now := time.Now()
+	if now.Sub(c.lastMeta) < c.cfg.MetadataMaxAge {
+		return
+	}
+	c.lastMeta = now
+	tm, err := c.core.topic(ctx, c.cfg.Topic)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	r := c.run
+	var added []uint32
+	if c.group.memberID == "" && !c.group.left && tm.id == r.id {
+		for p := range tm.partitions {
+			if r.parts[p] == nil {
+				added = append(added, p)
+			}
+		}
+	}
+	c.mu.Unlock()
+	if len(added) == 0 {
+		return
+	}
+	id, starts, committed, err := c.startOffsets(ctx, added)
+	if err != nil {
+		c.cfg.Logger.Warn("reading the partitions added to the topic failed; retrying later", "topic", c.cfg.Topic, "partitions", added, "err", err)
+		return
+	}
+	c.mu.Lock()
+	if c.run != r || id != r.id || r.ctx.Err() != nil {
+		c.mu.Unlock()
+		return
+	}
+	var started []uint32
+	for _, p := range added {
+		if off, ok := starts[p]; ok && r.parts[p] == nil {
+			c.startPartitionLocked(r, p, off)
+			started = append(started, p)
+		}
+	}
+	c.mu.Unlock()
+	maps.Copy(c.committed, committed)
+	if len(started) > 0 {
+		c.cfg.Logger.Info("reading the partitions added to the topic", "topic", c.cfg.Topic, "partitions", started)
+	}
 }
