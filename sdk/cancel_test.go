@@ -253,7 +253,8 @@ func TestGrpcProducerRetryEnds(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				_, err := p.publish(ctx, &sqv1.PublishRequest{Topic: "t", Records: []*sqv1.Record{{Value: []byte("v")}}})
+				// A delivery deadline past the hour of backoff, so the retry waits.
+				_, err := p.publish(ctx, &sqv1.PublishRequest{Topic: "t", Records: []*sqv1.Record{{Value: []byte("v")}}}, time.Now().Add(2*time.Hour))
 				done <- err
 			}()
 			// Without a server the first attempt fails at once; the send

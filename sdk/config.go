@@ -219,6 +219,7 @@ func (c GrpcProducerConfig) Validate() error {
 	ck.backoff("RetryBackoff", c.RetryBackoff, c.RetryBackoffMax)
 	ck.nonNegative("MetadataMaxAge", c.MetadataMaxAge)
 	ck.count("BatchBytesMax", c.BatchBytesMax)
+	ck.nonNegative("DeliveryTimeout", c.DeliveryTimeout)
 	return ck.err()
 }
 

@@ -157,6 +157,7 @@ func TestConfigValidate(t *testing.T) {
 	grpcProducer("negative request timeout", "RequestTimeout", func(c *GrpcProducerConfig) { c.RequestTimeout = -1 })
 	grpcProducer("retries -2", "Retries", func(c *GrpcProducerConfig) { c.Retries = -2 })
 	grpcProducer("negative retry backoff", "RetryBackoff", func(c *GrpcProducerConfig) { c.RetryBackoff = -1 })
+	grpcProducer("negative delivery timeout", "DeliveryTimeout", func(c *GrpcProducerConfig) { c.DeliveryTimeout = -time.Second })
 	grpcProducer("retry cap below first wait", "RetryBackoffMax", func(c *GrpcProducerConfig) {
 		c.RetryBackoff, c.RetryBackoffMax = time.Second, time.Millisecond
 	})

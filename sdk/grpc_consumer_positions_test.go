@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/control"
+	"github.com/seedqueue/sq/internal/testnet"
 )
 
 // serveGrpc serves b's engine on a gRPC control plane on loopback and
@@ -251,5 +252,48 @@ func TestGrpcConsumerMarkProcessed(t *testing.T) {
 	}
 	if err := c.MarkProcessed(p0[0]); !errors.Is(err, ErrClosed) {
 		t.Errorf("MarkProcessed after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestGrpcProducerSendBatchIsBoundedByTheDeliveryTimeout: SendBatch of a
+// GrpcProducer against a server gone or silent returns on its own, with
+// every record failed by the delivery timeout, as Producer's does.
+func TestGrpcProducerSendBatchIsBoundedByTheDeliveryTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		break_ func(px *testnet.Proxy)
+	}{
+		{"server gone", func(px *testnet.Proxy) { px.Close() }},
+		{"server silent", func(px *testnet.Proxy) { px.Freeze() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startBroker(t)
+			b.topic(t, "t", 2)
+			px := testnet.StartProxy(t, serveGrpc(t, b))
+			gp, err := NewGrpcProducer(GrpcProducerConfig{GrpcConfig: GrpcConfig{Addr: px.Addr, RequestTimeout: 200 * time.Millisecond},
+				Retries: 1 << 30, RetryBackoff: time.Millisecond, RetryBackoffMax: 20 * time.Millisecond, DeliveryTimeout: 500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gp.Close()
+			if _, err := gp.Send(testCtx(t), "t", nil, []byte("first")); err != nil {
+				t.Fatal(err)
+			}
+			tc.break_(px)
+			msgs := make([]ProducerMessage, 50)
+			for i := range msgs {
+				msgs[i] = ProducerMessage{Topic: "t", Key: []byte{byte(i)}, Value: []byte("v")}
+			}
+			var acks []Ack
+			returnsWithin(t, "SendBatch", func() { acks, err = gp.SendBatch(context.Background(), msgs) })
+			if err != nil {
+				t.Fatalf("SendBatch: %v (per-record failures belong in the acks)", err)
+			}
+			for i, a := range acks {
+				if !errors.Is(a.Err, ErrDeliveryTimeout) {
+					t.Fatalf("ack %d: %v, want ErrDeliveryTimeout", i, a.Err)
+				}
+			}
+		})
 	}
 }

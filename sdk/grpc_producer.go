@@ -2,6 +2,8 @@ package sdk
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -31,6 +33,13 @@ type GrpcProducerConfig struct {
 	// Publish request; a partition's records above it go in several
 	// requests, in order. Default 1 MiB.
 	BatchBytesMax int
+	// DeliveryTimeout bounds a SendBatch (or Send) from its call to every
+	// record's acknowledgement or failure, metadata reads, retries and
+	// reconnects included, as ProducerConfig.DeliveryTimeout (Kafka's
+	// delivery.timeout.ms): no attempt runs past it, a request not yet
+	// sent by then fails unsent, and the record's error wraps
+	// ErrDeliveryTimeout and the last failure seen. Default 30s.
+	DeliveryTimeout time.Duration
 	// Logger receives retries. Default: discard.
 	Logger *slog.Logger
 }
@@ -54,6 +63,9 @@ func (c *GrpcProducerConfig) defaults() {
 	}
 	if c.BatchBytesMax == 0 {
 		c.BatchBytesMax = 1 << 20
+	}
+	if c.DeliveryTimeout == 0 {
+		c.DeliveryTimeout = DefaultDeliveryTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -117,34 +129,51 @@ func (p *GrpcProducer) Send(ctx context.Context, topic string, key, value []byte
 // SendBatch sends msgs, one Publish per partition (several when over
 // BatchBytesMax), and returns one Ack per message in input order. The
 // error is non-nil only when no message could be placed (ctx done before
-// any send); per-record failures are in the Acks.
+// any send); per-record failures are in the Acks. It returns within
+// DeliveryTimeout whatever the server does: the records not acknowledged
+// by then fail with an error wrapping ErrDeliveryTimeout.
 func (p *GrpcProducer) SendBatch(ctx context.Context, msgs []ProducerMessage) ([]Ack, error) {
 	acks := make([]Ack, len(msgs))
-	groups, order, err := p.place(ctx, msgs, acks)
+	deadline := time.Now().Add(p.cfg.DeliveryTimeout)
+	groups, order, err := p.place(ctx, msgs, acks, deadline)
 	if err != nil {
 		return nil, err
 	}
 	var wg sync.WaitGroup
 	for _, k := range order {
 		idx := groups[k]
-		wg.Go(func() { p.sendPartition(ctx, k, msgs, idx, acks) })
+		wg.Go(func() { p.sendPartition(ctx, k, msgs, idx, acks, deadline) })
 	}
 	wg.Wait()
 	return acks, nil
 }
 
+// expired returns the error of a record whose delivery timeout passed
+// after last (nil when no attempt failed yet).
+func (p *GrpcProducer) expired(last error) error {
+	if errors.Is(last, ErrDeliveryTimeout) {
+		return last
+	}
+	return &deliveryTimeoutError{timeout: p.cfg.DeliveryTimeout, last: last}
+}
+
 // place picks each message's partition, grouping the indexes of msgs by
 // partition in input order. Messages of unknown topics get their Ack.Err.
-func (p *GrpcProducer) place(ctx context.Context, msgs []ProducerMessage, acks []Ack) (map[topicPartition][]int, []topicPartition, error) {
+func (p *GrpcProducer) place(ctx context.Context, msgs []ProducerMessage, acks []Ack, deadline time.Time) (map[topicPartition][]int, []topicPartition, error) {
 	groups := map[topicPartition][]int{}
 	var order []topicPartition
 	sticky := map[string]uint32{}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	for i, m := range msgs {
 		acks[i].Topic = m.Topic
-		tm, err := p.core.topic(ctx, m.Topic)
+		tm, err := p.core.topic(dctx, m.Topic)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
+			}
+			if dctx.Err() != nil {
+				err = p.expired(err)
 			}
 			acks[i].Err = err
 			continue
@@ -161,7 +190,7 @@ func (p *GrpcProducer) place(ctx context.Context, msgs []ProducerMessage, acks [
 // sendPartition publishes the messages idx of one partition, in order, in
 // requests of at most BatchBytesMax record bytes, each after the previous
 // one was acknowledged.
-func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs []ProducerMessage, idx []int, acks []Ack) {
+func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs []ProducerMessage, idx []int, acks []Ack, deadline time.Time) {
 	for len(idx) > 0 {
 		n, size := 0, 0
 		for n < len(idx) && (n == 0 || size+recordBytes(msgs[idx[n]]) <= p.cfg.BatchBytesMax) {
@@ -174,7 +203,7 @@ func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs
 		for j, i := range chunk {
 			req.Records[j] = recordToProto(msgs[i])
 		}
-		res, err := p.publish(ctx, req)
+		res, err := p.publish(ctx, req, deadline)
 		for j, i := range chunk {
 			acks[i].Partition = k.partition
 			if err != nil {
@@ -194,17 +223,38 @@ func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs
 	}
 }
 
-// publish sends req, retrying retriable errors with backoff.
-func (p *GrpcProducer) publish(ctx context.Context, req *sqv1.PublishRequest) (*sqv1.PublishResponse, error) {
+// publish sends req, retrying retriable errors with backoff until
+// deadline: an attempt cut short by the deadline, or a retry that would
+// start after it, fails with the delivery timeout wrapping the last
+// failure.
+func (p *GrpcProducer) publish(ctx context.Context, req *sqv1.PublishRequest, deadline time.Time) (*sqv1.PublishResponse, error) {
+	var last error
 	for attempt := 0; ; attempt++ {
-		res, err := unary(ctx, p.cfg.RequestTimeout, p.msg.Publish, req)
+		dctx, cancel := context.WithDeadline(ctx, deadline)
+		res, err := unary(dctx, p.cfg.RequestTimeout, p.msg.Publish, req)
+		cut := err != nil && dctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if cut {
+			return nil, p.expired(last)
+		}
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// RequestTimeout ran out: the server did not answer in time,
+			// retried as a lost connection is (the batch may be stored
+			// twice, at-least-once).
+			err = fmt.Errorf("%w: no response within %v", ErrConnection, p.cfg.RequestTimeout)
+		}
 		if err == nil || !IsRetriable(err) || attempt >= p.cfg.Retries || p.cfg.Retries < 0 {
 			return res, err
 		}
+		d := backoff(attempt+1, p.cfg.RetryBackoff, p.cfg.RetryBackoffMax)
+		if time.Now().Add(d).After(deadline) {
+			return nil, p.expired(err)
+		}
 		p.cfg.Logger.Warn("retrying publish", "topic", req.Topic, "partition", req.Partition, "attempt", attempt+1, "err", err)
-		if !p.sleep(ctx, backoff(attempt+1, p.cfg.RetryBackoff, p.cfg.RetryBackoffMax)) {
+		if !p.sleep(ctx, d) {
 			return nil, err
 		}
+		last = err
 	}
 }
 
