@@ -69,13 +69,13 @@ type BatchProducerConfig struct {
 	ErrorOnFull bool
 
 	// OnError is called once per batch that failed for good (after the
-	// retries), with its records. It runs on the partition's sender
-	// goroutine: a slow OnError delays that partition. It may call Send
+	// retries), with its records. It runs on the partition's goroutine
+	// (see BatchProducer): a slow OnError delays that partition. It may call Send
 	// (the batch's buffer space is already free); Flush and Close return
 	// only after it. Default: the failure is logged to Logger.
 	OnError func(BatchError)
 	// OnAck, when set, is called once per acknowledged batch, in offset
-	// order per partition, on the partition's sender goroutine, as OnError.
+	// order per partition, on the partition's goroutine, as OnError.
 	OnAck func(BatchAck)
 }
 
@@ -118,18 +118,19 @@ type BatchAck struct {
 // partition's batch is closed, then move to the next partition (the sticky
 // partitioner of KIP-480), so they form large batches.
 //
-// Ordering: each partition has a sender goroutine, which closes and
-// encodes its batches in order (the next full batch while earlier ones are
-// in flight), and a publisher goroutine with up to MaxInFlightPerPartition
-// batches in flight on one connection, written in order. When a batch
-// fails, the server fails the later batches of the partition that were
-// sent before the client saw the failure (they are chained), and the
-// publisher retries the failed batch (Retries, with backoff) and then
-// resends the later ones, so the records of one partition are stored in
-// the order of their Send calls. Delivery is at-least-once: when a
-// connection is lost after the server appended some batches, the retries
-// store them again, so a partition may hold a run of batches twice (each
-// copy in order: for example 1 2 3 2 3 4).
+// A BatchProducer is the SDK's produce pipeline (the one behind Producer
+// too) with Linger. Ordering: while a partition has records buffered or in
+// flight, one goroutine closes and encodes its batches in order (the next
+// full batch while earlier ones are in flight) and keeps up to
+// MaxInFlightPerPartition of them in flight on one connection, written in
+// order. When a batch fails, the server fails the later batches of the
+// partition that were sent before the client saw the failure (they are
+// chained), and the goroutine retries the failed batch (Retries, with
+// backoff) and then resends the later ones, so the records of one
+// partition are stored in the order of their Send calls. Delivery is
+// at-least-once: when a connection is lost after the server appended some
+// batches, the retries store them again, so a partition may hold a run of
+// batches twice (each copy in order: for example 1 2 3 2 3 4).
 //
 // Memory is bounded by BufferBytes (see Send). A BatchProducer is safe for
 // concurrent use.
@@ -420,9 +421,9 @@ func (bp *BatchProducer) Flush(ctx context.Context) error {
 }
 
 // Close flushes (waiting for every buffered record, bounded by
-// DeliveryTimeout as for Flush), stops the senders and closes the
-// connection. Send fails with
-// ErrClosed from the start of Close. Close is idempotent; it returns the
+// DeliveryTimeout as for Flush), waits for the partition goroutines to
+// end and closes the connection. Send fails with ErrClosed from the start
+// of Close. Close is idempotent; it returns the
 // connection's close error. CloseContext bounds the wait.
 func (bp *BatchProducer) Close() error {
 	return bp.CloseContext(context.Background())

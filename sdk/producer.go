@@ -155,7 +155,14 @@ type Ack struct {
 // remove such duplicates, do not exist yet. Within one Send or SendBatch
 // call a partition's batches are sent one after the other, each after the
 // previous one was acknowledged, so retries never reorder a partition's
-// records; concurrent calls are independent of each other.
+// records; concurrent calls are not ordered with respect to each other.
+//
+// Send and SendBatch put their batches into the SDK's produce pipeline,
+// the one a BatchProducer is built on, without linger: a call's batches
+// go out as soon as their partition has room in its window of
+// requests in flight (pipelined with the batches of concurrent calls, and
+// chained, so a failed batch is retried before the later ones of its
+// partition are stored), and the call waits for their results.
 //
 // A Producer is safe for concurrent use.
 type Producer struct {
