@@ -273,9 +273,11 @@ func TestPipelineGoroutinesEndWhenIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := pipelineGoroutines(); n == 0 || n > 8 {
-		t.Fatalf("%d partition goroutines with 8 partitions lingering", n)
+	used := map[uint32]bool{}
+	for _, m := range msgs {
+		used[HashPartitioner{}.Partition("t", m.Key, 8)] = true
 	}
+	waitFor(t, 10*time.Second, "one goroutine per lingering partition", func() bool { return pipelineGoroutines() == len(used) })
 	if err := bp.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -288,9 +290,8 @@ func TestPipelineGoroutinesEndWhenIdle(t *testing.T) {
 	if err := bp.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := pipelineGoroutines(); n != 0 {
-		t.Fatalf("%d partition goroutines after BatchProducer.Close", n)
-	}
+	// Close waited for them: each has at most its return left.
+	waitFor(t, 10*time.Second, "no partition goroutine after BatchProducer.Close", func() bool { return pipelineGoroutines() == 0 })
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
