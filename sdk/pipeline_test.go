@@ -296,3 +296,47 @@ func TestPipelineGoroutinesEndWhenIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCanceledSendBatchLeavesItsRecordsAlone: a SendBatch call that stops
+// waiting (its context ended) while its batch is still queued behind
+// another call's retry gives its records back: the pipeline neither reads
+// them afterwards (the race detector watches the caller rewriting them)
+// nor sends them.
+func TestCanceledSendBatchLeavesItsRecordsAlone(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	s.failPublish("t", 0, api.CodeDiskFull)
+	var logs logBuffer
+	p := newTestProducer(t, s, func(c *ProducerConfig) {
+		c.RetryBackoff, c.RetryBackoffMax = time.Hour, time.Hour
+		c.DeliveryTimeout = 2 * time.Hour
+		c.Logger = logs.logger()
+	})
+	actx, acancel := context.WithCancel(testCtx(t))
+	defer acancel()
+	aerr := make(chan error, 1)
+	go func() {
+		_, err := p.Send(actx, "t", nil, []byte("a"))
+		aerr <- err
+	}()
+	waitFor(t, 10*time.Second, "a retry waiting", func() bool { return strings.Contains(logs.String(), "sdk: retrying") })
+
+	bctx, bcancel := context.WithCancel(testCtx(t))
+	value := []byte("b")
+	berr := make(chan error, 1)
+	go func() {
+		_, err := p.SendBatch(bctx, []ProducerMessage{NewProducerMessage("t", value)})
+		berr <- err
+	}()
+	bcancel()
+	if err := ends(t, "the cancelled SendBatch", berr); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled SendBatch: %v, want context.Canceled", err)
+	}
+	acancel()      // the partition goes on to the cancelled call's batch
+	value[0] = 'X' // the caller's again
+	ends(t, "the Send waiting to retry", aerr)
+	waitFor(t, 10*time.Second, "the partition goroutine to end", func() bool { return pipelineGoroutines() == 0 })
+	if got := s.records("t", 0); len(got) != 0 {
+		t.Fatalf("stored %q, want nothing", got)
+	}
+}
