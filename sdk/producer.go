@@ -236,7 +236,8 @@ func (p *Producer) Client() *Client { return p.client }
 
 // Close closes the connection; sends in flight fail with ErrClosed. It
 // returns at once: a Producer has nothing buffered (each Send and SendBatch
-// waits for its own records).
+// waits for its own records), and its partition goroutines end as soon as
+// the batches of the calls still waiting have failed.
 func (p *Producer) Close() error { return p.client.Close() }
 
 // Send sends one record and waits for its acknowledgement. key nil means no
