@@ -534,17 +534,3 @@ func (w *window) finish(f *flight, res PublishResult, err error) {
 	}
 	f.b.done(f.b, res, err)
 }
-
-// encodeMessages encodes msgs as one batch with b.
-func encodeMessages(b *batch.Builder, msgs []ProducerMessage) ([]byte, error) {
-	b.Reset()
-	for i := range msgs {
-		m := &msgs[i]
-		b.Add(m.Key, m.Value, toBatchHeaders(m.Headers), m.Timestamp)
-	}
-	data, err := b.Build()
-	if err != nil {
-		return nil, fmt.Errorf("sdk: build batch: %w", err)
-	}
-	return data, nil
-}
