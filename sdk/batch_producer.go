@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/seedqueue/sq/api"
@@ -70,13 +69,13 @@ type BatchProducerConfig struct {
 	ErrorOnFull bool
 
 	// OnError is called once per batch that failed for good (after the
-	// retries), with its records. It runs on the partition's sender
-	// goroutine: a slow OnError delays that partition. It may call Send
+	// retries), with its records. It runs on the partition's goroutine
+	// (see BatchProducer): a slow OnError delays that partition. It may call Send
 	// (the batch's buffer space is already free); Flush and Close return
 	// only after it. Default: the failure is logged to Logger.
 	OnError func(BatchError)
 	// OnAck, when set, is called once per acknowledged batch, in offset
-	// order per partition, on the partition's sender goroutine, as OnError.
+	// order per partition, on the partition's goroutine, as OnError.
 	OnAck func(BatchAck)
 }
 
@@ -119,58 +118,37 @@ type BatchAck struct {
 // partition's batch is closed, then move to the next partition (the sticky
 // partitioner of KIP-480), so they form large batches.
 //
-// Ordering: each partition has a sender goroutine, which closes and
-// encodes its batches in order (the next full batch while earlier ones are
-// in flight), and a publisher goroutine with up to MaxInFlightPerPartition
-// batches in flight on one connection, written in order. When a batch
-// fails, the server fails the later batches of the partition that were
-// sent before the client saw the failure (they are chained), and the
-// publisher retries the failed batch (Retries, with backoff) and then
-// resends the later ones, so the records of one partition are stored in
-// the order of their Send calls. Delivery is at-least-once: when a
-// connection is lost after the server appended some batches, the retries
-// store them again, so a partition may hold a run of batches twice (each
-// copy in order: for example 1 2 3 2 3 4).
+// A BatchProducer is the SDK's produce pipeline (the one behind Producer
+// too) with Linger. Ordering: while a partition has records buffered or in
+// flight, one goroutine closes and encodes its batches in order (the next
+// full batch while earlier ones are in flight) and keeps up to
+// MaxInFlightPerPartition of them in flight on one connection, written in
+// order. When a batch fails, the server fails the later batches of the
+// partition that were sent before the client saw the failure (they are
+// chained), and the goroutine retries the failed batch (Retries, with
+// backoff) and then resends the later ones, so the records of one
+// partition are stored in the order of their Send calls. Delivery is
+// at-least-once: when a connection is lost after the server appended some
+// batches, the retries store them again, so a partition may hold a run of
+// batches twice (each copy in order: for example 1 2 3 2 3 4).
 //
 // Memory is bounded by BufferBytes (see Send). A BatchProducer is safe for
 // concurrent use.
 type BatchProducer struct {
 	p   *Producer
+	pl  *pipeline
 	cfg BatchProducerConfig
 
-	ctx    context.Context // cancelled by Close after the final flush
+	ctx    context.Context // the pipeline's: cancelled by Close after the final flush
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	sem    chan struct{} // one token per batch in flight
 
-	mu       sync.Mutex
+	// Guarded by pl.mu.
 	closed   bool
-	parts    map[topicPartition]*bpPartition
 	sticky   map[string]uint32 // keyless partition per topic, until its batch closes
 	lim      bpLimits
 	buffered int           // bytes accepted and not yet finished
 	records  int           // records accepted and not yet finished
 	changed  chan struct{} // closed and replaced when buffered shrinks
-}
-
-// bpPartition is one partition's open batch, closed batches and sender.
-// Its fields are guarded by BatchProducer.mu.
-type bpPartition struct {
-	tp      topicPartition
-	open    []ProducerMessage
-	bytes   int       // encoded estimate of open, with batch overhead
-	first   time.Time // when open got its first record
-	lastLen int       // records of the last closed batch
-	busy    int       // batches taken by the sender and not yet published
-	closed  []bpBatch
-	wake    chan struct{} // buffered 1
-}
-
-// bpBatch is a closed batch waiting for the sender: its records, and the
-// time its first record was accepted, from which its DeliveryTimeout runs.
-type bpBatch struct {
-	msgs  []ProducerMessage
-	first time.Time
 }
 
 // NewBatchProducer connects to cfg.Addr and starts the producer. It fails
@@ -205,12 +183,13 @@ func NewBatchProducer(ctx context.Context, cfg BatchProducerConfig) (*BatchProdu
 	bp := &BatchProducer{
 		p:       p,
 		cfg:     cfg,
-		sem:     make(chan struct{}, cfg.MaxInFlight),
-		parts:   map[topicPartition]*bpPartition{},
 		sticky:  map[string]uint32{},
 		changed: make(chan struct{}),
 	}
 	bp.ctx, bp.cancel = context.WithCancel(context.Background())
+	bp.pl = newPipeline(bp.ctx, p, cfg.Linger, cfg.MaxInFlightPerPartition, cfg.MaxInFlight)
+	bp.pl.closing = bp.unstick
+	bp.pl.lingered = bp.finishBatch
 	return bp, nil
 }
 
@@ -253,19 +232,19 @@ func (bp *BatchProducer) SendMessage(ctx context.Context, m ProducerMessage) err
 			return err
 		}
 	}
-	bp.mu.Lock()
+	bp.pl.mu.Lock()
 	lim := bp.limits(now)
 	if rs := batch.RecordSize(m.Key, m.Value, toRecordHeaders(m.Headers)); rs > lim.maxRecord {
-		bp.mu.Unlock()
+		bp.pl.mu.Unlock()
 		return api.NewError(api.CodeMessageTooLarge, "record of %d bytes (key+value+headers) over the server's maxRecordBytes %d", rs, lim.maxRecord)
 	}
 	if err := bp.reserve(ctx, size); err != nil {
-		bp.mu.Unlock()
+		bp.pl.mu.Unlock()
 		return err
 	}
-	pp := bp.partition(topicPartition{m.Topic, bp.p.core.place(m.Topic, m.Key, n, bp.sticky)})
+	pp := bp.pl.part(topicPartition{m.Topic, bp.p.core.place(m.Topic, m.Key, n, bp.sticky)})
 	if len(pp.open) > 0 && (pp.bytes+size > lim.batchBytes || len(pp.open) >= bp.cfg.BatchRecords) {
-		bp.closeOpen(pp)
+		bp.pl.closeOpen(pp)
 	}
 	if len(pp.open) == 0 {
 		if pp.open == nil {
@@ -276,14 +255,14 @@ func (bp *BatchProducer) SendMessage(ctx context.Context, m ProducerMessage) err
 		}
 		pp.first = now
 		pp.bytes = batchOverhead
-		signal(pp.wake)
+		bp.pl.kick(pp) // its linger starts
 	}
 	pp.open = append(pp.open, m)
 	pp.bytes += size
 	if len(pp.open) >= bp.cfg.BatchRecords {
-		bp.closeOpen(pp)
+		bp.pl.closeOpen(pp)
 	}
-	bp.mu.Unlock()
+	bp.pl.mu.Unlock()
 	return nil
 }
 
@@ -300,7 +279,7 @@ type bpLimits struct {
 }
 
 // limits returns the server's limits as of at most limitsTTL ago. Called
-// with bp.mu held.
+// with bp.pl.mu held.
 func (bp *BatchProducer) limits(now time.Time) bpLimits {
 	if now.After(bp.lim.expires) {
 		lim := bp.p.client.Limits()
@@ -309,13 +288,8 @@ func (bp *BatchProducer) limits(now time.Time) bpLimits {
 	return bp.lim
 }
 
-// forgetTopic marks topic's metadata stale (after a publish failed with
-// an error that says it is wrong, see refreshes): the next Send reads it
-// again.
-func (bp *BatchProducer) forgetTopic(topic string) { bp.p.core.invalidate(topic) }
-
 // reserve takes size bytes of the buffer, waiting for space unless
-// ErrorOnFull. It is called and returns with bp.mu held.
+// ErrorOnFull. It is called and returns with bp.pl.mu held.
 func (bp *BatchProducer) reserve(ctx context.Context, size int) error {
 	for {
 		if bp.closed {
@@ -330,57 +304,28 @@ func (bp *BatchProducer) reserve(ctx context.Context, size int) error {
 			return ErrBufferFull
 		}
 		ch := bp.changed
-		bp.mu.Unlock()
+		bp.pl.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			bp.mu.Lock()
+			bp.pl.mu.Lock()
 			return ctx.Err()
 		}
-		bp.mu.Lock()
+		bp.pl.mu.Lock()
 	}
 }
 
-// partition returns tp's state, starting its sender on first use. Called
-// with bp.mu held.
-func (bp *BatchProducer) partition(tp topicPartition) *bpPartition {
-	pp := bp.parts[tp]
-	if pp == nil {
-		pp = &bpPartition{tp: tp, wake: make(chan struct{}, 1)}
-		bp.parts[tp] = pp
-		bp.wg.Add(1)
-		go bp.sender(pp)
-	}
-	return pp
-}
-
-// closeOpen moves pp's open batch to its queue of closed batches and moves
-// the topic's keyless records on to the next partition. Called with bp.mu
-// held.
-func (bp *BatchProducer) closeOpen(pp *bpPartition) {
-	if len(pp.open) == 0 {
-		return
-	}
-	pp.closed = append(pp.closed, bpBatch{msgs: pp.open, first: pp.first})
-	pp.lastLen = len(pp.open)
-	pp.open = nil
-	pp.bytes = 0
-	if s, ok := bp.sticky[pp.tp.topic]; ok && s == pp.tp.partition {
-		delete(bp.sticky, pp.tp.topic)
-	}
-	signal(pp.wake)
-}
-
-// signal wakes the owner of ch (buffered 1) without blocking.
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
+// unstick moves the topic's keyless records on to the next partition
+// when tp's open batch is closed (the pipeline's closing). Called with
+// bp.pl.mu held.
+func (bp *BatchProducer) unstick(tp topicPartition) {
+	if s, ok := bp.sticky[tp.topic]; ok && s == tp.partition {
+		delete(bp.sticky, tp.topic)
 	}
 }
 
 // releaseBytes returns the buffer space of finished records and wakes the
-// Sends waiting for it. Called with bp.mu held, before the callbacks, so a
+// Sends waiting for it. Called with bp.pl.mu held, before the callbacks, so a
 // callback may Send.
 func (bp *BatchProducer) releaseBytes(msgs []ProducerMessage) {
 	for i := range msgs {
@@ -390,13 +335,13 @@ func (bp *BatchProducer) releaseBytes(msgs []ProducerMessage) {
 }
 
 // releaseRecords counts n records finished once their callback returned,
-// so Flush and Close return after the callbacks. Called with bp.mu held.
+// so Flush and Close return after the callbacks. Called with bp.pl.mu held.
 func (bp *BatchProducer) releaseRecords(n int) {
 	bp.records -= n
 	bp.notify()
 }
 
-// notify wakes every waiter on bp.changed. Called with bp.mu held.
+// notify wakes every waiter on bp.changed. Called with bp.pl.mu held.
 func (bp *BatchProducer) notify() {
 	close(bp.changed)
 	bp.changed = make(chan struct{})
@@ -405,8 +350,8 @@ func (bp *BatchProducer) notify() {
 // Buffered returns the records accepted by Send and not yet acknowledged or
 // failed.
 func (bp *BatchProducer) Buffered() int {
-	bp.mu.Lock()
-	defer bp.mu.Unlock()
+	bp.pl.mu.Lock()
+	defer bp.pl.mu.Unlock()
 	return bp.records
 }
 
@@ -418,31 +363,31 @@ func (bp *BatchProducer) Buffered() int {
 // RequestTimeout for a batch in flight then), so Flush returns at the
 // latest that long after the last Send it waits for.
 func (bp *BatchProducer) Flush(ctx context.Context) error {
-	bp.mu.Lock()
-	defer bp.mu.Unlock()
+	bp.pl.mu.Lock()
+	defer bp.pl.mu.Unlock()
 	for {
-		for _, pp := range bp.parts {
-			bp.closeOpen(pp)
+		for _, pp := range bp.pl.parts {
+			bp.pl.closeOpen(pp)
 		}
 		if bp.records == 0 {
 			return nil
 		}
 		ch := bp.changed
-		bp.mu.Unlock()
+		bp.pl.mu.Unlock()
 		select {
 		case <-ch:
-			bp.mu.Lock()
+			bp.pl.mu.Lock()
 		case <-ctx.Done():
-			bp.mu.Lock()
+			bp.pl.mu.Lock()
 			return ctx.Err()
 		}
 	}
 }
 
 // Close flushes (waiting for every buffered record, bounded by
-// DeliveryTimeout as for Flush), stops the senders and closes the
-// connection. Send fails with
-// ErrClosed from the start of Close. Close is idempotent; it returns the
+// DeliveryTimeout as for Flush), waits for the partition goroutines to
+// end and closes the connection. Send fails with ErrClosed from the start
+// of Close. Close is idempotent; it returns the
 // connection's close error. CloseContext bounds the wait.
 func (bp *BatchProducer) Close() error {
 	return bp.CloseContext(context.Background())
@@ -455,45 +400,77 @@ func (bp *BatchProducer) Close() error {
 // awaited may still have been stored: delivery stays at-least-once). It
 // then returns ctx's error, joined with the connection's close error.
 func (bp *BatchProducer) CloseContext(ctx context.Context) error {
-	bp.mu.Lock()
+	bp.pl.mu.Lock()
 	if bp.closed {
-		bp.mu.Unlock()
+		bp.pl.mu.Unlock()
 		return nil
 	}
 	bp.closed = true
 	bp.notify() // Sends waiting for buffer space fail with ErrClosed now
-	bp.mu.Unlock()
+	bp.pl.mu.Unlock()
 	ferr := bp.Flush(ctx)
 	bp.cancel()
-	bp.wg.Wait()
+	bp.pl.wg.Wait()
 	bp.failUnsent(bp.ctx.Err())
 	return errors.Join(ferr, bp.p.Close())
 }
 
-// failUnsent reports the records that no sender took before the senders
-// stopped (CloseContext's ctx ended) through OnError with err.
+// failUnsent reports the records that the partition goroutines did not
+// take before they stopped (CloseContext's ctx ended) through OnError with
+// err.
 func (bp *BatchProducer) failUnsent(err error) {
 	type left struct {
 		tp   topicPartition
 		msgs []ProducerMessage
 	}
 	var ls []left
-	bp.mu.Lock()
-	for _, pp := range bp.parts {
+	bp.pl.mu.Lock()
+	for _, pp := range bp.pl.parts {
 		if len(pp.open) > 0 {
-			pp.closed = append(pp.closed, bpBatch{msgs: pp.open, first: pp.first})
+			ls = append(ls, left{pp.tp, pp.open})
+			bp.releaseBytes(pp.open)
 		}
-		for _, b := range pp.closed {
+		for _, b := range pp.queued {
 			ls = append(ls, left{pp.tp, b.msgs})
 			bp.releaseBytes(b.msgs)
 		}
-		pp.open, pp.closed = nil, nil
+		pp.open, pp.queued = nil, nil
 	}
-	bp.mu.Unlock()
+	bp.pl.mu.Unlock()
 	for _, l := range ls {
 		bp.reportFailed(l.tp, l.msgs, err)
-		bp.mu.Lock()
+		bp.pl.mu.Lock()
 		bp.releaseRecords(len(l.msgs))
-		bp.mu.Unlock()
+		bp.pl.mu.Unlock()
 	}
+}
+
+// finishBatch frees a resolved batch's buffer space, reports it through
+// OnAck or OnError and then counts its records as done (the pipeline's
+// done of the batches it closed). It runs on the partition's goroutine.
+func (bp *BatchProducer) finishBatch(b *pbatch, res PublishResult, err error) {
+	msgs := b.msgs
+	bp.pl.mu.Lock()
+	bp.releaseBytes(msgs)
+	bp.pl.mu.Unlock()
+	tp := b.tp
+	switch {
+	case err != nil:
+		bp.reportFailed(tp, msgs, err)
+	case bp.cfg.OnAck != nil:
+		bp.cfg.OnAck(BatchAck{Topic: tp.topic, Partition: tp.partition, BaseOffset: res.BaseOffset, Durability: res.Durability, Messages: msgs})
+	}
+	bp.pl.mu.Lock()
+	bp.releaseRecords(len(msgs))
+	bp.pl.mu.Unlock()
+}
+
+// reportFailed reports a batch that failed for good through OnError, or
+// logs it.
+func (bp *BatchProducer) reportFailed(tp topicPartition, msgs []ProducerMessage, err error) {
+	if bp.cfg.OnError != nil {
+		bp.cfg.OnError(BatchError{Topic: tp.topic, Partition: tp.partition, Messages: msgs, Err: err})
+		return
+	}
+	bp.p.cfg.Logger.Error("sdk: batch failed", "topic", tp.topic, "partition", tp.partition, "records", len(msgs), "err", err)
 }

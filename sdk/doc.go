@@ -12,7 +12,9 @@
 //     CreatePartitions, DescribeTopic, ListTopics, Metadata), Publish of a prebuilt batch,
 //     Fetch, CommitOffsets and FetchOffsets. It never retries by itself.
 //   - Producer: Send and SendBatch with partitioning, batching under the
-//     server's limits and retries.
+//     server's limits and retries. BatchProducer: Send that returns once
+//     the record is buffered, with Linger, Flush and callbacks. Both are
+//     one produce pipeline (see Goroutines); a Producer's calls wait on it.
 //   - Consumer: Poll over every partition of a topic, or as a member of a
 //     consumer group over the partitions the broker assigns it, with
 //     Commit and AutoCommit. Records arrive by push subscription (the
@@ -225,6 +227,22 @@
 // that did not answer in time): Close never reports success for a commit
 // that was not stored. Leaving the group is best effort, skipped once the
 // budget is spent; the session timeout then removes the member.
+//
+// # Goroutines
+//
+// Each connection has one writer and one reader goroutine, and a producer
+// has one goroutine per partition with records buffered or in flight,
+// which ends when the partition is idle. That partition goroutine is the
+// produce pipeline (docs/architecture.md §4.2), the same for Producer and
+// BatchProducer: it takes the partition's batches in order (a
+// BatchProducer's after Linger, a Producer call's at once), encodes them,
+// keeps up to a window of them in flight on one connection (chained, so
+// the server fails a later batch unwritten when an earlier one failed),
+// and resolves and retries them in order, blocking only its own partition
+// during a retry's backoff. The number of goroutines is therefore bounded
+// by the partitions in use, and none is left once a Producer's calls have
+// returned or a BatchProducer is flushed; a BatchProducer's Close waits
+// for them. OnAck and OnError run on the partition goroutine.
 //
 // # Partitioning
 //

@@ -1,6 +1,8 @@
 package sdk
 
 import (
+	"fmt"
+
 	"github.com/seedqueue/sq/api/batch"
 )
 
@@ -13,14 +15,19 @@ func recordEstimate(m *ProducerMessage) int {
 	return batch.EncodedRecordBound(m.Key, m.Value, toBatchHeaders(m.Headers))
 }
 
-// encodeBatch encodes msgs[idx...] as one batch (docs/architecture.md §3.2).
-func encodeBatch(msgs []ProducerMessage, idx []int) ([]byte, error) {
-	var b batch.Builder
-	for _, i := range idx {
+// encodeMessages encodes msgs as one batch (docs/architecture.md §3.2)
+// with b, which it resets first, so one Builder serves batch after batch.
+func encodeMessages(b *batch.Builder, msgs []ProducerMessage) ([]byte, error) {
+	b.Reset()
+	for i := range msgs {
 		m := &msgs[i]
 		b.Add(m.Key, m.Value, toBatchHeaders(m.Headers), m.Timestamp)
 	}
-	return b.Build()
+	data, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("sdk: build batch: %w", err)
+	}
+	return data, nil
 }
 
 func toBatchHeaders(hs []Header) []batch.RecordHeader {

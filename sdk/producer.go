@@ -155,13 +155,22 @@ type Ack struct {
 // remove such duplicates, do not exist yet. Within one Send or SendBatch
 // call a partition's batches are sent one after the other, each after the
 // previous one was acknowledged, so retries never reorder a partition's
-// records; concurrent calls are independent of each other.
+// records; concurrent calls are not ordered with respect to each other.
+//
+// Send and SendBatch put their batches into the SDK's produce pipeline,
+// the one a BatchProducer is built on, without linger: a call's batches
+// go out as soon as their partition has room in its window of
+// requests in flight (pipelined with the batches of concurrent calls, and
+// chained, so a failed batch is retried before the later ones of its
+// partition are stored), and the call waits for their results.
 //
 // A Producer is safe for concurrent use.
 type Producer struct {
 	client *Client  // the bootstrap connection, to cfg.Addr
 	core   *cluster // metadata, placement and connections
 	cfg    ProducerConfig
+
+	pl *pipeline // without linger; its goroutines end once idle
 }
 
 // NewProducer connects to cfg.Addr. It fails with ErrInvalidConfig when
@@ -201,15 +210,26 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 		return nil, err
 	}
 	cfg.Logger = c.cfg.Logger
-	return &Producer{client: c, core: newCluster(capnpMetadata{c}, c, cfg.MetadataMaxAge, cfg.Partitioner), cfg: cfg}, nil
+	p := &Producer{client: c, core: newCluster(capnpMetadata{c}, c, cfg.MetadataMaxAge, cfg.Partitioner), cfg: cfg}
+	// Every request of a connection may be one of the partitions' batches
+	// in flight, as when each SendBatch call sent its own.
+	p.pl = newPipeline(context.Background(), p, LingerNone, producerWindow, producerWindow)
+	return p, nil
 }
+
+// producerWindow is the batches a Producer keeps in flight per partition
+// and over all partitions: the connection's default bound on requests in
+// flight, so that concurrent calls to one partition are pipelined as far
+// as the connection allows.
+const producerWindow = defaultMaxInFlight
 
 // Client returns the producer's underlying Client (for admin requests).
 func (p *Producer) Client() *Client { return p.client }
 
 // Close closes the connections; sends in flight fail with ErrClosed. It
 // returns at once: a Producer has nothing buffered (each Send and SendBatch
-// waits for its own records).
+// waits for its own records), and its partition goroutines end as soon as
+// the batches of the calls still waiting have failed.
 func (p *Producer) Close() error { return p.core.close() }
 
 // Send sends one record and waits for its acknowledgement. key nil means no
@@ -239,11 +259,18 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []ProducerMessage) ([]Ack
 	}
 	deadline := time.Now().Add(p.cfg.DeliveryTimeout)
 	groups := p.assign(ctx, msgs, acks, deadline)
-	var wg sync.WaitGroup
-	for tp, idx := range groups {
-		wg.Go(func() { p.sendPartition(ctx, tp, idx, msgs, acks, deadline) })
+	if len(groups) > 0 {
+		sc := &sendCall{acks: acks, done: make(chan struct{})}
+		parts := make(map[topicPartition][]*pbatch, len(groups))
+		for tp, idx := range groups {
+			parts[tp] = p.split(ctx, tp, msgs, idx, deadline, sc)
+			sc.left += len(parts[tp])
+		}
+		for tp, bs := range parts {
+			p.pl.enqueue(tp, bs)
+		}
+		sc.await(ctx, deadline, p)
 	}
-	wg.Wait()
 	var first error
 	failed := 0
 	for _, a := range acks {
@@ -379,75 +406,107 @@ func (e *retryStoppedError) Error() string {
 
 func (e *retryStoppedError) Unwrap() []error { return []error{e.stopped, e.last} }
 
-// sendPartition sends the messages idx (all for tp, in order) as one or
-// more batches under maxBatchBytes, each after the previous one was
-// acknowledged.
-func (p *Producer) sendPartition(ctx context.Context, tp topicPartition, idx []int, msgs []ProducerMessage, acks []Ack, deadline time.Time) {
+// split cuts the messages idx (all for tp, in order) into batches under
+// the server's maxBatchBytes, for the pipeline, as one group of sc.
+func (p *Producer) split(ctx context.Context, tp topicPartition, msgs []ProducerMessage, idx []int, deadline time.Time, sc *sendCall) []*pbatch {
 	maxBatch := int(p.client.Limits().MaxBatchBytes)
+	g := &pgroup{call: sc}
 	var (
-		pending []int
-		size    = batchOverhead
-		failed  error
+		bs   []*pbatch
+		cur  *pbatch
+		size int
 	)
-	flush := func() {
-		if len(pending) == 0 {
-			return
-		}
-		if failed == nil {
-			failed = p.sendBatch(ctx, tp, msgs, pending, acks, deadline)
-		} else {
-			for _, i := range pending {
-				acks[i].Err = failed
-			}
-		}
-		pending, size = nil, batchOverhead
-	}
 	for _, i := range idx {
 		n := recordEstimate(&msgs[i])
-		if len(pending) > 0 && size+n > maxBatch {
-			flush()
+		if cur == nil || (len(cur.idx) > 0 && size+n > maxBatch) {
+			cur = &pbatch{tp: tp, ctx: ctx, deadline: deadline, group: g, done: sc.batchDone}
+			bs = append(bs, cur)
+			size = batchOverhead
 		}
-		pending = append(pending, i)
+		cur.idx = append(cur.idx, i)
+		cur.msgs = append(cur.msgs, msgs[i])
 		size += n
 	}
-	flush()
+	return bs
 }
 
-// sendBatch encodes and publishes one batch with retries and fills the acks
-// of its records. It returns the batch's error, also stored in the acks.
-func (p *Producer) sendBatch(ctx context.Context, tp topicPartition, msgs []ProducerMessage, idx []int, acks []Ack, deadline time.Time) error {
-	res, err := p.publish(ctx, tp, msgs, idx, deadline)
-	for j, i := range idx {
+// sendCall is one SendBatch call waiting for its batches in the
+// pipeline. Its fields are guarded by mu.
+type sendCall struct {
+	mu   sync.Mutex
+	acks []Ack
+	left int           // batches not yet finished
+	over bool          // the caller stopped waiting: acks are its own again
+	last error         // the latest failed attempt of one of its batches
+	done chan struct{} // closed when left reaches 0
+	bs   []*pbatch     // the finished batches, to tell the records left
+}
+
+// batchDone fills the acks of b's records (the pipeline's done of the
+// call's batches).
+func (sc *sendCall) batchDone(b *pbatch, res PublishResult, err error) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.over {
+		return
+	}
+	for j, i := range b.idx {
 		if err != nil {
-			acks[i].Err = err
+			sc.acks[i].Err = err
 			continue
 		}
-		acks[i].Offset = res.BaseOffset + uint64(j)
-		acks[i].Durability = res.Durability
+		sc.acks[i].Offset = res.BaseOffset + uint64(j)
+		sc.acks[i].Durability = res.Durability
 	}
-	return err
+	sc.bs = append(sc.bs, b)
+	sc.left--
+	if sc.left == 0 {
+		close(sc.done)
+	}
 }
 
-// publish encodes the batch and sends it, retrying retriable failures
-// until deadline.
-func (p *Producer) publish(ctx context.Context, tp topicPartition, msgs []ProducerMessage, idx []int, deadline time.Time) (PublishResult, error) {
-	data, err := encodeBatch(msgs, idx)
-	if err != nil {
-		return PublishResult{}, fmt.Errorf("sdk: build batch: %w", err)
+// note records err, a failed attempt of one of the call's batches, for the
+// error of the records left when the caller stops waiting.
+func (sc *sendCall) note(err error) {
+	sc.mu.Lock()
+	sc.last = err
+	sc.mu.Unlock()
+}
+
+// await waits until every batch of the call is finished, ctx ends (the
+// records left fail with ctx's error, wrapping the last failure) or the
+// delivery deadline passes (they fail with the delivery timeout).
+// Batches still in the pipeline then fail there unsent, or, in flight,
+// are no longer awaited.
+func (sc *sendCall) await(ctx context.Context, deadline time.Time, p *Producer) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	var stop func(last error) error
+	select {
+	case <-sc.done:
+		return
+	case <-ctx.Done():
+		stop = func(last error) error { return stopped(ctx.Err(), last) }
+	case <-timer.C:
+		stop = p.expired
 	}
-	var last error
-	for attempt := 1; ; attempt++ {
-		res, err := attemptRequest(p, ctx, deadline, last, func(ctx context.Context) (PublishResult, error) {
-			return p.core.client(tp.topic, tp.partition).Publish(ctx, tp.topic, tp.partition, data)
-		})
-		if err == nil {
-			return res, nil
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.left == 0 {
+		return
+	}
+	sc.over = true
+	finished := make(map[int]bool)
+	for _, b := range sc.bs {
+		for _, i := range b.idx {
+			finished[i] = true
 		}
-		p.core.noteError(tp.topic, err)
-		if rerr := p.retry(ctx, err, attempt, deadline, fmt.Sprintf("publish %s/%d", tp.topic, tp.partition)); rerr != nil {
-			return PublishResult{}, rerr
+	}
+	err := stop(sc.last)
+	for i := range sc.acks {
+		if sc.acks[i].Err == nil && !finished[i] {
+			sc.acks[i].Err = err
 		}
-		last = err
 	}
 }
 
