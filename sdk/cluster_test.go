@@ -124,6 +124,25 @@ func TestEntryTypesShareTheCore(t *testing.T) {
 	if got, ok := gc.core.topicByID(ti.ID); !ok || got != "t" {
 		t.Errorf("GrpcConsumer: topic id %v not in the core's cache (%q, %v)", ti.ID, got, ok)
 	}
+
+	// Call registration: every frame the Cap'n Proto entry types wrote
+	// (publishes, metadata, fetches or subscriptions, credit grants,
+	// commits) went through conn.issue.
+	for _, e := range []struct {
+		name string
+		cl   *Client
+	}{{"Producer", p.client}, {"BatchProducer", bp.p.client}, {"Consumer", c.client}} {
+		e.cl.mu.Lock()
+		cn := e.cl.cur
+		e.cl.mu.Unlock()
+		if cn == nil {
+			t.Fatalf("%s: no connection", e.name)
+		}
+		waitFor(t, 10*time.Second, e.name+"'s writer to be idle", func() bool { return cn.issued.Load() == cn.written.Load() })
+		if cn.written.Load() == 0 {
+			t.Errorf("%s: no frame written", e.name)
+		}
+	}
 }
 
 // TestTopicGrowthReachesProducersAndConsumer: a topic that gets more

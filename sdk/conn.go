@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"capnproto.org/go/capnp/v3"
@@ -78,6 +79,11 @@ type conn struct {
 	pending map[uint64]*call
 
 	wg sync.WaitGroup
+
+	// issued counts the frames issue queued, written those the writer
+	// wrote: equal once the writer is idle, as every frame goes through
+	// issue.
+	issued, written atomic.Uint64
 }
 
 // dialConn connects to addr and performs the handshake. The dial plus
@@ -275,6 +281,7 @@ func (c *conn) issue(ctx context.Context, cl *call, build func(api.Frame) error,
 	}
 	select {
 	case c.out <- outFrame{id: id, msg: msg, tail: tail}:
+		c.issued.Add(1)
 		return id, nil
 	case <-ctx.Done():
 		c.forget(id)
@@ -452,6 +459,7 @@ func (c *conn) writeLoop() {
 				c.writeFailed(of.id, fmt.Errorf("write: %w", err))
 				return
 			}
+			c.written.Add(1)
 		case <-c.done:
 			return
 		}
