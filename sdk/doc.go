@@ -230,6 +230,10 @@
 //
 // # Goroutines
 //
+// In one sentence: one writer and one reader goroutine per connection, plus
+// one goroutine per partition that has records to produce, which ends when
+// the partition is idle.
+//
 // Each connection has one writer and one reader goroutine, and a producer
 // has one goroutine per partition with records buffered or in flight,
 // which ends when the partition is idle. That partition goroutine is the
@@ -260,15 +264,17 @@
 // above, and one connection per broker data address, made on first use,
 // the configured Addr being the bootstrap one. A topic's metadata is cached
 // for MetadataMaxAge (ProducerConfig, GrpcProducerConfig, ConsumerConfig,
-// GrpcConsumerConfig; default 5m) and read again at the next use after a request about the
-// topic fails with UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or
-// NOT_LEADER; one metadata request per topic is in flight at a time, and
-// concurrent callers share its answer. So a topic that gets more partitions
-// is used in full by the producers once their metadata is that old, and a
-// Consumer or GrpcConsumer without a group starts reading the new
-// partitions then (a group
-// member gets them from the broker's assignment). The Cap'n Proto entry
-// types read metadata with the data plane's Metadata request, the gRPC ones
-// with DescribeTopic; the cache and its rules are the same. Each NewX call
-// has its own core.
+// GrpcConsumerConfig; default 5m) and read again at the next use after a
+// request about the topic fails with UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID,
+// UNKNOWN_PARTITION or NOT_LEADER; one metadata request per topic is in
+// flight at a time, and concurrent callers share its answer. So a topic
+// that gets more partitions is used in full by the producers once their
+// metadata is that old, and a Consumer or GrpcConsumer without a group
+// starts reading the new partitions then (a group member gets them from
+// the broker's assignment). The Cap'n Proto entry types read metadata with
+// the data plane's Metadata request, the gRPC ones with DescribeTopic; the
+// cache and its rules are the same. Each NewX call has its own core. On a
+// connection, every request is registered and queued for the writer by one
+// function, whatever sends it (a publish, a fetch, a subscription, a
+// credit grant, a commit).
 package sdk
