@@ -230,9 +230,10 @@
 //
 // # Goroutines
 //
-// In one sentence: one writer and one reader goroutine per connection, plus
-// one goroutine per partition that has records to produce, which ends when
-// the partition is idle.
+// In one sentence: one writer and one reader goroutine per connection, one
+// goroutine per partition a producer has records for (ending when the
+// partition is idle) or a consumer reads, and one heartbeat goroutine per
+// group member.
 //
 // Each connection has one writer and one reader goroutine, and a producer
 // has one goroutine per partition with records buffered or in flight,
