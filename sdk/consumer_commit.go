@@ -173,17 +173,7 @@ func (c *Consumer) forgetLostOfOtherTopicsLocked(id api.TopicID) {
 // resolved yet (no read answered). c.mu held.
 func (c *Consumer) commitPos(p uint32) (uint64, bool) {
 	pos, ok := c.consumed[p]
-	if !ok || pos == math.MaxUint64 {
-		return 0, false
-	}
-	if !c.cfg.AutoCommitMarked {
-		return pos, true
-	}
-	m, ok := c.marked[p]
-	if !ok {
-		return 0, false
-	}
-	return min(m, pos), true
+	return commitPosition(pos, ok && pos != math.MaxUint64, c.cfg.AutoCommitMarked, c.marked, p)
 }
 
 // commitPartitions commits the positions (commitPos) of ps (nil: every

@@ -34,27 +34,55 @@ func (c *Consumer) MarkProcessed(msg Message) error {
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}
-	if msg.Topic != c.cfg.Topic {
-		return fmt.Errorf("%w: record %s/%d@%d, the consumer reads topic %q", ErrNotAssigned, msg.Topic, msg.Partition, msg.Offset, c.cfg.Topic)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pos, held := c.consumed[msg.Partition]
-	if !held || c.group.left {
+	return mark(c.marked, msg, c.cfg.Topic, held && !c.group.left, c.from[msg.Partition], pos)
+}
+
+// mark records msg in marked (partition -> offset after the last record
+// marked) for a consumer of topic that holds msg's partition (held) from
+// offset from, with pos the offset after the records Poll returned. The
+// errors are MarkProcessed's: ErrNotAssigned for another topic, a
+// partition not held or a record of an earlier assignment,
+// ErrInvalidPosition for a record Poll has not returned.
+func mark(marked map[uint32]uint64, msg Message, topic string, held bool, from, pos uint64) error {
+	if msg.Topic != topic {
+		return fmt.Errorf("%w: record %s/%d@%d, the consumer reads topic %q", ErrNotAssigned, msg.Topic, msg.Partition, msg.Offset, topic)
+	}
+	if !held {
 		return fmt.Errorf("%w: record %s/%d@%d: partition %d is not held (revoked, or the member left its group)",
 			ErrNotAssigned, msg.Topic, msg.Partition, msg.Offset, msg.Partition)
 	}
-	if from := c.from[msg.Partition]; msg.Offset < from {
+	if msg.Offset < from {
 		return fmt.Errorf("%w: record %s/%d@%d was returned under an earlier assignment of the partition, which now starts at %d",
 			ErrNotAssigned, msg.Topic, msg.Partition, msg.Offset, from)
 	}
 	if msg.Offset >= pos {
 		return fmt.Errorf("%w: record %s/%d@%d was not returned by Poll (position %d)", ErrInvalidPosition, msg.Topic, msg.Partition, msg.Offset, pos)
 	}
-	if next := msg.Offset + 1; next > c.marked[msg.Partition] {
-		c.marked[msg.Partition] = next
+	if next := msg.Offset + 1; next > marked[msg.Partition] {
+		marked[msg.Partition] = next
 	}
 	return nil
+}
+
+// commitPosition is the position a commit stores for a partition: pos,
+// the offset after the records Poll returned (ok: there is one), or with
+// marks (AutoCommitMarked) the offset after the last record marked, never
+// beyond pos. It returns false when there is nothing to commit.
+func commitPosition(pos uint64, ok bool, marks bool, marked map[uint32]uint64, p uint32) (uint64, bool) {
+	if !ok {
+		return 0, false
+	}
+	if !marks {
+		return pos, true
+	}
+	m, ok := marked[p]
+	if !ok {
+		return 0, false
+	}
+	return min(m, pos), true
 }
 
 // CommitOffsets commits explicit positions: each entry's Offset is the

@@ -29,28 +29,12 @@ func (c *GrpcConsumer) MarkProcessed(msg Message) error {
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}
-	if msg.Topic != c.cfg.Topic {
-		return fmt.Errorf("%w: record %s/%d@%d, the consumer reads topic %q", ErrNotAssigned, msg.Topic, msg.Partition, msg.Offset, c.cfg.Topic)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	pos, returned := c.pos[msg.Partition]
-	held := c.run.parts[msg.Partition] != nil || c.group.revoking[msg.Partition]
-	if !held || c.group.left {
-		return fmt.Errorf("%w: record %s/%d@%d: partition %d is not held (revoked, or the member left its group)",
-			ErrNotAssigned, msg.Topic, msg.Partition, msg.Offset, msg.Partition)
-	}
-	if from := c.from[msg.Partition]; msg.Offset < from {
-		return fmt.Errorf("%w: record %s/%d@%d was returned under an earlier assignment of the partition, which now starts at %d",
-			ErrNotAssigned, msg.Topic, msg.Partition, msg.Offset, from)
-	}
-	if !returned || msg.Offset >= pos {
-		return fmt.Errorf("%w: record %s/%d@%d was not returned by Poll (position %d)", ErrInvalidPosition, msg.Topic, msg.Partition, msg.Offset, pos)
-	}
-	if next := msg.Offset + 1; next > c.marked[msg.Partition] {
-		c.marked[msg.Partition] = next
-	}
-	return nil
+	held := (c.run.parts[msg.Partition] != nil || c.group.revoking[msg.Partition]) && !c.group.left
+	// pos is 0 while Poll has returned nothing of the partition: no record
+	// can be marked then.
+	return mark(c.marked, msg, c.cfg.Topic, held, c.from[msg.Partition], c.pos[msg.Partition])
 }
 
 // commitPosLocked returns the position a commit stores for partition p:
@@ -59,17 +43,7 @@ func (c *GrpcConsumer) MarkProcessed(msg Message) error {
 // when there is nothing to commit. c.mu held.
 func (c *GrpcConsumer) commitPosLocked(p uint32) (uint64, bool) {
 	pos, ok := c.pos[p]
-	if !ok {
-		return 0, false
-	}
-	if !c.cfg.AutoCommitMarked {
-		return pos, true
-	}
-	m, ok := c.marked[p]
-	if !ok {
-		return 0, false
-	}
-	return min(m, pos), true
+	return commitPosition(pos, ok, c.cfg.AutoCommitMarked, c.marked, p)
 }
 
 // forget drops the positions and marks of partitions released or lost.
