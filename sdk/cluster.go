@@ -44,7 +44,21 @@ type cluster struct {
 	conns  map[string]*Client // broker data address -> connection, besides bootstrap
 	rr     map[string]uint32  // next keyless partition per topic
 
+	// hot is the answer of the last lookup that hit the cache, read without
+	// the lock by the next lookup of the same topic (BatchProducer.Send
+	// looks the topic up for every record); cleared, under mu, whenever
+	// that topic's entry changes.
+	hot atomic.Pointer[hotTopic]
+
 	trace atomic.Pointer[coreTrace] // nil outside tests
+}
+
+// hotTopic is an entry's answer as of its last read from the server,
+// never changed once made.
+type hotTopic struct {
+	name    string
+	meta    topicMeta
+	fetched time.Time
 }
 
 // coreTrace counts what goes through the core, for tests that check
@@ -89,6 +103,7 @@ func (m topicMeta) leader(p uint32) leaderAddr {
 type topicEntry struct {
 	meta    topicMeta
 	fetched time.Time
+	hot     *hotTopic // meta and fetched, for cluster.hot
 	valid   bool
 	stale   bool        // read again at the next lookup
 	flight  *metaFlight // the request in flight, nil when none
@@ -161,13 +176,25 @@ func (cl *cluster) cachedAt(name string, now time.Time) (topicMeta, bool) {
 	if t := cl.trace.Load(); t != nil {
 		t.lookups.Add(1)
 	}
+	if h := cl.hot.Load(); h != nil && h.name == name && now.Sub(h.fetched) < cl.maxAge {
+		return h.meta, true
+	}
 	cl.mu.RLock()
 	defer cl.mu.RUnlock()
 	e := cl.topics[name]
 	if e != nil && e.valid && !e.stale && now.Sub(e.fetched) < cl.maxAge {
+		cl.hot.Store(e.hot) // under the read lock: no change of e meanwhile
 		return e.meta, true
 	}
 	return topicMeta{}, false
+}
+
+// coolLocked clears cl.hot when it holds topic's answer; cl.mu held for
+// writing.
+func (cl *cluster) coolLocked(topic string) {
+	if h := cl.hot.Load(); h != nil && h.name == topic {
+		cl.hot.Store(nil)
+	}
 }
 
 // refresh returns topic's metadata read from the server now (or by the
@@ -235,6 +262,8 @@ func (cl *cluster) fetch(name string, e *topicEntry, f *metaFlight) {
 			delete(cl.byID, e.meta.id)
 		}
 		e.meta, e.fetched, e.valid, e.stale = m, time.Now(), true, false
+		e.hot = &hotTopic{name: name, meta: m, fetched: e.fetched}
+		cl.coolLocked(name)
 		if !m.id.IsZero() {
 			cl.byID[m.id] = name
 		}
@@ -246,6 +275,7 @@ func (cl *cluster) fetch(name string, e *topicEntry, f *metaFlight) {
 		if cl.topics[name] == e {
 			delete(cl.topics, name)
 		}
+		cl.coolLocked(name)
 	}
 	cl.mu.Unlock()
 	f.meta, f.err = m, err
@@ -285,6 +315,7 @@ func (cl *cluster) invalidate(topic string) {
 	if e := cl.topics[topic]; e != nil {
 		e.stale = true
 	}
+	cl.coolLocked(topic)
 	cl.mu.Unlock()
 }
 

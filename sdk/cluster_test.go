@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -525,5 +526,59 @@ func TestConsumerMetadataMaxAgeValidated(t *testing.T) {
 	}
 	if _, err := NewConsumer(context.Background(), ConsumerConfig{Topic: "t", MetadataMaxAge: -1}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("NewConsumer = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// countingSource is a metadataSource whose topic has partitions
+// partitions; it counts its requests.
+type countingSource struct {
+	partitions atomic.Uint32
+	requests   atomic.Int64
+}
+
+func (s *countingSource) topicMetadata(ctx context.Context, topic string) (topicMeta, error) {
+	s.requests.Add(1)
+	return topicMeta{partitions: s.partitions.Load()}, nil
+}
+
+// TestCachedLookupSeesEveryChange: the lock-free answer of the last cache
+// hit never outlives a change of its topic: after invalidate (an error
+// that says the metadata is wrong) the lookup misses, and after the
+// refresh it answers the new partition count; another topic's lookup does
+// not serve this one's answer.
+func TestCachedLookupSeesEveryChange(t *testing.T) {
+	src := &countingSource{}
+	src.partitions.Store(2)
+	cl := newCluster(src, nil, time.Hour, nil)
+	defer cl.close()
+	ctx := testCtx(t)
+	for _, topic := range []string{"a", "b"} {
+		if _, err := cl.topic(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	for range 2 { // the second lookup is served by the hot answer
+		if tm, ok := cl.cachedAt("a", now); !ok || tm.partitions != 2 {
+			t.Fatalf("cachedAt(a) = %+v, %v; want 2 partitions", tm, ok)
+		}
+	}
+	src.partitions.Store(5)
+	if tm, ok := cl.cachedAt("b", now); !ok || tm.partitions != 2 {
+		t.Fatalf("cachedAt(b) = %+v, %v; want its own entry, 2 partitions", tm, ok)
+	}
+	cl.cachedAt("a", now) // a is the hot answer again
+	cl.noteError("a", api.NewError(api.CodeUnknownPartition, "no partition 4"))
+	if tm, ok := cl.cachedAt("a", now); ok {
+		t.Fatalf("cachedAt(a) after UNKNOWN_PARTITION = %+v, want a miss", tm)
+	}
+	if tm, err := cl.topic(ctx, "a"); err != nil || tm.partitions != 5 {
+		t.Fatalf("topic(a) = %+v, %v; want the refreshed 5 partitions", tm, err)
+	}
+	if tm, ok := cl.cachedAt("a", time.Now()); !ok || tm.partitions != 5 {
+		t.Fatalf("cachedAt(a) after the refresh = %+v, %v; want 5 partitions", tm, ok)
+	}
+	if tm, ok := cl.cachedAt("a", time.Now().Add(2*time.Hour)); ok {
+		t.Fatalf("cachedAt(a) past MetadataMaxAge = %+v, want a miss", tm)
 	}
 }
