@@ -51,7 +51,9 @@ type GrpcConsumerConfig struct {
 	// OnPartitionsAssigned and OnPartitionsRevoked, when set, are called
 	// with the partitions the group gives this member and takes from it
 	// (after their positions were committed, with AutoCommit), from Poll,
-	// Commit or Close, or from NewGrpcConsumer for the first assignment.
+	// Commit or Close, or from NewGrpcConsumer for the first assignment;
+	// a partition is named to OnPartitionsAssigned before Poll returns
+	// any of its records.
 	OnPartitionsAssigned func(partitions []uint32)
 	OnPartitionsRevoked  func(partitions []uint32)
 	// AutoCommit commits, at the next Poll (at most once per
@@ -634,6 +636,11 @@ func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 		}
 		break
 	}
+	// The heartbeat goroutine may have changed the assignment while Poll
+	// waited: OnPartitionsAssigned names a partition before any of its
+	// records is returned, and records of partitions revoked meanwhile
+	// are dropped.
+	c.sync(ctx)
 	c.dropStale()
 	n := min(len(c.pending), c.cfg.MaxPollRecords)
 	out := c.pending[:n:n]
