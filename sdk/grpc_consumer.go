@@ -733,7 +733,18 @@ func (c *GrpcConsumer) commitPositions(ctx context.Context, parts []uint32) erro
 			}
 			continue
 		}
-		c.committed[uint32(o.Partition)] = o.Offset
+		p := uint32(o.Partition)
+		c.committed[p] = o.Offset
+		c.mu.Lock()
+		if lost, ok := c.lost[p]; ok && o.Offset >= lost {
+			// Stored since (the member joined again and read the records
+			// again): nothing of it is lost any more, as for Consumer.
+			delete(c.lost, p)
+			if len(c.lost) == 0 {
+				c.lostErr = nil
+			}
+		}
+		c.mu.Unlock()
 	}
 	return first
 }
@@ -760,7 +771,9 @@ func (c *GrpcConsumer) CloseContext(ctx context.Context) error {
 		defer cancel()
 		c.stopHeartbeat()
 		if c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" {
+			c.mu.Lock()
 			lost := maps.Clone(c.lost) // Commit reports and forgets them
+			c.mu.Unlock()
 			if err := c.Commit(ctx); err != nil {
 				positions := c.uncommitted()
 				for p, off := range lost {
