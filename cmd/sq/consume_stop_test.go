@@ -139,3 +139,31 @@ func TestConsumeSaysTheServerWasLost(t *testing.T) {
 		t.Errorf("stderr = %q, want %q", errOut, want)
 	}
 }
+
+// The same for a group member (-g): the line also says whether what was
+// printed is committed.
+func TestConsumeGroupSaysWhereItStoppedWhenTheTopicGoes(t *testing.T) {
+	var eng *engine.Engine
+	addr := serveEngine(t, func(e *engine.Engine) dataplane.Broker { eng = e; return e })
+	produceTo(t, addr, "a\nb\nc\n", "0")
+	var out, errOut consumeBuffer
+	root := newRootCommand(nil, &out, &errOut, func(string) string { return "" })
+	root.SetArgs([]string{"--server", addr, "consume", "-t", "orders", "-g", "billing", "--follow"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(context.Background()) }()
+	waitUntil(t, "the 3 records printed", func() bool { return strings.Count(out.String(), "\n") == 3 })
+	if err := eng.DeleteTopic("orders"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("sq consume -g --follow returned nil after its topic was deleted (stderr %q)", errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("sq consume -g --follow still runs 30s after its topic was deleted")
+	}
+	if want := "sq: stopped: printed 3 records of orders; next offsets 0:3"; !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr = %q, want %q", errOut.String(), want)
+	}
+}
