@@ -143,7 +143,8 @@ type ConsumerConfig struct {
 	// assignment, after the change took effect (a revoked partition has
 	// been committed, with AutoCommit, and released). They run on the
 	// consumer's goroutines (the heartbeat loop or Poll) and must not
-	// call Poll, Commit or Close.
+	// call Poll, Commit or Close. Poll returns no record of a partition
+	// before OnPartitionsAssigned named it and returned.
 	OnPartitionsAssigned func(partitions []uint32)
 	OnPartitionsRevoked  func(partitions []uint32)
 	// UseFetch reads with long-poll fetches instead of the default push
@@ -304,6 +305,10 @@ type Consumer struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	ready  chan struct{} // cap 1: a fetcher posted records or an error
+	// withheld holds the partitions whose OnPartitionsAssigned has not
+	// returned yet: Poll returns none of their records before it has.
+	// Guarded by mu.
+	withheld map[uint32]bool
 	// revoke is signalled (cap 1) when partitions wait for Poll to
 	// commit and release them.
 	revoke chan struct{}
@@ -658,7 +663,7 @@ func (c *Consumer) drain() ([]Message, error) {
 	}
 	for k := 0; k < n && len(out) < c.cfg.MaxPollRecords; k++ {
 		pf := c.parts[c.order[(c.rrNext+k)%n]]
-		if len(pf.buf) == 0 {
+		if len(pf.buf) == 0 || c.withheld[pf.partition] {
 			continue
 		}
 		take := min(len(pf.buf), c.cfg.MaxPollRecords-len(out))

@@ -230,6 +230,12 @@ func (c *Consumer) apply(ctx context.Context, assigned []uint32) error {
 	if len(added) == 0 {
 		return nil
 	}
+	if c.cfg.OnPartitionsAssigned != nil {
+		// Poll returns no record of an added partition before the
+		// callback named it, as Kafka's rebalance listener.
+		c.withhold(added, true)
+		defer c.withhold(added, false)
+	}
 	if err := c.assign(ctx, added, TopicInfo{}); err != nil {
 		return err
 	}
@@ -238,6 +244,26 @@ func (c *Consumer) apply(ctx context.Context, assigned []uint32) error {
 		c.cfg.OnPartitionsAssigned(added)
 	}
 	return nil
+}
+
+// withhold keeps Poll from returning the records of ps (on), or lets it
+// again (off) and wakes a Poll waiting for records.
+func (c *Consumer) withhold(ps []uint32, on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.withheld == nil {
+		c.withheld = map[uint32]bool{}
+	}
+	for _, p := range ps {
+		if on {
+			c.withheld[p] = true
+		} else {
+			delete(c.withheld, p)
+		}
+	}
+	if !on {
+		notify(c.ready)
+	}
 }
 
 // releaseRevoked commits (with AutoCommit) and releases the revoked

@@ -51,7 +51,9 @@ type GrpcConsumerConfig struct {
 	// OnPartitionsAssigned and OnPartitionsRevoked, when set, are called
 	// with the partitions the group gives this member and takes from it
 	// (after their positions were committed, with AutoCommit), from Poll,
-	// Commit or Close, or from NewGrpcConsumer for the first assignment.
+	// Commit or Close, or from NewGrpcConsumer for the first assignment;
+	// a partition is named to OnPartitionsAssigned before Poll returns
+	// any of its records.
 	OnPartitionsAssigned func(partitions []uint32)
 	OnPartitionsRevoked  func(partitions []uint32)
 	// AutoCommit commits, at the next Poll (at most once per
@@ -634,6 +636,11 @@ func (c *GrpcConsumer) Poll(ctx context.Context) ([]Message, error) {
 		}
 		break
 	}
+	// The heartbeat goroutine may have changed the assignment while Poll
+	// waited: OnPartitionsAssigned names a partition before any of its
+	// records is returned, and records of partitions revoked meanwhile
+	// are dropped.
+	c.sync(ctx)
 	c.dropStale()
 	n := min(len(c.pending), c.cfg.MaxPollRecords)
 	out := c.pending[:n:n]
@@ -726,7 +733,18 @@ func (c *GrpcConsumer) commitPositions(ctx context.Context, parts []uint32) erro
 			}
 			continue
 		}
-		c.committed[uint32(o.Partition)] = o.Offset
+		p := uint32(o.Partition)
+		c.committed[p] = o.Offset
+		c.mu.Lock()
+		if lost, ok := c.lost[p]; ok && o.Offset >= lost {
+			// Stored since (the member joined again and read the records
+			// again): nothing of it is lost any more, as for Consumer.
+			delete(c.lost, p)
+			if len(c.lost) == 0 {
+				c.lostErr = nil
+			}
+		}
+		c.mu.Unlock()
 	}
 	return first
 }
@@ -753,7 +771,9 @@ func (c *GrpcConsumer) CloseContext(ctx context.Context) error {
 		defer cancel()
 		c.stopHeartbeat()
 		if c.cfg.AutoCommit && c.cfg.ConsumerGroup != "" {
+			c.mu.Lock()
 			lost := maps.Clone(c.lost) // Commit reports and forgets them
+			c.mu.Unlock()
 			if err := c.Commit(ctx); err != nil {
 				positions := c.uncommitted()
 				for p, off := range lost {

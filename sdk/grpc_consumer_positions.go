@@ -177,6 +177,8 @@ func (c *GrpcConsumer) noteLostLocked(ps []uint32, cause error) {
 // takeLost returns the error reporting the positions that were never
 // stored, and forgets them; nil when there are none.
 func (c *GrpcConsumer) takeLost() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if len(c.lost) == 0 {
 		return nil
 	}

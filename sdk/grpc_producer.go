@@ -163,18 +163,19 @@ func (p *GrpcProducer) place(ctx context.Context, msgs []ProducerMessage, acks [
 	groups := map[topicPartition][]int{}
 	var order []topicPartition
 	sticky := map[string]uint32{}
-	dctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
+	errs := map[string]error{} // a topic whose metadata failed fails once
 	for i, m := range msgs {
 		acks[i].Topic = m.Topic
-		tm, err := p.core.topic(dctx, m.Topic)
+		if err := errs[m.Topic]; err != nil {
+			acks[i].Err = err
+			continue
+		}
+		tm, err := p.topicMeta(ctx, m.Topic, deadline)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
 			}
-			if dctx.Err() != nil {
-				err = p.expired(err)
-			}
+			errs[m.Topic] = err
 			acks[i].Err = err
 			continue
 		}
@@ -185,6 +186,36 @@ func (p *GrpcProducer) place(ctx context.Context, msgs []ProducerMessage, acks [
 		groups[k] = append(groups[k], i)
 	}
 	return groups, order, nil
+}
+
+// topicMeta returns topic's metadata (cached, or read from the server),
+// retrying retriable failures (the server restarting, say) with backoff
+// as publish does, until deadline: a read cut short by the deadline, or a
+// retry that would start after it, fails with the delivery timeout
+// wrapping the last failure.
+func (p *GrpcProducer) topicMeta(ctx context.Context, topic string, deadline time.Time) (topicMeta, error) {
+	var last error
+	for attempt := 0; ; attempt++ {
+		dctx, cancel := context.WithDeadline(ctx, deadline)
+		tm, err := p.core.topic(dctx, topic)
+		cut := err != nil && dctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if cut {
+			return tm, p.expired(last)
+		}
+		if err == nil || !IsRetriable(err) || attempt >= p.cfg.Retries || p.cfg.Retries < 0 {
+			return tm, err
+		}
+		d := backoff(attempt+1, p.cfg.RetryBackoff, p.cfg.RetryBackoffMax)
+		if time.Now().Add(d).After(deadline) {
+			return tm, p.expired(err)
+		}
+		p.cfg.Logger.Warn("retrying metadata", "topic", topic, "attempt", attempt+1, "err", err)
+		if !p.sleep(ctx, d) {
+			return tm, err
+		}
+		last = err
+	}
 }
 
 // sendPartition publishes the messages idx of one partition, in order, in

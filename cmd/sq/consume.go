@@ -236,9 +236,22 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 		return fmt.Errorf("%d partition%s could not be read: %w", len(s.unreadable), plural(len(s.unreadable)), errors.Join(s.unreadable...))
 	}
 	if err != nil {
+		// What was printed, and where to go on from (-o per partition),
+		// before the cause.
+		fmt.Fprintln(s.stderr, failedSummary(s.printed, f.topic, formatPositions(s.parts, s.pos)))
+		if errors.Is(err, sdk.ErrConnection) {
+			// The address was right: the server answered at start.
+			return fmt.Errorf("lost the SQ server at %s: %w", s.addr, err)
+		}
 		return apiError(s.addr, err)
 	}
 	return nil
+}
+
+// failedSummary is the line printed before the error that ended a read:
+// "sq: stopped: printed N records of TOPIC; next offsets P:O ...".
+func failedSummary(printed int64, topic, positions string) string {
+	return progressSummary("stopped", printed, topic, positions)
 }
 
 // stopped reports whether err is only the cancellation of ctx (Ctrl-C).
@@ -249,11 +262,17 @@ func stopped(ctx context.Context, err error) bool {
 // interruptSummary is the first part of the line printed after Ctrl-C:
 // "sq: interrupted: printed N records of TOPIC; next offsets P:O ...".
 func interruptSummary(printed int64, topic, positions string) string {
+	return progressSummary("interrupted", printed, topic, positions)
+}
+
+// progressSummary is "sq: HOW: printed N records of TOPIC; next offsets
+// P:O ...".
+func progressSummary(how string, printed int64, topic, positions string) string {
 	word := "records"
 	if printed == 1 {
 		word = "record"
 	}
-	return fmt.Sprintf("sq: interrupted: printed %d %s of %s; next offsets %s", printed, word, topic, positions)
+	return fmt.Sprintf("sq: %s: printed %d %s of %s; next offsets %s", how, printed, word, topic, positions)
 }
 
 // noteInterrupted prints the summary of a run interrupted before it read

@@ -108,7 +108,9 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 		s.cons.CloseWithoutCommit() // the commit failed once already: leave without retrying it
 	}
 	if _, ok := interrupted(ctx); ok {
-		s.summary(commitErr)
+		s.summary("interrupted", commitErr)
+	} else if err != nil {
+		s.summary("stopped", commitErr) // before the error, as after Ctrl-C
 	}
 	if stopped(ctx, err) {
 		err = nil
@@ -253,8 +255,9 @@ func (s *groupSession) reachedEnd() bool {
 	return true
 }
 
-// summary prints the one line of what was done, after Ctrl-C.
-func (s *groupSession) summary(commitErr error) {
+// summary prints the one line of what was done, after Ctrl-C (how
+// "interrupted") or a failure ("stopped").
+func (s *groupSession) summary(how string, commitErr error) {
 	parts := make([]uint32, 0, len(s.next))
 	for p := range s.next {
 		parts = append(parts, p)
@@ -264,5 +267,5 @@ func (s *groupSession) summary(commitErr error) {
 	if commitErr != nil {
 		committed = "commit for group " + s.f.group + " failed (see below)"
 	}
-	fmt.Fprintf(s.stderr, "%s; %s\n", interruptSummary(s.printed, s.f.topic, formatPositions(parts, s.next)), committed)
+	fmt.Fprintf(s.stderr, "%s; %s\n", progressSummary(how, s.printed, s.f.topic, formatPositions(parts, s.next)), committed)
 }

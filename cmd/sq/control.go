@@ -175,7 +175,7 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 				ch.MaxRecordBytes = &f.maxRecordBytes
 			}
 			if ch == (sdk.TopicConfigChange{}) {
-				return errors.New("nothing to change: give at least one of " + alterableSettings)
+				return errors.New("nothing to change: give at least one of " + alterableSettings + ", or --partitions N to grow the topic to N partitions")
 			}
 			a, err := g.admin(cmd)
 			if err != nil {
