@@ -94,7 +94,7 @@ func TestSDKAdminCreatePartitions(t *testing.T) {
 	}{
 		{"grow", 4, api.ErrInvalidConfig, "has 4 partitions; the new total 4 must be larger"},
 		{"grow", 3, api.ErrInvalidConfig, "the new total 3"},
-		{"grow", 0, api.ErrInvalidConfig, "total_count 0"},
+		{"grow", 0, api.ErrInvalidConfig, "the new total 0 must be larger"},
 		{"grow", 1 << 31, api.ErrInvalidConfig, "above"},
 		{"missing", 8, api.ErrUnknownTopic, `"missing"`},
 		{"bad name", 8, api.ErrInvalidTopicName, "bad name"},

@@ -369,11 +369,11 @@ func TestInvalidRequestsChangeNothing(t *testing.T) {
 		{"grow to zero", func() error {
 			_, err := topics.CreatePartitions(ctx, &sqv1.CreatePartitionsRequest{Name: "keep"})
 			return err
-		}, codes.InvalidArgument, "INVALID_CONFIG", "total_count 0"},
+		}, codes.InvalidArgument, "INVALID_CONFIG", "has 1 partitions; the new total 0 must be larger"},
 		{"grow above the maximum", func() error {
 			_, err := topics.CreatePartitions(ctx, &sqv1.CreatePartitionsRequest{Name: "keep", TotalCount: engine.MaxPartitions + 1})
 			return err
-		}, codes.InvalidArgument, "INVALID_CONFIG", "total_count 10001"},
+		}, codes.InvalidArgument, "INVALID_CONFIG", "has 1 partitions; the new total 10001 is above the maximum 10000"},
 		{"grow bad name", func() error {
 			_, err := topics.CreatePartitions(ctx, &sqv1.CreatePartitionsRequest{Name: "bad/name", TotalCount: 3})
 			return err

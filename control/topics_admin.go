@@ -77,18 +77,12 @@ type TopicPartitioner interface {
 }
 
 // CreatePartitions implements sq.v1.Topics: the topic grows to
-// total_count partitions (KIP-195). The name and the count's range are
-// checked before the engine is asked; the engine checks the count against
-// the topic's current one (INVALID_CONFIG naming both).
+// total_count partitions (KIP-195). The name is checked before the engine
+// is asked; the engine checks the count against the topic's current one
+// and the maximum (INVALID_CONFIG naming them), as on the data plane.
 func (t *topicsService) CreatePartitions(_ context.Context, req *sqv1.CreatePartitionsRequest) (*sqv1.CreatePartitionsResponse, error) {
 	if err := engine.ValidateTopicName(req.Name); err != nil {
 		return nil, err
-	}
-	switch {
-	case req.TotalCount < 1:
-		return nil, api.NewError(api.CodeInvalidConfig, "total_count %d: want the topic's new partition count, more than it has and at most %d", req.TotalCount, engine.MaxPartitions)
-	case req.TotalCount > engine.MaxPartitions:
-		return nil, api.NewError(api.CodeInvalidConfig, "total_count %d is above the maximum %d partitions of a topic", req.TotalCount, engine.MaxPartitions)
 	}
 	p, ok := t.s.eng().(TopicPartitioner)
 	if !ok {

@@ -88,7 +88,7 @@ func checkPartitionTotal(name string, cur, total int) error {
 	case total <= cur:
 		return api.NewError(api.CodeInvalidConfig, "topic %q has %d partitions; the new total %d must be larger (partitions can be added, not removed)", name, cur, total)
 	case total > MaxPartitions:
-		return api.NewError(api.CodeInvalidConfig, "topic %q: %d partitions is above the maximum %d", name, total, MaxPartitions)
+		return api.NewError(api.CodeInvalidConfig, "topic %q has %d partitions; the new total %d is above the maximum %d partitions of a topic", name, cur, total, MaxPartitions)
 	}
 	return nil
 }

@@ -93,7 +93,7 @@ func TestCreatePartitionsErrors(t *testing.T) {
 		{"t", 2, api.CodeInvalidConfig, "the new total 2 must be larger"},
 		{"t", 0, api.CodeInvalidConfig, "the new total 0"},
 		{"t", -1, api.CodeInvalidConfig, "the new total -1"},
-		{"t", MaxPartitions + 1, api.CodeInvalidConfig, fmt.Sprintf("%d partitions is above the maximum %d", MaxPartitions+1, MaxPartitions)},
+		{"t", MaxPartitions + 1, api.CodeInvalidConfig, fmt.Sprintf("the new total %d is above the maximum %d", MaxPartitions+1, MaxPartitions)},
 		{"nope", 5, api.CodeUnknownTopic, `topic "nope" does not exist`},
 		{"bad/name", 5, api.CodeInvalidTopicName, ""},
 		{"", 5, api.CodeInvalidTopicName, ""},

@@ -139,7 +139,7 @@ type ConsumerConfig struct {
 	// refused by Validate).
 	MaxPollInterval time.Duration
 	// OnPartitionsAssigned and OnPartitionsRevoked, when set, are called
-	// with the partitions added to and removed from this member's
+	// with the partitions (sorted) added to and removed from this member's
 	// assignment, after the change took effect (a revoked partition has
 	// been committed, with AutoCommit, and released). They run on the
 	// consumer's goroutines (the heartbeat loop or Poll) and must not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -230,6 +231,7 @@ func (c *Consumer) apply(ctx context.Context, assigned []uint32) error {
 	if len(added) == 0 {
 		return nil
 	}
+	slices.Sort(added)
 	if c.cfg.OnPartitionsAssigned != nil {
 		// Poll returns no record of an added partition before the
 		// callback named it, as Kafka's rebalance listener.
@@ -316,6 +318,7 @@ func (c *Consumer) release(ps []uint32) {
 	}
 	c.mu.Unlock()
 	notify(c.hbNow)
+	slices.Sort(gone)
 	if len(gone) > 0 && c.cfg.OnPartitionsRevoked != nil {
 		c.cfg.OnPartitionsRevoked(gone)
 	}
@@ -340,6 +343,7 @@ func (c *Consumer) dropAll(cause error) {
 	clear(c.from)
 	clear(c.posID)
 	c.mu.Unlock()
+	slices.Sort(ps)
 	if len(ps) > 0 && c.cfg.OnPartitionsRevoked != nil {
 		c.cfg.OnPartitionsRevoked(ps)
 	}

@@ -14,8 +14,8 @@ import (
 // "abc" for "--partitions" flag: strconv.ParseUint: parsing "abc": invalid
 // syntax` (or `value out of range`). Group 1 is the part before the
 // strconv text, group 2 the flag as pflag names it ("--partitions" or
-// "-c, --count").
-var pflagNumberError = regexp.MustCompile(`^(invalid argument ".*" for "([^"]+)" flag): strconv\.Parse(?:Int|Uint): parsing ".*": (?:invalid syntax|value out of range)$`)
+// "-c, --count"), group 3 what was wrong.
+var pflagNumberError = regexp.MustCompile(`^(invalid argument ".*" for "([^"]+)" flag): strconv\.Parse(?:Int|Uint): parsing ".*": (invalid syntax|value out of range)$`)
 
 // integerWants says what pflag's integer flag types accept, by the name
 // their Value's Type returns; the 64-bit bounds are left out, since no
@@ -53,6 +53,9 @@ func flagError(cmd *cobra.Command, err error) error {
 	want, ok := integerWants[f.Value.Type()]
 	if !ok {
 		return err
+	}
+	if m[3] == "value out of range" {
+		return fmt.Errorf("%s: out of range, want %s", m[1], want)
 	}
 	return fmt.Errorf("%s: want %s", m[1], want)
 }

@@ -19,9 +19,9 @@ func TestIntegerFlagErrors(t *testing.T) {
 	}{
 		{[]string{"topic", "create", "x", "--partitions", "abc"}, `invalid argument "abc" for "--partitions" flag: want a whole number from 0 to 4294967295`},
 		{[]string{"topic", "create", "x", "--partitions=-1"}, `invalid argument "-1" for "--partitions" flag: want a whole number from 0 to 4294967295`},
-		{[]string{"topic", "create", "x", "--partitions", "99999999999"}, `invalid argument "99999999999" for "--partitions" flag: want a whole number from 0 to 4294967295`},
+		{[]string{"topic", "create", "x", "--partitions", "99999999999"}, `invalid argument "99999999999" for "--partitions" flag: out of range, want a whole number from 0 to 4294967295`},
 		{[]string{"topic", "create", "x", "--retention-ms", "1d"}, `invalid argument "1d" for "--retention-ms" flag: want a whole number`},
-		{[]string{"topic", "create", "x", "--segment-bytes", "99999999999999999999"}, `invalid argument "99999999999999999999" for "--segment-bytes" flag: want a whole number`},
+		{[]string{"topic", "create", "x", "--segment-bytes", "99999999999999999999"}, `invalid argument "99999999999999999999" for "--segment-bytes" flag: out of range, want a whole number`},
 		{[]string{"topic", "alter", "x", "--max-record-bytes", "1MiB"}, `invalid argument "1MiB" for "--max-record-bytes" flag: want a whole number from -2147483648 to 2147483647 (topic alter changes --sync-policy,`},
 		{[]string{"topic", "alter", "x", "--retention-bytes", "10GB"}, `invalid argument "10GB" for "--retention-bytes" flag: want a whole number (topic alter changes`},
 		{[]string{"bench", "--count", "1e6"}, `invalid argument "1e6" for "--count" flag: want a whole number`},
