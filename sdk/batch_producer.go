@@ -207,7 +207,8 @@ func (bp *BatchProducer) Send(ctx context.Context, topic string, key, value []by
 // reported later through OnAck or OnError. A zero Timestamp becomes the
 // time of the call. It returns an error, and the record is not queued, when
 // the topic name is empty or unknown (api.ErrUnknownTopic), the record is
-// over the server's maxRecordBytes (api.ErrMessageTooLarge), the producer is
+// over the server's maxRecordBytes (api.ErrMessageTooLarge), its Timestamp
+// is negative (api.ErrInvalidRequest), the producer is
 // closed (ErrClosed), the buffer is full and ErrorOnFull is set
 // (ErrBufferFull), or ctx has ended (ctx.Err(), also when buffer space is
 // free, so a loop of sends stops at Ctrl-C) or ends while Send waits for
@@ -218,6 +219,9 @@ func (bp *BatchProducer) SendMessage(ctx context.Context, m ProducerMessage) err
 	}
 	if m.Topic == "" {
 		return api.NewError(api.CodeInvalidTopicName, "empty topic name")
+	}
+	if err := checkTimestamp(&m); err != nil {
+		return err
 	}
 	now := time.Now()
 	if m.Timestamp == 0 {

@@ -131,7 +131,9 @@ func (p *GrpcProducer) Send(ctx context.Context, topic string, key, value []byte
 // error is non-nil only when no message could be placed (ctx done before
 // any send); per-record failures are in the Acks. It returns within
 // DeliveryTimeout whatever the server does: the records not acknowledged
-// by then fail with an error wrapping ErrDeliveryTimeout.
+// by then fail with an error wrapping ErrDeliveryTimeout. A record with a
+// negative Timestamp fails with api.ErrInvalidRequest unsent, and the
+// others are sent.
 func (p *GrpcProducer) SendBatch(ctx context.Context, msgs []ProducerMessage) ([]Ack, error) {
 	acks := make([]Ack, len(msgs))
 	deadline := time.Now().Add(p.cfg.DeliveryTimeout)
@@ -167,6 +169,10 @@ func (p *GrpcProducer) place(ctx context.Context, msgs []ProducerMessage, acks [
 	for i, m := range msgs {
 		acks[i].Topic = m.Topic
 		if err := errs[m.Topic]; err != nil {
+			acks[i].Err = err
+			continue
+		}
+		if err := checkTimestamp(&msgs[i]); err != nil {
 			acks[i].Err = err
 			continue
 		}

@@ -111,7 +111,19 @@ type ProducerMessage struct {
 	Key       []byte // nil: no key (spread over partitions)
 	Value     []byte
 	Headers   []Header
-	Timestamp int64 // Unix ms; 0 means the time of the send
+	Timestamp int64 // Unix ms; 0 means the time of the send; negative is refused (checkTimestamp)
+}
+
+// checkTimestamp refuses a record whose Timestamp is negative, as Kafka's
+// ProducerRecord does. The server refuses a whole batch holding such a
+// record (CORRUPT_BATCH over Cap'n Proto, INVALID_REQUEST over gRPC), so
+// sent, it would fail every record batched with it; refused here, it
+// fails alone and the others are sent.
+func checkTimestamp(m *ProducerMessage) error {
+	if m.Timestamp < 0 {
+		return api.NewError(api.CodeInvalidRequest, "record timestamp %d is negative: want Unix milliseconds, or 0 for the time of the send", m.Timestamp)
+	}
+	return nil
 }
 
 // NewProducerMessage returns a keyless message for topic.
@@ -249,7 +261,8 @@ func (p *Producer) Send(ctx context.Context, topic string, key, value []byte) (A
 // by then fail (see ProducerConfig.DeliveryTimeout).
 //
 // A record over the server's maxRecordBytes fails with an
-// api.ErrMessageTooLarge error without being sent, and the others are sent.
+// api.ErrMessageTooLarge error, and one with a negative Timestamp with an
+// api.ErrInvalidRequest error, without being sent, and the others are sent.
 // When a partition's batch fails for good, its later batches in this call
 // fail with the same error, so no record lands after a gap of its own call.
 func (p *Producer) SendBatch(ctx context.Context, msgs []ProducerMessage) ([]Ack, error) {
@@ -308,6 +321,10 @@ func (p *Producer) assign(ctx context.Context, msgs []ProducerMessage, acks []Ac
 			continue
 		}
 		if err, ok := errs[m.Topic]; ok {
+			acks[i].Err = err
+			continue
+		}
+		if err := checkTimestamp(m); err != nil {
 			acks[i].Err = err
 			continue
 		}
