@@ -398,14 +398,7 @@ func (w *window) send(f *flight) bool {
 		// Its delivery timeout passed while it waited: it fails unsent.
 		f.err, f.final = pl.p.expired(f.last), true
 	default:
-		// The dial and the wait for the writer end at the deadline too.
-		ctx, cancel := context.WithDeadline(b.ctx, b.deadline)
-		tp := w.pp.tp
-		f.pc, f.err = pl.p.core.client(tp.topic, tp.partition).startPublish(ctx, want, tp.topic, tp.partition, f.data, want != nil)
-		if f.err != nil && ctx.Err() != nil && b.ctx.Err() == nil {
-			f.err, f.final = pl.p.expired(f.last), true
-		}
-		cancel()
+		w.publish(f, want)
 	}
 	if errors.Is(f.err, errConnSwitched) {
 		f.err, f.held = nil, false
@@ -418,6 +411,34 @@ func (w *window) send(f *flight) bool {
 	}
 	w.win = append(w.win, f)
 	return true
+}
+
+// publish hands f to its partition's connection (want, when not nil),
+// bounded by its waiter's context and its delivery deadline. The batch of
+// a SendBatch call is handed over under the call's gate, and not at all
+// once the call stopped waiting: so no record of a call that has returned
+// is written afterwards.
+func (w *window) publish(f *flight, want *conn) {
+	pl, b := w.pl, f.b
+	if g := b.group; g != nil {
+		g.call.gate.RLock()
+		defer g.call.gate.RUnlock()
+		if g.call.stopped() {
+			f.err, f.final = context.Cause(b.ctx), true
+			if f.err == nil {
+				f.err = pl.p.expired(f.last)
+			}
+			return
+		}
+	}
+	// The dial and the wait for the writer end at the deadline too.
+	ctx, cancel := context.WithDeadline(b.ctx, b.deadline)
+	defer cancel()
+	tp := w.pp.tp
+	f.pc, f.err = pl.p.core.client(tp.topic, tp.partition).startPublish(ctx, want, tp.topic, tp.partition, f.data, want != nil)
+	if f.err != nil && ctx.Err() != nil && b.ctx.Err() == nil {
+		f.err, f.final = pl.p.expired(f.last), true
+	}
 }
 
 // resolve handles the outcome of the oldest batch in flight.

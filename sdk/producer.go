@@ -450,6 +450,10 @@ func (p *Producer) split(ctx context.Context, tp topicPartition, msgs []Producer
 // sendCall is one SendBatch call waiting for its batches in the
 // pipeline. Its fields are guarded by mu.
 type sendCall struct {
+	// gate is held for reading while one of the call's batches is handed
+	// to a connection, and for writing by await when the caller stops
+	// waiting, so that no batch is handed over once the call returned.
+	gate sync.RWMutex
 	mu   sync.Mutex
 	acks []Ack
 	left int           // batches not yet finished
@@ -482,6 +486,13 @@ func (sc *sendCall) batchDone(b *pbatch, res PublishResult, err error) {
 	}
 }
 
+// stopped reports whether the caller stopped waiting.
+func (sc *sendCall) stopped() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.over
+}
+
 // note records err, a failed attempt of one of the call's batches, for the
 // error of the records left when the caller stops waiting.
 func (sc *sendCall) note(err error) {
@@ -507,6 +518,10 @@ func (sc *sendCall) await(ctx context.Context, deadline time.Time, p *Producer) 
 	case <-timer.C:
 		stop = p.expired
 	}
+	// A batch being handed to a connection is bounded by ctx and the
+	// deadline too: the gate is free at once.
+	sc.gate.Lock()
+	defer sc.gate.Unlock()
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if sc.left == 0 {
