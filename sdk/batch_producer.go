@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/api"
-	"github.com/seedqueue/sq/api/batch"
 )
 
 // Defaults of BatchProducerConfig.
@@ -207,7 +206,8 @@ func (bp *BatchProducer) Send(ctx context.Context, topic string, key, value []by
 // reported later through OnAck or OnError. A zero Timestamp becomes the
 // time of the call. It returns an error, and the record is not queued, when
 // the topic name is empty or unknown (api.ErrUnknownTopic), the record is
-// over the server's maxRecordBytes (api.ErrMessageTooLarge), its Timestamp
+// over the server's maxRecordBytes or its topic's, when smaller
+// (api.ErrMessageTooLarge), its Timestamp
 // is negative (api.ErrInvalidRequest), the producer is
 // closed (ErrClosed), the buffer is full and ErrorOnFull is set
 // (ErrBufferFull), or ctx has ended (ctx.Err(), also when buffer space is
@@ -229,18 +229,18 @@ func (bp *BatchProducer) SendMessage(ctx context.Context, m ProducerMessage) err
 	}
 	size := recordEstimate(&m)
 	tm, ok := bp.p.core.cachedAt(m.Topic, now)
-	n := tm.partitions
 	if !ok {
 		var err error
-		if n, err = bp.p.partitions(ctx, m.Topic, now.Add(bp.p.cfg.DeliveryTimeout)); err != nil {
+		if tm, err = bp.p.meta(ctx, m.Topic, now.Add(bp.p.cfg.DeliveryTimeout)); err != nil {
 			return err
 		}
 	}
+	n := tm.partitions
 	bp.pl.mu.Lock()
 	lim := bp.limits(now)
-	if rs := batch.RecordSize(m.Key, m.Value, toRecordHeaders(m.Headers)); rs > lim.maxRecord {
+	if err := checkRecordSize(&m, lim.maxRecord, tm); err != nil {
 		bp.pl.mu.Unlock()
-		return api.NewError(api.CodeMessageTooLarge, "record of %d bytes (key+value+headers) over the server's maxRecordBytes %d", rs, lim.maxRecord)
+		return err
 	}
 	if err := bp.reserve(ctx, size); err != nil {
 		bp.pl.mu.Unlock()

@@ -90,6 +90,9 @@ type topicMeta struct {
 	// leaders holds each partition's leader; shorter (nil on the gRPC
 	// plane) means the bootstrap connection for the partitions beyond.
 	leaders []leaderAddr
+	// maxRecord is the topic's max.record.bytes (TopicConfig.MaxRecordBytes),
+	// 0 when the metadata does not state it.
+	maxRecord int
 }
 
 // leader returns partition p's leader (the zero leaderAddr when unknown).
@@ -401,7 +404,7 @@ func (s capnpMetadata) topicMetadata(ctx context.Context, topic string) (topicMe
 		if t.Name != topic {
 			continue
 		}
-		m := topicMeta{id: t.ID, partitions: t.Partitions, leaders: make([]leaderAddr, t.Partitions)}
+		m := topicMeta{id: t.ID, partitions: t.Partitions, leaders: make([]leaderAddr, t.Partitions), maxRecord: int(t.Config.MaxRecordBytes)}
 		for i := range m.leaders {
 			m.leaders[i] = leaderAddr{nodeID: md.NodeID, addr: md.DataAddress}
 		}
@@ -419,5 +422,5 @@ func (s grpcMetadata) topicMetadata(ctx context.Context, topic string) (topicMet
 	if err != nil {
 		return topicMeta{}, err
 	}
-	return topicMeta{id: ti.ID, partitions: ti.Partitions}, nil
+	return topicMeta{id: ti.ID, partitions: ti.Partitions, maxRecord: int(ti.Config.MaxRecordBytes)}, nil
 }

@@ -132,8 +132,9 @@ func (p *GrpcProducer) Send(ctx context.Context, topic string, key, value []byte
 // any send); per-record failures are in the Acks. It returns within
 // DeliveryTimeout whatever the server does: the records not acknowledged
 // by then fail with an error wrapping ErrDeliveryTimeout. A record with a
-// negative Timestamp fails with api.ErrInvalidRequest unsent, and the
-// others are sent.
+// negative Timestamp (api.ErrInvalidRequest), or over its topic's
+// maxRecordBytes (TopicConfig.MaxRecordBytes; api.ErrMessageTooLarge),
+// fails unsent, and the others are sent.
 func (p *GrpcProducer) SendBatch(ctx context.Context, msgs []ProducerMessage) ([]Ack, error) {
 	acks := make([]Ack, len(msgs))
 	deadline := time.Now().Add(p.cfg.DeliveryTimeout)
@@ -182,6 +183,10 @@ func (p *GrpcProducer) place(ctx context.Context, msgs []ProducerMessage, acks [
 				return nil, nil, ctx.Err()
 			}
 			errs[m.Topic] = err
+			acks[i].Err = err
+			continue
+		}
+		if err := checkRecordSize(&msgs[i], 0, tm); err != nil {
 			acks[i].Err = err
 			continue
 		}

@@ -260,7 +260,8 @@ func (p *Producer) Send(ctx context.Context, topic string, key, value []byte) (A
 // DeliveryTimeout, whatever the server does: the records not acknowledged
 // by then fail (see ProducerConfig.DeliveryTimeout).
 //
-// A record over the server's maxRecordBytes fails with an
+// A record over the server's maxRecordBytes, or over its topic's
+// (TopicConfig.MaxRecordBytes) when smaller, fails with an
 // api.ErrMessageTooLarge error, and one with a negative Timestamp with an
 // api.ErrInvalidRequest error, without being sent, and the others are sent.
 // When a partition's batch fails for good, its later batches in this call
@@ -311,7 +312,7 @@ type topicPartition struct {
 func (p *Producer) assign(ctx context.Context, msgs []ProducerMessage, acks []Ack, deadline time.Time) map[topicPartition][]int {
 	maxRecord := int(p.client.Limits().MaxRecordBytes)
 	groups := map[topicPartition][]int{}
-	counts := map[string]uint32{}
+	metas := map[string]topicMeta{}
 	sticky := map[string]uint32{}
 	errs := map[string]error{}
 	for i := range msgs {
@@ -328,21 +329,21 @@ func (p *Producer) assign(ctx context.Context, msgs []ProducerMessage, acks []Ac
 			acks[i].Err = err
 			continue
 		}
-		n, ok := counts[m.Topic]
+		tm, ok := metas[m.Topic]
 		if !ok {
 			var err error
-			if n, err = p.partitions(ctx, m.Topic, deadline); err != nil {
+			if tm, err = p.meta(ctx, m.Topic, deadline); err != nil {
 				errs[m.Topic] = err
 				acks[i].Err = err
 				continue
 			}
-			counts[m.Topic] = n
+			metas[m.Topic] = tm
 		}
-		if size := batch.RecordSize(m.Key, m.Value, toRecordHeaders(m.Headers)); size > maxRecord {
-			acks[i].Err = api.NewError(api.CodeMessageTooLarge, "record of %d bytes (key+value+headers) over the server's maxRecordBytes %d", size, maxRecord)
+		if err := checkRecordSize(m, maxRecord, tm); err != nil {
+			acks[i].Err = err
 			continue
 		}
-		part := p.core.place(m.Topic, m.Key, n, sticky)
+		part := p.core.place(m.Topic, m.Key, tm.partitions, sticky)
 		acks[i].Partition = part
 		tp := topicPartition{m.Topic, part}
 		groups[tp] = append(groups[tp], i)
@@ -350,24 +351,45 @@ func (p *Producer) assign(ctx context.Context, msgs []ProducerMessage, acks []Ac
 	return groups
 }
 
-// partitions returns topic's partition count from the core's metadata
-// (cached, or read from the server), retrying retriable failures until
-// deadline. A topic absent from the metadata is UNKNOWN_TOPIC.
-func (p *Producer) partitions(ctx context.Context, topic string, deadline time.Time) (uint32, error) {
+// meta returns topic's metadata (partition count, record limit) from the
+// core (cached, or read from the server), retrying retriable failures
+// until deadline. A topic absent from the metadata is UNKNOWN_TOPIC.
+func (p *Producer) meta(ctx context.Context, topic string, deadline time.Time) (topicMeta, error) {
 	if tm, ok := p.core.cached(topic); ok {
-		return tm.partitions, nil // without the deadline's timer: BatchProducer.Send's fast path
+		return tm, nil // without the deadline's timer: BatchProducer.Send's fast path
 	}
 	var last error
 	for attempt := 1; ; attempt++ {
 		tm, err := attemptRequest(p, ctx, deadline, last, func(ctx context.Context) (topicMeta, error) { return p.core.topic(ctx, topic) })
 		if err == nil {
-			return tm.partitions, nil
+			return tm, nil
 		}
 		if rerr := p.retry(ctx, err, attempt, deadline, "metadata "+topic); rerr != nil {
-			return 0, rerr
+			return topicMeta{}, rerr
 		}
 		last = err
 	}
+}
+
+// checkRecordSize refuses m when its key, value and headers are over the
+// limit the server applies to its topic: the server's maxRecordBytes
+// (serverMax; 0 when unknown, as on the gRPC plane), or the topic's
+// max.record.bytes (TopicConfig.MaxRecordBytes, from the metadata) when
+// smaller. The server refuses a whole batch holding such a record, so
+// sent, it would fail every record batched with it; refused here, it
+// fails alone.
+func checkRecordSize(m *ProducerMessage, serverMax int, tm topicMeta) error {
+	size := batch.RecordSize(m.Key, m.Value, toRecordHeaders(m.Headers))
+	if tm.maxRecord > 0 && (serverMax <= 0 || tm.maxRecord < serverMax) {
+		if size > tm.maxRecord {
+			return api.NewError(api.CodeMessageTooLarge, "record of %d bytes (key+value+headers) over the maxRecordBytes %d of topic %q", size, tm.maxRecord, m.Topic)
+		}
+		return nil
+	}
+	if serverMax > 0 && size > serverMax {
+		return api.NewError(api.CodeMessageTooLarge, "record of %d bytes (key+value+headers) over the server's maxRecordBytes %d", size, serverMax)
+	}
+	return nil
 }
 
 // attemptRequest runs one try of a request, bounded by deadline: when the
