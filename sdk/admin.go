@@ -150,7 +150,9 @@ func (c *Client) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 // Metadata returns the named topics with their partition counts, or every
 // topic when none is named. A named topic that does not exist is either
 // absent from the result or reported as api.ErrUnknownTopic, as the server
-// chooses; Producer treats both as UNKNOWN_TOPIC.
+// chooses; Producer treats both as UNKNOWN_TOPIC. A name that breaks the
+// topic-name rules (1 to 249 characters of [a-zA-Z0-9._-], not "." or "..",
+// not starting with "__") fails it with api.ErrInvalidTopicName.
 func (c *Client) Metadata(ctx context.Context, topics ...string) (Metadata, error) {
 	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
 		req, err := f.NewMetadataRequest()

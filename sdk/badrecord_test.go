@@ -3,6 +3,7 @@ package sdk
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -107,6 +108,59 @@ func TestRecordTheServerRefusesFailsAlone(t *testing.T) {
 			if hw := info.Partitions[0].HighWatermark; hw != 2 {
 				t.Errorf("topic %s, %s: %d records stored, want the 2 valid ones", topic, tc.name, hw)
 			}
+		}
+	}
+}
+
+// A topic name no topic can have (a '/', "..", the reserved "__" prefix,
+// over 249 characters) fails with INVALID_TOPIC_NAME on both planes, not
+// with UNKNOWN_TOPIC as if the topic might be created; a valid name of no
+// topic is still UNKNOWN_TOPIC.
+func TestInvalidTopicNameIsNotUnknown(t *testing.T) {
+	b := startBroker(t)
+	grpcAddr := serveGrpc(t, b)
+	ctx := testCtx(t)
+	b.topic(t, "t", 1)
+	p, err := NewProducer(ctx, ProducerConfig{Addr: b.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	gp, err := NewGrpcProducer(GrpcProducerConfig{GrpcConfig: GrpcConfig{Addr: grpcAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gp.Close()
+	bp, err := NewBatchProducer(ctx, BatchProducerConfig{ProducerConfig: ProducerConfig{Addr: b.addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bp.Close()
+	long := strings.Repeat("x", 250)
+	for _, tc := range []struct {
+		topic string
+		want  error
+	}{
+		{"a/b", api.ErrInvalidTopicName}, {"..", api.ErrInvalidTopicName}, {"__internal", api.ErrInvalidTopicName},
+		{long, api.ErrInvalidTopicName}, {"caf\u00e9", api.ErrInvalidTopicName}, {"no-such-topic", api.ErrUnknownTopic},
+	} {
+		name := tc.topic
+		if len(name) > 20 {
+			name = name[:20] + "..."
+		}
+		acks, _ := p.SendBatch(ctx, []ProducerMessage{{Topic: tc.topic, Value: []byte("x")}, {Topic: "t", Value: []byte("y")}})
+		if !errors.Is(acks[0].Err, tc.want) || acks[1].Err != nil {
+			t.Errorf("Producer, topic %q: acks %v / %v, want %v / stored", name, acks[0].Err, acks[1].Err, tc.want)
+		}
+		acks, _ = gp.SendBatch(ctx, []ProducerMessage{{Topic: tc.topic, Value: []byte("x")}, {Topic: "t", Value: []byte("y")}})
+		if !errors.Is(acks[0].Err, tc.want) || acks[1].Err != nil {
+			t.Errorf("GrpcProducer, topic %q: acks %v / %v, want %v / stored", name, acks[0].Err, acks[1].Err, tc.want)
+		}
+		if err := bp.Send(ctx, tc.topic, nil, []byte("x")); !errors.Is(err, tc.want) {
+			t.Errorf("BatchProducer, topic %q: %v, want %v", name, err, tc.want)
+		}
+		if _, err := p.Client().Metadata(ctx, tc.topic); !errors.Is(err, tc.want) {
+			t.Errorf("Client.Metadata(%q): %v, want %v", name, err, tc.want)
 		}
 	}
 }

@@ -211,10 +211,19 @@ func (c *conn) metadata(req request) (*response, error) {
 	}
 	var topics []engine.TopicInfo
 	var missing []string
+	var invalid error // the first name that cannot be a topic's
 	if len(req.topics) == 0 {
 		topics = c.srv.broker.ListTopics()
 	} else {
 		for _, name := range req.topics {
+			if err := engine.ValidateTopicName(name); err != nil {
+				// Not merely unknown: no topic can have this name, as the
+				// gRPC plane's DescribeTopic says.
+				if invalid == nil {
+					invalid = err
+				}
+				continue
+			}
 			info, err := c.srv.broker.DescribeTopic(name)
 			if err != nil {
 				missing = append(missing, name)
@@ -238,7 +247,12 @@ func (c *conn) metadata(req request) (*response, error) {
 			return nil, err
 		}
 	}
-	if len(missing) > 0 {
+	switch {
+	case invalid != nil:
+		if err := setErr(invalid, m.NewError); err != nil {
+			return nil, err
+		}
+	case len(missing) > 0:
 		merr := api.NewError(api.CodeUnknownTopic, "unknown topics: %s", strings.Join(missing, ", "))
 		if err := setErr(merr, m.NewError); err != nil {
 			return nil, err
