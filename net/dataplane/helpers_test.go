@@ -109,8 +109,9 @@ type harness struct {
 	served chan error
 }
 
-// startServer serves broker on a loopback port until the test ends.
-func startServer(t testing.TB, broker Broker, opts Options) *harness {
+// startServer serves broker on a loopback port until the test ends; each
+// setup changes the server before it serves.
+func startServer(t testing.TB, broker Broker, opts Options, setup ...func(*Server)) *harness {
 	t.Helper()
 	logs := &logBuffer{}
 	if opts.Logger == nil {
@@ -129,6 +130,9 @@ func startServer(t testing.TB, broker Broker, opts Options) *harness {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range setup {
+		f(srv) // before Serve: its goroutines see the change
 	}
 	h := &harness{srv: srv, addr: ln.Addr().String(), logs: logs, served: make(chan error, 1)}
 	go func() { h.served <- srv.Serve(ln) }()

@@ -253,8 +253,7 @@ func TestFrameReadTimeoutClosesSlowloris(t *testing.T) {
 // refusals are counted and logged once per interval; a slot freed is
 // reused.
 func TestMaxConnections(t *testing.T) {
-	h := startServer(t, newMemBroker(), Options{MaxConnections: 2})
-	h.srv.rejectLogEvery = time.Hour
+	h := startServer(t, newMemBroker(), Options{MaxConnections: 2}, func(s *Server) { s.rejectLogEvery = time.Hour })
 	a, _ := connect(t, h.addr)
 	connect(t, h.addr)
 	const refused = 4
