@@ -164,3 +164,51 @@ func TestInvalidTopicNameIsNotUnknown(t *testing.T) {
 		}
 	}
 }
+
+// When a topic's max.record.bytes is lowered while a producer holds its
+// metadata, the first batch with a record over the new limit is refused
+// whole by the server; that refusal makes the producer read the metadata
+// again, so from the next call on such a record fails alone, on both
+// planes, instead of for as long as MetadataMaxAge.
+func TestLoweredRecordLimitIsLearnedFromTheRefusal(t *testing.T) {
+	b := startBroker(t)
+	grpcAddr := serveGrpc(t, b)
+	ctx := testCtx(t)
+	b.topic(t, "c", 1)
+	b.topic(t, "g", 1)
+	p, err := NewProducer(ctx, ProducerConfig{Addr: b.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	gp, err := NewGrpcProducer(GrpcProducerConfig{GrpcConfig: GrpcConfig{Addr: grpcAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gp.Close()
+	msgs := func(topic string) []ProducerMessage {
+		return []ProducerMessage{{Topic: topic, Value: []byte("a")}, {Topic: topic, Value: make([]byte, 200)}}
+	}
+	send := map[string]func([]ProducerMessage) []Ack{
+		"c": func(m []ProducerMessage) []Ack { acks, _ := p.SendBatch(ctx, m); return acks },
+		"g": func(m []ProducerMessage) []Ack { acks, _ := gp.SendBatch(ctx, m); return acks },
+	}
+	for topic, f := range send {
+		if acks := f(msgs(topic)); acks[0].Err != nil || acks[1].Err != nil {
+			t.Fatalf("topic %s: before the change: %v / %v", topic, acks[0].Err, acks[1].Err)
+		}
+		limit := int32(100)
+		if _, err := b.eng.AlterTopicConfig(topic, engine.TopicConfigChange{MaxRecordBytes: &limit}); err != nil {
+			t.Fatal(err)
+		}
+		// The cached limit still lets the big record into the batch.
+		acks := f(msgs(topic))
+		if !errors.Is(acks[1].Err, api.ErrMessageTooLarge) {
+			t.Fatalf("topic %s: big record after the change: %v", topic, acks[1].Err)
+		}
+		acks = f(msgs(topic))
+		if acks[0].Err != nil || !errors.Is(acks[1].Err, api.ErrMessageTooLarge) {
+			t.Errorf("topic %s: after the refusal: %v / %v, want the small record stored and the big one refused", topic, acks[0].Err, acks[1].Err)
+		}
+	}
+}

@@ -312,6 +312,19 @@ func (cl *cluster) noteError(topic string, err error) {
 	cl.invalidate(topic)
 }
 
+// noteProduceError is noteError for a publish: a batch the server refused
+// as too large also marks the topic's metadata stale, since the record
+// limit cached with it (max.record.bytes, which the topic's config may
+// have lowered since) let an oversized record into the batch; read again,
+// it makes the producers refuse such a record on its own.
+func (cl *cluster) noteProduceError(topic string, err error) {
+	if errors.Is(err, api.ErrMessageTooLarge) {
+		cl.invalidate(topic)
+		return
+	}
+	cl.noteError(topic, err)
+}
+
 // invalidate marks topic's metadata stale.
 func (cl *cluster) invalidate(topic string) {
 	cl.mu.Lock()

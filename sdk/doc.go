@@ -267,7 +267,8 @@
 // for MetadataMaxAge (ProducerConfig, GrpcProducerConfig, ConsumerConfig,
 // GrpcConsumerConfig; default 5m) and read again at the next use after a
 // request about the topic fails with UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID,
-// UNKNOWN_PARTITION or NOT_LEADER; one metadata request per topic is in
+// UNKNOWN_PARTITION or NOT_LEADER (or a publish with MESSAGE_TOO_LARGE:
+// the topic's record limit, cached with it, may have been lowered); one metadata request per topic is in
 // flight at a time, and concurrent callers share its answer. So a topic
 // that gets more partitions is used in full by the producers once their
 // metadata is that old, and a Consumer or GrpcConsumer without a group

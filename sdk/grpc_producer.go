@@ -25,9 +25,10 @@ type GrpcProducerConfig struct {
 	// with jitter up to RetryBackoffMax. Defaults 100ms and 2s.
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
-	// MetadataMaxAge is how long a topic's metadata (id, partition count)
-	// is cached. Default 5m; read again after a publish fails with
-	// UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or NOT_LEADER.
+	// MetadataMaxAge is how long a topic's metadata (id, partition count,
+	// record limit) is cached. Default 5m; read again after a publish
+	// fails with UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION,
+	// NOT_LEADER or MESSAGE_TOO_LARGE.
 	MetadataMaxAge time.Duration
 	// BatchBytesMax bounds the record bytes (keys, values, headers) of one
 	// Publish request; a partition's records above it go in several
@@ -256,8 +257,8 @@ func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs
 			acks[i].Durability = Durability(res.Durability)
 		}
 		if err != nil {
-			p.core.noteError(k.topic, err) // read the metadata again next time
-			for _, i := range idx {        // later records must not overtake a failed one
+			p.core.noteProduceError(k.topic, err) // read the metadata again next time
+			for _, i := range idx {               // later records must not overtake a failed one
 				acks[i].Partition, acks[i].Err = k.partition, err
 			}
 			return

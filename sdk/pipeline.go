@@ -451,7 +451,7 @@ func (w *window) resolve(res PublishResult, err error) {
 		return
 	}
 	tp := w.pp.tp
-	pl.p.core.noteError(tp.topic, err) // the next placement reads the metadata again
+	pl.p.core.noteProduceError(tp.topic, err) // the next placement reads the metadata again
 	if g := head.b.group; g != nil {
 		g.call.note(err)
 	}

@@ -81,7 +81,9 @@ type ProducerConfig struct {
 	// MetadataMaxAge is how long a topic's metadata (id, partition count,
 	// partition leaders) is cached before it is read again. It is also
 	// read again after a request fails with UNKNOWN_TOPIC,
-	// UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or NOT_LEADER. Default 5m.
+	// UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or NOT_LEADER, or a publish
+	// with MESSAGE_TOO_LARGE (the topic's record limit, cached with it,
+	// may have been lowered). Default 5m.
 	MetadataMaxAge time.Duration
 	// DeliveryTimeout bounds the time from Send (SendBatch's call, or
 	// BatchProducer.Send's acceptance of the record into its batch) to the
