@@ -184,9 +184,11 @@ func (c *Cluster) Names() []string {
 	return append(names, c.bridge.Name)
 }
 
-// cleanup stops every process (SIGTERM, then SIGKILL after StopTimeout),
-// kills whatever else runs in the namespaces and deletes them. A server
-// that exits non-zero after SIGTERM fails the test.
+// cleanup stops every process still running (SIGCONT and SIGTERM, then
+// SIGKILL after StopTimeout), kills whatever else runs in the namespaces
+// and deletes them. A server that exits non-zero after SIGTERM, or not at
+// all, fails the test; how a process that exited earlier ended is the
+// test's business.
 func (c *Cluster) cleanup() {
 	var wg sync.WaitGroup
 	for _, n := range c.nodes {
@@ -194,6 +196,9 @@ func (c *Cluster) cleanup() {
 		procs := append([]*Process(nil), n.procs...)
 		n.mu.Unlock()
 		for _, p := range procs {
+			if !p.running() {
+				continue
+			}
 			wg.Go(func() {
 				code, graceful := p.terminate(c.cfg.StopTimeout)
 				switch {
