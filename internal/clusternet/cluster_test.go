@@ -7,7 +7,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -51,7 +53,8 @@ func TestServe(t *testing.T) {
 }
 
 // checkReach requires that node a reaches node b exactly when they are
-// on the same side, and that the client reaches every node.
+// on the same side, and that the client reaches every node. The pairs
+// across the cut are dialled at once: each waits for its timeout.
 func checkReach(t *testing.T, c *clusternet.Cluster, sides [][]int) {
 	t.Helper()
 	side := map[int]int{}
@@ -60,6 +63,8 @@ func checkReach(t *testing.T, c *clusternet.Cluster, sides [][]int) {
 			side[i] = s
 		}
 	}
+	var wg sync.WaitGroup
+	cut := make(chan string, len(c.Nodes())*len(c.Nodes()))
 	for _, a := range c.Nodes() {
 		for _, b := range c.Nodes() {
 			if a == b {
@@ -71,15 +76,22 @@ func checkReach(t *testing.T, c *clusternet.Cluster, sides [][]int) {
 				})
 				continue
 			}
-			err := dial(&a.Namespace, b.Addr, cutTimeout)
-			var ne net.Error
-			if !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
-				t.Errorf("node %d to node %d across sides %v: dial error %v, want a timeout", a.Index, b.Index, sides, err)
-			}
+			wg.Go(func() {
+				err := dial(&a.Namespace, b.Addr, cutTimeout)
+				var ne net.Error
+				if !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
+					cut <- fmt.Sprintf("node %d to node %d across sides %v: dial error %v, want a timeout", a.Index, b.Index, sides, err)
+				}
+			})
 		}
 		if err := dial(c.Client(), a.Addr, waitTimeout); err != nil {
 			t.Errorf("client to node %d (sides %v): %v", a.Index, sides, err)
 		}
+	}
+	wg.Wait()
+	close(cut)
+	for msg := range cut {
+		t.Error(msg)
 	}
 }
 
@@ -202,5 +214,52 @@ func TestCleanup(t *testing.T) {
 		if !processGone(pid) {
 			t.Errorf("pid %d still runs after the test", pid)
 		}
+	}
+}
+
+// TestFiveNodes splits five nodes 3|2 and 1|4 and heals them.
+func TestFiveNodes(t *testing.T) {
+	c := newCluster(t, 5)
+	for _, n := range c.Nodes() {
+		n.Start(n.ServerArgs()...)
+	}
+	checkReach(t, c, [][]int{{1, 2, 3, 4, 5}})
+	c.Split(4, 5)
+	checkReach(t, c, [][]int{{1, 2, 3}, {4, 5}})
+	c.Isolate(2)
+	checkReach(t, c, [][]int{{1, 3, 4, 5}, {2}})
+	c.Heal()
+	checkReach(t, c, [][]int{{1, 2, 3, 4, 5}})
+}
+
+// TestSeedReadmeLayout starts the seed README's three cluster command
+// lines verbatim (listeners on 0.0.0.0, ports 6060/6070/6080, --seeds at
+// 10.0.0.1-2), one per namespace, and restarts one of them.
+func TestSeedReadmeLayout(t *testing.T) {
+	c := newCluster(t, 3)
+	lines := [][]string{
+		{"--node-id", "node-1", "--grpc-host", "0.0.0.0:6060", "--capnp-host", "0.0.0.0:6064", "serve"},
+		{"--node-id", "node-2", "--grpc-host", "0.0.0.0:6070", "--capnp-host", "0.0.0.0:6074",
+			"--seeds", "10.0.0.1:6060", "serve"},
+		{"--node-id", "node-3", "--grpc-host", "0.0.0.0:6080", "--capnp-host", "0.0.0.0:6084",
+			"--seeds", "10.0.0.1:6060,10.0.0.2:6070", "serve"},
+	}
+	for i, args := range lines {
+		n := c.Node(i + 1)
+		n.Start(args...)
+		if want := fmt.Sprintf("10.0.0.%d:60%d4", n.Index, 6+i); n.Addr != want {
+			t.Fatalf("node %d: Addr %q, want %q", n.Index, n.Addr, want)
+		}
+		sqOK(t, c.Client(), n.Addr, "", "topic", "create", "seed")
+		sqOK(t, c.Client(), n.Addr, fmt.Sprintf("from-%d\n", n.Index), "produce", "-t", "seed")
+	}
+	n2 := c.Node(2)
+	n2.Stop()
+	n2.Restart()
+	if out := sqOK(t, c.Client(), n2.Addr, "", "consume", "-t", "seed"); out != "from-2\n" {
+		t.Fatalf("node 2 after a restart with the seed README's line: %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(n2.DataDir, "topics", "seed")); err != nil {
+		t.Fatalf("the topic is not under the node's DataDir: %v", err)
 	}
 }
