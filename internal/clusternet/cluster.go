@@ -65,14 +65,14 @@ type Node struct {
 	// DataDir is Dir/data, given to the server as SQ_DATA_DIR (a
 	// --data-dir flag would win over it).
 	DataDir string
+	// Addr is the data-plane address of the current server as others
+	// reach it (10.0.0.Index:port), set by Start.
+	Addr string
 
 	c     *Cluster
 	mu    sync.Mutex
 	procs []*Process // every process started, the current one last
 	args  []string   // arguments of the last Start
-	// Addr is the data-plane address of the current server as others
-	// reach it (10.0.0.Index:port), set by Start.
-	Addr string
 }
 
 var seq atomic.Int64

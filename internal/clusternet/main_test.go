@@ -49,7 +49,11 @@ func newCluster(t *testing.T, n int) *clusternet.Cluster {
 		if bins.err != nil {
 			return
 		}
-		out, err := exec.Command("go", "build", "-o", bins.dir+string(filepath.Separator),
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+		}
+		out, err := exec.Command(goBin, "build", "-o", bins.dir+string(filepath.Separator),
 			"github.com/seedqueue/sq/cmd/sq-server", "github.com/seedqueue/sq/cmd/sq").CombinedOutput()
 		if err != nil {
 			bins.err = fmt.Errorf("building sq-server and sq: %v\n%s", err, out)
