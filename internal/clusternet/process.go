@@ -1,16 +1,16 @@
 package clusternet
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/seedqueue/sq/internal/testutil"
 )
 
 // Process is a process started in a namespace by Node.Start.
@@ -126,35 +126,11 @@ func (p *Process) terminate(d time.Duration) (code int, graceful bool) {
 	return -1, false
 }
 
-// logBuffer collects a process's output and wakes waiters on every write.
-type logBuffer struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	changed chan struct{} // closed and replaced on every write
-}
+// logBuffer collects a process's output and wakes waiters on every
+// write (testutil.LogBuffer).
+type logBuffer = testutil.LogBuffer
 
-func newLogBuffer() *logBuffer { return &logBuffer{changed: make(chan struct{})} }
-
-func (l *logBuffer) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf.Write(b)
-	close(l.changed)
-	l.changed = make(chan struct{})
-	return len(b), nil
-}
-
-// snapshot returns the text so far and a channel closed at the next write.
-func (l *logBuffer) snapshot() (string, <-chan struct{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String(), l.changed
-}
-
-func (l *logBuffer) String() string {
-	s, _ := l.snapshot()
-	return s
-}
+func newLogBuffer() *logBuffer { return testutil.NewLogBuffer() }
 
 // listenLine matches sq-server's startup line in the text log format.
 var listenLine = regexp.MustCompile(`msg="data plane listening" addr=(\S+)`)
@@ -184,7 +160,7 @@ func listenAddr(text string) string {
 func (p *Process) waitListening(d time.Duration) (string, error) {
 	deadline := time.After(d)
 	for {
-		text, changed := p.log.snapshot()
+		text, changed := p.log.Snapshot()
 		if addr := listenAddr(text); addr != "" {
 			return addr, nil
 		}

@@ -16,7 +16,7 @@ func controlAddrs(t *testing.T, s *server) (grpcAddr, httpAddr string) {
 	t.Helper()
 	deadline := time.Now().Add(startTimeout)
 	for {
-		text, changed := s.log.snapshot()
+		text, changed := s.log.Snapshot()
 		for line := range strings.SplitSeq(text, "\n") {
 			var rec struct {
 				Msg  string `json:"msg"`

@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/seedqueue/sq/internal/testnet"
+	"github.com/seedqueue/sq/internal/testutil"
 )
 
 // Deadlines of the helpers. They bound waits for state, they never pace
@@ -75,35 +75,11 @@ func cleanEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// logBuffer collects a process's stderr and wakes waiters on every write.
-type logBuffer struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	changed chan struct{} // closed and replaced on every write
-}
+// logBuffer collects a process's output and wakes waiters on every
+// write (testutil.LogBuffer).
+type logBuffer = testutil.LogBuffer
 
-func newLogBuffer() *logBuffer { return &logBuffer{changed: make(chan struct{})} }
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf.Write(p)
-	close(l.changed)
-	l.changed = make(chan struct{})
-	return len(p), nil
-}
-
-// snapshot returns the text so far and a channel closed at the next write.
-func (l *logBuffer) snapshot() (string, <-chan struct{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String(), l.changed
-}
-
-func (l *logBuffer) String() string {
-	s, _ := l.snapshot()
-	return s
-}
+func newLogBuffer() *logBuffer { return testutil.NewLogBuffer() }
 
 // proc is a running sq-server process.
 type proc struct {
@@ -196,7 +172,7 @@ func (p *proc) waitListening(t *testing.T) string {
 	t.Helper()
 	deadline := time.After(startTimeout)
 	for {
-		text, changed := p.log.snapshot()
+		text, changed := p.log.Snapshot()
 		if addr := listenAddr(text); addr != "" {
 			return addr
 		}

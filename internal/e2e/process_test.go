@@ -63,7 +63,7 @@ func (c *cliProc) waitFor(t *testing.T, buf *logBuffer, what string, ok func(str
 	t.Helper()
 	deadline := time.After(exitGuard)
 	for {
-		text, changed := buf.snapshot()
+		text, changed := buf.Snapshot()
 		if ok(text) {
 			return text
 		}

@@ -72,7 +72,7 @@ func TestProduceFromTerminalSaysHowToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		for {
-			text, changed := stderr.snapshot()
+			text, changed := stderr.Snapshot()
 			if strings.Contains(text, tc.hint) {
 				break
 			}

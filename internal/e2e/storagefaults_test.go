@@ -326,7 +326,7 @@ func (s *server) waitLogLine(t *testing.T, parts ...string) string {
 	t.Helper()
 	deadline := time.After(startTimeout)
 	for {
-		text, changed := s.log.snapshot()
+		text, changed := s.log.Snapshot()
 		for line := range strings.SplitSeq(text, "\n") {
 			ok := true
 			for _, p := range parts {
