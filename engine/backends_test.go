@@ -10,5 +10,3 @@ import (
 func forEachBackend(t *testing.T, fn func(t *testing.T, be ring.Backend)) {
 	testutil.ForEachBackend(t, fn)
 }
-
-func newTestBackend(t testing.TB, mode string) ring.Backend { return testutil.NewBackend(t, mode) }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"sync"
-	"time"
 
 	"github.com/seedqueue/sq/api"
 )
@@ -125,5 +124,3 @@ type Limits struct {
 	MaxBatchBytes  int // one batch
 }
 
-// clock returns the current time; tests may replace it via Options.Now.
-type clock func() time.Time

@@ -196,7 +196,7 @@ func (c *Consumer) apply(ctx context.Context, assigned []uint32) error {
 		want[p] = true
 	}
 	c.mu.Lock()
-	var added, revoked, resumed []uint32
+	var added, revoked []uint32
 	var dones []chan struct{}
 	for _, p := range assigned {
 		switch {
@@ -204,7 +204,6 @@ func (c *Consumer) apply(ctx context.Context, assigned []uint32) error {
 			// Given back before it was released: go on from the position.
 			delete(c.revoking, p)
 			c.startFetcher(p, c.consumed[p])
-			resumed = append(resumed, p)
 		case c.parts[p] == nil:
 			added = append(added, p)
 		}
