@@ -123,4 +123,3 @@ type Limits struct {
 	MaxRecordBytes int // key + value + headers of one record
 	MaxBatchBytes  int // one batch
 }
-
