@@ -269,12 +269,13 @@ func (p *partition) commit(pending []*appendReq) {
 			finish(e)
 			return
 		}
-		// The log end is unchanged; the partition stays writable.
-		finish(storageError(fmt.Sprintf("write to partition %s/%d", p.topic, p.id), err))
-		// One line per commit, which fails all its batches: batches says
-		// how many publishes it refused (sq_publish_errors_total counts
-		// each).
+		// The log end is unchanged; the partition stays writable. One
+		// line per commit, which fails all its batches: batches says how
+		// many publishes it refused (sq_publish_errors_total counts each).
+		// It is written before the publishers hear of the failure, so the
+		// log is in the order of events.
 		p.logger.Warn("append failed", "batches", len(pending), "err", err)
+		finish(storageError(fmt.Sprintf("write to partition %s/%d", p.topic, p.id), err))
 		return
 	}
 	durability := DurabilityWritten
