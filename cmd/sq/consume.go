@@ -239,13 +239,22 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 		// What was printed, and where to go on from (-o per partition),
 		// before the cause.
 		fmt.Fprintln(s.stderr, failedSummary(s.printed, f.topic, formatPositions(s.parts, s.pos)))
-		if errors.Is(err, sdk.ErrConnection) {
-			// The address was right: the server answered at start.
-			return fmt.Errorf("lost the SQ server at %s: %w", s.addr, err)
-		}
-		return apiError(s.addr, err)
+		return lostServer(s.addr, err)
 	}
 	return nil
+}
+
+// lostServer is apiError for a failure after the server at addr answered
+// (the read started): a connection error says the server was lost rather
+// than pointing at the address. nil stays nil.
+func lostServer(addr string, err error) error {
+	if err != nil && errors.Is(err, sdk.ErrConnection) {
+		return fmt.Errorf("lost the SQ server at %s: %w", addr, err)
+	}
+	if err == nil {
+		return nil
+	}
+	return apiError(addr, err)
 }
 
 // failedSummary is the line printed before the error that ended a read:

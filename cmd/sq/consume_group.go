@@ -101,6 +101,9 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
 	commitErr := s.cons.Commit(cctx)
 	cancel()
+	if errors.Is(commitErr, context.DeadlineExceeded) {
+		commitErr = fmt.Errorf("%w (no answer from %s within %v)", commitErr, addr, finalCommitTimeout)
+	}
 	var closeErr error
 	if commitErr == nil {
 		closeErr = s.cons.Close() // leaves the group; nothing left to commit
@@ -115,10 +118,8 @@ func runGroupConsume(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 	if stopped(ctx, err) {
 		err = nil
 	}
-	if err = errors.Join(err, commitErr, closeErr); err != nil {
-		return apiError(addr, err)
-	}
-	return nil
+	// The server answered at start: a connection lost since is said so.
+	return errors.Join(lostServer(addr, err), lostServer(addr, commitErr), lostServer(addr, closeErr))
 }
 
 // newGroupSession returns the session of a group member reading f.topic,

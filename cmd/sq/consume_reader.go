@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -63,6 +64,12 @@ func (p *serverProbe) idle(ctx context.Context, c *sdk.Client) error {
 	pctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	_, err := c.DescribeTopic(pctx, p.topic)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		// The probe's own bound passed: the server accepted the request
+		// and did not answer (stopped, or overloaded), which is a lost
+		// server as much as a refused connection is.
+		err = fmt.Errorf("%w: no answer from %s within %v", sdk.ErrConnection, p.addr, p.timeout)
+	}
 	switch {
 	case err == nil:
 		p.answered()

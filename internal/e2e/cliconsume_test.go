@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -475,59 +476,89 @@ func testConsumeKilledServer(t *testing.T, srv *server) {
 	}
 }
 
-// TestCLIConsumeServerDiesMidRead kills the server while `sq consume`
-// (without --follow; alone and as a group member) is in the middle of a
-// topic: it must fail naming the address instead of waiting for the
-// server. The consumer's stdout is not read until the server is dead, so
-// it blocks after at most a few MiB of the 6 MiB partition.
+// TestCLIConsumeServerDiesMidRead kills the server (SIGKILL), or stops it
+// (SIGSTOP: it keeps its connections and answers nothing), while `sq
+// consume` (without --follow; alone and as a group member) is in the
+// middle of a topic: it must fail saying it lost the server at its address
+// instead of waiting for the server. The consumer's stdout is not read
+// until the server is gone, so it blocks after at most a few MiB of the
+// 6 MiB partition.
 func TestCLIConsumeServerDiesMidRead(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
-	}{{"alone", []string{"consume", "-t", "big"}}, {"group member", []string{"consume", "-t", "big", "-g", "big-g"}}} {
-		args := tc.args
+		stop bool // SIGSTOP instead of SIGKILL
+	}{
+		{"alone killed", []string{"consume", "-t", "big"}, false},
+		{"group member killed", []string{"consume", "-t", "big", "-g", "big-g"}, false},
+		{"alone stopped", []string{"consume", "-t", "big"}, true},
+		{"group member stopped", []string{"consume", "-t", "big", "-g", "big-g"}, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := startServer(t, t.TempDir())
-			sqOK(t, srv.addr, nil, "topic", "create", "big", "--partitions", "1")
-			line := strings.Repeat("x", 1023) + "\n"
-			sqOK(t, srv.addr, []byte(strings.Repeat(line, 6<<10)), "produce", "--topic", "big")
-			cmd := exec.Command(bins.cli, append([]string{"--server", srv.addr}, args...)...)
-			cmd.Env = cleanEnv()
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stderr := newLogBuffer()
-			cmd.Stderr = stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = cmd.Process.Kill() })
-			first := make([]byte, len(line))
-			if _, err := io.ReadFull(stdout, first); err != nil {
-				t.Fatalf("first record: %v; stderr:\n%s", err, stderr)
-			}
-			srv.kill()
-			n, _ := io.Copy(io.Discard, stdout) // until sq exits
-			waited := make(chan error, 1)
-			go func() { waited <- cmd.Wait() }()
-			var werr error
-			select {
-			case werr = <-waited:
-			case <-time.After(consumeWait):
-				t.Fatalf("sq %v did not exit within %v of the server's death; stderr:\n%s", args, consumeWait, stderr)
-			}
-			var ee *exec.ExitError
-			if !errors.As(werr, &ee) || ee.ExitCode() != 1 {
-				t.Fatalf("sq %v: %v after printing %d more bytes, want exit status 1; stderr:\n%s", args, werr, n, stderr)
-			}
-			if total := int64(len(line)) + n; total >= int64(len(line))*(6<<10) {
-				t.Fatalf("sq printed the whole partition (%d bytes) before the server died", total)
-			}
-			if !strings.Contains(stderr.String(), srv.addr) {
-				t.Errorf("stderr does not name %s:\n%s", srv.addr, stderr)
-			}
+			t.Parallel()
+			testConsumeServerGone(t, tc.args, tc.stop)
 		})
+	}
+}
+
+// serverGoneWait guards the wait for `sq consume` to give up on a server
+// that stopped answering: the probe's --timeout (5 s), the consumer's
+// request bound and, for a group member, the final commit's, with room.
+const serverGoneWait = 90 * time.Second
+
+func testConsumeServerGone(t *testing.T, args []string, stop bool) {
+	srv := startServer(t, t.TempDir())
+	sqOK(t, srv.addr, nil, "topic", "create", "big", "--partitions", "1")
+	line := strings.Repeat("x", 1023) + "\n"
+	sqOK(t, srv.addr, []byte(strings.Repeat(line, 6<<10)), "produce", "--topic", "big")
+	cmd := exec.Command(bins.cli, append([]string{"--server", srv.addr}, args...)...)
+	cmd.Env = cleanEnv()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := newLogBuffer()
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	first := make([]byte, len(line))
+	if _, err := io.ReadFull(stdout, first); err != nil {
+		t.Fatalf("first record: %v; stderr:\n%s", err, stderr)
+	}
+	if stop {
+		if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) })
+	} else {
+		srv.kill()
+	}
+	n, _ := io.Copy(io.Discard, stdout) // until sq exits
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var werr error
+	select {
+	case werr = <-waited:
+	case <-time.After(serverGoneWait):
+		t.Fatalf("sq %v did not exit within %v of the server's end; stderr:\n%s", args, serverGoneWait, stderr)
+	}
+	var ee *exec.ExitError
+	if !errors.As(werr, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("sq %v: %v after printing %d more bytes, want exit status 1; stderr:\n%s", args, werr, n, stderr)
+	}
+	if total := int64(len(line)) + n; total >= int64(len(line))*(6<<10) {
+		t.Fatalf("sq printed the whole partition (%d bytes) before the server ended", total)
+	}
+	if !strings.Contains(stderr.String(), "sq: stopped: printed ") {
+		t.Errorf("stderr does not say what was printed:\n%s", stderr)
+	}
+	if want := "lost the SQ server at " + srv.addr; !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "set the address") {
+		t.Errorf("stderr does not say %q (or points at the address as if it were wrong):\n%s", want, stderr)
+	}
+	if stop && !strings.Contains(stderr.String(), "no answer from "+srv.addr) {
+		t.Errorf("stderr does not say the stopped server did not answer:\n%s", stderr)
 	}
 }
