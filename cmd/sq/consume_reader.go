@@ -68,7 +68,7 @@ func (p *serverProbe) idle(ctx context.Context, c *sdk.Client) error {
 		// The probe's own bound passed: the server accepted the request
 		// and did not answer (stopped, or overloaded), which is a lost
 		// server as much as a refused connection is.
-		err = fmt.Errorf("%w: no answer from %s within %v", sdk.ErrConnection, p.addr, p.timeout)
+		err = fmt.Errorf("%w: no answer within %v (--timeout)", sdk.ErrConnection, p.timeout)
 	}
 	switch {
 	case err == nil:
