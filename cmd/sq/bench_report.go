@@ -154,7 +154,11 @@ func printBench(w io.Writer, r *BenchResult) {
 			commas(float64(n)), commas(float64(r.SentRecords)))
 	}
 	printLatency(w, "ack latency", r.AckLatencyMs)
-	if r.Mode != "produce" {
+	switch {
+	case r.Mode == "consume" && r.ConsumeSeconds == 0:
+		// The read phase did not start: stopped, or records failed.
+		fmt.Fprintf(w, "consume  not run (the publish phase did not complete)\n")
+	case r.Mode != "produce":
 		fmt.Fprintf(w, "consume  %12s records in %.2fs: %s records/s, %.2f MB/s\n",
 			commas(float64(r.ConsumedRecords)), r.ConsumeSeconds, commas(r.ConsumeRecordsPerSec), r.ConsumeMBPerSec)
 		if r.Mode == "e2e" {

@@ -126,7 +126,13 @@ func (b *benchRun) run(ctx context.Context) (*BenchResult, error) {
 			return err
 		}
 		consStart := start
-		if b.f.mode == "consume" && ctx.Err() == nil {
+		if b.f.mode == "consume" {
+			if ctx.Err() != nil || b.firstError() != nil {
+				// Stopped, or records failed (the server is gone,
+				// say): there is no log of --count records to read
+				// back, and the read phase is reported as not run.
+				return nil
+			}
 			consStart = time.Now()
 			if consumers, err = b.startConsumers(ctx); err != nil {
 				return err

@@ -120,6 +120,13 @@ func TestPrintBenchConditions(t *testing.T) {
 			Interrupted: true, SentRecords: 5000, PublishedRecords: 3766, PublishSeconds: 2.5},
 			[]string{"interrupted after 2.50s: partial results", "1,234 of 5,000 records sent not acknowledged", "3,766 records in 2.50s"},
 			[]string{"consumed"}},
+		{"consume, read phase not run", BenchResult{BenchConditions: BenchConditions{Mode: "consume", Partitions: 1, Producers: 1, Consumers: 1},
+			SentRecords: 5000, PublishedRecords: 3766, PublishSeconds: 2.5},
+			[]string{"consume  not run (the publish phase did not complete)", "consumers 1"},
+			[]string{"records in 0.00s"}},
+		{"consume, read phase run", BenchResult{BenchConditions: BenchConditions{Mode: "consume", Partitions: 1, Producers: 1, Consumers: 1},
+			PublishedRecords: 100, PublishSeconds: 0.5, ConsumedRecords: 100, ConsumeSeconds: 0.25, ConsumeRecordsPerSec: 400},
+			[]string{"consume           100 records in 0.25s: 400 records/s"}, []string{"not run"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

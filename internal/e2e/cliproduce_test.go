@@ -267,6 +267,32 @@ func TestCLIBenchSecondInterruptExitsAtOnce(t *testing.T) {
 	_ = srv.cmd.Process.Signal(syscall.SIGCONT)
 }
 
+// Killing the server during the publish phase of `sq bench consume`,
+// without Ctrl-C: the run gives up within the SDK's delivery timeout,
+// does not start reading back (no consumer dialing a dead server, whose
+// error would point at --server), and ends as `sq produce` does: the
+// count of records not acknowledged and the server's address, status 1.
+func TestCLIBenchConsumeServerDiedWhilePublishing(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	grpcAddr, _ := controlAddrs(t, srv)
+	c := startCLI(t, srv.addr, nil, "--control", grpcAddr, "bench", "consume", "--count", "2000000000")
+	c.waitFor(t, c.stderr, "a progress line", func(s string) bool {
+		return strings.Contains(s, "sq bench consume: ") && strings.Contains(s, "s: acked ")
+	})
+	srv.kill()
+	if code := c.exitCode(t); code != 1 {
+		t.Fatalf("exit status %d, want 1; stdout:\n%s\nstderr:\n%s", code, c.stdout, c.stderr)
+	}
+	if out := c.stdout.String(); !strings.Contains(out, "consume  not run (the publish phase did not complete)") {
+		t.Errorf("the report does not say the read phase did not run:\n%s", out)
+	}
+	stderr := c.stderr.String()
+	want := "records not acknowledged: server " + srv.addr + " unreachable"
+	if !strings.Contains(stderr, want) || strings.Contains(stderr, "set the address") {
+		t.Errorf("stderr does not say %q (or points at --server):\n%s", want, stderr)
+	}
+}
+
 // jsonRecord is one line of `sq consume --format json`, with headers.
 type jsonRecord struct {
 	consumedRecord
