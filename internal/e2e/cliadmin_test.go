@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -176,12 +178,15 @@ func TestCLIAdminJSON(t *testing.T) {
 	}
 }
 
-// TestCLIWrongPort: each plane's address given for the other, or the HTTP
-// port, is named for what it is.
+// TestCLIWrongPort: each plane's address given for the other, the HTTP
+// port or a TLS server, is named for what it is.
 func TestCLIWrongPort(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	grpcAddr, httpAddr := controlAddrs(t, srv)
+	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer tlsSrv.Close()
+	tlsAddr := tlsSrv.Listener.Addr().String()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -194,6 +199,9 @@ func TestCLIWrongPort(t *testing.T) {
 		{[]string{"--control", "127.0.0.1", "cluster", "info"}, `address "127.0.0.1" has no port; want host:port such as 127.0.0.1:6060 (set it with --control or SQ_CONTROL)`},
 		{[]string{"--server", "::1", "consume", "-t", "t", "-g", "g"}, `address "::1" has no port (an IPv6 address takes brackets); want host:port such as [::1]:6064 (set it with --server or SQ_SERVER)`},
 		{[]string{"--server", "http://" + srv.addr, "topic", "list"}, `has a scheme (http://); want host:port such as ` + srv.addr},
+		// A TLS server (waits for the client's hello): named as TLS on both planes.
+		{[]string{"--server", tlsAddr, "topic", "list"}, tlsAddr + " is not an SQ data plane (it speaks TLS"},
+		{[]string{"--control", tlsAddr, "cluster", "info"}, tlsAddr + " is not an SQ control plane (it speaks TLS"},
 	} {
 		r := runSQArgs(t, tc.args...)
 		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
