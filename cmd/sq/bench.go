@@ -43,6 +43,10 @@ type benchFlags struct {
 	cpuProfile  string
 }
 
+// benchDeleteTimeout bounds the deletion of the topic sq bench created,
+// at the end of a run (a second Ctrl-C ends it sooner).
+const benchDeleteTimeout = 10 * time.Second
+
 const benchLong = `Measure SQ end to end: producers publish with sdk.BatchProducer and
 consumers read with fetch, over real connections to the server.
 
@@ -260,9 +264,13 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 	if created && !f.keepTopic {
 		defer func() {
 			// Also after Ctrl-C, bounded (a second Ctrl-C ends it).
-			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			dctx, cancel := context.WithTimeout(context.Background(), benchDeleteTimeout)
 			defer cancel()
-			if err := admin.DeleteTopic(dctx, f.topic); err != nil {
+			err := admin.DeleteTopic(dctx, f.topic)
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("no answer from %s within %v", addr, benchDeleteTimeout)
+			}
+			if err != nil {
 				fmt.Fprintf(g.stderr, "sq bench: could not delete topic %s: %v\n", f.topic, err)
 			}
 		}()

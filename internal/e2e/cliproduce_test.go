@@ -267,6 +267,28 @@ func TestCLIBenchSecondInterruptExitsAtOnce(t *testing.T) {
 	_ = srv.cmd.Process.Signal(syscall.SIGCONT)
 }
 
+// After one Ctrl-C on a server that is stopped (SIGSTOP), the clean-up of
+// the bench topic gives up within its bound and says why, naming the
+// server, and sq exits with status 130.
+func TestCLIBenchTopicCleanupBoundedOnStoppedServer(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	grpcAddr, _ := controlAddrs(t, srv)
+	c := startCLI(t, srv.addr, nil, "--control", grpcAddr, "bench", "produce", "--count", "2000000000")
+	benchProgress(t, c)
+	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) })
+	c.signal(t, os.Interrupt)
+	if code := c.exitCode(t); code != 130 {
+		t.Fatalf("exit status %d after SIGINT, want 130; stdout:\n%s\nstderr:\n%s", code, c.stdout, c.stderr)
+	}
+	want := "could not delete topic sq-bench-"
+	if s := c.stderr.String(); !strings.Contains(s, want) || !strings.Contains(s, ": no answer from "+srv.addr+" within 10s") {
+		t.Fatalf("stderr does not say the clean-up got no answer from %s:\n%s", srv.addr, s)
+	}
+}
+
 // Killing the server during the publish phase of `sq bench consume`,
 // without Ctrl-C: the run gives up within the SDK's delivery timeout,
 // does not start reading back (no consumer dialing a dead server, whose
