@@ -271,6 +271,8 @@ func TestCLIBenchSecondInterruptExitsAtOnce(t *testing.T) {
 // the bench topic gives up within its bound and says why, naming the
 // server, and sq exits with status 130.
 func TestCLIBenchTopicCleanupBoundedOnStoppedServer(t *testing.T) {
+	// Parallel: after the server is gone or stopped the run only waits.
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	grpcAddr, _ := controlAddrs(t, srv)
 	c := startCLI(t, srv.addr, nil, "--control", grpcAddr, "bench", "produce", "--count", "2000000000")
@@ -295,6 +297,8 @@ func TestCLIBenchTopicCleanupBoundedOnStoppedServer(t *testing.T) {
 // error would point at --server), and ends as `sq produce` does: the
 // count of records not acknowledged and the server's address, status 1.
 func TestCLIBenchConsumeServerDiedWhilePublishing(t *testing.T) {
+	// Parallel: after the server is gone or stopped the run only waits.
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	grpcAddr, _ := controlAddrs(t, srv)
 	c := startCLI(t, srv.addr, nil, "--control", grpcAddr, "bench", "consume", "--count", "2000000000")
