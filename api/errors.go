@@ -42,6 +42,14 @@ const (
 	// again). Not retriable unchanged: the client re-reads the metadata
 	// and starts over on the topic now under that name (KIP-516).
 	CodeUnknownTopicID Code = 22
+	// CodeLeaderNotAvailable: the partition has a leader in the cluster
+	// metadata, but that node is not alive (or the partition has no leader
+	// at all). Retriable: the client waits and reads the metadata again.
+	CodeLeaderNotAvailable Code = 23
+	// CodeNoQuorum: the cluster metadata cannot change because this side of
+	// the cluster holds no Raft majority. Retriable: it succeeds once a
+	// majority of the voters is reachable again.
+	CodeNoQuorum Code = 24
 )
 
 // CatalogEntry describes one code: its NAME as printed in logs and by the
@@ -79,6 +87,8 @@ var Catalog = [...]CatalogEntry{
 	CodeTooManyRequests:    {CodeTooManyRequests, "TOO_MANY_REQUESTS", true, "too many requests in flight on this connection"},
 	CodeUnknownGroup:       {CodeUnknownGroup, "UNKNOWN_GROUP", false, "consumer group has no members and no committed offsets"},
 	CodeUnknownTopicID:     {CodeUnknownTopicID, "UNKNOWN_TOPIC_ID", false, "topic id is not the current id of the topic (deleted or created again)"},
+	CodeLeaderNotAvailable: {CodeLeaderNotAvailable, "LEADER_NOT_AVAILABLE", true, "the partition's leader is not alive"},
+	CodeNoQuorum:           {CodeNoQuorum, "NO_QUORUM", true, "no Raft majority reachable: cluster metadata cannot change"},
 }
 
 // Entry returns the catalog entry of c, or the UNKNOWN entry for a code this
@@ -114,6 +124,12 @@ type Error struct {
 	RangeStart uint64
 	RangeEnd   uint64
 	HasRange   bool
+	// LeaderID and LeaderAddr are set on NOT_LEADER when the node knows
+	// the partition's leader: its node id and data-plane address
+	// (host:port), so a client can go there without reading the metadata
+	// first.
+	LeaderID   string
+	LeaderAddr string
 
 	cause error  // local only; never encoded
 	local string // Message with the cause's full text; local only
@@ -264,6 +280,8 @@ var (
 	ErrTooManyRequests    = &Error{Code: CodeTooManyRequests}
 	ErrUnknownGroup       = &Error{Code: CodeUnknownGroup}
 	ErrUnknownTopicID     = &Error{Code: CodeUnknownTopicID}
+	ErrLeaderNotAvailable = &Error{Code: CodeLeaderNotAvailable}
+	ErrNoQuorum           = &Error{Code: CodeNoQuorum}
 )
 
 // AsError converts err into an *Error: an *Error anywhere in its chain is
@@ -298,6 +316,16 @@ func ToWire(w WireError, err error) error {
 	if msg == "" {
 		msg = e.Code.Entry().Message
 	}
+	if e.LeaderID != "" {
+		if err := w.SetLeaderId(e.LeaderID); err != nil {
+			return err
+		}
+	}
+	if e.LeaderAddr != "" {
+		if err := w.SetLeaderAddress(e.LeaderAddr); err != nil {
+			return err
+		}
+	}
 	return w.SetText(msg)
 }
 
@@ -309,5 +337,7 @@ func FromWire(w WireError) error {
 	msg, _ := w.Text()
 	e := &Error{Code: Code(w.Code()), Message: msg, RangeStart: w.RangeStart(), RangeEnd: w.RangeEnd()}
 	e.HasRange = w.HasRange() || e.RangeStart != 0 || e.RangeEnd != 0
+	e.LeaderID, _ = w.LeaderId()
+	e.LeaderAddr, _ = w.LeaderAddress()
 	return e
 }

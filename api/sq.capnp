@@ -55,6 +55,10 @@ struct WireError {
   # True when [rangeStart, rangeEnd] is set: [0, 0] is a valid range (an
   # empty partition).
   hasRange   @4 :Bool;
+  # For NOT_LEADER: the partition's leader as this node knows it (node id
+  # and data-plane host:port). Empty when unknown.
+  leaderId      @5 :Text;
+  leaderAddress @6 :Text;
 }
 
 # Durability is what a publish acknowledgement guarantees.
@@ -99,6 +103,14 @@ struct PartitionInfo {
   sizeBytes      @4 :Int64;
   segmentCount   @5 :UInt32;
   error          @6 :WireError;   # set when the partition is failed (corrupt, I/O error)
+  # Cluster placement from the metadata log: the node id of the leader
+  # (empty: none), its leader epoch, the replica set (first: preferred
+  # leader) and the in-sync replica set. A single node leads every
+  # partition itself.
+  leader         @7 :Text;
+  leaderEpoch    @8 :UInt32;
+  replicas       @9 :List(Text);
+  isr            @10 :List(Text);
 }
 
 struct TopicInfo {
@@ -110,23 +122,41 @@ struct TopicInfo {
   # creation, as Kafka's KIP-516): a topic deleted and created again under
   # the same name has a new one. Empty from a server that predates ids.
   topicId    @4 :Data;
+  # Number of replicas of each partition (topic setting replication.factor).
+  replicationFactor @5 :UInt32;
 }
 
 struct MetadataRequest {
   topics @0 :List(Text);   # empty: all topics
 }
 
+# BrokerNode is one node of the cluster as clients reach it.
+struct BrokerNode {
+  nodeId      @0 :Text;
+  dataAddress @1 :Text;   # Cap'n Proto data plane host:port
+  grpcAddress @2 :Text;   # gRPC control plane host:port
+  alive       @3 :Bool;   # alive in the membership (false: suspect or dead)
+}
+
 struct MetadataResponse {
   nodeId      @0 :Text;
   dataAddress @1 :Text;
-  topics      @2 :List(TopicInfo);   # partitionInfos left empty
+  # Each topic's partitionInfos carry only partition, leader, leaderEpoch,
+  # replicas and isr (no offsets or sizes).
+  topics      @2 :List(TopicInfo);
   error       @3 :WireError;
+  # Every node of the cluster (this node alone when not clustered); a
+  # partition's leader is looked up here by node id.
+  brokers     @4 :List(BrokerNode);
+  clusterId   @5 :Text;
 }
 
 struct CreateTopicRequest {
   name       @0 :Text;
   partitions @1 :UInt32;
   config     @2 :TopicConfig;
+  # 0: the server's --default-replication-factor.
+  replicationFactor @3 :UInt32;
 }
 
 struct CreateTopicResponse {

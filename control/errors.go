@@ -30,7 +30,8 @@ func grpcCode(c api.Code) codes.Code {
 		return codes.OutOfRange
 	case api.CodeMessageTooLarge, api.CodeDiskFull, api.CodeThrottled, api.CodeTooManyRequests:
 		return codes.ResourceExhausted
-	case api.CodeNotLeader, api.CodeShuttingDown, api.CodeStorageError:
+	case api.CodeNotLeader, api.CodeShuttingDown, api.CodeStorageError,
+		api.CodeLeaderNotAvailable, api.CodeNoQuorum:
 		return codes.Unavailable
 	case api.CodeGroupRebalancing, api.CodeFencedGeneration, api.CodePartitionFailed:
 		return codes.FailedPrecondition
@@ -43,7 +44,7 @@ func grpcCode(c api.Code) codes.Code {
 // Canceled or DeadlineExceeded, anything else a status with the code of its
 // catalog entry (an error without one is UNKNOWN, Internal) whose details
 // hold a google.rpc.ErrorInfo{Reason: NAME, Domain: ErrorDomain, Metadata:
-// {"code": number, "range_start", "range_end"}}. ToStatus(nil) is nil.
+// {"code": number, "range_start", "range_end", "leader_id", "leader_address"}}. ToStatus(nil) is nil.
 func ToStatus(err error) error {
 	if err == nil {
 		return nil
@@ -65,6 +66,12 @@ func ToStatus(err error) error {
 	if e.HasRange {
 		md["range_start"] = strconv.FormatUint(e.RangeStart, 10)
 		md["range_end"] = strconv.FormatUint(e.RangeEnd, 10)
+	}
+	if e.LeaderID != "" {
+		md["leader_id"] = e.LeaderID
+	}
+	if e.LeaderAddr != "" {
+		md["leader_address"] = e.LeaderAddr
 	}
 	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: e.Code.String(), Domain: ErrorDomain, Metadata: md}); derr == nil {
 		st = d

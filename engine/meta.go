@@ -81,6 +81,9 @@ func (e *Engine) resolveConfig(c TopicConfig, prev *TopicConfig) (TopicConfig, e
 	case c.MaxRecordBytes < 0 || int(c.MaxRecordBytes) > o.MaxRecordBytes && (prev == nil || prev.MaxRecordBytes != c.MaxRecordBytes):
 		return c, api.NewError(api.CodeInvalidConfig, "max.record.bytes %d out of range [1, %d]", c.MaxRecordBytes, o.MaxRecordBytes)
 	}
+	if c.ReplicationFactor < 0 {
+		return c, api.NewError(api.CodeInvalidConfig, "replication.factor %d: want at least 1", c.ReplicationFactor)
+	}
 	return c, nil
 }
 

@@ -26,6 +26,12 @@ type TopicConfig struct {
 	MaxRecordBytes int32 `json:"max_record_bytes"`
 	// SegmentMs rolls the active segment after this age; default 7 days.
 	SegmentMs int64 `json:"segment_ms"`
+	// ReplicationFactor is the number of replicas of each partition (topic
+	// setting replication.factor). The engine keeps it as given and checks
+	// only that it is not negative; the cluster layer resolves 0 to the
+	// server's default and checks it against the nodes (docs/cluster.md).
+	// 0 on a node outside a cluster reads as 1.
+	ReplicationFactor int32 `json:"replication_factor,omitempty"`
 }
 
 // PartitionInfo describes one partition's offsets and size.
@@ -39,6 +45,14 @@ type PartitionInfo struct {
 	// Err is non-nil when the partition is failed (corruption or an I/O
 	// error); it names the file and position where known.
 	Err error
+	// Leader, LeaderEpoch, Replicas and ISR are the partition's placement
+	// in a cluster (node ids; docs/cluster.md), filled in by the cluster
+	// layer from the metadata log. The engine itself leaves them empty: a
+	// single node leads every partition.
+	Leader      string
+	LeaderEpoch uint32
+	Replicas    []string
+	ISR         []string
 }
 
 // TopicInfo describes a topic. Partitions holds one PartitionInfo per

@@ -99,6 +99,7 @@ func fromStatus(err error) error {
 			e.RangeEnd, _ = strconv.ParseUint(ei.Metadata["range_end"], 10, 64)
 			e.HasRange = true
 		}
+		e.LeaderID, e.LeaderAddr = ei.Metadata["leader_id"], ei.Metadata["leader_address"]
 		return e
 	}
 	switch st.Code() {

@@ -242,7 +242,12 @@ type PartitionInfo struct {
 	// Non-empty when the partition is failed.
 	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
 	// Node that leads the partition.
-	Leader        string `protobuf:"bytes,8,opt,name=leader,proto3" json:"leader,omitempty"`
+	Leader string `protobuf:"bytes,8,opt,name=leader,proto3" json:"leader,omitempty"`
+	// Leader epoch: bumped on every leadership change.
+	LeaderEpoch uint32 `protobuf:"varint,9,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// Replica set (node ids; first: preferred leader) and in-sync set.
+	Replicas      []string `protobuf:"bytes,10,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	Isr           []string `protobuf:"bytes,11,rep,name=isr,proto3" json:"isr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +338,27 @@ func (x *PartitionInfo) GetLeader() string {
 	return ""
 }
 
+func (x *PartitionInfo) GetLeaderEpoch() uint32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *PartitionInfo) GetReplicas() []string {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *PartitionInfo) GetIsr() []string {
+	if x != nil {
+		return x.Isr
+	}
+	return nil
+}
+
 // TopicInfo describes a topic.
 type TopicInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -344,9 +370,11 @@ type TopicInfo struct {
 	// The topic's unique id (16 bytes, a random UUID made at creation, as
 	// Kafka's KIP-516): a topic deleted and created again under the same name
 	// has a new one.
-	TopicId       []byte `protobuf:"bytes,5,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TopicId []byte `protobuf:"bytes,5,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	// Number of replicas of each partition (topic setting replication.factor).
+	ReplicationFactor int32 `protobuf:"varint,6,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *TopicInfo) Reset() {
@@ -414,6 +442,13 @@ func (x *TopicInfo) GetTopicId() []byte {
 	return nil
 }
 
+func (x *TopicInfo) GetReplicationFactor() int32 {
+	if x != nil {
+		return x.ReplicationFactor
+	}
+	return 0
+}
+
 type CreateTopicRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -421,8 +456,8 @@ type CreateTopicRequest struct {
 	Partitions int32 `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
 	// Unset or zero fields take the server defaults.
 	Config *TopicConfig `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
-	// Replication factor; only 1 (or 0 for the default) until replication
-	// exists.
+	// Replication factor (topic setting replication.factor): 1 to the number
+	// of nodes; 0 takes the server's --default-replication-factor.
 	ReplicationFactor int32 `protobuf:"varint,4,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
@@ -1941,9 +1976,19 @@ type Member struct {
 	NodeId       string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	GrpcAddress  string                 `protobuf:"bytes,2,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
 	CapnpAddress string                 `protobuf:"bytes,3,opt,name=capnp_address,json=capnpAddress,proto3" json:"capnp_address,omitempty"`
-	// "alive" for this node.
-	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// Membership state as this node's gossip sees it: "alive", "suspect",
+	// "dead" or "left"; "unknown" for a node in the metadata that gossip
+	// has not met.
+	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// True for the node that answered.
 	Self          bool   `protobuf:"varint,5,opt,name=self,proto3" json:"self,omitempty"`
+	GossipAddress string `protobuf:"bytes,6,opt,name=gossip_address,json=gossipAddress,proto3" json:"gossip_address,omitempty"`
+	RaftAddress   string `protobuf:"bytes,7,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	HttpAddress   string `protobuf:"bytes,8,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	// A Raft voter (up to 5 per cluster), or a non-voter.
+	Voter bool `protobuf:"varint,9,opt,name=voter,proto3" json:"voter,omitempty"`
+	// The Raft leader, that is the controller.
+	Controller    bool `protobuf:"varint,10,opt,name=controller,proto3" json:"controller,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2013,6 +2058,41 @@ func (x *Member) GetSelf() bool {
 	return false
 }
 
+func (x *Member) GetGossipAddress() string {
+	if x != nil {
+		return x.GossipAddress
+	}
+	return ""
+}
+
+func (x *Member) GetRaftAddress() string {
+	if x != nil {
+		return x.RaftAddress
+	}
+	return ""
+}
+
+func (x *Member) GetHttpAddress() string {
+	if x != nil {
+		return x.HttpAddress
+	}
+	return ""
+}
+
+func (x *Member) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *Member) GetController() bool {
+	if x != nil {
+		return x.Controller
+	}
+	return false
+}
+
 type MembersResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
@@ -2065,6 +2145,558 @@ func (x *MembersResponse) GetMembers() []*Member {
 	return nil
 }
 
+type ClusterInfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterInfoRequest) Reset() {
+	*x = ClusterInfoRequest{}
+	mi := &file_sq_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterInfoRequest) ProtoMessage() {}
+
+func (x *ClusterInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterInfoRequest.ProtoReflect.Descriptor instead.
+func (*ClusterInfoRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{32}
+}
+
+type ClusterInfoResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The node that answered.
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The Raft leader's node id; empty while none is known.
+	ControllerId string `protobuf:"bytes,3,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
+	// This node's Raft state: "leader", "follower", "candidate" or "shutdown".
+	RaftState string `protobuf:"bytes,4,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
+	RaftTerm  uint64 `protobuf:"varint,5,opt,name=raft_term,json=raftTerm,proto3" json:"raft_term,omitempty"`
+	// Index of the last metadata log entry applied to this node's state.
+	AppliedIndex uint64 `protobuf:"varint,6,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	CommitIndex  uint64 `protobuf:"varint,7,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	LastLogIndex uint64 `protobuf:"varint,8,opt,name=last_log_index,json=lastLogIndex,proto3" json:"last_log_index,omitempty"`
+	// Hex SHA-256 of the metadata state (nodes, topics, placement) at
+	// applied_index: nodes that applied the same log have the same hash.
+	MetadataHash   string `protobuf:"bytes,9,opt,name=metadata_hash,json=metadataHash,proto3" json:"metadata_hash,omitempty"`
+	MemberCount    int32  `protobuf:"varint,10,opt,name=member_count,json=memberCount,proto3" json:"member_count,omitempty"`
+	VoterCount     int32  `protobuf:"varint,11,opt,name=voter_count,json=voterCount,proto3" json:"voter_count,omitempty"`
+	TopicCount     int32  `protobuf:"varint,12,opt,name=topic_count,json=topicCount,proto3" json:"topic_count,omitempty"`
+	PartitionCount int32  `protobuf:"varint,13,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	// Partitions whose leader is not alive (they answer LEADER_NOT_AVAILABLE).
+	LeaderlessPartitions int32 `protobuf:"varint,14,opt,name=leaderless_partitions,json=leaderlessPartitions,proto3" json:"leaderless_partitions,omitempty"`
+	// True once this node has joined and caught up with the metadata log
+	// (the same condition as /readyz).
+	Ready         bool `protobuf:"varint,15,opt,name=ready,proto3" json:"ready,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterInfoResponse) Reset() {
+	*x = ClusterInfoResponse{}
+	mi := &file_sq_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterInfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterInfoResponse) ProtoMessage() {}
+
+func (x *ClusterInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterInfoResponse.ProtoReflect.Descriptor instead.
+func (*ClusterInfoResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ClusterInfoResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *ClusterInfoResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ClusterInfoResponse) GetControllerId() string {
+	if x != nil {
+		return x.ControllerId
+	}
+	return ""
+}
+
+func (x *ClusterInfoResponse) GetRaftState() string {
+	if x != nil {
+		return x.RaftState
+	}
+	return ""
+}
+
+func (x *ClusterInfoResponse) GetRaftTerm() uint64 {
+	if x != nil {
+		return x.RaftTerm
+	}
+	return 0
+}
+
+func (x *ClusterInfoResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *ClusterInfoResponse) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *ClusterInfoResponse) GetLastLogIndex() uint64 {
+	if x != nil {
+		return x.LastLogIndex
+	}
+	return 0
+}
+
+func (x *ClusterInfoResponse) GetMetadataHash() string {
+	if x != nil {
+		return x.MetadataHash
+	}
+	return ""
+}
+
+func (x *ClusterInfoResponse) GetMemberCount() int32 {
+	if x != nil {
+		return x.MemberCount
+	}
+	return 0
+}
+
+func (x *ClusterInfoResponse) GetVoterCount() int32 {
+	if x != nil {
+		return x.VoterCount
+	}
+	return 0
+}
+
+func (x *ClusterInfoResponse) GetTopicCount() int32 {
+	if x != nil {
+		return x.TopicCount
+	}
+	return 0
+}
+
+func (x *ClusterInfoResponse) GetPartitionCount() int32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
+}
+
+func (x *ClusterInfoResponse) GetLeaderlessPartitions() int32 {
+	if x != nil {
+		return x.LeaderlessPartitions
+	}
+	return 0
+}
+
+func (x *ClusterInfoResponse) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+type RemoveNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_sq_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RemoveNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type RemoveNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Partitions whose leadership moved to another replica.
+	MovedPartitions int32 `protobuf:"varint,1,opt,name=moved_partitions,json=movedPartitions,proto3" json:"moved_partitions,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RemoveNodeResponse) Reset() {
+	*x = RemoveNodeResponse{}
+	mi := &file_sq_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeResponse) ProtoMessage() {}
+
+func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RemoveNodeResponse) GetMovedPartitions() int32 {
+	if x != nil {
+		return x.MovedPartitions
+	}
+	return 0
+}
+
+type JoinRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	NodeId    string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Random id of the joining node's data directory, made at its first
+	// start: the same node id alive with another data directory is refused.
+	DataDirId     string `protobuf:"bytes,3,opt,name=data_dir_id,json=dataDirId,proto3" json:"data_dir_id,omitempty"`
+	GrpcAddress   string `protobuf:"bytes,4,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	CapnpAddress  string `protobuf:"bytes,5,opt,name=capnp_address,json=capnpAddress,proto3" json:"capnp_address,omitempty"`
+	GossipAddress string `protobuf:"bytes,6,opt,name=gossip_address,json=gossipAddress,proto3" json:"gossip_address,omitempty"`
+	RaftAddress   string `protobuf:"bytes,7,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	HttpAddress   string `protobuf:"bytes,8,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinRequest) Reset() {
+	*x = JoinRequest{}
+	mi := &file_sq_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinRequest) ProtoMessage() {}
+
+func (x *JoinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
+func (*JoinRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *JoinRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetDataDirId() string {
+	if x != nil {
+		return x.DataDirId
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetGrpcAddress() string {
+	if x != nil {
+		return x.GrpcAddress
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetCapnpAddress() string {
+	if x != nil {
+		return x.CapnpAddress
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetGossipAddress() string {
+	if x != nil {
+		return x.GossipAddress
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetRaftAddress() string {
+	if x != nil {
+		return x.RaftAddress
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetHttpAddress() string {
+	if x != nil {
+		return x.HttpAddress
+	}
+	return ""
+}
+
+type JoinResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Gossip addresses of live members to join.
+	GossipAddresses []string `protobuf:"bytes,2,rep,name=gossip_addresses,json=gossipAddresses,proto3" json:"gossip_addresses,omitempty"`
+	ControllerId    string   `protobuf:"bytes,3,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *JoinResponse) Reset() {
+	*x = JoinResponse{}
+	mi := &file_sq_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinResponse) ProtoMessage() {}
+
+func (x *JoinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
+func (*JoinResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *JoinResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *JoinResponse) GetGossipAddresses() []string {
+	if x != nil {
+		return x.GossipAddresses
+	}
+	return nil
+}
+
+func (x *JoinResponse) GetControllerId() string {
+	if x != nil {
+		return x.ControllerId
+	}
+	return ""
+}
+
+type ProposeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One encoded metadata command (gossip/meta).
+	Command       []byte `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProposeRequest) Reset() {
+	*x = ProposeRequest{}
+	mi := &file_sq_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProposeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProposeRequest) ProtoMessage() {}
+
+func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProposeRequest.ProtoReflect.Descriptor instead.
+func (*ProposeRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ProposeRequest) GetCommand() []byte {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+type ProposeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Raft log index at which the command was committed.
+	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The command's encoded result (gossip/meta).
+	Result        []byte `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProposeResponse) Reset() {
+	*x = ProposeResponse{}
+	mi := &file_sq_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProposeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProposeResponse) ProtoMessage() {}
+
+func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProposeResponse.ProtoReflect.Descriptor instead.
+func (*ProposeResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ProposeResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ProposeResponse) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 // RecordHeader is one record header. The key is bytes, not string: the
 // Cap'n Proto plane stores whatever bytes a client sends, and a proto3
 // string must be valid UTF-8, so either plane reads what the other wrote.
@@ -2078,7 +2710,7 @@ type RecordHeader struct {
 
 func (x *RecordHeader) Reset() {
 	*x = RecordHeader{}
-	mi := &file_sq_proto_msgTypes[32]
+	mi := &file_sq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2090,7 +2722,7 @@ func (x *RecordHeader) String() string {
 func (*RecordHeader) ProtoMessage() {}
 
 func (x *RecordHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[32]
+	mi := &file_sq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2103,7 +2735,7 @@ func (x *RecordHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordHeader.ProtoReflect.Descriptor instead.
 func (*RecordHeader) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{32}
+	return file_sq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RecordHeader) GetKey() []byte {
@@ -2135,7 +2767,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_sq_proto_msgTypes[33]
+	mi := &file_sq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2779,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[33]
+	mi := &file_sq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2792,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{33}
+	return file_sq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Record) GetKey() []byte {
@@ -2206,7 +2838,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_sq_proto_msgTypes[34]
+	mi := &file_sq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2850,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[34]
+	mi := &file_sq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2863,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{34}
+	return file_sq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PublishRequest) GetTopic() string {
@@ -2271,7 +2903,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_sq_proto_msgTypes[35]
+	mi := &file_sq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2915,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[35]
+	mi := &file_sq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2928,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{35}
+	return file_sq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PublishResponse) GetTopic() string {
@@ -2351,7 +2983,7 @@ type PublishStreamResponse struct {
 
 func (x *PublishStreamResponse) Reset() {
 	*x = PublishStreamResponse{}
-	mi := &file_sq_proto_msgTypes[36]
+	mi := &file_sq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2363,7 +2995,7 @@ func (x *PublishStreamResponse) String() string {
 func (*PublishStreamResponse) ProtoMessage() {}
 
 func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[36]
+	mi := &file_sq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2376,7 +3008,7 @@ func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishStreamResponse.ProtoReflect.Descriptor instead.
 func (*PublishStreamResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{36}
+	return file_sq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PublishStreamResponse) GetResults() []*PublishResponse {
@@ -2410,7 +3042,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_sq_proto_msgTypes[37]
+	mi := &file_sq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +3054,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[37]
+	mi := &file_sq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +3067,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{37}
+	return file_sq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SubscribeRequest) GetTopic() string {
@@ -2502,7 +3134,7 @@ type ConsumedRecord struct {
 
 func (x *ConsumedRecord) Reset() {
 	*x = ConsumedRecord{}
-	mi := &file_sq_proto_msgTypes[38]
+	mi := &file_sq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +3146,7 @@ func (x *ConsumedRecord) String() string {
 func (*ConsumedRecord) ProtoMessage() {}
 
 func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[38]
+	mi := &file_sq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +3159,7 @@ func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumedRecord.ProtoReflect.Descriptor instead.
 func (*ConsumedRecord) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{38}
+	return file_sq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ConsumedRecord) GetOffset() uint64 {
@@ -2580,7 +3212,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_sq_proto_msgTypes[39]
+	mi := &file_sq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +3224,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[39]
+	mi := &file_sq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +3237,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{39}
+	return file_sq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SubscribeResponse) GetTopic() string {
@@ -2669,7 +3301,7 @@ type OffsetEntry struct {
 
 func (x *OffsetEntry) Reset() {
 	*x = OffsetEntry{}
-	mi := &file_sq_proto_msgTypes[40]
+	mi := &file_sq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2681,7 +3313,7 @@ func (x *OffsetEntry) String() string {
 func (*OffsetEntry) ProtoMessage() {}
 
 func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[40]
+	mi := &file_sq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2694,7 +3326,7 @@ func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetEntry.ProtoReflect.Descriptor instead.
 func (*OffsetEntry) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{40}
+	return file_sq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *OffsetEntry) GetTopic() string {
@@ -2749,7 +3381,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[41]
+	mi := &file_sq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +3393,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[41]
+	mi := &file_sq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +3406,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{41}
+	return file_sq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -2800,7 +3432,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[42]
+	mi := &file_sq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +3444,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[42]
+	mi := &file_sq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +3457,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{42}
+	return file_sq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CommitOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -2846,7 +3478,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[43]
+	mi := &file_sq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2858,7 +3490,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[43]
+	mi := &file_sq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2871,7 +3503,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{43}
+	return file_sq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -2897,7 +3529,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3541,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3554,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{44}
+	return file_sq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -2943,7 +3575,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2955,7 +3587,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2968,7 +3600,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{45}
+	return file_sq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -3003,7 +3635,7 @@ type JoinGroupRequest struct {
 
 func (x *JoinGroupRequest) Reset() {
 	*x = JoinGroupRequest{}
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3647,7 @@ func (x *JoinGroupRequest) String() string {
 func (*JoinGroupRequest) ProtoMessage() {}
 
 func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3660,7 @@ func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupRequest.ProtoReflect.Descriptor instead.
 func (*JoinGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{46}
+	return file_sq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *JoinGroupRequest) GetGroup() string {
@@ -3082,7 +3714,7 @@ type JoinGroupResponse struct {
 
 func (x *JoinGroupResponse) Reset() {
 	*x = JoinGroupResponse{}
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3726,7 @@ func (x *JoinGroupResponse) String() string {
 func (*JoinGroupResponse) ProtoMessage() {}
 
 func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3739,7 @@ func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupResponse.ProtoReflect.Descriptor instead.
 func (*JoinGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{47}
+	return file_sq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *JoinGroupResponse) GetMemberId() string {
@@ -3161,7 +3793,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3805,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3818,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{48}
+	return file_sq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *HeartbeatRequest) GetGroup() string {
@@ -3228,7 +3860,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3240,7 +3872,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3253,7 +3885,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{49}
+	return file_sq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *HeartbeatResponse) GetGeneration() int32 {
@@ -3287,7 +3919,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3299,7 +3931,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3312,7 +3944,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{50}
+	return file_sq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -3337,7 +3969,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3349,7 +3981,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3362,7 +3994,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{51}
+	return file_sq_proto_rawDescGZIP(), []int{59}
 }
 
 type CommitGroupOffsetsRequest struct {
@@ -3378,7 +4010,7 @@ type CommitGroupOffsetsRequest struct {
 
 func (x *CommitGroupOffsetsRequest) Reset() {
 	*x = CommitGroupOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[52]
+	mi := &file_sq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3390,7 +4022,7 @@ func (x *CommitGroupOffsetsRequest) String() string {
 func (*CommitGroupOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[52]
+	mi := &file_sq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3403,7 +4035,7 @@ func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{52}
+	return file_sq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CommitGroupOffsetsRequest) GetGroup() string {
@@ -3443,7 +4075,7 @@ type CommitGroupOffsetsResponse struct {
 
 func (x *CommitGroupOffsetsResponse) Reset() {
 	*x = CommitGroupOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[53]
+	mi := &file_sq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3455,7 +4087,7 @@ func (x *CommitGroupOffsetsResponse) String() string {
 func (*CommitGroupOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[53]
+	mi := &file_sq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3468,7 +4100,7 @@ func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{53}
+	return file_sq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CommitGroupOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -3491,7 +4123,7 @@ const file_sq_proto_rawDesc = "" +
 	"\fretention_ms\x18\x04 \x01(\x03R\vretentionMs\x12(\n" +
 	"\x10max_record_bytes\x18\x05 \x01(\x05R\x0emaxRecordBytes\x12\x1d\n" +
 	"\n" +
-	"segment_ms\x18\x06 \x01(\x03R\tsegmentMs\"\x96\x02\n" +
+	"segment_ms\x18\x06 \x01(\x03R\tsegmentMs\"\xe7\x02\n" +
 	"\rPartitionInfo\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12$\n" +
 	"\x0elog_end_offset\x18\x02 \x01(\x04R\flogEndOffset\x12%\n" +
@@ -3501,7 +4133,11 @@ const file_sq_proto_rawDesc = "" +
 	"size_bytes\x18\x05 \x01(\x03R\tsizeBytes\x12#\n" +
 	"\rsegment_count\x18\x06 \x01(\x05R\fsegmentCount\x12\x14\n" +
 	"\x05error\x18\a \x01(\tR\x05error\x12\x16\n" +
-	"\x06leader\x18\b \x01(\tR\x06leader\"\xc5\x01\n" +
+	"\x06leader\x18\b \x01(\tR\x06leader\x12!\n" +
+	"\fleader_epoch\x18\t \x01(\rR\vleaderEpoch\x12\x1a\n" +
+	"\breplicas\x18\n" +
+	" \x03(\tR\breplicas\x12\x10\n" +
+	"\x03isr\x18\v \x03(\tR\x03isr\"\xf4\x01\n" +
 	"\tTopicInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fpartition_count\x18\x02 \x01(\x05R\x0epartitionCount\x12*\n" +
@@ -3509,7 +4145,8 @@ const file_sq_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x14.sq.v1.PartitionInfoR\n" +
 	"partitions\x12\x19\n" +
-	"\btopic_id\x18\x05 \x01(\fR\atopicId\"\xa3\x01\n" +
+	"\btopic_id\x18\x05 \x01(\fR\atopicId\x12-\n" +
+	"\x12replication_factor\x18\x06 \x01(\x05R\x11replicationFactor\"\xa3\x01\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -3623,17 +4260,71 @@ const file_sq_proto_rawDesc = "" +
 	"\rcapnp_address\x18\f \x01(\tR\fcapnpAddress\x12!\n" +
 	"\fhttp_address\x18\r \x01(\tR\vhttpAddress\x123\n" +
 	"\x16grpc_max_message_bytes\x18\x0e \x01(\x03R\x13grpcMaxMessageBytes\"\x10\n" +
-	"\x0eMembersRequest\"\x93\x01\n" +
+	"\x0eMembersRequest\"\xb6\x02\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12#\n" +
 	"\rcapnp_address\x18\x03 \x01(\tR\fcapnpAddress\x12\x14\n" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12\x12\n" +
-	"\x04self\x18\x05 \x01(\bR\x04self\"Y\n" +
+	"\x04self\x18\x05 \x01(\bR\x04self\x12%\n" +
+	"\x0egossip_address\x18\x06 \x01(\tR\rgossipAddress\x12!\n" +
+	"\fraft_address\x18\a \x01(\tR\vraftAddress\x12!\n" +
+	"\fhttp_address\x18\b \x01(\tR\vhttpAddress\x12\x14\n" +
+	"\x05voter\x18\t \x01(\bR\x05voter\x12\x1e\n" +
+	"\n" +
+	"controller\x18\n" +
+	" \x01(\bR\n" +
+	"controller\"Y\n" +
 	"\x0fMembersResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12'\n" +
-	"\amembers\x18\x02 \x03(\v2\r.sq.v1.MemberR\amembers\"6\n" +
+	"\amembers\x18\x02 \x03(\v2\r.sq.v1.MemberR\amembers\"\x14\n" +
+	"\x12ClusterInfoRequest\"\x9a\x04\n" +
+	"\x13ClusterInfoResponse\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12#\n" +
+	"\rcontroller_id\x18\x03 \x01(\tR\fcontrollerId\x12\x1d\n" +
+	"\n" +
+	"raft_state\x18\x04 \x01(\tR\traftState\x12\x1b\n" +
+	"\traft_term\x18\x05 \x01(\x04R\braftTerm\x12#\n" +
+	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\x12!\n" +
+	"\fcommit_index\x18\a \x01(\x04R\vcommitIndex\x12$\n" +
+	"\x0elast_log_index\x18\b \x01(\x04R\flastLogIndex\x12#\n" +
+	"\rmetadata_hash\x18\t \x01(\tR\fmetadataHash\x12!\n" +
+	"\fmember_count\x18\n" +
+	" \x01(\x05R\vmemberCount\x12\x1f\n" +
+	"\vvoter_count\x18\v \x01(\x05R\n" +
+	"voterCount\x12\x1f\n" +
+	"\vtopic_count\x18\f \x01(\x05R\n" +
+	"topicCount\x12'\n" +
+	"\x0fpartition_count\x18\r \x01(\x05R\x0epartitionCount\x123\n" +
+	"\x15leaderless_partitions\x18\x0e \x01(\x05R\x14leaderlessPartitions\x12\x14\n" +
+	"\x05ready\x18\x0f \x01(\bR\x05ready\",\n" +
+	"\x11RemoveNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"?\n" +
+	"\x12RemoveNodeResponse\x12)\n" +
+	"\x10moved_partitions\x18\x01 \x01(\x05R\x0fmovedPartitions\"\x9a\x02\n" +
+	"\vJoinRequest\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1e\n" +
+	"\vdata_dir_id\x18\x03 \x01(\tR\tdataDirId\x12!\n" +
+	"\fgrpc_address\x18\x04 \x01(\tR\vgrpcAddress\x12#\n" +
+	"\rcapnp_address\x18\x05 \x01(\tR\fcapnpAddress\x12%\n" +
+	"\x0egossip_address\x18\x06 \x01(\tR\rgossipAddress\x12!\n" +
+	"\fraft_address\x18\a \x01(\tR\vraftAddress\x12!\n" +
+	"\fhttp_address\x18\b \x01(\tR\vhttpAddress\"}\n" +
+	"\fJoinResponse\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12)\n" +
+	"\x10gossip_addresses\x18\x02 \x03(\tR\x0fgossipAddresses\x12#\n" +
+	"\rcontroller_id\x18\x03 \x01(\tR\fcontrollerId\"*\n" +
+	"\x0eProposeRequest\x12\x18\n" +
+	"\acommand\x18\x01 \x01(\fR\acommand\"?\n" +
+	"\x0fProposeResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x16\n" +
+	"\x06result\x18\x02 \x01(\fR\x06result\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\x8f\x01\n" +
@@ -3774,10 +4465,15 @@ const file_sq_proto_rawDesc = "" +
 	"\tHeartbeat\x12\x17.sq.v1.HeartbeatRequest\x1a\x18.sq.v1.HeartbeatResponse\x12A\n" +
 	"\n" +
 	"LeaveGroup\x12\x18.sq.v1.LeaveGroupRequest\x1a\x19.sq.v1.LeaveGroupResponse\x12Y\n" +
-	"\x12CommitGroupOffsets\x12 .sq.v1.CommitGroupOffsetsRequest\x1a!.sq.v1.CommitGroupOffsetsResponse2\x80\x01\n" +
+	"\x12CommitGroupOffsets\x12 .sq.v1.CommitGroupOffsetsRequest\x1a!.sq.v1.CommitGroupOffsetsResponse2\xed\x02\n" +
 	"\aCluster\x12;\n" +
 	"\bNodeInfo\x12\x16.sq.v1.NodeInfoRequest\x1a\x17.sq.v1.NodeInfoResponse\x128\n" +
-	"\aMembers\x12\x15.sq.v1.MembersRequest\x1a\x16.sq.v1.MembersResponse2\xe4\x02\n" +
+	"\aMembers\x12\x15.sq.v1.MembersRequest\x1a\x16.sq.v1.MembersResponse\x12=\n" +
+	"\x04Info\x12\x19.sq.v1.ClusterInfoRequest\x1a\x1a.sq.v1.ClusterInfoResponse\x12A\n" +
+	"\n" +
+	"RemoveNode\x12\x18.sq.v1.RemoveNodeRequest\x1a\x19.sq.v1.RemoveNodeResponse\x12/\n" +
+	"\x04Join\x12\x12.sq.v1.JoinRequest\x1a\x13.sq.v1.JoinResponse\x128\n" +
+	"\aPropose\x12\x15.sq.v1.ProposeRequest\x1a\x16.sq.v1.ProposeResponse2\xe4\x02\n" +
 	"\tMessaging\x128\n" +
 	"\aPublish\x12\x15.sq.v1.PublishRequest\x1a\x16.sq.v1.PublishResponse\x12F\n" +
 	"\rPublishStream\x12\x15.sq.v1.PublishRequest\x1a\x1c.sq.v1.PublishStreamResponse(\x01\x12@\n" +
@@ -3798,7 +4494,7 @@ func file_sq_proto_rawDescGZIP() []byte {
 }
 
 var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_sq_proto_goTypes = []any{
 	(Durability)(0),                    // 0: sq.v1.Durability
 	(StartFrom)(0),                     // 1: sq.v1.StartFrom
@@ -3834,28 +4530,36 @@ var file_sq_proto_goTypes = []any{
 	(*MembersRequest)(nil),             // 31: sq.v1.MembersRequest
 	(*Member)(nil),                     // 32: sq.v1.Member
 	(*MembersResponse)(nil),            // 33: sq.v1.MembersResponse
-	(*RecordHeader)(nil),               // 34: sq.v1.RecordHeader
-	(*Record)(nil),                     // 35: sq.v1.Record
-	(*PublishRequest)(nil),             // 36: sq.v1.PublishRequest
-	(*PublishResponse)(nil),            // 37: sq.v1.PublishResponse
-	(*PublishStreamResponse)(nil),      // 38: sq.v1.PublishStreamResponse
-	(*SubscribeRequest)(nil),           // 39: sq.v1.SubscribeRequest
-	(*ConsumedRecord)(nil),             // 40: sq.v1.ConsumedRecord
-	(*SubscribeResponse)(nil),          // 41: sq.v1.SubscribeResponse
-	(*OffsetEntry)(nil),                // 42: sq.v1.OffsetEntry
-	(*CommitOffsetsRequest)(nil),       // 43: sq.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),      // 44: sq.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),        // 45: sq.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),       // 46: sq.v1.FetchOffsetsResponse
-	(*TopicPartitions)(nil),            // 47: sq.v1.TopicPartitions
-	(*JoinGroupRequest)(nil),           // 48: sq.v1.JoinGroupRequest
-	(*JoinGroupResponse)(nil),          // 49: sq.v1.JoinGroupResponse
-	(*HeartbeatRequest)(nil),           // 50: sq.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),          // 51: sq.v1.HeartbeatResponse
-	(*LeaveGroupRequest)(nil),          // 52: sq.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),         // 53: sq.v1.LeaveGroupResponse
-	(*CommitGroupOffsetsRequest)(nil),  // 54: sq.v1.CommitGroupOffsetsRequest
-	(*CommitGroupOffsetsResponse)(nil), // 55: sq.v1.CommitGroupOffsetsResponse
+	(*ClusterInfoRequest)(nil),         // 34: sq.v1.ClusterInfoRequest
+	(*ClusterInfoResponse)(nil),        // 35: sq.v1.ClusterInfoResponse
+	(*RemoveNodeRequest)(nil),          // 36: sq.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),         // 37: sq.v1.RemoveNodeResponse
+	(*JoinRequest)(nil),                // 38: sq.v1.JoinRequest
+	(*JoinResponse)(nil),               // 39: sq.v1.JoinResponse
+	(*ProposeRequest)(nil),             // 40: sq.v1.ProposeRequest
+	(*ProposeResponse)(nil),            // 41: sq.v1.ProposeResponse
+	(*RecordHeader)(nil),               // 42: sq.v1.RecordHeader
+	(*Record)(nil),                     // 43: sq.v1.Record
+	(*PublishRequest)(nil),             // 44: sq.v1.PublishRequest
+	(*PublishResponse)(nil),            // 45: sq.v1.PublishResponse
+	(*PublishStreamResponse)(nil),      // 46: sq.v1.PublishStreamResponse
+	(*SubscribeRequest)(nil),           // 47: sq.v1.SubscribeRequest
+	(*ConsumedRecord)(nil),             // 48: sq.v1.ConsumedRecord
+	(*SubscribeResponse)(nil),          // 49: sq.v1.SubscribeResponse
+	(*OffsetEntry)(nil),                // 50: sq.v1.OffsetEntry
+	(*CommitOffsetsRequest)(nil),       // 51: sq.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),      // 52: sq.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),        // 53: sq.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),       // 54: sq.v1.FetchOffsetsResponse
+	(*TopicPartitions)(nil),            // 55: sq.v1.TopicPartitions
+	(*JoinGroupRequest)(nil),           // 56: sq.v1.JoinGroupRequest
+	(*JoinGroupResponse)(nil),          // 57: sq.v1.JoinGroupResponse
+	(*HeartbeatRequest)(nil),           // 58: sq.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),          // 59: sq.v1.HeartbeatResponse
+	(*LeaveGroupRequest)(nil),          // 60: sq.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),         // 61: sq.v1.LeaveGroupResponse
+	(*CommitGroupOffsetsRequest)(nil),  // 62: sq.v1.CommitGroupOffsetsRequest
+	(*CommitGroupOffsetsResponse)(nil), // 63: sq.v1.CommitGroupOffsetsResponse
 }
 var file_sq_proto_depIdxs = []int32{
 	2,  // 0: sq.v1.TopicInfo.config:type_name -> sq.v1.TopicConfig
@@ -3872,21 +4576,21 @@ var file_sq_proto_depIdxs = []int32{
 	23, // 11: sq.v1.DescribeGroupResponse.offsets:type_name -> sq.v1.GroupOffset
 	23, // 12: sq.v1.ResetOffsetsResponse.offsets:type_name -> sq.v1.GroupOffset
 	32, // 13: sq.v1.MembersResponse.members:type_name -> sq.v1.Member
-	34, // 14: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
-	35, // 15: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
+	42, // 14: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
+	43, // 15: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
 	0,  // 16: sq.v1.PublishResponse.durability:type_name -> sq.v1.Durability
-	37, // 17: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
+	45, // 17: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
 	1,  // 18: sq.v1.SubscribeRequest.from:type_name -> sq.v1.StartFrom
-	34, // 19: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
-	40, // 20: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
-	42, // 21: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	42, // 22: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	42, // 23: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	47, // 24: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
-	47, // 25: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
-	47, // 26: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
-	42, // 27: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	42, // 28: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	42, // 19: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
+	48, // 20: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
+	50, // 21: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	50, // 22: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	50, // 23: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	55, // 24: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
+	55, // 25: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
+	55, // 26: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
+	50, // 27: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	50, // 28: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
 	5,  // 29: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
 	7,  // 30: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
 	9,  // 31: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
@@ -3897,40 +4601,48 @@ var file_sq_proto_depIdxs = []int32{
 	20, // 36: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
 	25, // 37: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
 	27, // 38: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
-	48, // 39: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
-	50, // 40: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
-	52, // 41: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
-	54, // 42: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
+	56, // 39: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
+	58, // 40: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
+	60, // 41: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
+	62, // 42: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
 	29, // 43: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
 	31, // 44: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
-	36, // 45: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
-	36, // 46: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
-	39, // 47: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
-	43, // 48: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
-	45, // 49: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
-	6,  // 50: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
-	8,  // 51: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
-	10, // 52: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
-	12, // 53: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
-	14, // 54: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
-	16, // 55: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
-	19, // 56: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
-	24, // 57: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
-	26, // 58: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
-	28, // 59: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
-	49, // 60: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
-	51, // 61: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
-	53, // 62: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
-	55, // 63: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
-	30, // 64: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
-	33, // 65: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
-	37, // 66: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
-	38, // 67: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
-	41, // 68: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
-	44, // 69: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
-	46, // 70: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
-	50, // [50:71] is the sub-list for method output_type
-	29, // [29:50] is the sub-list for method input_type
+	34, // 45: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
+	36, // 46: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
+	38, // 47: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
+	40, // 48: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
+	44, // 49: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
+	44, // 50: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
+	47, // 51: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
+	51, // 52: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
+	53, // 53: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
+	6,  // 54: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
+	8,  // 55: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
+	10, // 56: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
+	12, // 57: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
+	14, // 58: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
+	16, // 59: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
+	19, // 60: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
+	24, // 61: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
+	26, // 62: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
+	28, // 63: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
+	57, // 64: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
+	59, // 65: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
+	61, // 66: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
+	63, // 67: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
+	30, // 68: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
+	33, // 69: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
+	35, // 70: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
+	37, // 71: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
+	39, // 72: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
+	41, // 73: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
+	45, // 74: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
+	46, // 75: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
+	49, // 76: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
+	52, // 77: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
+	54, // 78: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
+	54, // [54:79] is the sub-list for method output_type
+	29, // [29:54] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -3942,15 +4654,15 @@ func file_sq_proto_init() {
 		return
 	}
 	file_sq_proto_msgTypes[5].OneofWrappers = []any{}
-	file_sq_proto_msgTypes[33].OneofWrappers = []any{}
-	file_sq_proto_msgTypes[38].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[41].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sq_proto_rawDesc), len(file_sq_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   54,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -766,8 +766,12 @@ var Groups_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Cluster_NodeInfo_FullMethodName = "/sq.v1.Cluster/NodeInfo"
-	Cluster_Members_FullMethodName  = "/sq.v1.Cluster/Members"
+	Cluster_NodeInfo_FullMethodName   = "/sq.v1.Cluster/NodeInfo"
+	Cluster_Members_FullMethodName    = "/sq.v1.Cluster/Members"
+	Cluster_Info_FullMethodName       = "/sq.v1.Cluster/Info"
+	Cluster_RemoveNode_FullMethodName = "/sq.v1.Cluster/RemoveNode"
+	Cluster_Join_FullMethodName       = "/sq.v1.Cluster/Join"
+	Cluster_Propose_FullMethodName    = "/sq.v1.Cluster/Propose"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -778,9 +782,29 @@ const (
 type ClusterClient interface {
 	// NodeInfo returns this node's identity, version, uptime and storage.
 	NodeInfo(ctx context.Context, in *NodeInfoRequest, opts ...grpc.CallOption) (*NodeInfoResponse, error)
-	// Members lists the cluster members (this node alone until clustering
-	// exists).
+	// Members lists the cluster members with their membership state, Raft
+	// role and addresses (docs/cluster.md).
 	Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error)
+	// Info returns the cluster's metadata state as this node has applied it:
+	// controller, Raft term and indexes, and a hash of the metadata, equal on
+	// nodes that applied the same log.
+	Info(ctx context.Context, in *ClusterInfoRequest, opts ...grpc.CallOption) (*ClusterInfoResponse, error)
+	// RemoveNode removes a node from the cluster: from the Raft voters, the
+	// metadata and the replica sets, moving the partitions it leads to other
+	// replicas. Forwarded to the controller. Errors: NotFound (unknown node),
+	// FailedPrecondition (it leads partitions that hold data and no other
+	// replica has them), Unavailable (NO_QUORUM).
+	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
+	// Join is called by a node that starts with --seeds, on a seed: the seed
+	// checks the cluster id and node identity, has the controller add the node
+	// to the metadata and the Raft configuration, and answers with the
+	// addresses to gossip with. Not meant for clients.
+	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
+	// Propose applies one metadata command through the Raft log; a node that
+	// is not the controller forwards a client's topic change here, on the
+	// controller. It returns once the command is committed. Not meant for
+	// clients.
+	Propose(ctx context.Context, in *ProposeRequest, opts ...grpc.CallOption) (*ProposeResponse, error)
 }
 
 type clusterClient struct {
@@ -811,6 +835,46 @@ func (c *clusterClient) Members(ctx context.Context, in *MembersRequest, opts ..
 	return out, nil
 }
 
+func (c *clusterClient) Info(ctx context.Context, in *ClusterInfoRequest, opts ...grpc.CallOption) (*ClusterInfoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClusterInfoResponse)
+	err := c.cc.Invoke(ctx, Cluster_Info_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveNodeResponse)
+	err := c.cc.Invoke(ctx, Cluster_RemoveNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JoinResponse)
+	err := c.cc.Invoke(ctx, Cluster_Join_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Propose(ctx context.Context, in *ProposeRequest, opts ...grpc.CallOption) (*ProposeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProposeResponse)
+	err := c.cc.Invoke(ctx, Cluster_Propose_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -819,9 +883,29 @@ func (c *clusterClient) Members(ctx context.Context, in *MembersRequest, opts ..
 type ClusterServer interface {
 	// NodeInfo returns this node's identity, version, uptime and storage.
 	NodeInfo(context.Context, *NodeInfoRequest) (*NodeInfoResponse, error)
-	// Members lists the cluster members (this node alone until clustering
-	// exists).
+	// Members lists the cluster members with their membership state, Raft
+	// role and addresses (docs/cluster.md).
 	Members(context.Context, *MembersRequest) (*MembersResponse, error)
+	// Info returns the cluster's metadata state as this node has applied it:
+	// controller, Raft term and indexes, and a hash of the metadata, equal on
+	// nodes that applied the same log.
+	Info(context.Context, *ClusterInfoRequest) (*ClusterInfoResponse, error)
+	// RemoveNode removes a node from the cluster: from the Raft voters, the
+	// metadata and the replica sets, moving the partitions it leads to other
+	// replicas. Forwarded to the controller. Errors: NotFound (unknown node),
+	// FailedPrecondition (it leads partitions that hold data and no other
+	// replica has them), Unavailable (NO_QUORUM).
+	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
+	// Join is called by a node that starts with --seeds, on a seed: the seed
+	// checks the cluster id and node identity, has the controller add the node
+	// to the metadata and the Raft configuration, and answers with the
+	// addresses to gossip with. Not meant for clients.
+	Join(context.Context, *JoinRequest) (*JoinResponse, error)
+	// Propose applies one metadata command through the Raft log; a node that
+	// is not the controller forwards a client's topic change here, on the
+	// controller. It returns once the command is committed. Not meant for
+	// clients.
+	Propose(context.Context, *ProposeRequest) (*ProposeResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -837,6 +921,18 @@ func (UnimplementedClusterServer) NodeInfo(context.Context, *NodeInfoRequest) (*
 }
 func (UnimplementedClusterServer) Members(context.Context, *MembersRequest) (*MembersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Members not implemented")
+}
+func (UnimplementedClusterServer) Info(context.Context, *ClusterInfoRequest) (*ClusterInfoResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Info not implemented")
+}
+func (UnimplementedClusterServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
+}
+func (UnimplementedClusterServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Join not implemented")
+}
+func (UnimplementedClusterServer) Propose(context.Context, *ProposeRequest) (*ProposeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Propose not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -895,6 +991,78 @@ func _Cluster_Members_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Info_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClusterInfoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Info(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Info_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Info(ctx, req.(*ClusterInfoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).RemoveNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_RemoveNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).RemoveNode(ctx, req.(*RemoveNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Join_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JoinRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Join(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Join_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Join(ctx, req.(*JoinRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Propose_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProposeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Propose(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Propose_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Propose(ctx, req.(*ProposeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -909,6 +1077,22 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Members",
 			Handler:    _Cluster_Members_Handler,
+		},
+		{
+			MethodName: "Info",
+			Handler:    _Cluster_Info_Handler,
+		},
+		{
+			MethodName: "RemoveNode",
+			Handler:    _Cluster_RemoveNode_Handler,
+		},
+		{
+			MethodName: "Join",
+			Handler:    _Cluster_Join_Handler,
+		},
+		{
+			MethodName: "Propose",
+			Handler:    _Cluster_Propose_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

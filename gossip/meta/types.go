@@ -1,0 +1,152 @@
+package meta
+
+import (
+	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/engine"
+)
+
+// Node is a member of the cluster as the metadata log records it: its id
+// and the addresses of its listeners (host:port, as other nodes and
+// clients reach them), registered when it joins and updated when it
+// rejoins with new addresses.
+type Node struct {
+	ID string `json:"id"`
+	// DataDirID is the random id of the node's data directory, made at its
+	// first start: the same node id alive with another data directory is
+	// refused at join.
+	DataDirID  string `json:"data_dir_id"`
+	GRPCAddr   string `json:"grpc_addr"`
+	DataAddr   string `json:"data_addr"`
+	GossipAddr string `json:"gossip_addr"`
+	RaftAddr   string `json:"raft_addr"`
+	HTTPAddr   string `json:"http_addr"`
+}
+
+// Partition is one partition's placement: its replica set, its leader and
+// leader epoch, and its in-sync replica set.
+type Partition struct {
+	// Replicas are node ids; the first is the preferred leader.
+	Replicas []string `json:"replicas"`
+	// Leader is the node id of the leader; "" when the partition has none.
+	Leader string `json:"leader"`
+	// LeaderEpoch is bumped by every leadership change (docs/cluster.md).
+	LeaderEpoch uint32 `json:"leader_epoch"`
+	// ISR is the in-sync replica set (node ids).
+	ISR []string `json:"isr"`
+	// HasData is set (through the log) before the first record is
+	// appended to the partition, and for partitions imported with records.
+	// Without replication (part 1) only a partition that never held a
+	// record may change leader: its other replicas hold no copy.
+	HasData bool `json:"has_data,omitempty"`
+}
+
+// Topic is a topic as the metadata log records it.
+type Topic struct {
+	Name string      `json:"name"`
+	ID   api.TopicID `json:"id"`
+	// Config is the resolved configuration (no zero fields, its
+	// ReplicationFactor included): every node creates the topic's files
+	// with the same values.
+	Config engine.TopicConfig `json:"config"`
+	// CreatedMs is the creation time, Unix ms, as the controller saw it.
+	CreatedMs  int64       `json:"created_ms"`
+	Partitions []Partition `json:"partitions"`
+}
+
+// State is the cluster metadata: the state machine that every node
+// applies from the Raft log in the same order, so every node holds the
+// same State at the same applied index. A State returned by an accessor is
+// immutable; Apply works on a copy (see Clone).
+type State struct {
+	// Nodes by node id.
+	Nodes map[string]Node `json:"nodes"`
+	// Topics by name.
+	Topics map[string]*Topic `json:"topics"`
+	// DeletedIDs are the ids of deleted topics, oldest first, bounded by
+	// MaxDeletedIDs: a node that was away during a delete removes its local
+	// copy of a topic whose id is listed here.
+	DeletedIDs []api.TopicID `json:"deleted_ids"`
+	// Imported is set once a node's pre-cluster topics were imported (the
+	// first start of a node that bootstrapped the cluster).
+	Imported bool `json:"imported"`
+}
+
+// MaxDeletedIDs bounds State.DeletedIDs; the oldest ids are dropped first.
+const MaxDeletedIDs = 4096
+
+// Op names a Command's operation.
+type Op string
+
+// The operations of the metadata log. Each is applied deterministically by
+// State.Apply; a refused command (a topic that exists, say) changes
+// nothing and returns its catalog error in the Result.
+const (
+	// OpRegisterNode adds Command.Node or replaces its addresses and
+	// DataDirID.
+	OpRegisterNode Op = "register-node"
+	// OpRemoveNode removes node Command.NodeID from the nodes and from every
+	// replica set and in-sync set; the partitions it led take the leaders
+	// given in Command.Leaders (decided by the controller before proposing).
+	OpRemoveNode Op = "remove-node"
+	// OpCreateTopic adds Command.Topic (placement decided by the
+	// controller).
+	OpCreateTopic Op = "create-topic"
+	// OpDeleteTopic deletes topic Command.Name whose id is Command.ID.
+	OpDeleteTopic Op = "delete-topic"
+	// OpAlterTopic replaces the config of topic Command.Name (id
+	// Command.ID) with Command.Config.
+	OpAlterTopic Op = "alter-topic"
+	// OpCreatePartitions appends Command.NewPartitions to topic
+	// Command.Name (id Command.ID).
+	OpCreatePartitions Op = "create-partitions"
+	// OpSetLeaders applies Command.Leaders: each names a partition, its new
+	// leader and the epoch it had when decided (a stale change is skipped).
+	OpSetLeaders Op = "set-leaders"
+	// OpMarkData sets HasData of partition Command.Partition of topic
+	// Command.Name (id Command.ID).
+	OpMarkData Op = "mark-data"
+	// OpImport adds Command.Topics (a bootstrapping node's pre-cluster
+	// topics) and sets State.Imported; refused once Imported is set.
+	OpImport Op = "import"
+)
+
+// LeaderChange is one leadership decision of the controller.
+type LeaderChange struct {
+	Topic     string      `json:"topic"`
+	ID        api.TopicID `json:"id"`
+	Partition int         `json:"partition"`
+	// Leader is the new leader's node id ("" leaves the partition without
+	// a leader).
+	Leader string `json:"leader"`
+	// Epoch is the partition's leader epoch when the change was decided:
+	// Apply skips the change when the epoch has moved since, and otherwise
+	// sets the epoch to Epoch+1.
+	Epoch uint32 `json:"epoch"`
+}
+
+// Command is one entry of the metadata log, encoded with Encode. Only the
+// fields of its Op are set.
+type Command struct {
+	Op            Op                  `json:"op"`
+	Node          *Node               `json:"node,omitempty"`
+	NodeID        string              `json:"node_id,omitempty"`
+	Topic         *Topic              `json:"topic,omitempty"`
+	Topics        []*Topic            `json:"topics,omitempty"`
+	Name          string              `json:"name,omitempty"`
+	ID            api.TopicID         `json:"id,omitzero"`
+	Config        *engine.TopicConfig `json:"config,omitempty"`
+	NewPartitions []Partition         `json:"new_partitions,omitempty"`
+	Partition     int                 `json:"partition,omitempty"`
+	Leaders       []LeaderChange      `json:"leaders,omitempty"`
+}
+
+// Result is the outcome of applying one Command.
+type Result struct {
+	// Err is the catalog error of a refused command; nil when applied.
+	Err *api.Error `json:"err,omitempty"`
+	// Topic is the topic after a create, alter, create-partitions or
+	// import of one topic.
+	Topic *Topic `json:"topic,omitempty"`
+	// Moved counts the partitions whose leader changed.
+	Moved int `json:"moved,omitempty"`
+}
