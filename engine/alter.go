@@ -34,16 +34,7 @@ func (e *Engine) AlterTopicConfig(name string, change TopicConfigChange) (TopicI
 		return TopicInfo{}, err
 	}
 	m := t.meta()
-	cfg := m.Config
-	if change.SegmentBytes != nil && *change.SegmentBytes != cfg.SegmentBytes {
-		return TopicInfo{}, api.NewError(api.CodeInvalidConfig, "segment.bytes is fixed when a topic is created (topic %q has %d)", name, cfg.SegmentBytes)
-	}
-	set(&cfg.SyncPolicy, change.SyncPolicy)
-	set(&cfg.RetentionBytes, change.RetentionBytes)
-	set(&cfg.RetentionMs, change.RetentionMs)
-	set(&cfg.MaxRecordBytes, change.MaxRecordBytes)
-	set(&cfg.SegmentMs, change.SegmentMs)
-	cfg, err = e.resolveConfig(cfg, &m.Config)
+	cfg, err := e.ResolveConfigChange(name, m.Config, change)
 	if err != nil {
 		return TopicInfo{}, err
 	}
@@ -68,6 +59,26 @@ func (e *Engine) AlterTopicConfig(name string, change TopicConfigChange) (TopicI
 	e.log.Info("topic config changed", "topic", name, "sync_policy", cfg.SyncPolicy,
 		"retention_ms", cfg.RetentionMs, "retention_bytes", cfg.RetentionBytes, "segment_ms", cfg.SegmentMs, "max_record_bytes", cfg.MaxRecordBytes)
 	return t.info(true), nil
+}
+
+// ResolveConfigChange returns the config that AlterTopicConfig would give
+// topic name, whose stored config is cur, for change, without changing
+// anything: the set fields replaced, zero fields resolved to the server
+// defaults and every field checked as at an alter (a field that keeps
+// its stored value is not checked again against the server's limits).
+// The cluster layer uses it to propose a topic's new config. Errors:
+// INVALID_CONFIG (segment.bytes changed, or a bad value).
+func (e *Engine) ResolveConfigChange(name string, cur TopicConfig, change TopicConfigChange) (TopicConfig, error) {
+	cfg := cur
+	if change.SegmentBytes != nil && *change.SegmentBytes != cfg.SegmentBytes {
+		return TopicConfig{}, api.NewError(api.CodeInvalidConfig, "segment.bytes is fixed when a topic is created (topic %q has %d)", name, cfg.SegmentBytes)
+	}
+	set(&cfg.SyncPolicy, change.SyncPolicy)
+	set(&cfg.RetentionBytes, change.RetentionBytes)
+	set(&cfg.RetentionMs, change.RetentionMs)
+	set(&cfg.MaxRecordBytes, change.MaxRecordBytes)
+	set(&cfg.SegmentMs, change.SegmentMs)
+	return e.resolveConfig(cfg, &cur)
 }
 
 func set[T any](dst *T, v *T) {

@@ -43,6 +43,10 @@ type Engine struct {
 
 	bg sync.WaitGroup // the retention goroutine
 
+	// commitCheck selects the partitions whose commits are checked
+	// against the high watermark; nil: all (SetCommitCheck).
+	commitCheck atomic.Pointer[func(topic string, partition int) bool]
+
 	closeOnce sync.Once
 	closing   chan struct{}
 	closeErr  error
@@ -309,6 +313,13 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 	if err != nil {
 		return TopicInfo{}, err
 	}
+	return e.createTopic(topicMeta{Name: name, Partitions: partitions, Config: cfg, CreatedMs: e.opts.Now().UnixMilli(), ID: api.NewTopicID()})
+}
+
+// createTopic creates the topic m describes (name and partition count
+// checked, config resolved) with m's id and creation time.
+func (e *Engine) createTopic(m topicMeta) (TopicInfo, error) {
+	name, partitions, cfg := m.Name, m.Partitions, m.Config
 	e.createMu.Lock()
 	defer e.createMu.Unlock()
 	if e.isClosing() {
@@ -350,7 +361,6 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return TopicInfo{}, storageError("create topic", err)
 	}
-	m := topicMeta{Name: name, Partitions: partitions, Config: cfg, CreatedMs: e.opts.Now().UnixMilli(), ID: api.NewTopicID()}
 	t, err := e.openTopic(m)
 	if err == nil {
 		for _, p := range t.parts() {
@@ -389,7 +399,7 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 
 func (t *topic) info(withPartitions bool) TopicInfo {
 	m := t.meta()
-	ti := TopicInfo{Name: m.Name, ID: m.ID, PartitionCount: m.Partitions, Config: m.Config}
+	ti := TopicInfo{Name: m.Name, ID: m.ID, PartitionCount: m.Partitions, Config: m.Config, CreatedMs: m.CreatedMs}
 	if withPartitions {
 		for _, p := range t.parts() {
 			ti.Partitions = append(ti.Partitions, p.info())

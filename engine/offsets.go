@@ -631,7 +631,8 @@ func validateID(what, s string) error {
 // has no members (FENCED_GENERATION otherwise). Each entry is checked on
 // its own: metadata that is not valid UTF-8 (INVALID_REQUEST), an unknown
 // topic or partition, an offset beyond the high watermark
-// (OFFSET_OUT_OF_RANGE with the valid range), or a partition the
+// (OFFSET_OUT_OF_RANGE with the valid range; only for the partitions
+// SetCommitCheck selects), or a partition the
 // member does not hold (FENCED_GENERATION) sets that entry's Err and stores
 // nothing for it; the valid entries are stored together, durably, before
 // CommitOffsets returns. The returned slice has one entry per input entry.
@@ -723,7 +724,7 @@ func (e *Engine) checkCommit(o OffsetCommit) (api.TopicID, error) {
 	if p.log != nil {
 		start = p.log.LogStartOffset()
 	}
-	if o.Offset > hw {
+	if o.Offset > hw && e.checksHighWatermark(o.Topic, o.Partition) {
 		return o.TopicID, api.NewRangeError(api.CodeOffsetOutOfRange, start, hw,
 			"commit of offset %d beyond the high watermark %d of %s/%d", o.Offset, hw, o.Topic, o.Partition)
 	}

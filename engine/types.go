@@ -64,7 +64,10 @@ type TopicInfo struct {
 	ID             api.TopicID
 	PartitionCount int
 	Config         TopicConfig
-	Partitions     []PartitionInfo
+	// CreatedMs is the topic's creation time, Unix ms: the engine's clock
+	// at CreateTopic, or the time given to CreateTopicSpec.
+	CreatedMs  int64
+	Partitions []PartitionInfo
 }
 
 // Durability is what an acknowledged append guarantees (values match
