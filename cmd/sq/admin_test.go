@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -84,13 +85,18 @@ func TestAdminCommandsJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc, keys = jsonKeys(t, out)
-	if !slices.Equal(keys, []string{"config", "name", "partition_count", "partitions", "topic_id"}) || doc["partition_count"] != 2.0 {
+	if !slices.Equal(keys, []string{"config", "name", "partition_count", "partitions", "replication_factor", "topic_id"}) ||
+		doc["partition_count"] != 2.0 || doc["replication_factor"] != 1.0 {
 		t.Fatalf("topic describe:\n%s", out)
 	}
 	parts := doc["partitions"].([]any)
-	wantPart := []string{"high_watermark", "log_end_offset", "log_start_offset", "partition", "segment_count", "size_bytes"}
+	wantPart := []string{"high_watermark", "isr", "leader", "leader_epoch", "log_end_offset", "log_start_offset", "partition",
+		"replicas", "segment_count", "size_bytes"}
 	if len(parts) != 2 || !slices.Equal(sortedKeys(parts[1]), wantPart) {
 		t.Fatalf("topic describe partitions:\n%s", out)
+	}
+	if p := parts[1].(map[string]any); p["leader"] != "cli-node" || fmt.Sprint(p["replicas"]) != "[cli-node]" || fmt.Sprint(p["isr"]) != "[cli-node]" {
+		t.Fatalf("topic describe placement:\n%s", out)
 	}
 
 	out, err = runSQ(t, nil, "--server", data, "group", "list", "-f", "Json")

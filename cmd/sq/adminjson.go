@@ -52,6 +52,8 @@ type topicJSON struct {
 	TopicID        string          `json:"topic_id"` // UUID; "" from a server without topic ids
 	PartitionCount uint32          `json:"partition_count"`
 	Config         topicConfigJSON `json:"config"`
+	// ReplicationFactor is set by topic describe only.
+	ReplicationFactor uint32 `json:"replication_factor,omitempty"`
 	// Partitions is set by topic describe only.
 	Partitions []partitionJSON `json:"partitions,omitempty"`
 }
@@ -77,6 +79,35 @@ type partitionJSON struct {
 	SizeBytes      int64  `json:"size_bytes"`
 	SegmentCount   uint32 `json:"segment_count"`
 	Error          string `json:"error,omitempty"`
+	// The placement, from topic describe: leader (node id), leader_epoch,
+	// replicas (first: preferred leader) and isr (in-sync replicas).
+	*placementJSON
+}
+
+// placementJSON is one partition's placement in the cluster.
+type placementJSON struct {
+	Leader      string   `json:"leader"`
+	LeaderEpoch uint32   `json:"leader_epoch"`
+	Replicas    []string `json:"replicas"`
+	ISR         []string `json:"isr"`
+}
+
+// toTopicViewJSON is toTopicJSON with the replication factor and each
+// partition's placement.
+func toTopicViewJSON(v topicView) topicJSON {
+	out := toTopicJSON(v.TopicInfo)
+	if v.Placement == nil {
+		return out
+	}
+	out.ReplicationFactor = v.ReplicationFactor
+	for i := range out.Partitions {
+		if p := int(out.Partitions[i].Partition); p < len(v.Placement) {
+			pl := v.Placement[p]
+			out.Partitions[i].placementJSON = &placementJSON{Leader: pl.Leader, LeaderEpoch: pl.LeaderEpoch,
+				Replicas: append([]string{}, pl.Replicas...), ISR: append([]string{}, pl.ISR...)}
+		}
+	}
+	return out
 }
 
 func toTopicJSON(t sdk.TopicInfo) topicJSON {

@@ -128,7 +128,7 @@ func runTopicAddPartitions(cmd *cobra.Command, g *globals, name string, total in
 		return controlError(g.controlAddr(cmd), err)
 	}
 	fmt.Fprintf(g.stdout, "topic %s now has %d partition%s\n\n", info.Name, info.Partitions, plural(int(info.Partitions)))
-	return printTopicDescription(g.stdout, info)
+	return printTopicDescription(g.stdout, topicView{TopicInfo: info})
 }
 
 func newTopicAlterCommand(g *globals) *cobra.Command {
@@ -184,7 +184,7 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return controlError(g.controlAddr(cmd), err)
 			}
-			return printTopicDescription(g.stdout, info)
+			return printTopicDescription(g.stdout, topicView{TopicInfo: info})
 		},
 	}
 	fl := cmd.Flags()
