@@ -13,8 +13,9 @@ import (
 //	GET /readyz   200 "ready" once SetReady(true), 503 before and from
 //	              StartShutdown on, and while the engine reports a problem
 //	              (a failed group offsets log, or segment files that
-//	              cannot be opened or mapped), with the reason in the body
-//	              (readiness). Failed partitions leave the node ready: the
+//	              cannot be opened or mapped), and in a cluster until the
+//	              ClusterBackend's Ready is nil (joined, caught up with the
+//	              metadata log), with the reason in the body (readiness). Failed partitions leave the node ready: the
 //	              body lists them after "degraded:"
 //	GET /metrics  the Prometheus text exposition format
 func (s *Server) Handler() http.Handler {
@@ -36,6 +37,11 @@ func (s *Server) Handler() http.Handler {
 			if err := s.engineHealth(); err != nil {
 				w.WriteHeader(http.StatusServiceUnavailable)
 				fmt.Fprintf(w, "not ready:\n%v\n", err)
+				return
+			}
+			if err := s.clusterReady(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "not ready: cluster: %v\n", err)
 				return
 			}
 			w.Write([]byte("ready\n"))

@@ -221,12 +221,19 @@ func (m *metrics) span(ctx context.Context, op, topic string, partition int, sta
 // answer Unavailable until the engine is recovered.
 func needsEngine(method string) bool { return strings.HasPrefix(method, "/sq.v1.") }
 
+// servedWithoutEngine reports whether method is served before SetEngine:
+// the Cluster calls other than NodeInfo once a ClusterBackend is set,
+// which answers them itself (a peer may join while this node recovers).
+func (s *Server) servedWithoutEngine(method string) bool {
+	return s.clusterBackend() != nil && strings.HasPrefix(method, "/sq.v1.Cluster/") && method != "/sq.v1.Cluster/NodeInfo"
+}
+
 func errRecovering() error {
 	return status.Error(grpccodes.Unavailable, "storage recovery in progress; retry when /readyz answers 200")
 }
 
 func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if needsEngine(info.FullMethod) && !m.s.hasEngine() {
+	if needsEngine(info.FullMethod) && !m.s.hasEngine() && !m.s.servedWithoutEngine(info.FullMethod) {
 		return nil, errRecovering()
 	}
 	m.grpcInFlight.Inc()

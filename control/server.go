@@ -49,7 +49,8 @@ const grpcFramingBytes = 1 << 20
 // /readyz and /metrics. Create it with New; it is not ready (503, health
 // NOT_SERVING) until SetReady(true).
 type Server struct {
-	engine  atomic.Pointer[Engine] // nil until SetEngine
+	engine  atomic.Pointer[Engine]         // nil until SetEngine
+	cluster atomic.Pointer[ClusterBackend] // nil outside a cluster (SetCluster)
 	opts    Options
 	started time.Time
 
@@ -60,6 +61,8 @@ type Server struct {
 
 	ready    atomic.Bool
 	stopping atomic.Bool
+	serving  atomic.Bool   // the gRPC health status last set
+	watchMu  sync.Mutex    // serializes refreshHealth
 	closing  chan struct{} // closed by StartShutdown: ends Subscribe streams
 	stopOnce sync.Once
 
@@ -153,7 +156,25 @@ func (s *Server) SetReady(ready bool) {
 		return
 	}
 	s.ready.Store(ready)
-	if ready {
+	s.refreshHealth()
+}
+
+// refreshHealth sets the gRPC health status: SERVING once SetReady(true)
+// and, in a cluster, once the backend is ready; NOT_SERVING otherwise. It
+// changes the status only when it differs from the last one set, so
+// health watchers see transitions only.
+func (s *Server) refreshHealth() {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if s.stopping.Load() {
+		return
+	}
+	serving := s.ready.Load() && s.clusterReady() == nil
+	if serving == s.serving.Load() {
+		return
+	}
+	s.serving.Store(serving)
+	if serving {
 		s.setHealth(healthpb.HealthCheckResponse_SERVING)
 	} else {
 		s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
@@ -161,11 +182,12 @@ func (s *Server) SetReady(ready bool) {
 }
 
 // Ready reports whether the node is ready: SetReady(true), not stopping,
-// and the engine reports no node-wide problem (segment files it cannot
-// open, a failed group offsets log): /readyz 200. Failed partitions do not
-// make the node unready.
+// the engine reports no node-wide problem (segment files it cannot open, a
+// failed group offsets log) and, in a cluster, the backend's Ready is nil
+// (joined, caught up with the metadata log): /readyz 200. Failed
+// partitions do not make the node unready.
 func (s *Server) Ready() bool {
-	return s.ready.Load() && !s.stopping.Load() && s.engineHealth() == nil
+	return s.ready.Load() && !s.stopping.Load() && s.engineHealth() == nil && s.clusterReady() == nil
 }
 
 // ServeGRPC serves gRPC on ln until Shutdown. It returns nil after

@@ -207,10 +207,30 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 		},
 		"Cluster.Members": func() error {
 			r, err := cluster.Members(ctx, &sqv1.MembersRequest{})
-			if err == nil && (len(r.Members) != 1 || !r.Members[0].Self) {
+			if err == nil && (len(r.Members) != 1 || !r.Members[0].Self || !r.Members[0].Controller || r.Members[0].State != "alive") {
 				return fmt.Errorf("Members = %v", r.Members)
 			}
 			return err
+		},
+		"Cluster.Info": func() error {
+			r, err := cluster.Info(ctx, &sqv1.ClusterInfoRequest{})
+			if err == nil && (r.NodeId != "n1" || r.ControllerId != "n1" || r.MemberCount != 1 || r.TopicCount == 0 || !r.Ready) {
+				return fmt.Errorf("Info = %v", r)
+			}
+			return err
+		},
+		// Outside a cluster the cluster changes are refused.
+		"Cluster.RemoveNode": func() error {
+			_, err := cluster.RemoveNode(ctx, &sqv1.RemoveNodeRequest{NodeId: "n2"})
+			return notClustered(err)
+		},
+		"Cluster.Join": func() error {
+			_, err := cluster.Join(ctx, &sqv1.JoinRequest{ClusterId: "c1", NodeId: "n2"})
+			return notClustered(err)
+		},
+		"Cluster.Propose": func() error {
+			_, err := cluster.Propose(ctx, &sqv1.ProposeRequest{Command: []byte{1}})
+			return notClustered(err)
 		},
 		"Messaging.Publish": func() error {
 			_, err := msg.Publish(ctx, &sqv1.PublishRequest{Topic: "every", Partition: 0, Records: []*sqv1.Record{{Value: value}}})
@@ -284,6 +304,15 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 	for name := range calls {
 		t.Errorf("test calls %s, which the schema lacks", name)
 	}
+}
+
+// notClustered returns nil when err is the refusal of a node outside a
+// cluster, else an error saying what err is.
+func notClustered(err error) error {
+	if st, _ := status.FromError(err); st.Code() != codes.FailedPrecondition || st.Message() != "this node is not part of a cluster" {
+		return fmt.Errorf("got %v, want FailedPrecondition \"this node is not part of a cluster\"", err)
+	}
+	return nil
 }
 
 // mayBeUnimplemented lists the RPCs whose engine support is not in this

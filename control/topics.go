@@ -33,13 +33,22 @@ func topicConfigTo(c engine.TopicConfig) *sqv1.TopicConfig {
 	}
 }
 
+// topicInfoTo converts an engine topic with its placement: the
+// replication factor and each partition's leader, leader epoch, replicas
+// and in-sync replicas as the cluster layer filled them in. A bare engine
+// leaves them empty: its replication factor reads as 1 and this node leads
+// every partition, its only replica.
 func (s *Server) topicInfoTo(t engine.TopicInfo) *sqv1.TopicInfo {
-	out := &sqv1.TopicInfo{Name: t.Name, PartitionCount: int32(t.PartitionCount), Config: topicConfigTo(t.Config), TopicId: t.ID.Bytes()}
+	out := &sqv1.TopicInfo{Name: t.Name, PartitionCount: int32(t.PartitionCount), Config: topicConfigTo(t.Config), TopicId: t.ID.Bytes(),
+		ReplicationFactor: max(t.Config.ReplicationFactor, 1)}
 	for _, p := range t.Partitions {
 		pi := &sqv1.PartitionInfo{
 			Partition: int32(p.Partition), LogEndOffset: p.LogEndOffset, HighWatermark: p.HighWatermark,
 			LogStartOffset: p.LogStartOffset, SizeBytes: p.SizeBytes, SegmentCount: int32(p.SegmentCount),
-			Leader: s.opts.NodeID,
+			Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, Isr: p.ISR,
+		}
+		if pi.Leader == "" && len(p.Replicas) == 0 {
+			pi.Leader, pi.Replicas, pi.Isr = s.opts.NodeID, []string{s.opts.NodeID}, []string{s.opts.NodeID}
 		}
 		if p.Err != nil {
 			pi.Error = strings.ToValidUTF8(api.AsError(p.Err).WireText(), "\uFFFD") // a proto3 string; a name may hold any bytes
@@ -47,6 +56,25 @@ func (s *Server) topicInfoTo(t engine.TopicInfo) *sqv1.TopicInfo {
 		out.Partitions = append(out.Partitions, pi)
 	}
 	return out
+}
+
+// clusterNodes is implemented by an engine that is part of a cluster (the
+// cluster layer's broker): it lists the cluster's nodes. An engine without
+// it is a bare single node.
+type clusterNodes interface {
+	Nodes() []api.Node
+}
+
+// checkBareReplicationFactor refuses, on a bare engine (one that does not
+// implement clusterNodes), a replication factor above 1 with
+// INVALID_CONFIG: a single node outside a cluster holds one replica of
+// each partition. In a cluster the cluster layer checks the factor against
+// its nodes (docs/cluster.md). The data plane makes the same check.
+func checkBareReplicationFactor(eng any, rf int32) error {
+	if _, ok := eng.(clusterNodes); ok || rf <= 1 {
+		return nil
+	}
+	return api.NewError(api.CodeInvalidConfig, "replication factor %d exceeds the 1 node(s) of this cluster", rf)
 }
 
 // checkConfig refuses negative values the engine would read as "unset"
@@ -76,14 +104,19 @@ func (t *topicsService) CreateTopic(_ context.Context, req *sqv1.CreateTopicRequ
 	if req.Partitions < 1 || req.Partitions > engine.MaxPartitions {
 		return nil, api.NewError(api.CodeInvalidConfig, "partitions %d: want 1 to %d", req.Partitions, engine.MaxPartitions)
 	}
-	if req.ReplicationFactor < 0 || req.ReplicationFactor > 1 {
-		return nil, api.NewError(api.CodeInvalidConfig, "replication_factor %d: only 1 is supported until replication exists", req.ReplicationFactor)
+	if req.ReplicationFactor < 0 {
+		return nil, api.NewError(api.CodeInvalidConfig, "replication_factor %d: want 0 (the server's default) or at least 1", req.ReplicationFactor)
 	}
 	cfg := topicConfigFrom(req.Config)
+	cfg.ReplicationFactor = req.ReplicationFactor
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
-	ti, err := t.s.eng().CreateTopic(req.Name, int(req.Partitions), cfg)
+	eng := t.s.eng()
+	if err := checkBareReplicationFactor(eng, cfg.ReplicationFactor); err != nil {
+		return nil, err
+	}
+	ti, err := eng.CreateTopic(req.Name, int(req.Partitions), cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -84,13 +85,18 @@ func TestAdminCommandsJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc, keys = jsonKeys(t, out)
-	if !slices.Equal(keys, []string{"config", "name", "partition_count", "partitions", "topic_id"}) || doc["partition_count"] != 2.0 {
+	if !slices.Equal(keys, []string{"config", "name", "partition_count", "partitions", "replication_factor", "topic_id"}) ||
+		doc["partition_count"] != 2.0 || doc["replication_factor"] != 1.0 {
 		t.Fatalf("topic describe:\n%s", out)
 	}
 	parts := doc["partitions"].([]any)
-	wantPart := []string{"high_watermark", "log_end_offset", "log_start_offset", "partition", "segment_count", "size_bytes"}
+	wantPart := []string{"high_watermark", "isr", "leader", "leader_epoch", "log_end_offset", "log_start_offset", "partition",
+		"replicas", "segment_count", "size_bytes"}
 	if len(parts) != 2 || !slices.Equal(sortedKeys(parts[1]), wantPart) {
 		t.Fatalf("topic describe partitions:\n%s", out)
+	}
+	if p := parts[1].(map[string]any); p["leader"] != "cli-node" || fmt.Sprint(p["replicas"]) != "[cli-node]" || fmt.Sprint(p["isr"]) != "[cli-node]" {
+		t.Fatalf("topic describe placement:\n%s", out)
 	}
 
 	out, err = runSQ(t, nil, "--server", data, "group", "list", "-f", "Json")
@@ -123,13 +129,16 @@ func TestAdminCommandsJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc, keys = jsonKeys(t, out)
-	want := []string{"capnp_address", "cluster_id", "data_bytes", "data_dir", "data_dir_free_bytes", "data_dir_total_bytes",
-		"grpc_address", "http_address", "io_backend", "members", "node_id", "topic_count", "uptime_ms", "version"}
+	want := []string{"applied_index", "capnp_address", "cluster_id", "commit_index", "controller_id", "data_bytes", "data_dir",
+		"data_dir_free_bytes", "data_dir_total_bytes", "grpc_address", "http_address", "io_backend", "last_log_index",
+		"leaderless_partitions", "member_count", "members", "metadata_hash", "node_id", "partition_count", "raft_state",
+		"raft_term", "ready", "topic_count", "uptime_ms", "version", "voter_count"}
 	if !slices.Equal(keys, want) || doc["node_id"] != "cli-node" {
 		t.Fatalf("cluster info keys %v, want %v:\n%s", keys, want, out)
 	}
 	members := doc["members"].([]any)
-	if len(members) != 1 || !slices.Equal(sortedKeys(members[0]), []string{"capnp_address", "grpc_address", "node_id", "self", "state"}) {
+	if len(members) != 1 || !slices.Equal(sortedKeys(members[0]), []string{"capnp_address", "controller", "gossip_address",
+		"grpc_address", "http_address", "node_id", "raft_address", "self", "state", "voter"}) {
 		t.Fatalf("cluster info members:\n%s", out)
 	}
 }

@@ -52,6 +52,8 @@ type topicJSON struct {
 	TopicID        string          `json:"topic_id"` // UUID; "" from a server without topic ids
 	PartitionCount uint32          `json:"partition_count"`
 	Config         topicConfigJSON `json:"config"`
+	// ReplicationFactor is set by topic describe only.
+	ReplicationFactor uint32 `json:"replication_factor,omitempty"`
 	// Partitions is set by topic describe only.
 	Partitions []partitionJSON `json:"partitions,omitempty"`
 }
@@ -77,6 +79,35 @@ type partitionJSON struct {
 	SizeBytes      int64  `json:"size_bytes"`
 	SegmentCount   uint32 `json:"segment_count"`
 	Error          string `json:"error,omitempty"`
+	// The placement, from topic describe: leader (node id), leader_epoch,
+	// replicas (first: preferred leader) and isr (in-sync replicas).
+	*placementJSON
+}
+
+// placementJSON is one partition's placement in the cluster.
+type placementJSON struct {
+	Leader      string   `json:"leader"`
+	LeaderEpoch uint32   `json:"leader_epoch"`
+	Replicas    []string `json:"replicas"`
+	ISR         []string `json:"isr"`
+}
+
+// toTopicViewJSON is toTopicJSON with the replication factor and each
+// partition's placement.
+func toTopicViewJSON(v topicView) topicJSON {
+	out := toTopicJSON(v.TopicInfo)
+	if v.Placement == nil {
+		return out
+	}
+	out.ReplicationFactor = v.ReplicationFactor
+	for i := range out.Partitions {
+		if p := int(out.Partitions[i].Partition); p < len(v.Placement) {
+			pl := v.Placement[p]
+			out.Partitions[i].placementJSON = &placementJSON{Leader: pl.Leader, LeaderEpoch: pl.LeaderEpoch,
+				Replicas: append([]string{}, pl.Replicas...), ISR: append([]string{}, pl.ISR...)}
+		}
+	}
+	return out
 }
 
 func toTopicJSON(t sdk.TopicInfo) topicJSON {
@@ -179,45 +210,6 @@ func printGroupJSON(out io.Writer, d sdk.GroupDescription) error {
 			oj.MemberID = &o.MemberID
 		}
 		doc.Offsets = append(doc.Offsets, oj)
-	}
-	return writeJSON(out, doc)
-}
-
-// clusterJSON is `cluster info --format json`.
-type clusterJSON struct {
-	NodeID            string              `json:"node_id"`
-	ClusterID         string              `json:"cluster_id"`
-	Version           string              `json:"version"`
-	UptimeMs          int64               `json:"uptime_ms"`
-	IOBackend         string              `json:"io_backend"` // portable or uring
-	DataDir           string              `json:"data_dir"`
-	DataDirTotalBytes uint64              `json:"data_dir_total_bytes"`
-	DataDirFreeBytes  uint64              `json:"data_dir_free_bytes"`
-	DataBytes         int64               `json:"data_bytes"`
-	TopicCount        int                 `json:"topic_count"`
-	GrpcAddress       string              `json:"grpc_address"`
-	CapnpAddress      string              `json:"capnp_address"`
-	HTTPAddress       string              `json:"http_address"`
-	Members           []clusterMemberJSON `json:"members"`
-}
-
-// clusterMemberJSON is one node of the cluster; self marks the node that
-// answered.
-type clusterMemberJSON struct {
-	NodeID       string `json:"node_id"`
-	State        string `json:"state"`
-	GrpcAddress  string `json:"grpc_address"`
-	CapnpAddress string `json:"capnp_address"`
-	Self         bool   `json:"self"`
-}
-
-func printClusterInfoJSON(out io.Writer, n sdk.NodeInfo, members []sdk.ClusterMember) error {
-	doc := clusterJSON{NodeID: n.NodeID, ClusterID: n.ClusterID, Version: n.Version, UptimeMs: n.Uptime.Milliseconds(),
-		IOBackend: n.IOBackend, DataDir: n.DataDir, DataDirTotalBytes: n.DataDirTotalBytes, DataDirFreeBytes: n.DataDirFreeBytes,
-		DataBytes: n.DataBytes, TopicCount: n.Topics, GrpcAddress: n.GrpcAddr, CapnpAddress: n.CapnpAddr, HTTPAddress: n.HTTPAddr,
-		Members: []clusterMemberJSON{}}
-	for _, m := range members {
-		doc.Members = append(doc.Members, clusterMemberJSON{NodeID: m.NodeID, State: m.State, GrpcAddress: m.GrpcAddr, CapnpAddress: m.CapnpAddr, Self: m.Self})
 	}
 	return writeJSON(out, doc)
 }

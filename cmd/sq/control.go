@@ -3,10 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -130,7 +128,7 @@ func runTopicAddPartitions(cmd *cobra.Command, g *globals, name string, total in
 		return controlError(g.controlAddr(cmd), err)
 	}
 	fmt.Fprintf(g.stdout, "topic %s now has %d partition%s\n\n", info.Name, info.Partitions, plural(int(info.Partitions)))
-	return printTopicDescription(g.stdout, info)
+	return printTopicDescription(g.stdout, topicView{TopicInfo: info})
 }
 
 func newTopicAlterCommand(g *globals) *cobra.Command {
@@ -186,7 +184,7 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return controlError(g.controlAddr(cmd), err)
 			}
-			return printTopicDescription(g.stdout, info)
+			return printTopicDescription(g.stdout, topicView{TopicInfo: info})
 		},
 	}
 	fl := cmd.Flags()
@@ -207,76 +205,4 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 		return fmt.Errorf("%w (topic alter changes %s, or the partition count with --partitions)", err, alterableSettings)
 	})
 	return cmd
-}
-
-func newClusterCommand(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "cluster",
-		Short: "Node and cluster information (control plane)",
-		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
-	}
-	var format *adminFormat
-	info := &cobra.Command{
-		Use:   "info",
-		Short: "Show the node's identity, version, uptime, I/O backend, storage and cluster members",
-		Long: "Show what the node at --control reports about itself and its cluster: node and\n" +
-			"cluster ids, version, uptime, I/O backend, data directory usage and members.",
-		Example: "  sq cluster info\n  sq --control 10.0.0.1:6060 cluster info -f json",
-		Args:    noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			asJSON, err := format.json()
-			if err != nil {
-				return err
-			}
-			a, err := g.admin(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			addr := g.controlAddr(cmd)
-			n, err := a.NodeInfo(cmd.Context())
-			if err != nil {
-				return controlError(addr, err)
-			}
-			members, err := a.Members(cmd.Context())
-			if err != nil {
-				return controlError(addr, err)
-			}
-			if asJSON {
-				return printClusterInfoJSON(g.stdout, n, members)
-			}
-			return printClusterInfo(g.stdout, n, members)
-		},
-	}
-	format = addAdminFormatFlag(info)
-	cmd.AddCommand(info)
-	return cmd
-}
-
-func printClusterInfo(out io.Writer, n sdk.NodeInfo, members []sdk.ClusterMember) error {
-	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
-	fmt.Fprintf(w, "Node:\t%s\n", n.NodeID)
-	fmt.Fprintf(w, "Cluster:\t%s\n", n.ClusterID)
-	fmt.Fprintf(w, "Version:\t%s\n", n.Version)
-	fmt.Fprintf(w, "Uptime:\t%s\n", n.Uptime.Round(time.Second))
-	fmt.Fprintf(w, "I/O backend:\t%s\n", n.IOBackend)
-	fmt.Fprintf(w, "Data dir:\t%s\n", n.DataDir)
-	fmt.Fprintf(w, "Data bytes:\t%s in %d topic%s\n", formatBytes(n.DataBytes), n.Topics, plural(n.Topics))
-	fmt.Fprintf(w, "Disk:\t%s free of %s\n", formatBytes(int64(n.DataDirFreeBytes)), formatBytes(int64(n.DataDirTotalBytes)))
-	fmt.Fprintf(w, "Listeners:\tgrpc %s, capnp %s, http %s\n", orDash(n.GrpcAddr), orDash(n.CapnpAddr), orDash(n.HTTPAddr))
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(out)
-	w = tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(w, "MEMBER\tSTATE\tGRPC\tCAPNP\t")
-	for _, m := range members {
-		self := ""
-		if m.Self {
-			self = " (this node)"
-		}
-		fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t\n", m.NodeID, self, m.State, orDash(m.GrpcAddr), orDash(m.CapnpAddr))
-	}
-	return w.Flush()
 }

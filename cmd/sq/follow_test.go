@@ -57,7 +57,7 @@ func serveEngine(t *testing.T, wrap func(*engine.Engine) dataplane.Broker) strin
 	if _, err := eng.CreateTopic("orders", 2, engine.TopicConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := dataplane.New(wrap(eng), dataplane.Options{Logger: quiet})
+	srv, err := dataplane.New(wrap(eng), dataplane.Options{NodeID: "cli-node", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

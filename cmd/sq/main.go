@@ -13,7 +13,7 @@
 //	sq topic create audit --partitions 1 --sync-policy every-batch --retention-ms 86400000
 //	sq topic list
 //	sq topic describe orders
-//	sq topic list -f json    # one JSON document; so do group list/describe and cluster info
+//	sq topic list -f json    # one JSON document; so do group list/describe and cluster info/members
 //
 //	# one record per line of the file (stdin by default)
 //	sq produce --topic orders --file orders.txt
@@ -32,12 +32,15 @@
 //	sq group reset-offsets billing --topic orders --to earliest
 //	sq group delete billing
 //
-// What only the gRPC control plane offers (sq topic alter, sq cluster info)
+// What only the gRPC control plane offers (sq topic alter, sq cluster info,
+// members and remove-node)
 // goes to --control, else SQ_CONTROL, else 127.0.0.1:6060 (the default of
 // sq-server --grpc-host):
 //
 //	sq topic alter orders --retention-ms 86400000
 //	sq --control 10.0.0.1:6060 cluster info
+//	sq --control 10.0.0.1:6060 cluster members
+//	sq --control 10.0.0.1:6060 cluster remove-node node-3
 //
 // --timeout (else SQ_TIMEOUT, else 5s) bounds connecting to either plane
 // plus its handshake or first call; an address that answers in another

@@ -62,6 +62,9 @@ type topicCreateFlags struct {
 	retentionBytes int64
 	segmentBytes   int64
 	segmentMs      int64
+	// replicationFactor is --replication-factor: 0 is the server's
+	// default (--default-replication-factor of sq-server).
+	replicationFactor int32
 }
 
 func newTopicCreateCommand(g *globals) *cobra.Command {
@@ -71,8 +74,12 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 		Short: "Create a topic",
 		Long: "Create the topic NAME with --partitions partitions (numbered 0..N-1).\n" +
 			"Topic names are 1 to 249 characters of [a-zA-Z0-9._-], not \".\" or \"..\", and\n" +
-			"do not start with \"__\". Settings left at 0 or empty take the server's defaults.",
+			"do not start with \"__\". Settings left at 0 or empty take the server's defaults.\n" +
+			"--replication-factor N places N replicas of each partition on distinct nodes of\n" +
+			"the cluster (at most the number of nodes; 0: the server's default, min(3, live\n" +
+			"nodes)); a single node outside a cluster holds 1.",
 		Example: "  sq topic create orders --partitions 3\n" +
+			"  sq topic create payments --partitions 6 --replication-factor 3\n" +
 			"  sq topic create audit --sync-policy every-batch --retention-ms 86400000 --segment-bytes 268435456",
 		Args: oneTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -86,6 +93,7 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "delete the oldest segments while a partition is larger than this many bytes; -1 unlimited; 0: server default")
 	fl.Int64Var(&f.segmentBytes, "segment-bytes", 0, "size of one segment file in bytes; at least the server's batch limit plus 4096 (--max-batch-bytes of sq-server, 16 MiB by default); 0: server default (--segment-bytes of sq-server)")
 	fl.Int64Var(&f.segmentMs, "segment-ms", 0, "roll the active segment this many milliseconds after its first record, so quiet partitions age out; 0: server default (7 days)")
+	fl.Int32Var(&f.replicationFactor, "replication-factor", 0, "replicas of each partition, on distinct nodes (at most the cluster's node count); 0: the server's --default-replication-factor")
 	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		err = flagError(cmd, err)
 		if strings.Contains(err.Error(), "'p' in -p") {
@@ -110,22 +118,44 @@ func runTopicCreate(cmd *cobra.Command, g *globals, name string, f topicCreateFl
 	if f.partitions == 0 {
 		return errors.New("--partitions must be at least 1")
 	}
-	c, err := g.dial(cmd)
-	if err != nil {
-		return err
+	if f.replicationFactor < 0 {
+		return fmt.Errorf("--replication-factor %d: want at least 1, or 0 for the server's default", f.replicationFactor)
 	}
-	defer c.Close()
-	info, err := c.CreateTopic(cmd.Context(), name, f.partitions, sdk.TopicConfig{
+	cfg := sdk.TopicConfig{
 		SyncPolicy:     f.syncPolicy,
 		RetentionMs:    f.retentionMs,
 		RetentionBytes: f.retentionBytes,
 		SegmentBytes:   f.segmentBytes,
 		SegmentMs:      f.segmentMs,
-	})
-	if err != nil {
-		return apiError(g.addr(cmd), err)
 	}
-	fmt.Fprintf(g.stdout, "created topic %s with %d partition%s\n", info.Name, info.Partitions, plural(int(info.Partitions)))
+	var info topicView
+	if f.replicationFactor > 0 {
+		// The SDK's CreateTopic sends no replication factor.
+		r, err := g.dialRaw(cmd)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		if info, err = r.createTopic(cmd.Context(), name, f.partitions, uint32(f.replicationFactor), cfg); err != nil {
+			return apiError(g.addr(cmd), err)
+		}
+	} else {
+		c, err := g.dial(cmd)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		ti, err := c.CreateTopic(cmd.Context(), name, f.partitions, cfg)
+		if err != nil {
+			return apiError(g.addr(cmd), err)
+		}
+		info.TopicInfo = ti
+	}
+	fmt.Fprintf(g.stdout, "created topic %s with %d partition%s", info.Name, info.Partitions, plural(int(info.Partitions)))
+	if info.ReplicationFactor > 0 {
+		fmt.Fprintf(g.stdout, ", replication factor %d", info.ReplicationFactor)
+	}
+	fmt.Fprintln(g.stdout)
 	return nil
 }
 
@@ -184,7 +214,9 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 			"per partition, the log start offset\n" +
 			"(first offset still stored), the high watermark (first offset not yet readable),\n" +
 			"the log end offset (offset of the next record), the size on disk and the number\n" +
-			"of segment files. A failed partition shows its error.",
+			"of segment files, and where it lives in the cluster: its leader (node id), the\n" +
+			"leader epoch (bumped at every leadership change), its replicas and in-sync\n" +
+			"replicas. A failed partition shows its error.",
 		Example: "  sq topic describe orders\n  sq topic describe orders -f json",
 		Args:    oneTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -201,22 +233,49 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return apiError(g.addr(cmd), err)
 			}
-			if asJSON {
-				return writeJSON(g.stdout, toTopicJSON(info))
+			v, err := describePlacement(cmd, g, info)
+			if err != nil {
+				return err
 			}
-			return printTopicDescription(g.stdout, info)
+			if asJSON {
+				return writeJSON(g.stdout, toTopicViewJSON(v))
+			}
+			return printTopicDescription(g.stdout, v)
 		},
 	}
 	format = addAdminFormatFlag(cmd)
 	return cmd
 }
 
-func printTopicDescription(out io.Writer, t sdk.TopicInfo) error {
+// describePlacement adds the replication factor and the placement of the
+// partitions of info, asked of the same data-plane address (the SDK's
+// DescribeTopic does not decode them).
+func describePlacement(cmd *cobra.Command, g *globals, info sdk.TopicInfo) (topicView, error) {
+	v := topicView{TopicInfo: info}
+	r, err := g.dialRaw(cmd)
+	if err != nil {
+		return v, err
+	}
+	defer r.Close()
+	v.ReplicationFactor, v.Placement, err = r.describePlacement(cmd.Context(), info.Name)
+	if err != nil {
+		return v, apiError(g.addr(cmd), err)
+	}
+	return v, nil
+}
+
+// printTopicDescription prints the topic's settings and its partitions;
+// the replication factor and the LEADER, EPOCH, REPLICAS and ISR columns
+// when t carries its placement.
+func printTopicDescription(out io.Writer, t topicView) error {
 	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
 	cfg := t.Config
 	fmt.Fprintf(w, "Topic:\t%s\n", t.Name)
 	fmt.Fprintf(w, "Topic ID:\t%s\n", orDash(t.ID.String()))
 	fmt.Fprintf(w, "Partitions:\t%d\n", t.Partitions)
+	if t.ReplicationFactor > 0 {
+		fmt.Fprintf(w, "Replication factor:\t%d\n", t.ReplicationFactor)
+	}
 	fmt.Fprintf(w, "Sync policy:\t%s\n", orDash(cfg.SyncPolicy))
 	fmt.Fprintf(w, "Retention:\t%s\n", formatMs(cfg.RetentionMs))
 	fmt.Fprintf(w, "Retention bytes:\t%s\n", formatLimitBytes(cfg.RetentionBytes))
@@ -228,15 +287,28 @@ func printTopicDescription(out io.Writer, t sdk.TopicInfo) error {
 	}
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "PARTITION\tLOG START\tHIGH WATERMARK\tLOG END\tSIZE\tSEGMENTS\tSTATUS\t")
+	placed := t.Placement != nil
+	header := "PARTITION\tLOG START\tHIGH WATERMARK\tLOG END\tSIZE\tSEGMENTS\tSTATUS\t"
+	if placed {
+		header += "LEADER\tEPOCH\tREPLICAS\tISR\t"
+	}
+	fmt.Fprintln(w, header)
 	var errs []string
 	for _, p := range t.PartitionInfos {
 		if p.Err != nil {
-			fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\tFAILED\t\n", p.Partition)
+			fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\tFAILED\t", p.Partition)
 			errs = append(errs, fmt.Sprintf("partition %d: %v", p.Partition, p.Err))
-			continue
+		} else {
+			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%d\tok\t", p.Partition, p.LogStartOffset, p.HighWatermark, p.LogEndOffset, formatBytes(p.SizeBytes), p.SegmentCount)
 		}
-		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%d\tok\t\n", p.Partition, p.LogStartOffset, p.HighWatermark, p.LogEndOffset, formatBytes(p.SizeBytes), p.SegmentCount)
+		if placed {
+			var pl partitionPlacement
+			if int(p.Partition) < len(t.Placement) {
+				pl = t.Placement[p.Partition]
+			}
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t", orDash(pl.Leader), pl.LeaderEpoch, nodeList(pl.Replicas), nodeList(pl.ISR))
+		}
+		fmt.Fprintln(w)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -245,6 +317,11 @@ func printTopicDescription(out io.Writer, t sdk.TopicInfo) error {
 		fmt.Fprintln(out, e)
 	}
 	return nil
+}
+
+// nodeList formats node ids as a comma-separated list, "-" when empty.
+func nodeList(ids []string) string {
+	return orDash(strings.Join(ids, ","))
 }
 
 // oneTopicName requires exactly one argument, the topic NAME.

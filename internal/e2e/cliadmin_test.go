@@ -129,12 +129,14 @@ func TestCLIAdminJSON(t *testing.T) {
 	parts, _ := topic["partitions"].([]any)
 	var records float64
 	for _, p := range parts {
-		if !slices.Equal(keysOf(p), []string{"high_watermark", "log_end_offset", "log_start_offset", "partition", "segment_count", "size_bytes"}) {
+		if !slices.Equal(keysOf(p), []string{"high_watermark", "isr", "leader", "leader_epoch", "log_end_offset", "log_start_offset",
+			"partition", "replicas", "segment_count", "size_bytes"}) {
 			t.Errorf("topic describe partition %v", p)
 		}
 		records += p.(map[string]any)["high_watermark"].(float64)
 	}
-	if len(parts) != 3 || records != 4 || !slices.Equal(keysOf(topic), []string{"config", "name", "partition_count", "partitions", "topic_id"}) {
+	if len(parts) != 3 || records != 4 || topic["replication_factor"] != 1.0 ||
+		!slices.Equal(keysOf(topic), []string{"config", "name", "partition_count", "partitions", "replication_factor", "topic_id"}) {
 		t.Errorf("topic describe --format JSON: %v", topic)
 	}
 
@@ -159,8 +161,10 @@ func TestCLIAdminJSON(t *testing.T) {
 	}
 	var info map[string]any
 	decodeOne(t, "cluster info", r.stdout, &info)
-	want := []string{"capnp_address", "cluster_id", "data_bytes", "data_dir", "data_dir_free_bytes", "data_dir_total_bytes",
-		"grpc_address", "http_address", "io_backend", "members", "node_id", "topic_count", "uptime_ms", "version"}
+	want := []string{"applied_index", "capnp_address", "cluster_id", "commit_index", "controller_id", "data_bytes", "data_dir",
+		"data_dir_free_bytes", "data_dir_total_bytes", "grpc_address", "http_address", "io_backend", "last_log_index",
+		"leaderless_partitions", "member_count", "members", "metadata_hash", "node_id", "partition_count", "raft_state",
+		"raft_term", "ready", "topic_count", "uptime_ms", "version", "voter_count"}
 	if !slices.Equal(keysOf(info), want) || info["capnp_address"] != srv.addr || info["topic_count"] != 1.0 {
 		t.Errorf("cluster info -f json: %v", info)
 	}

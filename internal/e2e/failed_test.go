@@ -8,8 +8,9 @@ import (
 	"testing"
 )
 
-// failedRow matches partition 1's row in `sq topic describe` when failed.
-var failedRow = regexp.MustCompile(`(?m)^\s*1\s+-.*\sFAILED\s*$`)
+// failedRow matches partition 1's row in `sq topic describe` when failed
+// (its placement columns follow STATUS).
+var failedRow = regexp.MustCompile(`(?m)^\s*1\s+-.*\sFAILED(\s|$)`)
 
 // TestFailedPartition shortens one partition's log below its recovery point
 // while the server is stopped, and checks that after the restart that

@@ -243,9 +243,12 @@ func (c *conn) metadata(req request) (*response, error) {
 		return nil, err
 	}
 	for i, t := range topics {
-		if err := encodeTopic(l.At(i), t, false); err != nil {
+		if err := c.srv.encodeMetadataTopic(l.At(i), t); err != nil {
 			return nil, err
 		}
+	}
+	if err := c.srv.encodeBrokers(m); err != nil {
+		return nil, err
 	}
 	switch {
 	case invalid != nil:
@@ -273,7 +276,11 @@ func (s *Server) dataAddress() string {
 }
 
 func (c *conn) createTopic(req request) (*response, error) {
-	info, berr := c.srv.broker.CreateTopic(req.name, int(req.partitions), req.config)
+	var info engine.TopicInfo
+	berr := c.srv.checkReplicationFactor(req.config.ReplicationFactor)
+	if berr == nil {
+		info, berr = c.srv.broker.CreateTopic(req.name, int(req.partitions), req.config)
+	}
 	r, f, err := newResponse(req)
 	if err != nil {
 		return nil, err
@@ -287,7 +294,7 @@ func (c *conn) createTopic(req request) (*response, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := encodeTopic(t, info, true); err != nil {
+		if err := c.srv.encodeTopic(t, info, true); err != nil {
 			return nil, err
 		}
 	}
@@ -309,7 +316,7 @@ func (c *conn) describeTopic(req request) (*response, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := encodeTopic(t, info, true); err != nil {
+		if err := c.srv.encodeTopic(t, info, true); err != nil {
 			return nil, err
 		}
 	}
@@ -331,15 +338,17 @@ func (c *conn) listTopics(req request) (*response, error) {
 		return nil, err
 	}
 	for i, t := range topics {
-		if err := encodeTopic(l.At(i), t, false); err != nil {
+		if err := c.srv.encodeTopic(l.At(i), t, false); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
 }
 
-// encodeTopic fills t from info; partitionInfos only when withPartitions.
-func encodeTopic(t api.TopicInfo, info engine.TopicInfo, withPartitions bool) error {
+// encodeTopic fills t from info (the replication factor of a bare engine,
+// 0, reads as 1); partitionInfos, with their placement, only when
+// withPartitions.
+func (s *Server) encodeTopic(t api.TopicInfo, info engine.TopicInfo, withPartitions bool) error {
 	if err := t.SetName(info.Name); err != nil {
 		return err
 	}
@@ -359,6 +368,7 @@ func encodeTopic(t api.TopicInfo, info engine.TopicInfo, withPartitions bool) er
 	cfg.SetRetentionMs(info.Config.RetentionMs)
 	cfg.SetMaxRecordBytes(info.Config.MaxRecordBytes)
 	cfg.SetSegmentMs(info.Config.SegmentMs)
+	t.SetReplicationFactor(uint32(max(info.Config.ReplicationFactor, 1)))
 	if !withPartitions || len(info.Partitions) == 0 {
 		return nil
 	}
@@ -374,6 +384,9 @@ func encodeTopic(t api.TopicInfo, info engine.TopicInfo, withPartitions bool) er
 		pi.SetLogEndOffset(p.LogEndOffset)
 		pi.SetSizeBytes(p.SizeBytes)
 		pi.SetSegmentCount(clampU32(p.SegmentCount))
+		if err := s.encodePlacement(pi, p); err != nil {
+			return err
+		}
 		if err := setErr(p.Err, pi.NewError); err != nil {
 			return err
 		}

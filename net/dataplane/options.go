@@ -63,6 +63,9 @@ type Options struct {
 	AdvertisedAddr string
 	// NodeID names this node in handshake and metadata responses.
 	NodeID string
+	// ClusterID is the cluster id metadata responses carry when the Broker
+	// is not a ClusterBroker (which names its own). Empty by default.
+	ClusterID string
 	// ServerVersion is the build version sent in the handshake response.
 	ServerVersion string
 	// MaxFrameBytes bounds the Cap'n Proto part of one frame, in bytes,

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"math"
 
 	"capnproto.org/go/capnp/v3"
 
@@ -188,6 +189,8 @@ func parseCreateTopic(f api.Frame, req *request) error {
 	if req.name, err = r.Name(); err != nil {
 		return err
 	}
+	// Clamped to MaxInt32: more replicas than any cluster has nodes.
+	req.config.ReplicationFactor = int32(min(r.ReplicationFactor(), math.MaxInt32))
 	if !r.HasConfig() {
 		return nil
 	}
@@ -196,11 +199,12 @@ func parseCreateTopic(f api.Frame, req *request) error {
 		return err
 	}
 	req.config = engine.TopicConfig{
-		SegmentBytes:   c.SegmentBytes(),
-		RetentionBytes: c.RetentionBytes(),
-		RetentionMs:    c.RetentionMs(),
-		MaxRecordBytes: c.MaxRecordBytes(),
-		SegmentMs:      c.SegmentMs(),
+		ReplicationFactor: req.config.ReplicationFactor,
+		SegmentBytes:      c.SegmentBytes(),
+		RetentionBytes:    c.RetentionBytes(),
+		RetentionMs:       c.RetentionMs(),
+		MaxRecordBytes:    c.MaxRecordBytes(),
+		SegmentMs:         c.SegmentMs(),
 	}
 	req.config.SyncPolicy, err = c.SyncPolicy()
 	return err

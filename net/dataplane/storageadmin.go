@@ -84,7 +84,7 @@ func (c *conn) createPartitions(req request) (*response, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := encodeTopic(t, info, true); err != nil {
+		if err := c.srv.encodeTopic(t, info, true); err != nil {
 			return nil, err
 		}
 	}
