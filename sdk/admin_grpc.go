@@ -90,7 +90,7 @@ func (a *Admin) Connect(ctx context.Context) error {
 	case code == codes.DeadlineExceeded && cctx.Err() != nil:
 		return &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "first call"}
 	case code == codes.Unavailable:
-		speaks, dialErr := identifyAddr(cctx, addr)
+		speaks, dialErr := identifyAddr(cctx, a.cfg.Dialer, addr)
 		if speaks != "" {
 			return &WrongProtocolError{Addr: addr, Plane: "control", Speaks: speaks}
 		}
@@ -247,7 +247,7 @@ func topicFromProto(t *sqv1.TopicInfo) TopicInfo {
 	if t == nil {
 		return TopicInfo{}
 	}
-	out := TopicInfo{Name: t.Name, Partitions: uint32(t.PartitionCount)}
+	out := TopicInfo{Name: t.Name, Partitions: uint32(t.PartitionCount), ReplicationFactor: uint32(max(t.ReplicationFactor, 0))}
 	out.ID, _ = api.TopicIDFromBytes(t.TopicId)
 	if c := t.Config; c != nil {
 		out.Config = TopicConfig{SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
@@ -255,7 +255,8 @@ func topicFromProto(t *sqv1.TopicInfo) TopicInfo {
 	}
 	for _, p := range t.Partitions {
 		pi := PartitionInfo{Partition: uint32(p.Partition), LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark,
-			LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes, SegmentCount: uint32(p.SegmentCount)}
+			LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes, SegmentCount: uint32(p.SegmentCount),
+			Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.Isr}
 		if p.Error != "" {
 			pi.Err = textError(p.Error, api.CodePartitionFailed)
 		}

@@ -198,6 +198,9 @@ type ConsumerConfig struct {
 	RequestTimeout      time.Duration
 	ReconnectBackoff    time.Duration
 	ReconnectBackoffMax time.Duration
+	// Dialer opens every connection, to Addr and to partition leaders
+	// (DialFunc). Default: net.Dialer.
+	Dialer DialFunc
 	// CloseTimeout bounds Close as a whole, as the timeout of Kafka's
 	// consumer close (KIP-102): the final commit (with AutoCommit) and
 	// leaving the group share it, so against a server that stopped
@@ -401,6 +404,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		ReconnectBackoff:    cfg.ReconnectBackoff,
 		ReconnectBackoffMax: cfg.ReconnectBackoffMax,
 		Logger:              cfg.Logger,
+		Dialer:              cfg.Dialer,
 	})
 	if err != nil {
 		return nil, err

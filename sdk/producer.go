@@ -104,6 +104,9 @@ type ProducerConfig struct {
 	ReconnectBackoffMax time.Duration
 	// Logger receives retries and connection events. Default: discard.
 	Logger *slog.Logger
+	// Dialer opens every connection, to Addr and to partition leaders
+	// (DialFunc). Default: net.Dialer.
+	Dialer DialFunc
 }
 
 // ProducerMessage is one record to send. Build it with NewProducerMessage
@@ -219,6 +222,7 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 		ReconnectBackoff:    cfg.ReconnectBackoff,
 		ReconnectBackoffMax: cfg.ReconnectBackoffMax,
 		Logger:              cfg.Logger,
+		Dialer:              cfg.Dialer,
 	})
 	if err != nil {
 		return nil, err
