@@ -193,7 +193,7 @@ func (c *GrpcConsumerConfig) defaults() {
 type GrpcConsumer struct {
 	cfg    GrpcConsumerConfig
 	admin  *Admin
-	core   *cluster // the topic's metadata, as for Consumer
+	core   *cluster             // the topic's metadata, as for Consumer
 	msg    sqv1.MessagingClient // the bootstrap node's: offsets and commits
 	route  *grpcLeaders         // a connection per partition leader: Subscribe
 	groups sqv1.GroupsClient
