@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -320,5 +321,77 @@ func TestLaggingMetadataKeepsTheNamedLeader(t *testing.T) {
 	}
 	if got := storedValues(fc.nodes[1], "t", 0); !slices.Equal(got, values(1, 3)) {
 		t.Fatalf("node-1 holds %v, want %v", got, values(1, 3))
+	}
+}
+
+// TestDialerEveryClientType: each client type opens its connections
+// through the configured Dialer: one that refuses makes every constructor
+// or first call fail with its error, and one that counts sees the dials.
+func TestDialerEveryClientType(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	fg := newFakeGrpcCluster(t, 1, "t", 1)
+	ctx := testCtx(t)
+	refused := errors.New("refused by the test dialer")
+	refuse := func(context.Context, string, string) (net.Conn, error) { return nil, refused }
+	short := GrpcConfig{Addr: fg.nodes[0].addr, Dialer: refuse, RequestTimeout: time.Second, ConnectTimeout: time.Second}
+	for name, open := range map[string]func() error{
+		"Client": func() error { _, err := Dial(ctx, ClientConfig{Addr: s.addr, Dialer: refuse}); return err },
+		"Producer": func() error {
+			_, err := NewProducer(ctx, ProducerConfig{Addr: s.addr, Dialer: refuse})
+			return err
+		},
+		"BatchProducer": func() error {
+			_, err := NewBatchProducer(ctx, BatchProducerConfig{ProducerConfig: ProducerConfig{Addr: s.addr, Dialer: refuse}})
+			return err
+		},
+		"Consumer": func() error {
+			_, err := NewConsumer(ctx, ConsumerConfig{Addr: s.addr, Topic: "t", Dialer: refuse})
+			return err
+		},
+		"Admin": func() error {
+			a, err := NewAdmin(AdminConfig{short})
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			_, err = a.Members(ctx)
+			return err
+		},
+		"GrpcProducer": func() error {
+			p, err := NewGrpcProducer(GrpcProducerConfig{GrpcConfig: short, Retries: RetriesNone})
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			_, err = p.Send(ctx, "t", nil, []byte("x"))
+			return err
+		},
+		"GrpcConsumer": func() error {
+			_, err := NewGrpcConsumer(ctx, GrpcConsumerConfig{GrpcConfig: short, Topic: "t"})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := open()
+			if err == nil {
+				t.Fatal("connected although the Dialer refuses every dial")
+			}
+			if !errors.Is(err, refused) && !strings.Contains(err.Error(), refused.Error()) {
+				t.Fatalf("error %v does not come from the Dialer", err)
+			}
+		})
+	}
+	var d dialCounter
+	a, err := NewAdmin(AdminConfig{GrpcConfig{Addr: fg.nodes[0].addr, Dialer: d.dial}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Members(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.addrs(); !slices.Equal(got, []string{fg.nodes[0].addr}) {
+		t.Fatalf("Admin dialed %v, want [%s]", got, fg.nodes[0].addr)
 	}
 }
