@@ -82,7 +82,8 @@ type ConsumerConfig struct {
 	// reads it again this often and starts reading the partitions added
 	// to the topic since (a group member gets them from the broker's
 	// assignment). It is also read again when a read fails with
-	// UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or NOT_LEADER.
+	// UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION, NOT_LEADER
+	// (unless it named the leader), LEADER_NOT_AVAILABLE or NO_QUORUM.
 	// Default 5m (DefaultMetadataMaxAge).
 	MetadataMaxAge time.Duration
 	// ConsumerGroup, when set, makes the consumer a member of the group

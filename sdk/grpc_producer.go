@@ -26,9 +26,10 @@ type GrpcProducerConfig struct {
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
 	// MetadataMaxAge is how long a topic's metadata (id, partition count,
-	// record limit) is cached. Default 5m; read again after a publish
-	// fails with UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION,
-	// NOT_LEADER or MESSAGE_TOO_LARGE.
+	// partition leaders, record limit) is cached. Default 5m; read again,
+	// before the retry, after a publish fails with UNKNOWN_TOPIC,
+	// UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION, NOT_LEADER (unless it named
+	// the leader), LEADER_NOT_AVAILABLE, NO_QUORUM or MESSAGE_TOO_LARGE.
 	MetadataMaxAge time.Duration
 	// BatchBytesMax bounds the record bytes (keys, values, headers) of one
 	// Publish request; a partition's records above it go in several

@@ -80,10 +80,12 @@ type ProducerConfig struct {
 	RetryBackoffMax time.Duration
 	// MetadataMaxAge is how long a topic's metadata (id, partition count,
 	// partition leaders) is cached before it is read again. It is also
-	// read again after a request fails with UNKNOWN_TOPIC,
-	// UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or NOT_LEADER, or a publish
-	// with MESSAGE_TOO_LARGE (the topic's record limit, cached with it,
-	// may have been lowered). Default 5m.
+	// read again, before the retry, after a request fails with
+	// UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION, NOT_LEADER
+	// (unless it named the leader: the retry goes there),
+	// LEADER_NOT_AVAILABLE or NO_QUORUM, or a publish with
+	// MESSAGE_TOO_LARGE (the topic's record limit, cached with it, may
+	// have been lowered). Default 5m.
 	MetadataMaxAge time.Duration
 	// DeliveryTimeout bounds the time from Send (SendBatch's call, or
 	// BatchProducer.Send's acceptance of the record into its batch) to the
