@@ -422,15 +422,53 @@ func (cl *cluster) clientLocked(b leaderAddr) *Client {
 	return c
 }
 
+// newCapnpCluster returns the core of a Cap'n Proto entry type, reading
+// metadata from bootstrap, or from the other brokers it knows while
+// bootstrap cannot be reached.
+func newCapnpCluster(bootstrap *Client, maxAge time.Duration, partitioner Partitioner) *cluster {
+	src := &capnpMetadata{c: bootstrap}
+	cl := newCluster(src, bootstrap, maxAge, partitioner)
+	src.others = cl.brokerClients
+	return cl
+}
+
+// brokerClients returns the connections to the brokers of the latest
+// metadata answer other than the bootstrap node, made on first use.
+func (cl *cluster) brokerClients() []*Client {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var out []*Client
+	for id, addr := range cl.brokers {
+		if c := cl.clientLocked(leaderAddr{nodeID: id, addr: addr}); c != cl.bootstrap {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // capnpMetadata reads metadata with the data plane's Metadata request:
 // each partition's leader from its placement (partitionInfos) and the
 // brokers list; every partition is led by the answering node (nodeId,
 // dataAddress) when the answer lists no brokers (a server that predates
-// clustering).
-type capnpMetadata struct{ c *Client }
+// clustering). When the bootstrap node cannot be reached (ErrConnection)
+// it asks the other brokers it knows (others), one after the other, as
+// Kafka clients ask any broker: a client keeps finding leaders while the
+// node it was configured with is down.
+type capnpMetadata struct {
+	c      *Client
+	others func() []*Client // nil: none
+}
 
-func (s capnpMetadata) topicMetadata(ctx context.Context, topic string) (topicMeta, error) {
+func (s *capnpMetadata) topicMetadata(ctx context.Context, topic string) (topicMeta, error) {
 	md, err := s.c.Metadata(ctx, topic)
+	if err != nil && errors.Is(err, ErrConnection) && s.others != nil {
+		for _, c := range s.others() {
+			if omd, oerr := c.Metadata(ctx, topic); oerr == nil {
+				md, err = omd, nil
+				break
+			}
+		}
+	}
 	if err != nil {
 		return topicMeta{}, err
 	}

@@ -411,7 +411,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		return nil, err
 	}
 	c := &Consumer{
-		client: client, core: newCluster(capnpMetadata{client}, client, cfg.MetadataMaxAge, nil), cfg: cfg, log: client.cfg.Logger, lossLog: lossLogger(cfg.Logger),
+		client: client, core: newCapnpCluster(client, cfg.MetadataMaxAge, nil), cfg: cfg, log: client.cfg.Logger, lossLog: lossLogger(cfg.Logger),
 		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1), restartCh: make(chan struct{}, 1),
 		lastCommit: cfg.now(),
 		parts:      map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{},

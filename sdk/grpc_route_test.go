@@ -88,7 +88,7 @@ func TestGrpcRouteToLeaders(t *testing.T) {
 }
 
 // keyFor returns a key that HashPartitioner places on partition of n.
-func keyFor(t *testing.T, partition, n uint32) []byte {
+func keyFor(t testing.TB, partition, n uint32) []byte {
 	for i := range 1000 {
 		k := fmt.Appendf(nil, "k%d", i)
 		if (HashPartitioner{}).Partition("t", k, n) == partition {

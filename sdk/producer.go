@@ -230,7 +230,7 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 		return nil, err
 	}
 	cfg.Logger = c.cfg.Logger
-	p := &Producer{client: c, core: newCluster(capnpMetadata{c}, c, cfg.MetadataMaxAge, cfg.Partitioner), cfg: cfg}
+	p := &Producer{client: c, core: newCapnpCluster(c, cfg.MetadataMaxAge, cfg.Partitioner), cfg: cfg}
 	// Every request of a connection may be one of the partitions' batches
 	// in flight, as when each SendBatch call sent its own.
 	p.pl = newPipeline(context.Background(), p, LingerNone, producerWindow, producerWindow)

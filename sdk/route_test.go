@@ -395,3 +395,28 @@ func TestDialerEveryClientType(t *testing.T) {
 		t.Fatalf("Admin dialed %v, want [%s]", got, fg.nodes[0].addr)
 	}
 }
+
+// TestMetadataFromAnotherBroker: while the bootstrap node cannot be
+// reached, the metadata is read from another node of the last brokers
+// list, so the partitions the other nodes lead stay writable.
+func TestMetadataFromAnotherBroker(t *testing.T) {
+	fc := newFakeCluster(t, 2)
+	fc.createTopic("t", 2)
+	ctx := testCtx(t)
+	p := newTestProducer(t, fc.nodes[0], func(c *ProducerConfig) { c.Retries = 1 })
+	key := keyFor(t, 1, 2)
+	if _, err := p.Send(ctx, "t", key, []byte("v00")); err != nil {
+		t.Fatal(err)
+	}
+	fc.nodes[0].stop()
+	p.core.invalidate("t")
+	if ack, err := p.Send(ctx, "t", key, []byte("v01")); err != nil || ack.Partition != 1 {
+		t.Fatalf("Send with the bootstrap node down: partition %d, %v", ack.Partition, err)
+	}
+	if n := fc.nodes[1].count(api.Frame_Which_metadataRequest); n != 1 {
+		t.Fatalf("%d metadata requests to node-1, want 1", n)
+	}
+	if got := storedValues(fc.nodes[1], "t", 1); !slices.Equal(got, values(0, 2)) {
+		t.Fatalf("node-1 holds %v, want %v", got, values(0, 2))
+	}
+}
