@@ -291,7 +291,9 @@
 // connection per node it uses, on the data plane or, for GrpcProducer and
 // GrpcConsumer, at the node's gRPC address (ClusterMember.GrpcAddr). A
 // server that lists no brokers (one that predates clustering) leads every
-// partition itself. A NOT_LEADER that names the leader (api.Error.LeaderID,
+// partition itself. While the node at Addr cannot be reached, the Cap'n
+// Proto entry types read the metadata from the other nodes of the last
+// brokers list. A NOT_LEADER that names the leader (api.Error.LeaderID,
 // LeaderAddr) moves the partition there at once; one that names none makes
 // the retry read the metadata first. Either way the request is retried on
 // the new leader within Retries and DeliveryTimeout, a partition's batches
