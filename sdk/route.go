@@ -168,3 +168,38 @@ func (cl *cluster) setLeaderLocked(topic string, ent *topicEntry, partition uint
 	ent.hot = &hotTopic{name: topic, meta: ent.meta, fetched: ent.fetched}
 	cl.coolLocked(topic)
 }
+
+// LeaderClient returns the connection to partition's leader as the
+// producer knows it, reading the topic's metadata first when it is stale
+// or unknown (bounded by ctx): for callers that send prebuilt batches
+// with Client.Publish, such as `sq produce`, instead of Send. Report each
+// failed request with NoteError, so that the next LeaderClient follows a
+// NOT_LEADER (to the leader it names, or the metadata's). The Client
+// belongs to the producer: do not close it.
+func (p *Producer) LeaderClient(ctx context.Context, topic string, partition uint32) *Client {
+	return p.core.client(ctx, topic, partition)
+}
+
+// NoteError reports err, the failure of a request about partition sent
+// on a LeaderClient: a NOT_LEADER moves the partition to the leader it
+// names, or makes the next LeaderClient read the metadata, as do
+// UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION,
+// LEADER_NOT_AVAILABLE and NO_QUORUM; other errors change nothing.
+func (p *Producer) NoteError(topic string, partition uint32, err error) {
+	p.core.notePartitionError(topic, partition, err)
+}
+
+// LeaderClient returns the connection to partition's leader as the
+// consumer knows it, as Producer.LeaderClient does, for callers that
+// read with Client.Fetch or Client.ListOffsets themselves; report
+// failures with NoteError. The Client belongs to the consumer: do not
+// close it.
+func (c *Consumer) LeaderClient(ctx context.Context, partition uint32) *Client {
+	return c.core.client(ctx, c.cfg.Topic, partition)
+}
+
+// NoteError reports err, the failure of a request about partition sent
+// on a LeaderClient, as Producer.NoteError does.
+func (c *Consumer) NoteError(partition uint32, err error) {
+	c.core.notePartitionError(c.cfg.Topic, partition, err)
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/batch"
 )
 
 // dialCounter is a DialFunc that counts its dials per address.
@@ -418,5 +419,37 @@ func TestMetadataFromAnotherBroker(t *testing.T) {
 	}
 	if got := storedValues(fc.nodes[1], "t", 1); !slices.Equal(got, values(0, 2)) {
 		t.Fatalf("node-1 holds %v, want %v", got, values(0, 2))
+	}
+}
+
+// TestLeaderClient: LeaderClient hands out the leader's connection, and
+// after NoteError of a NOT_LEADER the connection of the leader it named.
+func TestLeaderClient(t *testing.T) {
+	fc := newFakeCluster(t, 2)
+	fc.createTopic("t", 2)
+	ctx := testCtx(t)
+	p := newTestProducer(t, fc.nodes[0])
+	if got := p.LeaderClient(ctx, "t", 1).cfg.Addr; got != fc.nodes[1].addr {
+		t.Fatalf("partition 1's client at %s, want node-1 at %s", got, fc.nodes[1].addr)
+	}
+	var b batch.Builder
+	b.Add(nil, []byte("v"), nil, 0)
+	data, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.move("t", 1, 0)
+	_, err = p.LeaderClient(ctx, "t", 1).Publish(ctx, "t", 1, data)
+	if !errors.Is(err, api.ErrNotLeader) {
+		t.Fatalf("Publish to the former leader: %v, want NOT_LEADER", err)
+	}
+	p.NoteError("t", 1, err)
+	if _, err := p.LeaderClient(ctx, "t", 1).Publish(ctx, "t", 1, data); err != nil {
+		t.Fatalf("Publish to the leader named: %v", err)
+	}
+	c := newConsumerAt(t, fc.nodes[1].addr, ConsumerConfig{Topic: "t", UseFetch: true})
+	res, err := c.LeaderClient(ctx, 1).Fetch(ctx, FetchRequest{Topic: "t", Partition: 1})
+	if err != nil || len(res.Messages) != 1 {
+		t.Fatalf("Fetch from the leader: %d records, %v; want 1", len(res.Messages), err)
 	}
 }
