@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"capnproto.org/go/capnp/v3"
+
 	"github.com/seedqueue/sq/api"
 )
 
@@ -27,6 +29,15 @@ type PartitionInfo struct {
 	SizeBytes      int64  // bytes on disk
 	SegmentCount   uint32
 	Err            error // set when the partition is failed (*api.Error, PARTITION_FAILED)
+	// Leader is the node id of the partition's leader from the cluster
+	// metadata (empty: none, or a server that predates clustering), and
+	// LeaderEpoch its leader epoch, bumped at every leadership change.
+	Leader      string
+	LeaderEpoch uint32
+	// Replicas is the replica set (node ids; the first is the preferred
+	// leader) and ISR the in-sync replica set.
+	Replicas []string
+	ISR      []string
 }
 
 // TopicInfo describes one topic. PartitionInfos is filled by DescribeTopic
@@ -40,13 +51,25 @@ type TopicInfo struct {
 	Partitions     uint32 // partition count; partitions are numbered 0..Partitions-1
 	Config         TopicConfig
 	PartitionInfos []PartitionInfo
+	// ReplicationFactor is the number of replicas of each partition
+	// (topic setting replication.factor); 0 from a server that predates
+	// clustering.
+	ReplicationFactor uint32
 }
 
 // Metadata is the server's answer to a metadata request.
 type Metadata struct {
 	NodeID      string
 	DataAddress string // the data-plane address clients should use
-	Topics      []TopicInfo
+	// Topics lists the topics asked for; each one's PartitionInfos carry
+	// only Partition, Leader, LeaderEpoch, Replicas and ISR (none from a
+	// server that predates clustering).
+	Topics []TopicInfo
+	// Brokers lists every node of the cluster (the answering node alone
+	// when not clustered; none from a server that predates clustering):
+	// a partition's Leader is looked up here by node id.
+	Brokers   []api.Node
+	ClusterID string
 }
 
 // CreateTopic creates topic name with the given partition count (>= 1) and
@@ -193,8 +216,23 @@ func (c *Client) Metadata(ctx context.Context, topics ...string) (Metadata, erro
 	if err != nil {
 		return Metadata{}, err
 	}
-	md.Topics, err = topicsFromWire(list)
-	return md, err
+	if md.Topics, err = topicsFromWire(list); err != nil {
+		return Metadata{}, err
+	}
+	md.ClusterID, _ = resp.ClusterId()
+	bl, err := resp.Brokers()
+	if err != nil {
+		return Metadata{}, err
+	}
+	for i := 0; i < bl.Len(); i++ {
+		b := bl.At(i)
+		n := api.Node{Alive: b.Alive()}
+		n.ID, _ = b.NodeId()
+		n.DataAddr, _ = b.DataAddress()
+		n.GRPCAddr, _ = b.GrpcAddress()
+		md.Brokers = append(md.Brokers, n)
+	}
+	return md, nil
 }
 
 // respErr converts a response's error field into an error (nil when unset).
@@ -236,6 +274,7 @@ func topicFromWire(t api.TopicInfo) (TopicInfo, error) {
 		return TopicInfo{}, err
 	}
 	ti.Partitions = t.Partitions()
+	ti.ReplicationFactor = t.ReplicationFactor()
 	if ti.ID, err = wireTopicID(t.HasTopicId(), t.TopicId); err != nil {
 		return TopicInfo{}, err
 	}
@@ -269,9 +308,34 @@ func topicFromWire(t api.TopicInfo) (TopicInfo, error) {
 			SizeBytes:      p.SizeBytes(),
 			SegmentCount:   p.SegmentCount(),
 			Err:            respErr(p.Error()),
+			LeaderEpoch:    p.LeaderEpoch(),
+		}
+		pi := &ti.PartitionInfos[i]
+		pi.Leader, _ = p.Leader()
+		if pi.Replicas, err = textList(p.Replicas()); err != nil {
+			return TopicInfo{}, err
+		}
+		if pi.ISR, err = textList(p.Isr()); err != nil {
+			return TopicInfo{}, err
 		}
 	}
 	return ti, nil
+}
+
+// textList reads a Cap'n Proto list of text (nil when empty).
+func textList(l capnp.TextList, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i := 0; i < l.Len(); i++ {
+		s, err := l.At(i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // wireTopicID reads an optional topic id field of a response: absent or

@@ -90,7 +90,7 @@ func (a *Admin) Connect(ctx context.Context) error {
 	case code == codes.DeadlineExceeded && cctx.Err() != nil:
 		return &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "first call"}
 	case code == codes.Unavailable:
-		speaks, dialErr := identifyAddr(cctx, addr)
+		speaks, dialErr := identifyAddr(cctx, a.cfg.Dialer, addr)
 		if speaks != "" {
 			return &WrongProtocolError{Addr: addr, Plane: "control", Speaks: speaks}
 		}
@@ -220,12 +220,21 @@ func (a *Admin) NodeInfo(ctx context.Context) (NodeInfo, error) {
 // ClusterMember is one node of the cluster.
 type ClusterMember struct {
 	NodeID, GrpcAddr, CapnpAddr string
-	State                       string // "alive"
-	Self                        bool   // the node answering
+	// State is the membership state as the answering node's gossip sees
+	// it: "alive", "suspect", "dead" or "left"; "unknown" for a node in
+	// the metadata that gossip has not met.
+	State string
+	Self  bool // the node answering
+	// GossipAddr, RaftAddr and HTTPAddr are the node's other listeners
+	// (empty from a server that predates clustering).
+	GossipAddr, RaftAddr, HTTPAddr string
+	// Voter is true for a Raft voter, false for a non-voter; Controller
+	// for the Raft leader.
+	Voter, Controller bool
 }
 
-// Members lists the cluster's nodes (the node alone until clustering
-// exists).
+// Members lists the cluster's nodes (the answering node alone when it is
+// not clustered).
 func (a *Admin) Members(ctx context.Context) ([]ClusterMember, error) {
 	r, err := unary(ctx, a.cfg.RequestTimeout, a.cluster.Members, &sqv1.MembersRequest{})
 	if err != nil {
@@ -233,7 +242,8 @@ func (a *Admin) Members(ctx context.Context) ([]ClusterMember, error) {
 	}
 	out := make([]ClusterMember, len(r.Members))
 	for i, m := range r.Members {
-		out[i] = ClusterMember{NodeID: m.NodeId, GrpcAddr: m.GrpcAddress, CapnpAddr: m.CapnpAddress, State: m.State, Self: m.Self}
+		out[i] = ClusterMember{NodeID: m.NodeId, GrpcAddr: m.GrpcAddress, CapnpAddr: m.CapnpAddress, State: m.State, Self: m.Self,
+			GossipAddr: m.GossipAddress, RaftAddr: m.RaftAddress, HTTPAddr: m.HttpAddress, Voter: m.Voter, Controller: m.Controller}
 	}
 	return out, nil
 }
@@ -247,7 +257,7 @@ func topicFromProto(t *sqv1.TopicInfo) TopicInfo {
 	if t == nil {
 		return TopicInfo{}
 	}
-	out := TopicInfo{Name: t.Name, Partitions: uint32(t.PartitionCount)}
+	out := TopicInfo{Name: t.Name, Partitions: uint32(t.PartitionCount), ReplicationFactor: uint32(max(t.ReplicationFactor, 0))}
 	out.ID, _ = api.TopicIDFromBytes(t.TopicId)
 	if c := t.Config; c != nil {
 		out.Config = TopicConfig{SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
@@ -255,7 +265,8 @@ func topicFromProto(t *sqv1.TopicInfo) TopicInfo {
 	}
 	for _, p := range t.Partitions {
 		pi := PartitionInfo{Partition: uint32(p.Partition), LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark,
-			LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes, SegmentCount: uint32(p.SegmentCount)}
+			LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes, SegmentCount: uint32(p.SegmentCount),
+			Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.Isr}
 		if p.Error != "" {
 			pi.Err = textError(p.Error, api.CodePartitionFailed)
 		}

@@ -50,6 +50,8 @@ type ClientConfig struct {
 	ReconnectBackoffMax time.Duration
 	// Logger receives connection events. Default: discard.
 	Logger *slog.Logger
+	// Dialer opens the TCP connections (DialFunc). Default: net.Dialer.
+	Dialer DialFunc
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {
@@ -253,7 +255,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 		}
 		return nil, err
 	}
-	cn, err := dialConn(ctx, c.cfg.Addr, c.cfg.ClientID, c.cfg.DialTimeout, c.cfg.Logger)
+	cn, err := dialConn(ctx, c.cfg.Dialer, c.cfg.Addr, c.cfg.ClientID, c.cfg.DialTimeout, c.cfg.Logger)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {

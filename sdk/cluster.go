@@ -23,7 +23,8 @@ import (
 //
 // A cached topic is read again when it is older than maxAge, or at the
 // next lookup after a request for it failed with UNKNOWN_TOPIC,
-// UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or NOT_LEADER (noteError). One
+// UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION, NOT_LEADER (unless it named the
+// leader: route.go), LEADER_NOT_AVAILABLE or NO_QUORUM (noteError). One
 // metadata request per topic is in flight at a time: callers that need
 // the topic meanwhile wait for that request's answer.
 type cluster struct {
@@ -43,6 +44,9 @@ type cluster struct {
 	byID   map[api.TopicID]string
 	conns  map[string]*Client // broker data address -> connection, besides bootstrap
 	rr     map[string]uint32  // next keyless partition per topic
+	// brokers is the latest node id -> plane address map a metadata
+	// answer listed, to resolve a NOT_LEADER hint that names only a node.
+	brokers map[string]string
 
 	// hot is the answer of the last lookup that hit the cache, read without
 	// the lock by the next lookup of the same topic (BatchProducer.Send
@@ -77,10 +81,16 @@ type metadataSource interface {
 }
 
 // leaderAddr names the broker that serves a partition: its node id and
-// data-plane address. The zero leaderAddr is the bootstrap connection.
+// its address on the core's plane (data plane for the Cap'n Proto entry
+// types, gRPC for the gRPC ones), with the leader epoch the metadata
+// stated. An empty addr is the bootstrap connection. hinted marks a
+// leader taken from a NOT_LEADER answer (route.go): newer than epoch, so
+// metadata stating epoch or older does not replace it.
 type leaderAddr struct {
 	nodeID string
 	addr   string
+	epoch  uint32
+	hinted bool
 }
 
 // topicMeta is what the core knows of one topic.
@@ -93,6 +103,10 @@ type topicMeta struct {
 	// maxRecord is the topic's max.record.bytes (TopicConfig.MaxRecordBytes),
 	// 0 when the metadata does not state it.
 	maxRecord int
+	// brokers maps the node ids the metadata listed to their addresses on
+	// the core's plane ("" for the bootstrap node); nil when it listed
+	// none (a server that predates clustering).
+	brokers map[string]string
 }
 
 // leader returns partition p's leader (the zero leaderAddr when unknown).
@@ -263,6 +277,11 @@ func (cl *cluster) fetch(name string, e *topicEntry, f *metaFlight) {
 	case err == nil:
 		if e.valid && e.meta.id != m.id {
 			delete(cl.byID, e.meta.id)
+		} else if e.valid {
+			m.leaders = mergeLeaders(e.meta.leaders, m.leaders)
+		}
+		if m.brokers != nil {
+			cl.brokers = m.brokers
 		}
 		e.meta, e.fetched, e.valid, e.stale = m, time.Now(), true, false
 		e.hot = &hotTopic{name: name, meta: m, fetched: e.fetched}
@@ -294,12 +313,15 @@ func (cl *cluster) topicByID(id api.TopicID) (string, bool) {
 }
 
 // refreshes reports whether err, from a request about a topic, means the
-// cached metadata of that topic is wrong: the topic, its id or the
-// partition is unknown to the server, or the server no longer leads the
-// partition.
+// cached metadata of that topic is wrong or may be: the topic, its id or
+// the partition is unknown to the server, the server no longer leads the
+// partition, the partition's leader is not alive (LEADER_NOT_AVAILABLE:
+// the cluster may move it) or the cluster's metadata cannot change
+// (NO_QUORUM).
 func refreshes(err error) bool {
 	return errors.Is(err, api.ErrUnknownTopic) || errors.Is(err, api.ErrUnknownTopicID) ||
-		errors.Is(err, api.ErrUnknownPartition) || errors.Is(err, api.ErrNotLeader)
+		errors.Is(err, api.ErrUnknownPartition) || errors.Is(err, api.ErrNotLeader) ||
+		errors.Is(err, api.ErrLeaderNotAvailable) || errors.Is(err, api.ErrNoQuorum)
 }
 
 // noteError marks topic's metadata stale when err says it is wrong (see
@@ -317,12 +339,12 @@ func (cl *cluster) noteError(topic string, err error) {
 // limit cached with it (max.record.bytes, which the topic's config may
 // have lowered since) let an oversized record into the batch; read again,
 // it makes the producers refuse such a record on its own.
-func (cl *cluster) noteProduceError(topic string, err error) {
+func (cl *cluster) noteProduceError(topic string, partition uint32, err error) {
 	if errors.Is(err, api.ErrMessageTooLarge) {
 		cl.invalidate(topic)
 		return
 	}
-	cl.noteError(topic, err)
+	cl.notePartitionError(topic, partition, err)
 }
 
 // invalidate marks topic's metadata stale.
@@ -370,17 +392,14 @@ func (cl *cluster) nextKeyless(topic string, n uint32) uint32 {
 	return v % n
 }
 
-// client returns the connection to partition's leader as last read from
-// the metadata: the bootstrap connection when the leader is unknown or is
-// the bootstrap node, else the one connection to the leader's data
-// address, made on first use (it dials at its first request).
-func (cl *cluster) client(topic string, partition uint32) *Client {
+// client returns the connection to partition's leader (leader): the
+// bootstrap connection when the leader is unknown or is the bootstrap
+// node, else the one connection to the leader's data address, made on
+// first use (it dials at its first request).
+func (cl *cluster) client(ctx context.Context, topic string, partition uint32) *Client {
+	b := cl.leader(ctx, topic, partition)
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	var b leaderAddr
-	if e := cl.topics[topic]; e != nil && e.valid {
-		b = e.meta.leader(partition)
-	}
 	return cl.clientLocked(b)
 }
 
@@ -403,31 +422,69 @@ func (cl *cluster) clientLocked(b leaderAddr) *Client {
 	return c
 }
 
-// capnpMetadata reads metadata with the data plane's Metadata request.
-// Every partition's leader is the answering node (nodeId, dataAddress)
-// until the data plane states leaders per partition.
-type capnpMetadata struct{ c *Client }
+// newCapnpCluster returns the core of a Cap'n Proto entry type, reading
+// metadata from bootstrap, or from the other brokers it knows while
+// bootstrap cannot be reached.
+func newCapnpCluster(bootstrap *Client, maxAge time.Duration, partitioner Partitioner) *cluster {
+	src := &capnpMetadata{c: bootstrap}
+	cl := newCluster(src, bootstrap, maxAge, partitioner)
+	src.others = cl.brokerClients
+	return cl
+}
 
-func (s capnpMetadata) topicMetadata(ctx context.Context, topic string) (topicMeta, error) {
+// brokerClients returns the connections to the brokers of the latest
+// metadata answer other than the bootstrap node, made on first use.
+func (cl *cluster) brokerClients() []*Client {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var out []*Client
+	for id, addr := range cl.brokers {
+		if c := cl.clientLocked(leaderAddr{nodeID: id, addr: addr}); c != cl.bootstrap {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// capnpMetadata reads metadata with the data plane's Metadata request:
+// each partition's leader from its placement (partitionInfos) and the
+// brokers list; every partition is led by the answering node (nodeId,
+// dataAddress) when the answer lists no brokers (a server that predates
+// clustering). When the bootstrap node cannot be reached (ErrConnection)
+// it asks the other brokers it knows (others), one after the other, as
+// Kafka clients ask any broker: a client keeps finding leaders while the
+// node it was configured with is down.
+type capnpMetadata struct {
+	c      *Client
+	others func() []*Client // nil: none
+}
+
+func (s *capnpMetadata) topicMetadata(ctx context.Context, topic string) (topicMeta, error) {
 	md, err := s.c.Metadata(ctx, topic)
+	if err != nil && errors.Is(err, ErrConnection) && s.others != nil {
+		for _, c := range s.others() {
+			if omd, oerr := c.Metadata(ctx, topic); oerr == nil {
+				md, err = omd, nil
+				break
+			}
+		}
+	}
 	if err != nil {
 		return topicMeta{}, err
 	}
 	for _, t := range md.Topics {
-		if t.Name != topic {
-			continue
+		if t.Name == topic {
+			self := leaderAddr{nodeID: md.NodeID, addr: md.DataAddress}
+			return placement(t, self, md.Brokers, func(n api.Node) string { return n.DataAddr }), nil
 		}
-		m := topicMeta{id: t.ID, partitions: t.Partitions, leaders: make([]leaderAddr, t.Partitions), maxRecord: int(t.Config.MaxRecordBytes)}
-		for i := range m.leaders {
-			m.leaders[i] = leaderAddr{nodeID: md.NodeID, addr: md.DataAddress}
-		}
-		return m, nil
 	}
 	return topicMeta{}, api.NewError(api.CodeUnknownTopic, "topic %q does not exist", topic)
 }
 
-// grpcMetadata reads metadata with the control plane's DescribeTopic. The
-// gRPC plane has one address, so it states no leaders.
+// grpcMetadata reads metadata with the control plane's DescribeTopic
+// (each partition's leader and epoch) and Members (each node's gRPC
+// address). The node that answered is the bootstrap connection; a server
+// whose Members fails or lists no one makes it lead every partition.
 type grpcMetadata struct{ a *Admin }
 
 func (s grpcMetadata) topicMetadata(ctx context.Context, topic string) (topicMeta, error) {
@@ -435,5 +492,17 @@ func (s grpcMetadata) topicMetadata(ctx context.Context, topic string) (topicMet
 	if err != nil {
 		return topicMeta{}, err
 	}
-	return topicMeta{id: ti.ID, partitions: ti.Partitions, maxRecord: int(ti.Config.MaxRecordBytes)}, nil
+	members, err := s.a.Members(ctx)
+	if err != nil && ctx.Err() != nil {
+		return topicMeta{}, err
+	}
+	var brokers []api.Node
+	for _, m := range members {
+		n := api.Node{ID: m.NodeID, DataAddr: m.CapnpAddr, GRPCAddr: m.GrpcAddr, Alive: m.State == "alive"}
+		if m.Self {
+			n.GRPCAddr = "" // the bootstrap connection
+		}
+		brokers = append(brokers, n)
+	}
+	return placement(ti, leaderAddr{}, brokers, func(n api.Node) string { return n.GRPCAddr }), nil
 }

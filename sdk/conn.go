@@ -3,6 +3,7 @@ package sdk
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -88,8 +89,8 @@ type conn struct {
 
 // dialConn connects to addr and performs the handshake. The dial plus
 // handshake is bounded by ctx and by timeout.
-func dialConn(ctx context.Context, addr, clientID string, timeout time.Duration, log *slog.Logger) (*conn, error) {
-	nc, br, limits, err := dialHandshake(ctx, addr, clientID, timeout)
+func dialConn(ctx context.Context, dial DialFunc, addr, clientID string, timeout time.Duration, log *slog.Logger) (*conn, error) {
+	nc, br, limits, err := dialHandshake(ctx, dial, addr, clientID, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -117,14 +118,14 @@ func startConn(nc net.Conn, br *bufio.Reader, limits Limits, log *slog.Logger) *
 	return c
 }
 
-// dialHandshake connects to addr and performs the handshake, both bounded
+// dialHandshake connects to addr with dial and performs the handshake, both bounded
 // by ctx and by timeout. It returns the connection, with its deadline
 // cleared, and the buffered reader holding whatever the server sent after
 // the handshake response. Errors: *ConnectTimeoutError when nothing answered
 // in time, permanent{*WrongProtocolError} when another protocol answered,
 // permanent{*AddrError} when addr is not host:port,
 // permanent{...} for a refused handshake, or the dial's or read's error.
-func dialHandshake(ctx context.Context, addr, clientID string, timeout time.Duration) (net.Conn, *bufio.Reader, Limits, error) {
+func dialHandshake(ctx context.Context, dial DialFunc, addr, clientID string, timeout time.Duration) (net.Conn, *bufio.Reader, Limits, error) {
 	if err := checkAddr(addr, defaultDataPort); err != nil {
 		return nil, nil, Limits{}, permanent{err}
 	}
@@ -133,10 +134,11 @@ func dialHandshake(ctx context.Context, addr, clientID string, timeout time.Dura
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
-	d := net.Dialer{Deadline: deadline}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	nc, err := dial.dialContext(dctx, addr)
+	cancel()
 	if err != nil {
-		if isTimeout(err) && ctx.Err() == nil {
+		if (isTimeout(err) || errors.Is(err, context.DeadlineExceeded)) && ctx.Err() == nil {
 			return nil, nil, Limits{}, &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "dial"}
 		}
 		return nil, nil, Limits{}, err
@@ -149,7 +151,7 @@ func dialHandshake(ctx context.Context, addr, clientID string, timeout time.Dura
 	// itself), so nothing read ahead is lost between the two.
 	br := bufio.NewReaderSize(nc, 64<<10)
 	probeAt := start.Add(min(timeout/2, probeDelayMax))
-	limits, err := handshake(ctx, nc, br, addr, clientID, timeout, probeAt, deadline)
+	limits, err := handshake(ctx, dial, nc, br, addr, clientID, timeout, probeAt, deadline)
 	if !stop() || err != nil {
 		nc.Close()
 		if err == nil || ctx.Err() != nil {
@@ -164,7 +166,7 @@ func dialHandshake(ctx context.Context, addr, clientID string, timeout time.Dura
 // handshake sends the handshake request on nc and reads the server's
 // limits. Before decoding the answer it looks at its first bytes
 // (awaitAnswer), so that another protocol is reported as such.
-func handshake(ctx context.Context, nc net.Conn, br *bufio.Reader, addr, clientID string, timeout time.Duration, probeAt, deadline time.Time) (Limits, error) {
+func handshake(ctx context.Context, dial DialFunc, nc net.Conn, br *bufio.Reader, addr, clientID string, timeout time.Duration, probeAt, deadline time.Time) (Limits, error) {
 	msg, f, err := api.NewFrameMessage(0)
 	if err != nil {
 		return Limits{}, err
@@ -183,7 +185,7 @@ func handshake(ctx context.Context, nc net.Conn, br *bufio.Reader, addr, clientI
 		}
 		return Limits{}, fmt.Errorf("handshake: %w", err)
 	}
-	if _, err := awaitAnswer(ctx, nc, br.Peek, addr, timeout, probeAt, deadline); err != nil {
+	if _, err := awaitAnswer(ctx, dial, nc, br.Peek, addr, timeout, probeAt, deadline); err != nil {
 		return Limits{}, err
 	}
 	_ = nc.SetReadDeadline(deadline)

@@ -82,7 +82,8 @@ type ConsumerConfig struct {
 	// reads it again this often and starts reading the partitions added
 	// to the topic since (a group member gets them from the broker's
 	// assignment). It is also read again when a read fails with
-	// UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or NOT_LEADER.
+	// UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION, NOT_LEADER
+	// (unless it named the leader), LEADER_NOT_AVAILABLE or NO_QUORUM.
 	// Default 5m (DefaultMetadataMaxAge).
 	MetadataMaxAge time.Duration
 	// ConsumerGroup, when set, makes the consumer a member of the group
@@ -198,6 +199,9 @@ type ConsumerConfig struct {
 	RequestTimeout      time.Duration
 	ReconnectBackoff    time.Duration
 	ReconnectBackoffMax time.Duration
+	// Dialer opens every connection, to Addr and to partition leaders
+	// (DialFunc). Default: net.Dialer.
+	Dialer DialFunc
 	// CloseTimeout bounds Close as a whole, as the timeout of Kafka's
 	// consumer close (KIP-102): the final commit (with AutoCommit) and
 	// leaving the group share it, so against a server that stopped
@@ -401,12 +405,13 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		ReconnectBackoff:    cfg.ReconnectBackoff,
 		ReconnectBackoffMax: cfg.ReconnectBackoffMax,
 		Logger:              cfg.Logger,
+		Dialer:              cfg.Dialer,
 	})
 	if err != nil {
 		return nil, err
 	}
 	c := &Consumer{
-		client: client, core: newCluster(capnpMetadata{client}, client, cfg.MetadataMaxAge, nil), cfg: cfg, log: client.cfg.Logger, lossLog: lossLogger(cfg.Logger),
+		client: client, core: newCapnpCluster(client, cfg.MetadataMaxAge, nil), cfg: cfg, log: client.cfg.Logger, lossLog: lossLogger(cfg.Logger),
 		ready: make(chan struct{}, 1), revoke: make(chan struct{}, 1), hbNow: make(chan struct{}, 1), restartCh: make(chan struct{}, 1),
 		lastCommit: cfg.now(),
 		parts:      map[uint32]*partFetcher{}, consumed: map[uint32]uint64{}, committed: map[uint32]uint64{},

@@ -60,7 +60,7 @@ func (c *Consumer) post(pf *partFetcher, msgs []Message) bool {
 func (c *Consumer) pushLoop(pf *partFetcher) bool {
 	failures := 0
 	for pf.ctx.Err() == nil {
-		sub, err := c.core.client(c.cfg.Topic, pf.partition).SubscribeID(pf.ctx, c.cfg.Topic, pf.topicID, pf.partition, pf.pos, c.cfg.MaxBytes)
+		sub, err := c.core.client(pf.ctx, c.cfg.Topic, pf.partition).SubscribeID(pf.ctx, c.cfg.Topic, pf.topicID, pf.partition, pf.pos, c.cfg.MaxBytes)
 		pushed := false
 		if err == nil {
 			pushed, err = c.consumeSubscription(pf, sub)
@@ -135,7 +135,7 @@ func (c *Consumer) fetchLoop(pf *partFetcher) {
 			return
 		}
 		started := time.Now()
-		res, err := c.core.client(c.cfg.Topic, pf.partition).Fetch(pf.ctx, FetchRequest{
+		res, err := c.core.client(pf.ctx, c.cfg.Topic, pf.partition).Fetch(pf.ctx, FetchRequest{
 			Topic:     c.cfg.Topic,
 			TopicID:   pf.topicID,
 			Partition: pf.partition,
@@ -178,7 +178,7 @@ func (c *Consumer) fetchLoop(pf *partFetcher) {
 // fetchFailed handles a failed read. It returns true when the read can be
 // retried at once (the position was moved), false to back off first.
 func (c *Consumer) fetchFailed(pf *partFetcher, err error) bool {
-	c.core.noteError(c.cfg.Topic, err)
+	c.core.notePartitionError(c.cfg.Topic, pf.partition, err)
 	if pf.bounds.waitBeyond(err, pf.pos) {
 		return false // kept: read once the log reaches it
 	}

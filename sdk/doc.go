@@ -262,21 +262,52 @@
 // GrpcConsumer) is built on one internal core (docs/architecture.md §4.1)
 // that owns, once for all of them: the metadata cache (topic name and topic
 // id -> partition count -> each partition's leader), the placement function
-// above, and one connection per broker data address, made on first use,
+// above, and one connection per broker address, made on first use,
 // the configured Addr being the bootstrap one. A topic's metadata is cached
 // for MetadataMaxAge (ProducerConfig, GrpcProducerConfig, ConsumerConfig,
 // GrpcConsumerConfig; default 5m) and read again at the next use after a
 // request about the topic fails with UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID,
-// UNKNOWN_PARTITION or NOT_LEADER (or a publish with MESSAGE_TOO_LARGE:
-// the topic's record limit, cached with it, may have been lowered); one metadata request per topic is in
-// flight at a time, and concurrent callers share its answer. So a topic
-// that gets more partitions is used in full by the producers once their
-// metadata is that old, and a Consumer or GrpcConsumer without a group
-// starts reading the new partitions then (a group member gets them from
-// the broker's assignment). The Cap'n Proto entry types read metadata with
-// the data plane's Metadata request, the gRPC ones with DescribeTopic; the
-// cache and its rules are the same. Each NewX call has its own core. On a
-// connection, every request is registered and queued for the writer by one
-// function, whatever sends it (a publish, a fetch, a subscription, a
-// credit grant, a commit).
+// UNKNOWN_PARTITION, NOT_LEADER (unless it named the leader),
+// LEADER_NOT_AVAILABLE or NO_QUORUM (or a publish with MESSAGE_TOO_LARGE:
+// the topic's record limit, cached with it, may have been lowered); one
+// metadata request per topic is in flight at a time, and concurrent
+// callers share its answer. So a topic that gets more partitions is used
+// in full by the producers once their metadata is that old, and a Consumer
+// or GrpcConsumer without a group starts reading the new partitions then
+// (a group member gets them from the broker's assignment). The Cap'n Proto
+// entry types read metadata with the data plane's Metadata request, the
+// gRPC ones with DescribeTopic and Members; the cache and its rules are
+// the same. Each NewX call has its own core. On a connection, every
+// request is registered and queued for the writer by one function,
+// whatever sends it (a publish, a fetch, a subscription, a credit grant, a
+// commit).
+//
+// # Cluster routing
+//
+// Against a cluster, every request about a partition (publish, fetch,
+// subscription, ListOffsets) goes to the partition's leader: the metadata
+// lists the nodes (Metadata.Brokers) and each partition's leader and
+// leader epoch (PartitionInfo.Leader, LeaderEpoch), and the core keeps one
+// connection per node it uses, on the data plane or, for GrpcProducer and
+// GrpcConsumer, at the node's gRPC address (ClusterMember.GrpcAddr). A
+// server that lists no brokers (one that predates clustering) leads every
+// partition itself. While the node at Addr cannot be reached, the Cap'n
+// Proto entry types read the metadata from the other nodes of the last
+// brokers list. A NOT_LEADER that names the leader (api.Error.LeaderID,
+// LeaderAddr) moves the partition there at once; one that names none makes
+// the retry read the metadata first. Either way the request is retried on
+// the new leader within Retries and DeliveryTimeout, a partition's batches
+// keep their order, and no error reaches the caller while the cluster
+// names a leader. LEADER_NOT_AVAILABLE (the leader is down) and NO_QUORUM
+// (the cluster cannot change its metadata) are retried the same way, with
+// backoff, reading the metadata before each retry. A leader learned from
+// a NOT_LEADER is not replaced by metadata of the same or an older leader
+// epoch (a node that lags), only by a later one. Consumer groups and
+// commits stay with the node the client is connected to (Addr).
+//
+// Every connection the SDK opens, to Addr, to leaders, and the probes
+// that tell what answers at an address, goes through the config's Dialer
+// (ClientConfig, ProducerConfig, ConsumerConfig, GrpcConfig for Admin,
+// GrpcProducer and GrpcConsumer) when set: for example to reach nodes in
+// other network namespaces in tests.
 package sdk

@@ -58,8 +58,9 @@ var (
 
 // IsRetriable reports whether a request that failed with err may succeed when
 // sent again unchanged: a connection failure (ErrConnection) or a catalog
-// error whose code is retriable (api.IsRetriable: NOT_LEADER, DISK_FULL,
-// THROTTLED, SHUTTING_DOWN, STORAGE_ERROR, TOO_MANY_REQUESTS, ...).
+// error whose code is retriable (api.IsRetriable: NOT_LEADER,
+// LEADER_NOT_AVAILABLE, NO_QUORUM, DISK_FULL, THROTTLED, SHUTTING_DOWN,
+// STORAGE_ERROR, TOO_MANY_REQUESTS, ...).
 func IsRetriable(err error) bool {
 	return errors.Is(err, ErrConnection) || api.IsRetriable(err)
 }

@@ -41,7 +41,10 @@ type fakeServer struct {
 	// leader, when set, is stated in metadata responses as the node
 	// (nodeId, dataAddress) that leads every partition.
 	leader leaderAddr
-	wg     sync.WaitGroup
+	// cluster, when set, makes this server one node of a fake cluster
+	// (fakecluster_test.go): it answers for the partitions it leads only.
+	cluster *fakeCluster
+	wg      sync.WaitGroup
 }
 
 type fakeTopic struct {
@@ -56,9 +59,15 @@ type fakePartition struct {
 }
 
 func newFakeServer(t testing.TB) *fakeServer {
+	return newFakeNode(t, "fake-1", nil)
+}
+
+// newFakeNode is newFakeServer for node id of cluster fc (nil: none).
+func newFakeNode(t testing.TB, id string, fc *fakeCluster) *fakeServer {
 	s := &fakeServer{
 		t:        t,
-		limits:   Limits{MaxRecordBytes: 1 << 10, MaxBatchBytes: 16 << 10, MaxFrameBytes: 64 << 10, MaxInFlight: 16, ServerVersion: "fake", NodeID: "fake-1"},
+		cluster:  fc,
+		limits:   Limits{MaxRecordBytes: 1 << 10, MaxBatchBytes: 16 << 10, MaxFrameBytes: 64 << 10, MaxInFlight: 16, ServerVersion: "fake", NodeID: id},
 		topics:   map[string]*fakeTopic{},
 		groups:   map[string]map[topicPartition]uint64{},
 		failures: map[topicPartition][]api.Code{},

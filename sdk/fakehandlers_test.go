@@ -55,6 +55,9 @@ func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}, l
 		var base uint64
 		err := link.chainErr
 		if err == nil {
+			err = s.cluster.gate(s, topic, pr.Partition())
+		}
+		if err == nil {
 			base, err = s.appendBatch(topic, pr.Partition(), tail)
 		}
 		link.err = err
@@ -69,7 +72,12 @@ func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}, l
 	case api.Frame_Which_fetchRequest:
 		fr, _ := req.FetchRequest()
 		topic, _ := fr.Topic()
-		hw, ls, batches, err := s.fetch(topic, fr.Partition(), fr.Offset(), fr.MaxBytes(), time.Duration(fr.MaxWaitMs())*time.Millisecond, stopped)
+		var hw, ls uint64
+		var batches [][]byte
+		err := s.cluster.gate(s, topic, fr.Partition())
+		if err == nil {
+			hw, ls, batches, err = s.fetch(topic, fr.Partition(), fr.Offset(), fr.MaxBytes(), time.Duration(fr.MaxWaitMs())*time.Millisecond, stopped)
+		}
 		r, _ := f.NewFetchResponse()
 		must(r.SetTopic(topic))
 		r.SetPartition(fr.Partition())
@@ -99,6 +107,7 @@ func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}, l
 		}
 		s.mu.Unlock()
 		infos := s.topicInfos(want, false)
+		s.cluster.describe(r, infos)
 		list, _ := r.NewTopics(int32(len(infos)))
 		for i, ti := range infos {
 			fillTopic(list.At(i), ti)
@@ -273,5 +282,7 @@ func fillTopic(w api.TopicInfo, ti TopicInfo) {
 		p.SetLogEndOffset(pi.LogEndOffset)
 		p.SetSizeBytes(pi.SizeBytes)
 		p.SetSegmentCount(pi.SegmentCount)
+		_ = p.SetLeader(pi.Leader)
+		p.SetLeaderEpoch(pi.LeaderEpoch)
 	}
 }

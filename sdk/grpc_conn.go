@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -42,6 +44,10 @@ type GrpcConfig struct {
 	// DialOptions replace the default options (plaintext transport, 64 MiB
 	// received-message bound), for example to add TLS credentials.
 	DialOptions []grpc.DialOption
+	// Dialer opens the TCP connections (DialFunc), to the configured node
+	// and to partition leaders, through grpc.WithContextDialer, added
+	// after DialOptions. Default: gRPC's own dialer.
+	Dialer DialFunc
 }
 
 func (c *GrpcConfig) defaults() {
@@ -63,6 +69,12 @@ func dialGrpc(c GrpcConfig) (*grpc.ClientConn, error) {
 	if len(opts) == 0 {
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcMaxRecvBytes))}
+	}
+	if c.Dialer != nil {
+		dial := c.Dialer
+		opts = append(slices.Clip(opts), grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dial(ctx, "tcp", addr)
+		}))
 	}
 	conn, err := grpc.NewClient(c.Addr, opts...)
 	if err != nil {

@@ -193,8 +193,9 @@ func (c *GrpcConsumerConfig) defaults() {
 type GrpcConsumer struct {
 	cfg    GrpcConsumerConfig
 	admin  *Admin
-	core   *cluster // the topic's metadata, as for Consumer
-	msg    sqv1.MessagingClient
+	core   *cluster             // the topic's metadata, as for Consumer
+	msg    sqv1.MessagingClient // the bootstrap node's: offsets and commits
+	route  *grpcLeaders         // a connection per partition leader: Subscribe
 	groups sqv1.GroupsClient
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -286,10 +287,12 @@ func NewGrpcConsumer(ctx context.Context, cfg GrpcConsumerConfig) (*GrpcConsumer
 	c := &GrpcConsumer{cfg: cfg, admin: admin, core: newCluster(grpcMetadata{admin}, nil, cfg.MetadataMaxAge, nil), msg: sqv1.NewMessagingClient(conn),
 		groups: sqv1.NewGroupsClient(conn), pos: map[uint32]uint64{}, marked: map[uint32]uint64{}, from: map[uint32]uint64{},
 		committed: map[uint32]uint64{}, lost: map[uint32]uint64{}, lastCommit: time.Now(), lastPoll: cfg.now()}
+	c.route = newGrpcLeaders(cfg.GrpcConfig, c.core, conn)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	fail := func(err error) (*GrpcConsumer, error) {
 		c.cancel()
 		c.core.close()
+		c.route.close()
 		conn.Close()
 		return nil, err
 	}
@@ -481,6 +484,9 @@ func (c *GrpcConsumer) readPartition(ctx context.Context, r *grpcRun, part *grpc
 		if ctx.Err() != nil {
 			return
 		}
+		// The next stream goes to the leader a NOT_LEADER named, or to
+		// the one the metadata, read again, names.
+		c.core.notePartitionError(c.cfg.Topic, p, err)
 		if errors.Is(err, api.ErrUnknownTopicID) {
 			c.cfg.Logger.Info("topic id no longer current", "topic", c.cfg.Topic, "partition", p, "topic_id", r.id, "err", err)
 			select {
@@ -519,7 +525,7 @@ func (c *GrpcConsumer) readPartition(ctx context.Context, r *grpcRun, part *grpc
 // stream reads one Subscribe stream of partition p of run r from off until
 // it fails; it returns the offset to resume at and whether records came.
 func (c *GrpcConsumer) stream(ctx context.Context, r *grpcRun, part *grpcPart, p uint32, off uint64) (uint64, bool, error) {
-	st, err := c.msg.Subscribe(ctx, &sqv1.SubscribeRequest{Topic: c.cfg.Topic, Partition: int32(p), TopicId: r.id.Bytes(),
+	st, err := c.route.messaging(ctx, c.cfg.Topic, p).Subscribe(ctx, &sqv1.SubscribeRequest{Topic: c.cfg.Topic, Partition: int32(p), TopicId: r.id.Bytes(),
 		From: sqv1.StartFrom_START_FROM_OFFSET, Offset: off, MaxBytes: int32(min(c.cfg.MaxBytes, 1<<30))})
 	if err != nil {
 		return off, false, fromStatus(err)

@@ -149,6 +149,7 @@ func (c *GrpcConsumer) CloseContext(ctx context.Context) error {
 		c.mu.Unlock()
 		c.wg.Wait()
 		c.core.close()
+		c.route.close()
 		c.closeErr = errors.Join(c.closeErr, c.admin.Close())
 	})
 	return c.closeErr

@@ -26,9 +26,10 @@ type GrpcProducerConfig struct {
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
 	// MetadataMaxAge is how long a topic's metadata (id, partition count,
-	// record limit) is cached. Default 5m; read again after a publish
-	// fails with UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION,
-	// NOT_LEADER or MESSAGE_TOO_LARGE.
+	// partition leaders, record limit) is cached. Default 5m; read again,
+	// before the retry, after a publish fails with UNKNOWN_TOPIC,
+	// UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION, NOT_LEADER (unless it named
+	// the leader), LEADER_NOT_AVAILABLE, NO_QUORUM or MESSAGE_TOO_LARGE.
 	MetadataMaxAge time.Duration
 	// BatchBytesMax bounds the record bytes (keys, values, headers) of one
 	// Publish request; a partition's records above it go in several
@@ -80,8 +81,8 @@ func (c *GrpcProducerConfig) defaults() {
 type GrpcProducer struct {
 	cfg   GrpcProducerConfig
 	admin *Admin
-	msg   sqv1.MessagingClient
-	core  *cluster // metadata and placement, as for Producer
+	core  *cluster     // metadata and placement, as for Producer
+	route *grpcLeaders // a connection per partition leader
 
 	closeCtx    context.Context // cancelled by Close: ends the retry waits
 	closeCancel context.CancelFunc
@@ -100,8 +101,8 @@ func NewGrpcProducer(cfg GrpcProducerConfig) (*GrpcProducer, error) {
 		return nil, err
 	}
 	admin := newAdminConn(AdminConfig{cfg.GrpcConfig}, conn)
-	p := &GrpcProducer{cfg: cfg, admin: admin, msg: sqv1.NewMessagingClient(conn),
-		core: newCluster(grpcMetadata{admin}, nil, cfg.MetadataMaxAge, cfg.Partitioner)}
+	p := &GrpcProducer{cfg: cfg, admin: admin, core: newCluster(grpcMetadata{admin}, nil, cfg.MetadataMaxAge, cfg.Partitioner)}
+	p.route = newGrpcLeaders(cfg.GrpcConfig, p.core, conn)
 	p.closeCtx, p.closeCancel = context.WithCancel(context.Background())
 	return p, nil
 }
@@ -114,6 +115,7 @@ func (p *GrpcProducer) Admin() *Admin { return p.admin }
 func (p *GrpcProducer) Close() error {
 	p.closeCancel()
 	p.core.close()
+	p.route.close()
 	return p.admin.Close()
 }
 
@@ -257,8 +259,7 @@ func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs
 			acks[i].Durability = Durability(res.Durability)
 		}
 		if err != nil {
-			p.core.noteProduceError(k.topic, err) // read the metadata again next time
-			for _, i := range idx {               // later records must not overtake a failed one
+			for _, i := range idx { // later records must not overtake a failed one
 				acks[i].Partition, acks[i].Err = k.partition, err
 			}
 			return
@@ -266,15 +267,21 @@ func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs
 	}
 }
 
-// publish sends req, retrying retriable errors with backoff until
-// deadline: an attempt cut short by the deadline, or a retry that would
-// start after it, fails with the delivery timeout wrapping the last
-// failure.
+// publish sends req to its partition's leader, retrying retriable errors
+// with backoff until deadline: an attempt cut short by the deadline, or a
+// retry that would start after it, fails with the delivery timeout
+// wrapping the last failure. Each attempt goes to the leader as the core
+// knows it then: after a NOT_LEADER, the node it named, else the one the
+// metadata, read again, names.
 func (p *GrpcProducer) publish(ctx context.Context, req *sqv1.PublishRequest, deadline time.Time) (*sqv1.PublishResponse, error) {
 	var last error
 	for attempt := 0; ; attempt++ {
 		dctx, cancel := context.WithDeadline(ctx, deadline)
-		res, err := unary(dctx, p.cfg.RequestTimeout, p.msg.Publish, req)
+		msg := p.route.messaging(dctx, req.Topic, uint32(req.Partition))
+		res, err := unary(dctx, p.cfg.RequestTimeout, msg.Publish, req)
+		if err != nil {
+			p.core.noteProduceError(req.Topic, uint32(req.Partition), err)
+		}
 		cut := err != nil && dctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if cut {

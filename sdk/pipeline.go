@@ -272,7 +272,7 @@ func (w *window) await(lc <-chan time.Time) {
 	dl, strict := head.waitUntil()
 	timer := time.NewTimer(time.Until(dl))
 	defer timer.Stop()
-	c := w.pl.p.client
+	c := head.pc.c
 	select {
 	case r := <-head.pc.cl.ch:
 		res, err := c.pubResult(head.pc, r)
@@ -435,7 +435,7 @@ func (w *window) publish(f *flight, want *conn) {
 	ctx, cancel := context.WithDeadline(b.ctx, b.deadline)
 	defer cancel()
 	tp := w.pp.tp
-	f.pc, f.err = pl.p.core.client(tp.topic, tp.partition).startPublish(ctx, want, tp.topic, tp.partition, f.data, want != nil)
+	f.pc, f.err = pl.p.core.client(ctx, tp.topic, tp.partition).startPublish(ctx, want, tp.topic, tp.partition, f.data, want != nil)
 	if f.err != nil && ctx.Err() != nil && b.ctx.Err() == nil {
 		f.err, f.final = pl.p.expired(f.last), true
 	}
@@ -451,7 +451,7 @@ func (w *window) resolve(res PublishResult, err error) {
 		return
 	}
 	tp := w.pp.tp
-	pl.p.core.noteProduceError(tp.topic, err) // the next placement reads the metadata again
+	pl.p.core.noteProduceError(tp.topic, tp.partition, err) // the retry goes to the leader named, or reads the metadata again
 	if g := head.b.group; g != nil {
 		g.call.note(err)
 	}
@@ -505,7 +505,7 @@ func (w *window) abandon(err error) {
 // It stops waiting when f's waiter gives up: the response is then dropped
 // by the connection's reader.
 func (w *window) wait(f *flight) (PublishResult, error) {
-	c := w.pl.p.client
+	c := f.pc.c
 	dl, strict := f.waitUntil()
 	timer := time.NewTimer(time.Until(dl))
 	defer timer.Stop()

@@ -80,10 +80,12 @@ type ProducerConfig struct {
 	RetryBackoffMax time.Duration
 	// MetadataMaxAge is how long a topic's metadata (id, partition count,
 	// partition leaders) is cached before it is read again. It is also
-	// read again after a request fails with UNKNOWN_TOPIC,
-	// UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION or NOT_LEADER, or a publish
-	// with MESSAGE_TOO_LARGE (the topic's record limit, cached with it,
-	// may have been lowered). Default 5m.
+	// read again, before the retry, after a request fails with
+	// UNKNOWN_TOPIC, UNKNOWN_TOPIC_ID, UNKNOWN_PARTITION, NOT_LEADER
+	// (unless it named the leader: the retry goes there),
+	// LEADER_NOT_AVAILABLE or NO_QUORUM, or a publish with
+	// MESSAGE_TOO_LARGE (the topic's record limit, cached with it, may
+	// have been lowered). Default 5m.
 	MetadataMaxAge time.Duration
 	// DeliveryTimeout bounds the time from Send (SendBatch's call, or
 	// BatchProducer.Send's acceptance of the record into its batch) to the
@@ -104,6 +106,9 @@ type ProducerConfig struct {
 	ReconnectBackoffMax time.Duration
 	// Logger receives retries and connection events. Default: discard.
 	Logger *slog.Logger
+	// Dialer opens every connection, to Addr and to partition leaders
+	// (DialFunc). Default: net.Dialer.
+	Dialer DialFunc
 }
 
 // ProducerMessage is one record to send. Build it with NewProducerMessage
@@ -219,12 +224,13 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 		ReconnectBackoff:    cfg.ReconnectBackoff,
 		ReconnectBackoffMax: cfg.ReconnectBackoffMax,
 		Logger:              cfg.Logger,
+		Dialer:              cfg.Dialer,
 	})
 	if err != nil {
 		return nil, err
 	}
 	cfg.Logger = c.cfg.Logger
-	p := &Producer{client: c, core: newCluster(capnpMetadata{c}, c, cfg.MetadataMaxAge, cfg.Partitioner), cfg: cfg}
+	p := &Producer{client: c, core: newCapnpCluster(c, cfg.MetadataMaxAge, cfg.Partitioner), cfg: cfg}
 	// Every request of a connection may be one of the partitions' batches
 	// in flight, as when each SendBatch call sent its own.
 	p.pl = newPipeline(context.Background(), p, LingerNone, producerWindow, producerWindow)

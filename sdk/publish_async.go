@@ -15,6 +15,7 @@ var errConnSwitched = errors.New("sdk: connection changed under a pipeline")
 
 // pubCall is one publish written to a connection and not yet answered.
 type pubCall struct {
+	c         *Client // the partition leader's, that sent it
 	cn        *conn
 	cl        *call
 	deadline  time.Time // RequestTimeout after the send
@@ -58,7 +59,7 @@ func (c *Client) startPublish(ctx context.Context, want *conn, topic string, par
 		}
 		return nil, err
 	}
-	return &pubCall{cn: cn, cl: cl, deadline: time.Now().Add(c.cfg.RequestTimeout), topic: topic, partition: partition}, nil
+	return &pubCall{c: c, cn: cn, cl: cl, deadline: time.Now().Add(c.cfg.RequestTimeout), topic: topic, partition: partition}, nil
 }
 
 // pubResult decodes the response r of pc.

@@ -152,9 +152,8 @@ const httpProbe = "OPTIONS * HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
 // probeHTTP1 sends an HTTP/1.1 request to addr and names what answered
 // (SpeaksHTTP1, SpeaksTLS for an HTTPS server that says it got plain
 // HTTP), or returns "" when nothing recognizable answered before ctx ended.
-func probeHTTP1(ctx context.Context, addr string) string {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+func probeHTTP1(ctx context.Context, dial DialFunc, addr string) string {
+	nc, err := dial.dialContext(ctx, addr)
 	if err != nil {
 		return ""
 	}
@@ -179,9 +178,8 @@ func probeHTTP1(ctx context.Context, addr string) string {
 // TLS server answered it (with its certificate, or with a TLS alert such
 // as handshake_failure), or "" otherwise. The certificate is not checked:
 // nothing is sent after the handshake.
-func probeTLS(ctx context.Context, addr string) string {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+func probeTLS(ctx context.Context, dial DialFunc, addr string) string {
+	nc, err := dial.dialContext(ctx, addr)
 	if err != nil {
 		return ""
 	}
@@ -202,14 +200,14 @@ func probeTLS(ctx context.Context, addr string) string {
 // closes the connection without a byte. It returns the bytes seen
 // (up to sniffBytes, none on failure) or the error: a *WrongProtocolError,
 // a *ConnectTimeoutError, or the connection's read error.
-func awaitAnswer(ctx context.Context, nc net.Conn, peek func(int) ([]byte, error), addr string, timeout time.Duration, probeAt, deadline time.Time) ([]byte, error) {
+func awaitAnswer(ctx context.Context, dial DialFunc, nc net.Conn, peek func(int) ([]byte, error), addr string, timeout time.Duration, probeAt, deadline time.Time) ([]byte, error) {
 	_ = nc.SetReadDeadline(probeAt)
 	b, err := peek(sniffBytes)
 	if len(b) == 0 && isTimeout(err) && ctx.Err() == nil && probeAt.Before(deadline) {
 		pctx, cancel := context.WithDeadline(ctx, deadline)
 		probed := make(chan string, 1)
 		go func() {
-			speaks := probeHTTP1(pctx, addr)
+			speaks := probeHTTP1(pctx, dial, addr)
 			if speaks != "" {
 				// End the wait on the handshake: the answer is in.
 				_ = nc.SetReadDeadline(time.Unix(1, 0))
@@ -235,9 +233,9 @@ func awaitAnswer(ctx context.Context, nc net.Conn, peek func(int) ([]byte, error
 		// 400 that says so; OpenSSL's close or reset the connection and
 		// answer only a ClientHello.
 		pctx, cancel := context.WithDeadline(ctx, deadline)
-		speaks := probeHTTP1(pctx, addr)
+		speaks := probeHTTP1(pctx, dial, addr)
 		if speaks == "" {
-			speaks = probeTLS(pctx, addr)
+			speaks = probeTLS(pctx, dial, addr)
 		}
 		cancel()
 		if speaks != "" {
@@ -276,7 +274,7 @@ func isTimeout(err error) bool {
 // when nothing could be told before ctx ended (give ctx a deadline). With
 // "", dialErr is the error of the TCP dial when that is what failed (no
 // such host, connection refused), for a message more precise than gRPC's.
-func identifyAddr(ctx context.Context, addr string) (speaks string, dialErr error) {
+func identifyAddr(ctx context.Context, dial DialFunc, addr string) (speaks string, dialErr error) {
 	timeout := DefaultDialTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
@@ -284,7 +282,7 @@ func identifyAddr(ctx context.Context, addr string) (speaks string, dialErr erro
 	if timeout <= 0 {
 		return "", nil
 	}
-	nc, _, _, err := dialHandshake(ctx, addr, "sq-go-probe", timeout)
+	nc, _, _, err := dialHandshake(ctx, dial, addr, "sq-go-probe", timeout)
 	if err == nil {
 		nc.Close()
 		return SpeaksDataPlane, nil

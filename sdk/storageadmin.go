@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/seedqueue/sq/api"
@@ -141,7 +142,7 @@ func (c *Consumer) timeStarts(ctx context.Context, partitions []uint32, committe
 		if _, ok := committed[p]; ok {
 			continue
 		}
-		off, ts, err := c.client.ListOffsets(ctx, c.cfg.Topic, p, ms)
+		off, ts, err := c.listOffsets(ctx, p, ms)
 		if err != nil {
 			return nil, err
 		}
@@ -149,4 +150,17 @@ func (c *Consumer) timeStarts(ctx context.Context, partitions []uint32, committe
 		out[p] = off
 	}
 	return out, nil
+}
+
+// listOffsets asks partition p's leader for the offset at time ms. After a
+// NOT_LEADER it asks again, up to three times in all, the leader the
+// answer named or the metadata, read again, names.
+func (c *Consumer) listOffsets(ctx context.Context, p uint32, ms int64) (uint64, int64, error) {
+	for attempt := 1; ; attempt++ {
+		off, ts, err := c.core.client(ctx, c.cfg.Topic, p).ListOffsets(ctx, c.cfg.Topic, p, ms)
+		if err == nil || attempt == 3 || !errors.Is(err, api.ErrNotLeader) {
+			return off, ts, err
+		}
+		c.core.notePartitionError(c.cfg.Topic, p, err)
+	}
 }
