@@ -1,0 +1,224 @@
+package gossip
+
+import (
+	"encoding/json"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Membership states as Members reports them (memberlist's NodeState, and
+// "unknown" for a node of the metadata that gossip has not met).
+const (
+	StateAlive   = "alive"
+	StateSuspect = "suspect"
+	StateDead    = "dead"
+	StateLeft    = "left"
+	StateUnknown = "unknown"
+)
+
+// nodeMeta is what a node gossips about itself (memberlist's node meta,
+// at most memberlist.MetaMaxSize bytes): its cluster id, so that a member
+// of another cluster is refused, and its gRPC address.
+type nodeMeta struct {
+	ClusterID string `json:"cluster_id"`
+	GRPCAddr  string `json:"grpc"`
+}
+
+// membership runs memberlist and tracks the state of each member.
+type membership struct {
+	ml        *memberlist.Memberlist
+	clusterID string
+	meta      []byte
+	log       *slog.Logger
+
+	mu   sync.Mutex
+	gone map[string]string // node id -> StateDead or StateLeft, of members no longer alive
+	// events is signalled (never blocks) when a member joins, dies or
+	// leaves: the controller looks at the partitions again.
+	events chan struct{}
+}
+
+// startMembership starts memberlist on o.GossipBind, advertising
+// o.GossipAdvertise.
+func startMembership(o Options) (*membership, error) {
+	m := &membership{clusterID: o.ClusterID, log: o.Logger, gone: map[string]string{}, events: make(chan struct{}, 1)}
+	b, err := json.Marshal(nodeMeta{ClusterID: o.ClusterID, GRPCAddr: o.GRPCAddr})
+	if err != nil {
+		return nil, fmt.Errorf("gossip: %w", err)
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("gossip: node meta of %d bytes exceeds memberlist's %d: shorten --cluster-id or the gRPC address", len(b), memberlist.MetaMaxSize)
+	}
+	m.meta = b
+	c := memberlist.DefaultLANConfig()
+	c.Name = o.NodeID
+	host, port, err := splitHostPort(o.GossipBind)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: gossip bind address %q: %w", o.GossipBind, err)
+	}
+	c.BindAddr, c.BindPort, c.AdvertisePort = host, port, port
+	if o.GossipAdvertise != "" {
+		ahost, aport, err := splitHostPort(o.GossipAdvertise)
+		if err != nil {
+			return nil, fmt.Errorf("gossip: gossip advertise address %q: %w", o.GossipAdvertise, err)
+		}
+		c.AdvertiseAddr = ahost
+		if aport != 0 {
+			c.AdvertisePort = aport
+		}
+	}
+	c.Delegate = m
+	c.Events = m
+	c.Alive = m
+	c.Merge = m
+	c.Logger = log.New(logWriter{o.Logger.With("component", "memberlist")}, "", 0)
+	if o.Memberlist != nil {
+		o.Memberlist(c)
+	}
+	ml, err := memberlist.Create(c)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: memberlist on %s: %w", o.GossipBind, err)
+	}
+	m.ml = ml
+	return m, nil
+}
+
+func splitHostPort(hp string) (string, int, error) {
+	h, p, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q is not a number from 0 to 65535", p)
+	}
+	if h == "" {
+		h = "0.0.0.0"
+	}
+	return h, port, nil
+}
+
+// addr is the advertised gossip address, with the bound port.
+func (m *membership) addr() string { return m.ml.LocalNode().Address() }
+
+// signal wakes the controller without blocking.
+func (m *membership) signal() {
+	select {
+	case m.events <- struct{}{}:
+	default:
+	}
+}
+
+// state returns the membership state of node id.
+func (m *membership) state(id string) string {
+	for _, n := range m.ml.Members() {
+		if n.Name == id {
+			if n.State == memberlist.StateSuspect {
+				return StateSuspect
+			}
+			return StateAlive
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.gone[id]; ok {
+		return s
+	}
+	return StateUnknown
+}
+
+// members returns the live members (alive or suspect) by node id.
+func (m *membership) members() map[string]*memberlist.Node {
+	out := map[string]*memberlist.Node{}
+	for _, n := range m.ml.Members() {
+		out[n.Name] = n
+	}
+	return out
+}
+
+// check returns an error when n's meta names another cluster.
+func (m *membership) check(n *memberlist.Node) error {
+	var nm nodeMeta
+	if err := json.Unmarshal(n.Meta, &nm); err != nil {
+		return fmt.Errorf("gossip: member %s at %s sends no SQ node meta: refused", n.Name, n.Address())
+	}
+	if nm.ClusterID != m.clusterID {
+		return fmt.Errorf("gossip: member %s at %s belongs to cluster %q, this node to %q: refused", n.Name, n.Address(), nm.ClusterID, m.clusterID)
+	}
+	return nil
+}
+
+// NotifyAlive implements memberlist.AliveDelegate: a member of another
+// cluster is refused.
+func (m *membership) NotifyAlive(n *memberlist.Node) error {
+	err := m.check(n)
+	if err != nil {
+		m.log.Warn("gossip member refused", "err", err)
+	}
+	return err
+}
+
+// NotifyMerge implements memberlist.MergeDelegate: a push/pull with a
+// node of another cluster is refused.
+func (m *membership) NotifyMerge(peers []*memberlist.Node) error {
+	for _, n := range peers {
+		if err := m.check(n); err != nil {
+			m.log.Warn("gossip merge refused", "err", err)
+			return err
+		}
+	}
+	return nil
+}
+
+// NotifyJoin implements memberlist.EventDelegate.
+func (m *membership) NotifyJoin(n *memberlist.Node) {
+	m.mu.Lock()
+	delete(m.gone, n.Name)
+	m.mu.Unlock()
+	m.log.Info("gossip member alive", "node_id", n.Name, "addr", n.Address())
+	m.signal()
+}
+
+// NotifyLeave implements memberlist.EventDelegate: the member is dead or
+// has left.
+func (m *membership) NotifyLeave(n *memberlist.Node) {
+	s := StateDead
+	if n.State == memberlist.StateLeft {
+		s = StateLeft
+	}
+	m.mu.Lock()
+	m.gone[n.Name] = s
+	m.mu.Unlock()
+	m.log.Info("gossip member "+s, "node_id", n.Name, "addr", n.Address())
+	m.signal()
+}
+
+// NotifyUpdate implements memberlist.EventDelegate.
+func (m *membership) NotifyUpdate(*memberlist.Node) { m.signal() }
+
+// NodeMeta implements memberlist.Delegate.
+func (m *membership) NodeMeta(limit int) []byte {
+	if len(m.meta) > limit {
+		return nil
+	}
+	return m.meta
+}
+
+// NotifyMsg implements memberlist.Delegate; SQ sends no user messages.
+func (m *membership) NotifyMsg([]byte) {}
+
+// GetBroadcasts implements memberlist.Delegate; SQ broadcasts nothing.
+func (m *membership) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+// LocalState implements memberlist.Delegate; the metadata travels through
+// Raft, not gossip.
+func (m *membership) LocalState(join bool) []byte { return nil }
+
+// MergeRemoteState implements memberlist.Delegate.
+func (m *membership) MergeRemoteState(buf []byte, join bool) {}
