@@ -103,7 +103,8 @@ const (
 	// leader and the epoch it had when decided (a stale change is skipped).
 	OpSetLeaders Op = "set-leaders"
 	// OpMarkData sets HasData of partition Command.Partition of topic
-	// Command.Name (id Command.ID).
+	// Command.Name (id Command.ID). With Command.NodeID set it is refused
+	// with NOT_LEADER unless that node leads the partition.
 	OpMarkData Op = "mark-data"
 	// OpImport adds Command.Topics (a bootstrapping node's pre-cluster
 	// topics) and sets State.Imported; refused once Imported is set.
