@@ -186,7 +186,7 @@ func (n *Node) prepare(s *meta.State, cmd meta.Command) (meta.Command, error) {
 		nodes := n.liveNodes(s)
 		cfg := t.Config
 		if cfg.ReplicationFactor == 0 {
-			cfg.ReplicationFactor = n.defaultReplicationFactor(len(nodes))
+			cfg.ReplicationFactor = int32(n.defaultReplicationFactor(len(nodes)))
 		}
 		return meta.PrepareCreate(s, t.Name, id, len(t.Partitions), cfg, nodes, time.Now().UnixMilli())
 	case meta.OpCreatePartitions:

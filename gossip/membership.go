@@ -1,15 +1,21 @@
 package gossip
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+
+	"github.com/seedqueue/sq/api/sqv1"
 )
 
 // Membership states as Members reports them (memberlist's NodeState, and
@@ -222,3 +228,69 @@ func (m *membership) LocalState(join bool) []byte { return nil }
 
 // MergeRemoteState implements memberlist.Delegate.
 func (m *membership) MergeRemoteState(buf []byte, join bool) {}
+
+// memberState is node id's membership state; this node is alive.
+func (n *Node) memberState(id string) string {
+	if id == n.opts.NodeID {
+		return StateAlive
+	}
+	return n.mem.state(id)
+}
+
+// Members implements the Cluster.Members RPC (control's ClusterBackend):
+// the nodes of the applied metadata, sorted by id, with their addresses,
+// membership state, Raft suffrage and the controller, then the live
+// gossip members the metadata does not list yet (joining).
+func (n *Node) Members(ctx context.Context) (*sqv1.MembersResponse, error) {
+	_, leader := n.raft.LeaderWithID()
+	suffrage := map[string]raft.ServerSuffrage{}
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			suffrage[string(s.ID)] = s.Suffrage
+		}
+	}
+	st := n.State()
+	resp := &sqv1.MembersResponse{ClusterId: n.opts.ClusterID}
+	for _, m := range st.Nodes {
+		s, inRaft := suffrage[m.ID]
+		resp.Members = append(resp.Members, &sqv1.Member{
+			NodeId: m.ID, GrpcAddress: m.GRPCAddr, CapnpAddress: m.DataAddr, HttpAddress: m.HTTPAddr,
+			GossipAddress: m.GossipAddr, RaftAddress: m.RaftAddr, State: n.memberState(m.ID),
+			Self: m.ID == n.opts.NodeID, Voter: inRaft && s == raft.Voter, Controller: m.ID == string(leader),
+		})
+	}
+	for id, ml := range n.mem.members() {
+		if _, ok := st.Nodes[id]; ok {
+			continue
+		}
+		var nm nodeMeta
+		_ = json.Unmarshal(ml.Meta, &nm) // members of another cluster are refused before they get here
+		s, inRaft := suffrage[id]
+		resp.Members = append(resp.Members, &sqv1.Member{
+			NodeId: id, GrpcAddress: nm.GRPCAddr, GossipAddress: ml.Address(), State: n.memberState(id),
+			Self: id == n.opts.NodeID, Voter: inRaft && s == raft.Voter, Controller: id == string(leader),
+		})
+	}
+	slices.SortFunc(resp.Members, func(a, b *sqv1.Member) int { return cmpString(a.NodeId, b.NodeId) })
+	return resp, ctx.Err()
+}
+
+// Info implements the Cluster.Info RPC (control's ClusterBackend): the
+// metadata as this node has applied it, with its Raft state and indexes
+// and the state's hash (equal on nodes at the same applied index).
+func (n *Node) Info(ctx context.Context) (*sqv1.ClusterInfoResponse, error) {
+	cur := n.fsm.current()
+	_, leader := n.raft.LeaderWithID()
+	parts := 0
+	for _, t := range cur.state.Topics {
+		parts += len(t.Partitions)
+	}
+	return &sqv1.ClusterInfoResponse{
+		ClusterId: n.opts.ClusterID, NodeId: n.opts.NodeID, ControllerId: string(leader),
+		RaftState: strings.ToLower(n.raft.State().String()), RaftTerm: n.raft.CurrentTerm(),
+		AppliedIndex: cur.index, CommitIndex: n.raft.CommitIndex(), LastLogIndex: n.raft.LastIndex(),
+		MetadataHash: cur.state.Hash(), MemberCount: int32(len(cur.state.Nodes)), VoterCount: int32(n.voters()),
+		TopicCount: int32(len(cur.state.Topics)), PartitionCount: int32(parts),
+		LeaderlessPartitions: int32(cur.state.Leaderless(n.Alive)), Ready: n.Ready() == nil,
+	}, ctx.Err()
+}

@@ -1,0 +1,261 @@
+package gossip
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/seedqueue/sq/api/sqv1"
+	"github.com/seedqueue/sq/control"
+	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/gossip/meta"
+)
+
+// clusterServer adapts a Node to sqv1.ClusterServer (Join, Propose,
+// RemoveNode), as the control plane does.
+type clusterServer struct {
+	sqv1.UnimplementedClusterServer
+	node atomic.Pointer[Node]
+}
+
+func (s *clusterServer) get() (*Node, error) {
+	n := s.node.Load()
+	if n == nil {
+		return nil, status.Error(codes.Unavailable, "node starting")
+	}
+	return n, nil
+}
+
+func (s *clusterServer) Join(ctx context.Context, r *sqv1.JoinRequest) (*sqv1.JoinResponse, error) {
+	n, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := n.Join(ctx, r)
+	return resp, control.ToStatus(err)
+}
+
+func (s *clusterServer) Propose(ctx context.Context, r *sqv1.ProposeRequest) (*sqv1.ProposeResponse, error) {
+	n, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := n.Propose(ctx, r.Command)
+	return resp, control.ToStatus(err)
+}
+
+func (s *clusterServer) RemoveNode(ctx context.Context, r *sqv1.RemoveNodeRequest) (*sqv1.RemoveNodeResponse, error) {
+	n, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := n.RemoveNode(ctx, r.NodeId)
+	return resp, control.ToStatus(err)
+}
+
+// testNode is a Node with its gRPC server.
+type testNode struct {
+	*Node
+	srv  *grpc.Server
+	addr string
+	dir  string
+}
+
+// testOptions are options with timings short enough for tests on
+// loopback.
+func testOptions(t *testing.T, id, dir string) Options {
+	return Options{
+		NodeID: id, ClusterID: "test", DataDir: dir,
+		HeartbeatTimeout: 400 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond,
+		LeaderLeaseTimeout: 200 * time.Millisecond, ControllerInterval: 200 * time.Millisecond,
+		ProposeTimeout: 5 * time.Second,
+		Logger:         testLogger(t),
+		Memberlist: func(c *memberlist.Config) {
+			c.ProbeInterval = 200 * time.Millisecond
+			c.ProbeTimeout = 100 * time.Millisecond
+			c.GossipInterval = 50 * time.Millisecond
+			c.PushPullInterval = time.Second
+			c.SuspicionMult = 2
+			c.TCPTimeout = time.Second
+		},
+	}
+}
+
+// startTestNode starts a gRPC server and a Node behind it; mod adjusts
+// the options. The node is closed at the end of the test.
+func startTestNode(t *testing.T, o Options) (*testNode, error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &clusterServer{}
+	srv := grpc.NewServer()
+	sqv1.RegisterClusterServer(srv, cs)
+	go srv.Serve(ln)
+	o.GRPCAddr = ln.Addr().String()
+	o.DataAddr = ln.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n, err := Start(ctx, o)
+	if err != nil {
+		srv.Stop()
+		return nil, err
+	}
+	cs.node.Store(n)
+	tn := &testNode{Node: n, srv: srv, addr: o.GRPCAddr, dir: o.DataDir}
+	t.Cleanup(func() { tn.stop(t) })
+	return tn, nil
+}
+
+func mustStart(t *testing.T, o Options) *testNode {
+	t.Helper()
+	n, err := startTestNode(t, o)
+	if err != nil {
+		t.Fatalf("start %s: %v", o.NodeID, err)
+	}
+	return n
+}
+
+// stop closes the node and its server; idempotent.
+func (n *testNode) stop(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Close(ctx); err != nil {
+		t.Errorf("close %s: %v", n.ID(), err)
+	}
+	n.srv.Stop()
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for state
+	}
+}
+
+func waitReady(t *testing.T, nodes ...*testNode) {
+	t.Helper()
+	for _, n := range nodes {
+		eventually(t, 20*time.Second, n.ID()+" ready", func() bool { return n.Ready() == nil })
+	}
+}
+
+// startCluster starts n nodes: the first bootstraps, the others join
+// through it.
+func startCluster(t *testing.T, count int) []*testNode {
+	t.Helper()
+	first := mustStart(t, testOptions(t, "n1", t.TempDir()))
+	nodes := []*testNode{first}
+	for i := 2; i <= count; i++ {
+		o := testOptions(t, "n"+string(rune('0'+i)), t.TempDir())
+		o.Seeds = []string{first.addr}
+		nodes = append(nodes, mustStart(t, o))
+	}
+	waitReady(t, nodes...)
+	for _, n := range nodes {
+		eventually(t, 20*time.Second, n.ID()+" sees every member alive", func() bool {
+			for _, m := range nodes {
+				if !n.Alive(m.ID()) || n.memberState(m.ID()) != StateAlive {
+					return false
+				}
+			}
+			return len(n.State().Nodes) == len(nodes)
+		})
+	}
+	return nodes
+}
+
+func createCmd(name string, partitions int) meta.Command {
+	return meta.Command{Op: meta.OpCreateTopic, Topic: &meta.Topic{
+		Name: name, Config: engine.TopicConfig{ReplicationFactor: 0}, Partitions: make([]meta.Partition, partitions),
+	}}
+}
+
+// sameState waits until every node has applied the same log: topic name
+// present, equal applied index and hash.
+func sameState(t *testing.T, topic string, nodes ...*testNode) {
+	t.Helper()
+	eventually(t, 20*time.Second, "the same metadata on every node", func() bool {
+		h, idx := nodes[0].State().Hash(), nodes[0].AppliedIndex()
+		for _, n := range nodes {
+			if _, ok := n.State().Topics[topic]; !ok || n.State().Hash() != h || n.AppliedIndex() != idx {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func controllerOf(nodes []*testNode) *testNode {
+	for _, n := range nodes {
+		if n.raft.State() == raft.Leader {
+			return n
+		}
+	}
+	return nil
+}
+
+func TestClusterProposeAndFailover(t *testing.T) {
+	nodes := startCluster(t, 3)
+	var follower *testNode
+	eventually(t, 10*time.Second, "a controller", func() bool { return controllerOf(nodes) != nil })
+	for _, n := range nodes {
+		if n.raft.State() != raft.Leader {
+			follower = n
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := follower.ProposeCommand(ctx, createCmd("orders", 6))
+	if err != nil || res.Err != nil {
+		t.Fatalf("create on follower %s: %v %v", follower.ID(), err, res.Err)
+	}
+	if _, ok := follower.State().Topics["orders"]; !ok {
+		t.Fatal("the proposing node has not applied its create when Propose returned")
+	}
+	tp := follower.State().Topics["orders"]
+	if tp.Config.ReplicationFactor != 3 || len(tp.Partitions) != 6 || tp.ID.IsZero() {
+		t.Fatalf("created topic %+v: want rf 3 (min(3, live)), 6 partitions, an id", tp)
+	}
+	sameState(t, "orders", nodes...)
+	res, err = follower.ProposeCommand(ctx, createCmd("orders", 1))
+	if err != nil || res.Err == nil || !strings.Contains(res.Err.Error(), "TOPIC_EXISTS") {
+		t.Fatalf("second create: %v, %v: want TOPIC_EXISTS in the result", err, res.Err)
+	}
+
+	old := controllerOf(nodes)
+	old.stop(t)
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != old {
+			rest = append(rest, n)
+		}
+	}
+	eventually(t, 20*time.Second, "a new controller", func() bool {
+		c := controllerOf(rest)
+		return c != nil && c != old
+	})
+	res, err = rest[0].ProposeCommand(ctx, createCmd("after", 2))
+	if err != nil || res.Err != nil {
+		t.Fatalf("create with 2 of 3: %v %v", err, res.Err)
+	}
+	sameState(t, "after", rest...)
+	for _, n := range rest {
+		eventually(t, 20*time.Second, "the old controller dead or left", func() bool { return !n.Alive(old.ID()) })
+	}
+}
