@@ -34,6 +34,10 @@ const (
 type nodeMeta struct {
 	ClusterID string `json:"cluster_id"`
 	GRPCAddr  string `json:"grpc"`
+	// RaftAddr is the node's advertised Raft address: a node restarted
+	// with another one is reached there before the Raft configuration
+	// records it (raft.ServerAddressProvider).
+	RaftAddr string `json:"raft"`
 }
 
 // membership runs memberlist and tracks the state of each member.
@@ -51,10 +55,10 @@ type membership struct {
 }
 
 // startMembership starts memberlist on o.GossipBind, advertising
-// o.GossipAdvertise.
-func startMembership(o Options) (*membership, error) {
+// o.GossipAdvertise and, in its node meta, raftAddr.
+func startMembership(o Options, raftAddr string) (*membership, error) {
 	m := &membership{clusterID: o.ClusterID, log: o.Logger, gone: map[string]string{}, events: make(chan struct{}, 1)}
-	b, err := json.Marshal(nodeMeta{ClusterID: o.ClusterID, GRPCAddr: o.GRPCAddr})
+	b, err := json.Marshal(nodeMeta{ClusterID: o.ClusterID, GRPCAddr: o.GRPCAddr, RaftAddr: raftAddr})
 	if err != nil {
 		return nil, fmt.Errorf("gossip: %w", err)
 	}
@@ -137,6 +141,19 @@ func (m *membership) state(id string) string {
 		return s
 	}
 	return StateUnknown
+}
+
+// raftAddr returns the Raft address node id gossips, or "".
+func (m *membership) raftAddr(id string) string {
+	for _, n := range m.ml.Members() {
+		if n.Name == id {
+			var nm nodeMeta
+			if json.Unmarshal(n.Meta, &nm) == nil {
+				return nm.RaftAddr
+			}
+		}
+	}
+	return ""
 }
 
 // members returns the live members (alive or suspect) by node id.

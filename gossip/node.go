@@ -80,7 +80,7 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 		n.shutdown(ctx)
 		return nil, err
 	}
-	if n.mem, err = startMembership(o); err != nil {
+	if n.mem, err = startMembership(o, n.raftAddr); err != nil {
 		n.shutdown(ctx)
 		return nil, err
 	}
@@ -98,19 +98,30 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	n.loopStop = cancel
+	n.goLoop(func() { n.controllerLoop(lctx) })
+	if len(n.opts.Seeds) > 0 && hasState {
+		// A restarted node's cluster may need it for a quorum: Raft runs
+		// already, and the join (which records changed addresses) is
+		// retried in the background.
+		n.goLoop(func() {
+			if err := n.joinSeeds(lctx); err != nil && lctx.Err() == nil {
+				n.log.Error("rejoin through the seeds refused", "err", err)
+			}
+		})
+	}
+	if !n.ready.Load() {
+		n.goLoop(func() { n.catchUp(lctx) })
+	}
+	return n, nil
+}
+
+// goLoop runs f in a goroutine that Close waits for.
+func (n *Node) goLoop(f func()) {
 	n.loopDone.Add(1)
 	go func() {
 		defer n.loopDone.Done()
-		n.controllerLoop(lctx)
+		f()
 	}()
-	if !n.ready.Load() {
-		n.loopDone.Add(1)
-		go func() {
-			defer n.loopDone.Done()
-			n.catchUp(lctx)
-		}()
-	}
-	return n, nil
 }
 
 // startRaft opens the stores and the transport and starts Raft; it
@@ -129,6 +140,7 @@ func (n *Node) startRaft(dir string) (bool, error) {
 	n.raftAddr = sl.Addr().String()
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: sl, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl.Named("transport"),
+		ServerAddressProvider: gossipRaftAddrs{n},
 	})
 	hasState, err := raft.HasExistingState(stores.bolt, stores.bolt, stores.snaps)
 	if err != nil {
@@ -140,6 +152,23 @@ func (n *Node) startRaft(dir string) (bool, error) {
 		return false, fmt.Errorf("gossip: raft: %w", err)
 	}
 	return hasState, nil
+}
+
+// gossipRaftAddrs is the Raft transport's raft.ServerAddressProvider: the
+// Raft address a live member gossips wins over the one of the Raft
+// configuration, which a node restarted with a new address has not
+// updated yet.
+type gossipRaftAddrs struct{ n *Node }
+
+// ServerAddr implements raft.ServerAddressProvider; an error makes the
+// transport use the configuration's address.
+func (g gossipRaftAddrs) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if g.n.mem != nil {
+		if a := g.n.mem.raftAddr(string(id)); a != "" {
+			return raft.ServerAddress(a), nil
+		}
+	}
+	return "", errors.New("gossip: no raft address gossiped")
 }
 
 // electNow makes a follower that is the only voter of its configuration
@@ -162,18 +191,16 @@ func (n *Node) electNow() {
 	}
 }
 
-// join bootstraps, joins through the seeds or restarts, as Start says.
+// join bootstraps, joins through the seeds or restarts, as Start says (a
+// restart with seeds joins through them in the background, see Start).
 func (n *Node) join(ctx context.Context, hasState bool) error {
 	switch {
-	case len(n.opts.Seeds) > 0:
-		if hasState {
-			n.rejoinGossip()
-		}
-		return n.joinSeeds(ctx)
 	case hasState:
 		n.electNow()
-		n.rejoinGossip()
+		n.joinGossip(n.loggedGossipAddrs())
 		return nil
+	case len(n.opts.Seeds) > 0:
+		return n.joinSeeds(ctx)
 	default:
 		return n.bootstrap(ctx)
 	}
@@ -351,6 +378,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 		}
 	}
 	if n.trans != nil {
+		n.trans.CloseStreams()
 		if err := n.trans.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("gossip: raft transport: %w", err))
 		}

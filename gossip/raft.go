@@ -167,6 +167,52 @@ func (snapshot) Release() {}
 type streamLayer struct {
 	net.Listener
 	advertise net.Addr
+
+	mu       sync.Mutex
+	accepted map[net.Conn]struct{} // closed by Close: raft leaves them blocked in reads
+	closed   bool
+}
+
+// Accept implements net.Listener, recording the connection.
+func (s *streamLayer) Accept() (net.Conn, error) {
+	c, err := s.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	s.accepted[c] = struct{}{}
+	return &trackedConn{Conn: c, s: s}, nil
+}
+
+// Close implements net.Listener: it closes the listener and every
+// accepted connection.
+func (s *streamLayer) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.accepted {
+		c.Close()
+	}
+	clear(s.accepted)
+	s.mu.Unlock()
+	return s.Listener.Close()
+}
+
+// trackedConn forgets itself in its stream layer when closed.
+type trackedConn struct {
+	net.Conn
+	s *streamLayer
+}
+
+func (c *trackedConn) Close() error {
+	c.s.mu.Lock()
+	delete(c.s.accepted, c.Conn)
+	c.s.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // Dial implements raft.StreamLayer.
@@ -191,7 +237,7 @@ func listenRaft(bind, advertise string) (*streamLayer, error) {
 		ln.Close()
 		return nil, fmt.Errorf("gossip: raft: %w", err)
 	}
-	return &streamLayer{Listener: ln, advertise: addr}, nil
+	return &streamLayer{Listener: ln, advertise: addr, accepted: map[net.Conn]struct{}{}}, nil
 }
 
 // advertised resolves an advertise address "host:port" against the bound
@@ -287,4 +333,40 @@ func (w logWriter) Write(p []byte) (int, error) {
 		w.l.Log(context.Background(), level, s)
 	}
 	return len(p), nil
+}
+
+// loggedGossipAddrs returns the gossip addresses of the other nodes in
+// the restored state and in the register-node entries of the local Raft
+// log: at a restart, Raft replays its log only once it hears from a
+// leader, which it may need gossip to find.
+func (n *Node) loggedGossipAddrs() []string {
+	seen := map[string]string{}
+	for id, m := range n.State().Nodes {
+		seen[id] = m.GossipAddr
+	}
+	first, err := n.stores.bolt.FirstIndex()
+	if err == nil {
+		var last uint64
+		if last, err = n.stores.bolt.LastIndex(); err == nil {
+			for i := first; i <= last && i > 0; i++ {
+				var l raft.Log
+				if n.stores.bolt.GetLog(i, &l) != nil || l.Type != raft.LogCommand {
+					continue
+				}
+				if c, err := meta.Decode(l.Data); err == nil && c.Op == meta.OpRegisterNode && c.Node != nil {
+					seen[c.Node.ID] = c.Node.GossipAddr
+				}
+			}
+		}
+	}
+	if err != nil {
+		n.log.Warn("reading the raft log for gossip addresses", "err", err)
+	}
+	var out []string
+	for id, a := range seen {
+		if id != n.opts.NodeID && a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
