@@ -320,10 +320,11 @@ func (n *Node) controllerLoop(ctx context.Context) {
 // leader is not alive (meta.LeadersAfterDeath): gossip reports, the
 // controller decides.
 func (n *Node) tick(ctx context.Context) {
-	if n.raft.State() == raft.Shutdown {
-		if !n.closing.Load() && !n.removed.Swap(true) {
-			n.log.Error("this node was removed from the cluster (sq cluster remove-node): it no longer takes part in the metadata; stop it, and clear its data directory's cluster state before it joins again")
-		}
+	if n.removed.Load() {
+		return
+	}
+	if _, ok := n.State().Nodes[n.opts.NodeID]; n.raft.State() == raft.Shutdown || (!ok && n.ready.Load()) {
+		n.noticeRemoval()
 		return
 	}
 	n.rejoinGossip()
@@ -343,4 +344,20 @@ func (n *Node) tick(ctx context.Context) {
 		return
 	}
 	n.log.Info("moved the leadership of partitions whose leader is not alive", "moved", res.Moved)
+}
+
+// noticeRemoval stops this node's part in the cluster after it was
+// removed (sq cluster remove-node): the metadata no longer lists it, or
+// Raft shut down on its removal from the configuration.
+func (n *Node) noticeRemoval() {
+	if n.closing.Load() || n.removed.Swap(true) {
+		return
+	}
+	n.log.Error("this node was removed from the cluster (sq cluster remove-node): it no longer takes part in the metadata or gossip; stop it, and clear its data directory's cluster state before it joins again")
+	if err := n.raft.Shutdown().Error(); err != nil {
+		n.log.Warn("raft shutdown after removal", "err", err)
+	}
+	if err := n.mem.ml.Leave(time.Second); err != nil {
+		n.log.Debug("gossip leave", "err", err)
+	}
 }
