@@ -259,3 +259,77 @@ func TestClusterProposeAndFailover(t *testing.T) {
 		eventually(t, 20*time.Second, "the old controller dead or left", func() bool { return !n.Alive(old.ID()) })
 	}
 }
+
+// crash stops the node as a kill -9 would for its peers: no leadership
+// transfer, no gossip leave.
+func (n *testNode) crash(t *testing.T) {
+	n.closeOnce.Do(func() {
+		n.closing.Store(true)
+		n.loopStop()
+		n.loopDone.Wait()
+		n.closeErr = n.shutdown(context.Background(), false)
+	})
+	n.srv.Stop()
+}
+
+func TestCrashedNodeLosesEmptyPartitionsAndRestarts(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if res, err := nodes[0].ProposeCommand(ctx, createCmd("empty", 6)); err != nil || res.Err != nil {
+		t.Fatalf("create: %v %v", err, res.Err)
+	}
+	sameState(t, "empty", nodes...)
+	eventually(t, 10*time.Second, "a controller", func() bool { return controllerOf(nodes) != nil })
+	var victim *testNode
+	for _, n := range nodes {
+		if n != controllerOf(nodes) {
+			victim = n
+		}
+	}
+	before := nodes[0].State().Topics["empty"]
+	victim.crash(t)
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != victim {
+			rest = append(rest, n)
+		}
+	}
+	eventually(t, 20*time.Second, "the partitions of the dead node moved by the controller", func() bool {
+		for _, n := range rest {
+			if n.memberState(victim.ID()) != StateDead || n.State().Leaderless(n.Alive) != 0 {
+				return false
+			}
+			for _, p := range n.State().Topics["empty"].Partitions {
+				if p.Leader == victim.ID() {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for i, p := range rest[0].State().Topics["empty"].Partitions {
+		if was := before.Partitions[i]; was.Leader == victim.ID() && p.LeaderEpoch != was.LeaderEpoch+1 {
+			t.Errorf("partition %d moved from %s to %s with epoch %d, was %d", i, was.Leader, p.Leader, p.LeaderEpoch, was.LeaderEpoch)
+		}
+	}
+
+	// Restarted with its data directory at new addresses (port 0).
+	o := testOptions(t, victim.ID(), victim.dir)
+	o.Seeds = []string{rest[0].addr}
+	back := mustStart(t, o)
+	waitReady(t, back)
+	eventually(t, 20*time.Second, "the restarted node alive at its new addresses everywhere", func() bool {
+		for _, n := range rest {
+			m := n.State().Nodes[victim.ID()]
+			if n.memberState(victim.ID()) != StateAlive || m.GossipAddr != back.gossipAddr || m.RaftAddr != back.raftAddr {
+				return false
+			}
+		}
+		return true
+	})
+	if res, err := back.ProposeCommand(ctx, createCmd("again", 3)); err != nil || res.Err != nil {
+		t.Fatalf("create on the restarted node: %v %v", err, res.Err)
+	}
+	sameState(t, "again", append(rest, back)...)
+}

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -245,18 +246,25 @@ func (n *Node) forwardJoin(ctx context.Context, req *sqv1.JoinRequest) (*sqv1.Jo
 	return resp, nil
 }
 
-// controllerAddr returns the gRPC address of the Raft leader, or a
+// controllerAddr returns the gRPC address of the Raft leader (from the
+// metadata, else from its gossip meta), or a
 // retriable NO_QUORUM error while none is known.
 func (n *Node) controllerAddr() (string, error) {
 	_, id := n.raft.LeaderWithID()
 	if id == "" {
 		return "", api.NewError(api.CodeNoQuorum, "no controller (Raft leader) known")
 	}
-	m, ok := n.State().Nodes[string(id)]
-	if !ok || m.GRPCAddr == "" {
-		return "", api.NewError(api.CodeNoQuorum, "controller %s has no gRPC address in the applied metadata yet", id)
+	if m, ok := n.State().Nodes[string(id)]; ok && m.GRPCAddr != "" {
+		return m.GRPCAddr, nil
 	}
-	return m.GRPCAddr, nil
+	// A node that has not caught up yet finds it in gossip.
+	if ml, ok := n.mem.members()[string(id)]; ok {
+		var nm nodeMeta
+		if json.Unmarshal(ml.Meta, &nm) == nil && nm.GRPCAddr != "" {
+			return nm.GRPCAddr, nil
+		}
+	}
+	return "", api.NewError(api.CodeNoQuorum, "controller %s has no gRPC address in the applied metadata or gossip yet", id)
 }
 
 // admit registers a joining node and adds it to the Raft configuration

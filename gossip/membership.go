@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
@@ -27,6 +28,10 @@ const (
 	StateLeft    = "left"
 	StateUnknown = "unknown"
 )
+
+// deadNodeReclaimTime is how long a dead member's name stays bound to its
+// address (memberlist.Config.DeadNodeReclaimTime).
+const deadNodeReclaimTime = 2 * time.Second
 
 // nodeMeta is what a node gossips about itself (memberlist's node meta,
 // at most memberlist.MetaMaxSize bytes): its cluster id, so that a member
@@ -83,6 +88,10 @@ func startMembership(o Options, raftAddr string) (*membership, error) {
 			c.AdvertisePort = aport
 		}
 	}
+	// A node restarted at another address (a new container IP) takes its
+	// name back once the old incarnation is dead; the join RPC already
+	// refused a live node of the same name with another data directory.
+	c.DeadNodeReclaimTime = deadNodeReclaimTime
 	c.Delegate = m
 	c.Events = m
 	c.Alive = m

@@ -77,23 +77,23 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 	n := &Node{opts: o, ident: id, log: o.Logger.With("component", "cluster"), conns: newConnPool(o.Dial)}
 	hasState, err := n.startRaft(dir)
 	if err != nil {
-		n.shutdown(ctx)
+		n.shutdown(ctx, false)
 		return nil, err
 	}
 	if n.mem, err = startMembership(o, n.raftAddr); err != nil {
-		n.shutdown(ctx)
+		n.shutdown(ctx, false)
 		return nil, err
 	}
 	n.gossipAddr = n.mem.addr()
 	n.met = newMetrics(n)
 	if err := n.met.register(o.Registerer); err != nil {
-		n.shutdown(ctx)
+		n.shutdown(ctx, false)
 		return nil, err
 	}
 	n.log.Info("cluster node started", "node_id", o.NodeID, "cluster_id", o.ClusterID,
 		"gossip_addr", n.gossipAddr, "raft_addr", n.raftAddr, "raft_state", hasState, "seeds", o.Seeds)
 	if err := n.join(ctx, hasState); err != nil {
-		n.shutdown(ctx)
+		n.shutdown(ctx, false)
 		return nil, err
 	}
 	lctx, cancel := context.WithCancel(context.Background())
@@ -349,13 +349,14 @@ func (n *Node) Close(ctx context.Context) error {
 				n.log.Info("leadership transfer before close", "err", err)
 			}
 		}
-		n.closeErr = n.shutdown(ctx)
+		n.closeErr = n.shutdown(ctx, true)
 	})
 	return n.closeErr
 }
 
-// shutdown releases whatever Start made, in reverse order.
-func (n *Node) shutdown(ctx context.Context) error {
+// shutdown releases whatever Start made, in reverse order; with leave,
+// the node first leaves gossip gracefully.
+func (n *Node) shutdown(ctx context.Context, leave bool) error {
 	var errs []error
 	if n.met != nil {
 		n.met.unregister(n.opts.Registerer)
@@ -365,8 +366,10 @@ func (n *Node) shutdown(ctx context.Context) error {
 		if d, ok := ctx.Deadline(); ok {
 			timeout = min(timeout, time.Until(d))
 		}
-		if err := n.mem.ml.Leave(timeout); err != nil {
-			n.log.Debug("gossip leave", "err", err)
+		if leave {
+			if err := n.mem.ml.Leave(timeout); err != nil {
+				n.log.Debug("gossip leave", "err", err)
+			}
 		}
 		if err := n.mem.ml.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("gossip: memberlist shutdown: %w", err))
