@@ -14,24 +14,39 @@ func newTopic(name string, b byte) *Topic {
 		Partitions: []Partition{{Replicas: []string{"n1"}, Leader: "n1", ISR: []string{"n1"}}}}
 }
 
-func TestApply(t *testing.T) {
-	rf2 := func(mod func(*Topic)) *Topic {
-		tp := &Topic{Name: "t2", ID: tid(9), Config: engine.TopicConfig{ReplicationFactor: 2},
-			Partitions: []Partition{{Replicas: []string{"n1", "n2"}, Leader: "n1", ISR: []string{"n1", "n2"}}}}
-		mod(tp)
-		return tp
+// applyCase is one command applied to base(t): the code of its refusal
+// (0: applied) and a check of the state and result.
+type applyCase struct {
+	name  string
+	setup func(*State)
+	cmd   Command
+	code  api.Code
+	check func(*testing.T, *State, Result)
+}
+
+// runApply runs cases; a refused command must leave the state unchanged.
+func runApply(t *testing.T, tests []applyCase) {
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base(t)
+			if tc.setup != nil {
+				tc.setup(s)
+			}
+			before := s.Hash()
+			r := s.Apply(tc.cmd)
+			wantCode(t, errOf(r), tc.code)
+			if tc.code != 0 && s.Hash() != before {
+				t.Fatal("a refused command changed the state")
+			}
+			if tc.check != nil {
+				tc.check(t, s, r)
+			}
+		})
 	}
-	cfg := engine.TopicConfig{RetentionMs: 5, ReplicationFactor: 2}
-	cfgRF3 := engine.TopicConfig{ReplicationFactor: 3}
-	cfgNoRF := engine.TopicConfig{RetentionMs: 7}
-	part := func(r ...string) Partition { return Partition{Replicas: r, Leader: r[0], ISR: r} }
-	tests := []struct {
-		name  string
-		setup func(*State)
-		cmd   Command
-		code  api.Code
-		check func(*testing.T, *State, Result)
-	}{
+}
+
+func TestApplyNodes(t *testing.T) {
+	runApply(t, []applyCase{
 		{name: "register-node adds", cmd: Command{Op: OpRegisterNode, Node: &Node{ID: "n4"}},
 			check: func(t *testing.T, s *State, _ Result) {
 				if _, ok := s.Nodes["n4"]; !ok {
@@ -46,6 +61,17 @@ func TestApply(t *testing.T) {
 			}},
 		{name: "register-node without id", cmd: Command{Op: OpRegisterNode, Node: &Node{}}, code: api.CodeInvalidRequest},
 		{name: "register-node without node", cmd: Command{Op: OpRegisterNode}, code: api.CodeInvalidRequest},
+	})
+}
+
+func TestApplyCreateTopic(t *testing.T) {
+	rf2 := func(mod func(*Topic)) *Topic {
+		tp := &Topic{Name: "t2", ID: tid(9), Config: engine.TopicConfig{ReplicationFactor: 2},
+			Partitions: []Partition{{Replicas: []string{"n1", "n2"}, Leader: "n1", ISR: []string{"n1", "n2"}}}}
+		mod(tp)
+		return tp
+	}
+	runApply(t, []applyCase{
 		{name: "create-topic", cmd: Command{Op: OpCreateTopic, Topic: newTopic("new", 2)},
 			check: func(t *testing.T, s *State, r Result) {
 				if r.Topic == nil || r.Topic.Name != "new" || s.Topics["new"].ID != tid(2) {
@@ -70,6 +96,15 @@ func TestApply(t *testing.T) {
 		{name: "create-topic leader not a replica", cmd: Command{Op: OpCreateTopic, Topic: rf2(func(tp *Topic) { tp.Partitions[0].Leader = "n3" })}, code: api.CodeInvalidRequest},
 		{name: "create-topic isr not replicas", cmd: Command{Op: OpCreateTopic, Topic: rf2(func(tp *Topic) { tp.Partitions[0].ISR = []string{"n3"} })}, code: api.CodeInvalidRequest},
 		{name: "create-topic without topic", cmd: Command{Op: OpCreateTopic}, code: api.CodeInvalidRequest},
+	})
+}
+
+func TestApplyTopicChanges(t *testing.T) {
+	cfg := engine.TopicConfig{RetentionMs: 5, ReplicationFactor: 2}
+	cfgRF3 := engine.TopicConfig{ReplicationFactor: 3}
+	cfgNoRF := engine.TopicConfig{RetentionMs: 7}
+	part := func(r ...string) Partition { return Partition{Replicas: r, Leader: r[0], ISR: r} }
+	runApply(t, []applyCase{
 		{name: "delete-topic", cmd: Command{Op: OpDeleteTopic, Name: "orders", ID: tid(1)},
 			check: func(t *testing.T, s *State, _ Result) {
 				if _, ok := s.Topics["orders"]; ok || !slices.Equal(s.DeletedIDs, []api.TopicID{tid(1)}) {
@@ -119,24 +154,7 @@ func TestApply(t *testing.T) {
 		{name: "mark-data partition out of range", cmd: Command{Op: OpMarkData, Name: "orders", ID: tid(1), Partition: 3}, code: api.CodeInvalidRequest},
 		{name: "mark-data other id", cmd: Command{Op: OpMarkData, Name: "orders", ID: tid(4)}, code: api.CodeUnknownTopicID},
 		{name: "unknown op", cmd: Command{Op: "explode"}, code: api.CodeInvalidRequest},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s := base(t)
-			if tc.setup != nil {
-				tc.setup(s)
-			}
-			before := s.Hash()
-			r := s.Apply(tc.cmd)
-			wantCode(t, errOf(r), tc.code)
-			if tc.code != 0 && s.Hash() != before {
-				t.Fatal("a refused command changed the state")
-			}
-			if tc.check != nil {
-				tc.check(t, s, r)
-			}
-		})
-	}
+	})
 }
 
 func TestApplySetLeaders(t *testing.T) {

@@ -11,16 +11,16 @@ import (
 // without one when the server sets no default: min(3, live nodes).
 func DefaultReplicationFactor(liveNodes int) int { return min(3, liveNodes) }
 
-// Place assigns replicas to partitions new partitions: nodes are sorted
-// (duplicates dropped); each partition's leader (its first replica) is
-// the node that leads the fewest partitions, counting leaderLoad (the
-// current counts, as LeaderCounts; nil for none) and the partitions
-// placed so far, ties going round-robin to the node after the previous
-// leader in sorted order; the other rf-1 replicas are the nodes that
-// follow the leader in sorted order, round-robin. So 3 nodes and 6
-// partitions give each node 2 leaders and, at rf 2, 4 replicas. Errors
+// Place assigns replicas to partitions new partitions over nodes, which
+// are sorted first (duplicates dropped). Each partition's leader (its
+// first replica) is the node that leads the fewest partitions, counting
+// leaderLoad (the current counts, as LeaderCounts; nil for none) and the
+// partitions placed so far, ties going round-robin to the node after the
+// previous leader in sorted order; the other rf-1 replicas are the nodes
+// that follow the leader in sorted order. So 3 nodes and 6 partitions
+// give each node 2 leaders and, at rf 2, 4 replicas. Errors
 // (INVALID_CONFIG): partitions outside [1, engine.MaxPartitions], rf < 1
-// or rf > the number of nodes. The result is partitions slices of rf
+// or rf > the number of nodes. The result holds partitions slices of rf
 // node ids.
 func Place(nodes []string, partitions, rf int, leaderLoad map[string]int) ([][]string, error) {
 	ids := slices.Clone(nodes)
