@@ -331,7 +331,7 @@ func (n *Node) tick(ctx context.Context) {
 	if n.raft.State() != raft.Leader {
 		return
 	}
-	changes := meta.LeadersAfterDeath(n.State(), n.Alive)
+	changes := meta.LeadersAfterDeath(n.State(), n.aliveForController)
 	if len(changes) == 0 {
 		return
 	}
@@ -344,6 +344,18 @@ func (n *Node) tick(ctx context.Context) {
 		return
 	}
 	n.log.Info("moved the leadership of partitions whose leader is not alive", "moved", res.Moved)
+}
+
+// aliveForController is the liveness the controller moves leaders by: a
+// node gossip has not met yet counts as alive for the first
+// 5 x ControllerInterval of this node's membership, so that a controller
+// that has just started does not move leaders away from nodes it has not
+// heard of yet; gossip reports a node dead within that time.
+func (n *Node) aliveForController(id string) bool {
+	if n.Alive(id) {
+		return true
+	}
+	return n.mem.state(id) == StateUnknown && time.Since(n.started) < 5*n.opts.ControllerInterval
 }
 
 // noticeRemoval stops this node's part in the cluster after it was

@@ -52,8 +52,11 @@ type membership struct {
 	meta      []byte
 	log       *slog.Logger
 
-	mu   sync.Mutex
-	gone map[string]string // node id -> StateDead or StateLeft, of members no longer alive
+	mu sync.Mutex
+	// status is each member's state as the events left it: StateAlive
+	// (alive or suspect: memberlist sends no event for suspicion),
+	// StateDead or StateLeft.
+	status map[string]string
 	// events is signalled (never blocks) when a member joins, dies or
 	// leaves: the controller looks at the partitions again.
 	events chan struct{}
@@ -62,7 +65,7 @@ type membership struct {
 // startMembership starts memberlist on o.GossipBind, advertising
 // o.GossipAdvertise and, in its node meta, raftAddr.
 func startMembership(o Options, raftAddr string) (*membership, error) {
-	m := &membership{clusterID: o.ClusterID, log: o.Logger, gone: map[string]string{}, events: make(chan struct{}, 1)}
+	m := &membership{clusterID: o.ClusterID, log: o.Logger, status: map[string]string{}, events: make(chan struct{}, 1)}
 	b, err := json.Marshal(nodeMeta{ClusterID: o.ClusterID, GRPCAddr: o.GRPCAddr, RaftAddr: raftAddr})
 	if err != nil {
 		return nil, fmt.Errorf("gossip: %w", err)
@@ -134,22 +137,31 @@ func (m *membership) signal() {
 	}
 }
 
-// state returns the membership state of node id.
-func (m *membership) state(id string) string {
-	for _, n := range m.ml.Members() {
-		if n.Name == id {
-			if n.State == memberlist.StateSuspect {
-				return StateSuspect
-			}
-			return StateAlive
-		}
-	}
+// alive reports whether node id is alive or suspect, without scanning
+// the member list (the leadership gate asks at every request).
+func (m *membership) alive(id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if s, ok := m.gone[id]; ok {
+	return m.status[id] == StateAlive
+}
+
+// state returns the membership state of node id.
+func (m *membership) state(id string) string {
+	m.mu.Lock()
+	s, ok := m.status[id]
+	m.mu.Unlock()
+	switch {
+	case !ok:
+		return StateUnknown
+	case s != StateAlive:
 		return s
 	}
-	return StateUnknown
+	for _, n := range m.ml.Members() {
+		if n.Name == id && n.State == memberlist.StateSuspect {
+			return StateSuspect
+		}
+	}
+	return StateAlive
 }
 
 // raftAddr returns the Raft address node id gossips, or "".
@@ -211,7 +223,7 @@ func (m *membership) NotifyMerge(peers []*memberlist.Node) error {
 // NotifyJoin implements memberlist.EventDelegate.
 func (m *membership) NotifyJoin(n *memberlist.Node) {
 	m.mu.Lock()
-	delete(m.gone, n.Name)
+	m.status[n.Name] = StateAlive
 	m.mu.Unlock()
 	m.log.Info("gossip member alive", "node_id", n.Name, "addr", n.Address())
 	m.signal()
@@ -225,7 +237,7 @@ func (m *membership) NotifyLeave(n *memberlist.Node) {
 		s = StateLeft
 	}
 	m.mu.Lock()
-	m.gone[n.Name] = s
+	m.status[n.Name] = s
 	m.mu.Unlock()
 	m.log.Info("gossip member "+s, "node_id", n.Name, "addr", n.Address())
 	m.signal()

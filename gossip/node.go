@@ -34,8 +34,9 @@ type Node struct {
 	conns  *connPool
 	met    *metrics
 
-	raftAddr   string // advertised
-	gossipAddr string // advertised
+	started    time.Time // when memberlist started
+	raftAddr   string    // advertised
+	gossipAddr string    // advertised
 
 	// propMu serializes the controller's prepare-and-apply, so that each
 	// command is prepared against the state its predecessors made.
@@ -85,6 +86,7 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 		return nil, err
 	}
 	n.gossipAddr = n.mem.addr()
+	n.started = time.Now()
 	n.met = newMetrics(n)
 	if err := n.met.register(o.Registerer); err != nil {
 		n.shutdown(ctx, false)
@@ -306,8 +308,7 @@ func (n *Node) Alive(id string) bool {
 	if id == n.opts.NodeID {
 		return true
 	}
-	s := n.mem.state(id)
-	return s == StateAlive || s == StateSuspect
+	return n.mem.alive(id)
 }
 
 // Nodes returns the nodes of the metadata, sorted by id, with the
