@@ -233,6 +233,7 @@ func TestClusterProposeAndFailover(t *testing.T) {
 		t.Fatalf("created topic %+v: want rf 3 (min(3, live)), 6 partitions, an id", tp)
 	}
 	sameState(t, "orders", nodes...)
+	checkMembersAndInfo(t, nodes)
 	res, err = follower.ProposeCommand(ctx, createCmd("orders", 1))
 	if err != nil || res.Err == nil || !strings.Contains(res.Err.Error(), "TOPIC_EXISTS") {
 		t.Fatalf("second create: %v, %v: want TOPIC_EXISTS in the result", err, res.Err)
@@ -332,4 +333,49 @@ func TestCrashedNodeLosesEmptyPartitionsAndRestarts(t *testing.T) {
 		t.Fatalf("create on the restarted node: %v %v", err, res.Err)
 	}
 	sameState(t, "again", append(rest, back)...)
+}
+
+// checkMembersAndInfo checks the Members and Info answers of every node of
+// a settled cluster: every node alive and a voter, one controller, the
+// same applied index and hash everywhere.
+func checkMembersAndInfo(t *testing.T, nodes []*testNode) {
+	t.Helper()
+	ctx := context.Background()
+	var hash string
+	for _, n := range nodes {
+		mr, err := n.Members(ctx)
+		if err != nil || mr.ClusterId != "test" || len(mr.Members) != len(nodes) {
+			t.Fatalf("%s: members %v, %v", n.ID(), mr, err)
+		}
+		controllers, selves := 0, 0
+		for _, m := range mr.Members {
+			if m.State != StateAlive || !m.Voter || m.GrpcAddress == "" || m.GossipAddress == "" || m.RaftAddress == "" {
+				t.Errorf("%s: member %v", n.ID(), m)
+			}
+			if m.Controller {
+				controllers++
+			}
+			if m.Self {
+				selves++
+				if m.NodeId != n.ID() {
+					t.Errorf("%s: self is %s", n.ID(), m.NodeId)
+				}
+			}
+		}
+		if controllers != 1 || selves != 1 {
+			t.Errorf("%s: %d controllers, %d selves", n.ID(), controllers, selves)
+		}
+		info, err := n.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hash == "" {
+			hash = info.MetadataHash
+		}
+		if info.MetadataHash != hash || info.AppliedIndex != nodes[0].AppliedIndex() || !info.Ready || info.ControllerId == "" ||
+			info.MemberCount != int32(len(nodes)) || info.VoterCount != int32(len(nodes)) || info.TopicCount != 1 || info.PartitionCount != 6 ||
+			info.LeaderlessPartitions != 0 || info.RaftTerm == 0 || info.CommitIndex < info.AppliedIndex || info.NodeId != n.ID() {
+			t.Errorf("%s: info %v", n.ID(), info)
+		}
+	}
 }
