@@ -121,3 +121,30 @@ func TestProposeWithoutQuorumIsNoQuorum(t *testing.T) {
 		t.Fatalf("propose on a minority: %v, want NO_QUORUM", err)
 	}
 }
+
+func TestJoinersBeyondMaxVotersAreNonvoters(t *testing.T) {
+	oa := testOptions(t, "a", t.TempDir())
+	oa.MaxVoters = 1
+	a := mustStart(t, oa)
+	ob := testOptions(t, "b", t.TempDir())
+	ob.Seeds = []string{a.addr}
+	b := mustStart(t, ob)
+	waitReady(t, a, b)
+	mr, err := b.Members(context.Background())
+	if err != nil || len(mr.Members) != 2 {
+		t.Fatalf("members %v, %v", mr, err)
+	}
+	for _, m := range mr.Members {
+		if m.Voter != (m.NodeId == "a") || m.Controller != (m.NodeId == "a") {
+			t.Errorf("member %v: want a the only voter and the controller", m)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if res, err := b.ProposeCommand(ctx, createCmd("t", 2)); err != nil || res.Err != nil {
+		t.Fatalf("create on a non-voter: %v %v", err, res.Err)
+	}
+	if got := b.State().Topics["t"].Config.ReplicationFactor; got != 2 {
+		t.Errorf("replication factor %d, want min(3, 2 live nodes)", got)
+	}
+}
