@@ -78,7 +78,7 @@ func TestMetrics(t *testing.T) {
 	}
 	sameState(t, "m", a, b)
 	controllers := 0.0
-	for i, n := range []*testNode{a, b} {
+	for i, n := range []*clusterNode{a, b} {
 		want := `
 # HELP sq_cluster_members Nodes of the cluster metadata by membership state as this node's gossip sees them (alive, suspect, dead, left, unknown).
 # TYPE sq_cluster_members gauge

@@ -62,8 +62,8 @@ func (s *clusterServer) RemoveNode(ctx context.Context, r *sqv1.RemoveNodeReques
 	return resp, control.ToStatus(err)
 }
 
-// testNode is a Node with its gRPC server.
-type testNode struct {
+// clusterNode is a Node with its gRPC server.
+type clusterNode struct {
 	*Node
 	srv  *grpc.Server
 	addr string
@@ -92,7 +92,7 @@ func testOptions(t *testing.T, id, dir string) Options {
 
 // startTestNode starts a gRPC server and a Node behind it; mod adjusts
 // the options. The node is closed at the end of the test.
-func startTestNode(t *testing.T, o Options) (*testNode, error) {
+func startTestNode(t *testing.T, o Options) (*clusterNode, error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -112,12 +112,12 @@ func startTestNode(t *testing.T, o Options) (*testNode, error) {
 		return nil, err
 	}
 	cs.node.Store(n)
-	tn := &testNode{Node: n, srv: srv, addr: o.GRPCAddr, dir: o.DataDir}
+	tn := &clusterNode{Node: n, srv: srv, addr: o.GRPCAddr, dir: o.DataDir}
 	t.Cleanup(func() { tn.stop(t) })
 	return tn, nil
 }
 
-func mustStart(t *testing.T, o Options) *testNode {
+func mustStart(t *testing.T, o Options) *clusterNode {
 	t.Helper()
 	n, err := startTestNode(t, o)
 	if err != nil {
@@ -127,7 +127,7 @@ func mustStart(t *testing.T, o Options) *testNode {
 }
 
 // stop closes the node and its server; idempotent.
-func (n *testNode) stop(t *testing.T) {
+func (n *clusterNode) stop(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := n.Close(ctx); err != nil {
@@ -148,7 +148,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func waitReady(t *testing.T, nodes ...*testNode) {
+func waitReady(t *testing.T, nodes ...*clusterNode) {
 	t.Helper()
 	for _, n := range nodes {
 		eventually(t, 20*time.Second, n.ID()+" ready", func() bool { return n.Ready() == nil })
@@ -157,10 +157,10 @@ func waitReady(t *testing.T, nodes ...*testNode) {
 
 // startCluster starts n nodes: the first bootstraps, the others join
 // through it.
-func startCluster(t *testing.T, count int) []*testNode {
+func startCluster(t *testing.T, count int) []*clusterNode {
 	t.Helper()
 	first := mustStart(t, testOptions(t, "n1", t.TempDir()))
-	nodes := []*testNode{first}
+	nodes := []*clusterNode{first}
 	for i := 2; i <= count; i++ {
 		o := testOptions(t, "n"+string(rune('0'+i)), t.TempDir())
 		o.Seeds = []string{first.addr}
@@ -188,7 +188,7 @@ func createCmd(name string, partitions int) meta.Command {
 
 // sameState waits until every node has applied the same log: topic name
 // present, equal applied index and hash.
-func sameState(t *testing.T, topic string, nodes ...*testNode) {
+func sameState(t *testing.T, topic string, nodes ...*clusterNode) {
 	t.Helper()
 	eventually(t, 20*time.Second, "the same metadata on every node", func() bool {
 		h, idx := nodes[0].State().Hash(), nodes[0].AppliedIndex()
@@ -201,7 +201,7 @@ func sameState(t *testing.T, topic string, nodes ...*testNode) {
 	})
 }
 
-func controllerOf(nodes []*testNode) *testNode {
+func controllerOf(nodes []*clusterNode) *clusterNode {
 	for _, n := range nodes {
 		if n.raft.State() == raft.Leader {
 			return n
@@ -212,7 +212,7 @@ func controllerOf(nodes []*testNode) *testNode {
 
 func TestClusterProposeAndFailover(t *testing.T) {
 	nodes := startCluster(t, 3)
-	var follower *testNode
+	var follower *clusterNode
 	eventually(t, 10*time.Second, "a controller", func() bool { return controllerOf(nodes) != nil })
 	for _, n := range nodes {
 		if n.raft.State() != raft.Leader {
@@ -241,7 +241,7 @@ func TestClusterProposeAndFailover(t *testing.T) {
 
 	old := controllerOf(nodes)
 	old.stop(t)
-	var rest []*testNode
+	var rest []*clusterNode
 	for _, n := range nodes {
 		if n != old {
 			rest = append(rest, n)
@@ -263,7 +263,7 @@ func TestClusterProposeAndFailover(t *testing.T) {
 
 // crash stops the node as a kill -9 would for its peers: no leadership
 // transfer, no gossip leave.
-func (n *testNode) crash(t *testing.T) {
+func (n *clusterNode) crash(t *testing.T) {
 	n.closeOnce.Do(func() {
 		n.closing.Store(true)
 		n.loopStop()
@@ -282,7 +282,7 @@ func TestCrashedNodeLosesEmptyPartitionsAndRestarts(t *testing.T) {
 	}
 	sameState(t, "empty", nodes...)
 	eventually(t, 10*time.Second, "a controller", func() bool { return controllerOf(nodes) != nil })
-	var victim *testNode
+	var victim *clusterNode
 	for _, n := range nodes {
 		if n != controllerOf(nodes) {
 			victim = n
@@ -290,7 +290,7 @@ func TestCrashedNodeLosesEmptyPartitionsAndRestarts(t *testing.T) {
 	}
 	before := nodes[0].State().Topics["empty"]
 	victim.crash(t)
-	var rest []*testNode
+	var rest []*clusterNode
 	for _, n := range nodes {
 		if n != victim {
 			rest = append(rest, n)
@@ -338,7 +338,7 @@ func TestCrashedNodeLosesEmptyPartitionsAndRestarts(t *testing.T) {
 // checkMembersAndInfo checks the Members and Info answers of every node of
 // a settled cluster: every node alive and a voter, one controller, the
 // same applied index and hash everywhere.
-func checkMembersAndInfo(t *testing.T, nodes []*testNode) {
+func checkMembersAndInfo(t *testing.T, nodes []*clusterNode) {
 	t.Helper()
 	ctx := context.Background()
 	var hash string

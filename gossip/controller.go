@@ -175,7 +175,7 @@ func (n *Node) applyLocal(ctx context.Context, cmd meta.Command) (uint64, meta.R
 func (n *Node) prepare(s *meta.State, cmd meta.Command) (meta.Command, error) {
 	switch cmd.Op {
 	case meta.OpCreateTopic:
-		if cmd.Topic == nil || (!cmd.Topic.ID.IsZero() && placed(cmd.Topic.Partitions)) {
+		if cmd.Topic == nil || (!cmd.Topic.ID.IsZero() && allPlaced(cmd.Topic.Partitions)) {
 			return cmd, nil
 		}
 		t := cmd.Topic
@@ -190,7 +190,7 @@ func (n *Node) prepare(s *meta.State, cmd meta.Command) (meta.Command, error) {
 		}
 		return meta.PrepareCreate(s, t.Name, id, len(t.Partitions), cfg, nodes, time.Now().UnixMilli())
 	case meta.OpCreatePartitions:
-		if len(cmd.NewPartitions) == 0 || placed(cmd.NewPartitions) {
+		if len(cmd.NewPartitions) == 0 || allPlaced(cmd.NewPartitions) {
 			return cmd, nil
 		}
 		t, ok := s.Topics[cmd.Name]
@@ -212,8 +212,8 @@ func (n *Node) prepare(s *meta.State, cmd meta.Command) (meta.Command, error) {
 	return cmd, nil
 }
 
-// placed reports whether every partition has replicas.
-func placed(ps []meta.Partition) bool {
+// allPlaced reports whether every partition has replicas.
+func allPlaced(ps []meta.Partition) bool {
 	for _, p := range ps {
 		if len(p.Replicas) == 0 {
 			return false

@@ -24,7 +24,7 @@ func TestRemoveNode(t *testing.T) {
 	sameState(t, "empty", nodes...)
 	eventually(t, 10*time.Second, "a controller", func() bool { return controllerOf(nodes) != nil })
 	ctl := controllerOf(nodes)
-	var others []*testNode
+	var others []*clusterNode
 	for _, n := range nodes {
 		if n != ctl {
 			others = append(others, n)
@@ -65,7 +65,7 @@ func TestRemoveNode(t *testing.T) {
 	if resp.MovedPartitions == 0 {
 		t.Errorf("no partition moved off %s", victim.ID())
 	}
-	rest := []*testNode{ctl, follower}
+	rest := []*clusterNode{ctl, follower}
 	eventually(t, 10*time.Second, "the removal applied everywhere", func() bool {
 		for _, n := range rest {
 			if _, ok := n.State().Nodes[victim.ID()]; ok || n.raftServer(victim.ID()) {
