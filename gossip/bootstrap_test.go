@@ -2,11 +2,15 @@ package gossip
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -117,5 +121,40 @@ sq_cluster_leaderless_partitions 0
 	b.stop(t)
 	if mfs, _ := regs[1].Gather(); len(mfs) != 0 {
 		t.Errorf("%d metric families left after Close", len(mfs))
+	}
+}
+
+// TestImportAfterAnInterruptedBootstrap: a first start that bootstrapped
+// Raft but stopped before the import was committed imports at the next
+// start.
+func TestImportAfterAnInterruptedBootstrap(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions(t, "a", dir)
+	o.LocalTopics = func() []*meta.Topic { return nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the bootstrap's proposals fail at once
+	first := o
+	first.GRPCAddr = "127.0.0.1:1" // registered, never dialled
+	if _, err := Start(ctx, first); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start with a cancelled context: %v, want the bootstrap cut by context.Canceled", err)
+	}
+	stores, err := openRaftStores(filepath.Join(dir, "cluster"), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	has, err := raft.HasExistingState(stores.bolt, stores.bolt, stores.snaps)
+	stores.bolt.Close()
+	if err != nil || !has {
+		t.Fatalf("no raft state after the cut bootstrap (%v): the test would not test the restart", err)
+	}
+	local := &meta.Topic{
+		Name: "legacy", ID: api.NewTopicID(), Config: engine.TopicConfig{ReplicationFactor: 1}, CreatedMs: 1,
+		Partitions: []meta.Partition{{Replicas: []string{"a"}, Leader: "a", ISR: []string{"a"}}},
+	}
+	o.LocalTopics = func() []*meta.Topic { return []*meta.Topic{local} }
+	a := mustStart(t, o)
+	waitReady(t, a)
+	if st := a.State(); !st.Imported || st.Topics["legacy"] == nil {
+		t.Fatalf("after the second start: imported %v, topics %v", st.Imported, st.Topics)
 	}
 }

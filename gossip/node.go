@@ -219,19 +219,29 @@ func (n *Node) bootstrap(ctx context.Context) error {
 	if _, err := n.ProposeCommand(ctx, meta.Command{Op: meta.OpRegisterNode, Node: n.self()}); err != nil {
 		return fmt.Errorf("gossip: bootstrap: register %s: %w", n.opts.NodeID, err)
 	}
+	if err := n.importLocal(ctx); err != nil {
+		return fmt.Errorf("gossip: bootstrap: %w", err)
+	}
+	n.log.Info("bootstrapped a cluster of one node")
+	n.ready.Store(true)
+	return nil
+}
+
+// importLocal imports the data directory's topics (LocalTopics) into the
+// metadata with meta.OpImport, which the state accepts once per cluster.
+func (n *Node) importLocal(ctx context.Context) error {
 	var topics []*meta.Topic
 	if n.opts.LocalTopics != nil {
 		topics = n.opts.LocalTopics()
 	}
 	res, err := n.ProposeCommand(ctx, meta.Command{Op: meta.OpImport, Topics: topics})
+	if err == nil && res.Err != nil {
+		err = res.Err
+	}
 	if err != nil {
-		return fmt.Errorf("gossip: bootstrap: import the data directory's topics: %w", err)
+		return fmt.Errorf("import the data directory's topics: %w", err)
 	}
-	if res.Err != nil {
-		return fmt.Errorf("gossip: bootstrap: import the data directory's topics: %w", res.Err)
-	}
-	n.log.Info("bootstrapped a cluster of one node; topics imported", "topics", len(topics))
-	n.ready.Store(true)
+	n.log.Info("imported the data directory's topics into the cluster metadata", "topics", len(topics))
 	return nil
 }
 
@@ -247,11 +257,18 @@ func (n *Node) self() *meta.Node {
 // catchUp makes the node ready: it proposes its own registration (which
 // also records changed addresses) until it is committed, and waits until
 // this node has applied it: the node has then caught up with the log as
-// it stood when it joined.
+// it stood when it joined. A node without seeds whose cluster has not
+// imported its first node's topics yet (a bootstrap cut short) imports
+// its own.
 func (n *Node) catchUp(ctx context.Context) {
 	backoff := 50 * time.Millisecond
 	for {
 		res, err := n.ProposeCommand(ctx, meta.Command{Op: meta.OpRegisterNode, Node: n.self()})
+		if err == nil && res.Err == nil && len(n.opts.Seeds) == 0 && !n.State().Imported {
+			// The first start bootstrapped the cluster but stopped
+			// before its import was committed.
+			err = n.importLocal(ctx)
+		}
 		if err == nil && res.Err == nil {
 			n.ready.Store(true)
 			n.log.Info("joined the cluster and caught up with the metadata log", "applied_index", n.AppliedIndex())
