@@ -25,13 +25,26 @@ import (
 // config is the server configuration assembled from flags and SQ_*
 // environment variables.
 type config struct {
-	GRPCHost     string
-	CapnpHost    string
-	HTTPHost     string
-	NodeID       string
-	DataDir      string
-	Seeds        string
-	ClusterID    string
+	GRPCHost  string
+	CapnpHost string
+	HTTPHost  string
+	NodeID    string
+	DataDir   string
+	Seeds     string
+	ClusterID string
+
+	// GossipHost and RaftHost are the listen addresses of memberlist and
+	// of the Raft transport; empty: the gRPC host's IP with its port + 6
+	// and + 7 (gRPC port 0: port 0). AdvertiseHost is the host others
+	// reach this node at (empty: the listener's IP, or the first private
+	// IPv4 of the host when it listens on 0.0.0.0 or ::).
+	GossipHost    string
+	RaftHost      string
+	AdvertiseHost string
+	// DefaultReplicationFactor is the replication factor of topics
+	// created without one; 0: min(3, live nodes).
+	DefaultReplicationFactor int
+
 	SyncPolicy   string
 	S3Bucket     string
 	S3Endpoint   string
@@ -99,8 +112,12 @@ var flagSpecs = []flagSpec{
 	{"http-host", "SQ_HTTP_HOST", "HTTP listen address of /healthz, /readyz and /metrics (empty: not served)"},
 	{"node-id", "SQ_NODE_ID", "unique node identifier"},
 	{"data-dir", "SQ_DATA_DIR", "data directory (created if missing; locked while served)"},
-	{"seeds", "SQ_SEEDS", "comma-separated seed node addresses (clustering not in this build)"},
-	{"cluster-id", "SQ_CLUSTER_ID", "cluster identifier"},
+	{"seeds", "SQ_SEEDS", "comma-separated gRPC addresses (host:port) of nodes of the cluster to join; empty: this node starts (or restarts) a cluster of its own; needs --grpc-host"},
+	{"cluster-id", "SQ_CLUSTER_ID", "cluster identifier: nodes of another cluster are refused; a data directory keeps the one it first started with"},
+	{"gossip-host", "SQ_GOSSIP_HOST", "gossip (memberlist, TCP and UDP) listen address (empty: the gRPC host's IP, port = gRPC port + 6; gRPC port 0: port 0)"},
+	{"raft-host", "SQ_RAFT_HOST", "Raft (cluster metadata) listen address (empty: the gRPC host's IP, port = gRPC port + 7; gRPC port 0: port 0)"},
+	{"advertise-host", "SQ_ADVERTISE_HOST", "host (an IP address) other nodes and clients use to reach this node (empty: the listen address's IP; for 0.0.0.0 or ::, the host's first private IPv4)"},
+	{"default-replication-factor", "SQ_DEFAULT_REPLICATION_FACTOR", "replication factor of topics created without one (0: min(3, live nodes))"},
 	{"sync-policy", "SQ_SYNC_POLICY", "default sync policy of topics: every-batch, none, or an interval in ms (N or Nms)"},
 	{"s3-bucket", "SQ_S3_BUCKET", "S3 bucket for tiered storage (tiered storage not in this build)"},
 	{"s3-endpoint", "SQ_S3_ENDPOINT", "S3 endpoint, for MinIO etc. (tiered storage not in this build)"},
@@ -127,6 +144,10 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.DataDir, "data-dir", "./data", "")
 	fs.StringVar(&c.Seeds, "seeds", "", "")
 	fs.StringVar(&c.ClusterID, "cluster-id", "default", "")
+	fs.StringVar(&c.GossipHost, "gossip-host", "", "")
+	fs.StringVar(&c.RaftHost, "raft-host", "", "")
+	fs.StringVar(&c.AdvertiseHost, "advertise-host", "", "")
+	fs.IntVar(&c.DefaultReplicationFactor, "default-replication-factor", 0, "")
 	fs.StringVar(&c.SyncPolicy, "sync-policy", "every-batch", "")
 	fs.StringVar(&c.S3Bucket, "s3-bucket", "", "")
 	fs.StringVar(&c.S3Endpoint, "s3-endpoint", "", "")
@@ -208,6 +229,7 @@ func (c *config) validate() error {
 	if c.MaxConnections < 1 {
 		errs = append(errs, fmt.Errorf("--max-connections %d must be at least 1", c.MaxConnections))
 	}
+	errs = append(errs, c.validateCluster()...)
 	switch c.IOBackend {
 	case ring.ModeAuto, ring.ModeUring, ring.ModePortable:
 	default:

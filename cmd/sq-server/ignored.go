@@ -11,10 +11,9 @@ type ignoredFlag struct {
 	part      string // what the flag configures
 }
 
-// ignoredFlags are every accepted-and-ignored flag: clustering and tiered
-// storage are not built yet (docs/architecture.md §7, §8).
+// ignoredFlags are every accepted-and-ignored flag: tiered storage is not
+// built yet (docs/architecture.md §8).
 var ignoredFlags = []ignoredFlag{
-	{"--seeds", "SQ_SEEDS", func(c *config) string { return c.Seeds }, "clustering"},
 	{"--s3-bucket", "SQ_S3_BUCKET", func(c *config) string { return c.S3Bucket }, "tiered storage"},
 	{"--s3-endpoint", "SQ_S3_ENDPOINT", func(c *config) string { return c.S3Endpoint }, "tiered storage"},
 	{"--s3-region", "SQ_S3_REGION", func(c *config) string { return c.S3Region }, "tiered storage"},

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/seedqueue/sq/gossip"
+)
+
+// Port offsets of the cluster listeners from the gRPC port when
+// --gossip-host and --raft-host are not given, so that the seed README's
+// layout (gRPC on 6060, 6070, 6080) needs no extra flags
+// (docs/architecture.md §7).
+const (
+	gossipPortOffset = 6
+	raftPortOffset   = 7
+)
+
+// seeds returns --seeds split at commas, blanks trimmed and empty items
+// dropped.
+func (c *config) seeds() []string {
+	var out []string
+	for _, s := range strings.Split(c.Seeds, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// clustered reports whether the node takes part in a cluster: it needs
+// its gRPC plane, where nodes join and forward metadata changes. Without
+// --grpc-host (and so without --seeds) the node runs alone, as before
+// clustering.
+func (c *config) clustered() bool { return c.GRPCHost != "" }
+
+// validateCluster returns the problems of the clustering flags.
+func (c *config) validateCluster() []error {
+	var errs []error
+	seeds := c.seeds()
+	if len(seeds) > 0 && c.GRPCHost == "" {
+		errs = append(errs, errors.New("--seeds needs --grpc-host: nodes join and forward metadata changes over gRPC"))
+	}
+	for _, s := range seeds {
+		if _, err := hostPort(s); err != nil {
+			errs = append(errs, fmt.Errorf("--seeds: %q: want host:port (a node's gRPC address): %w", s, err))
+		}
+	}
+	if c.GRPCHost != "" {
+		if _, err := hostPort(c.GRPCHost); err != nil {
+			errs = append(errs, fmt.Errorf("--grpc-host %q: %w", c.GRPCHost, err))
+		} else {
+			for _, l := range []struct{ flag, v string }{{"--gossip-host", c.GossipHost}, {"--raft-host", c.RaftHost}} {
+				if _, err := c.clusterListen(l.v, 0); l.v != "" && err != nil {
+					errs = append(errs, fmt.Errorf("%s %q: %w", l.flag, l.v, err))
+				}
+			}
+			for _, off := range []int{gossipPortOffset, raftPortOffset} {
+				if _, err := c.clusterListen("", off); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	if c.AdvertiseHost != "" && net.ParseIP(c.AdvertiseHost) == nil {
+		errs = append(errs, fmt.Errorf("--advertise-host %q: want an IP address", c.AdvertiseHost))
+	}
+	if c.DefaultReplicationFactor < 0 {
+		errs = append(errs, fmt.Errorf("--default-replication-factor %d must not be negative (0: min(3, live nodes))", c.DefaultReplicationFactor))
+	}
+	return errs
+}
+
+// hostPort splits a host:port address, checking the port.
+func hostPort(addr string) (struct {
+	host string
+	port int
+}, error) {
+	var hp struct {
+		host string
+		port int
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return hp, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return hp, fmt.Errorf("port %q: want a number from 0 to 65535", p)
+	}
+	hp.host, hp.port = h, port
+	return hp, nil
+}
+
+// clusterListen returns the listen address given (flag), or the default:
+// the gRPC host's IP with the gRPC port + off (port 0 stays 0).
+func (c *config) clusterListen(flag string, off int) (string, error) {
+	if flag != "" {
+		_, err := hostPort(flag)
+		return flag, err
+	}
+	g, err := hostPort(c.GRPCHost)
+	if err != nil {
+		return "", fmt.Errorf("--grpc-host %q: %w", c.GRPCHost, err)
+	}
+	port := 0
+	if g.port != 0 {
+		port = g.port + off
+	}
+	if port > 65535 {
+		return "", fmt.Errorf("--grpc-host port %d + %d is above 65535: set --gossip-host and --raft-host", g.port, off)
+	}
+	return net.JoinHostPort(g.host, strconv.Itoa(port)), nil
+}
+
+// advertise returns the host others reach a listener on listenHost at:
+// --advertise-host, else the listener's IP, else (for 0.0.0.0, :: or no
+// host) the first private IPv4 address of the host's interfaces (RFC
+// 1918), else the first non-loopback IPv4.
+func (c *config) advertise(listenHost string, addrs func() ([]net.Addr, error)) (string, error) {
+	if c.AdvertiseHost != "" {
+		return c.AdvertiseHost, nil
+	}
+	if ip := net.ParseIP(listenHost); ip != nil && !ip.IsUnspecified() {
+		return ip.String(), nil
+	}
+	if listenHost != "" && net.ParseIP(listenHost) == nil {
+		ips, err := net.LookupIP(listenHost)
+		if err != nil || len(ips) == 0 {
+			return "", fmt.Errorf("resolve %q to advertise it: %v; set --advertise-host", listenHost, err)
+		}
+		return ips[0].String(), nil
+	}
+	as, err := addrs()
+	if err != nil {
+		return "", fmt.Errorf("list the host's addresses to advertise: %w; set --advertise-host", err)
+	}
+	var fallback string
+	for _, a := range as {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.To4() == nil || ipn.IP.IsLoopback() || ipn.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		if ipn.IP.IsPrivate() {
+			return ipn.IP.String(), nil
+		}
+		if fallback == "" {
+			fallback = ipn.IP.String()
+		}
+	}
+	if fallback == "" {
+		return "", errors.New("no IPv4 address on the host's interfaces to advertise; set --advertise-host")
+	}
+	return fallback, nil
+}
+
+// listeners are the bound addresses of the node's planes (host:port, the
+// port the kernel picked for port 0); HTTP may be empty.
+type listeners struct {
+	GRPC, Data, HTTP string
+}
+
+// gossipOptions builds the gossip.Options of the node from the flags and
+// the planes' bound addresses: every address advertised with the host of
+// advertise, the cluster listeners at their flag or default address.
+// The caller adds Logger, Registerer, OnApply and LocalTopics.
+func (c *config) gossipOptions(l listeners) (gossip.Options, error) {
+	o := gossip.Options{
+		NodeID: c.NodeID, ClusterID: c.ClusterID, DataDir: c.DataDir,
+		Seeds: c.seeds(), DefaultReplicationFactor: c.DefaultReplicationFactor,
+	}
+	adv := func(bound string) (string, error) {
+		if bound == "" {
+			return "", nil
+		}
+		hp, err := hostPort(bound)
+		if err != nil {
+			return "", err
+		}
+		h, err := c.advertise(hp.host, net.InterfaceAddrs)
+		if err != nil {
+			return "", err
+		}
+		return net.JoinHostPort(h, strconv.Itoa(hp.port)), nil
+	}
+	var err error
+	if o.GRPCAddr, err = adv(l.GRPC); err != nil {
+		return o, err
+	}
+	if o.DataAddr, err = adv(l.Data); err != nil {
+		return o, err
+	}
+	if o.HTTPAddr, err = adv(l.HTTP); err != nil {
+		return o, err
+	}
+	if o.GossipBind, err = c.clusterListen(c.GossipHost, gossipPortOffset); err != nil {
+		return o, err
+	}
+	if o.RaftBind, err = c.clusterListen(c.RaftHost, raftPortOffset); err != nil {
+		return o, err
+	}
+	if o.GossipAdvertise, err = adv(o.GossipBind); err != nil {
+		return o, err
+	}
+	if o.RaftAdvertise, err = adv(o.RaftBind); err != nil {
+		return o, err
+	}
+	return o, nil
+}

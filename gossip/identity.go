@@ -1,0 +1,104 @@
+package gossip
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// identity is the content of <data-dir>/cluster/node.json: who this data
+// directory belongs to. It is written once, at the first start in a
+// cluster, and checked at every later start.
+type identity struct {
+	NodeID    string `json:"node_id"`
+	ClusterID string `json:"cluster_id"`
+	// DataDirID is random (128 bits, hex): the same node id alive with
+	// another data directory is refused at join.
+	DataDirID string `json:"data_dir_id"`
+}
+
+// identityFile is the name of the identity file under the cluster
+// directory.
+const identityFile = "node.json"
+
+// loadIdentity reads dir/node.json, or creates it for nodeID and
+// clusterID when missing. A file naming another node or cluster id is an
+// error naming both: a data directory belongs to one node of one cluster.
+func loadIdentity(dir, nodeID, clusterID string) (identity, error) {
+	path := filepath.Join(dir, identityFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		var id identity
+		if err := json.Unmarshal(b, &id); err != nil {
+			return identity{}, fmt.Errorf("gossip: %s: %w", path, err)
+		}
+		if id.NodeID != nodeID {
+			return identity{}, fmt.Errorf("gossip: data directory %s belongs to node %q, not %q (--node-id): start it with --node-id %s or use another --data-dir", dir, id.NodeID, nodeID, id.NodeID)
+		}
+		if id.ClusterID != clusterID {
+			return identity{}, fmt.Errorf("gossip: data directory %s belongs to cluster %q, not %q (--cluster-id): start it with --cluster-id %s or use another --data-dir", dir, id.ClusterID, clusterID, id.ClusterID)
+		}
+		if id.DataDirID == "" {
+			return identity{}, fmt.Errorf("gossip: %s has no data_dir_id", path)
+		}
+		return id, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return identity{}, fmt.Errorf("gossip: %w", err)
+	}
+	var r [16]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return identity{}, fmt.Errorf("gossip: data dir id: %w", err)
+	}
+	id := identity{NodeID: nodeID, ClusterID: clusterID, DataDirID: hex.EncodeToString(r[:])}
+	b, err = json.MarshalIndent(id, "", "  ")
+	if err != nil {
+		return identity{}, fmt.Errorf("gossip: %w", err)
+	}
+	if err := writeFileAtomic(path, append(b, '\n')); err != nil {
+		return identity{}, err
+	}
+	return id, nil
+}
+
+// writeFileAtomic writes data to path so that a crash leaves either the
+// old file or the new one: write path.tmp, fsync it, rename it over path,
+// fsync the directory (etcd's fileutil habit).
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("gossip: write %s: %w", tmp, werr)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	serr := d.Sync()
+	if cerr := d.Close(); serr == nil {
+		serr = cerr
+	}
+	if serr != nil {
+		return fmt.Errorf("gossip: sync %s: %w", filepath.Dir(path), serr)
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package gossip
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seedqueue/sq/api"
+)
+
+func TestJoinRefusesAnotherClusterID(t *testing.T) {
+	a := mustStart(t, testOptions(t, "a", t.TempDir()))
+	waitReady(t, a)
+	o := testOptions(t, "b", t.TempDir())
+	o.ClusterID = "other"
+	o.Seeds = []string{a.addr}
+	_, err := startTestNode(t, o)
+	if err == nil {
+		t.Fatal("a node of another cluster joined")
+	}
+	for _, want := range []string{`"other"`, `"test"`, "cluster"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	if len(a.State().Nodes) != 1 {
+		t.Errorf("the refused node was registered: %v", a.State().Nodes)
+	}
+}
+
+func TestJoinRefusesAliveNodeIDWithAnotherDataDir(t *testing.T) {
+	a := mustStart(t, testOptions(t, "a", t.TempDir()))
+	ob := testOptions(t, "b", t.TempDir())
+	ob.Seeds = []string{a.addr}
+	b := mustStart(t, ob)
+	waitReady(t, a, b)
+	eventually(t, 10*time.Second, "b alive at a", func() bool { return a.memberState("b") == StateAlive })
+
+	o := testOptions(t, "b", t.TempDir()) // the same id, another data directory
+	o.Seeds = []string{a.addr}
+	_, err := startTestNode(t, o)
+	if err == nil {
+		t.Fatal("a second node b joined while b is alive")
+	}
+	if !strings.Contains(err.Error(), "another data directory") || !strings.Contains(err.Error(), `"b"`) {
+		t.Errorf("error %q does not say why", err)
+	}
+	if got := a.State().Nodes["b"].DataDirID; got != b.ident.DataDirID {
+		t.Errorf("b's data dir id changed to %s", got)
+	}
+}
+
+func TestRestartRejoinsWithTheSameID(t *testing.T) {
+	a := mustStart(t, testOptions(t, "a", t.TempDir()))
+	ob := testOptions(t, "b", t.TempDir())
+	ob.Seeds = []string{a.addr}
+	b := mustStart(t, ob)
+	waitReady(t, a, b)
+	dirID := b.ident.DataDirID
+	b.stop(t)
+	eventually(t, 10*time.Second, "b gone at a", func() bool { return !a.Alive("b") })
+
+	b2 := mustStart(t, ob) // the same data directory, new ports
+	waitReady(t, b2)
+	if b2.ident.DataDirID != dirID {
+		t.Fatalf("data dir id %s after restart, was %s", b2.ident.DataDirID, dirID)
+	}
+	eventually(t, 10*time.Second, "b alive again at a with its new addresses", func() bool {
+		n := a.State().Nodes["b"]
+		return a.memberState("b") == StateAlive && n.GRPCAddr == b2.addr && n.RaftAddr == b2.raftAddr
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if res, err := b2.ProposeCommand(ctx, createCmd("t", 2)); err != nil || res.Err != nil {
+		t.Fatalf("create after the restart: %v %v", err, res.Err)
+	}
+	sameState(t, "t", a, b2)
+}
+
+func TestIdentityOfTheDataDir(t *testing.T) {
+	dir := t.TempDir()
+	a := mustStart(t, testOptions(t, "a", dir))
+	waitReady(t, a)
+	a.stop(t)
+	for _, tc := range []struct {
+		name, node, cluster string
+		want                []string
+	}{
+		{"node id", "z", "test", []string{`"a"`, `"z"`, "--node-id"}},
+		{"cluster id", "a", "prod", []string{`"test"`, `"prod"`, "--cluster-id"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := testOptions(t, tc.node, dir)
+			o.ClusterID = tc.cluster
+			_, err := startTestNode(t, o)
+			if err == nil {
+				t.Fatal("started with another identity")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestProposeWithoutQuorumIsNoQuorum(t *testing.T) {
+	nodes := startCluster(t, 3)
+	survivor := nodes[0]
+	for _, n := range nodes[1:] {
+		n.stop(t)
+	}
+	ctx := context.Background()
+	o := survivor.opts
+	survivor.opts.ProposeTimeout = time.Second
+	defer func() { survivor.opts = o }()
+	_, err := survivor.ProposeCommand(ctx, createCmd("t", 1))
+	if !api.IsRetriable(err) || api.AsError(err).Code != api.CodeNoQuorum {
+		t.Fatalf("propose on a minority: %v, want NO_QUORUM", err)
+	}
+}
+
+func TestJoinersBeyondMaxVotersAreNonvoters(t *testing.T) {
+	oa := testOptions(t, "a", t.TempDir())
+	oa.MaxVoters = 1
+	a := mustStart(t, oa)
+	ob := testOptions(t, "b", t.TempDir())
+	ob.Seeds = []string{a.addr}
+	b := mustStart(t, ob)
+	waitReady(t, a, b)
+	mr, err := b.Members(context.Background())
+	if err != nil || len(mr.Members) != 2 {
+		t.Fatalf("members %v, %v", mr, err)
+	}
+	for _, m := range mr.Members {
+		if m.Voter != (m.NodeId == "a") || m.Controller != (m.NodeId == "a") {
+			t.Errorf("member %v: want a the only voter and the controller", m)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if res, err := b.ProposeCommand(ctx, createCmd("t", 2)); err != nil || res.Err != nil {
+		t.Fatalf("create on a non-voter: %v %v", err, res.Err)
+	}
+	if got := b.State().Topics["t"].Config.ReplicationFactor; got != 2 {
+		t.Errorf("replication factor %d, want min(3, 2 live nodes)", got)
+	}
+}
