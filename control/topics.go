@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/engine"
@@ -56,6 +58,28 @@ func (s *Server) topicInfoTo(t engine.TopicInfo) *sqv1.TopicInfo {
 		out.Partitions = append(out.Partitions, pi)
 	}
 	return out
+}
+
+// localDescriber is implemented by a cluster node's engine (the cluster
+// layer's broker): DescribeLocal describes a topic with this node's own
+// statistics only.
+type localDescriber interface {
+	DescribeLocal(name string) (engine.TopicInfo, error)
+}
+
+// describeLocalHeader is the request metadata key with which one node asks
+// another for its own statistics of a topic while describing it
+// (docs/cluster.md): the answer never asks further nodes.
+const describeLocalHeader = "sq-describe-local"
+
+// describeLocal reports whether the call carries describeLocalHeader "1".
+func describeLocal(ctx context.Context) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return false
+	}
+	v := md.Get(describeLocalHeader)
+	return len(v) == 1 && v[0] == "1"
 }
 
 // clusterNodes is implemented by an engine that is part of a cluster (the
@@ -133,8 +157,12 @@ func (t *topicsService) ListTopics(context.Context, *sqv1.ListTopicsRequest) (*s
 }
 
 // DescribeTopic implements sq.v1.Topics.
-func (t *topicsService) DescribeTopic(_ context.Context, req *sqv1.DescribeTopicRequest) (*sqv1.DescribeTopicResponse, error) {
-	ti, err := t.s.eng().DescribeTopic(req.Name)
+func (t *topicsService) DescribeTopic(ctx context.Context, req *sqv1.DescribeTopicRequest) (*sqv1.DescribeTopicResponse, error) {
+	describe := t.s.eng().DescribeTopic
+	if l, ok := t.s.eng().(localDescriber); ok && describeLocal(ctx) {
+		describe = l.DescribeLocal
+	}
+	ti, err := describe(req.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -39,13 +39,22 @@ func newConnPool(dial func(ctx context.Context, addr string) (net.Conn, error)) 
 
 // cluster returns a Cluster client of addr.
 func (p *connPool) cluster(addr string) (sqv1.ClusterClient, error) {
+	c, err := p.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return sqv1.NewClusterClient(c), nil
+}
+
+// conn returns the pool's connection to addr, made on first use.
+func (p *connPool) conn(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, errors.New("gossip: node closed")
 	}
 	if c, ok := p.conns[addr]; ok {
-		return sqv1.NewClusterClient(c), nil
+		return c, nil
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if p.dial != nil {
@@ -56,7 +65,7 @@ func (p *connPool) cluster(addr string) (sqv1.ClusterClient, error) {
 		return nil, fmt.Errorf("gossip: dial %s: %w", addr, err)
 	}
 	p.conns[addr] = c
-	return sqv1.NewClusterClient(c), nil
+	return c, nil
 }
 
 func (p *connPool) close() {

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
+	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/gossip"
 )
 
@@ -209,4 +214,54 @@ func (c *config) gossipOptions(l listeners) (gossip.Options, error) {
 		return o, err
 	}
 	return o, nil
+}
+
+// clusterNode is this node's part in the cluster: the gossip runtime, the
+// reconciler that keeps the storage in step with the metadata, and the
+// broker the planes serve.
+type clusterNode struct {
+	node   *gossip.Node
+	rec    *gossip.Reconciler
+	broker *gossip.Broker
+	once   sync.Once
+}
+
+// startCluster joins or forms the cluster (docs/cluster.md) with the
+// planes' bound addresses l, attaches it to the control plane (which
+// answers Join and Propose from then on, and is not ready until the node
+// has joined and caught up), and returns the broker the planes serve.
+func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlPlane, eng *engine.Engine, l listeners) (*clusterNode, error) {
+	o, err := c.gossipOptions(l)
+	if err != nil {
+		return nil, err
+	}
+	rec := gossip.NewReconciler(eng, gossip.ReconcilerOptions{NodeID: c.NodeID, Logger: log})
+	o.Logger, o.Registerer = log, cp.srv.Registry()
+	o.OnApply, o.LocalTopics = rec.OnApply, rec.LocalTopics
+	node, err := gossip.Start(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	cp.srv.SetCluster(node)
+	b := gossip.NewBroker(cp.srv.Traced(eng), node.BrokerCluster(), rec, gossip.BrokerOptions{Logger: log})
+	rec.Start()
+	return &clusterNode{node: node, rec: rec, broker: b}, nil
+}
+
+// clusterLeaveTimeout bounds the graceful leave of the cluster at a stop.
+const clusterLeaveTimeout = 5 * time.Second
+
+// close leaves the cluster and stops the reconciler; later calls do
+// nothing.
+func (n *clusterNode) close(log *slog.Logger) {
+	n.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), clusterLeaveTimeout)
+		defer cancel()
+		if err := n.node.Close(ctx); err != nil {
+			log.Warn("leaving the cluster", "err", err)
+		}
+		if err := n.rec.Close(); err != nil {
+			log.Warn("stopping the metadata reconciler", "err", err)
+		}
+	})
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/control/telemetry"
-	"github.com/seedqueue/sq/engine"
 )
 
 // hooks let tests observe and pace the start of run; nil fields are
@@ -44,6 +43,8 @@ type controlPlane struct {
 	errs  chan error // one per serving goroutine that stopped on its own
 	grpcH string
 	hooks *hooks
+	// httpAddr is the bound HTTP address; empty without --http-host.
+	httpAddr string
 }
 
 // startControl creates the control server, starts OpenTelemetry export
@@ -91,27 +92,35 @@ func startControl(ctx context.Context, c *config, log *slog.Logger) (*controlPla
 		tel.Shutdown(ctx)
 		return nil, listenError("http", "--http-host", "SQ_HTTP_HOST", c.HTTPHost, err)
 	}
+	cp.httpAddr = ln.Addr().String()
 	log.Info("HTTP listening", "addr", ln.Addr().String(), "endpoints", "/healthz /readyz /metrics")
 	cp.hooks.listened("http", ln)
 	go func() { cp.errs <- fmt.Errorf("http server stopped: %w", errOrClosed(srv.ServeHTTP(ln))) }()
 	return cp, nil
 }
 
-// serveGRPC attaches the recovered engine and serves gRPC on --grpc-host
-// (none when it is empty).
-func (cp *controlPlane) serveGRPC(eng *engine.Engine) error {
-	cp.srv.SetEngine(eng)
+// listenGRPC listens on --grpc-host; nil when it is empty (no gRPC plane).
+func (cp *controlPlane) listenGRPC() (net.Listener, error) {
 	if cp.grpcH == "" {
-		return nil
+		return nil, nil
 	}
 	ln, err := net.Listen("tcp", cp.grpcH)
 	if err != nil {
-		return listenError("control plane", "--grpc-host", "SQ_GRPC_HOST", cp.grpcH, err)
+		return nil, listenError("control plane", "--grpc-host", "SQ_GRPC_HOST", cp.grpcH, err)
+	}
+	return ln, nil
+}
+
+// serveGRPC attaches the recovered storage and serves gRPC on ln (none
+// when ln is nil).
+func (cp *controlPlane) serveGRPC(eng control.Engine, ln net.Listener) {
+	cp.srv.SetEngine(eng)
+	if ln == nil {
+		return
 	}
 	cp.log.Info("control plane listening", "addr", ln.Addr().String())
 	cp.hooks.listened("grpc", ln)
 	go func() { cp.errs <- fmt.Errorf("gRPC server stopped: %w", errOrClosed(cp.srv.ServeGRPC(ln))) }()
-	return nil
 }
 
 // errOrClosed turns the nil of a server stopped by Shutdown into an error

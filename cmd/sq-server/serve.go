@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/internal/buildinfo"
 	"github.com/seedqueue/sq/net/dataplane"
@@ -110,9 +111,38 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 			log.Warn("closing the I/O backend", "err", err)
 		}
 	}()
-	srv, err := dataplane.New(cp.srv.Traced(eng), dataplane.Options{
+	ln, err := net.Listen("tcp", c.CapnpHost)
+	if err != nil {
+		eng.Close()
+		return listenError("data plane", "--capnp-host", "SQ_CAPNP_HOST", c.CapnpHost, err)
+	}
+	grpcLn, err := cp.listenGRPC()
+	if err != nil {
+		ln.Close()
+		eng.Close()
+		return err
+	}
+	// Outside a cluster the planes serve the engine itself; in one, the
+	// cluster layer's broker (docs/cluster.md).
+	var storage interface {
+		dataplane.Broker
+		control.Engine
+	} = cp.srv.Traced(eng)
+	var cl *clusterNode
+	if c.clustered() {
+		if cl, err = startCluster(ctx, c, log, cp, eng, listeners{GRPC: grpcLn.Addr().String(), Data: ln.Addr().String(), HTTP: cp.httpAddr}); err != nil {
+			grpcLn.Close()
+			ln.Close()
+			eng.Close()
+			return err
+		}
+		defer cl.close(log)
+		storage = cl.broker
+	}
+	srv, err := dataplane.New(storage, dataplane.Options{
 		Addr:          c.CapnpHost,
 		NodeID:        c.NodeID,
+		ClusterID:     c.ClusterID,
 		ServerVersion: version,
 		MaxFrameBytes: uint32(c.MaxFrame),
 		Logger:        log,
@@ -122,24 +152,19 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		MaxConnections:          c.MaxConnections,
 	})
 	if err != nil {
+		if grpcLn != nil {
+			grpcLn.Close()
+		}
+		ln.Close()
 		eng.Close()
 		return err
 	}
 	registerDataPlaneMetrics(cp.srv.Registry(), srv)
-	ln, err := net.Listen("tcp", c.CapnpHost)
-	if err != nil {
-		eng.Close()
-		return listenError("data plane", "--capnp-host", "SQ_CAPNP_HOST", c.CapnpHost, err)
-	}
 	log.Info("data plane listening", "addr", ln.Addr().String())
 	c.hooks.listened("capnp", ln)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(cp.srv.CountConns(ln, "capnp")) }()
-	if err := cp.serveGRPC(eng); err != nil {
-		srv.Close()
-		eng.Close()
-		return err
-	}
+	cp.serveGRPC(storage, grpcLn)
 	cp.srv.SetReady(true)
 
 	select {
@@ -170,6 +195,9 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		}
 	})
 	wg.Wait()
+	if cl != nil {
+		cl.close(log) // leaves gossip before the storage closes; idempotent
+	}
 	if cerr := eng.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
