@@ -18,6 +18,13 @@ type TopicConfig struct {
 	RetentionMs    int64  // retention in milliseconds; -1 unlimited
 	MaxRecordBytes int32  // largest key+value+headers of one record, bytes
 	SegmentMs      int64  // roll the active segment after this many milliseconds
+	// ReplicationFactor is the number of replicas of each partition (topic
+	// setting replication.factor, docs/cluster.md), at most the cluster's
+	// node count. CreateTopic sends it; 0 takes the server's default
+	// (--default-replication-factor, min(3, live nodes)). A server outside
+	// a cluster refuses a factor above 1 with api.ErrInvalidConfig. In an
+	// answer it repeats TopicInfo.ReplicationFactor.
+	ReplicationFactor uint32
 }
 
 // PartitionInfo describes one partition of a topic (DescribeTopic only).
@@ -73,8 +80,9 @@ type Metadata struct {
 }
 
 // CreateTopic creates topic name with the given partition count (>= 1) and
-// config. It fails with api.ErrTopicExists, api.ErrInvalidTopicName or
-// api.ErrInvalidConfig (test with errors.Is), or ErrConnection.
+// config (cfg.ReplicationFactor 0: the server's default). It fails with
+// api.ErrTopicExists, api.ErrInvalidTopicName or api.ErrInvalidConfig
+// (test with errors.Is), or ErrConnection.
 func (c *Client) CreateTopic(ctx context.Context, name string, partitions uint32, cfg TopicConfig) (TopicInfo, error) {
 	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
 		req, err := f.NewCreateTopicRequest()
@@ -82,6 +90,7 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions uint32
 			return err
 		}
 		req.SetPartitions(partitions)
+		req.SetReplicationFactor(cfg.ReplicationFactor)
 		if err := req.SetName(name); err != nil {
 			return err
 		}
@@ -275,6 +284,7 @@ func topicFromWire(t api.TopicInfo) (TopicInfo, error) {
 	}
 	ti.Partitions = t.Partitions()
 	ti.ReplicationFactor = t.ReplicationFactor()
+	ti.Config.ReplicationFactor = ti.ReplicationFactor
 	if ti.ID, err = wireTopicID(t.HasTopicId(), t.TopicId); err != nil {
 		return TopicInfo{}, err
 	}

@@ -107,10 +107,12 @@ func (a *Admin) Connect(ctx context.Context) error {
 }
 
 // CreateTopic creates a topic of partitions partitions; zero fields of cfg
-// take the server defaults.
+// take the server defaults (cfg.ReplicationFactor 0: the server's default
+// replication factor).
 func (a *Admin) CreateTopic(ctx context.Context, name string, partitions uint32, cfg TopicConfig) (TopicInfo, error) {
 	r, err := unary(ctx, a.cfg.RequestTimeout, a.topics.CreateTopic, &sqv1.CreateTopicRequest{
-		Name: name, Partitions: int32(min(partitions, 1<<31-1)), Config: topicConfigToProto(cfg)})
+		Name: name, Partitions: int32(min(partitions, 1<<31-1)), Config: topicConfigToProto(cfg),
+		ReplicationFactor: int32(min(cfg.ReplicationFactor, 1<<31-1))})
 	if err != nil {
 		return TopicInfo{}, err
 	}
@@ -263,6 +265,7 @@ func topicFromProto(t *sqv1.TopicInfo) TopicInfo {
 		out.Config = TopicConfig{SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
 			RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs}
 	}
+	out.Config.ReplicationFactor = out.ReplicationFactor
 	for _, p := range t.Partitions {
 		pi := PartitionInfo{Partition: uint32(p.Partition), LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark,
 			LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes, SegmentCount: uint32(p.SegmentCount),

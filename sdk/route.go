@@ -171,11 +171,14 @@ func (cl *cluster) setLeaderLocked(topic string, ent *topicEntry, partition uint
 
 // LeaderClient returns the connection to partition's leader as the
 // producer knows it, reading the topic's metadata first when it is stale
-// or unknown (bounded by ctx): for callers that send prebuilt batches
-// with Client.Publish, such as `sq produce`, instead of Send. Report each
-// failed request with NoteError, so that the next LeaderClient follows a
-// NOT_LEADER (to the leader it names, or the metadata's). The Client
-// belongs to the producer: do not close it.
+// or unknown (bounded by ctx): for callers that send requests about a
+// partition on a Client themselves, such as prebuilt batches with
+// Client.Publish instead of Send (`sq produce`), or Client.Fetch and
+// Client.ListOffsets without a Consumer (`sq bench`, `sq consume
+// --from-time`, which route through a Producer that sends nothing).
+// Report each failed request with NoteError, so that the next
+// LeaderClient follows a NOT_LEADER (to the leader it names, or the
+// metadata's). The Client belongs to the producer: do not close it.
 func (p *Producer) LeaderClient(ctx context.Context, topic string, partition uint32) *Client {
 	return p.core.client(ctx, topic, partition)
 }

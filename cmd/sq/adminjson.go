@@ -96,16 +96,13 @@ type placementJSON struct {
 // partition's placement.
 func toTopicViewJSON(v topicView) topicJSON {
 	out := toTopicJSON(v.TopicInfo)
-	if v.Placement == nil {
+	if !v.placed {
 		return out
 	}
 	out.ReplicationFactor = v.ReplicationFactor
-	for i := range out.Partitions {
-		if p := int(out.Partitions[i].Partition); p < len(v.Placement) {
-			pl := v.Placement[p]
-			out.Partitions[i].placementJSON = &placementJSON{Leader: pl.Leader, LeaderEpoch: pl.LeaderEpoch,
-				Replicas: append([]string{}, pl.Replicas...), ISR: append([]string{}, pl.ISR...)}
-		}
+	for i, pl := range v.PartitionInfos {
+		out.Partitions[i].placementJSON = &placementJSON{Leader: pl.Leader, LeaderEpoch: pl.LeaderEpoch,
+			Replicas: append([]string{}, pl.Replicas...), ISR: append([]string{}, pl.ISR...)}
 	}
 	return out
 }

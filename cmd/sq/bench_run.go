@@ -317,7 +317,9 @@ func benchKeys(n, id int) [][]byte {
 
 // benchConsumers are the consumer goroutines of a run.
 type benchConsumers struct {
-	clients []*sdk.Client
+	// clients route each consumer's fetches to the partitions' leaders
+	// (route.go); consumer i reads with clients[i].
+	clients []*sdk.Producer
 	catchUp bool          // consume mode: readers end at the high watermark
 	stop    chan struct{} // closed by drain
 	readers chan struct{} // closed when every reader has returned
@@ -334,14 +336,14 @@ type benchConsumers struct {
 func (b *benchRun) startConsumers(ctx context.Context) (*benchConsumers, error) {
 	bc := &benchConsumers{stop: make(chan struct{}), readers: make(chan struct{})}
 	for i := range b.f.consumers {
-		c, err := sdk.Dial(ctx, sdk.ClientConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-consumer-%d", i), DialTimeout: b.timeout})
+		c, err := dialRouter(ctx, b.addr, fmt.Sprintf("sq-bench-consumer-%d", i), b.timeout)
 		if err != nil {
 			bc.close()
 			return nil, &benchConnectError{who: "consumer", id: i, of: b.f.consumers, err: err}
 		}
 		bc.clients = append(bc.clients, c)
 	}
-	ti, err := bc.clients[0].DescribeTopic(ctx, b.f.topic)
+	ti, err := bc.clients[0].Client().DescribeTopic(ctx, b.f.topic)
 	if err != nil {
 		bc.close()
 		return nil, fmt.Errorf("describe topic %s: %w", b.f.topic, err)
@@ -362,9 +364,9 @@ func (b *benchRun) startConsumers(ctx context.Context) (*benchConsumers, error) 
 	return bc, nil
 }
 
-// consume reads partition p from offset from until offset to or until
-// stop is closed.
-func (b *benchRun) consume(ctx context.Context, c *sdk.Client, p uint32, from, to uint64, stop <-chan struct{}) {
+// consume reads partition p, on its leader, from offset from until offset
+// to or until stop is closed.
+func (b *benchRun) consume(ctx context.Context, r *sdk.Producer, p uint32, from, to uint64, stop <-chan struct{}) {
 	off := from
 	vals := make([][]byte, 0, 1024)
 	for off < to {
@@ -373,7 +375,9 @@ func (b *benchRun) consume(ctx context.Context, c *sdk.Client, p uint32, from, t
 			return
 		default:
 		}
-		res, err := c.Fetch(ctx, sdk.FetchRequest{Topic: b.f.topic, Partition: p, Offset: off, MaxBytes: 8 << 20, MaxWait: fetchWait})
+		res, err := onLeader(ctx, r, b.f.topic, p, func(c *sdk.Client) (sdk.FetchResult, error) {
+			return c.Fetch(ctx, sdk.FetchRequest{Topic: b.f.topic, Partition: p, Offset: off, MaxBytes: 8 << 20, MaxWait: fetchWait})
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -143,7 +143,9 @@ func newConsumeCommand(g *globals) *cobra.Command {
 // reads through sdk.Consumer, bounded by the high watermarks seen at
 // start unless --follow.
 type consumeSession struct {
-	c       *sdk.Client // describes the topic and resolves --from-time at start
+	// r describes the topic and resolves --from-time at start (on each
+	// partition's leader).
+	r       *sdk.Producer
 	f       consumeFlags
 	start   startSpec
 	fromMs  int64 // --from-time in Unix ms, when given
@@ -192,7 +194,7 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	if err != nil {
 		return err
 	}
-	c, err := g.dial(cmd)
+	r, err := g.dialRouter(cmd)
 	if err != nil {
 		if stopped(cmd.Context(), err) { // Ctrl-C while connecting
 			noteInterrupted(cmd.Context(), g.stderr, f.topic)
@@ -201,12 +203,12 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 		return err
 	}
 	stderr := &syncWriter{w: g.stderr}
-	s := &consumeSession{c: c, f: f, start: start, fromMs: fromMs, addr: g.addr(cmd), timeout: timeout, out: out, stderr: stderr,
+	s := &consumeSession{r: r, f: f, start: start, fromMs: fromMs, addr: g.addr(cmd), timeout: timeout, out: out, stderr: stderr,
 		probe: serverProbe{addr: g.addr(cmd), topic: f.topic, follow: f.follow, timeout: timeout, stderr: stderr, reading: "reading " + f.topic},
 		pos:   map[uint32]uint64{}, end: map[uint32]uint64{}, cut: map[uint32]bool{}}
 	ctx := cmd.Context()
 	err = s.begin(ctx)
-	c.Close() // the consumers have connections of their own
+	r.Close() // the consumers have connections of their own
 	if err != nil {
 		if stopped(ctx, err) {
 			noteInterrupted(ctx, s.stderr, f.topic)
@@ -311,7 +313,7 @@ func formatPositions(parts []uint32, pos map[uint32]uint64) string {
 // begin reads the topic's partitions and high watermarks and sets each
 // partition's starting position.
 func (s *consumeSession) begin(ctx context.Context) error {
-	info, err := s.c.DescribeTopic(ctx, s.f.topic)
+	info, err := s.r.Client().DescribeTopic(ctx, s.f.topic)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/seedqueue/sq/sdk"
 )
 
 // bareMillisMin is the least bare number --from-time accepts, read as Unix
@@ -154,10 +156,13 @@ func checkFromTime(cmd *cobra.Command, f consumeFlags, now time.Time) (int64, er
 }
 
 // timeStart resolves --from-time for partition p with a ListOffsets
-// request: the first offset appended at or after the time, or the high
+// request to the partition's leader: the first offset appended at or after the time, or the high
 // watermark when nothing is that recent.
 func (s *consumeSession) timeStart(ctx context.Context, p uint32) (uint64, error) {
-	off, _, err := s.c.ListOffsets(ctx, s.f.topic, p, s.fromMs)
+	off, err := onLeader(ctx, s.r, s.f.topic, p, func(c *sdk.Client) (uint64, error) {
+		off, _, err := c.ListOffsets(ctx, s.f.topic, p, s.fromMs)
+		return off, err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("partition %d: look up --from-time: %w", p, err)
 	}

@@ -639,7 +639,7 @@ func (s *produceSession) sendToPartition(ctx context.Context, msgs []sdk.Produce
 	return acks
 }
 
-// publishRetrying publishes data to partition p, retrying retriable
+// publishRetrying publishes data to partition p on its leader, retrying retriable
 // failures sdk.DefaultRetries times with a doubling backoff, until dctx
 // (the delivery budget) ends; then the error is the delivery timeout
 // wrapping the last failure. When ctx (Ctrl-C) ends, the error is the
@@ -648,7 +648,9 @@ func (s *produceSession) publishRetrying(ctx, dctx context.Context, p uint32, da
 	var last error
 	wait := sdk.DefaultRetryBackoff
 	for attempt := 0; ; attempt++ {
-		res, err := s.p.Client().Publish(dctx, s.topic, p, data)
+		res, err := onLeader(dctx, s.p, s.topic, p, func(c *sdk.Client) (sdk.PublishResult, error) {
+			return c.Publish(dctx, s.topic, p, data)
+		})
 		switch {
 		case err == nil:
 			return res, nil

@@ -127,32 +127,21 @@ func runTopicCreate(cmd *cobra.Command, g *globals, name string, f topicCreateFl
 		RetentionBytes: f.retentionBytes,
 		SegmentBytes:   f.segmentBytes,
 		SegmentMs:      f.segmentMs,
+		// 0: the server's default.
+		ReplicationFactor: uint32(f.replicationFactor),
 	}
-	var info topicView
-	if f.replicationFactor > 0 {
-		// The SDK's CreateTopic sends no replication factor.
-		r, err := g.dialRaw(cmd)
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		if info, err = r.createTopic(cmd.Context(), name, f.partitions, uint32(f.replicationFactor), cfg); err != nil {
-			return apiError(g.addr(cmd), err)
-		}
-	} else {
-		c, err := g.dial(cmd)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		ti, err := c.CreateTopic(cmd.Context(), name, f.partitions, cfg)
-		if err != nil {
-			return apiError(g.addr(cmd), err)
-		}
-		info.TopicInfo = ti
+	c, err := g.dial(cmd)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	info, err := c.CreateTopic(cmd.Context(), name, f.partitions, cfg)
+	if err != nil {
+		return apiError(g.addr(cmd), err)
 	}
 	fmt.Fprintf(g.stdout, "created topic %s with %d partition%s", info.Name, info.Partitions, plural(int(info.Partitions)))
-	if info.ReplicationFactor > 0 {
+	if f.replicationFactor > 0 && info.ReplicationFactor > 0 {
+		// Said when asked for: the factor the server applied.
 		fmt.Fprintf(g.stdout, ", replication factor %d", info.ReplicationFactor)
 	}
 	fmt.Fprintln(g.stdout)
@@ -233,10 +222,7 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return apiError(g.addr(cmd), err)
 			}
-			v, err := describePlacement(cmd, g, info)
-			if err != nil {
-				return err
-			}
+			v := topicView{TopicInfo: info, placed: true}
 			if asJSON {
 				return writeJSON(g.stdout, toTopicViewJSON(v))
 			}
@@ -247,21 +233,14 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-// describePlacement adds the replication factor and the placement of the
-// partitions of info, asked of the same data-plane address (the SDK's
-// DescribeTopic does not decode them).
-func describePlacement(cmd *cobra.Command, g *globals, info sdk.TopicInfo) (topicView, error) {
-	v := topicView{TopicInfo: info}
-	r, err := g.dialRaw(cmd)
-	if err != nil {
-		return v, err
-	}
-	defer r.Close()
-	v.ReplicationFactor, v.Placement, err = r.describePlacement(cmd.Context(), info.Name)
-	if err != nil {
-		return v, apiError(g.addr(cmd), err)
-	}
-	return v, nil
+// topicView is a topic as sq shows it: the SDK's TopicInfo and whether
+// to show where it lives in the cluster (placed): the replication factor
+// and each partition's leader, leader epoch, replicas and in-sync
+// replicas (docs/cluster.md). topic describe shows them; the answers of
+// create-partitions and alter are shown without.
+type topicView struct {
+	sdk.TopicInfo
+	placed bool
 }
 
 // printTopicDescription prints the topic's settings and its partitions;
@@ -273,7 +252,7 @@ func printTopicDescription(out io.Writer, t topicView) error {
 	fmt.Fprintf(w, "Topic:\t%s\n", t.Name)
 	fmt.Fprintf(w, "Topic ID:\t%s\n", orDash(t.ID.String()))
 	fmt.Fprintf(w, "Partitions:\t%d\n", t.Partitions)
-	if t.ReplicationFactor > 0 {
+	if t.placed && t.ReplicationFactor > 0 {
 		fmt.Fprintf(w, "Replication factor:\t%d\n", t.ReplicationFactor)
 	}
 	fmt.Fprintf(w, "Sync policy:\t%s\n", orDash(cfg.SyncPolicy))
@@ -287,7 +266,7 @@ func printTopicDescription(out io.Writer, t topicView) error {
 	}
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 8, 2, ' ', tabwriter.AlignRight)
-	placed := t.Placement != nil
+	placed := t.placed
 	header := "PARTITION\tLOG START\tHIGH WATERMARK\tLOG END\tSIZE\tSEGMENTS\tSTATUS\t"
 	if placed {
 		header += "LEADER\tEPOCH\tREPLICAS\tISR\t"
@@ -302,11 +281,7 @@ func printTopicDescription(out io.Writer, t topicView) error {
 			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%d\tok\t", p.Partition, p.LogStartOffset, p.HighWatermark, p.LogEndOffset, formatBytes(p.SizeBytes), p.SegmentCount)
 		}
 		if placed {
-			var pl partitionPlacement
-			if int(p.Partition) < len(t.Placement) {
-				pl = t.Placement[p.Partition]
-			}
-			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t", orDash(pl.Leader), pl.LeaderEpoch, nodeList(pl.Replicas), nodeList(pl.ISR))
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t", orDash(p.Leader), p.LeaderEpoch, nodeList(p.Replicas), nodeList(p.ISR))
 		}
 		fmt.Fprintln(w)
 	}
