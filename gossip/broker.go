@@ -468,7 +468,7 @@ func (b *Broker) CreatePartitions(name string, total int) (engine.TopicInfo, err
 	cur := len(t.Partitions)
 	switch {
 	case total <= cur:
-		return engine.TopicInfo{}, api.NewError(api.CodeInvalidConfig, "topic %q has %d partitions; the new total %d must be larger", name, cur, total)
+		return engine.TopicInfo{}, api.NewError(api.CodeInvalidConfig, "topic %q has %d partitions; the new total %d must be larger (partitions can be added, not removed)", name, cur, total)
 	case total > engine.MaxPartitions:
 		return engine.TopicInfo{}, api.NewError(api.CodeInvalidConfig, "topic %q has %d partitions; the new total %d is above the maximum %d partitions of a topic", name, cur, total, engine.MaxPartitions)
 	}

@@ -265,3 +265,32 @@ func (n *clusterNode) close(log *slog.Logger) {
 		}
 	})
 }
+
+// readyPoll is the interval of the checks of the node's readiness at
+// start.
+const readyPoll = 20 * time.Millisecond
+
+// waitReady waits until the node has joined the cluster and caught up with
+// the metadata log (gossip.Node.Ready), logging why it waits every 10 s;
+// it fails when ctx ends first (a stop during the start).
+func (n *clusterNode) waitReady(ctx context.Context, log *slog.Logger) error {
+	t := time.NewTicker(readyPoll)
+	defer t.Stop()
+	started := time.Now()
+	lastLog := started
+	for {
+		err := n.node.Ready()
+		if err == nil {
+			return nil
+		}
+		if time.Since(lastLog) >= 10*time.Second {
+			lastLog = time.Now()
+			log.Warn("waiting to catch up with the cluster metadata before serving the data plane", "reason", err, "waited", time.Since(started).Round(time.Second))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stopped before the node caught up with the cluster metadata (%v): %w", err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}

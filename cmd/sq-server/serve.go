@@ -160,11 +160,24 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		return err
 	}
 	registerDataPlaneMetrics(cp.srv.Registry(), srv)
+	// gRPC serves first: peers join and forward metadata changes through
+	// it. The data plane serves once the node has caught up with the
+	// metadata log, so that no client is told a topic is unknown by a node
+	// that has not yet applied its creation (a broker fenced until it has
+	// caught up, as in Kafka's KRaft).
+	cp.serveGRPC(storage, grpcLn)
+	if cl != nil {
+		if err := cl.waitReady(ctx, log); err != nil {
+			srv.Close()
+			ln.Close()
+			eng.Close()
+			return err
+		}
+	}
 	log.Info("data plane listening", "addr", ln.Addr().String())
 	c.hooks.listened("capnp", ln)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(cp.srv.CountConns(ln, "capnp")) }()
-	cp.serveGRPC(storage, grpcLn)
 	cp.srv.SetReady(true)
 
 	select {

@@ -126,7 +126,7 @@ func PrepareCreatePartitions(s *State, name string, total int, nodes []string) (
 	cur := len(t.Partitions)
 	switch {
 	case total <= cur:
-		return Command{}, api.NewError(api.CodeInvalidConfig, "topic %q has %d partitions; the new total %d must be larger", name, cur, total)
+		return Command{}, api.NewError(api.CodeInvalidConfig, "topic %q has %d partitions; the new total %d must be larger (partitions can be added, not removed)", name, cur, total)
 	case total > engine.MaxPartitions:
 		return Command{}, api.NewError(api.CodeInvalidConfig, "topic %q has %d partitions; the new total %d is above the maximum %d partitions of a topic", name, cur, total, engine.MaxPartitions)
 	}
