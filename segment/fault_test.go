@@ -60,7 +60,7 @@ func TestFailedWrite(t *testing.T) {
 				t.Fatal(err)
 			}
 			appendBatches(t, l, 3, 1, 2, 50)
-			next, size := l.NextOffset(), l.SizeBytes()
+			size := l.SizeBytes()
 			if fail == "write" {
 				be.writeErr = syscall.EIO
 			} else {
@@ -71,7 +71,7 @@ func TestFailedWrite(t *testing.T) {
 				}
 				size = l.SizeBytes()
 			}
-			next = l.NextOffset()
+			next := l.NextOffset()
 			failed := [][]byte{makeBatch(t, next, 2, 50), makeBatch(t, next+2, 2, 50), makeBatch(t, next+4, 2, 50)}
 			if _, err := l.Append(failed); err == nil {
 				t.Fatal("Append succeeded")

@@ -257,11 +257,10 @@ func (it *Iter) Err() error {
 // is ready to use. Add keeps references to key, value and headers until
 // Build: do not modify them in between.
 type Builder struct {
-	recs     []pending
-	bytes    int
-	firstTs  int64
-	maxTs    int64
-	producer int64
+	recs    []pending
+	bytes   int
+	firstTs int64
+	maxTs   int64
 }
 
 type pending struct {
