@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -585,16 +586,7 @@ func (b *Broker) DescribeTopic(name string) (engine.TopicInfo, error) {
 // fillStats copies into ti the statistics of parts (distinct partitions,
 // so goroutines write disjoint entries) as node describes them.
 func (b *Broker) fillStats(ctx context.Context, ti *engine.TopicInfo, id api.TopicID, node string, parts []int) {
-	var src engine.TopicInfo
-	var err error
-	if node == b.self {
-		src, err = b.DescribeLocal(ti.Name)
-	} else {
-		src, err = b.c.PeerDescribe(ctx, node, ti.Name)
-	}
-	if err == nil && src.ID != id {
-		err = api.NewError(api.CodeUnknownTopicID, "node %s holds topic %q with id %s, not %s", node, ti.Name, src.ID, id)
-	}
+	src, err := b.describeOn(ctx, ti.Name, id, node, parts)
 	for _, i := range parts {
 		switch {
 		case err != nil:
@@ -607,5 +599,41 @@ func (b *Broker) fillStats(ctx context.Context, ti *engine.TopicInfo, id api.Top
 	}
 	if err != nil && node != b.self {
 		b.log.Debug("describe: a partition leader's statistics are unavailable", "topic", ti.Name, "node", node, "err", err)
+	}
+}
+
+// describeOn returns topic name (id) as node's storage describes it. A
+// node that lags behind this one in applying the metadata log (it does
+// not know the topic yet, holds an older topic of that name, or fewer
+// partitions than parts needs) is asked again, with a growing pause,
+// until it answers or ctx (DescribeTimeout) ends: a describe right after
+// a create or a partition increase, or against a node ahead of the
+// leader, then shows the leader's statistics instead of an error.
+func (b *Broker) describeOn(ctx context.Context, name string, id api.TopicID, node string, parts []int) (engine.TopicInfo, error) {
+	pause := 10 * time.Millisecond
+	for {
+		var src engine.TopicInfo
+		var err error
+		if node == b.self {
+			src, err = b.DescribeLocal(name)
+		} else {
+			src, err = b.c.PeerDescribe(ctx, node, name)
+		}
+		if err == nil && src.ID != id {
+			err = api.NewError(api.CodeUnknownTopicID, "node %s holds topic %q with id %s, not %s", node, name, src.ID, id)
+		}
+		lags := errors.Is(err, api.ErrUnknownTopic) || errors.Is(err, api.ErrUnknownTopicID) ||
+			(err == nil && len(parts) > 0 && slices.Max(parts) >= len(src.Partitions))
+		if !lags {
+			return src, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return src, err
+		case <-t.C:
+		}
+		pause = min(2*pause, 200*time.Millisecond)
 	}
 }

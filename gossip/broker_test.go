@@ -342,6 +342,45 @@ func TestDescribeIdenticalAcrossNodes(t *testing.T) {
 	}
 }
 
+// A leader that has not applied the topic's creation yet answers
+// UNKNOWN_TOPIC; the describe asks it again until it has, instead of
+// reporting its partitions' statistics as unavailable.
+func TestDescribeWaitsForALaggingLeader(t *testing.T) {
+	m := newFakeMeta(t, "n1", "n2")
+	nodes := map[string]*testNode{"n1": newTestNode(t, m, "n1", "", true), "n2": newTestNode(t, m, "n2", "", true)}
+	if _, err := nodes["n1"].b.CreateTopic("t", 4, engine.TopicConfig{ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, p := range m.state0().Topics["t"].Partitions {
+		if _, err := nodes[p.Leader].b.Append(ctx, "t", i, mkBatch(t, "a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.mu.Lock()
+	m.lagFor["n2"] = 3
+	m.mu.Unlock()
+	d, err := nodes["n1"].b.DescribeTopic("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2 := 0
+	for i, p := range d.Partitions {
+		if p.Err != nil || p.LogEndOffset != 1 {
+			t.Fatalf("partition %d (leader %s): %+v, want its leader's statistics", i, p.Leader, p)
+		}
+		if p.Leader == "n2" {
+			n2++
+		}
+	}
+	m.mu.Lock()
+	left := m.lagFor["n2"]
+	m.mu.Unlock()
+	if n2 == 0 || left != 0 {
+		t.Fatalf("n2 leads %d partitions, %d lagging answers left: the lagging leader was not asked again", n2, left)
+	}
+}
+
 // Nodes and ClusterID come from the cluster.
 func TestBrokerNodes(t *testing.T) {
 	m := newFakeMeta(t, "n1", "n2")

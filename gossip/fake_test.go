@@ -27,7 +27,11 @@ type fakeMeta struct {
 	alive map[string]bool
 	// unreachable nodes answer no PeerDescribe.
 	unreachable map[string]bool
-	peers       map[string]*Broker
+	// lagFor[node] is how many more PeerDescribe calls node answers
+	// UNKNOWN_TOPIC, as a node that has not applied the topic's creation
+	// yet does.
+	lagFor map[string]int
+	peers  map[string]*Broker
 	// proposeErr, when set, is returned by every Propose (NO_QUORUM).
 	proposeErr error
 	// gate, when set, is received from before a mark-data is applied.
@@ -38,7 +42,7 @@ type fakeMeta struct {
 
 func newFakeMeta(t *testing.T, nodes ...string) *fakeMeta {
 	m := &fakeMeta{state: meta.NewState(), hooks: map[string]func(prev, next *meta.State){}, alive: map[string]bool{},
-		unreachable: map[string]bool{}, peers: map[string]*Broker{}, ops: map[meta.Op]int{}, now: 1_000_000}
+		unreachable: map[string]bool{}, lagFor: map[string]int{}, peers: map[string]*Broker{}, ops: map[meta.Op]int{}, now: 1_000_000}
 	for _, n := range nodes {
 		m.alive[n] = true
 		m.mustApply(t, meta.Command{Op: meta.OpRegisterNode, Node: &meta.Node{ID: n, DataAddr: n + ":6064", GRPCAddr: n + ":6060"}})
@@ -179,10 +183,16 @@ func (n *fakeNode) Propose(ctx context.Context, c meta.Command) (meta.Result, er
 
 func (n *fakeNode) PeerDescribe(ctx context.Context, node, topic string) (engine.TopicInfo, error) {
 	n.m.mu.Lock()
-	b, down := n.m.peers[node], n.m.unreachable[node]
+	b, down, lag := n.m.peers[node], n.m.unreachable[node], n.m.lagFor[node] > 0
+	if lag {
+		n.m.lagFor[node]--
+	}
 	n.m.mu.Unlock()
 	if b == nil || down {
 		return engine.TopicInfo{}, fmt.Errorf("dial node %s: connection refused", node)
+	}
+	if lag {
+		return engine.TopicInfo{}, api.NewError(api.CodeUnknownTopic, "topic %q does not exist (node %s lags)", topic, node)
 	}
 	return b.DescribeLocal(topic)
 }

@@ -107,16 +107,23 @@ func TestIdentityOfTheDataDir(t *testing.T) {
 }
 
 func TestProposeWithoutQuorumIsNoQuorum(t *testing.T) {
-	nodes := startCluster(t, 3)
-	survivor := nodes[0]
+	// The survivor's ProposeTimeout is set before it starts: its
+	// goroutines read its options, so they are never changed once it runs.
+	o := testOptions(t, "n1", t.TempDir())
+	o.ProposeTimeout = 2 * time.Second
+	survivor := mustStart(t, o)
+	nodes := []*clusterNode{survivor}
+	for _, id := range []string{"n2", "n3"} {
+		o := testOptions(t, id, t.TempDir())
+		o.Seeds = []string{survivor.addr}
+		nodes = append(nodes, mustStart(t, o))
+	}
+	waitReady(t, nodes...)
+	eventually(t, 20*time.Second, "the survivor registered every node", func() bool { return len(survivor.State().Nodes) == len(nodes) })
 	for _, n := range nodes[1:] {
 		n.stop(t)
 	}
-	ctx := context.Background()
-	o := survivor.opts
-	survivor.opts.ProposeTimeout = time.Second
-	defer func() { survivor.opts = o }()
-	_, err := survivor.ProposeCommand(ctx, createCmd("t", 1))
+	_, err := survivor.ProposeCommand(context.Background(), createCmd("t", 1))
 	if !api.IsRetriable(err) || api.AsError(err).Code != api.CodeNoQuorum {
 		t.Fatalf("propose on a minority: %v, want NO_QUORUM", err)
 	}

@@ -37,8 +37,9 @@ func (c nodeCluster) Propose(ctx context.Context, cmd meta.Command) (meta.Result
 
 // PeerDescribe implements Cluster: topic as node nodeID's own storage
 // describes it. Errors: LEADER_NOT_AVAILABLE when the node is not
-// registered or has no gRPC address, the peer's catalog error, or the
-// transport's.
+// registered or has no gRPC address; the peer's catalog error as an
+// *api.Error (errors.Is with the api sentinels works: UNKNOWN_TOPIC from
+// a peer that lags behind in the metadata log); else the transport's.
 func (c nodeCluster) PeerDescribe(ctx context.Context, nodeID, topic string) (engine.TopicInfo, error) {
 	s := c.State()
 	var addr string
@@ -55,7 +56,10 @@ func (c nodeCluster) PeerDescribe(ctx context.Context, nodeID, topic string) (en
 	ctx = metadata.AppendToOutgoingContext(ctx, DescribeLocalHeader, "1")
 	r, err := sqv1.NewTopicsClient(conn).DescribeTopic(ctx, &sqv1.DescribeTopicRequest{Name: topic})
 	if err != nil {
-		return engine.TopicInfo{}, fmt.Errorf("gossip: describe %s on node %s (%s): %w", topic, nodeID, addr, err)
+		// The peer's catalog error (UNKNOWN_TOPIC from a node that has
+		// not applied the topic yet, say) stays one, so the describe can
+		// tell a lagging leader from an unreachable one.
+		return engine.TopicInfo{}, fmt.Errorf("gossip: describe %s on node %s (%s): %w", topic, nodeID, addr, fromStatus(err))
 	}
 	return topicInfoFrom(r.GetTopic())
 }
