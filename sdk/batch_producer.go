@@ -235,7 +235,6 @@ func (bp *BatchProducer) SendMessage(ctx context.Context, m ProducerMessage) err
 			return err
 		}
 	}
-	n := tm.partitions
 	bp.pl.mu.Lock()
 	lim := bp.limits(now)
 	if err := checkRecordSize(&m, lim.maxRecord, tm); err != nil {
@@ -246,7 +245,7 @@ func (bp *BatchProducer) SendMessage(ctx context.Context, m ProducerMessage) err
 		bp.pl.mu.Unlock()
 		return err
 	}
-	pp := bp.pl.part(topicPartition{m.Topic, bp.p.core.place(m.Topic, m.Key, n, bp.sticky)})
+	pp := bp.pl.part(topicPartition{m.Topic, bp.p.core.place(m.Topic, m.Key, tm, bp.sticky)})
 	if len(pp.open) > 0 && (pp.bytes+size > lim.batchBytes || len(pp.open) >= bp.cfg.BatchRecords) {
 		bp.pl.closeOpen(pp)
 	}

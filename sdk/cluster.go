@@ -54,6 +54,10 @@ type cluster struct {
 	// that topic's entry changes.
 	hot atomic.Pointer[hotTopic]
 
+	// avail holds the leaders whose connection failed lately, which
+	// keyless placement avoids (available.go).
+	avail availability
+
 	trace atomic.Pointer[coreTrace] // nil outside tests
 }
 
@@ -201,6 +205,18 @@ func (cl *cluster) cachedAt(name string, now time.Time) (topicMeta, bool) {
 	e := cl.topics[name]
 	if e != nil && e.valid && !e.stale && now.Sub(e.fetched) < cl.maxAge {
 		cl.hot.Store(e.hot) // under the read lock: no change of e meanwhile
+		return e.meta, true
+	}
+	return topicMeta{}, false
+}
+
+// lastKnown returns topic's last metadata read from the server, however
+// old or stale: what a producer places records with while no node
+// answers a metadata request (leaderGone), as cluster.leader routes with.
+func (cl *cluster) lastKnown(topic string) (topicMeta, bool) {
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	if e := cl.topics[topic]; e != nil && e.valid {
 		return e.meta, true
 	}
 	return topicMeta{}, false
@@ -357,25 +373,52 @@ func (cl *cluster) invalidate(topic string) {
 	cl.mu.Unlock()
 }
 
-// place returns the partition, among n, of a record of topic with key:
-// the Partitioner's choice for a keyed record (key not nil); for a keyless
-// one, sticky[topic], set first to the next round-robin partition when
-// absent or not below n. The caller owns sticky and decides how long a
-// keyless partition sticks: Producer and GrpcProducer for one call,
-// BatchProducer until the partition's batch closes (KIP-480).
-func (cl *cluster) place(topic string, key []byte, n uint32, sticky map[string]uint32) uint32 {
+// place returns the partition of a record of topic with key, given the
+// topic's metadata tm: the Partitioner's choice for a keyed record (key
+// not nil); for a keyless one, sticky[topic], set first to the next
+// round-robin partition whose leader is available (keyless) when absent,
+// not below the partition count, or led by a leader that failed since.
+// The caller owns sticky and decides how long a keyless partition
+// sticks: Producer and GrpcProducer for one call, BatchProducer until the
+// partition's batch closes (KIP-480).
+func (cl *cluster) place(topic string, key []byte, tm topicMeta, sticky map[string]uint32) uint32 {
 	if t := cl.trace.Load(); t != nil {
 		t.placements.Add(1)
 	}
+	n := tm.partitions
 	if key != nil {
 		return cl.partitioner.Partition(topic, key, n) % n
 	}
 	s, ok := sticky[topic]
-	if !ok || s >= n {
-		s = cl.nextKeyless(topic, n)
+	if !ok || s >= n || cl.leaderDown(tm, s) {
+		s = cl.keyless(topic, tm, n)
 		sticky[topic] = s
 	}
 	return s
+}
+
+// leaderDown reports whether partition p's leader, as tm states it, is
+// in its cool-down after a failure (available.go).
+func (cl *cluster) leaderDown(tm topicMeta, p uint32) bool {
+	now := time.Now()
+	return cl.avail.anyDown(now) && cl.avail.isDown(tm.leader(p), now)
+}
+
+// keyless returns the next keyless partition of topic among n whose
+// leader is available; the next one in turn when every leader is in its
+// cool-down (a record may still be stored once a node returns).
+func (cl *cluster) keyless(topic string, tm topicMeta, n uint32) uint32 {
+	first := cl.nextKeyless(topic, n)
+	if !cl.avail.anyDown(time.Now()) {
+		return first
+	}
+	for p, i := first, uint32(0); i < n; i++ {
+		if !cl.leaderDown(tm, p) {
+			return p
+		}
+		p = cl.nextKeyless(topic, n)
+	}
+	return first
 }
 
 // nextKeyless returns the next keyless partition of topic: round-robin
@@ -390,6 +433,75 @@ func (cl *cluster) nextKeyless(topic string, n uint32) uint32 {
 	}
 	cl.rr[topic] = v + 1
 	return v % n
+}
+
+// replace returns another partition than from for keyless records of
+// topic that failed on from's leader: the next one whose leader is
+// available, per the cached metadata. false when there is none (every
+// other leader is in its cool-down, or the topic has one partition).
+func (cl *cluster) replace(topic string, from uint32) (uint32, bool) {
+	cl.mu.RLock()
+	e := cl.topics[topic]
+	var tm topicMeta
+	if e != nil && e.valid {
+		tm = e.meta
+	}
+	cl.mu.RUnlock()
+	n := tm.partitions
+	if n < 2 {
+		return 0, false
+	}
+	for range n {
+		p := cl.nextKeyless(topic, n)
+		if p != from && !cl.leaderDown(tm, p) {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// noteLeaderGone marks partition's leader, as the cache knows it,
+// unavailable for leaderCooldown and the topic's metadata stale: err
+// says the leader could not be reached or is shutting down (leaderGone),
+// so the cluster may have moved its partitions, or is about to.
+func (cl *cluster) noteLeaderGone(topic string, partition uint32) {
+	cl.mu.RLock()
+	var b leaderAddr
+	if e := cl.topics[topic]; e != nil && e.valid {
+		b = e.meta.leader(partition)
+	}
+	cl.mu.RUnlock()
+	cl.avail.markDown(b, time.Now())
+	cl.invalidate(topic)
+}
+
+// noteDelivered ends the cool-down of partition's leader: a request to it
+// succeeded.
+func (cl *cluster) noteDelivered(topic string, partition uint32) {
+	if !cl.avail.anyDown(time.Now()) {
+		return
+	}
+	cl.mu.RLock()
+	var b leaderAddr
+	if e := cl.topics[topic]; e != nil && e.valid {
+		b = e.meta.leader(partition)
+	}
+	cl.mu.RUnlock()
+	cl.avail.markUp(b)
+}
+
+// leaderName returns the address requests about partition go to: the
+// leader's address on the core's plane, or the bootstrap's (Addr) when
+// it is the bootstrap node or unknown; for error messages.
+func (cl *cluster) leaderName(topic string, partition uint32, bootAddr string) string {
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	if e := cl.topics[topic]; e != nil && e.valid {
+		if b := e.meta.leader(partition); b.addr != "" {
+			return b.addr
+		}
+	}
+	return bootAddr
 }
 
 // client returns the connection to partition's leader (leader): the

@@ -44,6 +44,7 @@ type fakeGrpcNode struct {
 	i    int
 	id   string
 	addr string
+	stop func() // stops the node's server (as a killed node), once
 }
 
 // countingListener counts the connections it accepts.
@@ -81,7 +82,8 @@ func newFakeGrpcCluster(t *testing.T, n int, topic string, parts int) *fakeGrpcC
 		sqv1.RegisterMessagingServer(srv, node)
 		done := make(chan struct{})
 		go func() { srv.Serve(countingListener{ln, &fc.accepts}); close(done) }()
-		t.Cleanup(func() { srv.Stop(); <-done })
+		node.stop = sync.OnceFunc(func() { srv.Stop(); <-done })
+		t.Cleanup(node.stop)
 		fc.nodes = append(fc.nodes, node)
 	}
 	return fc

@@ -193,7 +193,7 @@ func (p *GrpcProducer) place(ctx context.Context, msgs []ProducerMessage, acks [
 			acks[i].Err = err
 			continue
 		}
-		k := topicPartition{m.Topic, p.core.place(m.Topic, m.Key, tm.partitions, sticky)}
+		k := topicPartition{m.Topic, p.core.place(m.Topic, m.Key, tm, sticky)}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -217,6 +217,9 @@ func (p *GrpcProducer) topicMeta(ctx context.Context, topic string, deadline tim
 		if cut {
 			return tm, p.expired(last)
 		}
+		if old, ok := p.core.lastKnown(topic); err != nil && ok && leaderGone(err) {
+			return old, nil // no node answers: place with what was known, as Producer does
+		}
 		if err == nil || !IsRetriable(err) || attempt >= p.cfg.Retries || p.cfg.Retries < 0 {
 			return tm, err
 		}
@@ -234,8 +237,14 @@ func (p *GrpcProducer) topicMeta(ctx context.Context, topic string, deadline tim
 
 // sendPartition publishes the messages idx of one partition, in order, in
 // requests of at most BatchBytesMax record bytes, each after the previous
-// one was acknowledged.
+// one was acknowledged. When the partition's leader cannot be reached (or
+// is shutting down), a request that holds only keyless records moves, with
+// the records after it, to another partition whose leader is available
+// (cluster.replace), as the pipeline of Producer does; keyed records fail
+// with a *LeaderConnectionError.
 func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs []ProducerMessage, idx []int, acks []Ack, deadline time.Time) {
+	const maxMoves = 16 // each move follows a leader marked unavailable: a bound, not a policy
+	moves := 0
 	for len(idx) > 0 {
 		n, size := 0, 0
 		for n < len(idx) && (n == 0 || size+recordBytes(msgs[idx[n]]) <= p.cfg.BatchBytesMax) {
@@ -243,12 +252,28 @@ func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs
 			n++
 		}
 		chunk := idx[:n]
-		idx = idx[n:]
+		free := true // every record of chunk is keyless
 		req := &sqv1.PublishRequest{Topic: k.topic, Partition: int32(k.partition), Records: make([]*sqv1.Record, len(chunk))}
 		for j, i := range chunk {
 			req.Records[j] = recordToProto(msgs[i])
+			free = free && msgs[i].Key == nil
 		}
-		res, err := p.publish(ctx, req, deadline)
+		res, err := p.publish(ctx, req, deadline, free)
+		if free && err != nil && leaderGone(err) {
+			if np, ok := p.core.replace(k.topic, k.partition); ok && moves < maxMoves && ctx.Err() == nil && time.Now().Before(deadline) {
+				moves++
+				p.cfg.Logger.Debug("keyless records moved off a failed leader", "topic", k.topic, "from", k.partition, "to", np)
+				k.partition = np
+				continue // the same chunk, on np
+			}
+			res, err = p.publish(ctx, req, deadline, false)
+		}
+		if err != nil {
+			err = leaderConnErr(k, p.core.leaderName(k.topic, k.partition, p.cfg.Addr), err)
+		} else {
+			p.core.noteDelivered(k.topic, k.partition)
+		}
+		idx = idx[n:]
 		for j, i := range chunk {
 			acks[i].Partition = k.partition
 			if err != nil {
@@ -272,8 +297,11 @@ func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs
 // retry that would start after it, fails with the delivery timeout
 // wrapping the last failure. Each attempt goes to the leader as the core
 // knows it then: after a NOT_LEADER, the node it named, else the one the
-// metadata, read again, names.
-func (p *GrpcProducer) publish(ctx context.Context, req *sqv1.PublishRequest, deadline time.Time) (*sqv1.PublishResponse, error) {
+// metadata, read again, names. With movable (a request of keyless
+// records only) a leader that cannot be reached or is shutting down
+// (leaderGone) ends the attempts at once: the caller moves the records to
+// another partition.
+func (p *GrpcProducer) publish(ctx context.Context, req *sqv1.PublishRequest, deadline time.Time, movable bool) (*sqv1.PublishResponse, error) {
 	var last error
 	for attempt := 0; ; attempt++ {
 		dctx, cancel := context.WithDeadline(ctx, deadline)
@@ -293,7 +321,7 @@ func (p *GrpcProducer) publish(ctx context.Context, req *sqv1.PublishRequest, de
 			// twice, at-least-once).
 			err = fmt.Errorf("%w: no response within %v", ErrConnection, p.cfg.RequestTimeout)
 		}
-		if err == nil || !IsRetriable(err) || attempt >= p.cfg.Retries || p.cfg.Retries < 0 {
+		if err == nil || !IsRetriable(err) || attempt >= p.cfg.Retries || p.cfg.Retries < 0 || (movable && leaderGone(err)) {
 			return res, err
 		}
 		d := backoff(attempt+1, p.cfg.RetryBackoff, p.cfg.RetryBackoffMax)

@@ -80,6 +80,7 @@ type flight struct {
 	pc      *pubCall // nil until sent
 	last    error    // the failure of its previous attempt
 	held    bool     // holds a token of pipeline.sem
+	leader  string   // the address of the connection it was last handed to
 }
 
 // newPipeline returns an empty pipeline for p's client.
@@ -435,7 +436,9 @@ func (w *window) publish(f *flight, want *conn) {
 	ctx, cancel := context.WithDeadline(b.ctx, b.deadline)
 	defer cancel()
 	tp := w.pp.tp
-	f.pc, f.err = pl.p.core.client(ctx, tp.topic, tp.partition).startPublish(ctx, want, tp.topic, tp.partition, f.data, want != nil)
+	c := pl.p.core.client(ctx, tp.topic, tp.partition)
+	f.leader = c.cfg.Addr
+	f.pc, f.err = c.startPublish(ctx, want, tp.topic, tp.partition, f.data, want != nil)
 	if f.err != nil && ctx.Err() != nil && b.ctx.Err() == nil {
 		f.err, f.final = pl.p.expired(f.last), true
 	}
@@ -480,6 +483,9 @@ func (w *window) resolve(res PublishResult, err error) {
 		again = append(again, f)
 	}
 	w.stalled = false
+	if !head.final && leaderGone(err) && w.replace(head, again) {
+		return
+	}
 	head.attempt++
 	head.pc, head.err, head.last = nil, nil, err
 	if head.final {
@@ -490,6 +496,58 @@ func (w *window) resolve(res PublishResult, err error) {
 		again = append([]*flight{head}, again...)
 	}
 	w.queue = append(again, w.queue...)
+}
+
+// replace moves head, which failed because its leader could not be
+// reached or is shutting down, to another partition whose leader is
+// available, when it holds only keyless records (which may go to any
+// partition), with the flights of again (the later ones that failed with
+// it) that hold only keyless records too; the others are queued to be
+// sent again here, in order. It returns false, changing nothing, when
+// head has a keyed record or no other partition's leader is available:
+// head is then retried here. A moved batch may have been stored by the
+// leader that failed (its answer was lost): it is delivered at least
+// once, as any retried batch.
+func (w *window) replace(head *flight, again []*flight) bool {
+	pl, tp := w.pl, w.pp.tp
+	if !keyless(head.b.msgs) {
+		return false
+	}
+	np, ok := pl.p.core.replace(tp.topic, tp.partition)
+	if !ok {
+		return false
+	}
+	to := topicPartition{tp.topic, np}
+	moved := []*pbatch{head.b}
+	var kept []*flight
+	for _, f := range again {
+		if keyless(f.b.msgs) && !f.final {
+			moved = append(moved, f.b)
+		} else {
+			kept = append(kept, f)
+		}
+	}
+	groups := map[*pgroup]*pgroup{}
+	for _, b := range moved {
+		b.tp = to
+		if g := b.group; g != nil {
+			ng := groups[g]
+			if ng == nil {
+				ng = &pgroup{call: g.call}
+				groups[g] = ng
+			}
+			b.group = ng
+			g.call.moved(b)
+		}
+	}
+	pl.p.cfg.Logger.Debug("sdk: keyless batches moved off a failed leader", "topic", tp.topic,
+		"from", tp.partition, "to", np, "batches", len(moved), "leader", head.leader)
+	pl.mu.Lock()
+	w.pp.busy -= len(moved)
+	pl.mu.Unlock()
+	pl.enqueue(to, moved)
+	w.queue = append(kept, w.queue...)
+	return true
 }
 
 // abandon fails the oldest batch in flight, whose waiter gave up, with
@@ -541,6 +599,16 @@ func (w *window) pop() {
 // a failure fails the later batches of its SendBatch call, and its done
 // reports the outcome.
 func (w *window) finish(f *flight, res PublishResult, err error) {
+	tp := f.b.tp
+	if err == nil {
+		w.pl.p.core.noteDelivered(tp.topic, tp.partition)
+	} else {
+		leader := f.leader
+		if leader == "" {
+			leader = w.pl.p.core.leaderName(tp.topic, tp.partition, w.pl.p.client.cfg.Addr)
+		}
+		err = leaderConnErr(tp, leader, err)
+	}
 	w.pl.mu.Lock()
 	w.pp.busy--
 	w.pl.mu.Unlock()

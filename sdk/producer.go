@@ -351,7 +351,7 @@ func (p *Producer) assign(ctx context.Context, msgs []ProducerMessage, acks []Ac
 			acks[i].Err = err
 			continue
 		}
-		part := p.core.place(m.Topic, m.Key, tm.partitions, sticky)
+		part := p.core.place(m.Topic, m.Key, tm, sticky)
 		acks[i].Partition = part
 		tp := topicPartition{m.Topic, part}
 		groups[tp] = append(groups[tp], i)
@@ -371,6 +371,12 @@ func (p *Producer) meta(ctx context.Context, topic string, deadline time.Time) (
 		tm, err := attemptRequest(p, ctx, deadline, last, func(ctx context.Context) (topicMeta, error) { return p.core.topic(ctx, topic) })
 		if err == nil {
 			return tm, nil
+		}
+		if old, ok := p.core.lastKnown(topic); ok && leaderGone(err) {
+			// No node answers (the metadata was marked stale by a
+			// leader's connection failure): place with what was known;
+			// the sends fail or move on their own.
+			return old, nil
 		}
 		if rerr := p.retry(ctx, err, attempt, deadline, "metadata "+topic); rerr != nil {
 			return topicMeta{}, rerr
@@ -513,6 +519,20 @@ func (sc *sendCall) batchDone(b *pbatch, res PublishResult, err error) {
 	sc.left--
 	if sc.left == 0 {
 		close(sc.done)
+	}
+}
+
+// moved records that b, one of the call's batches, now goes to the
+// partition b.tp (its keyless records were moved off a failed leader):
+// its acks name that partition, unless the caller stopped waiting.
+func (sc *sendCall) moved(b *pbatch) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.over {
+		return
+	}
+	for _, i := range b.idx {
+		sc.acks[i].Partition = b.tp.partition
 	}
 }
 

@@ -92,8 +92,14 @@ func (cl *cluster) leader(ctx context.Context, topic string, partition uint32) l
 // the partition at it at once, without reading the metadata (follow); a
 // NOT_LEADER without a usable name drops a leader taken from an earlier
 // one (the node named did not lead) and marks the metadata stale, as do
-// the errors of refreshes.
+// the errors of refreshes. A leader that could not be reached or is
+// shutting down (leaderGone) is avoided by keyless placement for a while
+// and the metadata is read again (noteLeaderGone).
 func (cl *cluster) notePartitionError(topic string, partition uint32, err error) {
+	if leaderGone(err) {
+		cl.noteLeaderGone(topic, partition)
+		return
+	}
 	var e *api.Error
 	if errors.As(err, &e) && e.Code == api.CodeNotLeader {
 		if cl.follow(topic, partition, e) {
