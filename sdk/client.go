@@ -165,6 +165,10 @@ func newClient(cfg ClientConfig) *Client {
 	return c
 }
 
+// Addr returns the address the Client connects to (ClientConfig.Addr):
+// for a LeaderClient, the partition leader's data-plane address.
+func (c *Client) Addr() string { return c.cfg.Addr }
+
 // Limits returns the limits of the server's latest handshake.
 func (c *Client) Limits() Limits {
 	c.mu.Lock()

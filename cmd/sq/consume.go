@@ -100,6 +100,12 @@ combined with --group (the group assigns the partitions), nor can -o -N or
          sign; escapes \n \t \r \\ \0. Nothing is added after a record:
          end the template with \n for one per line.
 
+In a cluster, a partition that cannot be described for a retriable reason
+(its leader is down or unreachable from the node asked, or lags behind in
+the metadata) is warned about once and described again every 0.5s: with
+--follow it is read from when it can be; without, sq reads the others, then
+waits up to 30s from the start for it and fails naming it.
+
 Ctrl-C stops: sq commits (with --group), prints a one-line summary of what
 it printed to stderr and exits with status 130; a second Ctrl-C exits at
 once. A server that cannot be reached at start fails the command, naming
@@ -164,6 +170,11 @@ type consumeSession struct {
 	cut map[uint32]bool
 	// unreadable holds the errors of failed partitions, skipped at start.
 	unreadable []error
+	// pending holds the partitions that could not be described for a
+	// retriable reason, described again (consume_pending.go), with their
+	// last error in pendingErr.
+	pending    []uint32
+	pendingErr map[uint32]error
 	printed    int64
 }
 
@@ -207,8 +218,13 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 		probe: serverProbe{addr: g.addr(cmd), topic: f.topic, follow: f.follow, timeout: timeout, stderr: stderr, reading: "reading " + f.topic},
 		pos:   map[uint32]uint64{}, end: map[uint32]uint64{}, cut: map[uint32]bool{}}
 	ctx := cmd.Context()
+	began := time.Now()
 	err = s.begin(ctx)
-	r.Close() // the consumers have connections of their own
+	if len(s.pending) > 0 {
+		defer r.Close() // it describes the pending partitions again
+	} else {
+		r.Close() // the consumers have connections of their own
+	}
 	if err != nil {
 		if stopped(ctx, err) {
 			noteInterrupted(ctx, s.stderr, f.topic)
@@ -217,15 +233,15 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 		return apiError(s.addr, err)
 	}
 	switch {
-	case f.follow && len(s.parts) == 0:
-		// Every partition failed: nothing to follow until Ctrl-C, which
-		// reports them.
-		<-ctx.Done()
-		err = ctx.Err()
 	case f.follow:
-		err = s.read(ctx, s.parts, false)
+		// With every partition failed, nothing to follow until Ctrl-C,
+		// which reports them.
+		err = s.followAll(ctx)
 	default:
 		err = s.readToEnd(ctx)
+		if err == nil {
+			err = s.readPending(ctx, began)
+		}
 	}
 	err = out.finish(err)
 	if _, ok := interrupted(ctx); ok {
@@ -337,6 +353,10 @@ func (s *consumeSession) begin(ctx context.Context) error {
 		pi, ok := byPart[p]
 		if !ok {
 			return fmt.Errorf("the server did not describe partition %d of %q", p, s.f.topic)
+		}
+		if pi.Err != nil && sdk.IsRetriable(pi.Err) {
+			s.addPending(p, pi.Err)
+			continue
 		}
 		if pi.Err != nil {
 			// Other partitions keep serving: read them, fail at the end.

@@ -571,14 +571,20 @@ func (s *produceSession) result(ctx context.Context, runErr error) error {
 
 // notAcked describes the failed records, for example "1234 of 20000
 // records not acknowledged (lines 18767-20000): server 127.0.0.1:6064
-// unreachable: ...".
+// unreachable: ...", or, when a partition's leader other than the server
+// could not be reached, "...: the leader of orders partition 2,
+// 10.0.0.3:6064, could not be reached: ...".
 func (s *produceSession) notAcked() error {
 	where := s.unit() + "s " + s.failedAt.first(maxListedRanges)
 	if s.failed == 1 {
 		where = s.unit() + " " + s.failedAt.first(maxListedRanges)
 	}
 	var why error
+	var lce *sdk.LeaderConnectionError
 	switch {
+	case errors.As(s.firstErr, &lce):
+		// The partition's leader, which need not be the --server node.
+		why = fmt.Errorf("the leader of %s partition %d, %s, could not be reached: %w", lce.Topic, lce.Partition, lce.Leader, lce.Err)
 	case errors.Is(s.firstErr, sdk.ErrConnection):
 		why = fmt.Errorf("server %s unreachable: %w", s.addr, s.firstErr)
 	case errors.Is(s.firstErr, sdk.ErrDeliveryTimeout):
@@ -649,7 +655,13 @@ func (s *produceSession) publishRetrying(ctx, dctx context.Context, p uint32, da
 	wait := sdk.DefaultRetryBackoff
 	for attempt := 0; ; attempt++ {
 		res, err := onLeader(dctx, s.p, s.topic, p, func(c *sdk.Client) (sdk.PublishResult, error) {
-			return c.Publish(dctx, s.topic, p, data)
+			res, err := c.Publish(dctx, s.topic, p, data)
+			if errors.Is(err, sdk.ErrConnection) {
+				// Name the leader that could not be reached, which need
+				// not be the --server node.
+				err = &sdk.LeaderConnectionError{Topic: s.topic, Partition: p, Leader: c.Addr(), Err: err}
+			}
+			return res, err
 		})
 		switch {
 		case err == nil:

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +27,32 @@ import (
 type splitCluster struct {
 	nodes   []api.Node
 	engines []*engine.Engine
+	stops   []func() // stop node i's data plane (as a killed node), once
+
+	mu sync.Mutex
+	// hidden partitions are described with a LEADER_NOT_AVAILABLE error
+	// (a leader the describing node cannot reach, or one that lags).
+	hidden          map[int]bool
+	hiddenDescribes int // describes that hid a partition
+}
+
+// hide makes partition p's describe fail (LEADER_NOT_AVAILABLE) or not.
+func (c *splitCluster) hide(p int, hidden bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hidden == nil {
+		c.hidden = map[int]bool{}
+	}
+	c.hidden[p] = hidden
+}
+
+func (c *splitCluster) isHidden(p int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hidden[p] {
+		c.hiddenDescribes++
+	}
+	return c.hidden[p]
 }
 
 // splitBroker is node self of a splitCluster.
@@ -77,6 +104,10 @@ func (b splitBroker) DescribeTopic(name string) (engine.TopicInfo, error) {
 			ti.Partitions[i] = lt.Partitions[i]
 		}
 		id := b.c.nodes[l].ID
+		if b.c.isHidden(i) {
+			ti.Partitions[i] = engine.PartitionInfo{Partition: i,
+				Err: api.NewError(api.CodeLeaderNotAvailable, "the statistics of %s/%d are not available from its leader, node %s", name, i, id)}
+		}
 		ti.Partitions[i].Leader, ti.Partitions[i].LeaderEpoch = id, 1
 		ti.Partitions[i].Replicas, ti.Partitions[i].ISR = []string{id}, []string{id}
 	}
@@ -157,7 +188,9 @@ func startSplitCluster(t *testing.T) *splitCluster {
 		}
 		done := make(chan struct{})
 		go func() { srv.Serve(lns[i]); close(done) }()
-		t.Cleanup(func() { srv.Close(); <-done })
+		stop := sync.OnceFunc(func() { srv.Close(); <-done })
+		c.stops = append(c.stops, stop)
+		t.Cleanup(stop)
 	}
 	if _, err := (splitBroker{Engine: c.engines[0], c: c}).CreateTopic("orders", 2, engine.TopicConfig{}); err != nil {
 		t.Fatal(err)
@@ -244,7 +277,7 @@ func TestProduceConsumeOnAnyNode(t *testing.T) {
 // leader.
 func TestBenchOnAnyNode(t *testing.T) {
 	c := startSplitCluster(t)
-	out, errOut, err := runSQInput(t, "", "--server", c.nodes[0].DataAddr, "--control", "127.0.0.1:1", "bench", "e2e",
+	out, errOut, err := runSQInput(t, "", "--server", c.nodes[1].DataAddr, "--control", "127.0.0.1:1", "bench", "e2e",
 		"--quiet", "--topic", "bench", "--keep-topic", "--partitions", "2", "--count", "400", "--consumers", "2")
 	if err != nil {
 		t.Fatalf("bench: %v\n%s%s", err, out, errOut)
