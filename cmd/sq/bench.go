@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,9 +85,11 @@ Unless --topic names an existing topic, sq bench creates a fresh topic with
 --partitions and --sync-policy and deletes it at the end (--keep-topic keeps
 it). Results go to stdout, with the conditions beside them: record size,
 batch bytes, linger, in-flight batches, sync policy, partitions, producers,
-consumers (not in produce mode), CPU count, Go version and the server's I/O
-backend, read from the control plane's NodeInfo at --control ("unknown" when
-it cannot be reached). Without --rate the report ends with a line saying that
+consumers (not in produce mode), CPU count, Go version and the I/O backend
+of the nodes that lead the topic's partitions, read from each one's control
+plane (NodeInfo; in a cluster at the gRPC address the metadata lists, else
+at --control; "unknown" when it cannot be reached; "node-1 uring, node-2
+portable" when they differ). Without --rate the report ends with a line saying that
 the latency was measured with unbounded in-flight batches (so it includes
 queueing in the producer's buffer) and suggesting a --rate for a latency
 measurement.
@@ -245,6 +250,74 @@ func benchIOBackend(ctx context.Context, g *globals, cmd *cobra.Command) string 
 	return n.IOBackend
 }
 
+// benchIOBackends returns the I/O backend of the nodes that lead the
+// bench topic's partitions, each asked at its own control plane (its gRPC
+// address from the metadata's brokers list): one name when they agree,
+// else "node-1 uring, node-2 portable". A leader whose gRPC address is not
+// listed (a server that is not clustered) is asked at --control, as
+// benchIOBackend does.
+func benchIOBackends(ctx context.Context, g *globals, cmd *cobra.Command, admin *sdk.Client, topic string) string {
+	mctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	md, err := admin.Metadata(mctx, topic)
+	cancel()
+	if err != nil {
+		return benchIOBackend(ctx, g, cmd)
+	}
+	grpcOf := map[string]string{}
+	for _, b := range md.Brokers {
+		grpcOf[b.ID] = b.GRPCAddr
+	}
+	leaders := map[string]bool{}
+	for _, t := range md.Topics {
+		for _, pi := range t.PartitionInfos {
+			if t.Name == topic && pi.Leader != "" {
+				leaders[pi.Leader] = true
+			}
+		}
+	}
+	if len(leaders) == 0 {
+		return benchIOBackend(ctx, g, cmd)
+	}
+	ids := slices.Sorted(maps.Keys(leaders))
+	per := make([]string, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			if addr := grpcOf[id]; addr != "" {
+				per[i] = nodeIOBackend(ctx, addr)
+			} else {
+				per[i] = benchIOBackend(ctx, g, cmd)
+			}
+		})
+	}
+	wg.Wait()
+	if len(slices.Compact(slices.Sorted(slices.Values(per)))) == 1 {
+		return per[0]
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = id + " " + per[i]
+	}
+	return strings.Join(parts, ", ")
+}
+
+// nodeIOBackend asks the control plane at addr for its node's I/O
+// backend; "unknown" when it does not answer within a few seconds.
+func nodeIOBackend(ctx context.Context, addr string) string {
+	a, err := sdk.NewAdmin(sdk.AdminConfig{GrpcConfig: sdk.GrpcConfig{Addr: addr, RequestTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second}})
+	if err != nil {
+		return "unknown"
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	n, err := a.NodeInfo(ctx)
+	if err != nil || n.IOBackend == "" {
+		return "unknown"
+	}
+	return n.IOBackend
+}
+
 // runBench prepares the topic, runs the benchmark and reports it.
 func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 	ctx := cmd.Context()
@@ -276,7 +349,7 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 		}()
 	}
 	cond := benchConditions(f, admin.Limits())
-	cond.IOBackend = benchIOBackend(ctx, g, cmd)
+	cond.IOBackend = benchIOBackends(ctx, g, cmd, admin, f.topic)
 	var bar, lines io.Writer
 	switch {
 	case f.quiet:

@@ -30,7 +30,7 @@ type BenchConditions struct {
 	RateTarget      float64 `json:"rate_target"` // offered records/s; 0 unlimited
 	CPUs            int     `json:"cpus"`        // of the machine running sq bench
 	GoVersion       string  `json:"go_version"`
-	IOBackend       string  `json:"io_backend"` // from NodeInfo at --control; "unknown" when unreachable
+	IOBackend       string  `json:"io_backend"` // from NodeInfo of the topic's leaders (benchIOBackends); "unknown" when unreachable
 	ServerVersion   string  `json:"server_version"`
 }
 

@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/net/dataplane"
 )
@@ -159,6 +162,16 @@ func (b splitBroker) ListOffsets(topic string, partition int, timestamp int64) (
 	return b.Engine.ListOffsets(topic, partition, timestamp)
 }
 
+// nodeInfoServer is a control plane that answers only NodeInfo.
+type nodeInfoServer struct {
+	sqv1.UnimplementedClusterServer
+	id, backend string
+}
+
+func (s nodeInfoServer) NodeInfo(context.Context, *sqv1.NodeInfoRequest) (*sqv1.NodeInfoResponse, error) {
+	return &sqv1.NodeInfoResponse{NodeId: s.id, IoBackend: s.backend}, nil
+}
+
 // startSplitCluster starts nodes a and b with topic orders (2 partitions:
 // 0 led by a, 1 by b); everything stops at the test's cleanup.
 func startSplitCluster(t *testing.T) *splitCluster {
@@ -180,6 +193,20 @@ func startSplitCluster(t *testing.T) *splitCluster {
 		}
 		c.engines = append(c.engines, eng)
 		t.Cleanup(func() { eng.Close() })
+	}
+	for i, backend := range []string{"uring", "portable"} {
+		// Each node's control plane answers NodeInfo (sq bench asks each
+		// leader's), at the gRPC address the metadata lists.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs := grpc.NewServer()
+		sqv1.RegisterClusterServer(gs, nodeInfoServer{id: c.nodes[i].ID, backend: backend})
+		done := make(chan struct{})
+		go func() { gs.Serve(ln); close(done) }()
+		t.Cleanup(func() { gs.Stop(); <-done })
+		c.nodes[i].GRPCAddr = ln.Addr().String()
 	}
 	for i, n := range c.nodes {
 		srv, err := dataplane.New(splitBroker{Engine: c.engines[i], c: c, self: i}, dataplane.Options{NodeID: n.ID, Logger: quiet})
@@ -272,9 +299,9 @@ func TestProduceConsumeOnAnyNode(t *testing.T) {
 	}
 }
 
-// TestBenchOnAnyNode: sq bench e2e given node a of a cluster creates its
+// TestBenchOnAnyNode: sq bench e2e given node b of a cluster creates its
 // topic, publishes and reads back every record, each partition on its
-// leader.
+// leader, and reports the I/O backend of each leader.
 func TestBenchOnAnyNode(t *testing.T) {
 	c := startSplitCluster(t)
 	out, errOut, err := runSQInput(t, "", "--server", c.nodes[1].DataAddr, "--control", "127.0.0.1:1", "bench", "e2e",
@@ -300,5 +327,10 @@ func TestBenchOnAnyNode(t *testing.T) {
 	}
 	if !strings.Contains(out, "400") {
 		t.Errorf("bench summary does not count 400 records:\n%s", out)
+	}
+	// The backends of both leaders, each from its own control plane (not
+	// --control, which answers nothing).
+	if !strings.Contains(out, "I/O backend a uring, b portable") {
+		t.Errorf("bench summary does not name each leader's I/O backend:\n%s", out)
 	}
 }
