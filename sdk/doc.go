@@ -254,7 +254,9 @@
 // Keyed records go to FNV-1a 32(key) mod partitions (HashPartitioner,
 // replaceable with ProducerConfig.Partitioner); keyless records rotate
 // round-robin from a random first partition, one partition per call and
-// topic (Producer, GrpcProducer) or per batch (BatchProducer, KIP-480).
+// topic (Producer, GrpcProducer) or per batch (BatchProducer, KIP-480),
+// skipping partitions whose leader just failed (see "While a node is
+// down").
 //
 // # Client core: metadata, placement, connections
 //
@@ -304,6 +306,27 @@
 // a NOT_LEADER is not replaced by metadata of the same or an older leader
 // epoch (a node that lags), only by a later one. Consumer groups and
 // commits stay with the node the client is connected to (Addr).
+//
+// # While a node is down
+//
+// A partition's leader that cannot be reached (a connection failure,
+// ErrConnection) or answers SHUTTING_DOWN is marked unavailable for 5
+// seconds, and the topic's metadata is read again at the next use (from
+// another node of the brokers list while Addr is down), so a partition the
+// cluster moved to another node is followed without waiting for
+// MetadataMaxAge; while no node answers, the last metadata is used.
+// Keyless records are placed only on partitions whose leader is
+// available (on all of them when every leader is marked unavailable), and
+// a batch of keyless records only that failed on an unavailable leader,
+// with the keyless batches queued behind it, moves to another partition
+// at once: Producer, BatchProducer and GrpcProducer keep delivering
+// keyless records with a node down. A moved batch may also have been
+// stored by the failed leader (its answer lost): delivery is at least
+// once, as for any retried batch, and a moved record's Ack names the
+// partition that stored it. A keyed record must go to its partition: it
+// is retried there within Retries and DeliveryTimeout, and then fails
+// with a *LeaderConnectionError naming the topic, the partition and the
+// leader's address (retriable: IsRetriable).
 //
 // Every connection the SDK opens, to Addr, to leaders, and the probes
 // that tell what answers at an address, goes through the config's Dialer
