@@ -582,7 +582,7 @@ func (s *produceSession) notAcked() error {
 	var why error
 	var lce *sdk.LeaderConnectionError
 	switch {
-	case errors.As(s.firstErr, &lce):
+	case errors.As(s.firstErr, &lce) && lce.Leader != s.addr:
 		// The partition's leader, which need not be the --server node.
 		why = fmt.Errorf("the leader of %s partition %d, %s, could not be reached: %w", lce.Topic, lce.Partition, lce.Leader, lce.Err)
 	case errors.Is(s.firstErr, sdk.ErrConnection):
