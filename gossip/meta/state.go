@@ -157,6 +157,18 @@ func (s *State) LeaderCounts() map[string]int {
 	return counts
 }
 
+// leaderCounts returns how many of t's partitions each node leads
+// (nodes that lead none are absent).
+func (t *Topic) leaderCounts() map[string]int {
+	counts := make(map[string]int)
+	for _, p := range t.Partitions {
+		if p.Leader != "" {
+			counts[p.Leader]++
+		}
+	}
+	return counts
+}
+
 // Leaderless counts the partitions (of every topic) that have no leader
 // or whose leader is not alive: the partitions that answer
 // LEADER_NOT_AVAILABLE (metric sq_cluster_leaderless_partitions).
