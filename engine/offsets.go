@@ -578,6 +578,10 @@ func (e *Engine) GroupOffsetsErr() error { return e.offsets.err() }
 // maxGroupNameLength bounds a group id, in bytes.
 const maxGroupNameLength = 255
 
+// ValidateGroupName checks a consumer group's id: 1 to 255 bytes of
+// valid UTF-8. Errors: INVALID_REQUEST naming the problem.
+func ValidateGroupName(group string) error { return validateGroup(group) }
+
 func validateGroup(group string) error {
 	if group == "" || len(group) > maxGroupNameLength {
 		return api.NewError(api.CodeInvalidRequest, "group id must be 1 to %d bytes, got %d", maxGroupNameLength, len(group))
