@@ -295,7 +295,7 @@ func (l localGroups) check(group string) error {
 	if err := engine.ValidateGroupName(group); err != nil {
 		return err
 	}
-	if l.b.coordinates(group) {
+	if l.b.coordinates(group) || l.awaitAssign(group) {
 		return nil
 	}
 	owner := "none"
@@ -303,6 +303,27 @@ func (l localGroups) check(group string) error {
 		owner = "node " + s.Groups[group]
 	}
 	return api.NewError(api.CodeCoordinatorNotAvailable, "node %s is not the coordinator of group %q (%s is, in its metadata); a forwarded group call is not forwarded again", l.b.self, group, owner)
+}
+
+// assignWait bounds how long a node that receives a forwarded call for a
+// group it does not know as assigned waits for the assignment to reach
+// it: the forwarding node returned from the assign once it had applied
+// it, and this node may apply it a moment later.
+const assignWait = 2 * time.Second
+
+// awaitAssign waits, at most assignWait, while group has no coordinator
+// in this node's metadata, and reports whether this node coordinates it
+// then.
+func (l localGroups) awaitAssign(group string) bool {
+	deadline := time.Now().Add(assignWait)
+	for time.Now().Before(deadline) {
+		s := l.b.c.State()
+		if s != nil && s.Groups[group] != "" {
+			return s.Groups[group] == l.b.self
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
 }
 
 // JoinGroup implements engine.GroupService for a coordinated group.

@@ -358,6 +358,17 @@ func TestForwardedCallNotCoordinator(t *testing.T) {
 	if _, ok := m.state0().Groups["fresh"]; ok {
 		t.Fatal("a forwarded call assigned a group")
 	}
+	// A group whose assignment to this node it has not applied yet (the
+	// forwarding node applied it first) is served once it has.
+	joined := make(chan error, 1)
+	go func() {
+		_, err := r.JoinGroup("late", "", "c", []string{"t"}, time.Second)
+		joined <- err
+	}()
+	m.mustApply(t, meta.Command{Op: meta.OpAssignGroup, Name: "late", NodeID: other.id})
+	if err := <-joined; err != nil {
+		t.Fatalf("forwarded join of a group assigned meanwhile: %v", err)
+	}
 	// Without the header the same node forwards it.
 	cl := sqv1.NewGroupsClient(conn)
 	if _, err := cl.DescribeGroup(context.Background(), &sqv1.DescribeGroupRequest{Group: "g"}); err != nil {
