@@ -473,6 +473,16 @@ func TestGroupOffsetsFromLeaders(t *testing.T) {
 			}
 		}
 	}
+	// Only the coordinator exports the group's lag, from the leaders.
+	for _, n := range nodes {
+		lags := groupLagMetric(t, n, "g")
+		if n == coord && (len(lags) != 3 || lags["2"] != 5) {
+			t.Fatalf("the coordinator %s exports lags %v, want 3 partitions, partition 2 at 5", n.id, lags)
+		}
+		if n != coord && len(lags) != 0 {
+			t.Fatalf("node %s, not the coordinator, exports lags %v", n.id, lags)
+		}
+	}
 	// The leader of a partition other than the coordinator dies.
 	dead := "n1"
 	if coord.id == dead {
@@ -550,4 +560,30 @@ func TestClampOffsetsOnlyLedPartitions(t *testing.T) {
 	if got := offsets(); got != [2]uint64{0, 7} {
 		t.Fatalf("after ClampLedOffsets: %v, want partition 0 (led here, empty) at 0 and partition 1 kept at 7", got)
 	}
+}
+
+// groupLagMetric returns node n's sq_consumer_group_lag_records of group,
+// by partition.
+func groupLagMetric(t *testing.T, n *groupNode, group string) map[string]float64 {
+	t.Helper()
+	mfs, err := n.srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "sq_consumer_group_lag_records" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["group"] == group {
+				out[labels["partition"]] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
 }
