@@ -31,6 +31,12 @@ func (s *State) Clone() *State {
 	}
 	c.DeletedIDs = cloneSlice(s.DeletedIDs)
 	c.Imported = s.Imported
+	if len(s.Groups) > 0 {
+		c.Groups = make(map[string]string, len(s.Groups))
+		for g, n := range s.Groups {
+			c.Groups[g] = n
+		}
+	}
 	return c
 }
 
