@@ -21,8 +21,9 @@
 // each partition's replicas, leader, leader epoch, in-sync replicas and
 // HasData flag, the ids of deleted topics (DeletedIDs, the newest
 // MaxDeletedIDs) and whether the bootstrapping node's pre-cluster topics
-// were imported. Topic ids are random UUIDs made by the controller
-// (KIP-516, "Topic Identifiers"): a command on a topic names it and
+// were imported, and the coordinator of every consumer group (Groups,
+// chosen by ChooseCoordinator). Topic ids are random UUIDs made by the
+// controller (KIP-516, "Topic Identifiers"): a command on a topic names it and
 // carries its id, so a command decided before a delete and create again
 // is refused with UNKNOWN_TOPIC_ID instead of touching the new topic. Ids
 // are never reused while listed.
@@ -55,6 +56,10 @@
 //	                   address) unless NodeID leads the partition.
 //	import             Topics: once (INVALID_REQUEST once Imported); a
 //	                   replication factor of 0 reads as the replica count.
+//	assign-group       Name (a group), NodeID (a registered node): makes it
+//	                   the group's coordinator unless the group has one
+//	                   (first writer wins, no error); Result.Coordinator
+//	                   is the owner. remove-node unassigns the node's groups.
 //
 // Commands that name a topic answer UNKNOWN_TOPIC for an unknown name,
 // UNKNOWN_TOPIC_ID when the topic's id is another, and INVALID_REQUEST

@@ -11,7 +11,9 @@ import (
 // registered or when it leads a partition that holds data (part 1 has no
 // other copy; nothing changes). Otherwise each partition it led takes the
 // leader of its change in c.Leaders (see removeFrom), or none, with its
-// epoch bumped, and the node leaves every replica and in-sync set.
+// epoch bumped, and the node leaves every replica and in-sync set. The
+// consumer groups it coordinated lose their coordinator (the next use
+// assigns another).
 func (s *State) applyRemoveNode(c Command) Result {
 	id := c.NodeID
 	if _, ok := s.Nodes[id]; !ok {
@@ -21,6 +23,7 @@ func (s *State) applyRemoveNode(c Command) Result {
 		return refused(api.CodeInvalidRequest, "node %q leads partitions that hold data and have no other copy: %s", id, partitionNames(led))
 	}
 	delete(s.Nodes, id)
+	s.unassignGroups(id)
 	changes := make(map[string]LeaderChange, len(c.Leaders))
 	for _, ch := range c.Leaders {
 		changes[partitionKey(ch.Topic, ch.Partition)] = ch
