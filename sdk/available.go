@@ -23,8 +23,9 @@ const leaderCooldown = 5 * time.Second
 type availability struct {
 	mu   sync.Mutex
 	down map[string]time.Time // leaderKey -> end of its cool-down
-	// until is the latest end of a cool-down, in Unix nanoseconds: placement
-	// looks no further while it has passed (the common case, nothing down).
+	// until is the latest end of a cool-down, in Unix nanoseconds, or 0
+	// once every cool-down has ended or none began: placement reads neither
+	// the clock nor the map while it is 0 (the common case, nothing down).
 	until atomic.Int64
 }
 
@@ -58,7 +59,30 @@ func (a *availability) markUp(b leaderAddr) {
 	}
 	a.mu.Lock()
 	delete(a.down, leaderKey(b))
+	if len(a.down) == 0 {
+		a.until.Store(0)
+	}
 	a.mu.Unlock()
+}
+
+// anyDownNow is anyDown at the current time, reading the clock only
+// while some cool-down may not have ended; once the latest has ended, it
+// forgets every cool-down, so that later calls cost one atomic load.
+func (a *availability) anyDownNow() bool {
+	u := a.until.Load()
+	if u == 0 {
+		return false
+	}
+	if time.Now().UnixNano() < u {
+		return true
+	}
+	a.mu.Lock()
+	if a.until.Load() == u { // no cool-down began since: all have ended
+		clear(a.down)
+		a.until.Store(0)
+	}
+	a.mu.Unlock()
+	return false
 }
 
 // anyDown reports whether some leader may be in its cool-down at now.

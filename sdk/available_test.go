@@ -236,3 +236,37 @@ func TestGoneLeaderRereadsMetadata(t *testing.T) {
 		t.Fatalf("node 0 holds %v of partition 1, want [shut]", got)
 	}
 }
+
+// TestAvailabilityForgetsEndedCoolDowns checks the cool-down book: a
+// leader marked down is down until its cool-down ends or a request to it
+// succeeds, and once none is left the fast path (until 0, no clock read)
+// is back.
+func TestAvailabilityForgetsEndedCoolDowns(t *testing.T) {
+	var a availability
+	x, y := leaderAddr{nodeID: "x"}, leaderAddr{nodeID: "y"}
+	if a.anyDownNow() {
+		t.Fatal("down before any failure")
+	}
+	a.markDown(x, time.Now())
+	a.markDown(y, time.Now())
+	if !a.anyDownNow() || !a.isDown(x, time.Now()) || !a.isDown(y, time.Now()) {
+		t.Fatal("x and y should be in their cool-downs")
+	}
+	a.markUp(x)
+	if a.isDown(x, time.Now()) || !a.isDown(y, time.Now()) || a.until.Load() == 0 {
+		t.Fatalf("after x's success: x down %v, y down %v, until %d", a.isDown(x, time.Now()), a.isDown(y, time.Now()), a.until.Load())
+	}
+	a.markUp(y)
+	if a.until.Load() != 0 || a.anyDownNow() {
+		t.Fatal("every leader answered again, yet a cool-down is left")
+	}
+	// A cool-down that began long enough ago has ended: the first look
+	// forgets it.
+	a.markDown(x, time.Now().Add(-2*leaderCooldown))
+	if a.until.Load() == 0 {
+		t.Fatal("markDown left no cool-down")
+	}
+	if a.anyDownNow() || a.until.Load() != 0 || len(a.down) != 0 {
+		t.Fatalf("an ended cool-down is kept: until %d, %d entries", a.until.Load(), len(a.down))
+	}
+}

@@ -400,8 +400,7 @@ func (cl *cluster) place(topic string, key []byte, tm topicMeta, sticky map[stri
 // leaderDown reports whether partition p's leader, as tm states it, is
 // in its cool-down after a failure (available.go).
 func (cl *cluster) leaderDown(tm topicMeta, p uint32) bool {
-	now := time.Now()
-	return cl.avail.anyDown(now) && cl.avail.isDown(tm.leader(p), now)
+	return cl.avail.anyDownNow() && cl.avail.isDown(tm.leader(p), time.Now())
 }
 
 // keyless returns the next keyless partition of topic among n whose
@@ -409,7 +408,7 @@ func (cl *cluster) leaderDown(tm topicMeta, p uint32) bool {
 // cool-down (a record may still be stored once a node returns).
 func (cl *cluster) keyless(topic string, tm topicMeta, n uint32) uint32 {
 	first := cl.nextKeyless(topic, n)
-	if !cl.avail.anyDown(time.Now()) {
+	if !cl.avail.anyDownNow() {
 		return first
 	}
 	for p, i := first, uint32(0); i < n; i++ {
@@ -478,7 +477,7 @@ func (cl *cluster) noteLeaderGone(topic string, partition uint32) {
 // noteDelivered ends the cool-down of partition's leader: a request to it
 // succeeded.
 func (cl *cluster) noteDelivered(topic string, partition uint32) {
-	if !cl.avail.anyDown(time.Now()) {
+	if !cl.avail.anyDownNow() {
 		return
 	}
 	cl.mu.RLock()
