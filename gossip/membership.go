@@ -43,14 +43,22 @@ type nodeMeta struct {
 	// with another one is reached there before the Raft configuration
 	// records it (raft.ServerAddressProvider).
 	RaftAddr string `json:"raft"`
+	// Left is set by a node that is leaving gracefully, just before it
+	// leaves: memberlist reports a left node to the others' event delegate
+	// as a dead one (its Node.State is not updated), so the others tell a
+	// leave from a failure by this flag.
+	Left bool `json:"left,omitempty"`
 }
 
 // membership runs memberlist and tracks the state of each member.
 type membership struct {
 	ml        *memberlist.Memberlist
 	clusterID string
-	meta      []byte
 	log       *slog.Logger
+
+	metaMu sync.Mutex
+	meta   []byte // what NodeMeta returns; changed by leave
+	nm     nodeMeta
 
 	mu sync.Mutex
 	// status is each member's state as the events left it: StateAlive
@@ -66,7 +74,8 @@ type membership struct {
 // o.GossipAdvertise and, in its node meta, raftAddr.
 func startMembership(o Options, raftAddr string) (*membership, error) {
 	m := &membership{clusterID: o.ClusterID, log: o.Logger, status: map[string]string{}, events: make(chan struct{}, 1)}
-	b, err := json.Marshal(nodeMeta{ClusterID: o.ClusterID, GRPCAddr: o.GRPCAddr, RaftAddr: raftAddr})
+	m.nm = nodeMeta{ClusterID: o.ClusterID, GRPCAddr: o.GRPCAddr, RaftAddr: raftAddr}
+	b, err := json.Marshal(m.nm)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: %w", err)
 	}
@@ -229,11 +238,12 @@ func (m *membership) NotifyJoin(n *memberlist.Node) {
 	m.signal()
 }
 
-// NotifyLeave implements memberlist.EventDelegate: the member is dead or
-// has left.
+// NotifyLeave implements memberlist.EventDelegate: the member is dead,
+// or has left when its last node meta says so (nodeMeta.Left).
 func (m *membership) NotifyLeave(n *memberlist.Node) {
 	s := StateDead
-	if n.State == memberlist.StateLeft {
+	var nm nodeMeta
+	if n.State == memberlist.StateLeft || (json.Unmarshal(n.Meta, &nm) == nil && nm.Left) {
 		s = StateLeft
 	}
 	m.mu.Lock()
@@ -248,10 +258,29 @@ func (m *membership) NotifyUpdate(*memberlist.Node) { m.signal() }
 
 // NodeMeta implements memberlist.Delegate.
 func (m *membership) NodeMeta(limit int) []byte {
+	m.metaMu.Lock()
+	defer m.metaMu.Unlock()
 	if len(m.meta) > limit {
 		return nil
 	}
 	return m.meta
+}
+
+// leave leaves gossip gracefully: it first gossips its node meta with
+// Left set, so that the others record this node as left rather than dead
+// (sq cluster members), then leaves, each step bounded by timeout.
+func (m *membership) leave(timeout time.Duration) error {
+	m.metaMu.Lock()
+	m.nm.Left = true
+	b, err := json.Marshal(m.nm)
+	if err == nil && len(b) <= memberlist.MetaMaxSize {
+		m.meta = b
+	}
+	m.metaMu.Unlock()
+	if err := m.ml.UpdateNode(timeout); err != nil {
+		m.log.Debug("gossip: announcing the leave", "err", err)
+	}
+	return m.ml.Leave(timeout)
 }
 
 // NotifyMsg implements memberlist.Delegate; SQ sends no user messages.

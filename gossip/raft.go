@@ -340,9 +340,22 @@ func (w logWriter) Write(p []byte) (int, error) {
 // log: at a restart, Raft replays its log only once it hears from a
 // leader, which it may need gossip to find.
 func (n *Node) loggedGossipAddrs() []string {
-	seen := map[string]string{}
+	var out []string
+	for _, p := range n.loggedPeers() {
+		if p.GossipAddr != "" {
+			out = append(out, p.GossipAddr)
+		}
+	}
+	return out
+}
+
+// loggedPeers returns the other nodes of the restored state and of the
+// register-node entries of the local Raft log, the latest entry of each
+// winning.
+func (n *Node) loggedPeers() []meta.Node {
+	seen := map[string]meta.Node{}
 	for id, m := range n.State().Nodes {
-		seen[id] = m.GossipAddr
+		seen[id] = m
 	}
 	first, err := n.stores.bolt.FirstIndex()
 	if err == nil {
@@ -354,18 +367,18 @@ func (n *Node) loggedGossipAddrs() []string {
 					continue
 				}
 				if c, err := meta.Decode(l.Data); err == nil && c.Op == meta.OpRegisterNode && c.Node != nil {
-					seen[c.Node.ID] = c.Node.GossipAddr
+					seen[c.Node.ID] = *c.Node
 				}
 			}
 		}
 	}
 	if err != nil {
-		n.log.Warn("reading the raft log for gossip addresses", "err", err)
+		n.log.Warn("reading the raft log for the addresses of the other nodes", "err", err)
 	}
-	var out []string
-	for id, a := range seen {
-		if id != n.opts.NodeID && a != "" {
-			out = append(out, a)
+	var out []meta.Node
+	for id, m := range seen {
+		if id != n.opts.NodeID {
+			out = append(out, m)
 		}
 	}
 	return out
