@@ -159,7 +159,7 @@ func (n *Node) joinSeeds(ctx context.Context, seeds []string) error {
 			}
 			if !warned[seed] {
 				warned[seed] = true
-				n.log.Warn("cannot join the cluster through this seed yet; retrying", "seed", seed, "err", err, "hint", hint)
+				n.log.Warn("cannot join the cluster through this seed yet; retrying", "seed", seed, "err", statusText(err), "hint", hint)
 			}
 			last = fmt.Errorf("seed %s: %w", seed, err)
 		}
@@ -174,6 +174,15 @@ func (n *Node) joinSeeds(ctx context.Context, seeds []string) error {
 		}
 		backoff = min(2*backoff, n.opts.JoinBackoffMax)
 	}
+}
+
+// statusText is the text of a gRPC error without grpc-go's "rpc error:
+// code = ... desc =" framing: the code's name, then the message.
+func statusText(err error) string {
+	if st, ok := status.FromError(err); ok {
+		return st.Code().String() + ": " + st.Message()
+	}
+	return err.Error()
 }
 
 // seedHint explains a failed join through a seed to an operator, and
