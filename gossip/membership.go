@@ -108,7 +108,7 @@ func startMembership(o Options, raftAddr string) (*membership, error) {
 	c.Events = m
 	c.Alive = m
 	c.Merge = m
-	c.Logger = log.New(logWriter{o.Logger.With("component", "memberlist")}, "", 0)
+	c.Logger = log.New(newMemberlistWriter(o.Logger.With("component", "memberlist")), "", 0)
 	if o.Memberlist != nil {
 		o.Memberlist(c)
 	}

@@ -142,7 +142,7 @@ func (n *Node) goLoop(f func()) {
 // startRaft opens the stores and the transport and starts Raft; it
 // reports whether the stores held Raft state.
 func (n *Node) startRaft(dir string) (bool, error) {
-	hl := hclogger(n.log, "raft")
+	hl := raftLogger(n.log)
 	stores, err := openRaftStores(dir, hl)
 	if err != nil {
 		return false, err

@@ -1,7 +1,6 @@
 package gossip
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -298,41 +296,6 @@ func raftConfig(o Options, log hclog.Logger) *raft.Config {
 	c.CommitTimeout = o.CommitTimeout
 	c.Logger = log
 	return c
-}
-
-// hclogger routes hclog (raft) output into l.
-func hclogger(l *slog.Logger, name string) hclog.Logger {
-	level := hclog.Info
-	if l.Enabled(context.Background(), slog.LevelDebug) {
-		level = hclog.Debug
-	}
-	return hclog.New(&hclog.LoggerOptions{Name: name, Level: level, Output: logWriter{l}, DisableTime: true})
-}
-
-// logWriter turns the lines of hclog and of memberlist's log.Logger
-// ("[WARN]  raft: text") into slog records at the matching level.
-type logWriter struct{ l *slog.Logger }
-
-// Write implements io.Writer; each line is one record.
-func (w logWriter) Write(p []byte) (int, error) {
-	for _, line := range bytes.Split(bytes.TrimRight(p, "\n"), []byte("\n")) {
-		s := strings.TrimSpace(string(line))
-		if s == "" {
-			continue
-		}
-		level := slog.LevelInfo
-		for _, lv := range []struct {
-			tag   string
-			level slog.Level
-		}{{"[TRACE]", slog.LevelDebug - 4}, {"[DEBUG]", slog.LevelDebug}, {"[INFO]", slog.LevelInfo}, {"[WARN]", slog.LevelWarn}, {"[ERR]", slog.LevelError}, {"[ERROR]", slog.LevelError}} {
-			if i := strings.Index(s, lv.tag); i >= 0 {
-				level, s = lv.level, strings.TrimSpace(s[i+len(lv.tag):])
-				break
-			}
-		}
-		w.l.Log(context.Background(), level, s)
-	}
-	return len(p), nil
 }
 
 // loggedGossipAddrs returns the gossip addresses of the other nodes in
