@@ -344,7 +344,8 @@ func (n *Node) Members(ctx context.Context) (*sqv1.MembersResponse, error) {
 
 // Info implements the Cluster.Info RPC (control's ClusterBackend): the
 // metadata as this node has applied it, with its Raft state and indexes
-// and the state's hash (equal on nodes at the same applied index).
+// and the state's hash (equal on nodes at the same applied index), and
+// this node's orphaned topics (Options.OrphanedTopics).
 func (n *Node) Info(ctx context.Context) (*sqv1.ClusterInfoResponse, error) {
 	cur := n.fsm.current()
 	_, leader := n.raft.LeaderWithID()
@@ -359,5 +360,14 @@ func (n *Node) Info(ctx context.Context) (*sqv1.ClusterInfoResponse, error) {
 		MetadataHash: cur.state.Hash(), MemberCount: int32(len(cur.state.Nodes)), VoterCount: int32(n.voters()),
 		TopicCount: int32(len(cur.state.Topics)), PartitionCount: int32(parts),
 		LeaderlessPartitions: int32(cur.state.Leaderless(n.Alive)), Ready: n.Ready() == nil,
+		OrphanedTopics: n.orphanedTopics(),
 	}, ctx.Err()
+}
+
+// orphanedTopics returns Options.OrphanedTopics' list, nil without one.
+func (n *Node) orphanedTopics() []string {
+	if n.opts.OrphanedTopics == nil {
+		return nil
+	}
+	return n.opts.OrphanedTopics()
 }

@@ -237,7 +237,7 @@ func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 	}
 	rec := gossip.NewReconciler(eng, gossip.ReconcilerOptions{NodeID: c.NodeID, Logger: log})
 	o.Logger, o.Registerer = log, cp.srv.Registry()
-	o.OnApply, o.LocalTopics = rec.OnApply, rec.LocalTopics
+	o.OnApply, o.LocalTopics, o.OrphanedTopics = rec.OnApply, rec.LocalTopics, rec.Orphaned
 	node, err := gossip.Start(ctx, o)
 	if err != nil {
 		return nil, err
