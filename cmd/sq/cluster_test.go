@@ -171,7 +171,7 @@ func TestClusterInfoShowsOrphanedTopics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(out, "Orphaned") {
+	if strings.Contains(out, "Orphaned topics:") {
 		t.Fatalf("an Orphaned line without orphaned topics:\n%s", out)
 	}
 	out, err = runSQ(t, nil, "--control", addr, "cluster", "info", "-f", "json")
