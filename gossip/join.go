@@ -389,7 +389,7 @@ func (n *Node) admit(ctx context.Context, req *sqv1.JoinRequest) error {
 // node's first.
 func (n *Node) gossipAddrs() []string {
 	out := []string{n.gossipAddr}
-	for _, m := range n.mem.ml.Members() {
+	for _, m := range n.mem.members() {
 		if a := m.Address(); a != n.gossipAddr {
 			out = append(out, a)
 		}

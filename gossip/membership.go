@@ -65,6 +65,10 @@ type membership struct {
 	// (alive or suspect: memberlist sends no event for suspicion),
 	// StateDead or StateLeft.
 	status map[string]string
+	// nodes holds a copy of each member as its last event gave it:
+	// memberlist.Members returns pointers into memberlist's own state,
+	// which its goroutines keep writing (a new meta or address).
+	nodes map[string]memberlist.Node
 	// events is signalled (never blocks) when a member joins, dies or
 	// leaves: the controller looks at the partitions again.
 	events chan struct{}
@@ -73,7 +77,7 @@ type membership struct {
 // startMembership starts memberlist on o.GossipBind, advertising
 // o.GossipAdvertise and, in its node meta, raftAddr.
 func startMembership(o Options, raftAddr string) (*membership, error) {
-	m := &membership{clusterID: o.ClusterID, log: o.Logger, status: map[string]string{}, events: make(chan struct{}, 1)}
+	m := &membership{clusterID: o.ClusterID, log: o.Logger, status: map[string]string{}, nodes: map[string]memberlist.Node{}, events: make(chan struct{}, 1)}
 	m.nm = nodeMeta{ClusterID: o.ClusterID, GRPCAddr: o.GRPCAddr, RaftAddr: raftAddr}
 	b, err := json.Marshal(m.nm)
 	if err != nil {
@@ -173,24 +177,31 @@ func (m *membership) state(id string) string {
 	return StateAlive
 }
 
-// raftAddr returns the Raft address node id gossips, or "".
+// raftAddr returns the Raft address node id gossips, or "" when it is
+// not alive or gossips none.
 func (m *membership) raftAddr(id string) string {
-	for _, n := range m.ml.Members() {
-		if n.Name == id {
-			var nm nodeMeta
-			if json.Unmarshal(n.Meta, &nm) == nil {
-				return nm.RaftAddr
-			}
-		}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.status[id] != StateAlive {
+		return ""
+	}
+	var nm nodeMeta
+	if json.Unmarshal(m.nodes[id].Meta, &nm) == nil {
+		return nm.RaftAddr
 	}
 	return ""
 }
 
-// members returns the live members (alive or suspect) by node id.
-func (m *membership) members() map[string]*memberlist.Node {
-	out := map[string]*memberlist.Node{}
-	for _, n := range m.ml.Members() {
-		out[n.Name] = n
+// members returns copies of the live members (alive or suspect), this
+// node included, by node id.
+func (m *membership) members() map[string]memberlist.Node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]memberlist.Node{}
+	for id, n := range m.nodes {
+		if m.status[id] == StateAlive {
+			out[id] = n
+		}
 	}
 	return out
 }
@@ -233,6 +244,7 @@ func (m *membership) NotifyMerge(peers []*memberlist.Node) error {
 func (m *membership) NotifyJoin(n *memberlist.Node) {
 	m.mu.Lock()
 	m.status[n.Name] = StateAlive
+	m.nodes[n.Name] = *n
 	m.mu.Unlock()
 	m.log.Info("gossip member alive", "node_id", n.Name, "addr", n.Address())
 	m.signal()
@@ -248,13 +260,20 @@ func (m *membership) NotifyLeave(n *memberlist.Node) {
 	}
 	m.mu.Lock()
 	m.status[n.Name] = s
+	m.nodes[n.Name] = *n
 	m.mu.Unlock()
 	m.log.Info("gossip member "+s, "node_id", n.Name, "addr", n.Address())
 	m.signal()
 }
 
-// NotifyUpdate implements memberlist.EventDelegate.
-func (m *membership) NotifyUpdate(*memberlist.Node) { m.signal() }
+// NotifyUpdate implements memberlist.EventDelegate: the member's meta or
+// address changed.
+func (m *membership) NotifyUpdate(n *memberlist.Node) {
+	m.mu.Lock()
+	m.nodes[n.Name] = *n
+	m.mu.Unlock()
+	m.signal()
+}
 
 // NodeMeta implements memberlist.Delegate.
 func (m *membership) NodeMeta(limit int) []byte {
