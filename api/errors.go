@@ -50,6 +50,12 @@ const (
 	// the cluster holds no Raft majority. Retriable: it succeeds once a
 	// majority of the voters is reachable again.
 	CodeNoQuorum Code = 24
+	// CodeCoordinatorNotAvailable: the consumer group's coordinator (the
+	// node the cluster metadata assigns the group to, docs/cluster.md) is
+	// not alive or not reachable, or the node that received a forwarded
+	// group call is not the group's coordinator. Retriable: the client
+	// waits and retries; the group works again once its coordinator does.
+	CodeCoordinatorNotAvailable Code = 25
 )
 
 // CatalogEntry describes one code: its NAME as printed in logs and by the
@@ -64,31 +70,32 @@ type CatalogEntry struct {
 
 // Catalog lists every code. Index by code: Catalog[CodeUnknownTopic].
 var Catalog = [...]CatalogEntry{
-	CodeNone:               {CodeNone, "NONE", false, "no error"},
-	CodeUnknown:            {CodeUnknown, "UNKNOWN", false, "unexpected server error"},
-	CodeUnknownTopic:       {CodeUnknownTopic, "UNKNOWN_TOPIC", false, "topic does not exist"},
-	CodeInvalidTopicName:   {CodeInvalidTopicName, "INVALID_TOPIC_NAME", false, "invalid topic name"},
-	CodeOffsetOutOfRange:   {CodeOffsetOutOfRange, "OFFSET_OUT_OF_RANGE", false, "offset outside the partition's valid range"},
-	CodeMessageTooLarge:    {CodeMessageTooLarge, "MESSAGE_TOO_LARGE", false, "record, batch or frame over its limit"},
-	CodeCorruptBatch:       {CodeCorruptBatch, "CORRUPT_BATCH", false, "batch failed validation"},
-	CodeNotLeader:          {CodeNotLeader, "NOT_LEADER", true, "this node does not lead the partition"},
-	CodeDiskFull:           {CodeDiskFull, "DISK_FULL", true, "free disk space below the floor"},
-	CodeThrottled:          {CodeThrottled, "THROTTLED", true, "request throttled"},
-	CodeGroupRebalancing:   {CodeGroupRebalancing, "GROUP_REBALANCING", true, "consumer group is rebalancing"},
-	CodeFencedGeneration:   {CodeFencedGeneration, "FENCED_GENERATION", false, "stale consumer group generation"},
-	CodeUnsupportedVersion: {CodeUnsupportedVersion, "UNSUPPORTED_VERSION", false, "unsupported protocol version"},
-	CodeInvalidRequest:     {CodeInvalidRequest, "INVALID_REQUEST", false, "malformed or invalid request"},
-	CodeTopicExists:        {CodeTopicExists, "TOPIC_EXISTS", false, "topic already exists"},
-	CodeUnknownPartition:   {CodeUnknownPartition, "UNKNOWN_PARTITION", false, "partition does not exist"},
-	CodePartitionFailed:    {CodePartitionFailed, "PARTITION_FAILED", false, "partition is failed (corruption or I/O error); see the server log"},
-	CodeShuttingDown:       {CodeShuttingDown, "SHUTTING_DOWN", true, "server is shutting down"},
-	CodeInvalidConfig:      {CodeInvalidConfig, "INVALID_CONFIG", false, "invalid configuration value"},
-	CodeStorageError:       {CodeStorageError, "STORAGE_ERROR", true, "storage write failed"},
-	CodeTooManyRequests:    {CodeTooManyRequests, "TOO_MANY_REQUESTS", true, "too many requests in flight on this connection"},
-	CodeUnknownGroup:       {CodeUnknownGroup, "UNKNOWN_GROUP", false, "consumer group has no members and no committed offsets"},
-	CodeUnknownTopicID:     {CodeUnknownTopicID, "UNKNOWN_TOPIC_ID", false, "topic id is not the current id of the topic (deleted or created again)"},
-	CodeLeaderNotAvailable: {CodeLeaderNotAvailable, "LEADER_NOT_AVAILABLE", true, "the partition's leader is not alive"},
-	CodeNoQuorum:           {CodeNoQuorum, "NO_QUORUM", true, "no Raft majority reachable: cluster metadata cannot change"},
+	CodeNone:                    {CodeNone, "NONE", false, "no error"},
+	CodeUnknown:                 {CodeUnknown, "UNKNOWN", false, "unexpected server error"},
+	CodeUnknownTopic:            {CodeUnknownTopic, "UNKNOWN_TOPIC", false, "topic does not exist"},
+	CodeInvalidTopicName:        {CodeInvalidTopicName, "INVALID_TOPIC_NAME", false, "invalid topic name"},
+	CodeOffsetOutOfRange:        {CodeOffsetOutOfRange, "OFFSET_OUT_OF_RANGE", false, "offset outside the partition's valid range"},
+	CodeMessageTooLarge:         {CodeMessageTooLarge, "MESSAGE_TOO_LARGE", false, "record, batch or frame over its limit"},
+	CodeCorruptBatch:            {CodeCorruptBatch, "CORRUPT_BATCH", false, "batch failed validation"},
+	CodeNotLeader:               {CodeNotLeader, "NOT_LEADER", true, "this node does not lead the partition"},
+	CodeDiskFull:                {CodeDiskFull, "DISK_FULL", true, "free disk space below the floor"},
+	CodeThrottled:               {CodeThrottled, "THROTTLED", true, "request throttled"},
+	CodeGroupRebalancing:        {CodeGroupRebalancing, "GROUP_REBALANCING", true, "consumer group is rebalancing"},
+	CodeFencedGeneration:        {CodeFencedGeneration, "FENCED_GENERATION", false, "stale consumer group generation"},
+	CodeUnsupportedVersion:      {CodeUnsupportedVersion, "UNSUPPORTED_VERSION", false, "unsupported protocol version"},
+	CodeInvalidRequest:          {CodeInvalidRequest, "INVALID_REQUEST", false, "malformed or invalid request"},
+	CodeTopicExists:             {CodeTopicExists, "TOPIC_EXISTS", false, "topic already exists"},
+	CodeUnknownPartition:        {CodeUnknownPartition, "UNKNOWN_PARTITION", false, "partition does not exist"},
+	CodePartitionFailed:         {CodePartitionFailed, "PARTITION_FAILED", false, "partition is failed (corruption or I/O error); see the server log"},
+	CodeShuttingDown:            {CodeShuttingDown, "SHUTTING_DOWN", true, "server is shutting down"},
+	CodeInvalidConfig:           {CodeInvalidConfig, "INVALID_CONFIG", false, "invalid configuration value"},
+	CodeStorageError:            {CodeStorageError, "STORAGE_ERROR", true, "storage write failed"},
+	CodeTooManyRequests:         {CodeTooManyRequests, "TOO_MANY_REQUESTS", true, "too many requests in flight on this connection"},
+	CodeUnknownGroup:            {CodeUnknownGroup, "UNKNOWN_GROUP", false, "consumer group has no members and no committed offsets"},
+	CodeUnknownTopicID:          {CodeUnknownTopicID, "UNKNOWN_TOPIC_ID", false, "topic id is not the current id of the topic (deleted or created again)"},
+	CodeLeaderNotAvailable:      {CodeLeaderNotAvailable, "LEADER_NOT_AVAILABLE", true, "the partition's leader is not alive"},
+	CodeNoQuorum:                {CodeNoQuorum, "NO_QUORUM", true, "no Raft majority reachable: cluster metadata cannot change"},
+	CodeCoordinatorNotAvailable: {CodeCoordinatorNotAvailable, "COORDINATOR_NOT_AVAILABLE", true, "the consumer group's coordinator is not available"},
 }
 
 // Entry returns the catalog entry of c, or the UNKNOWN entry for a code this
@@ -258,30 +265,31 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels, one per code, for errors.Is.
 var (
-	ErrUnknown            = &Error{Code: CodeUnknown}
-	ErrUnknownTopic       = &Error{Code: CodeUnknownTopic}
-	ErrInvalidTopicName   = &Error{Code: CodeInvalidTopicName}
-	ErrOffsetOutOfRange   = &Error{Code: CodeOffsetOutOfRange}
-	ErrMessageTooLarge    = &Error{Code: CodeMessageTooLarge}
-	ErrCorruptBatch       = &Error{Code: CodeCorruptBatch}
-	ErrNotLeader          = &Error{Code: CodeNotLeader}
-	ErrDiskFull           = &Error{Code: CodeDiskFull}
-	ErrThrottled          = &Error{Code: CodeThrottled}
-	ErrGroupRebalancing   = &Error{Code: CodeGroupRebalancing}
-	ErrFencedGeneration   = &Error{Code: CodeFencedGeneration}
-	ErrUnsupportedVersion = &Error{Code: CodeUnsupportedVersion}
-	ErrInvalidRequest     = &Error{Code: CodeInvalidRequest}
-	ErrTopicExists        = &Error{Code: CodeTopicExists}
-	ErrUnknownPartition   = &Error{Code: CodeUnknownPartition}
-	ErrPartitionFailed    = &Error{Code: CodePartitionFailed}
-	ErrShuttingDown       = &Error{Code: CodeShuttingDown}
-	ErrInvalidConfig      = &Error{Code: CodeInvalidConfig}
-	ErrStorageError       = &Error{Code: CodeStorageError}
-	ErrTooManyRequests    = &Error{Code: CodeTooManyRequests}
-	ErrUnknownGroup       = &Error{Code: CodeUnknownGroup}
-	ErrUnknownTopicID     = &Error{Code: CodeUnknownTopicID}
-	ErrLeaderNotAvailable = &Error{Code: CodeLeaderNotAvailable}
-	ErrNoQuorum           = &Error{Code: CodeNoQuorum}
+	ErrUnknown                 = &Error{Code: CodeUnknown}
+	ErrUnknownTopic            = &Error{Code: CodeUnknownTopic}
+	ErrInvalidTopicName        = &Error{Code: CodeInvalidTopicName}
+	ErrOffsetOutOfRange        = &Error{Code: CodeOffsetOutOfRange}
+	ErrMessageTooLarge         = &Error{Code: CodeMessageTooLarge}
+	ErrCorruptBatch            = &Error{Code: CodeCorruptBatch}
+	ErrNotLeader               = &Error{Code: CodeNotLeader}
+	ErrDiskFull                = &Error{Code: CodeDiskFull}
+	ErrThrottled               = &Error{Code: CodeThrottled}
+	ErrGroupRebalancing        = &Error{Code: CodeGroupRebalancing}
+	ErrFencedGeneration        = &Error{Code: CodeFencedGeneration}
+	ErrUnsupportedVersion      = &Error{Code: CodeUnsupportedVersion}
+	ErrInvalidRequest          = &Error{Code: CodeInvalidRequest}
+	ErrTopicExists             = &Error{Code: CodeTopicExists}
+	ErrUnknownPartition        = &Error{Code: CodeUnknownPartition}
+	ErrPartitionFailed         = &Error{Code: CodePartitionFailed}
+	ErrShuttingDown            = &Error{Code: CodeShuttingDown}
+	ErrInvalidConfig           = &Error{Code: CodeInvalidConfig}
+	ErrStorageError            = &Error{Code: CodeStorageError}
+	ErrTooManyRequests         = &Error{Code: CodeTooManyRequests}
+	ErrUnknownGroup            = &Error{Code: CodeUnknownGroup}
+	ErrUnknownTopicID          = &Error{Code: CodeUnknownTopicID}
+	ErrLeaderNotAvailable      = &Error{Code: CodeLeaderNotAvailable}
+	ErrNoQuorum                = &Error{Code: CodeNoQuorum}
+	ErrCoordinatorNotAvailable = &Error{Code: CodeCoordinatorNotAvailable}
 )
 
 // AsError converts err into an *Error: an *Error anywhere in its chain is

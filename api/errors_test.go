@@ -149,3 +149,27 @@ func TestWireCutsPaths(t *testing.T) {
 		t.Errorf("without a path, local %q and wire %q differ", e.Error(), e.WireText())
 	}
 }
+
+// TestClusterCodesRetriable: the codes of a cluster's transient states
+// (a partition leader, the Raft majority or a group's coordinator not
+// available) are retriable and keep their code and text across the wire.
+func TestClusterCodesRetriable(t *testing.T) {
+	for _, tc := range []struct {
+		code Code
+		name string
+		sent *Error
+	}{
+		{CodeLeaderNotAvailable, "LEADER_NOT_AVAILABLE", ErrLeaderNotAvailable},
+		{CodeNoQuorum, "NO_QUORUM", ErrNoQuorum},
+		{CodeCoordinatorNotAvailable, "COORDINATOR_NOT_AVAILABLE", ErrCoordinatorNotAvailable},
+	} {
+		if tc.code.String() != tc.name || !tc.code.Retriable() {
+			t.Errorf("code %d: %s retriable %v, want %s retriable", tc.code, tc.code, tc.code.Retriable(), tc.name)
+		}
+		err := NewError(tc.code, "group %q: node n2 is not alive", "g")
+		got := wireRoundTrip(t, err)
+		if !errors.Is(got, tc.sent) || !IsRetriable(got) || got.Error() != tc.name+`: group "g": node n2 is not alive` {
+			t.Errorf("%s across the wire: %v (retriable %v)", tc.name, got, IsRetriable(got))
+		}
+	}
+}

@@ -31,7 +31,7 @@ func grpcCode(c api.Code) codes.Code {
 	case api.CodeMessageTooLarge, api.CodeDiskFull, api.CodeThrottled, api.CodeTooManyRequests:
 		return codes.ResourceExhausted
 	case api.CodeNotLeader, api.CodeShuttingDown, api.CodeStorageError,
-		api.CodeLeaderNotAvailable, api.CodeNoQuorum:
+		api.CodeLeaderNotAvailable, api.CodeNoQuorum, api.CodeCoordinatorNotAvailable:
 		return codes.Unavailable
 	case api.CodeGroupRebalancing, api.CodeFencedGeneration, api.CodePartitionFailed:
 		return codes.FailedPrecondition

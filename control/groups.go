@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/seedqueue/sq/api"
@@ -27,16 +28,64 @@ type groupsService struct {
 	s *Server
 }
 
-func (s *Server) groupAdmin(what string) (GroupAdmin, error) {
-	if g, ok := s.eng().(GroupAdmin); ok {
+// localGrouper is implemented by a cluster node's engine (the cluster
+// layer's broker): LocalGroups serves the groups this node coordinates
+// from its own storage, never forwarding (docs/cluster.md).
+type localGrouper interface {
+	LocalGroups() engine.GroupService
+}
+
+// groupForwardedHeader is the request metadata key of a group call that
+// another node forwarded to this one, the group's coordinator
+// (docs/cluster.md): it is served by LocalGroups, never forwarded again.
+const groupForwardedHeader = "sq-group-forwarded"
+
+// groupEngine returns what serves the group calls of ctx's request: the
+// engine, or its LocalGroups for a call forwarded by another node.
+func (s *Server) groupEngine(ctx context.Context) any {
+	if l, ok := s.eng().(localGrouper); ok && headerSet(ctx, groupForwardedHeader) {
+		return l.LocalGroups()
+	}
+	return s.eng()
+}
+
+// groupOffsets is the offsets part of the group calls.
+type groupOffsets interface {
+	CommitOffsets(group, memberID string, generation int32, offsets []engine.OffsetCommit) ([]engine.OffsetCommit, error)
+	FetchOffsets(group, topic string) ([]engine.OffsetCommit, error)
+}
+
+// offsetsEngine returns what serves the commits and offset fetches of
+// ctx's request (groupEngine).
+func (s *Server) offsetsEngine(ctx context.Context) groupOffsets {
+	return s.groupEngine(ctx).(groupOffsets)
+}
+
+// headerSet reports whether the call carries header key with value "1".
+func headerSet(ctx context.Context, key string) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return false
+	}
+	for _, v := range md.Get(key) {
+		if v == "1" {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) groupAdmin(ctx context.Context, what string) (GroupAdmin, error) {
+	if g, ok := s.groupEngine(ctx).(GroupAdmin); ok {
 		return g, nil
 	}
 	return nil, status.Errorf(codes.Unimplemented, "%s: consumer-group administration is not available in this build", what)
 }
 
-// groupNames returns the groups the engine lists (none when it cannot).
+// groupNames returns the groups the engine lists (none when it cannot):
+// in a cluster, those this node coordinates.
 func (s *Server) groupNames() []string {
-	g, ok := s.eng().(GroupAdmin)
+	g, ok := s.metricsGroups().(GroupAdmin)
 	if !ok {
 		return nil
 	}
@@ -47,9 +96,19 @@ func (s *Server) groupNames() []string {
 	return out
 }
 
+// metricsGroups returns what the group metrics read: the engine, or in
+// a cluster its LocalGroups, so that only a group's coordinator exports
+// its lag.
+func (s *Server) metricsGroups() any {
+	if l, ok := s.eng().(localGrouper); ok {
+		return l.LocalGroups()
+	}
+	return s.eng()
+}
+
 // ListGroups implements sq.v1.Groups.
-func (g *groupsService) ListGroups(context.Context, *sqv1.ListGroupsRequest) (*sqv1.ListGroupsResponse, error) {
-	ga, err := g.s.groupAdmin("ListGroups")
+func (g *groupsService) ListGroups(ctx context.Context, _ *sqv1.ListGroupsRequest) (*sqv1.ListGroupsResponse, error) {
+	ga, err := g.s.groupAdmin(ctx, "ListGroups")
 	if err != nil {
 		return nil, err
 	}
@@ -61,8 +120,8 @@ func (g *groupsService) ListGroups(context.Context, *sqv1.ListGroupsRequest) (*s
 }
 
 // DescribeGroup implements sq.v1.Groups.
-func (g *groupsService) DescribeGroup(_ context.Context, req *sqv1.DescribeGroupRequest) (*sqv1.DescribeGroupResponse, error) {
-	ga, err := g.s.groupAdmin("DescribeGroup")
+func (g *groupsService) DescribeGroup(ctx context.Context, req *sqv1.DescribeGroupRequest) (*sqv1.DescribeGroupResponse, error) {
+	ga, err := g.s.groupAdmin(ctx, "DescribeGroup")
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +151,8 @@ func (g *groupsService) DescribeGroup(_ context.Context, req *sqv1.DescribeGroup
 }
 
 // ResetOffsets implements sq.v1.Groups.
-func (g *groupsService) ResetOffsets(_ context.Context, req *sqv1.ResetOffsetsRequest) (*sqv1.ResetOffsetsResponse, error) {
-	ga, err := g.s.groupAdmin("ResetOffsets")
+func (g *groupsService) ResetOffsets(ctx context.Context, req *sqv1.ResetOffsetsRequest) (*sqv1.ResetOffsetsResponse, error) {
+	ga, err := g.s.groupAdmin(ctx, "ResetOffsets")
 	if err != nil {
 		return nil, err
 	}
@@ -130,8 +189,8 @@ func (g *groupsService) ResetOffsets(_ context.Context, req *sqv1.ResetOffsetsRe
 }
 
 // DeleteGroup implements sq.v1.Groups.
-func (g *groupsService) DeleteGroup(_ context.Context, req *sqv1.DeleteGroupRequest) (*sqv1.DeleteGroupResponse, error) {
-	ga, err := g.s.groupAdmin("DeleteGroup")
+func (g *groupsService) DeleteGroup(ctx context.Context, req *sqv1.DeleteGroupRequest) (*sqv1.DeleteGroupResponse, error) {
+	ga, err := g.s.groupAdmin(ctx, "DeleteGroup")
 	if err != nil {
 		return nil, err
 	}

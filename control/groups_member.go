@@ -31,8 +31,8 @@ type GroupCoordinator interface {
 
 var _ GroupCoordinator = (*engine.Engine)(nil)
 
-func (s *Server) coordinator(what string) (GroupCoordinator, error) {
-	if g, ok := s.eng().(GroupCoordinator); ok {
+func (s *Server) coordinator(ctx context.Context, what string) (GroupCoordinator, error) {
+	if g, ok := s.groupEngine(ctx).(GroupCoordinator); ok {
 		return g, nil
 	}
 	return nil, status.Errorf(codes.Unimplemented, "%s: this server has no group coordinator", what)
@@ -96,8 +96,8 @@ func assignmentFromProto(in []*sqv1.TopicPartitions) (engine.GroupAssignment, er
 }
 
 // JoinGroup implements sq.v1.Groups.
-func (g *groupsService) JoinGroup(_ context.Context, req *sqv1.JoinGroupRequest) (*sqv1.JoinGroupResponse, error) {
-	gc, err := g.s.coordinator("JoinGroup")
+func (g *groupsService) JoinGroup(ctx context.Context, req *sqv1.JoinGroupRequest) (*sqv1.JoinGroupResponse, error) {
+	gc, err := g.s.coordinator(ctx, "JoinGroup")
 	if err != nil {
 		return nil, err
 	}
@@ -113,8 +113,8 @@ func (g *groupsService) JoinGroup(_ context.Context, req *sqv1.JoinGroupRequest)
 }
 
 // Heartbeat implements sq.v1.Groups.
-func (g *groupsService) Heartbeat(_ context.Context, req *sqv1.HeartbeatRequest) (*sqv1.HeartbeatResponse, error) {
-	gc, err := g.s.coordinator("Heartbeat")
+func (g *groupsService) Heartbeat(ctx context.Context, req *sqv1.HeartbeatRequest) (*sqv1.HeartbeatResponse, error) {
+	gc, err := g.s.coordinator(ctx, "Heartbeat")
 	if err != nil {
 		return nil, err
 	}
@@ -131,8 +131,8 @@ func (g *groupsService) Heartbeat(_ context.Context, req *sqv1.HeartbeatRequest)
 }
 
 // LeaveGroup implements sq.v1.Groups.
-func (g *groupsService) LeaveGroup(_ context.Context, req *sqv1.LeaveGroupRequest) (*sqv1.LeaveGroupResponse, error) {
-	gc, err := g.s.coordinator("LeaveGroup")
+func (g *groupsService) LeaveGroup(ctx context.Context, req *sqv1.LeaveGroupRequest) (*sqv1.LeaveGroupResponse, error) {
+	gc, err := g.s.coordinator(ctx, "LeaveGroup")
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func (g *groupsService) CommitGroupOffsets(ctx context.Context, req *sqv1.Commit
 		return nil, err
 	}
 	start := time.Now()
-	res, err := s.eng().CommitOffsets(req.Group, req.MemberId, req.Generation, in)
+	res, err := s.offsetsEngine(ctx).CommitOffsets(req.Group, req.MemberId, req.Generation, in)
 	s.commitSpan(ctx, req.Group, len(in), start, err)
 	if err != nil {
 		return nil, err

@@ -487,7 +487,7 @@ func (m *messagingService) CommitOffsets(ctx context.Context, req *sqv1.CommitOf
 		return nil, err
 	}
 	start := time.Now()
-	res, err := s.eng().CommitOffsets(req.Group, "", -1, in)
+	res, err := s.offsetsEngine(ctx).CommitOffsets(req.Group, "", -1, in)
 	s.commitSpan(ctx, req.Group, len(in), start, err)
 	if err != nil {
 		return nil, err
@@ -521,7 +521,7 @@ func offsetEntries(in []engine.OffsetCommit) []*sqv1.OffsetEntry {
 }
 
 // FetchOffsets implements sq.v1.Messaging.
-func (m *messagingService) FetchOffsets(_ context.Context, req *sqv1.FetchOffsetsRequest) (*sqv1.FetchOffsetsResponse, error) {
+func (m *messagingService) FetchOffsets(ctx context.Context, req *sqv1.FetchOffsetsRequest) (*sqv1.FetchOffsetsResponse, error) {
 	if req.Group == "" {
 		return nil, invalid("fetch offsets without a group")
 	}
@@ -530,7 +530,7 @@ func (m *messagingService) FetchOffsets(_ context.Context, req *sqv1.FetchOffset
 			return nil, err
 		}
 	}
-	res, err := m.s.eng().FetchOffsets(req.Group, req.Topic)
+	res, err := m.s.offsetsEngine(ctx).FetchOffsets(req.Group, req.Topic)
 	if err != nil {
 		return nil, err
 	}

@@ -417,8 +417,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 // collectLag exports the lag of every committed offset of every group the
 // engine lists.
 func (c *stateCollector) collectLag(gauge func(*prometheus.Desc, float64, ...string), parts map[string][]engine.PartitionInfo) {
+	offsets, ok := c.s.metricsGroups().(groupOffsets)
+	if !ok {
+		return
+	}
 	for _, g := range c.s.groupNames() {
-		offs, err := c.s.eng().FetchOffsets(g, "")
+		offs, err := offsets.FetchOffsets(g, "")
 		if err != nil {
 			continue
 		}
@@ -428,6 +432,9 @@ func (c *stateCollector) collectLag(gauge func(*prometheus.Desc, float64, ...str
 				continue
 			}
 			pi := ps[o.Partition]
+			if engine.StatsUnavailable(pi.Err) {
+				continue // the partition's leader is not available: no value
+			}
 			lag := engine.ConsumerLag(o.Offset, true, pi.LogStartOffset, pi.HighWatermark)
 			gauge(descLag, float64(lag), g, o.Topic, strconv.Itoa(o.Partition))
 		}

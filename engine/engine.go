@@ -46,6 +46,9 @@ type Engine struct {
 	// commitCheck selects the partitions whose commits are checked
 	// against the high watermark; nil: all (SetCommitCheck).
 	commitCheck atomic.Pointer[func(topic string, partition int) bool]
+	// topicStats, when set, gives the partition statistics DescribeGroup
+	// and ResetOffsets read (SetTopicStats); nil: this engine's own.
+	topicStats atomic.Pointer[func(topic string) (TopicInfo, error)]
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -166,7 +169,9 @@ func (e *Engine) open() error {
 	}
 	e.offsets.current = e.currentTopicID
 	e.adoptOffsets()
-	e.clampOffsets()
+	if !e.opts.DeferOffsetClamp {
+		e.clampOffsets(e.topics, nil)
+	}
 	e.log.Info("storage recovered", "data_dir", e.opts.DataDir, "topics", len(e.topics), "io_backend", e.opts.Backend.Name())
 	return nil
 }

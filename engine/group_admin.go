@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"sort"
 
 	"github.com/seedqueue/sq/api"
@@ -139,7 +140,7 @@ func (e *Engine) DescribeGroup(name string) (GroupDescription, error) {
 	}
 	sort.Strings(names)
 	for _, t := range names {
-		ti, err := e.DescribeTopic(t)
+		ti, err := e.groupTopicStats(t)
 		if err != nil {
 			continue
 		}
@@ -152,10 +153,50 @@ func (e *Engine) DescribeGroup(name string) (GroupDescription, error) {
 				l.CommittedOffset = int64(c)
 			}
 			l.Lag = ConsumerLag(c, ok, pi.LogStartOffset, pi.HighWatermark)
+			if StatsUnavailable(pi.Err) {
+				l.Lag = LagUnknown
+			}
 			d.Offsets = append(d.Offsets, l)
 		}
 	}
 	return d, nil
+}
+
+// LagUnknown is the Lag of a GroupPartitionLag whose partition's high
+// watermark could not be read (its leader is not available): the CLI
+// prints it as "-".
+const LagUnknown = -1
+
+// StatsUnavailable reports whether a partition's Err (of a TopicInfo from
+// the topic statistics, SetTopicStats) says that its statistics could not
+// be read: LEADER_NOT_AVAILABLE. Its offsets are then zeros, not values.
+func StatsUnavailable(err error) bool {
+	return err != nil && errors.Is(err, api.ErrLeaderNotAvailable)
+}
+
+// SetTopicStats sets where DescribeGroup and ResetOffsets read a topic's
+// partition statistics (log start, high watermark, log end): stats(topic)
+// returns the topic as DescribeTopic does, a partition whose statistics
+// cannot be read marked with a LEADER_NOT_AVAILABLE Err. In a cluster the
+// coordinator of a group holds the logs of the partitions it leads only,
+// so the cluster layer passes a describe that asks each partition's
+// leader (docs/cluster.md). nil, the default, is this engine's own
+// DescribeTopic. stats must be safe for concurrent use and must not call
+// the engine's group methods.
+func (e *Engine) SetTopicStats(stats func(topic string) (TopicInfo, error)) {
+	if stats == nil {
+		e.topicStats.Store(nil)
+		return
+	}
+	e.topicStats.Store(&stats)
+}
+
+// groupTopicStats describes topic for the group methods (SetTopicStats).
+func (e *Engine) groupTopicStats(topic string) (TopicInfo, error) {
+	if f := e.topicStats.Load(); f != nil {
+		return (*f)(topic)
+	}
+	return e.DescribeTopic(topic)
 }
 
 // ConsumerLag is the lag of a group in one partition, in records: the
@@ -184,14 +225,22 @@ func ConsumerLag(committed uint64, hasCommitted bool, logStart, highWatermark ui
 // (ResetLatest) or value (ResetOffset, which must lie within every
 // partition's [log start, high watermark]). Refused with
 // INVALID_REQUEST while the group has members. Errors also:
-// UNKNOWN_TOPIC, OFFSET_OUT_OF_RANGE (with the range), INVALID_REQUEST.
+// UNKNOWN_TOPIC, OFFSET_OUT_OF_RANGE (with the range), INVALID_REQUEST,
+// and LEADER_NOT_AVAILABLE (retriable; nothing is reset) when the log
+// start and high watermark of a partition cannot be read (SetTopicStats).
 func (e *Engine) ResetOffsets(name, topicName string, mode ResetMode, value int64) ([]OffsetCommit, error) {
 	if err := validateGroup(name); err != nil {
 		return nil, err
 	}
-	ti, err := e.DescribeTopic(topicName)
+	ti, err := e.groupTopicStats(topicName)
 	if err != nil {
 		return nil, err
+	}
+	for _, pi := range ti.Partitions {
+		if StatsUnavailable(pi.Err) {
+			return nil, api.WrapError(api.CodeLeaderNotAvailable, pi.Err,
+				"reset of group %q on %s: the log start and high watermark of partition %d are not available", name, topicName, pi.Partition)
+		}
 	}
 	g := e.coord().lock(name, true)
 	defer g.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -578,6 +579,10 @@ func (e *Engine) GroupOffsetsErr() error { return e.offsets.err() }
 // maxGroupNameLength bounds a group id, in bytes.
 const maxGroupNameLength = 255
 
+// ValidateGroupName checks a consumer group's id: 1 to 255 bytes of
+// valid UTF-8. Errors: INVALID_REQUEST naming the problem.
+func ValidateGroupName(group string) error { return validateGroup(group) }
+
 func validateGroup(group string) error {
 	if group == "" || len(group) > maxGroupNameLength {
 		return api.NewError(api.CodeInvalidRequest, "group id must be 1 to %d bytes, got %d", maxGroupNameLength, len(group))
@@ -741,26 +746,53 @@ func (e *Engine) FetchOffsets(group, topic string) ([]OffsetCommit, error) {
 	return e.offsets.get(group, topic), nil
 }
 
+// ClampOffsets lowers the committed offsets above the high watermark of
+// the partitions for which leads(topic, partition) is true (every
+// partition when leads is nil) to that high watermark, with a warning,
+// and returns how many it lowered. It is what Open does unless
+// Options.DeferOffsetClamp is set: a node of a cluster calls it once it
+// has caught up with the metadata, for the partitions it leads, whose
+// logs it holds; the offsets of the others are left as committed. The
+// change is in memory, like Open's: the offsets log keeps the committed
+// value until the group commits again. leads must not call back into
+// the engine's group methods.
+func (e *Engine) ClampOffsets(leads func(topic string, partition int) bool) int {
+	// A copy of the topics, so that e.mu is not held with the store's
+	// lock (the store takes e.mu under its own).
+	e.mu.RLock()
+	topics := maps.Clone(e.topics)
+	e.mu.RUnlock()
+	return e.clampOffsets(topics, leads)
+}
+
 // clampOffsets lowers committed offsets above the recovered high
 // watermark to it, with a warning (docs/architecture.md §3.6): after a crash under a
 // lax sync policy the log may end before a commit that referred to it.
-func (e *Engine) clampOffsets() {
+// Only the partitions of topics that leads selects (nil: all) are
+// clamped.
+func (e *Engine) clampOffsets(topics map[string]*topic, leads func(topic string, partition int) bool) int {
 	s := e.offsets
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n := 0
 	for g, m := range s.groups {
 		for k, c := range m {
-			t, ok := e.topics[k.Topic]
+			t, ok := topics[k.Topic]
 			if !ok || k.Partition >= len(t.parts()) || t.parts()[k.Partition].log == nil {
+				continue
+			}
+			if leads != nil && !leads(k.Topic, k.Partition) {
 				continue
 			}
 			if hw := t.parts()[k.Partition].hw.Load(); c.Offset > hw {
 				e.log.Warn("committed offset beyond the recovered high watermark; clamped",
 					"group", g, "topic", k.Topic, "partition", k.Partition, "committed", c.Offset, "high_watermark", hw)
 				m[k] = committed{Offset: hw, Metadata: c.Metadata, TopicID: c.TopicID}
+				n++
 			}
 		}
 	}
+	return n
 }
 
 // syncDir fsyncs a directory so that entries created, renamed or removed

@@ -65,6 +65,12 @@ type Options struct {
 	// Observer receives every append, fetch and fdatasync for metrics and
 	// traces (default nil: none).
 	Observer Observer
+	// DeferOffsetClamp, when set, leaves the committed group offsets as
+	// stored at Open instead of lowering those above a recovered high
+	// watermark: a node of a cluster holds the log of the partitions it
+	// leads only, so it clamps with ClampOffsets once it knows which it
+	// leads (docs/cluster.md). Default false: Open clamps every partition.
+	DeferOffsetClamp bool
 	// MinFreeBytes is the free-space floor in bytes: while the file
 	// system of DataDir has fewer bytes available (statfs f_bavail),
 	// publishes fail with DISK_FULL (retriable) unless they fit in space

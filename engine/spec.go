@@ -60,8 +60,8 @@ func (e *Engine) ResolveConfig(cfg TopicConfig) (TopicConfig, error) {
 // offset against the high watermark for: those for which leads(topic,
 // partition) is true. In a cluster a node holds the log of the partitions
 // it leads only, so the cluster layer passes "this node leads it"; the
-// offsets of the others are stored unchecked (consumer groups are
-// node-local in part 1 of clustering, docs/cluster.md). nil, the default,
+// offsets of the others, committed at a group's coordinator that does not
+// lead them, are stored unchecked (docs/cluster.md). nil, the default,
 // checks every partition. leads must be cheap and safe for concurrent use.
 func (e *Engine) SetCommitCheck(leads func(topic string, partition int) bool) {
 	if leads == nil {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/gossip/meta"
@@ -51,6 +53,8 @@ type Storage interface {
 	CommitOffsets(group, memberID string, generation int32, offsets []engine.OffsetCommit) ([]engine.OffsetCommit, error)
 	FetchOffsets(group, topic string) ([]engine.OffsetCommit, error)
 	SetCommitCheck(leads func(topic string, partition int) bool)
+	SetTopicStats(stats func(topic string) (engine.TopicInfo, error))
+	ClampOffsets(leads func(topic string, partition int) bool) int
 	JoinGroup(group, memberID, clientID string, topics []string, sessionTimeout time.Duration) (engine.JoinResult, error)
 	Heartbeat(group, memberID string, generation int32, owned engine.GroupAssignment) (engine.JoinResult, error)
 	LeaveGroup(group, memberID string) error
@@ -95,6 +99,10 @@ type Cluster interface {
 	// (its Broker's DescribeLocal: local statistics only, never asking
 	// other nodes, so that describes do not recurse between nodes).
 	PeerDescribe(ctx context.Context, nodeID, topic string) (engine.TopicInfo, error)
+	// PeerConn returns a gRPC connection to node nodeID, on which the
+	// Broker forwards the calls of the groups that node coordinates
+	// (broker_groups.go).
+	PeerConn(nodeID string) (grpc.ClientConnInterface, error)
 }
 
 // BrokerOptions tune a Broker; the zero value is valid.
@@ -115,10 +123,12 @@ type BrokerOptions struct {
 // by the partition's leader (NOT_LEADER with the leader's address
 // elsewhere, LEADER_NOT_AVAILABLE when it is not alive or there is none),
 // and describes carry each partition's placement from the metadata and
-// its statistics from its leader. Consumer groups stay node-local in part
-// 1: the node a client is connected to coordinates its group, and a
-// commit's offset is checked against the high watermark only for the
-// partitions this node leads (engine.SetCommitCheck). Every other method
+// its statistics from its leader. Each consumer group has one
+// coordinator node in the metadata; its calls are served there and
+// forwarded there from every other node (broker_groups.go). A commit's
+// offset is checked against the high watermark only for the partitions
+// this node leads (engine.SetCommitCheck), and a group's lag is computed
+// from each partition's leader (engine.SetTopicStats). Every other method
 // is the Storage's own.
 type Broker struct {
 	Storage
@@ -138,7 +148,8 @@ type Broker struct {
 // Reconciler whose OnApply hook the cluster runtime calls (the Broker
 // answers LEADER_NOT_AVAILABLE for the partitions it leads of a topic rec
 // could not yet create or update here). It installs the Broker's
-// leadership test as s's commit check (Storage.SetCommitCheck).
+// leadership test as s's commit check (Storage.SetCommitCheck) and its
+// DescribeTopic as s's topic statistics (Storage.SetTopicStats).
 func NewBroker(s Storage, c Cluster, rec *Reconciler, o BrokerOptions) *Broker {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -151,6 +162,7 @@ func NewBroker(s Storage, c Cluster, rec *Reconciler, o BrokerOptions) *Broker {
 	}
 	b := &Broker{Storage: s, c: c, rec: rec, self: c.ID(), log: o.Logger, opts: o, marking: map[markKey]*markCall{}}
 	s.SetCommitCheck(b.leads)
+	s.SetTopicStats(b.DescribeTopic)
 	return b
 }
 

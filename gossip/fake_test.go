@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/grpc"
+
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/engine"
@@ -34,11 +36,20 @@ type fakeMeta struct {
 	gate chan struct{}
 	ops  map[meta.Op]int
 	now  int64
+	// grpcConns are the fake nodes' connections to their peers' gRPC
+	// planes (PeerConn), closed at the end of the test.
+	grpcConns map[string]*grpc.ClientConn
 }
 
 func newFakeMeta(t *testing.T, nodes ...string) *fakeMeta {
 	m := &fakeMeta{state: meta.NewState(), hooks: map[string]func(prev, next *meta.State){}, alive: map[string]bool{},
-		unreachable: map[string]bool{}, peers: map[string]*Broker{}, ops: map[meta.Op]int{}, now: 1_000_000}
+		unreachable: map[string]bool{}, peers: map[string]*Broker{}, ops: map[meta.Op]int{}, now: 1_000_000,
+		grpcConns: map[string]*grpc.ClientConn{}}
+	t.Cleanup(func() {
+		for _, c := range m.grpcConns {
+			c.Close()
+		}
+	})
 	for _, n := range nodes {
 		m.alive[n] = true
 		m.mustApply(t, meta.Command{Op: meta.OpRegisterNode, Node: &meta.Node{ID: n, DataAddr: n + ":6064", GRPCAddr: n + ":6060"}})

@@ -227,11 +227,15 @@ func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 func (c *Consumer) sendCommits(ctx context.Context, g groupState, offs []OffsetCommit) error {
 	var res []OffsetCommit
 	var err error
-	if g.memberID == "" {
-		res, err = c.client.CommitOffsets(ctx, c.cfg.ConsumerGroup, offs)
-	} else {
-		res, err = c.client.CommitGroupOffsets(ctx, c.cfg.ConsumerGroup, g.memberID, g.generation, offs)
-	}
+	err = retryCoordinator(ctx, c.client.cfg.RequestTimeout, func() error {
+		var err error
+		if g.memberID == "" {
+			res, err = c.client.CommitOffsets(ctx, c.cfg.ConsumerGroup, offs)
+		} else {
+			res, err = c.client.CommitGroupOffsets(ctx, c.cfg.ConsumerGroup, g.memberID, g.generation, offs)
+		}
+		return err
+	})
 	if err != nil {
 		if errors.Is(err, api.ErrFencedGeneration) {
 			notify(c.hbNow) // the heartbeat brings the generation, or joins again

@@ -25,7 +25,12 @@ type groupState struct {
 // returns false, nil when the server has no coordinator (the consumer
 // then runs standalone).
 func (c *Consumer) join(ctx context.Context) (bool, error) {
-	m, err := c.client.JoinGroup(ctx, c.cfg.ConsumerGroup, "", []string{c.cfg.Topic}, c.cfg.SessionTimeout)
+	var m GroupMembership
+	err := retryCoordinator(ctx, c.client.cfg.RequestTimeout, func() error {
+		var err error
+		m, err = c.client.JoinGroup(ctx, c.cfg.ConsumerGroup, "", []string{c.cfg.Topic}, c.cfg.SessionTimeout)
+		return err
+	})
 	if errors.Is(err, api.ErrInvalidRequest) {
 		c.log.Warn("sdk: server has no group coordinator; consuming every partition as a standalone consumer", "group", c.cfg.ConsumerGroup)
 		return false, nil
@@ -168,7 +173,12 @@ func (c *Consumer) heartbeat() error {
 	c.mu.Lock()
 	g := c.group
 	c.mu.Unlock()
-	m, err := c.client.Heartbeat(ctx, c.cfg.ConsumerGroup, g.memberID, g.generation, Assignment{c.cfg.Topic: c.owned()})
+	var m GroupMembership
+	err := retryCoordinator(ctx, c.client.cfg.RequestTimeout, func() error {
+		var err error
+		m, err = c.client.Heartbeat(ctx, c.cfg.ConsumerGroup, g.memberID, g.generation, Assignment{c.cfg.Topic: c.owned()})
+		return err
+	})
 	if errors.Is(err, api.ErrFencedGeneration) {
 		// Removed (session expired): the partitions may be another
 		// member's already. Drop them without committing and join again.

@@ -2,10 +2,12 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"time"
 
 	"capnproto.org/go/capnp/v3"
+	"google.golang.org/grpc"
 
 	"github.com/seedqueue/sq/api"
 )
@@ -219,4 +221,60 @@ func assignmentToWire(a Assignment, newList func(int32) (api.TopicPartitions_Lis
 		}
 	}
 	return nil
+}
+
+// Waits between the attempts of a group call whose coordinator is not
+// available (retryCoordinator), doubling from the first to the last.
+const (
+	coordinatorRetryBackoff    = 50 * time.Millisecond
+	coordinatorRetryBackoffMax = time.Second
+)
+
+// coordinatorRetriable reports whether a group call failed because the
+// group's coordinator is not available for a moment: COORDINATOR_NOT_AVAILABLE
+// (the coordinator node is down, or the node forwarding the call does not
+// know the coordinator yet) or NO_QUORUM (a new group's coordinator cannot
+// be recorded without a Raft majority). docs/cluster.md.
+func coordinatorRetriable(err error) bool {
+	return errors.Is(err, api.ErrCoordinatorNotAvailable) || errors.Is(err, api.ErrNoQuorum)
+}
+
+// retryCoordinator runs call, and runs it again while it fails with
+// coordinatorRetriable, waiting coordinatorRetryBackoff doubling up to
+// coordinatorRetryBackoffMax (with jitter) between attempts, within
+// budget (the request timeout of one call) from the first attempt and
+// while ctx lives. It returns call's last error. The consumers' joins,
+// heartbeats and commits go through it, so a coordinator moving or
+// restarting within the budget is not an error to the application.
+func retryCoordinator(ctx context.Context, budget time.Duration, call func() error) error {
+	deadline := time.Now().Add(budget)
+	for n := 1; ; n++ {
+		err := call()
+		if err == nil || !coordinatorRetriable(err) {
+			return err
+		}
+		d := backoff(n, coordinatorRetryBackoff, coordinatorRetryBackoffMax)
+		if time.Now().Add(d).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// retryUnary is unary through retryCoordinator, with the request timeout
+// as the budget.
+func retryUnary[Req, Resp any](ctx context.Context, timeout time.Duration, call func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
+	var resp Resp
+	err := retryCoordinator(ctx, timeout, func() error {
+		var err error
+		resp, err = unary(ctx, timeout, call, req)
+		return err
+	})
+	return resp, err
 }

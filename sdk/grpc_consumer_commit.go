@@ -63,14 +63,14 @@ func (c *GrpcConsumer) commitPositions(ctx context.Context, parts []uint32) erro
 	}
 	var offsets []*sqv1.OffsetEntry
 	if g.memberID != "" {
-		r, err := unary(ctx, c.cfg.RequestTimeout, c.groups.CommitGroupOffsets, &sqv1.CommitGroupOffsetsRequest{
+		r, err := retryUnary(ctx, c.cfg.RequestTimeout, c.groups.CommitGroupOffsets, &sqv1.CommitGroupOffsetsRequest{
 			Group: c.cfg.ConsumerGroup, MemberId: g.memberID, Generation: g.generation, Offsets: entries})
 		if err != nil {
 			return fmt.Errorf("sdk: commit as member %s of generation %d: %w", g.memberID, g.generation, err)
 		}
 		offsets = r.Offsets
 	} else {
-		r, err := unary(ctx, c.cfg.RequestTimeout, c.msg.CommitOffsets, &sqv1.CommitOffsetsRequest{Group: c.cfg.ConsumerGroup, Offsets: entries})
+		r, err := retryUnary(ctx, c.cfg.RequestTimeout, c.msg.CommitOffsets, &sqv1.CommitOffsetsRequest{Group: c.cfg.ConsumerGroup, Offsets: entries})
 		if err != nil {
 			return err
 		}

@@ -45,7 +45,7 @@ type grpcGroup struct {
 // topic. member is false when the server has no group coordinator: the
 // consumer then reads every partition as a standalone consumer.
 func (c *GrpcConsumer) join(ctx context.Context) (parts []uint32, member bool, err error) {
-	r, err := unary(ctx, c.cfg.RequestTimeout, c.groups.JoinGroup, &sqv1.JoinGroupRequest{Group: c.cfg.ConsumerGroup,
+	r, err := retryUnary(ctx, c.cfg.RequestTimeout, c.groups.JoinGroup, &sqv1.JoinGroupRequest{Group: c.cfg.ConsumerGroup,
 		ClientId: c.cfg.ClientID, Topics: []string{c.cfg.Topic}, SessionTimeoutMs: int32(min(c.cfg.SessionTimeout.Milliseconds(), 1<<31-1))})
 	if status.Code(err) == codes.Unimplemented {
 		c.cfg.Logger.Warn("server has no group coordinator; consuming every partition as a standalone consumer", "group", c.cfg.ConsumerGroup)
@@ -176,7 +176,7 @@ func (c *GrpcConsumer) heartbeat(ctx context.Context) error {
 	req := &sqv1.HeartbeatRequest{Group: c.cfg.ConsumerGroup, MemberId: g.memberID, Generation: g.generation,
 		Owned: []*sqv1.TopicPartitions{{Topic: c.cfg.Topic, Partitions: c.ownedLocked()}}}
 	c.mu.Unlock()
-	r, err := unary(ctx, c.cfg.RequestTimeout, c.groups.Heartbeat, req)
+	r, err := retryUnary(ctx, c.cfg.RequestTimeout, c.groups.Heartbeat, req)
 	if errors.Is(err, api.ErrFencedGeneration) {
 		c.cfg.Logger.Warn("removed from the group; dropping its partitions without committing and joining again",
 			"group", c.cfg.ConsumerGroup, "member", g.memberID, "err", err)

@@ -17,7 +17,7 @@ import (
 // with the topic's placement (grpcMetadata) or named by a NOT_LEADER
 // through the brokers list. One client connection per address, made on
 // first use; the bootstrap one also carries the group and offset calls
-// (consumer groups are coordinated by the node a client is connected to).
+// (that node forwards them to the group's coordinator, docs/cluster.md).
 type grpcLeaders struct {
 	cfg  GrpcConfig
 	core *cluster

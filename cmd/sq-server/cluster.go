@@ -302,3 +302,26 @@ func (n *clusterNode) waitReady(ctx context.Context, log *slog.Logger) error {
 		}
 	}
 }
+
+// adoptGroups runs once the node has caught up with the metadata: it
+// clamps the committed offsets of the partitions it leads to their high
+// watermarks (the engine was opened with DeferOffsetClamp), and assigns to
+// itself the groups that have offsets in its storage and no coordinator,
+// so that a node that ran alone keeps its groups' offsets in a cluster
+// (docs/cluster.md). A failure is logged: those groups are then assigned
+// on their next use, possibly to another node.
+func (n *clusterNode) adoptGroups(ctx context.Context, log *slog.Logger) {
+	if k := n.broker.ClampLedOffsets(); k > 0 {
+		log.Warn("committed offsets beyond the high watermark of partitions this node leads were clamped", "offsets", k)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	taken, err := n.broker.TakeOverGroups(tctx)
+	if err != nil {
+		log.Warn("assigning the groups with offsets on this node to it", "err", err, "assigned", taken)
+		return
+	}
+	if len(taken) > 0 {
+		log.Info("groups with offsets on this node now coordinated by it", "groups", taken)
+	}
+}

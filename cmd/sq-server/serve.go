@@ -102,6 +102,9 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		Logger:              log,
 		MaxOpenSegmentFiles: c.MaxSegFiles,
 		Observer:            cp.srv.Observer(),
+		// A cluster node holds the logs of the partitions it leads only:
+		// it clamps their committed offsets once it has caught up.
+		DeferOffsetClamp: c.clustered(),
 	})
 	if err != nil {
 		backend.Close()
@@ -192,6 +195,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 			}
 			return err
 		}
+		cl.adoptGroups(ctx, log)
 	}
 	log.Info("data plane listening", "addr", ln.Addr().String())
 	c.hooks.listened("capnp", ln)

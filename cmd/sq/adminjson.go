@@ -176,14 +176,16 @@ type groupMemberJSON struct {
 }
 
 // groupOffsetJSON is one partition of the group's topics; committed_offset
-// and member_id are null when the group has no commit or no holder.
+// and member_id are null when the group has no commit or no holder, lag
+// when it is unknown (in a cluster, the partition's leader is not
+// available; the server sends -1).
 type groupOffsetJSON struct {
 	Topic           string  `json:"topic"`
 	Partition       uint32  `json:"partition"`
 	CommittedOffset *int64  `json:"committed_offset"`
 	LogEndOffset    uint64  `json:"log_end_offset"`
 	HighWatermark   uint64  `json:"high_watermark"`
-	Lag             int64   `json:"lag"`
+	Lag             *int64  `json:"lag"`
 	MemberID        *string `json:"member_id"`
 }
 
@@ -199,7 +201,10 @@ func printGroupJSON(out io.Writer, d sdk.GroupDescription) error {
 		doc.Members = append(doc.Members, groupMemberJSON{MemberID: m.MemberID, ClientID: m.ClientID, Assignment: a})
 	}
 	for _, o := range d.Offsets {
-		oj := groupOffsetJSON{Topic: o.Topic, Partition: o.Partition, LogEndOffset: o.LogEndOffset, HighWatermark: o.HighWatermark, Lag: o.Lag}
+		oj := groupOffsetJSON{Topic: o.Topic, Partition: o.Partition, LogEndOffset: o.LogEndOffset, HighWatermark: o.HighWatermark}
+		if o.Lag >= 0 {
+			oj.Lag = &o.Lag
+		}
 		if o.CommittedOffset >= 0 {
 			oj.CommittedOffset = &o.CommittedOffset
 		}

@@ -128,7 +128,13 @@ func printGroup(out io.Writer, d sdk.GroupDescription) error {
 		if o.CommittedOffset >= 0 {
 			committed = strconv.FormatInt(o.CommittedOffset, 10)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%s\n", o.Topic, o.Partition, committed, o.LogEndOffset, o.Lag, orDash(o.MemberID))
+		// A negative lag is unknown: in a cluster, the partition's
+		// leader is not available.
+		lag := "-"
+		if o.Lag >= 0 {
+			lag = strconv.FormatInt(o.Lag, 10)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\t%s\n", o.Topic, o.Partition, committed, o.LogEndOffset, lag, orDash(o.MemberID))
 	}
 	return w.Flush()
 }

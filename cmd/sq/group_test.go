@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -53,5 +54,41 @@ func groupDescriptionFixture() sdk.GroupDescription {
 			{Topic: "orders", Partition: 0, CommittedOffset: 5, LogEndOffset: 9, Lag: 4, MemberID: "m-1"},
 			{Topic: "orders", Partition: 1, CommittedOffset: -1, LogEndOffset: 2, Lag: 2},
 		},
+	}
+}
+
+// TestPrintGroupUnknownLag: a partition whose lag the server could not
+// compute (-1: its leader is not available) prints "-" in the table and
+// null in JSON; a known lag of 0 stays 0.
+func TestPrintGroupUnknownLag(t *testing.T) {
+	d := groupDescriptionFixture()
+	d.Offsets[0].Lag = -1
+	d.Offsets[1].Lag = 0
+	var out bytes.Buffer
+	if err := printGroup(&out, d); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"orders  0          5          9        -    m-1", "orders  1          -          2        0    -"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := printGroupJSON(&out, d); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Offsets []struct {
+			Lag *int64 `json:"lag"`
+		} `json:"offsets"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Offsets) != 2 || got.Offsets[0].Lag != nil || got.Offsets[1].Lag == nil || *got.Offsets[1].Lag != 0 {
+		t.Fatalf("JSON lags: %s", out.String())
+	}
+	if !strings.Contains(out.String(), `"lag": null`) && !strings.Contains(out.String(), `"lag":null`) {
+		t.Fatalf("unknown lag not null:\n%s", out.String())
 	}
 }

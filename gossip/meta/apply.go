@@ -42,6 +42,8 @@ func (s *State) Apply(c Command) Result {
 		return s.applyMarkData(c)
 	case OpImport:
 		return s.applyImport(c)
+	case OpAssignGroup:
+		return s.applyAssignGroup(c)
 	}
 	return refused(api.CodeInvalidRequest, "unknown metadata op %q", c.Op)
 }

@@ -23,6 +23,7 @@ func sampleCommands() []Command {
 		{Op: OpSetLeaders, Leaders: []LeaderChange{{Topic: "t", ID: tid(1), Leader: "n1"}}},
 		{Op: OpMarkData, Name: "t", ID: tid(1), Partition: 1, NodeID: "n1"},
 		{Op: OpImport, Topics: []*Topic{newTopic("t", 1), newTopic("u", 2)}},
+		{Op: OpAssignGroup, Name: "billing", NodeID: "n2"},
 	}
 }
 

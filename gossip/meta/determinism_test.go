@@ -69,7 +69,7 @@ func (g *gen) target(s *State) (string, api.TopicID, int) {
 func (g *gen) command(s *State) Command {
 	g.now++
 	name, id, parts := g.target(s)
-	switch g.r.IntN(10) {
+	switch g.r.IntN(11) {
 	case 0:
 		n := g.pick(genNodes)
 		return Command{Op: OpRegisterNode, Node: &Node{ID: n, DataAddr: fmt.Sprintf("%s:%d", n, g.r.IntN(3))}}
@@ -99,6 +99,12 @@ func (g *gen) command(s *State) Command {
 		return Command{Op: OpSetLeaders, Leaders: LeadersAfterDeath(s, alive(g.alive()...))}
 	case 7:
 		return Command{Op: OpMarkData, Name: name, ID: id, Partition: g.r.IntN(parts + 1), NodeID: g.pick(append(genNodes, ""))}
+	case 9:
+		group := fmt.Sprintf("g%d", g.r.IntN(8))
+		if g.r.IntN(2) == 0 {
+			return Command{Op: OpAssignGroup, Name: group, NodeID: ChooseCoordinator(s, group, alive(g.alive()...))}
+		}
+		return Command{Op: OpAssignGroup, Name: group, NodeID: g.pick(append(genNodes, "n9"))}
 	case 8:
 		return Command{Op: OpImport, Topics: []*Topic{newTopic(fmt.Sprintf("t%d", g.r.IntN(6)), byte(g.r.IntN(256)))}}
 	}
@@ -114,6 +120,11 @@ func checkInvariants(t *testing.T, s *State) {
 	t.Helper()
 	if len(s.DeletedIDs) > MaxDeletedIDs {
 		t.Fatalf("%d deleted ids", len(s.DeletedIDs))
+	}
+	for group, n := range s.Groups {
+		if _, ok := s.Nodes[n]; !ok {
+			t.Fatalf("group %q coordinated by %q, not a node", group, n)
+		}
 	}
 	for name, tp := range s.Topics {
 		if tp.Name != name || len(tp.Partitions) < 1 {

@@ -20,11 +20,12 @@
 // the topics by name (id, resolved config, creation time, partitions) with
 // each partition's replicas, leader, leader epoch, in-sync replicas and
 // HasData flag, the ids of deleted topics (DeletedIDs, the newest
-// MaxDeletedIDs), the removed nodes with their data directory ids
-// (Removed, the newest MaxRemovedNodes) and whether the bootstrapping
-// node's pre-cluster topics were imported. Topic ids are random UUIDs made by the controller
-// (KIP-516, "Topic Identifiers"): a command on a topic names it and
-// carries its id, so a command decided before a delete and create again
+// MaxDeletedIDs), whether the bootstrapping node's pre-cluster topics
+// were imported, the coordinator of every consumer group (Groups, chosen
+// by ChooseCoordinator), and the removed nodes with their data directory
+// ids (Removed, the newest MaxRemovedNodes). Topic ids are random UUIDs
+// made by the controller (KIP-516, "Topic Identifiers"): a command on a
+// topic names it and carries its id, so a command decided before a delete and create again
 // is refused with UNKNOWN_TOPIC_ID instead of touching the new topic. Ids
 // are never reused while listed.
 //
@@ -59,6 +60,10 @@
 //	                   address) unless NodeID leads the partition.
 //	import             Topics: once (INVALID_REQUEST once Imported); a
 //	                   replication factor of 0 reads as the replica count.
+//	assign-group       Name (a group), NodeID (a registered node): makes it
+//	                   the group's coordinator unless the group has one
+//	                   (first writer wins, no error); Result.Coordinator
+//	                   is the owner. remove-node unassigns the node's groups.
 //
 // Commands that name a topic answer UNKNOWN_TOPIC for an unknown name,
 // UNKNOWN_TOPIC_ID when the topic's id is another, and INVALID_REQUEST

@@ -13,16 +13,20 @@ func DefaultReplicationFactor(liveNodes int) int { return min(3, liveNodes) }
 
 // Place assigns replicas to partitions new partitions over nodes, which
 // are sorted first (duplicates dropped). Each partition's leader (its
-// first replica) is the node that leads the fewest partitions, counting
-// leaderLoad (the current counts, as LeaderCounts; nil for none) and the
-// partitions placed so far, ties going round-robin to the node after the
-// previous leader in sorted order; the other rf-1 replicas are the nodes
+// first replica) is chosen in three steps: the node that leads the fewest
+// partitions of this topic (topicLoad, the topic's current counts as
+// (*Topic).leaderCounts, nil for a new topic, plus the partitions placed
+// so far), so a topic's leaders cover every node before any node leads
+// two of them; among those, the node that leads the fewest partitions of
+// the cluster (leaderLoad, as LeaderCounts; nil for none, plus the
+// partitions placed so far); ties go round-robin to the node after the
+// previous leader in sorted order. The other rf-1 replicas are the nodes
 // that follow the leader in sorted order. So 3 nodes and 6 partitions
-// give each node 2 leaders and, at rf 2, 4 replicas. Errors
-// (INVALID_CONFIG): partitions outside [1, engine.MaxPartitions], rf < 1
-// or rf > the number of nodes. The result holds partitions slices of rf
-// node ids.
-func Place(nodes []string, partitions, rf int, leaderLoad map[string]int) ([][]string, error) {
+// give each node 2 leaders and, at rf 2, 4 replicas, whatever the other
+// topics lead. Errors (INVALID_CONFIG): partitions outside [1,
+// engine.MaxPartitions], rf < 1 or rf > the number of nodes. The result
+// holds partitions slices of rf node ids.
+func Place(nodes []string, partitions, rf int, topicLoad, leaderLoad map[string]int) ([][]string, error) {
 	ids := slices.Clone(nodes)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
@@ -34,19 +38,28 @@ func Place(nodes []string, partitions, rf int, leaderLoad map[string]int) ([][]s
 	case rf > len(ids):
 		return nil, api.NewError(api.CodeInvalidConfig, "replication.factor %d is above the %d live nodes", rf, len(ids))
 	}
-	load := make([]int, len(ids))
+	own := make([]int, len(ids))  // leaders of this topic per node
+	load := make([]int, len(ids)) // leaders of the cluster per node
 	for i, id := range ids {
+		own[i] = topicLoad[id]
 		load[i] = leaderLoad[id]
+	}
+	less := func(i, j int) bool {
+		if own[i] != own[j] {
+			return own[i] < own[j]
+		}
+		return load[i] < load[j]
 	}
 	out := make([][]string, partitions)
 	next := 0 // where the round-robin tie-break starts
 	for p := range out {
 		lead := next
 		for k := 1; k < len(ids); k++ {
-			if i := (next + k) % len(ids); load[i] < load[lead] {
+			if i := (next + k) % len(ids); less(i, lead) {
 				lead = i
 			}
 		}
+		own[lead]++
 		load[lead]++
 		next = (lead + 1) % len(ids)
 		replicas := make([]string, rf)
@@ -104,7 +117,7 @@ func PrepareCreate(s *State, name string, id api.TopicID, partitions int, cfg en
 	if cfg.ReplicationFactor == 0 {
 		cfg.ReplicationFactor = int32(DefaultReplicationFactor(len(live)))
 	}
-	placement, err := Place(live, partitions, int(cfg.ReplicationFactor), s.LeaderCounts())
+	placement, err := Place(live, partitions, int(cfg.ReplicationFactor), nil, s.LeaderCounts())
 	if err != nil {
 		return Command{}, err
 	}
@@ -115,7 +128,7 @@ func PrepareCreate(s *State, name string, id api.TopicID, partitions int, cfg en
 // PrepareCreatePartitions builds the create-partitions command that grows
 // topic name to total partitions, the new ones placed by Place over nodes
 // (the live nodes; unregistered ones ignored) at the topic's replication
-// factor, given s's leader counts. Errors: UNKNOWN_TOPIC; INVALID_CONFIG
+// factor, given the topic's and s's leader counts. Errors: UNKNOWN_TOPIC; INVALID_CONFIG
 // when total is not above the current count or above
 // engine.MaxPartitions, or from Place.
 func PrepareCreatePartitions(s *State, name string, total int, nodes []string) (Command, error) {
@@ -130,7 +143,7 @@ func PrepareCreatePartitions(s *State, name string, total int, nodes []string) (
 	case total > engine.MaxPartitions:
 		return Command{}, api.NewError(api.CodeInvalidConfig, "topic %q has %d partitions; the new total %d is above the maximum %d partitions of a topic", name, cur, total, engine.MaxPartitions)
 	}
-	placement, err := Place(s.registered(nodes), total-cur, int(t.Config.ReplicationFactor), s.LeaderCounts())
+	placement, err := Place(s.registered(nodes), total-cur, int(t.Config.ReplicationFactor), t.leaderCounts(), s.LeaderCounts())
 	if err != nil {
 		return Command{}, err
 	}

@@ -16,6 +16,7 @@ func TestPlace(t *testing.T) {
 		nodes      []string
 		partitions int
 		rf         int
+		topic      map[string]int
 		load       map[string]int
 		code       api.Code
 		want       [][]string
@@ -28,8 +29,12 @@ func TestPlace(t *testing.T) {
 			want: [][]string{{"n1", "n2", "n3"}, {"n2", "n3", "n1"}, {"n3", "n1", "n2"}, {"n1", "n2", "n3"}, {"n2", "n3", "n1"}, {"n3", "n1", "n2"}}},
 		{name: "unsorted nodes with a duplicate", nodes: []string{"n3", "n1", "n3", "n2"}, partitions: 3, rf: 2,
 			want: [][]string{{"n1", "n2"}, {"n2", "n3"}, {"n3", "n1"}}},
-		{name: "existing leader load", nodes: three, partitions: 3, rf: 1, load: map[string]int{"n1": 2, "n3": 1},
-			want: [][]string{{"n2"}, {"n3"}, {"n2"}}},
+		{name: "a topic's leaders cover every node whatever the cluster's load", nodes: three, partitions: 3, rf: 1, load: map[string]int{"n1": 2, "n3": 1},
+			want: [][]string{{"n2"}, {"n3"}, {"n1"}}},
+		{name: "the cluster's load breaks ties within the topic", nodes: three, partitions: 6, rf: 1, load: map[string]int{"n1": 9, "n3": 1},
+			want: [][]string{{"n2"}, {"n3"}, {"n1"}, {"n2"}, {"n3"}, {"n1"}}},
+		{name: "the topic's load comes before the cluster's", nodes: three, partitions: 2, rf: 1, topic: map[string]int{"n1": 2}, load: map[string]int{"n2": 5},
+			want: [][]string{{"n3"}, {"n2"}}},
 		{name: "load of unknown nodes ignored", nodes: three, partitions: 1, rf: 1, load: map[string]int{"n9": -5},
 			want: [][]string{{"n1"}}},
 		{name: "one node", nodes: []string{"a"}, partitions: 2, rf: 1, want: [][]string{{"a"}, {"a"}}},
@@ -41,7 +46,7 @@ func TestPlace(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Place(tc.nodes, tc.partitions, tc.rf, tc.load)
+			got, err := Place(tc.nodes, tc.partitions, tc.rf, tc.topic, tc.load)
 			wantCode(t, err, tc.code)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("placement %v, want %v", got, tc.want)
@@ -56,7 +61,7 @@ func TestPlace(t *testing.T) {
 func TestPlaceBalance(t *testing.T) {
 	for rf := 1; rf <= 3; rf++ {
 		t.Run(fmt.Sprintf("rf%d", rf), func(t *testing.T) {
-			got, err := Place([]string{"c", "a", "b"}, 6, rf, nil)
+			got, err := Place([]string{"c", "a", "b"}, 6, rf, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,6 +98,39 @@ func TestPrepareCreateBalancesAcrossTopics(t *testing.T) {
 	}
 	if want := []string{"n1", "n2", "n3", "n1", "n2", "n3"}; !reflect.DeepEqual(leaders, want) {
 		t.Fatalf("leaders %v, want %v", leaders, want)
+	}
+}
+
+// TestPrepareCreateSpreadsEachTopic builds a cluster whose first node
+// leads every partition (the others joined later): a new topic's leaders
+// still go to every node, and so do those of partitions added to it,
+// rather than piling onto the nodes that lead the fewest overall.
+func TestPrepareCreateSpreadsEachTopic(t *testing.T) {
+	s := withNodes(t, "n1")
+	for i := range 6 {
+		addTopic(t, s, fmt.Sprintf("old%d", i), byte(i+1), 1, 1)
+	}
+	for _, id := range []string{"n2", "n3"} {
+		mustApply(t, s, Command{Op: OpRegisterNode, Node: &Node{ID: id, DataAddr: id + ":6064", GRPCAddr: id + ":6060"}})
+	}
+	leads := func(tp *Topic) map[string]int {
+		m := map[string]int{}
+		for _, p := range tp.Partitions {
+			m[p.Leader]++
+		}
+		return m
+	}
+	tp := addTopic(t, s, "new", 10, 3, 1)
+	if got, want := leads(tp), map[string]int{"n1": 1, "n2": 1, "n3": 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("leaders of a new topic per node %v, want %v", got, want)
+	}
+	c, err := PrepareCreatePartitions(s, "new", 6, []string{"n1", "n2", "n3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp = mustApply(t, s, c).Topic
+	if got, want := leads(tp), map[string]int{"n1": 2, "n2": 2, "n3": 2}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("leaders per node after growing to 6: %v, want %v", got, want)
 	}
 }
 

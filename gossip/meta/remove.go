@@ -12,7 +12,9 @@ import (
 // other copy; nothing changes). Otherwise the node and its data directory
 // id join State.Removed (the newest MaxRemovedNodes), and each partition it led takes the
 // leader of its change in c.Leaders (see removeFrom), or none, with its
-// epoch bumped, and the node leaves every replica and in-sync set.
+// epoch bumped, and the node leaves every replica and in-sync set. The
+// consumer groups it coordinated lose their coordinator (the next use
+// assigns another).
 func (s *State) applyRemoveNode(c Command) Result {
 	id := c.NodeID
 	if _, ok := s.Nodes[id]; !ok {
@@ -26,6 +28,7 @@ func (s *State) applyRemoveNode(c Command) Result {
 		s.Removed = slices.Clone(s.Removed[n-MaxRemovedNodes:])
 	}
 	delete(s.Nodes, id)
+	s.unassignGroups(id)
 	changes := make(map[string]LeaderChange, len(c.Leaders))
 	for _, ch := range c.Leaders {
 		changes[partitionKey(ch.Topic, ch.Partition)] = ch

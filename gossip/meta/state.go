@@ -31,6 +31,12 @@ func (s *State) Clone() *State {
 	}
 	c.DeletedIDs = cloneSlice(s.DeletedIDs)
 	c.Imported = s.Imported
+	if len(s.Groups) > 0 {
+		c.Groups = make(map[string]string, len(s.Groups))
+		for g, n := range s.Groups {
+			c.Groups[g] = n
+		}
+	}
 	c.Removed = cloneSlice(s.Removed)
 	return c
 }
@@ -168,6 +174,18 @@ func (s *State) LeaderCounts() map[string]int {
 			if p.Leader != "" {
 				counts[p.Leader]++
 			}
+		}
+	}
+	return counts
+}
+
+// leaderCounts returns how many of t's partitions each node leads
+// (nodes that lead none are absent).
+func (t *Topic) leaderCounts() map[string]int {
+	counts := make(map[string]int)
+	for _, p := range t.Partitions {
+		if p.Leader != "" {
+			counts[p.Leader]++
 		}
 	}
 	return counts

@@ -69,6 +69,10 @@ type State struct {
 	// Imported is set once a node's pre-cluster topics were imported (the
 	// first start of a node that bootstrapped the cluster).
 	Imported bool `json:"imported"`
+	// Groups maps a consumer group's name to the id of the node that
+	// coordinates it (assign-group). Omitted from the encoding when empty,
+	// so the Hash of a cluster without groups does not change.
+	Groups map[string]string `json:"groups,omitempty"`
 	// Removed are the nodes removed with remove-node, oldest first, bounded
 	// by MaxRemovedNodes: a data directory listed here cannot register
 	// again (its node must start on an empty data directory), and a
@@ -128,6 +132,10 @@ const (
 	// OpImport adds Command.Topics (a bootstrapping node's pre-cluster
 	// topics) and sets State.Imported; refused once Imported is set.
 	OpImport Op = "import"
+	// OpAssignGroup makes node Command.NodeID the coordinator of consumer
+	// group Command.Name unless the group already has one (first writer
+	// wins); Result.Coordinator is the group's coordinator afterwards.
+	OpAssignGroup Op = "assign-group"
 )
 
 // LeaderChange is one leadership decision of the controller.
@@ -169,4 +177,7 @@ type Result struct {
 	Topic *Topic `json:"topic,omitempty"`
 	// Moved counts the partitions whose leader changed.
 	Moved int `json:"moved,omitempty"`
+	// Coordinator is the group's coordinator after an assign-group: the
+	// node it names, or the one the group already had.
+	Coordinator string `json:"coordinator,omitempty"`
 }
