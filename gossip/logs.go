@@ -34,10 +34,11 @@ const peerFailureMsg = "cannot reach a Raft peer; retrying"
 // peer become one WARN, peerFailureMsg, with the peer, raft's message and
 // the error, limited per peer to one line per peerFailureWindow with the
 // count of the repeats (internal/ratelog). Those lines limit themselves,
-// so l's own limiter lets them pass (ratelog.Unlimited).
-func raftLogger(l *slog.Logger) hclog.Logger {
-	limited := slog.New(ratelog.New(unlimitedHandler{l.Handler()}, ratelog.Options{Window: peerFailureWindow, Keys: []string{"peer"}}))
-	return &hclogAdapter{l: l, peers: limited, name: "raft", level: hclog.Trace}
+// so l's own limiter lets them pass (ratelog.Unlimited). Its flush logs
+// the counts still pending (at the node's shutdown).
+func raftLogger(l *slog.Logger) *hclogAdapter {
+	lim := ratelog.New(unlimitedHandler{l.Handler()}, ratelog.Options{Window: peerFailureWindow, Keys: []string{"peer"}})
+	return &hclogAdapter{l: l, peers: slog.New(lim), limiter: lim, name: "raft", level: hclog.Trace}
 }
 
 // unlimitedHandler passes records to next with a context marked
@@ -62,10 +63,11 @@ func (h unlimitedHandler) WithGroup(name string) slog.Handler {
 
 // hclogAdapter implements hclog.Logger on slog (raftLogger).
 type hclogAdapter struct {
-	l     *slog.Logger // every record but the peer failures
-	peers *slog.Logger // the peer failures, limited
-	name  string
-	args  []any // implied by With
+	l       *slog.Logger     // every record but the peer failures
+	peers   *slog.Logger     // the peer failures, limited
+	limiter *ratelog.Handler // peers' handler, shared by every derived adapter
+	name    string
+	args    []any // implied by With
 
 	mu    sync.Mutex
 	level hclog.Level
@@ -225,8 +227,11 @@ func (a *hclogAdapter) Named(name string) hclog.Logger {
 func (a *hclogAdapter) ResetNamed(name string) hclog.Logger { return a.clone(name) }
 
 func (a *hclogAdapter) clone(name string) *hclogAdapter {
-	return &hclogAdapter{l: a.l, peers: a.peers, name: name, args: a.args, level: a.GetLevel()}
+	return &hclogAdapter{l: a.l, peers: a.peers, limiter: a.limiter, name: name, args: a.args, level: a.GetLevel()}
 }
+
+// flush logs the peer failures counted but not logged yet.
+func (a *hclogAdapter) flush() { a.limiter.Flush() }
 
 // SetLevel implements hclog.Logger.
 func (a *hclogAdapter) SetLevel(l hclog.Level) {

@@ -25,6 +25,8 @@ type Node struct {
 	opts  Options
 	ident identity
 	log   *slog.Logger
+	// raftLog is hashicorp/raft's logger; shutdown flushes its counts.
+	raftLog *hclogAdapter
 
 	fsm    *fsm
 	raft   *raft.Raft
@@ -143,6 +145,7 @@ func (n *Node) goLoop(f func()) {
 // reports whether the stores held Raft state.
 func (n *Node) startRaft(dir string) (bool, error) {
 	hl := raftLogger(n.log)
+	n.raftLog = hl
 	stores, err := openRaftStores(dir, hl)
 	if err != nil {
 		return false, err
@@ -423,6 +426,9 @@ func (n *Node) shutdown(ctx context.Context, leave bool) error {
 		}
 	}
 	n.conns.close()
+	if n.raftLog != nil {
+		n.raftLog.flush()
+	}
 	return errors.Join(errs...)
 }
 
