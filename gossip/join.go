@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/gossip/meta"
+	"github.com/seedqueue/sq/internal/ratelog"
 )
 
 // connPool holds one gRPC client connection per peer address, closed by
@@ -159,7 +161,10 @@ func (n *Node) joinSeeds(ctx context.Context, seeds []string) error {
 			}
 			if !warned[seed] {
 				warned[seed] = true
-				n.log.Warn("cannot join the cluster through this seed yet; retrying", "seed", seed, "err", statusText(err), "hint", hint)
+				// Once per seed: past the server's limiter, which would
+				// take the lines about several seeds for repeats.
+				n.log.Log(ratelog.Unlimited(ctx), slog.LevelWarn, "cannot join the cluster through this seed yet; retrying",
+					"seed", seed, "err", statusText(err), "hint", hint)
 			}
 			last = fmt.Errorf("seed %s: %w", seed, err)
 		}

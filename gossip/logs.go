@@ -94,6 +94,11 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 		return
 	}
 	all := append(append([]any(nil), a.args...), args...)
+	if msg == "no known peers, aborting election" {
+		// A node that joins has no Raft configuration until the
+		// controller adds it: expected, not a warning.
+		level = hclog.Debug
+	}
 	if peer, ok := peerFailure(msg, all); ok && level >= hclog.Warn {
 		a.peers.Log(context.Background(), slog.LevelWarn, peerFailureMsg,
 			"peer", peer, "raft_msg", msg, "err", argValue(all, "error"),
@@ -335,7 +340,9 @@ func (w *memberlistWriter) Write(p []byte) (int, error) {
 			w.l.Debug(s)
 			continue
 		}
-		w.l.Warn(foreignMsg, "from", from, "memberlist", s,
+		// Once per host: past the server's limiter, which would take
+		// the lines about several hosts for repeats.
+		w.l.Log(ratelog.Unlimited(context.Background()), slog.LevelWarn, foreignMsg, "from", from, "memberlist", s,
 			"hint", "another cluster's nodes (other --cluster-id, gossip encryption or version), or a program that is not an SQ node, send to this node's gossip address (--gossip-host, the gRPC port + 6 by default); --seeds takes gRPC addresses, not gossip ones. Later messages from this host are logged at DEBUG")
 	}
 	return len(p), nil

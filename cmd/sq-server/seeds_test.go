@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+
+	"github.com/seedqueue/sq/internal/ratelog"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the server's concurrent log
@@ -58,7 +60,8 @@ func joiningServer(t *testing.T, seeds []string) (httpAddr func() string, logs *
 		}
 	}}
 	logs = &lockedBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// The server's own limiter (config.logger) around the handler.
+	log := slog.New(ratelog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}), ratelog.Options{}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, &c, log) }()
