@@ -3,6 +3,7 @@ package gossip
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -94,10 +95,11 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 		return
 	}
 	all := append(append([]any(nil), a.args...), args...)
-	if msg == "no known peers, aborting election" {
-		// A node that joins has no Raft configuration until the
-		// controller adds it: expected, not a warning.
-		level = hclog.Debug
+	if l, ok := expectedRaftLines[msg]; ok && level > l {
+		level = l
+	}
+	if e, ok := argValue(args, "error").(error); ok && level >= hclog.Warn && errors.Is(e, net.ErrClosed) {
+		level = hclog.Debug // a connection closed by this node's own shutdown
 	}
 	if peer, ok := peerFailure(msg, all); ok && level >= hclog.Warn {
 		a.peers.Log(context.Background(), slog.LevelWarn, peerFailureMsg,
@@ -119,6 +121,20 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 		attrs = append(attrs, slog.Any(fmt.Sprint(all[i]), printable(all[i+1])))
 	}
 	a.l.LogAttrs(ctx, sl, a.name+": "+msg, attrs...)
+}
+
+// expectedRaftLines are the lines hashicorp/raft logs as warnings that
+// are the expected course of a cluster's life, with the level they are
+// logged at instead.
+var expectedRaftLines = map[string]hclog.Level{
+	// A node that joins has no configuration until the controller adds it.
+	"no known peers, aborting election": hclog.Debug,
+	// gossipRaftAddrs answers an error for a node gossip has not met
+	// yet, so that the configuration's address is used: by design.
+	"unable to get address for server, using fallback address": hclog.Debug,
+	// A new or restarted follower is brought up to date.
+	"appendEntries rejected, sending older logs": hclog.Info,
+	"failed to get previous log":                 hclog.Info,
 }
 
 // peerFailure reports whether raft's msg with args is a failure to reach

@@ -53,6 +53,8 @@ func TestRaftPeerFailuresLimited(t *testing.T) {
 			tr.Warn("failed to contact", "server-id", raft.ServerID("n3"), "time", time.Second)
 		}
 		hl.Info("entering leader state", "leader", raft.Server{ID: "n1", Address: "10.0.0.1:6067"})
+		tr.Warn("unable to get address for server, using fallback address", "id", "n4", "fallback", "10.0.0.4:6067", "error", errors.New("gossip: no raft address gossiped"))
+		tr.Error("failed to decode incoming command", "error", &net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed})
 		if got := buf.lines(peerFailureMsg); len(got) != 2 {
 			t.Fatalf("%d peer failure lines, want one per peer:\n%s", len(got), strings.Join(got, "\n"))
 		}
@@ -66,6 +68,11 @@ func TestRaftPeerFailuresLimited(t *testing.T) {
 		}
 		if got := buf.lines("entering leader state"); len(got) != 1 || !strings.Contains(got[0], "level=INFO") || !strings.Contains(got[0], "leader=10.0.0.1:6067") {
 			t.Errorf("raft's INFO line: %q", got)
+		}
+		for _, msg := range []string{"using fallback address", "failed to decode incoming command"} {
+			if got := buf.lines(msg); len(got) != 1 || !strings.Contains(got[0], "level=DEBUG") {
+				t.Errorf("expected raft line %q not at DEBUG: %q", msg, got)
+			}
 		}
 		time.Sleep(peerFailureWindow + time.Second)
 		synctest.Wait()
