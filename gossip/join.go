@@ -229,13 +229,18 @@ func (n *Node) joinSeed(ctx context.Context, seed string, req *sqv1.JoinRequest)
 }
 
 // rejoinTargets are the gRPC addresses a restarted node rejoins through:
-// its seeds, else those of the other nodes its Raft state lists.
+// its seeds, else those of the other nodes its Raft state lists (less
+// those it knows were removed).
 func (n *Node) rejoinTargets() []string {
 	if len(n.opts.Seeds) > 0 {
 		return n.opts.Seeds
 	}
+	st := n.State()
 	var out []string
 	for _, p := range n.loggedPeers() {
+		if _, registered := st.Nodes[p.ID]; !registered && slices.ContainsFunc(st.Removed, func(r meta.RemovedNode) bool { return r.ID == p.ID }) {
+			continue // removed since its register-node entry
+		}
 		if p.GRPCAddr != "" {
 			out = append(out, p.GRPCAddr)
 		}
