@@ -10,7 +10,9 @@ import (
 // Handler returns the HTTP handler of the node:
 //
 //	GET /healthz  200 "ok" while the process runs (liveness)
-//	GET /readyz   200 "ready" once SetReady(true), 503 before and from
+//	GET /readyz   200 "ready" once SetReady(true), 503 before (the body
+//	              says why: SetPhase's text, the cluster's reason, or
+//	              "recovering") and from
 //	              StartShutdown on, and while the engine reports a problem
 //	              (a failed group offsets log, or segment files that
 //	              cannot be opened or mapped), and in a cluster until the
@@ -32,7 +34,7 @@ func (s *Server) Handler() http.Handler {
 			w.Write([]byte("shutting down\n"))
 		case !s.ready.Load():
 			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte("recovering\n"))
+			w.Write([]byte(s.notReadyText() + "\n"))
 		default:
 			if err := s.engineHealth(); err != nil {
 				w.WriteHeader(http.StatusServiceUnavailable)

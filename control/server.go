@@ -60,6 +60,7 @@ type Server struct {
 	http    *http.Server
 
 	ready    atomic.Bool
+	phase    atomic.Pointer[string] // what the node does before it is ready (SetPhase)
 	stopping atomic.Bool
 	serving  atomic.Bool   // the gRPC health status last set
 	watchMu  sync.Mutex    // serializes refreshHealth
@@ -157,6 +158,25 @@ func (s *Server) SetReady(ready bool) {
 	}
 	s.ready.Store(ready)
 	s.refreshHealth()
+}
+
+// SetPhase sets what the node is doing before it is ready, as /readyz
+// says it in its 503 body ("joining the cluster through --seeds ...");
+// "" goes back to the default: the cluster's reason once SetCluster was
+// called and it is not ready, else "recovering".
+func (s *Server) SetPhase(phase string) {
+	s.phase.Store(&phase)
+}
+
+// notReadyText is the /readyz body before SetReady(true).
+func (s *Server) notReadyText() string {
+	if p := s.phase.Load(); p != nil && *p != "" {
+		return *p
+	}
+	if err := s.clusterReady(); err != nil {
+		return "not ready: cluster: " + err.Error()
+	}
+	return "recovering"
 }
 
 // refreshHealth sets the gRPC health status: SERVING once SetReady(true)

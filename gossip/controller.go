@@ -323,8 +323,17 @@ func (n *Node) tick(ctx context.Context) {
 	if n.removed.Load() {
 		return
 	}
-	if _, ok := n.State().Nodes[n.opts.NodeID]; n.raft.State() == raft.Shutdown || (!ok && n.ready.Load()) {
-		n.noticeRemoval()
+	st := n.State()
+	self, ok := st.Nodes[n.opts.NodeID]
+	switch _, listed := st.RemovedDataDir(n.ident.DataDirID); {
+	case listed:
+		n.noticeRemoval("the metadata lists this data directory as removed")
+		return
+	case n.raft.State() == raft.Shutdown:
+		n.noticeRemoval("Raft stopped: this node is no longer in the Raft configuration")
+		return
+	case n.ready.Load() && (!ok || self.DataDirID != n.ident.DataDirID):
+		n.noticeRemoval("the metadata no longer lists this node")
 		return
 	}
 	n.rejoinGossip()
@@ -356,20 +365,4 @@ func (n *Node) aliveForController(id string) bool {
 		return true
 	}
 	return n.mem.state(id) == StateUnknown && time.Since(n.started) < 5*n.opts.ControllerInterval
-}
-
-// noticeRemoval stops this node's part in the cluster after it was
-// removed (sq cluster remove-node): the metadata no longer lists it, or
-// Raft shut down on its removal from the configuration.
-func (n *Node) noticeRemoval() {
-	if n.closing.Load() || n.removed.Swap(true) {
-		return
-	}
-	n.log.Error("this node was removed from the cluster (sq cluster remove-node): it no longer takes part in the metadata or gossip; stop it, and clear its data directory's cluster state before it joins again")
-	if err := n.raft.Shutdown().Error(); err != nil {
-		n.log.Warn("raft shutdown after removal", "err", err)
-	}
-	if err := n.mem.ml.Leave(time.Second); err != nil {
-		n.log.Debug("gossip leave", "err", err)
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // identity is the content of <data-dir>/cluster/node.json: who this data
@@ -20,6 +21,10 @@ type identity struct {
 	// DataDirID is random (128 bits, hex): the same node id alive with
 	// another data directory is refused at join.
 	DataDirID string `json:"data_dir_id"`
+	// RemovedAt is set (RFC 3339, UTC) when the node learned that it was
+	// removed from the cluster (sq cluster remove-node): the directory
+	// cannot start again.
+	RemovedAt string `json:"removed_at,omitempty"`
 }
 
 // identityFile is the name of the identity file under the cluster
@@ -29,6 +34,8 @@ const identityFile = "node.json"
 // loadIdentity reads dir/node.json, or creates it for nodeID and
 // clusterID when missing. A file naming another node or cluster id is an
 // error naming both: a data directory belongs to one node of one cluster.
+// A file with removed_at is an error saying the node was removed and what
+// to do (errRemovedDataDir).
 func loadIdentity(dir, nodeID, clusterID string) (identity, error) {
 	path := filepath.Join(dir, identityFile)
 	b, err := os.ReadFile(path)
@@ -38,11 +45,14 @@ func loadIdentity(dir, nodeID, clusterID string) (identity, error) {
 		if err := json.Unmarshal(b, &id); err != nil {
 			return identity{}, fmt.Errorf("gossip: %s: %w", path, err)
 		}
+		if id.RemovedAt != "" {
+			return identity{}, fmt.Errorf("gossip: %w: node %q (data directory %s) was removed from cluster %q at %s (sq cluster remove-node) and cannot rejoin with it; to add this machine to the cluster again, start sq-server with an empty --data-dir", errRemovedDataDir, id.NodeID, filepath.Dir(dir), id.ClusterID, id.RemovedAt)
+		}
 		if id.NodeID != nodeID {
-			return identity{}, fmt.Errorf("gossip: data directory %s belongs to node %q, not %q (--node-id): start it with --node-id %s or use another --data-dir", dir, id.NodeID, nodeID, id.NodeID)
+			return identity{}, fmt.Errorf("gossip: data directory %s belongs to node %q, not %q (--node-id): start it with --node-id %s, or give node %q another --data-dir", filepath.Dir(dir), id.NodeID, nodeID, id.NodeID, nodeID)
 		}
 		if id.ClusterID != clusterID {
-			return identity{}, fmt.Errorf("gossip: data directory %s belongs to cluster %q, not %q (--cluster-id): start it with --cluster-id %s or use another --data-dir", dir, id.ClusterID, clusterID, id.ClusterID)
+			return identity{}, fmt.Errorf("gossip: data directory %s belongs to cluster %q, not %q (--cluster-id): start it with --cluster-id %s, or use another --data-dir to join cluster %q", filepath.Dir(dir), id.ClusterID, clusterID, id.ClusterID, clusterID)
 		}
 		if id.DataDirID == "" {
 			return identity{}, fmt.Errorf("gossip: %s has no data_dir_id", path)
@@ -64,6 +74,26 @@ func loadIdentity(dir, nodeID, clusterID string) (identity, error) {
 		return identity{}, err
 	}
 	return id, nil
+}
+
+// errRemovedDataDir is the class of the errors of a data directory whose
+// node was removed from the cluster (Start refuses it; IsRemoved).
+var errRemovedDataDir = errors.New("removed from the cluster")
+
+// IsRemoved reports whether err is Start's refusal of a data directory
+// whose node was removed from the cluster (sq cluster remove-node), found
+// in its node.json or told by the cluster when it tried to rejoin.
+func IsRemoved(err error) bool { return errors.Is(err, errRemovedDataDir) }
+
+// markRemoved records in dir/node.json that the node was removed at t, so
+// that the data directory is refused at its next start.
+func markRemoved(dir string, id identity, t time.Time) error {
+	id.RemovedAt = t.UTC().Format(time.RFC3339)
+	b, err := json.MarshalIndent(id, "", "  ")
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	return writeFileAtomic(filepath.Join(dir, identityFile), append(b, '\n'))
 }
 
 // writeFileAtomic writes data to path so that a crash leaves either the

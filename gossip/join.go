@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/gossip/meta"
+	"github.com/seedqueue/sq/internal/ratelog"
 )
 
 // connPool holds one gRPC client connection per peer address, closed by
@@ -80,7 +83,9 @@ func (p *connPool) close() {
 
 // fromStatus turns a gRPC error of a peer back into the catalog error it
 // carries (google.rpc.ErrorInfo metadata "code", as control.ToStatus
-// writes it), or returns err unchanged.
+// writes it), or returns err unchanged. The status message already starts
+// with the code's name ("NO_QUORUM: ..."), which the catalog error's text
+// adds again: it is cut, so that the code is named once.
 func fromStatus(err error) error {
 	st, ok := status.FromError(err)
 	if !ok || err == nil {
@@ -89,7 +94,8 @@ func fromStatus(err error) error {
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok {
 			if c, cerr := strconv.Atoi(info.Metadata["code"]); cerr == nil {
-				e := api.NewError(api.Code(c), "%s", st.Message())
+				code := api.Code(c)
+				e := api.NewError(code, "%s", strings.TrimPrefix(st.Message(), code.String()+": "))
 				e.LeaderID, e.LeaderAddr = info.Metadata["leader_id"], info.Metadata["leader_address"]
 				return e
 			}
@@ -122,14 +128,18 @@ func (n *Node) joinRequest() *sqv1.JoinRequest {
 }
 
 // joinSeeds asks each seed in turn to join, with a growing pause between
-// rounds, until one accepts, one refuses for good (the error), or ctx
-// ends. Then it joins gossip through the addresses the seed returned.
-func (n *Node) joinSeeds(ctx context.Context) error {
+// rounds, until one accepts, one refuses for good (the error; IsRemoved
+// holds when the cluster removed this data directory's node), or ctx
+// ends. Then it joins gossip through the addresses the seed returned. A
+// seed that cannot be reached or does not answer as an SQ node is logged
+// once, as a WARN with a hint, and tried again at every round.
+func (n *Node) joinSeeds(ctx context.Context, seeds []string) error {
 	req := n.joinRequest()
 	backoff := 50 * time.Millisecond
+	warned := map[string]bool{}
 	for {
 		var last error
-		for _, seed := range n.opts.Seeds {
+		for _, seed := range seeds {
 			if seed == n.opts.GRPCAddr {
 				continue
 			}
@@ -139,22 +149,66 @@ func (n *Node) joinSeeds(ctx context.Context) error {
 				n.log.Info("joined the cluster", "seed", seed, "controller", resp.ControllerId)
 				return nil
 			}
-			if !retriable(err) {
-				return fmt.Errorf("gossip: join through seed %s refused: %w", seed, err)
+			if ctx.Err() != nil {
+				return fmt.Errorf("gossip: join through --seeds %s: %w", strings.Join(seeds, ","), ctx.Err())
+			}
+			if isRemovedStatus(err) {
+				return removedError(seed, err)
+			}
+			hint, notNode := seedHint(err)
+			if !retriable(err) && !notNode {
+				return fmt.Errorf("gossip: seed %s refused the join: %w", seed, err)
+			}
+			if !warned[seed] {
+				warned[seed] = true
+				// Once per seed: past the server's limiter, which would
+				// take the lines about several seeds for repeats.
+				n.log.Log(ratelog.Unlimited(ctx), slog.LevelWarn, "cannot join the cluster through this seed yet; retrying",
+					"seed", seed, "err", statusText(err), "hint", hint)
 			}
 			last = fmt.Errorf("seed %s: %w", seed, err)
 		}
 		if last == nil {
-			return errors.New("gossip: --seeds lists only this node")
+			return errors.New("gossip: --seeds lists only this node's own gRPC address: name a running node, or start without --seeds to form a new cluster")
 		}
-		n.log.Info("join failed; retrying", "err", last, "in", backoff)
+		n.log.Debug("join failed; retrying", "err", last, "in", backoff)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("gossip: join: %w (last: %v)", ctx.Err(), last)
+			return fmt.Errorf("gossip: join through --seeds %s: %w (last: %v)", strings.Join(seeds, ","), ctx.Err(), last)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, n.opts.JoinBackoffMax)
 	}
+}
+
+// statusText is the text of a gRPC error without grpc-go's "rpc error:
+// code = ... desc =" framing: the code's name, then the message.
+func statusText(err error) string {
+	if st, ok := status.FromError(err); ok {
+		return st.Code().String() + ": " + st.Message()
+	}
+	return err.Error()
+}
+
+// seedHint explains a failed join through a seed to an operator, and
+// reports whether the seed answered but is not an SQ cluster node (which
+// is not retriable as such, but another seed may be fine and the node
+// may be restarted with clustering).
+func seedHint(err error) (hint string, notNode bool) {
+	text := err.Error()
+	switch code := status.Code(err); {
+	case code == codes.Unimplemented:
+		return "the address answers gRPC but is not an SQ node that runs in a cluster: --seeds takes the gRPC address (--grpc-host) of a running SQ node", true
+	case strings.Contains(text, "connection refused"):
+		return "nothing listens at this address: is the node up, and is this its gRPC port (--grpc-host, 6060 by default)?", false
+	case strings.Contains(text, "preface") || strings.Contains(text, "http2") || strings.Contains(text, "EOF") || strings.Contains(text, "connection reset") || code == codes.Internal:
+		return "something listens at this address but does not speak gRPC: is this the node's gRPC port (--grpc-host), not its data (6064), HTTP (6062), gossip or Raft port?", code != codes.Unavailable
+	case code == codes.DeadlineExceeded:
+		return "no answer in time: is the address reachable (routes, firewall), and is it the node's gRPC port (--grpc-host)?", false
+	case code == codes.Unavailable:
+		return "the seed cannot be reached or cannot admit this node now: is the node up, is this its gRPC port (--grpc-host), and does the cluster have a controller?", false
+	}
+	return "is the seed an SQ node of this cluster, and is this its gRPC address (--grpc-host)?", false
 }
 
 func (n *Node) joinSeed(ctx context.Context, seed string, req *sqv1.JoinRequest) (*sqv1.JoinResponse, error) {
@@ -169,9 +223,30 @@ func (n *Node) joinSeed(ctx context.Context, seed string, req *sqv1.JoinRequest)
 		return nil, fromStatus(err)
 	}
 	if resp.ClusterId != n.opts.ClusterID {
-		return nil, api.NewError(api.CodeInvalidRequest, "seed %s belongs to cluster %q, this node to %q", seed, resp.ClusterId, n.opts.ClusterID)
+		return nil, api.NewError(api.CodeInvalidRequest, "seed %s belongs to cluster %q, this node to %q: give --seeds nodes of cluster %q, or start with --cluster-id %s to join theirs", seed, resp.ClusterId, n.opts.ClusterID, n.opts.ClusterID, resp.ClusterId)
 	}
 	return resp, nil
+}
+
+// rejoinTargets are the gRPC addresses a restarted node rejoins through:
+// its seeds, else those of the other nodes its Raft state lists (less
+// those it knows were removed).
+func (n *Node) rejoinTargets() []string {
+	if len(n.opts.Seeds) > 0 {
+		return n.opts.Seeds
+	}
+	st := n.State()
+	var out []string
+	for _, p := range n.loggedPeers() {
+		if _, registered := st.Nodes[p.ID]; !registered && slices.ContainsFunc(st.Removed, func(r meta.RemovedNode) bool { return r.ID == p.ID }) {
+			continue // removed since its register-node entry
+		}
+		if p.GRPCAddr != "" {
+			out = append(out, p.GRPCAddr)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // joinGossip joins memberlist through addrs (this node's own left out).
@@ -208,12 +283,16 @@ func (n *Node) rejoinGossip() {
 // to it. The answer lists the gossip addresses of the live members.
 func (n *Node) Join(ctx context.Context, req *sqv1.JoinRequest) (*sqv1.JoinResponse, error) {
 	if req.ClusterId != n.opts.ClusterID {
-		err := api.NewError(api.CodeInvalidRequest, "node %q of cluster %q cannot join cluster %q: the cluster ids differ (--cluster-id)", req.NodeId, req.ClusterId, n.opts.ClusterID)
+		err := api.NewError(api.CodeInvalidRequest, "node %q of cluster %q cannot join cluster %q: the cluster ids differ; start it with --cluster-id %s, or give it --seeds of cluster %q", req.NodeId, req.ClusterId, n.opts.ClusterID, n.opts.ClusterID, req.ClusterId)
 		n.log.Warn("join refused", "node_id", req.NodeId, "err", err)
 		return nil, err
 	}
 	if req.NodeId == "" || req.RaftAddress == "" || req.GossipAddress == "" || req.GrpcAddress == "" {
 		return nil, api.NewError(api.CodeInvalidRequest, "join of node %q: node id, gRPC, gossip and raft addresses are required", req.NodeId)
+	}
+	if err := n.checkRemoved(req.NodeId, req.DataDirId); err != nil {
+		n.log.Warn("join refused: the node was removed from the cluster", "node_id", req.NodeId, "data_dir_id", req.DataDirId)
+		return nil, err
 	}
 	if err := n.checkIdentity(req); err != nil {
 		n.log.Warn("join refused", "node_id", req.NodeId, "err", err)
@@ -233,7 +312,7 @@ func (n *Node) Join(ctx context.Context, req *sqv1.JoinRequest) (*sqv1.JoinRespo
 func (n *Node) checkIdentity(req *sqv1.JoinRequest) error {
 	old, ok := n.State().Nodes[req.NodeId]
 	if ok && old.DataDirID != req.DataDirId && n.Alive(req.NodeId) {
-		return api.NewError(api.CodeInvalidRequest, "node id %q is alive in cluster %q with another data directory (id %s, this one %s): give the new node another --node-id", req.NodeId, n.opts.ClusterID, old.DataDirID, req.DataDirId)
+		return api.NewError(api.CodeInvalidRequest, "node id %q is alive in cluster %q with another data directory (id %s, the joining one %s): give the new node another --node-id, or stop the running node %q first (a restart on its own data directory keeps its id)", req.NodeId, n.opts.ClusterID, old.DataDirID, req.DataDirId, req.NodeId)
 	}
 	return nil
 }
@@ -320,7 +399,7 @@ func (n *Node) admit(ctx context.Context, req *sqv1.JoinRequest) error {
 // node's first.
 func (n *Node) gossipAddrs() []string {
 	out := []string{n.gossipAddr}
-	for _, m := range n.mem.ml.Members() {
+	for _, m := range n.mem.members() {
 		if a := m.Address(); a != n.gossipAddr {
 			out = append(out, a)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/control"
 )
 
 func TestJoinRefusesAnotherClusterID(t *testing.T) {
@@ -153,5 +154,44 @@ func TestJoinersBeyondMaxVotersAreNonvoters(t *testing.T) {
 	}
 	if got := b.State().Topics["t"].Config.ReplicationFactor; got != 2 {
 		t.Errorf("replication factor %d, want min(3, 2 live nodes)", got)
+	}
+}
+
+// A catalog error from a peer names its code once ("NO_QUORUM: ...", not
+// "NO_QUORUM: NO_QUORUM: ..."), keeps its code and leader, and a join
+// refused by a seed says which seed and why.
+func TestPeerErrorsNameTheirCodeOnce(t *testing.T) {
+	sent := api.NewError(api.CodeNotLeader, "node n2 is not the controller")
+	sent.LeaderID = "n1"
+	got := fromStatus(control.ToStatus(sent))
+	e := api.AsError(got)
+	if e.Code != api.CodeNotLeader || e.LeaderID != "n1" {
+		t.Fatalf("decoded %#v", e)
+	}
+	if got.Error() != sent.Error() {
+		t.Fatalf("decoded %q, sent %q", got, sent)
+	}
+	if strings.Count(got.Error(), "NOT_LEADER") != 1 {
+		t.Fatalf("%q names its code more than once", got)
+	}
+
+	a := mustStart(t, testOptions(t, "a", t.TempDir()))
+	waitReady(t, a)
+	o := testOptions(t, "b", t.TempDir())
+	o.ClusterID = "other"
+	o.Seeds = []string{a.addr}
+	_, err := startTestNode(t, o)
+	if err == nil {
+		t.Fatal("joined another cluster")
+	}
+	for _, w := range []string{a.addr, "--cluster-id", "INVALID_REQUEST"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %s", err, w)
+		}
+	}
+	for _, twice := range []string{"INVALID_REQUEST: INVALID_REQUEST", "gossip: gossip:"} {
+		if strings.Contains(err.Error(), twice) {
+			t.Errorf("error %q repeats %q", err, twice)
+		}
 	}
 }

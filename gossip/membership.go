@@ -43,20 +43,32 @@ type nodeMeta struct {
 	// with another one is reached there before the Raft configuration
 	// records it (raft.ServerAddressProvider).
 	RaftAddr string `json:"raft"`
+	// Left is set by a node that is leaving gracefully, just before it
+	// leaves: memberlist reports a left node to the others' event delegate
+	// as a dead one (its Node.State is not updated), so the others tell a
+	// leave from a failure by this flag.
+	Left bool `json:"left,omitempty"`
 }
 
 // membership runs memberlist and tracks the state of each member.
 type membership struct {
 	ml        *memberlist.Memberlist
 	clusterID string
-	meta      []byte
 	log       *slog.Logger
+
+	metaMu sync.Mutex
+	meta   []byte // what NodeMeta returns; changed by leave
+	nm     nodeMeta
 
 	mu sync.Mutex
 	// status is each member's state as the events left it: StateAlive
 	// (alive or suspect: memberlist sends no event for suspicion),
 	// StateDead or StateLeft.
 	status map[string]string
+	// nodes holds a copy of each member as its last event gave it:
+	// memberlist.Members returns pointers into memberlist's own state,
+	// which its goroutines keep writing (a new meta or address).
+	nodes map[string]memberlist.Node
 	// events is signalled (never blocks) when a member joins, dies or
 	// leaves: the controller looks at the partitions again.
 	events chan struct{}
@@ -65,8 +77,9 @@ type membership struct {
 // startMembership starts memberlist on o.GossipBind, advertising
 // o.GossipAdvertise and, in its node meta, raftAddr.
 func startMembership(o Options, raftAddr string) (*membership, error) {
-	m := &membership{clusterID: o.ClusterID, log: o.Logger, status: map[string]string{}, events: make(chan struct{}, 1)}
-	b, err := json.Marshal(nodeMeta{ClusterID: o.ClusterID, GRPCAddr: o.GRPCAddr, RaftAddr: raftAddr})
+	m := &membership{clusterID: o.ClusterID, log: o.Logger, status: map[string]string{}, nodes: map[string]memberlist.Node{}, events: make(chan struct{}, 1)}
+	m.nm = nodeMeta{ClusterID: o.ClusterID, GRPCAddr: o.GRPCAddr, RaftAddr: raftAddr}
+	b, err := json.Marshal(m.nm)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: %w", err)
 	}
@@ -99,7 +112,7 @@ func startMembership(o Options, raftAddr string) (*membership, error) {
 	c.Events = m
 	c.Alive = m
 	c.Merge = m
-	c.Logger = log.New(logWriter{o.Logger.With("component", "memberlist")}, "", 0)
+	c.Logger = log.New(newMemberlistWriter(o.Logger.With("component", "memberlist")), "", 0)
 	if o.Memberlist != nil {
 		o.Memberlist(c)
 	}
@@ -164,24 +177,31 @@ func (m *membership) state(id string) string {
 	return StateAlive
 }
 
-// raftAddr returns the Raft address node id gossips, or "".
+// raftAddr returns the Raft address node id gossips, or "" when it is
+// not alive or gossips none.
 func (m *membership) raftAddr(id string) string {
-	for _, n := range m.ml.Members() {
-		if n.Name == id {
-			var nm nodeMeta
-			if json.Unmarshal(n.Meta, &nm) == nil {
-				return nm.RaftAddr
-			}
-		}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.status[id] != StateAlive {
+		return ""
+	}
+	var nm nodeMeta
+	if json.Unmarshal(m.nodes[id].Meta, &nm) == nil {
+		return nm.RaftAddr
 	}
 	return ""
 }
 
-// members returns the live members (alive or suspect) by node id.
-func (m *membership) members() map[string]*memberlist.Node {
-	out := map[string]*memberlist.Node{}
-	for _, n := range m.ml.Members() {
-		out[n.Name] = n
+// members returns copies of the live members (alive or suspect), this
+// node included, by node id.
+func (m *membership) members() map[string]memberlist.Node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]memberlist.Node{}
+	for id, n := range m.nodes {
+		if m.status[id] == StateAlive {
+			out[id] = n
+		}
 	}
 	return out
 }
@@ -224,34 +244,62 @@ func (m *membership) NotifyMerge(peers []*memberlist.Node) error {
 func (m *membership) NotifyJoin(n *memberlist.Node) {
 	m.mu.Lock()
 	m.status[n.Name] = StateAlive
+	m.nodes[n.Name] = *n
 	m.mu.Unlock()
 	m.log.Info("gossip member alive", "node_id", n.Name, "addr", n.Address())
 	m.signal()
 }
 
-// NotifyLeave implements memberlist.EventDelegate: the member is dead or
-// has left.
+// NotifyLeave implements memberlist.EventDelegate: the member is dead,
+// or has left when its last node meta says so (nodeMeta.Left).
 func (m *membership) NotifyLeave(n *memberlist.Node) {
 	s := StateDead
-	if n.State == memberlist.StateLeft {
+	var nm nodeMeta
+	if n.State == memberlist.StateLeft || (json.Unmarshal(n.Meta, &nm) == nil && nm.Left) {
 		s = StateLeft
 	}
 	m.mu.Lock()
 	m.status[n.Name] = s
+	m.nodes[n.Name] = *n
 	m.mu.Unlock()
 	m.log.Info("gossip member "+s, "node_id", n.Name, "addr", n.Address())
 	m.signal()
 }
 
-// NotifyUpdate implements memberlist.EventDelegate.
-func (m *membership) NotifyUpdate(*memberlist.Node) { m.signal() }
+// NotifyUpdate implements memberlist.EventDelegate: the member's meta or
+// address changed.
+func (m *membership) NotifyUpdate(n *memberlist.Node) {
+	m.mu.Lock()
+	m.nodes[n.Name] = *n
+	m.mu.Unlock()
+	m.signal()
+}
 
 // NodeMeta implements memberlist.Delegate.
 func (m *membership) NodeMeta(limit int) []byte {
+	m.metaMu.Lock()
+	defer m.metaMu.Unlock()
 	if len(m.meta) > limit {
 		return nil
 	}
 	return m.meta
+}
+
+// leave leaves gossip gracefully: it first gossips its node meta with
+// Left set, so that the others record this node as left rather than dead
+// (sq cluster members), then leaves, each step bounded by timeout.
+func (m *membership) leave(timeout time.Duration) error {
+	m.metaMu.Lock()
+	m.nm.Left = true
+	b, err := json.Marshal(m.nm)
+	if err == nil && len(b) <= memberlist.MetaMaxSize {
+		m.meta = b
+	}
+	m.metaMu.Unlock()
+	if err := m.ml.UpdateNode(timeout); err != nil {
+		m.log.Debug("gossip: announcing the leave", "err", err)
+	}
+	return m.ml.Leave(timeout)
 }
 
 // NotifyMsg implements memberlist.Delegate; SQ sends no user messages.
@@ -315,7 +363,8 @@ func (n *Node) Members(ctx context.Context) (*sqv1.MembersResponse, error) {
 
 // Info implements the Cluster.Info RPC (control's ClusterBackend): the
 // metadata as this node has applied it, with its Raft state and indexes
-// and the state's hash (equal on nodes at the same applied index).
+// and the state's hash (equal on nodes at the same applied index), and
+// this node's orphaned topics (Options.OrphanedTopics).
 func (n *Node) Info(ctx context.Context) (*sqv1.ClusterInfoResponse, error) {
 	cur := n.fsm.current()
 	_, leader := n.raft.LeaderWithID()
@@ -330,5 +379,14 @@ func (n *Node) Info(ctx context.Context) (*sqv1.ClusterInfoResponse, error) {
 		MetadataHash: cur.state.Hash(), MemberCount: int32(len(cur.state.Nodes)), VoterCount: int32(n.voters()),
 		TopicCount: int32(len(cur.state.Topics)), PartitionCount: int32(parts),
 		LeaderlessPartitions: int32(cur.state.Leaderless(n.Alive)), Ready: n.Ready() == nil,
+		OrphanedTopics: n.orphanedTopics(),
 	}, ctx.Err()
+}
+
+// orphanedTopics returns Options.OrphanedTopics' list, nil without one.
+func (n *Node) orphanedTopics() []string {
+	if n.opts.OrphanedTopics == nil {
+		return nil
+	}
+	return n.opts.OrphanedTopics()
 }

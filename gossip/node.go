@@ -25,6 +25,8 @@ type Node struct {
 	opts  Options
 	ident identity
 	log   *slog.Logger
+	// raftLog is hashicorp/raft's logger; shutdown flushes its counts.
+	raftLog *hclogAdapter
 
 	fsm    *fsm
 	raft   *raft.Raft
@@ -44,7 +46,8 @@ type Node struct {
 	barrierTerm uint64 // the Raft term of the last barrier, under propMu
 
 	ready     atomic.Bool // joined and caught up
-	removed   atomic.Bool // removed from the Raft configuration
+	removed   atomic.Bool // removed from the cluster (noticeRemoval)
+	removedCh chan struct{}
 	closing   atomic.Bool
 	loopStop  context.CancelFunc
 	loopDone  sync.WaitGroup
@@ -75,7 +78,7 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{opts: o, ident: id, log: o.Logger.With("component", "cluster"), conns: newConnPool(o.Dial)}
+	n := &Node{opts: o, ident: id, log: o.Logger.With("component", "cluster"), conns: newConnPool(o.Dial), removedCh: make(chan struct{})}
 	hasState, err := n.startRaft(dir)
 	if err != nil {
 		n.shutdown(ctx, false)
@@ -95,19 +98,31 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 	n.log.Info("cluster node started", "node_id", o.NodeID, "cluster_id", o.ClusterID,
 		"gossip_addr", n.gossipAddr, "raft_addr", n.raftAddr, "raft_state", hasState, "seeds", o.Seeds)
 	if err := n.join(ctx, hasState); err != nil {
+		if IsRemoved(err) {
+			if merr := markRemoved(dir, n.ident, time.Now()); merr != nil {
+				n.log.Error("recording the removal in node.json", "err", merr)
+			}
+		}
 		n.shutdown(ctx, false)
 		return nil, err
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	n.loopStop = cancel
 	n.goLoop(func() { n.controllerLoop(lctx) })
-	if len(n.opts.Seeds) > 0 && hasState {
+	if targets := n.rejoinTargets(); hasState && len(targets) > 0 {
 		// A restarted node's cluster may need it for a quorum: Raft runs
-		// already, and the join (which records changed addresses) is
-		// retried in the background.
+		// already, and the join (which records changed addresses, and
+		// tells a node removed while it was stopped that it was) is
+		// retried in the background, through the seeds or else the
+		// other nodes its Raft state lists.
 		n.goLoop(func() {
-			if err := n.joinSeeds(lctx); err != nil && lctx.Err() == nil {
-				n.log.Error("rejoin through the seeds refused", "err", err)
+			err := n.joinSeeds(lctx, targets)
+			switch {
+			case err == nil || lctx.Err() != nil:
+			case IsRemoved(err):
+				n.noticeRemoval("a node refused its rejoin: " + err.Error())
+			default:
+				n.log.Error("rejoining the cluster was refused", "err", err)
 			}
 		})
 	}
@@ -129,7 +144,8 @@ func (n *Node) goLoop(f func()) {
 // startRaft opens the stores and the transport and starts Raft; it
 // reports whether the stores held Raft state.
 func (n *Node) startRaft(dir string) (bool, error) {
-	hl := hclogger(n.log, "raft")
+	hl := raftLogger(n.log)
+	n.raftLog = hl
 	stores, err := openRaftStores(dir, hl)
 	if err != nil {
 		return false, err
@@ -202,7 +218,7 @@ func (n *Node) join(ctx context.Context, hasState bool) error {
 		n.joinGossip(n.loggedGossipAddrs())
 		return nil
 	case len(n.opts.Seeds) > 0:
-		return n.joinSeeds(ctx)
+		return n.joinSeeds(ctx, n.opts.Seeds)
 	default:
 		return n.bootstrap(ctx)
 	}
@@ -384,8 +400,8 @@ func (n *Node) shutdown(ctx context.Context, leave bool) error {
 		if d, ok := ctx.Deadline(); ok {
 			timeout = min(timeout, time.Until(d))
 		}
-		if leave {
-			if err := n.mem.ml.Leave(timeout); err != nil {
+		if leave && !n.removed.Load() {
+			if err := n.mem.leave(timeout); err != nil {
 				n.log.Debug("gossip leave", "err", err)
 			}
 		}
@@ -410,6 +426,9 @@ func (n *Node) shutdown(ctx context.Context, leave bool) error {
 		}
 	}
 	n.conns.close()
+	if n.raftLog != nil {
+		n.raftLog.flush()
+	}
 	return errors.Join(errs...)
 }
 

@@ -95,6 +95,9 @@ type Options struct {
 	// joined a cluster; called once, when this node bootstraps the
 	// cluster, and imported with meta.OpImport.
 	LocalTopics func() []*meta.Topic
+	// OrphanedTopics lists the topics of the data directory that the
+	// metadata does not know (Reconciler.Orphaned), for Info; nil: none.
+	OrphanedTopics func() []string
 
 	// Raft timing (hashicorp/raft Config fields of the same names).
 	HeartbeatTimeout   time.Duration

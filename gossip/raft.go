@@ -1,7 +1,6 @@
 package gossip
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -300,49 +298,27 @@ func raftConfig(o Options, log hclog.Logger) *raft.Config {
 	return c
 }
 
-// hclogger routes hclog (raft) output into l.
-func hclogger(l *slog.Logger, name string) hclog.Logger {
-	level := hclog.Info
-	if l.Enabled(context.Background(), slog.LevelDebug) {
-		level = hclog.Debug
-	}
-	return hclog.New(&hclog.LoggerOptions{Name: name, Level: level, Output: logWriter{l}, DisableTime: true})
-}
-
-// logWriter turns the lines of hclog and of memberlist's log.Logger
-// ("[WARN]  raft: text") into slog records at the matching level.
-type logWriter struct{ l *slog.Logger }
-
-// Write implements io.Writer; each line is one record.
-func (w logWriter) Write(p []byte) (int, error) {
-	for _, line := range bytes.Split(bytes.TrimRight(p, "\n"), []byte("\n")) {
-		s := strings.TrimSpace(string(line))
-		if s == "" {
-			continue
-		}
-		level := slog.LevelInfo
-		for _, lv := range []struct {
-			tag   string
-			level slog.Level
-		}{{"[TRACE]", slog.LevelDebug - 4}, {"[DEBUG]", slog.LevelDebug}, {"[INFO]", slog.LevelInfo}, {"[WARN]", slog.LevelWarn}, {"[ERR]", slog.LevelError}, {"[ERROR]", slog.LevelError}} {
-			if i := strings.Index(s, lv.tag); i >= 0 {
-				level, s = lv.level, strings.TrimSpace(s[i+len(lv.tag):])
-				break
-			}
-		}
-		w.l.Log(context.Background(), level, s)
-	}
-	return len(p), nil
-}
-
 // loggedGossipAddrs returns the gossip addresses of the other nodes in
 // the restored state and in the register-node entries of the local Raft
 // log: at a restart, Raft replays its log only once it hears from a
 // leader, which it may need gossip to find.
 func (n *Node) loggedGossipAddrs() []string {
-	seen := map[string]string{}
+	var out []string
+	for _, p := range n.loggedPeers() {
+		if p.GossipAddr != "" {
+			out = append(out, p.GossipAddr)
+		}
+	}
+	return out
+}
+
+// loggedPeers returns the other nodes of the restored state and of the
+// register-node entries of the local Raft log, the latest entry of each
+// winning.
+func (n *Node) loggedPeers() []meta.Node {
+	seen := map[string]meta.Node{}
 	for id, m := range n.State().Nodes {
-		seen[id] = m.GossipAddr
+		seen[id] = m
 	}
 	first, err := n.stores.bolt.FirstIndex()
 	if err == nil {
@@ -354,18 +330,18 @@ func (n *Node) loggedGossipAddrs() []string {
 					continue
 				}
 				if c, err := meta.Decode(l.Data); err == nil && c.Op == meta.OpRegisterNode && c.Node != nil {
-					seen[c.Node.ID] = c.Node.GossipAddr
+					seen[c.Node.ID] = *c.Node
 				}
 			}
 		}
 	}
 	if err != nil {
-		n.log.Warn("reading the raft log for gossip addresses", "err", err)
+		n.log.Warn("reading the raft log for the addresses of the other nodes", "err", err)
 	}
-	var out []string
-	for id, a := range seen {
-		if id != n.opts.NodeID && a != "" {
-			out = append(out, a)
+	var out []meta.Node
+	for id, m := range seen {
+		if id != n.opts.NodeID {
+			out = append(out, m)
 		}
 	}
 	return out

@@ -41,8 +41,9 @@ type ReconcilerOptions struct {
 //     partitions the storage lacks.
 //
 // A local topic the metadata does not know, and whose id is not listed as
-// deleted, is left alone and logged once: it may be newer than a snapshot
-// being restored, or hold data from before the node joined. A failed step
+// deleted (an orphaned topic), is left alone, logged once and listed by
+// Orphaned: it may be newer than a snapshot being restored, or hold data
+// from before the node joined. A failed step
 // is logged and its topic marked pending (Pending): a background loop
 // (Start) retries the pending topics every RetryInterval until they
 // match. Methods are safe for concurrent use.
@@ -58,8 +59,10 @@ type Reconciler struct {
 	// pending holds the names of the topics whose last pass failed, with
 	// the error text last logged for each.
 	pending  atomic.Pointer[map[string]string]
-	unknown  map[api.TopicID]bool // local topics unknown to the metadata, logged
-	shrunken map[api.TopicID]bool // local topics with more partitions than the metadata, logged
+	unknown  map[api.TopicID]bool     // local topics unknown to the metadata, logged
+	orphans  atomic.Pointer[[]string] // names of the local topics unknown to the metadata at the last pass, sorted
+	synced   atomic.Bool              // a pass ran
+	shrunken map[api.TopicID]bool     // local topics with more partitions than the metadata, logged
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -128,10 +131,20 @@ func (r *Reconciler) Pending(name string) bool {
 // pending, it makes the storage match next before returning.
 func (r *Reconciler) OnApply(prev, next *meta.State) {
 	r.latest.Store(next)
-	if prev != nil && sameTopics(prev, next) && len(*r.pending.Load()) == 0 {
+	if prev != nil && sameTopics(prev, next) && len(*r.pending.Load()) == 0 && r.synced.Load() {
 		return
 	}
 	r.sync()
+}
+
+// Orphaned returns the names of the storage's topics that the metadata
+// does not know (orphaned topics), sorted, as the last pass found them;
+// nil before the first pass.
+func (r *Reconciler) Orphaned() []string {
+	if p := r.orphans.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return nil
 }
 
 // sameTopics reports whether a and b hold the same topics with the same
@@ -157,6 +170,7 @@ func (r *Reconciler) sync() {
 	if s == nil {
 		return
 	}
+	r.synced.Store(true)
 	old := *r.pending.Load()
 	failed := map[string]string{}
 	fail := func(name, what string, err error) {
@@ -186,10 +200,16 @@ func (r *Reconciler) sync() {
 }
 
 // removeStale deletes the local topics whose id the metadata lists as
-// deleted, logs those it does not know, and returns the local topics
+// deleted, logs those it does not know (once) and records them for
+// Orphaned, and returns the local topics
 // whose id is the metadata's, by name.
 func (r *Reconciler) removeStale(s *meta.State, fail func(name, what string, err error)) map[string]engine.TopicInfo {
 	have := map[string]engine.TopicInfo{}
+	orphans := []string{}
+	defer func() {
+		sort.Strings(orphans)
+		r.orphans.Store(&orphans)
+	}()
 	for _, lt := range r.s.ListTopics() {
 		mt := s.Topics[lt.Name]
 		switch {
@@ -208,9 +228,11 @@ func (r *Reconciler) removeStale(s *meta.State, fail func(name, what string, err
 				fail(lt.Name, "create", api.NewError(api.CodeTopicExists,
 					"a local topic %q with id %s, unknown to the cluster metadata, holds the name of the cluster's topic %s", lt.Name, lt.ID, mt.ID))
 			}
+			orphans = append(orphans, lt.Name)
 			if !r.unknown[lt.ID] {
 				r.unknown[lt.ID] = true
-				r.log.Warn("cluster metadata: a local topic unknown to the metadata is left alone", "topic", lt.Name, "topic_id", lt.ID)
+				r.log.Warn("cluster metadata: an orphaned topic (in this node's data directory, unknown to the cluster metadata) is kept but not served; sq cluster info lists it, docs/cluster.md says what to do",
+					"topic", lt.Name, "topic_id", lt.ID)
 			}
 		}
 	}

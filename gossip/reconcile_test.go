@@ -111,7 +111,7 @@ func TestReconcileRestore(t *testing.T) {
 		t.Fatalf("the local topic unknown to the metadata: %+v %v", d, err)
 	}
 	n.rec.OnApply(nil, s)
-	if c := strings.Count(n.logs.String(), "unknown to the metadata is left alone"); c != 1 {
+	if c := strings.Count(n.logs.String(), "an orphaned topic"); c != 1 {
 		t.Fatalf("the unknown local topic was logged %d times, want once:\n%s", c, n.logs)
 	}
 	if n.rec.Pending("mine") {

@@ -2,6 +2,9 @@ package gossip
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -83,7 +86,119 @@ func TestRemoveNode(t *testing.T) {
 		err := victim.Ready()
 		return err != nil && strings.Contains(err.Error(), "removed") && victim.raft.State() == raft.Shutdown
 	})
+	select {
+	case <-victim.Removed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Removed not closed on the removed node")
+	}
+	checkRemovedDir(t, victim.dir)
 	if res, err := follower.ProposeCommand(ctx, createCmd("after", 2)); err != nil || res.Err != nil {
 		t.Fatalf("create after the removal: %v %v", err, res.Err)
 	}
+}
+
+// checkRemovedDir checks that node.json of dir records the removal and
+// that a start on dir is refused, saying why and what to do.
+func checkRemovedDir(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "cluster", "node.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id identity
+	if err := json.Unmarshal(b, &id); err != nil || id.RemovedAt == "" {
+		t.Fatalf("node.json %s: no removed_at (%v)", b, err)
+	}
+	if _, err := time.Parse(time.RFC3339, id.RemovedAt); err != nil {
+		t.Errorf("removed_at %q: %v", id.RemovedAt, err)
+	}
+	o := testOptions(t, id.NodeID, dir)
+	_, err = startTestNode(t, o)
+	if err == nil || !IsRemoved(err) {
+		t.Fatalf("start on a removed data directory: %v, want the removal", err)
+	}
+	for _, w := range []string{"removed", "--data-dir", `"` + id.NodeID + `"`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %s", err, w)
+		}
+	}
+}
+
+// A node removed while it was stopped learns it at its restart, from the
+// node it rejoins through: it stops, records the removal, and its data
+// directory is refused from then on; a join of that data directory is
+// refused by the cluster, and a new data directory of the same id joins.
+func TestRemovedWhileStopped(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	eventually(t, 10*time.Second, "a controller", func() bool { return controllerOf(nodes) != nil })
+	ctl := controllerOf(nodes)
+	var victim, other *clusterNode
+	for _, n := range nodes {
+		switch {
+		case n == ctl:
+		case victim == nil:
+			victim = n
+		default:
+			other = n
+		}
+	}
+	o := victim.opts
+	victim.stop(t)
+	eventually(t, 10*time.Second, victim.ID()+" gone at the controller", func() bool { return !ctl.Alive(victim.ID()) })
+	if _, err := other.RemoveNode(ctx, victim.ID()); err != nil {
+		t.Fatalf("remove %s: %v", victim.ID(), err)
+	}
+	eventually(t, 10*time.Second, "the metadata lists the removed data directory", func() bool {
+		_, ok := other.State().RemovedDataDir(victim.ident.DataDirID)
+		return ok
+	})
+
+	// A restart without --seeds rejoins through the nodes its Raft state
+	// lists, and is told.
+	o.Seeds = nil
+	back := mustStart(t, o)
+	select {
+	case <-back.Removed():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the restarted removed node did not learn of its removal")
+	}
+	if err := back.Ready(); err == nil || !strings.Contains(err.Error(), "removed") {
+		t.Errorf("Ready after the removal: %v", err)
+	}
+	back.stop(t)
+	checkRemovedDir(t, o.DataDir)
+
+	// The same data directory with node.json's mark removed is still
+	// refused by the cluster.
+	raw, err := os.ReadFile(filepath.Join(o.DataDir, "cluster", "node.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id identity
+	if err := json.Unmarshal(raw, &id); err != nil {
+		t.Fatal(err)
+	}
+	id.RemovedAt = ""
+	raw, _ = json.Marshal(id)
+	if err := os.WriteFile(filepath.Join(o.DataDir, "cluster", "node.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(o.DataDir, "cluster", "raft")); err != nil {
+		t.Fatal(err)
+	}
+	o.Seeds = []string{other.addr}
+	_, err = startTestNode(t, o)
+	if !IsRemoved(err) || !strings.Contains(err.Error(), "--data-dir") {
+		t.Fatalf("join of a removed data directory: %v, want the removal", err)
+	}
+	if _, ok := ctl.State().Nodes[victim.ID()]; ok {
+		t.Fatal("the removed data directory was registered")
+	}
+
+	// The same node id on an empty data directory joins.
+	fresh := testOptions(t, victim.ID(), t.TempDir())
+	fresh.Seeds = []string{other.addr}
+	waitReady(t, mustStart(t, fresh))
 }

@@ -2206,9 +2206,13 @@ type ClusterInfoResponse struct {
 	LeaderlessPartitions int32 `protobuf:"varint,14,opt,name=leaderless_partitions,json=leaderlessPartitions,proto3" json:"leaderless_partitions,omitempty"`
 	// True once this node has joined and caught up with the metadata log
 	// (the same condition as /readyz).
-	Ready         bool `protobuf:"varint,15,opt,name=ready,proto3" json:"ready,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Ready bool `protobuf:"varint,15,opt,name=ready,proto3" json:"ready,omitempty"`
+	// Names of the topics in this node's data directory that the metadata
+	// does not know (orphaned topics, sorted): kept, never served, and
+	// logged once; docs/cluster.md says what to do with them.
+	OrphanedTopics []string `protobuf:"bytes,16,rep,name=orphaned_topics,json=orphanedTopics,proto3" json:"orphaned_topics,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ClusterInfoResponse) Reset() {
@@ -2344,6 +2348,13 @@ func (x *ClusterInfoResponse) GetReady() bool {
 		return x.Ready
 	}
 	return false
+}
+
+func (x *ClusterInfoResponse) GetOrphanedTopics() []string {
+	if x != nil {
+		return x.OrphanedTopics
+	}
+	return nil
 }
 
 type RemoveNodeRequest struct {
@@ -4279,7 +4290,7 @@ const file_sq_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12'\n" +
 	"\amembers\x18\x02 \x03(\v2\r.sq.v1.MemberR\amembers\"\x14\n" +
-	"\x12ClusterInfoRequest\"\x9a\x04\n" +
+	"\x12ClusterInfoRequest\"\xc3\x04\n" +
 	"\x13ClusterInfoResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x17\n" +
@@ -4300,7 +4311,8 @@ const file_sq_proto_rawDesc = "" +
 	"topicCount\x12'\n" +
 	"\x0fpartition_count\x18\r \x01(\x05R\x0epartitionCount\x123\n" +
 	"\x15leaderless_partitions\x18\x0e \x01(\x05R\x14leaderlessPartitions\x12\x14\n" +
-	"\x05ready\x18\x0f \x01(\bR\x05ready\",\n" +
+	"\x05ready\x18\x0f \x01(\bR\x05ready\x12'\n" +
+	"\x0forphaned_topics\x18\x10 \x03(\tR\x0eorphanedTopics\",\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"?\n" +
 	"\x12RemoveNodeResponse\x12)\n" +

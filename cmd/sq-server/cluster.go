@@ -237,7 +237,7 @@ func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 	}
 	rec := gossip.NewReconciler(eng, gossip.ReconcilerOptions{NodeID: c.NodeID, Logger: log})
 	o.Logger, o.Registerer = log, cp.srv.Registry()
-	o.OnApply, o.LocalTopics = rec.OnApply, rec.LocalTopics
+	o.OnApply, o.LocalTopics, o.OrphanedTopics = rec.OnApply, rec.LocalTopics, rec.Orphaned
 	node, err := gossip.Start(ctx, o)
 	if err != nil {
 		return nil, err
@@ -266,13 +266,19 @@ func (n *clusterNode) close(log *slog.Logger) {
 	})
 }
 
+// errRemoved is run's error when this node learns that it was removed
+// from the cluster: sq-server exits with status 1, and the node's log says
+// what to do.
+var errRemoved = errors.New("this node was removed from the cluster (sq cluster remove-node); its data directory cannot rejoin: to add the machine again, start sq-server with an empty --data-dir")
+
 // readyPoll is the interval of the checks of the node's readiness at
 // start.
 const readyPoll = 20 * time.Millisecond
 
 // waitReady waits until the node has joined the cluster and caught up with
 // the metadata log (gossip.Node.Ready), logging why it waits every 10 s;
-// it fails when ctx ends first (a stop during the start).
+// it fails when ctx ends first (a stop during the start), or with
+// errRemoved when the node learns it was removed.
 func (n *clusterNode) waitReady(ctx context.Context, log *slog.Logger) error {
 	t := time.NewTicker(readyPoll)
 	defer t.Stop()
@@ -290,6 +296,8 @@ func (n *clusterNode) waitReady(ctx context.Context, log *slog.Logger) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("stopped before the node caught up with the cluster metadata (%v): %w", err, ctx.Err())
+		case <-n.node.Removed():
+			return errRemoved
 		case <-t.C:
 		}
 	}

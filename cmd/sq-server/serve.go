@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -133,10 +134,22 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	} = cp.srv.Traced(eng)
 	var cl *clusterNode
 	if c.clustered() {
-		if cl, err = startCluster(ctx, c, log, cp, eng, listeners{GRPC: grpcLn.Addr().String(), Data: ln.Addr().String(), HTTP: cp.httpAddr}); err != nil {
+		if seeds := c.seeds(); len(seeds) > 0 {
+			cp.srv.SetPhase("joining the cluster through --seeds " + strings.Join(seeds, ","))
+		} else {
+			cp.srv.SetPhase("starting the cluster node")
+		}
+		cl, err = startCluster(ctx, c, log, cp, eng, listeners{GRPC: grpcLn.Addr().String(), Data: ln.Addr().String(), HTTP: cp.httpAddr})
+		cp.srv.SetPhase("")
+		if err != nil {
 			grpcLn.Close()
 			ln.Close()
 			eng.Close()
+			if ctx.Err() != nil {
+				// SIGINT or SIGTERM while joining: a requested stop.
+				log.Info("stopped while joining the cluster", "seeds", c.Seeds, "reason", err)
+				return nil
+			}
 			return err
 		}
 		defer cl.close(log)
@@ -169,11 +182,17 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	// that has not yet applied its creation (a broker fenced until it has
 	// caught up, as in Kafka's KRaft).
 	cp.serveGRPC(storage, grpcLn)
+	var removed <-chan struct{} // closed when this node is removed from the cluster
 	if cl != nil {
+		removed = cl.node.Removed()
 		if err := cl.waitReady(ctx, log); err != nil {
 			srv.Close()
 			ln.Close()
 			eng.Close()
+			if ctx.Err() != nil && !errors.Is(err, errRemoved) {
+				log.Info("stopped before the node caught up with the cluster metadata")
+				return nil
+			}
 			return err
 		}
 		cl.adoptGroups(ctx, log)
@@ -191,6 +210,8 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		log.Error("data plane stopped", "err", err)
 	case err = <-cp.errs:
 		log.Error("control plane stopped", "err", err)
+	case <-removed:
+		err = errRemoved
 	}
 	cp.srv.StartShutdown() // /readyz 503 and health NOT_SERVING from now on
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)

@@ -36,7 +36,8 @@ func newClusterInfoCommand(g *globals) *cobra.Command {
 			"cluster ids, version, uptime, I/O backend, data directory usage; the controller\n" +
 			"(the Raft leader), this node's Raft state and term, the metadata log's applied\n" +
 			"and commit indexes, the metadata hash (equal on nodes that applied the same\n" +
-			"log), partitions whose leader is not alive, and the members.",
+			"log), partitions whose leader is not alive, the orphaned topics (in this\n" +
+			"node's data directory, unknown to the metadata), and the members.",
 		Example: "  sq cluster info\n  sq --control 10.0.0.1:6060 cluster info -f json",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -92,6 +93,9 @@ func printClusterInfo(out io.Writer, n sdk.NodeInfo, ci *sqv1.ClusterInfoRespons
 		fmt.Fprintf(w, "Members:\t%d (%d voter%s)\n", ci.MemberCount, ci.VoterCount, plural(int(ci.VoterCount)))
 		fmt.Fprintf(w, "Partitions:\t%d in %d topic%s, %d leaderless\n", ci.PartitionCount, ci.TopicCount, plural(int(ci.TopicCount)), ci.LeaderlessPartitions)
 		fmt.Fprintf(w, "Ready:\t%s\n", yesNo(ci.Ready))
+		if o := ci.GetOrphanedTopics(); len(o) > 0 {
+			fmt.Fprintf(w, "Orphaned topics:\t%s (in this node's data directory, unknown to the cluster metadata: kept, not served; see docs/cluster.md, \"Orphaned topics\")\n", strings.Join(o, ", "))
+		}
 	}
 	if err := w.Flush(); err != nil {
 		return err

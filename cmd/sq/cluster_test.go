@@ -20,6 +20,7 @@ import (
 type fakeCluster struct {
 	err     error
 	removed []string
+	orphans []string // Info's orphaned topics
 }
 
 func (f *fakeCluster) Members(context.Context) (*sqv1.MembersResponse, error) {
@@ -34,7 +35,7 @@ func (f *fakeCluster) Members(context.Context) (*sqv1.MembersResponse, error) {
 func (f *fakeCluster) Info(context.Context) (*sqv1.ClusterInfoResponse, error) {
 	return &sqv1.ClusterInfoResponse{ClusterId: "prod", NodeId: "a", ControllerId: "a", RaftState: "leader", RaftTerm: 4,
 		AppliedIndex: 41, CommitIndex: 42, LastLogIndex: 43, MetadataHash: "9f86d08", MemberCount: 3, VoterCount: 2,
-		TopicCount: 1, PartitionCount: 6, LeaderlessPartitions: 2, Ready: true}, nil
+		TopicCount: 1, PartitionCount: 6, LeaderlessPartitions: 2, Ready: true, OrphanedTopics: f.orphans}, nil
 }
 
 func (f *fakeCluster) RemoveNode(_ context.Context, id string) (*sqv1.RemoveNodeResponse, error) {
@@ -143,6 +144,43 @@ func TestClusterInfoShowsTheMetadataState(t *testing.T) {
 	if doc["applied_index"] != 41.0 || doc["commit_index"] != 42.0 || doc["metadata_hash"] != "9f86d08" || doc["controller_id"] != "a" ||
 		doc["raft_state"] != "leader" || doc["raft_term"] != 4.0 || doc["leaderless_partitions"] != 2.0 || len(doc["members"].([]any)) != 3 {
 		t.Fatalf("cluster info json:\n%s", out)
+	}
+}
+
+// cluster info lists the node's orphaned topics (in its data directory,
+// unknown to the metadata) in both formats; none: no line, and [] in
+// JSON.
+func TestClusterInfoShowsOrphanedTopics(t *testing.T) {
+	addr := startClusterControl(t, &fakeCluster{orphans: []string{"legacy", "old-orders"}})
+	out, err := runSQ(t, nil, "--control", addr, "cluster", "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, out, "Ready:", "yes", "Orphaned topics:", "legacy, old-orders", "unknown to the cluster metadata", "ID")
+	out, err = runSQ(t, nil, "--control", addr, "cluster", "info", "-f", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := jsonKeys(t, out)
+	if got, ok := doc["orphaned_topics"].([]any); !ok || len(got) != 2 || got[0] != "legacy" || got[1] != "old-orders" {
+		t.Fatalf("orphaned_topics in:\n%s", out)
+	}
+
+	addr = startClusterControl(t, &fakeCluster{})
+	out, err = runSQ(t, nil, "--control", addr, "cluster", "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "Orphaned topics:") {
+		t.Fatalf("an Orphaned line without orphaned topics:\n%s", out)
+	}
+	out, err = runSQ(t, nil, "--control", addr, "cluster", "info", "-f", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ = jsonKeys(t, out)
+	if got, ok := doc["orphaned_topics"].([]any); !ok || len(got) != 0 {
+		t.Fatalf("orphaned_topics without any, want []:\n%s", out)
 	}
 }
 

@@ -43,6 +43,9 @@ type clusterStateJSON struct {
 	PartitionCount       int32  `json:"partition_count"` // of every topic of the metadata
 	LeaderlessPartitions int32  `json:"leaderless_partitions"`
 	Ready                bool   `json:"ready"`
+	// OrphanedTopics are the topics of this node's data directory that the
+	// metadata does not know, sorted; [] when none.
+	OrphanedTopics []string `json:"orphaned_topics"`
 }
 
 // clusterMemberJSON is one node of the cluster; self marks the node that
@@ -89,7 +92,7 @@ func printClusterInfoJSON(out io.Writer, n sdk.NodeInfo, ci *sqv1.ClusterInfoRes
 		doc.clusterStateJSON = &clusterStateJSON{ControllerID: ci.ControllerId, RaftState: ci.RaftState, RaftTerm: ci.RaftTerm,
 			AppliedIndex: ci.AppliedIndex, CommitIndex: ci.CommitIndex, LastLogIndex: ci.LastLogIndex, MetadataHash: ci.MetadataHash,
 			MemberCount: ci.MemberCount, VoterCount: ci.VoterCount, PartitionCount: ci.PartitionCount,
-			LeaderlessPartitions: ci.LeaderlessPartitions, Ready: ci.Ready}
+			LeaderlessPartitions: ci.LeaderlessPartitions, Ready: ci.Ready, OrphanedTopics: append([]string{}, ci.GetOrphanedTopics()...)}
 	}
 	return writeJSON(out, doc)
 }

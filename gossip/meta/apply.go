@@ -52,6 +52,9 @@ func (s *State) applyRegisterNode(c Command) Result {
 	if c.Node == nil || c.Node.ID == "" {
 		return refused(api.CodeInvalidRequest, "register-node without a node id")
 	}
+	if r, ok := s.RemovedDataDir(c.Node.DataDirID); ok {
+		return refused(api.CodeInvalidRequest, "node %q cannot register: its data directory (id %s) belongs to node %q, which was removed from the cluster; start the node on an empty --data-dir to add it again", c.Node.ID, r.DataDirID, r.ID)
+	}
 	s.Nodes[c.Node.ID] = *c.Node
 	return Result{}
 }

@@ -20,11 +20,12 @@
 // the topics by name (id, resolved config, creation time, partitions) with
 // each partition's replicas, leader, leader epoch, in-sync replicas and
 // HasData flag, the ids of deleted topics (DeletedIDs, the newest
-// MaxDeletedIDs) and whether the bootstrapping node's pre-cluster topics
-// were imported, and the coordinator of every consumer group (Groups,
-// chosen by ChooseCoordinator). Topic ids are random UUIDs made by the
-// controller (KIP-516, "Topic Identifiers"): a command on a topic names it and
-// carries its id, so a command decided before a delete and create again
+// MaxDeletedIDs), whether the bootstrapping node's pre-cluster topics
+// were imported, the coordinator of every consumer group (Groups, chosen
+// by ChooseCoordinator), and the removed nodes with their data directory
+// ids (Removed, the newest MaxRemovedNodes). Topic ids are random UUIDs
+// made by the controller (KIP-516, "Topic Identifiers"): a command on a
+// topic names it and carries its id, so a command decided before a delete and create again
 // is refused with UNKNOWN_TOPIC_ID instead of touching the new topic. Ids
 // are never reused while listed.
 //
@@ -35,9 +36,12 @@
 // Results travel the same way (EncodeResult). Apply refuses a command
 // without changing anything, the error in Result.Err:
 //
-//	register-node      Node: adds it or replaces its addresses.
+//	register-node      Node: adds it or replaces its addresses;
+//	                   INVALID_REQUEST for a data directory id listed in
+//	                   Removed.
 //	remove-node        NodeID: INVALID_REQUEST if unknown or if it leads a
-//	                   partition with data; else it leaves every replica and
+//	                   partition with data; else it joins Removed (with its
+//	                   data directory id, the newest MaxRemovedNodes), leaves every replica and
 //	                   in-sync set, and each partition it led takes the
 //	                   leader of its change in Leaders (decided by
 //	                   LeadersForRemoval; a leader that is not a replica

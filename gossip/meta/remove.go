@@ -9,7 +9,8 @@ import (
 
 // applyRemoveNode removes node c.NodeID: INVALID_REQUEST when it is not
 // registered or when it leads a partition that holds data (part 1 has no
-// other copy; nothing changes). Otherwise each partition it led takes the
+// other copy; nothing changes). Otherwise the node and its data directory
+// id join State.Removed (the newest MaxRemovedNodes), and each partition it led takes the
 // leader of its change in c.Leaders (see removeFrom), or none, with its
 // epoch bumped, and the node leaves every replica and in-sync set. The
 // consumer groups it coordinated lose their coordinator (the next use
@@ -21,6 +22,10 @@ func (s *State) applyRemoveNode(c Command) Result {
 	}
 	if led := s.ledWithData(id); len(led) > 0 {
 		return refused(api.CodeInvalidRequest, "node %q leads partitions that hold data and have no other copy: %s", id, partitionNames(led))
+	}
+	s.Removed = append(s.Removed, RemovedNode{ID: id, DataDirID: s.Nodes[id].DataDirID})
+	if n := len(s.Removed); n > MaxRemovedNodes {
+		s.Removed = slices.Clone(s.Removed[n-MaxRemovedNodes:])
 	}
 	delete(s.Nodes, id)
 	s.unassignGroups(id)

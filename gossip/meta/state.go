@@ -37,7 +37,23 @@ func (s *State) Clone() *State {
 			c.Groups[g] = n
 		}
 	}
+	c.Removed = cloneSlice(s.Removed)
 	return c
+}
+
+// RemovedDataDir returns the removed node whose data directory id is
+// dataDirID, if the state lists it (State.Removed). An empty id is never
+// listed.
+func (s *State) RemovedDataDir(dataDirID string) (RemovedNode, bool) {
+	if dataDirID == "" {
+		return RemovedNode{}, false
+	}
+	for _, r := range s.Removed {
+		if r.DataDirID == dataDirID {
+			return r, true
+		}
+	}
+	return RemovedNode{}, false
 }
 
 // Clone returns a deep copy of t (nil for a nil t).

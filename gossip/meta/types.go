@@ -73,10 +73,28 @@ type State struct {
 	// coordinates it (assign-group). Omitted from the encoding when empty,
 	// so the Hash of a cluster without groups does not change.
 	Groups map[string]string `json:"groups,omitempty"`
+	// Removed are the nodes removed with remove-node, oldest first, bounded
+	// by MaxRemovedNodes: a data directory listed here cannot register
+	// again (its node must start on an empty data directory), and a
+	// removed node that learns of its removal stops.
+	Removed []RemovedNode `json:"removed,omitempty"`
+}
+
+// RemovedNode is a node removed from the cluster: its id and the id of
+// its data directory (Node.DataDirID; empty for a node registered without
+// one).
+type RemovedNode struct {
+	ID        string `json:"id"`
+	DataDirID string `json:"data_dir_id"`
 }
 
 // MaxDeletedIDs bounds State.DeletedIDs; the oldest ids are dropped first.
 const MaxDeletedIDs = 4096
+
+// MaxRemovedNodes bounds State.Removed; the oldest removals are dropped
+// first (a data directory removed longer ago than that many removals may
+// register again).
+const MaxRemovedNodes = 1024
 
 // Op names a Command's operation.
 type Op string
@@ -86,11 +104,12 @@ type Op string
 // nothing and returns its catalog error in the Result.
 const (
 	// OpRegisterNode adds Command.Node or replaces its addresses and
-	// DataDirID.
+	// DataDirID; refused for a data directory listed in State.Removed.
 	OpRegisterNode Op = "register-node"
 	// OpRemoveNode removes node Command.NodeID from the nodes and from every
-	// replica set and in-sync set; the partitions it led take the leaders
-	// given in Command.Leaders (decided by the controller before proposing).
+	// replica set and in-sync set, and lists it in State.Removed; the
+	// partitions it led take the leaders given in Command.Leaders (decided
+	// by the controller before proposing).
 	OpRemoveNode Op = "remove-node"
 	// OpCreateTopic adds Command.Topic (placement decided by the
 	// controller).
