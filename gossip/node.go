@@ -49,10 +49,13 @@ type Node struct {
 	removed   atomic.Bool // removed from the cluster (noticeRemoval)
 	removedCh chan struct{}
 	closing   atomic.Bool
-	loopStop  context.CancelFunc
-	loopDone  sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
+
+	raftStop    sync.Once // stopRaft
+	raftStopErr error
+	loopStop    context.CancelFunc
+	loopDone    sync.WaitGroup
+	closeOnce   sync.Once
+	closeErr    error
 }
 
 // Start starts a node: it checks or writes the data directory's identity
@@ -410,7 +413,7 @@ func (n *Node) shutdown(ctx context.Context, leave bool) error {
 		}
 	}
 	if n.raft != nil {
-		if err := n.raft.Shutdown().Error(); err != nil {
+		if err := n.stopRaft(); err != nil {
 			errs = append(errs, fmt.Errorf("gossip: raft shutdown: %w", err))
 		}
 	}
@@ -430,6 +433,16 @@ func (n *Node) shutdown(ctx context.Context, leave bool) error {
 		n.raftLog.flush()
 	}
 	return errors.Join(errs...)
+}
+
+// stopRaft shuts Raft down once and returns when its goroutines have
+// ended, to every caller. hashicorp/raft's Shutdown waits only for its
+// first caller: a second one (Close while noticeRemoval stops Raft) would
+// go on to close the log store under a running Raft, which panics
+// ("failed to save current term: database not open").
+func (n *Node) stopRaft() error {
+	n.raftStop.Do(func() { n.raftStopErr = n.raft.Shutdown().Error() })
+	return n.raftStopErr
 }
 
 // voters counts the voters of the Raft configuration (0 when unknown).

@@ -295,6 +295,11 @@ func raftConfig(o Options, log hclog.Logger) *raft.Config {
 	c.LeaderLeaseTimeout = o.LeaderLeaseTimeout
 	c.CommitTimeout = o.CommitTimeout
 	c.Logger = log
+	// A node removed from the configuration stops through noticeRemoval
+	// (the metadata's remove-node is committed before the configuration
+	// change), never by Raft shutting itself down: Node.stopRaft must be
+	// the one call of Shutdown, the one that waits for Raft to end.
+	c.ShutdownOnRemove = false
 	return c
 }
 

@@ -78,7 +78,7 @@ func (n *Node) noticeRemoval(how string) {
 	if err := markRemoved(filepath.Join(n.opts.DataDir, "cluster"), n.ident, time.Now()); err != nil {
 		n.log.Error("recording the removal in node.json", "err", err)
 	}
-	if err := n.raft.Shutdown().Error(); err != nil {
+	if err := n.stopRaft(); err != nil {
 		n.log.Warn("raft shutdown after removal", "err", err)
 	}
 	if err := n.mem.leave(time.Second); err != nil {
