@@ -72,12 +72,29 @@ type membership struct {
 	// events is signalled (never blocks) when a member joins, dies or
 	// leaves: the controller looks at the partitions again.
 	events chan struct{}
+	// heard is when this node last heard from each member: its join or
+	// update, or an ack of a ping (watch, and memberlist's own probes
+	// through PingDelegate). memberlist keeps its suspicion to itself, so
+	// a member it still lists that has answered no ping for longer than
+	// suspectAfter is reported suspect (display and metrics only: it
+	// still counts as alive for leadership and clients until memberlist
+	// declares it dead).
+	heard map[string]time.Time
+	// probeInterval and probeTimeout are memberlist's, for watch and
+	// suspectAfter.
+	probeInterval, probeTimeout time.Duration
+	now                         func() time.Time // time.Now; tests replace it
+	self                        string           // this node's id
+	stopWatch                   chan struct{}    // closed by stop
+	watchDone                   sync.WaitGroup
+	stopOnce                    sync.Once
 }
 
 // startMembership starts memberlist on o.GossipBind, advertising
 // o.GossipAdvertise and, in its node meta, raftAddr.
 func startMembership(o Options, raftAddr string) (*membership, error) {
-	m := &membership{clusterID: o.ClusterID, log: o.Logger, status: map[string]string{}, nodes: map[string]memberlist.Node{}, events: make(chan struct{}, 1)}
+	m := &membership{clusterID: o.ClusterID, log: o.Logger, status: map[string]string{}, nodes: map[string]memberlist.Node{}, events: make(chan struct{}, 1),
+		heard: map[string]time.Time{}, now: time.Now, self: o.NodeID}
 	m.nm = nodeMeta{ClusterID: o.ClusterID, GRPCAddr: o.GRPCAddr, RaftAddr: raftAddr}
 	b, err := json.Marshal(m.nm)
 	if err != nil {
@@ -112,16 +129,76 @@ func startMembership(o Options, raftAddr string) (*membership, error) {
 	c.Events = m
 	c.Alive = m
 	c.Merge = m
+	c.Ping = m
 	c.Logger = log.New(newMemberlistWriter(o.Logger.With("component", "memberlist")), "", 0)
 	if o.Memberlist != nil {
 		o.Memberlist(c)
 	}
+	m.probeInterval, m.probeTimeout = c.ProbeInterval, c.ProbeTimeout
 	ml, err := memberlist.Create(c)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: memberlist on %s: %w", o.GossipBind, err)
 	}
 	m.ml = ml
+	m.stopWatch = make(chan struct{})
+	m.watchDone.Add(1)
+	go m.watch()
 	return m, nil
+}
+
+// watch pings every other live member once each probeInterval, all at
+// once, and records the answers in heard, until stop: memberlist probes
+// one member per interval, too seldom in a larger cluster to show a
+// member suspect before memberlist declares it dead. A cluster has few
+// nodes (up to 5 voters), so this is a few small UDP packets a second.
+func (m *membership) watch() {
+	defer m.watchDone.Done()
+	t := time.NewTicker(m.probeInterval)
+	defer t.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case <-m.stopWatch:
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		var targets []memberlist.Node
+		for id, n := range m.nodes {
+			if id != m.self && m.status[id] == StateAlive {
+				targets = append(targets, n)
+			}
+		}
+		m.mu.Unlock()
+		for _, n := range targets {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				addr, err := net.ResolveUDPAddr("udp", n.Address())
+				if err != nil {
+					return
+				}
+				if _, err := m.ml.Ping(n.Name, addr); err == nil {
+					m.mu.Lock()
+					m.heard[n.Name] = m.now()
+					m.mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// stop ends watch and waits for it; idempotent. Call it before
+// memberlist shuts down.
+func (m *membership) stop() {
+	m.stopOnce.Do(func() {
+		if m.stopWatch != nil {
+			close(m.stopWatch)
+		}
+	})
+	m.watchDone.Wait()
 }
 
 func splitHostPort(hp string) (string, int, error) {
@@ -158,23 +235,41 @@ func (m *membership) alive(id string) bool {
 	return m.status[id] == StateAlive
 }
 
-// state returns the membership state of node id.
+// state returns the membership state of node id: StateSuspect for a
+// member memberlist still lists whose direct probes by this node have
+// gone unanswered for longer than suspectAfter.
 func (m *membership) state(id string) string {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	s, ok := m.status[id]
-	m.mu.Unlock()
 	switch {
 	case !ok:
 		return StateUnknown
 	case s != StateAlive:
 		return s
-	}
-	for _, n := range m.ml.Members() {
-		if n.Name == id && n.State == memberlist.StateSuspect {
-			return StateSuspect
-		}
+	case m.now().Sub(m.heard[id]) > m.suspectAfter():
+		return StateSuspect
 	}
 	return StateAlive
+}
+
+// suspectAfter is how long a live member may go unheard before state
+// reports it suspect: three rounds of watch's pings unanswered, plus the
+// timeout of the ping in flight, and at least a second, so that a loaded
+// machine's late answer is not taken for a failure.
+func (m *membership) suspectAfter() time.Duration {
+	return max(3*m.probeInterval+m.probeTimeout, time.Second)
+}
+
+// AckPayload implements memberlist.PingDelegate; SQ adds nothing to acks.
+func (m *membership) AckPayload() []byte { return nil }
+
+// NotifyPingComplete implements memberlist.PingDelegate: other answered
+// this node's direct probe.
+func (m *membership) NotifyPingComplete(other *memberlist.Node, rtt time.Duration, payload []byte) {
+	m.mu.Lock()
+	m.heard[other.Name] = m.now()
+	m.mu.Unlock()
 }
 
 // raftAddr returns the Raft address node id gossips, or "" when it is
@@ -245,6 +340,7 @@ func (m *membership) NotifyJoin(n *memberlist.Node) {
 	m.mu.Lock()
 	m.status[n.Name] = StateAlive
 	m.nodes[n.Name] = *n
+	m.heard[n.Name] = m.now()
 	m.mu.Unlock()
 	m.log.Info("gossip member alive", "node_id", n.Name, "addr", n.Address())
 	m.signal()
@@ -271,6 +367,7 @@ func (m *membership) NotifyLeave(n *memberlist.Node) {
 func (m *membership) NotifyUpdate(n *memberlist.Node) {
 	m.mu.Lock()
 	m.nodes[n.Name] = *n
+	m.heard[n.Name] = m.now()
 	m.mu.Unlock()
 	m.signal()
 }

@@ -348,13 +348,14 @@ func (n *Node) Alive(id string) bool {
 }
 
 // Nodes returns the nodes of the metadata, sorted by id, with the
-// addresses clients use; Alive is false while gossip holds a node suspect,
-// dead or unknown.
+// addresses clients use; Alive is false while gossip holds a node dead,
+// left or unknown (a suspect node is still alive: memberlist has not
+// declared it dead).
 func (n *Node) Nodes() []api.Node {
 	st := n.State()
 	out := make([]api.Node, 0, len(st.Nodes))
 	for _, m := range st.Nodes {
-		alive := m.ID == n.opts.NodeID || n.mem.state(m.ID) == StateAlive
+		alive := m.ID == n.opts.NodeID || n.mem.alive(m.ID)
 		out = append(out, api.Node{ID: m.ID, DataAddr: m.DataAddr, GRPCAddr: m.GRPCAddr, Alive: alive})
 	}
 	slices.SortFunc(out, func(a, b api.Node) int { return cmpString(a.ID, b.ID) })
@@ -399,6 +400,7 @@ func (n *Node) shutdown(ctx context.Context, leave bool) error {
 		n.met.unregister(n.opts.Registerer)
 	}
 	if n.mem != nil {
+		n.mem.stop()
 		timeout := time.Second
 		if d, ok := ctx.Deadline(); ok {
 			timeout = min(timeout, time.Until(d))
