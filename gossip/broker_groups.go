@@ -194,17 +194,37 @@ func (b *Broker) ResetOffsets(group, topic string, mode engine.ResetMode, value 
 	return svc.ResetOffsets(group, topic, mode, value)
 }
 
-// DeleteGroup deletes group at its coordinator: UNKNOWN_GROUP for a group
-// without one. The group keeps its coordinator in the metadata.
+// DeleteGroup deletes group at its coordinator, then removes the
+// assignment from the metadata (unassign-group), so that the metadata
+// does not keep every group ever used and a group used again is assigned
+// anew. UNKNOWN_GROUP for a group without a coordinator. A delete whose
+// unassign fails (NO_QUORUM, say) has still deleted the group: the
+// failure is logged and the group keeps its coordinator.
 func (b *Broker) DeleteGroup(group string) error {
-	svc, err := b.groupService(group, false)
+	node, err := b.coordinatorOf(group, false)
 	if err != nil {
 		return err
 	}
-	if svc == nil {
+	if node == "" {
 		return api.NewError(api.CodeUnknownGroup, "group %q has no members and no committed offsets", group)
 	}
-	return svc.DeleteGroup(group)
+	svc, err := b.groupsAt(group, node)
+	if err != nil {
+		return err
+	}
+	if err := svc.DeleteGroup(group); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.opts.ProposeTimeout)
+	defer cancel()
+	res, err := b.c.Propose(ctx, meta.Command{Op: meta.OpUnassignGroup, Name: group, NodeID: node})
+	if err == nil && res.Err != nil {
+		err = res.Err
+	}
+	if err != nil {
+		b.log.Warn("group deleted; its coordinator stays recorded in the metadata", "group", group, "coordinator", node, "err", err)
+	}
+	return nil
 }
 
 // ListGroups lists the groups of the whole cluster, sorted by name: the

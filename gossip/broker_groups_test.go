@@ -587,3 +587,33 @@ func groupLagMetric(t *testing.T, n *groupNode, group string) map[string]float64
 	}
 	return out
 }
+
+// TestDeletedGroupUnassigned deletes a group through a node that does not
+// coordinate it: the coordinator deletes it and the metadata forgets the
+// assignment, and a later use assigns the group anew.
+func TestDeletedGroupUnassigned(t *testing.T) {
+	m, nodes := newGroupCluster(t, "n1", "n2", "n3")
+	m.mustApply(t, placed("t", "n1", "n1", "n2", "n3"))
+	if _, err := nodes["n1"].b.CommitOffsets("g", "", -1, []engine.OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	coord, other := coordinatorNode(t, m, nodes, "g")
+	if err := other.b.DeleteGroup("g"); err != nil {
+		t.Fatalf("delete through %s: %v", other.id, err)
+	}
+	if owner, ok := m.state0().Groups["g"]; ok {
+		t.Fatalf("the metadata still assigns the deleted group to %s", owner)
+	}
+	if _, err := coord.b.Storage.DescribeGroup("g"); codeOf(err) != api.CodeUnknownGroup {
+		t.Fatalf("the coordinator %s still has the group: %v", coord.id, err)
+	}
+	if err := other.b.DeleteGroup("g"); codeOf(err) != api.CodeUnknownGroup {
+		t.Fatalf("second delete: %v, want UNKNOWN_GROUP", err)
+	}
+	if _, err := other.b.CommitOffsets("g", "", -1, []engine.OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.state0().Groups["g"]; !ok || m.count(meta.OpAssignGroup) != 2 {
+		t.Fatalf("the group used again is not assigned anew: %v, %d assigns", m.state0().Groups, m.count(meta.OpAssignGroup))
+	}
+}

@@ -44,6 +44,8 @@ func (s *State) Apply(c Command) Result {
 		return s.applyImport(c)
 	case OpAssignGroup:
 		return s.applyAssignGroup(c)
+	case OpUnassignGroup:
+		return s.applyUnassignGroup(c)
 	}
 	return refused(api.CodeInvalidRequest, "unknown metadata op %q", c.Op)
 }

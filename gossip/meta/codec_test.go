@@ -24,6 +24,7 @@ func sampleCommands() []Command {
 		{Op: OpMarkData, Name: "t", ID: tid(1), Partition: 1, NodeID: "n1"},
 		{Op: OpImport, Topics: []*Topic{newTopic("t", 1), newTopic("u", 2)}},
 		{Op: OpAssignGroup, Name: "billing", NodeID: "n2"},
+		{Op: OpUnassignGroup, Name: "billing", NodeID: "n2"},
 	}
 }
 

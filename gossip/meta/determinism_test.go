@@ -101,6 +101,9 @@ func (g *gen) command(s *State) Command {
 		return Command{Op: OpMarkData, Name: name, ID: id, Partition: g.r.IntN(parts + 1), NodeID: g.pick(append(genNodes, ""))}
 	case 9:
 		group := fmt.Sprintf("g%d", g.r.IntN(8))
+		if g.r.IntN(4) == 0 {
+			return Command{Op: OpUnassignGroup, Name: group, NodeID: g.pick(genNodes)}
+		}
 		if g.r.IntN(2) == 0 {
 			return Command{Op: OpAssignGroup, Name: group, NodeID: ChooseCoordinator(s, group, alive(g.alive()...))}
 		}

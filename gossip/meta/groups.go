@@ -31,6 +31,22 @@ func (s *State) applyAssignGroup(c Command) Result {
 	return Result{Coordinator: c.NodeID}
 }
 
+// applyUnassignGroup removes group c.Name's coordinator if it is
+// c.NodeID; otherwise (no coordinator, or another one, assigned after the
+// delete) nothing changes. INVALID_REQUEST for an invalid group name.
+func (s *State) applyUnassignGroup(c Command) Result {
+	if err := engine.ValidateGroupName(c.Name); err != nil {
+		return Result{Err: api.AsError(err)}
+	}
+	if owner, ok := s.Groups[c.Name]; ok && owner == c.NodeID {
+		delete(s.Groups, c.Name)
+		if len(s.Groups) == 0 {
+			s.Groups = nil
+		}
+	}
+	return Result{}
+}
+
 // unassignGroups removes node id as the coordinator of its groups; the
 // map is dropped when it empties, so the encoding is that of a State that
 // never had groups.

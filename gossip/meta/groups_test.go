@@ -144,3 +144,29 @@ func TestChooseCoordinator(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyUnassignGroup checks that only the group's coordinator
+// unassigns it, and that the last unassign leaves the encoding of a state
+// that never had groups.
+func TestApplyUnassignGroup(t *testing.T) {
+	s := base(t)
+	empty := s.Hash()
+	mustApply(t, s, Command{Op: OpAssignGroup, Name: "billing", NodeID: "n2"})
+	mustApply(t, s, Command{Op: OpAssignGroup, Name: "audit", NodeID: "n3"})
+	mustApply(t, s, Command{Op: OpUnassignGroup, Name: "billing", NodeID: "n3"})
+	if s.Groups["billing"] != "n2" {
+		t.Fatalf("an unassign by another node than the coordinator removed it: %v", s.Groups)
+	}
+	mustApply(t, s, Command{Op: OpUnassignGroup, Name: "billing", NodeID: "n2"})
+	if _, ok := s.Groups["billing"]; ok || s.Groups["audit"] != "n3" {
+		t.Fatalf("groups %v, want only audit", s.Groups)
+	}
+	mustApply(t, s, Command{Op: OpUnassignGroup, Name: "never", NodeID: "n2"})
+	mustApply(t, s, Command{Op: OpUnassignGroup, Name: "audit", NodeID: "n3"})
+	if s.Groups != nil || s.Hash() != empty {
+		t.Fatalf("groups %v; hash differs from a state without groups: %v", s.Groups, s.Hash() != empty)
+	}
+	if r := s.Apply(Command{Op: OpUnassignGroup, Name: "", NodeID: "n1"}); r.Err == nil || r.Err.Code != api.CodeInvalidRequest {
+		t.Fatalf("empty group name: %+v, want INVALID_REQUEST", r)
+	}
+}

@@ -136,6 +136,11 @@ const (
 	// group Command.Name unless the group already has one (first writer
 	// wins); Result.Coordinator is the group's coordinator afterwards.
 	OpAssignGroup Op = "assign-group"
+	// OpUnassignGroup removes consumer group Command.Name's coordinator
+	// when it is node Command.NodeID (the node that deleted the group): a
+	// group deleted and used again is assigned anew, and the metadata does
+	// not keep every group ever used. Anything else is a no-op.
+	OpUnassignGroup Op = "unassign-group"
 )
 
 // LeaderChange is one leadership decision of the controller.

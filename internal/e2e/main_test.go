@@ -227,7 +227,7 @@ func startServer(t *testing.T, dataDir string, extra ...string) *server {
 	return &server{proc: p, addr: p.waitListening(t), dataDir: dataDir, extra: extra}
 }
 
-// fixedAddrs returns flags that put all three listeners of a server on
+// fixedAddrs returns flags that put every listener of a server on
 // loopback ports free a moment ago, and the data-plane address among them,
 // for a test that restarts a server on the same address. With the control
 // plane on port 0 (cleanEnv), a restarted server's control listeners, bound
@@ -235,7 +235,10 @@ func startServer(t *testing.T, dataDir string, extra ...string) *server {
 func fixedAddrs(t *testing.T) (addr string, flags []string) {
 	t.Helper()
 	addr = testnet.FreeAddr(t)
-	return addr, []string{"--capnp-host", addr, "--grpc-host", testnet.FreeAddr(t), "--http-host", testnet.FreeAddr(t)}
+	// Gossip and Raft get free ports of their own: the defaults, the gRPC
+	// port + 6 and + 7, may be held by another test.
+	return addr, []string{"--capnp-host", addr, "--grpc-host", testnet.FreeAddr(t), "--http-host", testnet.FreeAddr(t),
+		"--gossip-host", testnet.FreeGossipAddr(t), "--raft-host", testnet.FreeAddr(t)}
 }
 
 // restart stops s with SIGTERM (requiring exit status 0) and starts a new

@@ -65,6 +65,27 @@ func SilentListener(t testing.TB) string {
 	return Listen(t, Silent)
 }
 
+// FreeGossipAddr is FreeAddr for a gossip listener, which takes both the
+// TCP and the UDP port: the port returned was free for both a moment ago.
+func FreeGossipAddr(t testing.TB) string {
+	t.Helper()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		pc, err := net.ListenPacket("udp", addr)
+		ln.Close()
+		if err == nil {
+			pc.Close()
+			return addr
+		}
+	}
+	t.Fatal("testnet: no loopback port free for both TCP and UDP in 100 tries")
+	return ""
+}
+
 // FreeAddr returns a loopback address (127.0.0.1:port) whose port was free
 // a moment ago: nothing listens there, so a dial is refused, and a server
 // started later may listen on it (another process could take the port in
