@@ -184,8 +184,13 @@ func TestSDKRoutesToLeaders(t *testing.T) {
 	defer mcons.Close()
 	consume(t, mcons, len(others))
 	ctlNode := c.Node(ctl)
+	proc := c.Node(victim).Process()
 	out := sqOK(t, c.Client(), ctlNode.Addr, "", "--control", grpcAddr(ctlNode), "cluster", "remove-node", vid)
 	t.Logf("remove-node %s: %s", vid, out)
+	// The removed node stops by itself, with status 1 (TestRemoveLiveNode).
+	if code, sig, ok := proc.ExitStatus(waitTimeout); !ok || code != 1 {
+		t.Fatalf("removed node: exited %v, status %d, signal %v; want status 1; log:\n%s", ok, code, sig, tailOf(proc.Log(), 40))
+	}
 	produce(t, prod, "moves", all, "after")
 	got := consume(t, mcons, len(all))
 	seen := map[string]bool{}
