@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestCheckSides(t *testing.T) {
@@ -117,6 +118,18 @@ func TestRemoveStale(t *testing.T) {
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- left.Wait() }()
+	// ip netns exec enters the namespace after Start returns: wait until
+	// the process is inside, or removeStale would find it empty.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		out, err := exec.Command("ip", "netns", "pids", stale).Output()
+		if err == nil && len(strings.Fields(string(out))) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no process inside namespace %s 10s after it was started: %v", stale, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for state
+	}
 
 	removed, err := removeStale()
 	if err != nil {
