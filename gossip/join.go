@@ -307,14 +307,20 @@ func (n *Node) Join(ctx context.Context, req *sqv1.JoinRequest) (*sqv1.JoinRespo
 	return &sqv1.JoinResponse{ClusterId: n.opts.ClusterID, GossipAddresses: n.gossipAddrs(), ControllerId: n.opts.NodeID}, nil
 }
 
-// checkIdentity refuses a node id that is alive with another data
-// directory.
+// checkIdentity refuses a node id that the metadata registers with
+// another data directory, alive or not: the partitions it leads hold
+// their records in that directory, and a process on another one (an
+// empty directory, say) would serve them empty and take new records at
+// offsets already used (meta.State.Apply refuses the registration too).
 func (n *Node) checkIdentity(req *sqv1.JoinRequest) error {
 	old, ok := n.State().Nodes[req.NodeId]
-	if ok && old.DataDirID != req.DataDirId && n.Alive(req.NodeId) {
+	if !ok || old.DataDirID == "" || old.DataDirID == req.DataDirId {
+		return nil
+	}
+	if n.Alive(req.NodeId) {
 		return api.NewError(api.CodeInvalidRequest, "node id %q is alive in cluster %q with another data directory (id %s, the joining one %s): give the new node another --node-id, or stop the running node %q first (a restart on its own data directory keeps its id)", req.NodeId, n.opts.ClusterID, old.DataDirID, req.DataDirId, req.NodeId)
 	}
-	return nil
+	return api.NewError(api.CodeInvalidRequest, "node id %q is registered in cluster %q with another data directory (id %s, the joining one %s), which holds its partitions' records: restart node %q on its own data directory; to add a new machine give it another --node-id (sq cluster remove-node %s frees the id once its partitions hold no records)", req.NodeId, n.opts.ClusterID, old.DataDirID, req.DataDirId, req.NodeId, req.NodeId)
 }
 
 // forwardJoin sends a join to the controller.

@@ -30,7 +30,10 @@ func TestJoinRefusesAnotherClusterID(t *testing.T) {
 	}
 }
 
-func TestJoinRefusesAliveNodeIDWithAnotherDataDir(t *testing.T) {
+// TestJoinRefusesNodeIDWithAnotherDataDir: a node id the cluster
+// registers with another data directory is refused, alive or down, and
+// the node on its own data directory rejoins.
+func TestJoinRefusesNodeIDWithAnotherDataDir(t *testing.T) {
 	a := mustStart(t, testOptions(t, "a", t.TempDir()))
 	ob := testOptions(t, "b", t.TempDir())
 	ob.Seeds = []string{a.addr}
@@ -50,6 +53,26 @@ func TestJoinRefusesAliveNodeIDWithAnotherDataDir(t *testing.T) {
 	if got := a.State().Nodes["b"].DataDirID; got != b.ident.DataDirID {
 		t.Errorf("b's data dir id changed to %s", got)
 	}
+
+	// Down, b keeps its id: its partitions' records are in its own data
+	// directory, and a process on an empty one would serve them empty.
+	b.crash(t)
+	eventually(t, 20*time.Second, "b dead at a", func() bool { return a.memberState("b") == StateDead })
+	o = testOptions(t, "b", t.TempDir())
+	o.Seeds = []string{a.addr}
+	_, err = startTestNode(t, o)
+	if err == nil {
+		t.Fatal("a second node b joined while b was down")
+	}
+	if !strings.Contains(err.Error(), "registered in cluster") || !strings.Contains(err.Error(), "own data directory") {
+		t.Errorf("error %q does not say why", err)
+	}
+	if got := a.State().Nodes["b"].DataDirID; got != b.ident.DataDirID {
+		t.Errorf("b's data dir id changed to %s", got)
+	}
+	ob.Seeds = []string{a.addr}
+	back := mustStart(t, ob) // b on its own data directory
+	waitReady(t, back)
 }
 
 func TestRestartRejoinsWithTheSameID(t *testing.T) {

@@ -280,6 +280,7 @@ func (n *Node) self() *meta.Node {
 // imported its first node's topics yet (a bootstrap cut short) imports
 // its own.
 func (n *Node) catchUp(ctx context.Context) {
+	var refused string // the last refusal logged
 	backoff := 50 * time.Millisecond
 	for {
 		res, err := n.ProposeCommand(ctx, meta.Command{Op: meta.OpRegisterNode, Node: n.self()})
@@ -295,6 +296,13 @@ func (n *Node) catchUp(ctx context.Context) {
 		}
 		if err == nil {
 			err = res.Err
+			// A refusal of the metadata (this node id registered with
+			// another data directory, say) stays until an operator acts:
+			// say so once, not at every retry.
+			if msg := err.Error(); msg != refused {
+				refused = msg
+				n.log.Warn("the cluster metadata refuses this node's registration; the node stays not ready", "err", err)
+			}
 		}
 		n.log.Debug("not caught up yet", "err", err)
 		select {

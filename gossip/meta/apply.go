@@ -57,6 +57,9 @@ func (s *State) applyRegisterNode(c Command) Result {
 	if r, ok := s.RemovedDataDir(c.Node.DataDirID); ok {
 		return refused(api.CodeInvalidRequest, "node %q cannot register: its data directory (id %s) belongs to node %q, which was removed from the cluster; start the node on an empty --data-dir to add it again", c.Node.ID, r.DataDirID, r.ID)
 	}
+	if old, ok := s.Nodes[c.Node.ID]; ok && old.DataDirID != "" && old.DataDirID != c.Node.DataDirID {
+		return refused(api.CodeInvalidRequest, "node %q cannot register: it is registered with another data directory (id %s, not %s), which holds its partitions' records", c.Node.ID, old.DataDirID, c.Node.DataDirID)
+	}
 	s.Nodes[c.Node.ID] = *c.Node
 	return Result{}
 }

@@ -74,3 +74,20 @@ func TestRemovedNodesBounded(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestRegisterKeepsTheDataDir: a node id registered with a data
+// directory cannot be registered with another (its partitions' records
+// are in the first); the same directory registers again (new addresses).
+func TestRegisterKeepsTheDataDir(t *testing.T) {
+	s := NewState()
+	mustApply(t, s, Command{Op: OpRegisterNode, Node: &Node{ID: "n1", DataDirID: "d1", GRPCAddr: "a:1"}})
+	h := s.Hash()
+	r := s.Apply(Command{Op: OpRegisterNode, Node: &Node{ID: "n1", DataDirID: "d9", GRPCAddr: "b:1"}})
+	if r.Err == nil || r.Err.Code != api.CodeInvalidRequest || s.Hash() != h {
+		t.Fatalf("register with another data dir: %+v, state changed %v", r, s.Hash() != h)
+	}
+	mustApply(t, s, Command{Op: OpRegisterNode, Node: &Node{ID: "n1", DataDirID: "d1", GRPCAddr: "b:1"}})
+	if s.Nodes["n1"].GRPCAddr != "b:1" {
+		t.Fatalf("re-register with new addresses: %+v", s.Nodes["n1"])
+	}
+}
