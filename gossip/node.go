@@ -168,6 +168,11 @@ func (n *Node) startRaft(dir string) (bool, error) {
 		return false, fmt.Errorf("gossip: raft state: %w", err)
 	}
 	n.fsm = newFSM(n.opts.OnApply, n.log)
+	if hasState {
+		if n.fsm.replayTo, err = stores.bolt.LastIndex(); err != nil {
+			return false, fmt.Errorf("gossip: raft log: %w", err)
+		}
+	}
 	n.raft, err = raft.NewRaft(raftConfig(n.opts, hl), n.fsm, stores.bolt, stores.bolt, stores.snaps, n.trans)
 	if err != nil {
 		return false, fmt.Errorf("gossip: raft: %w", err)
@@ -290,6 +295,7 @@ func (n *Node) catchUp(ctx context.Context) {
 			err = n.importLocal(ctx)
 		}
 		if err == nil && res.Err == nil {
+			n.fsm.release()
 			n.ready.Store(true)
 			n.log.Info("joined the cluster and caught up with the metadata log", "applied_index", n.AppliedIndex())
 			return

@@ -89,7 +89,11 @@ type Options struct {
 
 	// OnApply is called synchronously, in log order, after each applied
 	// command that changed the state and after a snapshot restore (prev
-	// nil). It must not call Propose (the apply loop waits for it).
+	// nil). A restarted node holds the calls back while it replays the
+	// log it had, then calls it once with prev nil: when the replay
+	// reaches the log's last index at start, or when the node has caught
+	// up with the cluster, whichever comes first. It must not call
+	// Propose (the apply loop waits for it).
 	OnApply func(prev, next *meta.State)
 	// LocalTopics lists the topics the data directory held before it
 	// joined a cluster; called once, when this node bootstraps the

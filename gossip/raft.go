@@ -35,6 +35,18 @@ type fsm struct {
 	onApply func(prev, next *meta.State)
 	log     *slog.Logger
 
+	// hookMu orders the calls of onApply (Apply, Restore and release).
+	hookMu sync.Mutex
+	// replayTo is the last index of the log store when the node started:
+	// the entries up to it are a replay of what this node applied before,
+	// and onApply is held back until the replay reaches it (or release),
+	// then called once with the state then (prev nil). A restarted node
+	// thus never reconciles its storage with an intermediate state of
+	// its history (a topic deleted and created again, say, whose local
+	// copy would look unknown to the metadata for a while).
+	replayTo uint64
+	held     bool // onApply was skipped since the start
+
 	mu      sync.Mutex
 	cur     applied
 	advance chan struct{} // closed and replaced at every new index
@@ -94,10 +106,43 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return res
 	}
 	f.publish(applied{state: next, index: l.Index})
-	if f.onApply != nil {
-		f.onApply(prev.state, next)
-	}
+	f.hook(prev.state, next, l.Index)
 	return res
+}
+
+// hook calls onApply(prev, next) for the state at index, unless the
+// replay has not reached replayTo: then it records that a call is held.
+// The first call after held ones passes prev nil (a full pass).
+func (f *fsm) hook(prev, next *meta.State, index uint64) {
+	if f.onApply == nil {
+		return
+	}
+	f.hookMu.Lock()
+	defer f.hookMu.Unlock()
+	if index < f.replayTo {
+		f.held = true
+		return
+	}
+	if f.held {
+		f.held, f.replayTo, prev = false, 0, nil
+	}
+	f.onApply(prev, next)
+}
+
+// release ends the hold of onApply (the node has caught up with the
+// cluster, which may have truncated the replayed tail of its log): a held
+// call is made with the current state, prev nil.
+func (f *fsm) release() {
+	if f.onApply == nil {
+		return
+	}
+	f.hookMu.Lock()
+	defer f.hookMu.Unlock()
+	f.replayTo = 0
+	if f.held {
+		f.held = false
+		f.onApply(nil, f.current().state)
+	}
 }
 
 // StoreConfiguration implements raft.ConfigurationStore: a configuration
@@ -131,10 +176,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("gossip: snapshot: %w", err)
 	}
-	f.publish(applied{state: st, index: binary.BigEndian.Uint64(b[:8])})
-	if f.onApply != nil {
-		f.onApply(nil, st)
-	}
+	index := binary.BigEndian.Uint64(b[:8])
+	f.publish(applied{state: st, index: index})
+	f.hook(nil, st, index)
 	return nil
 }
 
