@@ -191,7 +191,7 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	if err != nil {
 		return err
 	}
-	if cmd.Flags().Changed("group") && f.group == "" {
+	if cmd.Flags().Changed("group") && strings.TrimSpace(f.group) == "" {
 		return errors.New("--group/-g is empty: give the group's name, or drop -g to read without a group")
 	}
 	if f.group != "" {

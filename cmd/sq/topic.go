@@ -81,7 +81,7 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 		Example: "  sq topic create orders --partitions 3\n" +
 			"  sq topic create payments --partitions 6 --replication-factor 3\n" +
 			"  sq topic create audit --sync-policy every-batch --retention-ms 86400000 --segment-bytes 268435456",
-		Args: oneTopicName,
+		Args: oneNewTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTopicCreate(cmd, g, args[0], f)
 		},
@@ -297,14 +297,6 @@ func printTopicDescription(out io.Writer, t topicView) error {
 // nodeList formats node ids as a comma-separated list, "-" when empty.
 func nodeList(ids []string) string {
 	return orDash(strings.Join(ids, ","))
-}
-
-// oneTopicName requires exactly one argument, the topic NAME.
-func oneTopicName(cmd *cobra.Command, args []string) error {
-	if len(args) != 1 {
-		return fmt.Errorf("%s takes exactly one topic NAME, got %d arguments (see --help)", cmd.CommandPath(), len(args))
-	}
-	return nil
 }
 
 // apiError returns the catalog error in err's chain (printed "NAME:
