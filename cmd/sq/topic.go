@@ -205,7 +205,8 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 			"the log end offset (offset of the next record), the size on disk and the number\n" +
 			"of segment files, and where it lives in the cluster: its leader (node id), the\n" +
 			"leader epoch (bumped at every leadership change), its replicas and in-sync\n" +
-			"replicas. A failed partition shows its error.",
+			"replicas. A failed partition (FAILED), or one whose leader is not available\n" +
+			"(UNAVAILABLE), shows - for its statistics and its error.",
 		Example: "  sq topic describe orders\n  sq topic describe orders -f json",
 		Args:    oneTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -275,7 +276,7 @@ func printTopicDescription(out io.Writer, t topicView) error {
 	var errs []string
 	for _, p := range t.PartitionInfos {
 		if p.Err != nil {
-			fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\tFAILED\t", p.Partition)
+			fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\t%s\t", p.Partition, partitionStatus(p.Err))
 			errs = append(errs, fmt.Sprintf("partition %d: %v", p.Partition, p.Err))
 		} else {
 			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%d\tok\t", p.Partition, p.LogStartOffset, p.HighWatermark, p.LogEndOffset, formatBytes(p.SizeBytes), p.SegmentCount)
@@ -292,6 +293,16 @@ func printTopicDescription(out io.Writer, t topicView) error {
 		fmt.Fprintln(out, e)
 	}
 	return nil
+}
+
+// partitionStatus is the STATUS of a partition whose statistics came with
+// err: UNAVAILABLE when its leader is not available (in a cluster, that
+// node is down; its offsets are unknown, not failed), FAILED otherwise.
+func partitionStatus(err error) string {
+	if errors.Is(err, api.ErrLeaderNotAvailable) {
+		return "UNAVAILABLE"
+	}
+	return "FAILED"
 }
 
 // nodeList formats node ids as a comma-separated list, "-" when empty.
