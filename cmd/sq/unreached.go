@@ -60,26 +60,34 @@ func (u *unreachedLeaders) note(err error) {
 
 // reason returns why records failed when the leaders they could not reach
 // are not only the server at addr: "the leader of orders partition 0,
-// 10.0.0.2:6064, could not be reached: " and first, or, for several, "the
-// leaders of orders partitions 0,2 (10.0.0.2:6064) and 1 (10.0.0.3:6064)
-// could not be reached: ". ok is false when no leader was noted, or only
-// addr (the caller then names the server it dialed).
+// 10.0.0.2:6064, could not be reached: ", or, for several, "the leaders of
+// orders partitions 0,2 (10.0.0.2:6064) and 1 (10.0.0.3:6064) could not
+// be reached: ", then the cause of first (the first failure), to which
+// the error unwraps. ok is false when no leader was noted, or only addr
+// (the caller then names the server it dialed).
 func (u *unreachedLeaders) reason(addr string, first error) (why error, ok bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if len(u.parts) == 0 || len(u.parts) == 1 && u.parts[addr] != nil {
 		return nil, false
 	}
+	// The text goes on with the first failure's own cause, which the
+	// message already frames; the error still unwraps to first.
+	cause := first
+	var lce *sdk.LeaderConnectionError
+	if errors.As(first, &lce) {
+		cause = lce.Err
+	}
 	leaders := slices.Sorted(maps.Keys(u.parts))
 	if len(leaders) == 1 {
 		ps := slices.Sorted(maps.Keys(u.parts[leaders[0]]))
-		return fmt.Errorf("the leader of %s %s, %s, could not be reached: %w", u.topic, partitionList(ps), leaders[0], first), true
+		return explain(first, "the leader of %s %s, %s, could not be reached: %v", u.topic, partitionList(ps), leaders[0], cause), true
 	}
 	groups := make([]string, len(leaders))
 	for i, l := range leaders {
 		groups[i] = fmt.Sprintf("%s (%s)", joinPartitions(slices.Sorted(maps.Keys(u.parts[l]))), l)
 	}
-	return fmt.Errorf("the leaders of %s partitions %s could not be reached: %w", u.topic, strings.Join(groups, " and "), first), true
+	return explain(first, "the leaders of %s partitions %s could not be reached: %v", u.topic, strings.Join(groups, " and "), cause), true
 }
 
 // partitionList is "partition 3" or "partitions 0,2".
