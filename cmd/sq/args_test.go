@@ -49,6 +49,7 @@ func TestPositionalArguments(t *testing.T) {
 		{[]string{"group", "describe", ""}, `sq group describe got an empty group NAME "": give one (sq group list names the groups)`},
 		{[]string{"group", "delete", ""}, `sq group delete got an empty group NAME "": give one (sq group list names the groups)`},
 		{[]string{"group", "reset-offsets", "", "-t", "orders", "--to", "earliest"}, `sq group reset-offsets got an empty group NAME "": give one`},
+		{[]string{"group", "reset-offsets", "billing", "-t", " ", "--to", "earliest"}, `--topic/-t is empty: give the topic's name (sq topic list names the topics)`},
 		{[]string{"cluster", "remove-node", ""}, `sq cluster remove-node got an empty node ID "": give one (sq cluster members lists them)`},
 		{[]string{"cluster", "remove-node", "a", "b"}, `sq cluster remove-node takes exactly one node ID, got 2 arguments (see --help)`},
 	} {

@@ -149,6 +149,9 @@ func newGroupResetCommand(g *globals) *cobra.Command {
 			"  sq group reset-offsets billing -t orders --to 1200",
 		Args: oneGroupName,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("topic") && strings.TrimSpace(topic) == "" {
+				return fmt.Errorf("--topic/-t is empty: give the topic's name (sq topic list names the topics)")
+			}
 			if topic == "" {
 				return fmt.Errorf("--topic is required")
 			}
