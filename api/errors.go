@@ -154,8 +154,11 @@ func NewError(c Code, format string, args ...any) *Error {
 // text the path of every *fs.PathError and *os.LinkError in cause's chain
 // is cut to its last element ("write 00000000000000000000.log: no space
 // left on device"), so a client never learns the server's directory
-// layout; Error keeps the full paths for the server's own logs. A nil
-// cause gives the same error as NewError.
+// layout; Error keeps the full paths for the server's own logs. When
+// cause is or wraps an *Error with the same code c, that code's "NAME: "
+// is dropped from the cause's text, so the code shows once
+// ("NO_QUORUM: metadata change not committed within 10s: no controller
+// ..."). A nil cause gives the same error as NewError.
 func WrapError(c Code, cause error, format string, args ...any) *Error {
 	msg := fmt.Sprintf(format, args...)
 	if cause == nil {
@@ -167,12 +170,24 @@ func WrapError(c Code, cause error, format string, args ...any) *Error {
 		}
 		return msg + ": " + text
 	}
-	full := cause.Error()
+	full := withoutCode(c, cause, cause.Error())
 	e := &Error{Code: c, Message: join(withoutPaths(cause, full)), cause: cause}
 	if e.Message != join(full) {
 		e.local = join(full)
 	}
 	return e
+}
+
+// withoutCode returns text (err's text) without the first "NAME: " of
+// code c when err's chain holds an *Error with code c, so a wrapper with
+// the same code does not repeat it.
+func withoutCode(c Code, err error, text string) string {
+	for _, e := range chain(err) {
+		if ae, ok := e.(*Error); ok && ae.Code == c {
+			return strings.Replace(text, c.String()+": ", "", 1)
+		}
+	}
+	return text
 }
 
 // withoutPaths returns text (err's text) with the path of every

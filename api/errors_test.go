@@ -79,6 +79,38 @@ func TestWrapErrorKeepsCause(t *testing.T) {
 	}
 }
 
+// TestWrapErrorNamesCodeOnce: wrapping an *Error (directly, behind
+// fmt.Errorf, or decoded from the wire) with the same code prints that
+// code once, for every code; a different code stays in the text.
+func TestWrapErrorNamesCodeOnce(t *testing.T) {
+	for _, entry := range Catalog[1:] {
+		c := entry.Code
+		inner := NewError(c, "inner reason")
+		for name, cause := range map[string]error{
+			"direct":  inner,
+			"wrapped": fmt.Errorf("gossip: %w", inner),
+			"wire":    wireRoundTrip(t, inner),
+		} {
+			e := WrapError(c, cause, "outer context")
+			for _, text := range []string{e.Error(), e.WireText()} {
+				if n := strings.Count(text, c.String()+": "); n != 1 || !strings.Contains(text, "outer context: ") || !strings.Contains(text, "inner reason") {
+					t.Errorf("%s %s: %q, want the code once, the context and the reason", c, name, text)
+				}
+			}
+			if !errors.Is(e, inner) {
+				t.Errorf("%s %s: the cause's code no longer matches", c, name)
+			}
+		}
+		other := CodeNoQuorum
+		if c == other {
+			other = CodeUnknown
+		}
+		if text := WrapError(other, inner, "outer").Error(); !strings.Contains(text, c.String()+": inner reason") {
+			t.Errorf("%s wrapped as %s: %q lost the inner code", c, other, text)
+		}
+	}
+}
+
 // TestWireSendsNoCause: the Cap'n Proto encoding carries code, message and
 // range; the cause's text survives in the message, the cause object never.
 func TestWireSendsNoCause(t *testing.T) {

@@ -383,9 +383,10 @@ struct GroupPartitionLag {
   topic           @0 :Text;
   partition       @1 :UInt32;
   committedOffset @2 :Int64;   # -1 when the group has none
-  logEndOffset    @3 :UInt64;
-  highWatermark   @4 :UInt64;
-  lag             @5 :Int64;   # highWatermark - committed (or - log start when none)
+  logEndOffset    @3 :UInt64;  # 0, not a value, when lag is -1
+  highWatermark   @4 :UInt64;  # 0, not a value, when lag is -1
+  lag             @5 :Int64;   # highWatermark - committed (or - log start when none);
+                               # -1: the partition's statistics are unknown (its leader is not available)
   memberId        @6 :Text;    # owner in the current generation, empty if none
   topicId         @7 :Data;    # the topic's current id (16 bytes)
 }

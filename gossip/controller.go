@@ -63,7 +63,7 @@ func (n *Node) propose(ctx context.Context, cmd meta.Command) (uint64, meta.Resu
 			if ctx.Err() != nil {
 				return 0, meta.Result{}, ctx.Err()
 			}
-			return 0, meta.Result{}, api.NewError(api.CodeNoQuorum, "metadata change not committed within %v: %v", n.opts.ProposeTimeout, last)
+			return 0, meta.Result{}, api.WrapError(api.CodeNoQuorum, last, "metadata change not committed within %v", n.opts.ProposeTimeout)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)

@@ -151,6 +151,13 @@ func TestProposeWithoutQuorumIsNoQuorum(t *testing.T) {
 	if !api.IsRetriable(err) || api.AsError(err).Code != api.CodeNoQuorum {
 		t.Fatalf("propose on a minority: %v, want NO_QUORUM", err)
 	}
+	// The retried error (itself NO_QUORUM) is wrapped without repeating
+	// its code, locally and on the wire.
+	for _, text := range []string{err.Error(), api.AsError(err).WireText()} {
+		if n := strings.Count(text, "NO_QUORUM"); n != 1 || !strings.Contains(text, "not committed within") {
+			t.Errorf("propose on a minority says %q: want NO_QUORUM once and the timeout", text)
+		}
+	}
 }
 
 func TestJoinersBeyondMaxVotersAreNonvoters(t *testing.T) {

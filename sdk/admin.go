@@ -35,7 +35,11 @@ type PartitionInfo struct {
 	LogEndOffset   uint64 // offset the next appended record gets
 	SizeBytes      int64  // bytes on disk
 	SegmentCount   uint32
-	Err            error // set when the partition is failed (*api.Error, PARTITION_FAILED)
+	// Err is set when the partition's statistics are not values: the
+	// partition is failed (*api.Error, PARTITION_FAILED), or, in a
+	// cluster, its leader is not available (LEADER_NOT_AVAILABLE,
+	// retriable). The offsets, size and segment count are then unknown.
+	Err error
 	// Leader is the node id of the partition's leader from the cluster
 	// metadata (empty: none, or a server that predates clustering), and
 	// LeaderEpoch its leader epoch, bumped at every leadership change.

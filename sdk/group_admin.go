@@ -27,10 +27,16 @@ type GroupPartitionLag struct {
 	TopicID         api.TopicID // the topic's current id
 	Partition       uint32
 	CommittedOffset int64 // -1 when the group has none
-	LogEndOffset    uint64
-	HighWatermark   uint64
-	Lag             int64  // records left: HighWatermark - max(committed, log start); HW - log start when none
-	MemberID        string // holder, "" if none
+	// LogEndOffset and HighWatermark are the partition's, read from its
+	// leader; 0, not values, when Lag is -1.
+	LogEndOffset  uint64
+	HighWatermark uint64
+	// Lag is the records left: HighWatermark - max(committed, log
+	// start); HW - log start when none is committed. -1 when the
+	// partition's statistics are unknown (in a cluster, its leader is
+	// not available).
+	Lag      int64
+	MemberID string // holder, "" if none
 }
 
 // GroupDescription is DescribeGroup's answer.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/internal/testnet"
 	"github.com/seedqueue/sq/sdk"
 )
@@ -169,6 +170,57 @@ func TestGroupDescribeJSONFields(t *testing.T) {
 	if len(got.Offsets) != 2 || *got.Offsets[0].CommittedOffset != 5 || *got.Offsets[0].MemberID != "m-1" ||
 		got.Offsets[1].CommittedOffset != nil || got.Offsets[1].MemberID != nil || got.Offsets[1].Lag != 2 {
 		t.Errorf("offsets:\n%s", out.String())
+	}
+}
+
+// TestTopicDescribeUnknownStatistics: a partition whose leader is not
+// available shows UNAVAILABLE, a failed one FAILED, both with "-" for
+// their statistics in the table and null in JSON (unknown, not 0), and
+// their error; an empty healthy partition keeps its zeros.
+func TestTopicDescribeUnknownStatistics(t *testing.T) {
+	info := sdk.TopicInfo{Name: "orders", Partitions: 3, PartitionInfos: []sdk.PartitionInfo{
+		{Partition: 0, Leader: "n1", Replicas: []string{"n1"}, ISR: []string{"n1"}},
+		{Partition: 1, Leader: "n2", Replicas: []string{"n2"}, Err: api.NewError(api.CodeLeaderNotAvailable, "the leader of orders/1, node n2, is not alive")},
+		{Partition: 2, Leader: "n1", Replicas: []string{"n1"}, Err: api.NewError(api.CodePartitionFailed, "fdatasync failed")},
+	}}
+	var out bytes.Buffer
+	if err := printTopicDescription(&out, topicView{TopicInfo: info, placed: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"0          0               0        0   0 B         0           ok      n1",
+		"1          -               -        -     -         -  UNAVAILABLE      n2",
+		"2          -               -        -     -         -       FAILED      n1",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, line := range []string{"partition 1: LEADER_NOT_AVAILABLE: the leader of orders/1, node n2, is not alive", "partition 2: PARTITION_FAILED: fdatasync failed"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("output lacks %q:\n%s", line, out.String())
+		}
+	}
+	b, err := json.Marshal(toTopicViewJSON(topicView{TopicInfo: info, placed: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Partitions []map[string]any `json:"partitions"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Partitions) != 3 {
+		t.Fatalf("%v: %s", err, b)
+	}
+	for i, p := range doc.Partitions {
+		for _, k := range []string{"log_start_offset", "high_watermark", "log_end_offset", "size_bytes", "segment_count"} {
+			v, ok := p[k]
+			if !ok || (i == 0) != (v != nil) || i == 0 && v != 0.0 {
+				t.Errorf("partition %d: %s = %v (present %v), want 0 when healthy, null otherwise: %s", i, k, v, ok, b)
+			}
+		}
+		if _, hasErr := p["error"]; hasErr != (i > 0) {
+			t.Errorf("partition %d: error present %v: %s", i, hasErr, b)
+		}
 	}
 }
 

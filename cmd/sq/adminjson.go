@@ -69,16 +69,17 @@ type topicConfigJSON struct {
 	MaxRecordBytes int32  `json:"max_record_bytes"`
 }
 
-// partitionJSON is one partition in topic describe; a failed partition
-// has error set and zero offsets.
+// partitionJSON is one partition in topic describe; a partition that is
+// failed or whose leader is not available has error set and null
+// statistics (unknown, not 0).
 type partitionJSON struct {
-	Partition      uint32 `json:"partition"`
-	LogStartOffset uint64 `json:"log_start_offset"`
-	HighWatermark  uint64 `json:"high_watermark"`
-	LogEndOffset   uint64 `json:"log_end_offset"`
-	SizeBytes      int64  `json:"size_bytes"`
-	SegmentCount   uint32 `json:"segment_count"`
-	Error          string `json:"error,omitempty"`
+	Partition      uint32  `json:"partition"`
+	LogStartOffset *uint64 `json:"log_start_offset"`
+	HighWatermark  *uint64 `json:"high_watermark"`
+	LogEndOffset   *uint64 `json:"log_end_offset"`
+	SizeBytes      *int64  `json:"size_bytes"`
+	SegmentCount   *uint32 `json:"segment_count"`
+	Error          string  `json:"error,omitempty"`
 	// The placement, from topic describe: leader (node id), leader_epoch,
 	// replicas (first: preferred leader) and isr (in-sync replicas).
 	*placementJSON
@@ -115,8 +116,8 @@ func toTopicJSON(t sdk.TopicInfo) topicJSON {
 		out.TopicID = t.ID.String()
 	}
 	for _, p := range t.PartitionInfos {
-		pj := partitionJSON{Partition: p.Partition, LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark,
-			LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes, SegmentCount: p.SegmentCount}
+		pj := partitionJSON{Partition: p.Partition, LogStartOffset: &p.LogStartOffset, HighWatermark: &p.HighWatermark,
+			LogEndOffset: &p.LogEndOffset, SizeBytes: &p.SizeBytes, SegmentCount: &p.SegmentCount}
 		if p.Err != nil {
 			pj = partitionJSON{Partition: p.Partition, Error: p.Err.Error()}
 		}
@@ -176,15 +177,16 @@ type groupMemberJSON struct {
 }
 
 // groupOffsetJSON is one partition of the group's topics; committed_offset
-// and member_id are null when the group has no commit or no holder, lag
-// when it is unknown (in a cluster, the partition's leader is not
-// available; the server sends -1).
+// and member_id are null when the group has no commit or no holder;
+// log_end_offset, high_watermark and lag are null when the partition's
+// statistics are unknown (in a cluster, its leader is not available; the
+// server sends lag -1 and zero offsets).
 type groupOffsetJSON struct {
 	Topic           string  `json:"topic"`
 	Partition       uint32  `json:"partition"`
 	CommittedOffset *int64  `json:"committed_offset"`
-	LogEndOffset    uint64  `json:"log_end_offset"`
-	HighWatermark   uint64  `json:"high_watermark"`
+	LogEndOffset    *uint64 `json:"log_end_offset"`
+	HighWatermark   *uint64 `json:"high_watermark"`
 	Lag             *int64  `json:"lag"`
 	MemberID        *string `json:"member_id"`
 }
@@ -201,9 +203,9 @@ func printGroupJSON(out io.Writer, d sdk.GroupDescription) error {
 		doc.Members = append(doc.Members, groupMemberJSON{MemberID: m.MemberID, ClientID: m.ClientID, Assignment: a})
 	}
 	for _, o := range d.Offsets {
-		oj := groupOffsetJSON{Topic: o.Topic, Partition: o.Partition, LogEndOffset: o.LogEndOffset, HighWatermark: o.HighWatermark}
+		oj := groupOffsetJSON{Topic: o.Topic, Partition: o.Partition}
 		if o.Lag >= 0 {
-			oj.Lag = &o.Lag
+			oj.LogEndOffset, oj.HighWatermark, oj.Lag = &o.LogEndOffset, &o.HighWatermark, &o.Lag
 		}
 		if o.CommittedOffset >= 0 {
 			oj.CommittedOffset = &o.CommittedOffset

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,10 +26,13 @@ func noArgs(cmd *cobra.Command, args []string) error {
 // --value-file.
 //
 // Without any topic it says what is missing in place of cobra's
-// `required flag(s) "topic" not set`.
+// `required flag(s) "topic" not set`; a blank -t is refused as such.
 func topicArgs(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 && !cmd.Flags().Changed("topic") {
 		return fmt.Errorf("%s needs a topic: give it with -t/--topic, e.g. %s -t orders (sq topic list names the topics)", cmd.CommandPath(), cmd.CommandPath())
+	}
+	if t, _ := cmd.Flags().GetString("topic"); cmd.Flags().Changed("topic") && strings.TrimSpace(t) == "" {
+		return errors.New("--topic/-t is empty: give the topic's name (sq topic list names the topics)")
 	}
 	if len(args) == 1 && !cmd.Flags().Changed("topic") {
 		return fmt.Errorf("%s takes no arguments, got %q: name the topic with -t/--topic: %s -t %s", cmd.CommandPath(), args[0], cmd.CommandPath(), args[0])
@@ -39,10 +43,38 @@ func topicArgs(cmd *cobra.Command, args []string) error {
 	return noArgs(cmd, args)
 }
 
-// oneGroupName requires exactly one argument, the group NAME.
+// oneGroupName requires exactly one argument, the group NAME, not blank.
 func oneGroupName(cmd *cobra.Command, args []string) error {
+	return oneName(cmd, args, "group NAME", "sq group list names the groups")
+}
+
+// oneTopicName requires exactly one argument, the NAME of an existing
+// topic, not blank.
+func oneTopicName(cmd *cobra.Command, args []string) error {
+	return oneName(cmd, args, "topic NAME", "sq topic list names the topics")
+}
+
+// oneNewTopicName requires exactly one argument, the NAME of the topic to
+// create, not blank.
+func oneNewTopicName(cmd *cobra.Command, args []string) error {
+	return oneName(cmd, args, "topic NAME", "the name of the topic to create, e.g. orders")
+}
+
+// oneNodeID requires exactly one argument, a node ID, not blank.
+func oneNodeID(cmd *cobra.Command, args []string) error {
+	return oneName(cmd, args, "node ID", "sq cluster members lists them")
+}
+
+// oneName requires exactly one argument, what ("topic NAME"), that is not
+// empty or only spaces (a shell variable that was not set gives ""); the
+// blank one is refused here, before a server reads it as another name
+// or answers with a less precise error. where says where to find one.
+func oneName(cmd *cobra.Command, args []string, what, where string) error {
 	if len(args) != 1 {
-		return fmt.Errorf("%s takes exactly one group NAME, got %d arguments (see --help)", cmd.CommandPath(), len(args))
+		return fmt.Errorf("%s takes exactly one %s, got %d arguments (see --help)", cmd.CommandPath(), what, len(args))
+	}
+	if strings.TrimSpace(args[0]) == "" {
+		return fmt.Errorf("%s got an empty %s %q: give one (%s)", cmd.CommandPath(), what, args[0], where)
 	}
 	return nil
 }

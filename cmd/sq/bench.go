@@ -397,7 +397,7 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 		return err // Ctrl-C: context.Canceled, not printed
 	}
 	if res.Errors > 0 {
-		return benchFailure(addr, res, b.firstError())
+		return benchFailure(addr, res, b.firstError(), &b.unreached)
 	}
 	return nil
 }
@@ -416,10 +416,14 @@ func benchRunError(addr string, err error) error {
 
 // benchFailure is the error of a run in which records failed: how many of
 // those sent were not acknowledged, and the first failure, with the
-// server's address when it could not be reached.
-func benchFailure(addr string, res *BenchResult, first error) error {
+// address of what could not be reached: the partitions' leaders that
+// failed records could not reach (unreached; in a cluster they need not
+// be the --server node addr), else the server at addr.
+func benchFailure(addr string, res *BenchResult, first error, unreached *unreachedLeaders) error {
 	why := first
-	if errors.Is(first, sdk.ErrConnection) {
+	if lw, ok := unreached.reason(addr, first); ok {
+		why = lw
+	} else if errors.Is(first, sdk.ErrConnection) {
 		why = fmt.Errorf("server %s unreachable: %w", addr, first)
 	}
 	if res.SentRecords > res.PublishedRecords {

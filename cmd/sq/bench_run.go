@@ -75,6 +75,9 @@ type benchRun struct {
 	consumed atomic.Int64 // records read by consumers
 	errs     atomic.Int64 // records failed
 	firstErr atomic.Pointer[error]
+	// unreached gathers the partition leaders that failed records could
+	// not reach, so a failure names them rather than the --server node.
+	unreached unreachedLeaders
 
 	ack, e2e *hist
 
@@ -93,6 +96,7 @@ func newBenchRun(addr string, f benchFlags, progress, lines io.Writer) *benchRun
 func (b *benchRun) fail(n int64, err error) {
 	b.errs.Add(max(n, 1))
 	b.firstErr.CompareAndSwap(nil, &err)
+	b.unreached.note(err)
 }
 
 // firstError returns the first failure, or nil.

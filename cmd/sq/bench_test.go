@@ -241,14 +241,62 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func TestBenchFailureMessage(t *testing.T) {
 	conn := fmt.Errorf("%w: 127.0.0.1:6064: dial tcp: connection refused", sdk.ErrConnection)
-	err := benchFailure("127.0.0.1:6064", &BenchResult{SentRecords: 20000, PublishedRecords: 18766, Errors: 1234}, conn)
+	err := benchFailure("127.0.0.1:6064", &BenchResult{SentRecords: 20000, PublishedRecords: 18766, Errors: 1234}, conn, &unreachedLeaders{})
 	want := "1234 of 20000 records not acknowledged: server 127.0.0.1:6064 unreachable: "
 	if !strings.HasPrefix(err.Error(), want) || !errors.Is(err, sdk.ErrConnection) {
 		t.Fatalf("error %q, want prefix %q wrapping ErrConnection", err, want)
 	}
-	err = benchFailure("a:1", &BenchResult{Errors: 2}, errors.New("DISK_FULL: no space"))
+	err = benchFailure("a:1", &BenchResult{Errors: 2}, errors.New("DISK_FULL: no space"), &unreachedLeaders{})
 	if err.Error() != "2 records failed: DISK_FULL: no space" {
 		t.Fatalf("error %q", err)
+	}
+}
+
+// TestBenchFailureNamesLeaders: records that failed because their
+// partition's leader could not be reached (the SDK's BatchError wrapping
+// a LeaderConnectionError, as the bench's producers get them) name that
+// leader, or those leaders with their partitions, not the --server node
+// that was up; when the only such leader is the --server node, the
+// server is named as before.
+func TestBenchFailureNamesLeaders(t *testing.T) {
+	const server = "127.0.0.1:6084"
+	lost := func(p uint32, leader string) error {
+		cause := fmt.Errorf("%w: %s: dial tcp: connection refused", sdk.ErrConnection, leader)
+		return sdk.BatchError{Topic: "orders", Partition: p, Messages: make([]sdk.ProducerMessage, 3),
+			Err: &sdk.LeaderConnectionError{Topic: "orders", Partition: p, Leader: leader, Err: cause}}
+	}
+	for _, tc := range []struct {
+		name  string
+		fails []error
+		want  string
+	}{
+		{"one leader", []error{lost(0, "127.0.0.1:6074"), lost(0, "127.0.0.1:6074")},
+			"6 of 10 records not acknowledged: the leader of orders partition 0, 127.0.0.1:6074, could not be reached: "},
+		{"one leader of two partitions", []error{lost(2, "127.0.0.1:6074"), lost(0, "127.0.0.1:6074")},
+			"6 of 10 records not acknowledged: the leader of orders partitions 0,2, 127.0.0.1:6074, could not be reached: "},
+		{"two leaders", []error{lost(1, "127.0.0.1:6064"), lost(2, "127.0.0.1:6074"), lost(0, "127.0.0.1:6074")},
+			"9 of 10 records not acknowledged: the leaders of orders partitions 1 (127.0.0.1:6064) and 0,2 (127.0.0.1:6074) could not be reached: "},
+		{"the server itself", []error{lost(0, server)},
+			"3 of 10 records not acknowledged: server " + server + " unreachable: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBenchRun(server, benchFlags{}, nil, nil)
+			for _, e := range tc.fails {
+				b.fail(3, e)
+			}
+			res := &BenchResult{SentRecords: 10, PublishedRecords: 10 - 3*int64(len(tc.fails)), Errors: b.errs.Load()}
+			err := benchFailure(server, res, b.firstError(), &b.unreached)
+			if !strings.HasPrefix(err.Error(), tc.want) || !errors.Is(err, sdk.ErrConnection) {
+				t.Fatalf("error %q, want prefix %q wrapping ErrConnection", err, tc.want)
+			}
+			if tc.name != "the server itself" && (strings.Contains(err.Error(), "server "+server) || !strings.HasSuffix(err.Error(), "could not be reached: sdk: connection failed: 127.0.0.1:6064: dial tcp: connection refused") && !strings.HasSuffix(err.Error(), "could not be reached: sdk: connection failed: 127.0.0.1:6074: dial tcp: connection refused")) {
+				t.Fatalf("error %q blames the --server node or does not end with the first failure's cause", err)
+			}
+			var lce *sdk.LeaderConnectionError
+			if !errors.As(err, &lce) {
+				t.Fatalf("error %q does not unwrap to the LeaderConnectionError", err)
+			}
+		})
 	}
 }
 

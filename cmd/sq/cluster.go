@@ -181,12 +181,7 @@ func newClusterRemoveNodeCommand(g *globals) *cobra.Command {
 			"cluster without a Raft majority answers NO_QUORUM. Any node can be asked\n" +
 			"(--control); it forwards the change to the controller. There is no prompt.",
 		Example: "  sq cluster remove-node node-3\n  sq --control 10.0.0.1:6060 cluster remove-node node-3",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 || args[0] == "" {
-				return fmt.Errorf("%s takes exactly one node ID, as sq cluster members lists them; got %d arguments", cmd.CommandPath(), len(args))
-			}
-			return nil
-		},
+		Args:    oneNodeID,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.controlConn(cmd)
 			if err != nil {

@@ -191,7 +191,7 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 	if err != nil {
 		return err
 	}
-	if cmd.Flags().Changed("group") && f.group == "" {
+	if cmd.Flags().Changed("group") && strings.TrimSpace(f.group) == "" {
 		return errors.New("--group/-g is empty: give the group's name, or drop -g to read without a group")
 	}
 	if f.group != "" {
@@ -264,8 +264,12 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 
 // lostServer is apiError for a failure after the server at addr answered
 // (the read started): a connection error says the server was lost rather
-// than pointing at the address. nil stays nil.
+// than pointing at the address, or names the partition's leader it came
+// from when that is another node. nil stays nil.
 func lostServer(addr string, err error) error {
+	if why, ok := leaderUnreachable(addr, err); ok {
+		return why
+	}
 	if err != nil && errors.Is(err, sdk.ErrConnection) {
 		return fmt.Errorf("lost the SQ server at %s: %w", addr, err)
 	}

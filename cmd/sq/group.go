@@ -128,13 +128,14 @@ func printGroup(out io.Writer, d sdk.GroupDescription) error {
 		if o.CommittedOffset >= 0 {
 			committed = strconv.FormatInt(o.CommittedOffset, 10)
 		}
-		// A negative lag is unknown: in a cluster, the partition's
-		// leader is not available.
-		lag := "-"
+		// A negative lag means the partition's statistics are unknown
+		// (in a cluster, its leader is not available): the log end the
+		// server sends is then 0, not a value.
+		logEnd, lag := "-", "-"
 		if o.Lag >= 0 {
-			lag = strconv.FormatInt(o.Lag, 10)
+			logEnd, lag = strconv.FormatUint(o.LogEndOffset, 10), strconv.FormatInt(o.Lag, 10)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\t%s\n", o.Topic, o.Partition, committed, o.LogEndOffset, lag, orDash(o.MemberID))
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", o.Topic, o.Partition, committed, logEnd, lag, orDash(o.MemberID))
 	}
 	return w.Flush()
 }
@@ -148,6 +149,9 @@ func newGroupResetCommand(g *globals) *cobra.Command {
 			"  sq group reset-offsets billing -t orders --to 1200",
 		Args: oneGroupName,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("topic") && strings.TrimSpace(topic) == "" {
+				return fmt.Errorf("--topic/-t is empty: give the topic's name (sq topic list names the topics)")
+			}
 			if topic == "" {
 				return fmt.Errorf("--topic is required")
 			}

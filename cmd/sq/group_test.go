@@ -57,18 +57,20 @@ func groupDescriptionFixture() sdk.GroupDescription {
 	}
 }
 
-// TestPrintGroupUnknownLag: a partition whose lag the server could not
-// compute (-1: its leader is not available) prints "-" in the table and
-// null in JSON; a known lag of 0 stays 0.
+// TestPrintGroupUnknownLag: a partition whose statistics the server could
+// not read (lag -1: its leader is not available; log end and high
+// watermark then come as 0) prints "-" for log end and lag in the table
+// and null for log_end_offset, high_watermark and lag in JSON; a known
+// empty partition (log end, high watermark and lag 0) stays 0.
 func TestPrintGroupUnknownLag(t *testing.T) {
 	d := groupDescriptionFixture()
-	d.Offsets[0].Lag = -1
-	d.Offsets[1].Lag = 0
+	d.Offsets[0].Lag, d.Offsets[0].LogEndOffset, d.Offsets[0].HighWatermark = -1, 0, 0
+	d.Offsets[1].Lag, d.Offsets[1].LogEndOffset, d.Offsets[1].HighWatermark = 0, 0, 0
 	var out bytes.Buffer
 	if err := printGroup(&out, d); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"orders  0          5          9        -    m-1", "orders  1          -          2        0    -"} {
+	for _, want := range []string{"orders  0          5          -        -    m-1", "orders  1          -          0        0    -"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
@@ -77,18 +79,29 @@ func TestPrintGroupUnknownLag(t *testing.T) {
 	if err := printGroupJSON(&out, d); err != nil {
 		t.Fatal(err)
 	}
+	type offsetJSON struct {
+		LogEnd *uint64 `json:"log_end_offset"`
+		HW     *uint64 `json:"high_watermark"`
+		Lag    *int64  `json:"lag"`
+	}
 	var got struct {
-		Offsets []struct {
-			Lag *int64 `json:"lag"`
-		} `json:"offsets"`
+		Offsets []offsetJSON `json:"offsets"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Offsets) != 2 || got.Offsets[0].Lag != nil || got.Offsets[1].Lag == nil || *got.Offsets[1].Lag != 0 {
-		t.Fatalf("JSON lags: %s", out.String())
+	if len(got.Offsets) != 2 {
+		t.Fatalf("JSON offsets: %s", out.String())
 	}
-	if !strings.Contains(out.String(), `"lag": null`) && !strings.Contains(out.String(), `"lag":null`) {
-		t.Fatalf("unknown lag not null:\n%s", out.String())
+	if o := got.Offsets[0]; o.LogEnd != nil || o.HW != nil || o.Lag != nil {
+		t.Errorf("unknown statistics not null: %s", out.String())
+	}
+	if o := got.Offsets[1]; o.LogEnd == nil || *o.LogEnd != 0 || o.HW == nil || *o.HW != 0 || o.Lag == nil || *o.Lag != 0 {
+		t.Errorf("known zero statistics not 0: %s", out.String())
+	}
+	for _, key := range []string{"log_end_offset", "high_watermark", "lag"} {
+		if !strings.Contains(out.String(), `"`+key+`": null`) {
+			t.Errorf("unknown %s not null:\n%s", key, out.String())
+		}
 	}
 }

@@ -346,8 +346,13 @@ func explain(cause error, format string, args ...any) error {
 
 // connectError explains a failure to reach the server at addr: the wrong
 // kind of server there (*sdk.WrongProtocolError says what it speaks), no
-// answer within --timeout, or no server at all.
+// answer within --timeout, or no server at all; or, when err names a
+// partition's leader other than addr that could not be reached
+// (*sdk.LeaderConnectionError), that leader.
 func connectError(addr string, err error) error {
+	if why, ok := leaderUnreachable(addr, err); ok {
+		return why
+	}
 	var wp *sdk.WrongProtocolError
 	if errors.As(err, &wp) {
 		return explain(err, "%s; set the address with --server or %s", wp.Message(), serverEnv)

@@ -579,12 +579,10 @@ func (s *produceSession) notAcked() error {
 	if s.failed == 1 {
 		where = s.unit() + " " + s.failedAt.first(maxListedRanges)
 	}
-	var why error
-	var lce *sdk.LeaderConnectionError
+	why, leader := leaderUnreachable(s.addr, s.firstErr)
 	switch {
-	case errors.As(s.firstErr, &lce) && lce.Leader != s.addr:
+	case leader:
 		// The partition's leader, which need not be the --server node.
-		why = fmt.Errorf("the leader of %s partition %d, %s, could not be reached: %w", lce.Topic, lce.Partition, lce.Leader, lce.Err)
 	case errors.Is(s.firstErr, sdk.ErrConnection):
 		why = fmt.Errorf("server %s unreachable: %w", s.addr, s.firstErr)
 	case errors.Is(s.firstErr, sdk.ErrDeliveryTimeout):

@@ -81,7 +81,7 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 		Example: "  sq topic create orders --partitions 3\n" +
 			"  sq topic create payments --partitions 6 --replication-factor 3\n" +
 			"  sq topic create audit --sync-policy every-batch --retention-ms 86400000 --segment-bytes 268435456",
-		Args: oneTopicName,
+		Args: oneNewTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTopicCreate(cmd, g, args[0], f)
 		},
@@ -205,7 +205,8 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 			"the log end offset (offset of the next record), the size on disk and the number\n" +
 			"of segment files, and where it lives in the cluster: its leader (node id), the\n" +
 			"leader epoch (bumped at every leadership change), its replicas and in-sync\n" +
-			"replicas. A failed partition shows its error.",
+			"replicas. A failed partition (FAILED), or one whose leader is not available\n" +
+			"(UNAVAILABLE), shows - for its statistics and its error.",
 		Example: "  sq topic describe orders\n  sq topic describe orders -f json",
 		Args:    oneTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -275,7 +276,7 @@ func printTopicDescription(out io.Writer, t topicView) error {
 	var errs []string
 	for _, p := range t.PartitionInfos {
 		if p.Err != nil {
-			fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\tFAILED\t", p.Partition)
+			fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\t%s\t", p.Partition, partitionStatus(p.Err))
 			errs = append(errs, fmt.Sprintf("partition %d: %v", p.Partition, p.Err))
 		} else {
 			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%d\tok\t", p.Partition, p.LogStartOffset, p.HighWatermark, p.LogEndOffset, formatBytes(p.SizeBytes), p.SegmentCount)
@@ -294,17 +295,19 @@ func printTopicDescription(out io.Writer, t topicView) error {
 	return nil
 }
 
+// partitionStatus is the STATUS of a partition whose statistics came with
+// err: UNAVAILABLE when its leader is not available (in a cluster, that
+// node is down; its offsets are unknown, not failed), FAILED otherwise.
+func partitionStatus(err error) string {
+	if errors.Is(err, api.ErrLeaderNotAvailable) {
+		return "UNAVAILABLE"
+	}
+	return "FAILED"
+}
+
 // nodeList formats node ids as a comma-separated list, "-" when empty.
 func nodeList(ids []string) string {
 	return orDash(strings.Join(ids, ","))
-}
-
-// oneTopicName requires exactly one argument, the topic NAME.
-func oneTopicName(cmd *cobra.Command, args []string) error {
-	if len(args) != 1 {
-		return fmt.Errorf("%s takes exactly one topic NAME, got %d arguments (see --help)", cmd.CommandPath(), len(args))
-	}
-	return nil
 }
 
 // apiError returns the catalog error in err's chain (printed "NAME:

@@ -102,7 +102,8 @@ func (s *State) registered(nodes []string) []string {
 // caller, except a ReplicationFactor of 0, which becomes
 // DefaultReplicationFactor(len(nodes)). Errors: the topic-name rules
 // (INVALID_TOPIC_NAME), TOPIC_EXISTS, a zero or used id
-// (INVALID_REQUEST), and Place's INVALID_CONFIG.
+// (INVALID_REQUEST), and Place's INVALID_CONFIG, prefixed with the
+// topic and the partitions it could not place.
 func PrepareCreate(s *State, name string, id api.TopicID, partitions int, cfg engine.TopicConfig, nodes []string, now int64) (Command, error) {
 	if err := engine.ValidateTopicName(name); err != nil {
 		return Command{}, err
@@ -119,7 +120,7 @@ func PrepareCreate(s *State, name string, id api.TopicID, partitions int, cfg en
 	}
 	placement, err := Place(live, partitions, int(cfg.ReplicationFactor), nil, s.LeaderCounts())
 	if err != nil {
-		return Command{}, err
+		return Command{}, api.WrapError(api.CodeInvalidConfig, err, "topic %q: cannot place its %d partitions", name, partitions)
 	}
 	t := &Topic{Name: name, ID: id, Config: cfg, CreatedMs: now, Partitions: newPartitions(placement)}
 	return Command{Op: OpCreateTopic, Topic: t}, nil
@@ -130,7 +131,8 @@ func PrepareCreate(s *State, name string, id api.TopicID, partitions int, cfg en
 // (the live nodes; unregistered ones ignored) at the topic's replication
 // factor, given the topic's and s's leader counts. Errors: UNKNOWN_TOPIC; INVALID_CONFIG
 // when total is not above the current count or above
-// engine.MaxPartitions, or from Place.
+// engine.MaxPartitions, or from Place, prefixed with the topic and the
+// new partitions it could not place.
 func PrepareCreatePartitions(s *State, name string, total int, nodes []string) (Command, error) {
 	t, ok := s.Topics[name]
 	if !ok {
@@ -145,7 +147,7 @@ func PrepareCreatePartitions(s *State, name string, total int, nodes []string) (
 	}
 	placement, err := Place(s.registered(nodes), total-cur, int(t.Config.ReplicationFactor), t.leaderCounts(), s.LeaderCounts())
 	if err != nil {
-		return Command{}, err
+		return Command{}, api.WrapError(api.CodeInvalidConfig, err, "topic %q: cannot place the %d new partitions (%d to %d)", name, total-cur, cur, total-1)
 	}
 	return Command{Op: OpCreatePartitions, Name: name, ID: t.ID, NewPartitions: newPartitions(placement)}, nil
 }

@@ -143,13 +143,15 @@ func TestPrepareCreate(t *testing.T) {
 		rf     int32
 		nodes  []string
 		code   api.Code
+		text   string // in the error's text, when code is set
 		wantRF int32
 	}{
 		{name: "default rf is min(3, nodes): 2", topic: "new", id: tid(5), parts: 2, nodes: []string{"n1", "n2"}, wantRF: 2},
 		{name: "default rf is min(3, nodes): 3", topic: "new", id: tid(5), parts: 2, nodes: []string{"n1", "n2", "n3", "n4", "n5"}, wantRF: 3},
 		{name: "explicit rf", topic: "new", id: tid(5), parts: 2, rf: 1, nodes: []string{"n1", "n2"}, wantRF: 1},
 		{name: "unregistered nodes ignored", topic: "new", id: tid(5), parts: 2, rf: 3, nodes: []string{"n1", "n2", "n9"}, code: api.CodeInvalidConfig},
-		{name: "rf above nodes", topic: "new", id: tid(5), parts: 2, rf: 6, nodes: []string{"n1", "n2", "n3", "n4", "n5"}, code: api.CodeInvalidConfig},
+		{name: "rf above nodes", topic: "new", id: tid(5), parts: 2, rf: 6, nodes: []string{"n1", "n2", "n3", "n4", "n5"}, code: api.CodeInvalidConfig,
+			text: `INVALID_CONFIG: topic "new": cannot place its 2 partitions: replication.factor 6 is above the 5 live nodes`},
 		{name: "existing name", topic: "orders", id: tid(5), parts: 2, nodes: []string{"n1"}, code: api.CodeTopicExists},
 		{name: "bad name", topic: "", id: tid(5), parts: 2, nodes: []string{"n1"}, code: api.CodeInvalidTopicName},
 		{name: "zero id", topic: "new", parts: 2, nodes: []string{"n1"}, code: api.CodeInvalidRequest},
@@ -162,6 +164,9 @@ func TestPrepareCreate(t *testing.T) {
 			addTopic(t, s, "orders", 1, 1, 1)
 			c, err := PrepareCreate(s, tc.topic, tc.id, tc.parts, engine.TopicConfig{RetentionMs: 3, ReplicationFactor: tc.rf}, tc.nodes, 1234)
 			wantCode(t, err, tc.code)
+			if tc.text != "" && err.Error() != tc.text {
+				t.Fatalf("error %q, want %q", err, tc.text)
+			}
 			if tc.code != 0 {
 				return
 			}
@@ -186,13 +191,15 @@ func TestPrepareCreatePartitions(t *testing.T) {
 		total int
 		nodes []string
 		code  api.Code
+		text  string // the error's text, when code is set
 		want  [][]string
 	}{
 		{name: "3 to 6", topic: "orders", total: 6, nodes: all,
 			want: [][]string{{"n1", "n2"}, {"n2", "n3"}, {"n3", "n1"}}},
 		{name: "to the least-loaded live nodes", topic: "orders", total: 4, nodes: []string{"n2", "n3"},
 			want: [][]string{{"n2", "n3"}}},
-		{name: "rf above live nodes", topic: "orders", total: 4, nodes: []string{"n1"}, code: api.CodeInvalidConfig},
+		{name: "rf above live nodes", topic: "orders", total: 5, nodes: []string{"n1"}, code: api.CodeInvalidConfig,
+			text: `INVALID_CONFIG: topic "orders": cannot place the 2 new partitions (3 to 4): replication.factor 2 is above the 1 live nodes`},
 		{name: "not larger", topic: "orders", total: 3, nodes: all, code: api.CodeInvalidConfig},
 		{name: "above max", topic: "orders", total: engine.MaxPartitions + 1, nodes: all, code: api.CodeInvalidConfig},
 		{name: "unknown topic", topic: "nope", total: 4, nodes: all, code: api.CodeUnknownTopic},
@@ -202,6 +209,9 @@ func TestPrepareCreatePartitions(t *testing.T) {
 			s := base(t)
 			c, err := PrepareCreatePartitions(s, tc.topic, tc.total, tc.nodes)
 			wantCode(t, err, tc.code)
+			if tc.text != "" && err.Error() != tc.text {
+				t.Fatalf("error %q, want %q", err, tc.text)
+			}
 			if tc.code != 0 {
 				return
 			}
