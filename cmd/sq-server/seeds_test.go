@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -13,35 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seedqueue/sq/internal/ratelog"
+	"github.com/seedqueue/sq/internal/testutil"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
-
-	"github.com/seedqueue/sq/internal/ratelog"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the server's concurrent log
-// writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // joiningServer runs a clustered sq-server (all listeners on 127.0.0.1
 // port 0) with --seeds seeds until the returned stop is called; stop
 // returns run's error. The server logs at DEBUG into the buffer returned.
-func joiningServer(t *testing.T, seeds []string) (httpAddr func() string, logs *lockedBuffer, stop func() error) {
+func joiningServer(t *testing.T, seeds []string) (httpAddr func() string, logs *testutil.LogBuffer, stop func() error) {
 	t.Helper()
 	var c config
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
@@ -59,7 +39,7 @@ func joiningServer(t *testing.T, seeds []string) (httpAddr func() string, logs *
 			mu.Unlock()
 		}
 	}}
-	logs = &lockedBuffer{}
+	logs = testutil.NewLogBuffer()
 	// The server's own limiter (config.logger) around the handler.
 	log := slog.New(ratelog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}), ratelog.Options{}))
 	ctx, cancel := context.WithCancel(context.Background())

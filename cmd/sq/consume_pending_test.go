@@ -1,38 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/seedqueue/sq/internal/testutil"
 )
 
-// lockedBuffer is a bytes.Buffer safe for a command writing while the
-// test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startSQ runs sq with args in the background; done yields its error.
-func startSQ(t *testing.T, args ...string) (out, errOut *lockedBuffer, done <-chan error) {
+func startSQ(t *testing.T, args ...string) (out, errOut *testutil.LogBuffer, done <-chan error) {
 	t.Helper()
-	out, errOut = &lockedBuffer{}, &lockedBuffer{}
+	out, errOut = testutil.NewLogBuffer(), testutil.NewLogBuffer()
 	ch := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // guards against a hang only
 	t.Cleanup(cancel)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/testutil"
 	"github.com/seedqueue/sq/net/dataplane"
 	"github.com/seedqueue/sq/sdk"
 )
@@ -162,24 +162,6 @@ func (p *inProcess) publish(t *testing.T, topic string, n int) {
 	}
 }
 
-// lockedBuffer collects a logger's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestConsumerResumesAtLogStart is case g end to end: a fetch below the
 // log start gets OFFSET_OUT_OF_RANGE with the valid range, and a group
 // whose committed offset retention deleted resumes at the log start, not
@@ -214,9 +196,9 @@ func TestConsumerResumesAtLogStart(t *testing.T) {
 		t.Fatalf("fetch below the log start = %v; want OFFSET_OUT_OF_RANGE [%d, 2000]", err, start)
 	}
 	t.Run("group resumes at log start", func(t *testing.T) {
-		var logs lockedBuffer
+		logs := testutil.NewLogBuffer()
 		first := consumeFirst(t, sdk.ConsumerConfig{Addr: p.addr, Topic: "g", ConsumerGroup: "grp",
-			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		if first.Offset != start || string(first.Value) != fmt.Sprintf("v%d", start) {
 			t.Fatalf("first record %d %q; want the log start %d", first.Offset, first.Value, start)
 		}
