@@ -241,13 +241,7 @@ func benchIOBackend(ctx context.Context, g *globals, cmd *cobra.Command) string 
 		return "unknown"
 	}
 	defer a.Close()
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	n, err := a.NodeInfo(ctx)
-	if err != nil || n.IOBackend == "" {
-		return "unknown"
-	}
-	return n.IOBackend
+	return adminIOBackend(ctx, a)
 }
 
 // benchIOBackends returns the I/O backend of the nodes that lead the
@@ -301,6 +295,18 @@ func benchIOBackends(ctx context.Context, g *globals, cmd *cobra.Command, admin 
 	return strings.Join(parts, ", ")
 }
 
+// adminIOBackend asks a for its node's I/O backend, waiting at most a
+// few seconds; "unknown" when it does not answer.
+func adminIOBackend(ctx context.Context, a *sdk.Admin) string {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	n, err := a.NodeInfo(ctx)
+	if err != nil || n.IOBackend == "" {
+		return "unknown"
+	}
+	return n.IOBackend
+}
+
 // nodeIOBackend asks the control plane at addr for its node's I/O
 // backend; "unknown" when it does not answer within a few seconds.
 func nodeIOBackend(ctx context.Context, addr string) string {
@@ -309,13 +315,7 @@ func nodeIOBackend(ctx context.Context, addr string) string {
 		return "unknown"
 	}
 	defer a.Close()
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	n, err := a.NodeInfo(ctx)
-	if err != nil || n.IOBackend == "" {
-		return "unknown"
-	}
-	return n.IOBackend
+	return adminIOBackend(ctx, a)
 }
 
 // runBench prepares the topic, runs the benchmark and reports it.
