@@ -113,7 +113,12 @@ func testUnknownTopic(t *testing.T, env *badInputEnv) {
 func testInvalidTopicNames(t *testing.T, env *badInputEnv) {
 	for _, name := range []string{"", strings.Repeat("t", 250), "..", "a/b"} {
 		stderr := sqFails(t, env.srv.addr, nil, "topic", "create", name, "--partitions", "1")
-		if !strings.HasPrefix(stderr, "sq: INVALID_TOPIC_NAME: ") {
+		if name == "" {
+			// The CLI refuses an empty NAME itself, before any call.
+			if !strings.Contains(stderr, `empty topic NAME ""`) {
+				t.Errorf("create %q: stderr %q, want the CLI's refusal of an empty NAME", name, stderr)
+			}
+		} else if !strings.HasPrefix(stderr, "sq: INVALID_TOPIC_NAME: ") {
 			t.Errorf("create %q: stderr %q, want INVALID_TOPIC_NAME", truncate(name, 20), stderr)
 		}
 		_, err := env.bystander.CreateTopic(env.ctx, name, 1, sdk.TopicConfig{})
