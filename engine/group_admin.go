@@ -142,6 +142,11 @@ func (e *Engine) DescribeGroup(name string) (GroupDescription, error) {
 	for _, t := range names {
 		ti, err := e.groupTopicStats(t)
 		if err != nil {
+			// The topic's statistics cannot be read now (in a cluster,
+			// its leaders or the metadata may be out of reach): its
+			// committed offsets and owned partitions are still the
+			// group's, listed with their statistics unknown.
+			d.Offsets = append(d.Offsets, unknownStats(t, committedOf, holder)...)
 			continue
 		}
 		for _, pi := range ti.Partitions {
@@ -160,6 +165,35 @@ func (e *Engine) DescribeGroup(name string) (GroupDescription, error) {
 		}
 	}
 	return d, nil
+}
+
+// unknownStats lists topic's partitions that the group committed or
+// that a member owns, sorted, with CommittedOffset (-1: none) and owner
+// but unknown statistics: Lag LagUnknown, LogEndOffset and HighWatermark
+// 0 (the CLI prints them as unknown with the lag).
+func unknownStats(topic string, committedOf map[tp]uint64, holder map[tp]string) []GroupPartitionLag {
+	parts := map[int]bool{}
+	for k := range committedOf {
+		if k.Topic == topic {
+			parts[k.Partition] = true
+		}
+	}
+	for k := range holder {
+		if k.Topic == topic {
+			parts[k.Partition] = true
+		}
+	}
+	out := make([]GroupPartitionLag, 0, len(parts))
+	for p := range parts {
+		k := tp{topic, p}
+		l := GroupPartitionLag{Topic: topic, Partition: p, CommittedOffset: -1, Lag: LagUnknown, MemberID: holder[k]}
+		if c, ok := committedOf[k]; ok {
+			l.CommittedOffset = int64(c)
+		}
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out
 }
 
 // LagUnknown is the Lag of a GroupPartitionLag whose partition's high

@@ -77,8 +77,11 @@ func TestTopicStatsHook(t *testing.T) {
 	if _, err := e.CommitOffsets("g", "", -1, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}); err != nil {
 		t.Fatal(err)
 	}
-	var down bool
+	var down, unreadable bool
 	e.SetTopicStats(func(topic string) (TopicInfo, error) {
+		if unreadable {
+			return TopicInfo{}, api.NewError(api.CodeNoQuorum, "no controller known")
+		}
 		ti, err := e.DescribeTopic(topic)
 		if err != nil {
 			return ti, err
@@ -120,6 +123,19 @@ func TestTopicStatsHook(t *testing.T) {
 	if got, _ := e.FetchOffsets("g", "t"); len(got) != 2 || got[0].Offset != 50 || got[1].Offset != 5 {
 		t.Fatalf("a refused reset changed the offsets: %+v", got)
 	}
+	// A topic whose statistics cannot be read at all: its committed
+	// offsets are still listed, with unknown statistics.
+	unreadable = true
+	d, err = e.DescribeGroup("g")
+	if err != nil || len(d.Offsets) != 2 {
+		t.Fatalf("with the topic's statistics unreadable: %+v, %v; want both committed partitions listed", d.Offsets, err)
+	}
+	for i, want := range []int64{50, 5} {
+		if l := d.Offsets[i]; l.Partition != i || l.CommittedOffset != want || l.Lag != LagUnknown {
+			t.Fatalf("partition %d with the statistics unreadable: %+v, want committed %d and lag unknown", i, l, want)
+		}
+	}
+	unreadable = false
 	e.SetTopicStats(nil)
 	if d, _ := e.DescribeGroup("g"); d.Offsets[1].Lag != 0 || d.Offsets[0].HighWatermark != 0 {
 		t.Fatalf("without the hook: %+v, want the engine's own (empty) partitions", d.Offsets)
