@@ -225,6 +225,13 @@ type ConsumerConfig struct {
 	// Kafka's auto.offset.reset=earliest). It runs on a fetch goroutine of
 	// the consumer, not on the caller of Poll, and must not block.
 	OnRecordsLost func(partition uint32, from, logStart uint64)
+	// OnFetchRetry, when set, is called at each fetch of partition that
+	// failed with a retriable error (IsRetriable: its leader is not
+	// available or cannot be reached, say) and that the consumer will
+	// retry; the consumer goes on reading the other partitions meanwhile.
+	// It runs on a fetch goroutine, not on the caller of Poll, and must
+	// not block.
+	OnFetchRetry func(partition uint32, err error)
 
 	// now is the clock of AutoCommitInterval and MaxPollInterval; nil:
 	// time.Now. Tests set it to step time by hand.

@@ -194,6 +194,9 @@ func (c *Consumer) fetchFailed(pf *partFetcher, err error) bool {
 	}
 	if IsRetriable(err) {
 		c.log.Warn("sdk: fetch failed, retrying", "topic", c.cfg.Topic, "partition", pf.partition, "offset", pf.pos, "err", err)
+		if c.cfg.OnFetchRetry != nil {
+			c.cfg.OnFetchRetry(pf.partition, err)
+		}
 		return false
 	}
 	c.log.Error("sdk: fetch failed", "topic", c.cfg.Topic, "partition", pf.partition, "offset", pf.pos, "err", err)

@@ -453,3 +453,40 @@ func TestLeaderClient(t *testing.T) {
 		t.Fatalf("Fetch from the leader: %d records, %v; want 1", len(res.Messages), err)
 	}
 }
+
+// TestOnFetchRetry: each retriable refusal of a fetch is reported to
+// OnFetchRetry with its partition and error, and the records come once
+// the partition answers.
+func TestOnFetchRetry(t *testing.T) {
+	fc := newFakeCluster(t, 2)
+	fc.createTopic("t", 1)
+	ctx := testCtx(t)
+	p := newTestProducer(t, fc.nodes[0])
+	if _, err := p.Send(ctx, "t", nil, []byte("v00")); err != nil {
+		t.Fatal(err)
+	}
+	fc.refusePartition("t", 0, api.CodeLeaderNotAvailable, api.CodeLeaderNotAvailable)
+	var mu sync.Mutex
+	var calls []error
+	c := newConsumerAt(t, fc.nodes[0].addr, ConsumerConfig{Topic: "t", UseFetch: true, OnFetchRetry: func(partition uint32, err error) {
+		if partition != 0 {
+			t.Errorf("OnFetchRetry for partition %d, want 0", partition)
+		}
+		mu.Lock()
+		calls = append(calls, err)
+		mu.Unlock()
+	}})
+	if got := pollN(t, c, 1); string(got[0].Value) != "v00" {
+		t.Fatalf("read %q, want v00", got[0].Value)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 2 {
+		t.Fatalf("OnFetchRetry called %d times (%v), want once for each of the 2 refusals", len(calls), calls)
+	}
+	for _, err := range calls {
+		if !errors.Is(err, api.ErrLeaderNotAvailable) {
+			t.Fatalf("OnFetchRetry error %v, want LEADER_NOT_AVAILABLE", err)
+		}
+	}
+}

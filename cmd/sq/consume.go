@@ -160,6 +160,7 @@ type consumeSession struct {
 	out     *recordWriter
 	stderr  io.Writer
 	probe   serverProbe
+	stalls  fetchStalls // partitions that cannot be read for now
 
 	parts []uint32
 	pos   map[uint32]uint64 // next offset to print, per partition
@@ -453,6 +454,8 @@ func (s *consumeSession) consumerConfig(parts []uint32, toEnd bool) sdk.Consumer
 			cfg.EndOffsets[p] = s.end[p]
 		}
 	}
+	s.stalls.to(s.stderr)
+	cfg.OnFetchRetry = s.stalls.failed
 	cfg.OnRecordsLost = func(p uint32, from, to uint64) {
 		fmt.Fprintf(s.stderr, "sq: partition %d: offsets %d-%d are no longer stored; going on at %d (%d records lost to retention skipped)\n",
 			p, from, to-1, to, to-from)
@@ -492,6 +495,7 @@ func (s *consumeSession) read(ctx context.Context, parts []uint32, toEnd bool) e
 				s.cut[m.Partition] = true
 				continue
 			}
+			s.stalls.read(m.Partition, m.Offset)
 			if err := s.out.write(m); err != nil {
 				return err
 			}

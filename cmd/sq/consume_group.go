@@ -58,6 +58,7 @@ type groupSession struct {
 	next    map[uint32]uint64 // offset after the last record printed
 	timeout time.Duration     // --timeout: each dial plus handshake, and each probe
 	probe   serverProbe
+	stalls  fetchStalls // partitions that cannot be read for now
 	printed int64
 	// emptySince is when the member was first seen holding no partition
 	// (zero while it holds some).
@@ -155,6 +156,8 @@ func (s *groupSession) consumerConfig(from sdk.StartPosition) sdk.ConsumerConfig
 		fmt.Fprintf(s.stderr, "sq: group %s: released partition%s %v of %s (the group is rebalancing)\n", s.f.group, plural(len(ps)), ps, s.f.topic)
 	}
 	cfg.OnRecordsLost = func(p uint32, from, to uint64) { noteLost(s.stderr, p, from, to) }
+	s.stalls.to(s.stderr)
+	cfg.OnFetchRetry = s.stalls.failed
 	return cfg
 }
 
@@ -209,6 +212,7 @@ func (s *groupSession) loop(ctx context.Context) error {
 			if !s.f.follow && m.Offset >= s.end[m.Partition] {
 				continue // beyond the high watermark seen at start
 			}
+			s.stalls.read(m.Partition, m.Offset)
 			if err := s.out.write(m); err != nil {
 				return err
 			}
