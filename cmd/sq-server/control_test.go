@@ -119,7 +119,23 @@ func TestShutdownWithOpenWatch(t *testing.T) {
 	defer conn.Close()
 	wctx, wcancel := context.WithCancel(context.Background())
 	defer wcancel()
-	w, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{})
+	watchUntilServing(t, wctx, conn)
+	cancel() // SIGTERM
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(shutdownTimeout - 5*time.Second):
+		t.Fatal("an open Watch stream held the stop for the whole shutdown timeout")
+	}
+}
+
+// watchUntilServing opens a grpc.health.v1 Watch on conn and returns once
+// it reports SERVING; the stream stays open until ctx ends.
+func watchUntilServing(t *testing.T, ctx context.Context, conn *grpc.ClientConn) {
+	t.Helper()
+	w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,16 +145,7 @@ func TestShutdownWithOpenWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.Status == healthpb.HealthCheckResponse_SERVING {
-			break
+			return
 		}
-	}
-	cancel() // SIGTERM
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-	case <-time.After(shutdownTimeout - 5*time.Second):
-		t.Fatal("an open Watch stream held the stop for the whole shutdown timeout")
 	}
 }

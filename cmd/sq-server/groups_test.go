@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/api/sqv1"
@@ -78,19 +77,7 @@ func TestSingleNodeGroupsKeptInACluster(t *testing.T) {
 	defer conn.Close()
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
-	w, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		r, err := w.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Status == healthpb.HealthCheckResponse_SERVING {
-			break
-		}
-	}
+	watchUntilServing(t, wctx, conn)
 	offs, err := sqv1.NewMessagingClient(conn).FetchOffsets(wctx, &sqv1.FetchOffsetsRequest{Group: "billing"})
 	if err != nil || len(offs.Offsets) != 1 || offs.Offsets[0].Offset != 2 {
 		t.Fatalf("offsets of the single node's group in the cluster: %v, %v; want t/0 at 2", offs, err)
