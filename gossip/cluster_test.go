@@ -18,6 +18,7 @@ import (
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/gossip/meta"
+	"github.com/seedqueue/sq/internal/testutil"
 )
 
 // clusterServer adapts a Node to sqv1.ClusterServer (Join, Propose,
@@ -139,13 +140,7 @@ func (n *clusterNode) stop(t *testing.T) {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for state
-	}
+	testutil.Eventually(t, d, what, cond)
 }
 
 func waitReady(t *testing.T, nodes ...*clusterNode) {

@@ -83,13 +83,7 @@ func readyz(t *testing.T, addr string) (int, string) {
 // poll waits until cond holds, failing after d.
 func poll(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for state
-	}
+	testutil.Eventually(t, d, what, cond)
 }
 
 // --seeds that are not SQ nodes (nothing listening, an HTTP server, a
