@@ -56,6 +56,34 @@ const (
 	// group call is not the group's coordinator. Retriable: the client
 	// waits and retries; the group works again once its coordinator does.
 	CodeCoordinatorNotAvailable Code = 25
+	// CodeNotEnoughReplicas: the partition's in-sync replica set has fewer
+	// members than the topic's min.insync.replicas, so a publish with acks
+	// all is refused before it is written (or, after it was written, not
+	// acknowledged: its records are not exposed to consumers until the
+	// in-sync set holds them). Retriable: it succeeds once enough replicas
+	// have caught up (docs/cluster.md).
+	CodeNotEnoughReplicas Code = 26
+	// CodeOutOfOrderSequence: an idempotent producer's batch does not carry
+	// the next sequence number the partition's leader expects of it
+	// (KIP-98): a batch before it was lost. Not retriable unchanged.
+	CodeOutOfOrderSequence Code = 27
+	// CodeInvalidProducerEpoch: an idempotent producer's epoch is older than
+	// the one the partition's leader has seen for its producer id: a newer
+	// instance of the producer has taken over (KIP-98). Not retriable.
+	CodeInvalidProducerEpoch Code = 28
+	// CodeUnknownProducerID: the partition's leader holds no state for the
+	// producer id of a batch whose sequence is not 0 (the state expired or
+	// the id was never granted). Not retriable unchanged: the producer asks
+	// for a new id and starts its sequences again.
+	CodeUnknownProducerID Code = 29
+	// CodeFencedLeaderEpoch: a request carried a leader epoch older than
+	// the partition's current one (a follower or client acting on stale
+	// metadata, KIP-320). Retriable after reading the metadata again.
+	CodeFencedLeaderEpoch Code = 30
+	// CodeUnknownLeaderEpoch: a request carried a leader epoch newer than
+	// the one this node knows for the partition (its metadata lags).
+	// Retriable: the node catches up with the metadata log.
+	CodeUnknownLeaderEpoch Code = 31
 )
 
 // CatalogEntry describes one code: its NAME as printed in logs and by the
@@ -96,6 +124,12 @@ var Catalog = [...]CatalogEntry{
 	CodeLeaderNotAvailable:      {CodeLeaderNotAvailable, "LEADER_NOT_AVAILABLE", true, "the partition's leader is not alive"},
 	CodeNoQuorum:                {CodeNoQuorum, "NO_QUORUM", true, "no Raft majority reachable: cluster metadata cannot change"},
 	CodeCoordinatorNotAvailable: {CodeCoordinatorNotAvailable, "COORDINATOR_NOT_AVAILABLE", true, "the consumer group's coordinator is not available"},
+	CodeNotEnoughReplicas:       {CodeNotEnoughReplicas, "NOT_ENOUGH_REPLICAS", true, "fewer in-sync replicas than min.insync.replicas"},
+	CodeOutOfOrderSequence:      {CodeOutOfOrderSequence, "OUT_OF_ORDER_SEQUENCE", false, "idempotent producer's sequence number is not the next expected"},
+	CodeInvalidProducerEpoch:    {CodeInvalidProducerEpoch, "INVALID_PRODUCER_EPOCH", false, "producer epoch is older than the partition's: a newer producer took over"},
+	CodeUnknownProducerID:       {CodeUnknownProducerID, "UNKNOWN_PRODUCER_ID", false, "no state for this producer id; ask for a new one"},
+	CodeFencedLeaderEpoch:       {CodeFencedLeaderEpoch, "FENCED_LEADER_EPOCH", true, "leader epoch older than the partition's current one"},
+	CodeUnknownLeaderEpoch:      {CodeUnknownLeaderEpoch, "UNKNOWN_LEADER_EPOCH", true, "leader epoch newer than this node knows"},
 }
 
 // Entry returns the catalog entry of c, or the UNKNOWN entry for a code this
@@ -305,6 +339,12 @@ var (
 	ErrLeaderNotAvailable      = &Error{Code: CodeLeaderNotAvailable}
 	ErrNoQuorum                = &Error{Code: CodeNoQuorum}
 	ErrCoordinatorNotAvailable = &Error{Code: CodeCoordinatorNotAvailable}
+	ErrNotEnoughReplicas       = &Error{Code: CodeNotEnoughReplicas}
+	ErrOutOfOrderSequence      = &Error{Code: CodeOutOfOrderSequence}
+	ErrInvalidProducerEpoch    = &Error{Code: CodeInvalidProducerEpoch}
+	ErrUnknownProducerID       = &Error{Code: CodeUnknownProducerID}
+	ErrFencedLeaderEpoch       = &Error{Code: CodeFencedLeaderEpoch}
+	ErrUnknownLeaderEpoch      = &Error{Code: CodeUnknownLeaderEpoch}
 )
 
 // AsError converts err into an *Error: an *Error anywhere in its chain is

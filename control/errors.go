@@ -31,9 +31,11 @@ func grpcCode(c api.Code) codes.Code {
 	case api.CodeMessageTooLarge, api.CodeDiskFull, api.CodeThrottled, api.CodeTooManyRequests:
 		return codes.ResourceExhausted
 	case api.CodeNotLeader, api.CodeShuttingDown, api.CodeStorageError,
-		api.CodeLeaderNotAvailable, api.CodeNoQuorum, api.CodeCoordinatorNotAvailable:
+		api.CodeLeaderNotAvailable, api.CodeNoQuorum, api.CodeCoordinatorNotAvailable,
+		api.CodeNotEnoughReplicas, api.CodeFencedLeaderEpoch, api.CodeUnknownLeaderEpoch:
 		return codes.Unavailable
-	case api.CodeGroupRebalancing, api.CodeFencedGeneration, api.CodePartitionFailed:
+	case api.CodeGroupRebalancing, api.CodeFencedGeneration, api.CodePartitionFailed,
+		api.CodeOutOfOrderSequence, api.CodeInvalidProducerEpoch, api.CodeUnknownProducerID:
 		return codes.FailedPrecondition
 	default:
 		return codes.Internal

@@ -84,6 +84,12 @@ func (e *Engine) resolveConfig(c TopicConfig, prev *TopicConfig) (TopicConfig, e
 	if c.ReplicationFactor < 0 {
 		return c, api.NewError(api.CodeInvalidConfig, "replication.factor %d: want at least 1", c.ReplicationFactor)
 	}
+	if c.MinInsyncReplicas < 0 {
+		return c, api.NewError(api.CodeInvalidConfig, "min.insync.replicas %d: want at least 1", c.MinInsyncReplicas)
+	}
+	if c.ReplicationFactor > 0 && c.MinInsyncReplicas > c.ReplicationFactor {
+		return c, api.NewError(api.CodeInvalidConfig, "min.insync.replicas %d exceeds replication.factor %d", c.MinInsyncReplicas, c.ReplicationFactor)
+	}
 	return c, nil
 }
 

@@ -32,6 +32,17 @@ type TopicConfig struct {
 	// server's default and checks it against the nodes (docs/cluster.md).
 	// 0 on a node outside a cluster reads as 1.
 	ReplicationFactor int32 `json:"replication_factor,omitempty"`
+	// MinInsyncReplicas is the topic setting min.insync.replicas: in a
+	// cluster, a publish with acks all is refused with NOT_ENOUGH_REPLICAS
+	// while the partition's in-sync set has fewer members. 0 resolves, in
+	// the cluster layer, to 2 when ReplicationFactor >= 3 and to 1
+	// otherwise; it may not exceed ReplicationFactor (docs/cluster.md).
+	MinInsyncReplicas int32 `json:"min_insync_replicas,omitempty"`
+	// UncleanLeaderElection is the topic setting
+	// unclean.leader.election.enable: when no member of a partition's
+	// in-sync set is alive, the controller may make another replica the
+	// leader, losing what only the in-sync set held. Default false.
+	UncleanLeaderElection bool `json:"unclean_leader_election,omitempty"`
 }
 
 // PartitionInfo describes one partition's offsets and size.
@@ -79,6 +90,10 @@ const (
 	DurabilityWritten Durability = 1
 	// DurabilitySynced: covered by an fdatasync.
 	DurabilitySynced Durability = 2
+	// DurabilityReplicated: held by every member of the partition's
+	// in-sync set (at least min.insync.replicas of them), each under its
+	// own sync policy; the high watermark has passed the batch.
+	DurabilityReplicated Durability = 3
 )
 
 // AppendResult is the outcome of one acknowledged batch append.
@@ -87,6 +102,10 @@ type AppendResult struct {
 	RecordCount   uint32
 	LogAppendTime int64 // Unix ms, broker clock
 	Durability    Durability
+	// Replicas is how many replicas held the batch when it was
+	// acknowledged: 1 outside a cluster and with acks leader, the in-sync
+	// set's size with acks all.
+	Replicas int32
 }
 
 // FetchResult holds whole batches read from a partition's mapped segments.
