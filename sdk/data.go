@@ -22,15 +22,22 @@ const (
 	// DurabilitySynced: fdatasync'd; survives power loss. Sync policy
 	// "every-batch".
 	DurabilitySynced
+	// DurabilityReplicated: held by every member of the partition's
+	// in-sync replica set, at least min.insync.replicas of them, each
+	// under its own sync policy (docs/cluster.md): a publish with AcksAll
+	// to a replicated partition. Ack.Replicas says how many held it.
+	DurabilityReplicated
 )
 
-// String returns "none", "written" or "synced".
+// String returns "none", "written", "synced" or "replicated".
 func (d Durability) String() string {
 	switch d {
 	case DurabilityWritten:
 		return "written"
 	case DurabilitySynced:
 		return "synced"
+	case DurabilityReplicated:
+		return "replicated"
 	default:
 		return "none"
 	}
@@ -74,6 +81,10 @@ type PublishResult struct {
 	RecordCount   uint32
 	LogAppendTime int64 // Unix ms, broker clock
 	Durability    Durability
+	// Replicas is how many replicas held the batch when it was
+	// acknowledged: the in-sync set's size for DurabilityReplicated, else
+	// 1 (also from a server that predates replication).
+	Replicas uint32
 }
 
 // Publish appends one batch (built with batch.Builder) to a partition and
@@ -81,7 +92,7 @@ type PublishResult struct {
 // batchBytes, which is written to the socket without a copy: do not modify
 // it afterwards (when ctx ends early the write may still be in progress).
 // Publish does not retry: an error wrapping ErrConnection means the batch
-// may or may not have been appended.
+// may or may not have been appended. It asks for AcksAll (see Acks).
 // A batch over Limits().MaxBatchBytes fails with an api.ErrMessageTooLarge
 // error without being sent.
 func (c *Client) Publish(ctx context.Context, topic string, partition uint32, batchBytes []byte) (PublishResult, error) {

@@ -438,7 +438,7 @@ func (w *window) publish(f *flight, want *conn) {
 	tp := w.pp.tp
 	c := pl.p.core.client(ctx, tp.topic, tp.partition)
 	f.leader = c.cfg.Addr
-	f.pc, f.err = c.startPublish(ctx, want, tp.topic, tp.partition, f.data, want != nil)
+	f.pc, f.err = c.startPublish(ctx, want, tp.topic, tp.partition, f.data, want != nil, pl.p.cfg.Acks)
 	if f.err != nil && ctx.Err() != nil && b.ctx.Err() == nil {
 		f.err, f.final = pl.p.expired(f.last), true
 	}
