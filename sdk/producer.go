@@ -73,6 +73,17 @@ type ProducerConfig struct {
 	// (the default: every in-sync replica holds it, at least
 	// min.insync.replicas of them) or AcksLeader (the leader alone).
 	Acks Acks
+	// DisableIdempotence turns the idempotent producer off (it is on by
+	// default): batches then carry no producer id and sequence, and a
+	// batch retried after its acknowledgement was lost (a connection
+	// failure, a timeout) may be stored twice. With idempotence, the
+	// producer obtains a producer id from the server at its first publish
+	// and stamps each batch with it and a per-partition sequence, so that
+	// a partition's leader stores a retried batch once and answers with
+	// its original offsets (see Producer). Against a server that does not
+	// grant producer ids the producer falls back to no idempotence, with
+	// one warning in Logger.
+	DisableIdempotence bool
 	// Retries is how many times a batch that failed with a retriable error
 	// (IsRetriable: connection loss, NOT_LEADER, NOT_ENOUGH_REPLICAS,
 	// DISK_FULL, THROTTLED, ...)
@@ -200,6 +211,8 @@ type Producer struct {
 	cfg    ProducerConfig
 
 	pl *pipeline // without linger; its goroutines end once idle
+
+	idem *idempotence // nil with DisableIdempotence
 }
 
 // NewProducer connects to cfg.Addr. It fails with ErrInvalidConfig when
@@ -241,6 +254,9 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 	}
 	cfg.Logger = c.cfg.Logger
 	p := &Producer{client: c, core: newCapnpCluster(c, cfg.MetadataMaxAge, cfg.Partitioner), cfg: cfg}
+	if !cfg.DisableIdempotence {
+		p.idem = &idempotence{p: p}
+	}
 	// Every request of a connection may be one of the partitions' batches
 	// in flight, as when each SendBatch call sent its own.
 	p.pl = newPipeline(context.Background(), p, LingerNone, producerWindow, producerWindow)
