@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/api/sqv1"
 )
 
@@ -166,5 +167,42 @@ func TestGrpcProducerAcks(t *testing.T) {
 		if a.Durability != tc.dur || a.Replicas != tc.replicas {
 			t.Errorf("Acks %v: Ack durability %v replicas %d, want %v %d", tc.acks, a.Durability, a.Replicas, tc.dur, tc.replicas)
 		}
+	}
+}
+
+// TestClientPublishAcks: Client.Publish asks for acks all, PublishAcks
+// for the acks given; the result carries the replicas of the answer.
+func TestClientPublishAcks(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	s.setReplicas(3)
+	sent := make(chan api.Acks, 2)
+	s.setHook(func(f api.Frame) {
+		if f.Which() == api.Frame_Which_publishRequest {
+			pr, _ := f.PublishRequest()
+			sent <- pr.Acks()
+		}
+	})
+	c := dialTest(t, s)
+	ctx := testCtx(t)
+	var b batch.Builder
+	b.Add(nil, []byte("v"), nil, 0)
+	data, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Publish(ctx, "t", 0, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-sent; got != api.Acks_all || res.Replicas != 3 || res.Durability != DurabilityReplicated {
+		t.Errorf("Publish: acks %v, result replicas %d durability %v; want all, 3, replicated", got, res.Replicas, res.Durability)
+	}
+	res, err = c.PublishAcks(ctx, "t", 0, data, AcksLeader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-sent; got != api.Acks_leader || res.Replicas != 1 {
+		t.Errorf("PublishAcks(AcksLeader): acks %v, result replicas %d; want leader, 1", got, res.Replicas)
 	}
 }

@@ -96,6 +96,13 @@ type PublishResult struct {
 // A batch over Limits().MaxBatchBytes fails with an api.ErrMessageTooLarge
 // error without being sent.
 func (c *Client) Publish(ctx context.Context, topic string, partition uint32, batchBytes []byte) (PublishResult, error) {
+	return c.PublishAcks(ctx, topic, partition, batchBytes, AcksAll)
+}
+
+// PublishAcks is Publish with the given Acks: AcksLeader is acknowledged
+// once the partition's leader appended the batch, AcksAll once every
+// in-sync replica holds it (see Acks).
+func (c *Client) PublishAcks(ctx context.Context, topic string, partition uint32, batchBytes []byte, acks Acks) (PublishResult, error) {
 	if lim := c.Limits(); len(batchBytes) > int(lim.MaxBatchBytes) {
 		return PublishResult{}, api.NewError(api.CodeMessageTooLarge, "batch of %d bytes over the server's maxBatchBytes %d", len(batchBytes), lim.MaxBatchBytes)
 	}
@@ -106,6 +113,7 @@ func (c *Client) Publish(ctx context.Context, topic string, partition uint32, ba
 		}
 		req.SetPartition(partition)
 		req.SetRecordsLength(uint32(len(batchBytes)))
+		req.SetAcks(acks.wire())
 		return req.SetTopic(topic)
 	}, batchBytes, 0)
 	if err != nil {
