@@ -536,3 +536,47 @@ func silentListener(t *testing.T) string {
 	})
 	return ln.Addr().String()
 }
+
+// A ReplicaClient keeps at most the leader's maxInFlight requests
+// outstanding: a call beyond waits for a slot within its context, and gets
+// one once a long poll returns.
+func TestReplicaClientInFlightLimit(t *testing.T) {
+	b := newReplBroker()
+	if _, err := b.CreateTopic("t", 1, engine.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	h := startServer(t, b, Options{MaxInFlightPerConn: 2})
+	rc := dialReplica(t, h.addr)
+	polls := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := rc.FetchReplica(context.Background(), engine.ReplicaFetch{Topic: "t", TopicID: b.id, FollowerID: "f1", LeaderEpoch: 5, MaxWait: 20 * time.Second})
+			polls <- err
+		}()
+	}
+	waitFor(t, "two long polls in the broker", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.fetches) == 2
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, _, err := rc.EndOffsetForEpoch(ctx, "t", b.id, 0, 5)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("third call with two long polls outstanding: %v, want DeadlineExceeded waiting for a slot", err)
+	}
+	if rc.Err() != nil {
+		t.Fatalf("a call that never got a slot broke the connection: %v", rc.Err())
+	}
+	if _, err := b.Append(context.Background(), "t", 0, buildBatch(t, []byte("x"))); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-polls; err != nil {
+			t.Fatalf("long poll: %v", err)
+		}
+	}
+	if _, _, err := rc.EndOffsetForEpoch(context.Background(), "t", b.id, 0, 5); err != nil {
+		t.Fatalf("after the long polls returned: %v", err)
+	}
+}
