@@ -325,9 +325,9 @@ func TestReplicaClientDeadlineAndBrokenConnection(t *testing.T) {
 		return len(b.fetches) >= 2
 	})
 	h.srv.Close()
-	if err := <-poll; !errors.Is(err, ErrReplicaClientBroken) {
-		// A server closing answers the long poll first (SHUTTING_DOWN)
-		// or drops the connection.
+	// A server closing ends the long poll: it answers it first (empty, or
+	// SHUTTING_DOWN) or drops the connection.
+	if err := <-poll; err != nil && !errors.Is(err, ErrReplicaClientBroken) {
 		var e *api.Error
 		if !errors.As(err, &e) || e.Code != api.CodeShuttingDown {
 			t.Fatalf("long poll when the server closed: %v", err)
