@@ -248,6 +248,8 @@ func (e *Engine) openParts(m topicMeta, policy SyncPolicy, from, to int) []*part
 					code = api.CodePartitionFailed
 				}
 				p.fail(api.WrapError(code, err, "partition %s/%d failed to open", m.Name, i))
+			} else {
+				p.prod.Store(openProducers(e.opts.FS, dir, lg, p.logger)) // producers.go
 			}
 			parts[i-from] = p
 		})
