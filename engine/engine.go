@@ -50,6 +50,8 @@ type Engine struct {
 	// and ResetOffsets read (SetTopicStats); nil: this engine's own.
 	topicStats atomic.Pointer[func(topic string) (TopicInfo, error)]
 
+	producerIDs producerIDs // InitProducerID (producers_ids.go)
+
 	closeOnce sync.Once
 	closing   chan struct{}
 	closeErr  error

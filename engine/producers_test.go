@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -448,5 +449,66 @@ func writeFile(t *testing.T, path string, b []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInitProducerID: ids are unique and epoch 0; the end of the block is
+// persisted before its first id is handed out, so a restart continues
+// after the block (never reusing an id); a corrupt file refuses ids.
+func TestInitProducerID(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(dir)
+	e, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	seen := map[int64]bool{}
+	ids := make(chan int64, 2*ProducerIDBlock)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range ProducerIDBlock / 2 {
+				id, epoch, err := e.InitProducerID(ctx)
+				if err != nil || epoch != 0 {
+					t.Errorf("InitProducerID: %d, %d, %v", id, epoch, err)
+					return
+				}
+				ids <- id
+			}
+		})
+	}
+	wg.Wait()
+	close(ids)
+	for id := range ids {
+		if seen[id] || id < 0 || id >= 2*ProducerIDBlock {
+			t.Fatalf("id %d repeated or outside the first two blocks", id)
+		}
+		seen[id] = true
+	}
+	path := filepath.Join(dir, "meta", producerIDsName)
+	if b, err := os.ReadFile(path); err != nil || string(b) != fmt.Sprintf("%d\n", 2*ProducerIDBlock) {
+		t.Fatalf("%s holds %q, %v; want the end of the second block", path, b, err)
+	}
+	// One more id starts a third block; a restart (crash or not) skips
+	// what is left of it.
+	if id, _, _ := e.InitProducerID(ctx); id != 2*ProducerIDBlock {
+		t.Fatalf("first id of the third block: %d", id)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.InitProducerID(ctx); codeOf(err) != api.CodeShuttingDown {
+		t.Fatalf("after close: %v", err)
+	}
+	e = openTest(t, opts)
+	if id, _, err := e.InitProducerID(ctx); err != nil || id != 3*ProducerIDBlock {
+		t.Fatalf("first id after restart: %d, %v; want %d", id, err, 3*ProducerIDBlock)
+	}
+	e.Close()
+	writeFile(t, path, []byte("garbage\n"))
+	e = openTest(t, opts)
+	if _, _, err := e.InitProducerID(ctx); codeOf(err) != api.CodeStorageError || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("corrupt file: %v, want STORAGE_ERROR", err)
 	}
 }
