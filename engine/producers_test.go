@@ -512,3 +512,37 @@ func TestInitProducerID(t *testing.T) {
 		t.Fatalf("corrupt file: %v, want STORAGE_ERROR", err)
 	}
 }
+
+// TestReloadProducers: after a truncation the state is rebuilt without
+// a snapshot that covers more than the log, and a snapshot at the new
+// log end replaces it; an empty partition writes no snapshot.
+func TestReloadProducers(t *testing.T) {
+	dir := t.TempDir()
+	p := testPartition(t, dir)
+	path := filepath.Join(dir, producerStateName)
+	p.snapshotProducers(snapClose)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("empty partition wrote a snapshot: %v", err)
+	}
+	p.commit([]*appendReq{newReq(idemBatch(t, 1, 0, 0, 2, "a")), newReq(idemBatch(t, 1, 0, 2, 2, "b"))})
+	// A snapshot from a longer, divergent log (as left by a truncation).
+	s := newProducerState(ring.OS, dir, nil)
+	s.record(99, producerBatch{count: 1})
+	writeFile(t, path, s.encode(10))
+	p.reloadProducers()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := newProducerState(ring.OS, dir, nil)
+	off, err := back.decode(b)
+	if err != nil || off != 4 || back.byID[99] != nil || back.byID[1] == nil || back.byID[1].last().baseOffset != 2 {
+		t.Fatalf("snapshot after reload: offset %d, %v, producers %v", off, err, back.byID)
+	}
+	ghost := newReq(idemBatch(t, 99, 0, 1, 1, "ghost"))
+	retry := newReq(idemBatch(t, 1, 0, 2, 2, "b"))
+	p.commit([]*appendReq{ghost, retry})
+	if codeOf(ghost.err) != api.CodeUnknownProducerID || retry.err != nil || retry.res.BaseOffset != 2 {
+		t.Fatalf("ghost %v; retry %+v %v", ghost.err, retry.res, retry.err)
+	}
+}
