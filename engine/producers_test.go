@@ -481,18 +481,18 @@ func TestInitProducerID(t *testing.T) {
 	wg.Wait()
 	close(ids)
 	for id := range ids {
-		if seen[id] || id < 0 || id >= 2*ProducerIDBlock {
+		if seen[id] || id < SingleNodeProducerIDBase || id >= SingleNodeProducerIDBase+2*ProducerIDBlock {
 			t.Fatalf("id %d repeated or outside the first two blocks", id)
 		}
 		seen[id] = true
 	}
 	path := filepath.Join(dir, "meta", producerIDsName)
-	if b, err := os.ReadFile(path); err != nil || string(b) != fmt.Sprintf("%d\n", 2*ProducerIDBlock) {
+	if b, err := os.ReadFile(path); err != nil || string(b) != fmt.Sprintf("%d\n", SingleNodeProducerIDBase+2*ProducerIDBlock) {
 		t.Fatalf("%s holds %q, %v; want the end of the second block", path, b, err)
 	}
 	// One more id starts a third block; a restart (crash or not) skips
 	// what is left of it.
-	if id, _, _ := e.InitProducerID(ctx); id != 2*ProducerIDBlock {
+	if id, _, _ := e.InitProducerID(ctx); id != SingleNodeProducerIDBase+2*ProducerIDBlock {
 		t.Fatalf("first id of the third block: %d", id)
 	}
 	if err := e.Close(); err != nil {
@@ -502,8 +502,8 @@ func TestInitProducerID(t *testing.T) {
 		t.Fatalf("after close: %v", err)
 	}
 	e = openTest(t, opts)
-	if id, _, err := e.InitProducerID(ctx); err != nil || id != 3*ProducerIDBlock {
-		t.Fatalf("first id after restart: %d, %v; want %d", id, err, 3*ProducerIDBlock)
+	if id, _, err := e.InitProducerID(ctx); err != nil || id != SingleNodeProducerIDBase+3*ProducerIDBlock {
+		t.Fatalf("first id after restart: %d, %v; want %d", id, err, SingleNodeProducerIDBase+3*ProducerIDBlock)
 	}
 	e.Close()
 	writeFile(t, path, []byte("garbage\n"))
