@@ -328,8 +328,8 @@ type dupReq struct {
 // it allocates nothing and takes no lock.
 func (p *partition) checkProducers(pending []*appendReq) ([]*appendReq, *producerCommit) {
 	s := p.prod.Load()
-	if s == nil {
-		return pending, nil
+	if s == nil || p.failed.Load() != nil {
+		return pending, nil // a failed partition refuses every request
 	}
 	found := false
 	for _, r := range pending {
