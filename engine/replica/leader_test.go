@@ -193,7 +193,9 @@ func TestISRChange(t *testing.T) {
 			{op: "fetch", id: "b", leo: 10, dur: 10, at: 1, hw: 10, advanced: true},
 			{op: "fetch", id: "c", leo: 9, dur: 9, at: 1, hw: 10},
 			{op: "change", at: 2}, // LEO 9 < HW 10
-			{op: "fetch", id: "c", leo: 10, dur: 7, at: 3, hw: 10},
+			{op: "fetch", id: "c", leo: 12, dur: 9, at: 3, hw: 10},
+			{op: "change", at: 4}, // durable 9 < HW 10: a crash would lose offset 9
+			{op: "fetch", id: "c", leo: 12, dur: 10, at: 4, hw: 10},
 			{op: "change", at: 4, proposal: []string{"a", "b", "c"}},
 			// The addition in flight counts: HW waits for c.
 			{op: "local", leo: 12, dur: 12, at: 5, hw: 10},
