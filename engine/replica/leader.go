@@ -248,21 +248,22 @@ func (l *LeaderState) advance() (uint64, bool) {
 // committed ISR, in replica order, with the leader itself (never removed),
 // less each follower not caught up for more than lagMax (Kafka's
 // replica.lag.time.max.ms: now - LastCaughtUp > lagMax), plus each follower
-// outside it that has fetched, whose LEO is >= the start of the leader's
-// epoch and whose durable LEO is >= the high watermark (Kafka's
-// isFollowerInSync, which compares the LEO, as Kafka counts a record
-// replicated without an fsync), and that is not lagging by the rule
-// above (else the next call would remove it again: a follower cut off
-// while the ISR is below minISR holds the high watermark at its LEO).
-// The additions count in the high watermark from now on (KIP-497's
-// maximal ISR).
+// outside it that has fetched, whose durable LEO is >= the high watermark
+// and >= the start of the leader's epoch (Kafka's isFollowerInSync, which
+// compares the LEO, as Kafka counts a record replicated without an
+// fsync), and that is not lagging by the rule above (else the next call
+// would remove it again: a follower cut off while the ISR is below
+// minISR holds the high watermark at its LEO). The additions count in
+// the high watermark from now on (KIP-497's maximal ISR).
 //
-// The durable test matters: a member of the ISR may be elected, so it
-// must hold every record below the high watermark durably when it joins.
-// With the LEO only, a follower that syncs at intervals could join
-// holding the committed suffix in its page cache alone, become the only
-// other ISR member after a shrink, lose that suffix in a crash, and be
-// elected without acknowledged records (engine/replica/sim found this).
+// Both bounds matter, on the durable LEO: a member of the ISR may be
+// elected, so it must hold every committed record durably when it joins.
+// A new leader's high watermark may lag the old leader's; the epoch start
+// (its LEO when elected) covers every record committed before. With the
+// LEO instead, a follower that syncs at intervals could join holding the
+// committed suffix in its page cache alone, become the only other ISR
+// member after a shrink, lose that suffix in a crash, and be elected
+// without acknowledged records (engine/replica/sim found both cases).
 func (l *LeaderState) ISRChange(now time.Time, lagMax time.Duration) ([]string, bool) {
 	if l.inFlight {
 		return nil, false
@@ -284,7 +285,7 @@ func (l *LeaderState) ISRChange(now time.Time, lagMax time.Duration) ([]string, 
 			changed = true
 		case in:
 			next = append(next, id)
-		case !lagging && f.seen && f.Durable >= l.hw && f.LEO >= l.epochStart:
+		case !lagging && f.seen && f.Durable >= max(l.hw, l.epochStart):
 			next = append(next, id)
 			added = append(added, id)
 			changed = true
