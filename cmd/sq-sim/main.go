@@ -17,7 +17,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -36,7 +35,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	nodes := fs.Int("nodes", 3, "replicas of the partition (3 or 5)")
 	minISR := fs.Int("min-insync-replicas", 0, "min.insync.replicas (default 2)")
 	lag := fs.Duration("replica-lag-time-max", 500*time.Millisecond, "replica.lag.time.max.ms, in simulated time")
-	breakRule := fs.String("break", "none", "break one rule on purpose to see the checker fail: "+ruleNames())
+	breakRule := fs.String("break", "none", "break one rule on purpose to see the checker fail: "+strings.Join(sim.RuleNames(), ", "))
 	verbose := fs.Bool("v", false, "print every step and delivered message")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -45,9 +44,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sq-sim: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	rule, ok := sim.Rules[*breakRule]
-	if !ok {
-		fmt.Fprintf(stderr, "sq-sim: -break %q: want one of %s\n", *breakRule, ruleNames())
+	rule, err := sim.ParseRule(*breakRule)
+	if err != nil {
+		fmt.Fprintf(stderr, "sq-sim: -break: %v\n", err)
 		return 2
 	}
 	if *nodes < 1 || *steps < 0 {
@@ -63,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg.Trace = stdout
 	}
 	s := sim.New(cfg)
-	err := s.Run(*steps)
+	err = s.Run(*steps)
 	st := s.Stats()
 	fmt.Fprintf(stdout, "sq-sim: %d steps: %d elections, %d ISR changes, %d truncations, %d crashes, %d partitions, %d produced, %d acknowledged, %d consumed\n",
 		st.Steps, st.Elections, st.ISRChanges, st.Truncations, st.Crashes, st.Partitions, st.Produced, st.Acked, st.Consumed)
@@ -84,13 +83,4 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
-}
-
-func ruleNames() string {
-	var names []string
-	for n := range sim.Rules {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -38,15 +39,38 @@ const (
 	BreakResumeEpoch
 )
 
-// Rules maps the names cmd/sq-sim's -break flag takes to the rules.
-var Rules = map[string]Rule{
-	"none":                 RuleNone,
-	"elect-outside-isr":    BreakElectOutsideISR,
-	"leader-alone-hw":      BreakLeaderAloneHW,
-	"skip-truncation":      BreakSkipTruncation,
-	"follower-hw-uncapped": BreakFollowerHWUncapped,
-	"read-above-hw":        BreakReadAboveHW,
-	"resume-epoch":         BreakResumeEpoch,
+// ruleNames are the names of the rules, indexed by Rule.
+var ruleNames = [...]string{
+	RuleNone:                "none",
+	BreakElectOutsideISR:    "elect-outside-isr",
+	BreakLeaderAloneHW:      "leader-alone-hw",
+	BreakSkipTruncation:     "skip-truncation",
+	BreakFollowerHWUncapped: "follower-hw-uncapped",
+	BreakReadAboveHW:        "read-above-hw",
+	BreakResumeEpoch:        "resume-epoch",
+}
+
+// String returns the rule's name, as cmd/sq-sim's -break flag takes it
+// ("none", "elect-outside-isr", ...).
+func (r Rule) String() string {
+	if int(r) < len(ruleNames) {
+		return ruleNames[r]
+	}
+	return fmt.Sprintf("rule(%d)", uint8(r))
+}
+
+// RuleNames returns the name of every rule, RuleNone first.
+func RuleNames() []string { return append([]string(nil), ruleNames[:]...) }
+
+// ParseRule returns the rule named name (Rule.String); an unknown name is
+// an error listing the names.
+func ParseRule(name string) (Rule, error) {
+	for r, n := range ruleNames {
+		if n == name {
+			return Rule(r), nil
+		}
+	}
+	return 0, fmt.Errorf("sim: unknown rule %q (want one of %s)", name, strings.Join(ruleNames[:], ", "))
 }
 
 // Config sets up a simulation. The zero value of each field but Seed has

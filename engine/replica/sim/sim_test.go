@@ -61,11 +61,11 @@ func TestBrokenRulesFail(t *testing.T) {
 				err := s.Run(tc.steps)
 				var f *Failure
 				if !errors.As(err, &f) {
-					t.Errorf("rule %d nodes=%d seed=%d: %d steps passed (%v), want a failure", tc.rule, nodes, seed, tc.steps, err)
+					t.Errorf("rule %v nodes=%d seed=%d: %d steps passed (%v), want a failure", tc.rule, nodes, seed, tc.steps, err)
 					continue
 				}
 				if f.Seed != seed || f.Step < 1 || f.Step > tc.steps || !strings.Contains(f.Invariant, tc.want) {
-					t.Errorf("rule %d nodes=%d seed=%d: %v, want a failure within %d steps saying %q", tc.rule, nodes, seed, f, tc.steps, tc.want)
+					t.Errorf("rule %v nodes=%d seed=%d: %v, want a failure within %d steps saying %q", tc.rule, nodes, seed, f, tc.steps, tc.want)
 				}
 			}
 		}
@@ -94,5 +94,17 @@ func TestFailureMessage(t *testing.T) {
 	f := &Failure{Seed: 42, Step: 7, Invariant: "x"}
 	if got, want := f.Error(), "seed 42 failed at step 7: x"; got != want {
 		t.Fatalf("Error() = %q, want %q", got, want)
+	}
+}
+
+func TestParseRule(t *testing.T) {
+	for _, name := range RuleNames() {
+		r, err := ParseRule(name)
+		if err != nil || r.String() != name {
+			t.Errorf("ParseRule(%q) = %v, %v", name, r, err)
+		}
+	}
+	if _, err := ParseRule("nope"); err == nil || !strings.Contains(err.Error(), "skip-truncation") {
+		t.Errorf("ParseRule(nope) = %v, want an error listing the rules", err)
 	}
 }
