@@ -20,8 +20,8 @@
 //     replica.ChooseLeader when the leader crashed, restarted or is cut
 //     off from it (the old leader leaves the ISR). It sends the metadata
 //     to every node after each change, and to one node on each tick.
-//   - Followers send offsetForLeaderEpoch until replica.TruncationOffset
-//     leaves nothing to cut, then fetch (follower id, fetch offset,
+//   - Followers send offsetForLeaderEpoch, truncating to
+//     replica.TruncationOffset, until replica.TruncationComplete, then fetch (follower id, fetch offset,
 //     durable offset); the leader answers with batches, its high
 //     watermark and its epoch, and runs replica.LeaderState.
 //   - The network delays (1-20 ms, sometimes up to 500 ms), reorders,

@@ -261,8 +261,9 @@ func (s *Sim) handleEpochReq(n *node, m *message) {
 	s.send(resp)
 }
 
-// handleEpochResp truncates the follower to replica.TruncationOffset and
-// asks again, until nothing is left to truncate; then it fetches.
+// handleEpochResp truncates the follower to replica.TruncationOffset,
+// and asks again with its new latest epoch until
+// replica.TruncationComplete; then it fetches.
 func (s *Sim) handleEpochResp(n *node, m *message) {
 	if !n.current(m) || !n.truncating {
 		return
@@ -271,18 +272,18 @@ func (s *Sim) handleEpochResp(n *node, m *message) {
 	if m.err {
 		return
 	}
-	if t := replica.TruncationOffset(&n.cache, n.leo(), m.endEpoch, m.endOffset, m.leaderKnows); t < n.leo() {
-		s.truncate(n, t)
-	} else {
-		n.truncating = false
-	}
+	t := replica.TruncationOffset(&n.cache, n.leo(), m.endEpoch, m.endOffset, m.leaderKnows)
+	n.truncating = !replica.TruncationComplete(&n.cache, m.endEpoch, m.leaderKnows)
+	s.truncate(n, t)
 	s.request(n)
 }
 
-// truncate cuts the log to end at t.
+// truncate cuts the log and the epoch cache to end at t.
 func (s *Sim) truncate(n *node, t uint64) {
-	s.tracef("%s truncates from %d to %d", n.id, n.leo(), t)
-	s.stats.Truncations++
+	if t < n.leo() {
+		s.tracef("%s truncates from %d to %d", n.id, n.leo(), t)
+		s.stats.Truncations++
+	}
 	n.log = n.log[:t]
 	n.durable = min(n.durable, t)
 	n.cache.TruncateFromEnd(t)
