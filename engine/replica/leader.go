@@ -180,7 +180,10 @@ func latest(a, b time.Time) time.Time {
 // SetISR records a committed in-sync set (from the metadata log) and
 // min.insync.replicas, ends any ISR change in flight, and returns the high
 // watermark and whether it advanced (a committed removal of a lagging
-// follower lets it advance).
+// follower lets it advance). Pass each committed ISR of the leader's
+// epoch once, in commit order, never an older one delivered late: that
+// would drop an addition in flight from the high watermark's set while
+// the metadata already holds it in the ISR.
 func (l *LeaderState) SetISR(isr []string, minISR int) (hw uint64, advanced bool) {
 	l.isr = slices.Clone(isr)
 	l.minISR = minISR
