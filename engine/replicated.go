@@ -262,6 +262,9 @@ func (e *Engine) replicated(topic string, id api.TopicID, partition int) (*parti
 		return nil, nil, p.failed.Load()
 	}
 	if p.repl == nil {
+		if f := p.failed.Load(); f != nil {
+			return nil, nil, f
+		}
 		return nil, nil, api.NewError(api.CodeInvalidRequest, "the engine does not replicate (no replication options)")
 	}
 	return p, p.repl, nil
@@ -319,6 +322,12 @@ func (e *Engine) BecomeLeader(topic string, id api.TopicID, partition int, epoch
 		}
 		leo := p.log.NextOffset()
 		prev := copyCache(&r.cache)
+		// The epoch starts at the log end, or where it started already
+		// (this node led it before a restart).
+		epochStart := leo
+		if latest, ok := r.cache.Latest(); ok && latest.Epoch == epoch {
+			epochStart = latest.StartOffset
+		}
 		r.cache.Assign(epoch, leo)
 		if err := p.writeEpochs(r); err != nil {
 			r.cache = prev
@@ -328,11 +337,11 @@ func (e *Engine) BecomeLeader(topic string, id api.TopicID, partition int, epoch
 		r.role, r.epoch, r.leader = roleLeader, epoch, r.self
 		r.isr, r.minISR = slices.Clone(isr), minISR
 		hw := p.hw.Load()
-		r.ls = replica.NewLeaderState(r.self, replicas, isr, epoch, leo, hw, minISR, now)
+		r.ls = replica.NewLeaderState(r.self, replicas, isr, epoch, epochStart, hw, minISR, now)
 		if hw, adv := r.ls.SetLocal(leo, r.durable, now); adv {
 			p.hw.Store(hw)
 		}
-		p.logger.Info("leading the partition", "leader_epoch", epoch, "epoch_start", leo, "replicas", replicas, "isr", isr, "min_insync_replicas", minISR)
+		p.logger.Info("leading the partition", "leader_epoch", epoch, "epoch_start", epochStart, "replicas", replicas, "isr", isr, "min_insync_replicas", minISR)
 		p.wake()
 		return nil
 	})
@@ -490,6 +499,23 @@ func (p *partition) replicaState(r *replState) ReplicaState {
 		LeaderEpoch:      r.epoch,
 		Leader:           r.role == roleLeader,
 	}
+}
+
+// LocalEpochs returns a copy of the partition's leader-epoch cache, which
+// a follower passes to replica.TruncationOffset with the leader's
+// EndOffsetForEpoch answer for its latest epoch. Errors:
+// UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC, UNKNOWN_PARTITION, the partition's
+// error when it failed to open, INVALID_REQUEST without
+// Options.Replication.
+func (e *Engine) LocalEpochs(topic string, id api.TopicID, partition int) (*replica.EpochCache, error) {
+	_, r, err := e.replicated(topic, id, partition)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := copyCache(&r.cache)
+	return &c, nil
 }
 
 // EndOffsetForEpoch answers a follower's OffsetForLeaderEpoch request on

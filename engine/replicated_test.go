@@ -399,9 +399,15 @@ func TestTruncateDivergentSuffix(t *testing.T) {
 	if err != nil || epoch != 1 || end != 2 {
 		t.Fatalf("EndOffsetForEpoch(1) on the new leader = %d, %d, %v; want 1, 2", epoch, end, err)
 	}
-	local := readEpochs(t, a)
+	local, err := a.e.LocalEpochs(replTopic, replTopicID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if file := readEpochs(t, a); !slices.Equal(local.Entries(), file.Entries()) {
+		t.Fatalf("LocalEpochs %v, checkpoint file %v", local.Entries(), file.Entries())
+	}
 	ast := a.state(t)
-	to := replica.TruncationOffset(&local, ast.LogEndOffset, epoch, end, true)
+	to := replica.TruncationOffset(local, ast.LogEndOffset, epoch, end, true)
 	if to != 2 {
 		t.Fatalf("truncation offset %d, want 2", to)
 	}
