@@ -96,7 +96,7 @@ type Options struct {
 	// segment.DefaultMaxOpenSegmentFiles (4096).
 	MaxOpenSegmentFiles int
 	// Replication, when set, makes the engine a replica of its partitions
-	// in a cluster (docs/architecture.md §3.8): each partition keeps a
+	// in a cluster (docs/architecture.md §3.10): each partition keeps a
 	// leader-epoch checkpoint and a high watermark checkpoint, takes
 	// client appends only after BecomeLeader, and its high watermark
 	// follows the in-sync replicas. Nil (the default): a single node,

@@ -20,7 +20,7 @@ import (
 )
 
 // Files of a replicated partition, beside its segments
-// (docs/architecture.md §3.1, docs/storage.md "Replication files").
+// (docs/architecture.md §3.10, docs/storage.md "Replica files and truncation").
 const (
 	epochCheckpointName = "leader-epoch-checkpoint"
 	hwCheckpointName    = "replication-offset-checkpoint"
@@ -55,7 +55,7 @@ type replState struct {
 	ls     *replica.LeaderState // the leader's state; nil unless roleLeader
 	cache  replica.EpochCache
 	// durable is the durable log end offset: what the sync policy has
-	// made durable (docs/architecture.md §3.8).
+	// made durable (docs/architecture.md §3.10).
 	durable uint64
 	// hwWritten is the high watermark in replication-offset-checkpoint.
 	hwWritten uint64
@@ -296,7 +296,7 @@ func (p *partition) notLeader(r *replState) error {
 // starts at the log end offset (recorded in the leader-epoch checkpoint
 // before it returns), client appends are accepted and stamped with epoch,
 // and the high watermark follows the durable log end offsets of the
-// in-sync set from the current one (docs/architecture.md §3.8). Calling it
+// in-sync set from the current one (docs/architecture.md §3.10). Calling it
 // again for the current epoch updates the ISR and minISR only. Errors:
 // FENCED_LEADER_EPOCH for an epoch older than the partition's,
 // UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC, UNKNOWN_PARTITION, STORAGE_ERROR,
