@@ -445,7 +445,14 @@ func (p *partition) fetch(ctx context.Context, offset uint64, maxBytes int, maxW
 		}
 		hw := p.hw.Load()
 		start := p.log.LogStartOffset()
-		if offset < start || offset > hw {
+		// A replica's high watermark may lag its log end (a new leader's
+		// until its followers fetch, or one restarted from its
+		// checkpoint): an offset up to the log end waits for it.
+		valid := hw
+		if p.repl != nil {
+			valid = max(hw, p.log.NextOffset())
+		}
+		if offset < start || offset > valid {
 			return nil, api.NewRangeError(api.CodeOffsetOutOfRange, start, hw,
 				"offset %d outside [%d, %d] of %s/%d", offset, start, hw, p.topic, p.id)
 		}

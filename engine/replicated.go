@@ -57,7 +57,8 @@ type replState struct {
 	// durable is the durable log end offset: what the sync policy has
 	// made durable (docs/architecture.md §3.10).
 	durable uint64
-	// hwWritten is the high watermark in replication-offset-checkpoint.
+	// hwWritten is the high watermark in replication-offset-checkpoint;
+	// read and written by checkpointHW only, on the append goroutine.
 	hwWritten uint64
 }
 
@@ -173,9 +174,9 @@ func (p *partition) checkpointHW() {
 	if r == nil || p.failed.Load() != nil {
 		return
 	}
+	// Only the append goroutine (and close, after it ended) writes the
+	// file, so hwWritten needs no lock, and the fsyncs hold none.
 	hw := p.hw.Load()
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if hw == r.hwWritten {
 		return
 	}

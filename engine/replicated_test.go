@@ -484,6 +484,16 @@ func TestReplicationRestart(t *testing.T) {
 	if got := readAll(t, a.e, replTopic, 0); !slices.Equal(got, []string{"v0", "v1"}) {
 		t.Fatalf("consumer reads %q after restart, want what was below the high watermark", got)
 	}
+	// An offset between the high watermark and the log end waits for the
+	// high watermark (here: returns empty), it is not out of range.
+	if r, err := a.e.Fetch(context.Background(), replTopic, 0, 3, 1<<20, 0); err != nil || len(r.Bufs) != 0 || r.HighWatermark != 2 {
+		t.Fatalf("Fetch(3) with high watermark 2 and log end 3 = %v", err)
+	} else {
+		r.Release()
+	}
+	if _, err := a.e.Fetch(context.Background(), replTopic, 0, 4, 1<<20, 0); codeOf(err) != api.CodeOffsetOutOfRange {
+		t.Fatalf("Fetch(4) past the log end = %v, want OFFSET_OUT_OF_RANGE", err)
+	}
 	// a leads epoch 3; its cache keeps epoch 1.
 	if err := a.e.BecomeLeader(replTopic, replTopicID, 0, 3, []string{"a", "b"}, []string{"a", "b"}, 2); err != nil {
 		t.Fatal(err)
