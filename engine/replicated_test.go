@@ -589,3 +589,63 @@ func TestSingleNodeUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// TestEpochCacheFollowsLogStart: retention moves the log start and the
+// leader-epoch checkpoint with it; a damaged checkpoint is rebuilt from
+// the batches' leader epochs at open.
+func TestEpochCacheFollowsLogStart(t *testing.T) {
+	clock := newClock()
+	a := &replNode{id: "a", dir: t.TempDir()}
+	a.opts = testOptions(a.dir)
+	a.opts.Replication = &ReplicationOptions{NodeID: "a"}
+	a.opts.Now = clock.Now
+	a.opts.RetentionCheckInterval = -1
+	a.e = openTest(t, a.opts)
+	if _, err := a.e.CreateTopicSpec(TopicSpec{Name: replTopic, ID: replTopicID, Partitions: 1,
+		Config: TopicConfig{SegmentBytes: 4096, RetentionBytes: 8192}}); err != nil {
+		t.Fatal(err)
+	}
+	value := string(bytes.Repeat([]byte{'x'}, 1000))
+	for epoch := uint32(1); epoch <= 3; epoch++ {
+		if err := a.e.BecomeLeader(replTopic, replTopicID, 0, epoch, []string{"a"}, []string{"a"}, 1); err != nil {
+			t.Fatal(err)
+		}
+		for range 8 {
+			if o := await(t, appendAsync(t, a, AcksAll, value)); o.err != nil {
+				t.Fatal(o.err)
+			}
+		}
+	}
+	before := readEpochs(t, a)
+	if got := before.Entries(); !slices.Equal(got, []replica.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 8}, {Epoch: 3, StartOffset: 16}}) {
+		t.Fatalf("epochs %v before retention", got)
+	}
+	if err := a.e.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	start := a.state(t).LogStartOffset
+	if start <= 8 || start >= 24 {
+		t.Fatalf("log start %d after retention, want within epoch 2 or 3", start)
+	}
+	after := readEpochs(t, a)
+	if got := after.Entries(); got[0].StartOffset != start || got[len(got)-1].Epoch != 3 {
+		t.Fatalf("epochs %v after retention moved the log start to %d", got, start)
+	}
+	// Damage the checkpoint: it is rebuilt from the log at open.
+	path := filepath.Join(a.dir, "topics", replTopic, "0", epochCheckpointName)
+	if err := a.e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("0\n2\n3 7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.e = openTest(t, a.opts)
+	if err := a.e.BecomeLeader(replTopic, replTopicID, 0, 4, []string{"a"}, []string{"a"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := readEpochs(t, a)
+	want := append(after.Entries(), replica.EpochEntry{Epoch: 4, StartOffset: 24})
+	if got := rebuilt.Entries(); !slices.Equal(got, want) {
+		t.Fatalf("rebuilt epochs %v, want %v", got, want)
+	}
+}
