@@ -778,6 +778,7 @@ func (p *partition) appendReplica(r *replState, batches [][]byte, leaderHW uint6
 			p.logger.Warn("replica append failed", "batches", len(batches), "err", err)
 			return ReplicaState{}, storageError(fmt.Sprintf("replica append to %s/%d", p.topic, p.id), err)
 		}
+		p.observeProducers(batches) // a follower keeps the leader's producer state (producers.go)
 		if err := p.syncPerPolicy(len(batches)); err != nil {
 			return ReplicaState{}, err
 		}
@@ -849,6 +850,7 @@ func (p *partition) truncateTo(r *replState, offset uint64) error {
 		}
 		return storageError(fmt.Sprintf("truncate %s/%d", p.topic, p.id), err)
 	}
+	p.reloadProducers() // producers.go: no state of the removed batches survives
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.durable = min(r.durable, offset)
