@@ -629,3 +629,27 @@ func TestIdempotentReplicated(t *testing.T) {
 		t.Fatalf("after the truncation: producer 2 %v, producer 1 %v; want 2 gone, 1 at offset 0", p2, p1)
 	}
 }
+
+// TestPlainBatchesCostNothing: a commit without idempotent batches goes
+// through the producer check without an allocation, a lock or a change.
+func TestPlainBatchesCostNothing(t *testing.T) {
+	p := testPartition(t, t.TempDir())
+	pending := []*appendReq{newReq(mkBatch(t, "a")), newReq(mkBatch(t, "b", "c")), newReq(mkBatch(t, "d"))}
+	allocs := testing.AllocsPerRun(100, func() {
+		out, pc := p.checkProducers(pending)
+		if pc != nil || len(out) != len(pending) || out[0] != pending[0] {
+			t.Fatal("plain batches changed by the producer check")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per commit of plain batches, want 0", allocs)
+	}
+	s := p.prod.Load()
+	if !s.mu.TryLock() {
+		t.Fatal("producer state left locked")
+	}
+	s.mu.Unlock()
+	if len(s.byID) != 0 {
+		t.Fatalf("producer state holds %d ids", len(s.byID))
+	}
+}
