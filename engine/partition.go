@@ -36,13 +36,13 @@ type partition struct {
 	now           func() time.Time
 	logger        *slog.Logger
 	obs           Observer // nil: none
-	fs            ring.FS
-	// repl is the replication state; nil on a single node (no
-	// Options.Replication) and when the partition failed to open.
-	repl *replState
 	// prod is the idempotent producers' state (producers.go), set by
 	// openParts before the partition serves; nil when the log failed.
 	prod atomic.Pointer[producerState]
+	fs   ring.FS
+	// repl is the replication state; nil on a single node (no
+	// Options.Replication) and when the partition failed to open.
+	repl *replState
 
 	reqs chan *appendReq
 	// mu guards closed against submitters, so that once closed is set no
