@@ -32,6 +32,13 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 	}
+	// min.insync.replicas other than the default: 1 lets the ISR shrink to
+	// the leader alone, 3 of 5 holds the HW longer.
+	for _, cfg := range []Config{{Seed: 5, Nodes: 3, MinISR: 1}, {Seed: 5, Nodes: 5, MinISR: 3}} {
+		if err := New(cfg).Run(10000); err != nil {
+			t.Fatalf("nodes=%d min.insync.replicas=%d: %v", cfg.Nodes, cfg.MinISR, err)
+		}
+	}
 	if total.Truncations == 0 || total.ISRChanges == 0 || total.Crashes == 0 || total.Consumed == 0 {
 		t.Errorf("the runs did not exercise truncation, ISR changes, crashes and reads: %+v", total)
 	}
