@@ -209,8 +209,8 @@ func New(cfg Config) *Sim {
 	for i := range cfg.Nodes {
 		id := fmt.Sprintf("n%d", i+1)
 		s.ids = append(s.ids, id)
-		// Half the nodes sync every batch, the others at sync steps
-		// (the interval policy).
+		// A coin flip: sync every batch, or at sync steps (the interval
+		// policy).
 		s.nodes = append(s.nodes, &node{id: id, i: i, up: true, everyBatch: s.rng.IntN(2) == 0})
 	}
 	s.chk = newChecker(cfg.Nodes)
