@@ -778,7 +778,9 @@ func (p *partition) appendReplica(r *replState, batches [][]byte, leaderHW uint6
 			p.logger.Warn("replica append failed", "batches", len(batches), "err", err)
 			return ReplicaState{}, storageError(fmt.Sprintf("replica append to %s/%d", p.topic, p.id), err)
 		}
-		p.observeProducers(batches) // a follower keeps the leader's producer state (producers.go)
+		// Written: the follower holds the producers' state its leader
+		// holds (producers.go), so that it can take over.
+		p.observeProducers(batches)
 		if err := p.syncPerPolicy(len(batches)); err != nil {
 			return ReplicaState{}, err
 		}
@@ -850,7 +852,6 @@ func (p *partition) truncateTo(r *replState, offset uint64) error {
 		}
 		return storageError(fmt.Sprintf("truncate %s/%d", p.topic, p.id), err)
 	}
-	p.reloadProducers() // producers.go: no state of the removed batches survives
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.durable = min(r.durable, offset)
@@ -860,7 +861,12 @@ func (p *partition) truncateTo(r *replState, offset uint64) error {
 	p.logger.Warn("log truncated to the leader's", "offset", offset, "from_offset", leo, "leader_epoch", r.epoch)
 	p.wake()
 	r.cache.TruncateFromEnd(offset)
-	return p.writeEpochs(r)
+	if err := p.writeEpochs(r); err != nil {
+		return err
+	}
+	// The producers' state is rebuilt without the removed batches.
+	p.reloadProducers()
+	return nil
 }
 
 // syncPerPolicy applies the sync policy after a write of n batches on the
