@@ -839,7 +839,17 @@ func (p *partition) truncateTo(r *replState, offset uint64) error {
 	}
 	start, leo := p.log.LogStartOffset(), p.log.NextOffset()
 	if offset == leo {
-		return nil
+		// No batch to remove, but the epoch cache may hold an entry
+		// starting at the log end (an epoch this node led without
+		// appending): it is dropped, or the follower's truncation loop
+		// (replica.TruncationComplete) would ask about it forever.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if e, ok := r.cache.Latest(); !ok || e.StartOffset < offset {
+			return nil
+		}
+		r.cache.TruncateFromEnd(offset)
+		return p.writeEpochs(r)
 	}
 	if err := p.log.TruncateTo(offset); err != nil {
 		switch {

@@ -649,3 +649,34 @@ func TestEpochCacheFollowsLogStart(t *testing.T) {
 		t.Fatalf("rebuilt epochs %v, want %v", got, want)
 	}
 }
+
+// TestTruncateAtLogEndDropsEmptyEpoch: a replica that led an epoch without
+// appending holds a cache entry at its log end; a truncation to the log
+// end removes no batch but drops that entry, so that its truncation loop
+// (replica.TruncationComplete) ends.
+func TestTruncateAtLogEndDropsEmptyEpoch(t *testing.T) {
+	a, b, _ := leaderAndFollower(t, "every-batch", "every-batch")
+	await(t, appendAsync(t, a, AcksLeader, "v0"))
+	pump(t, a, b, 1)
+	// b leads epoch 2 without appending, then follows a at epoch 3.
+	if err := b.e.BecomeLeader(replTopic, replTopicID, 0, 2, []string{"a", "b"}, []string{"b"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.e.BecomeFollower(replTopic, replTopicID, 0, 3, "a"); err != nil {
+		t.Fatal(err)
+	}
+	before := readEpochs(t, b)
+	if got := before.Entries(); len(got) != 2 || got[1] != (replica.EpochEntry{Epoch: 2, StartOffset: 1}) {
+		t.Fatalf("b's checkpoint before the truncation %v, want an entry of epoch 2 at offset 1", got)
+	}
+	if err := b.e.TruncateTo(replTopic, replTopicID, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	after := readEpochs(t, b)
+	if got, want := after.Entries(), []replica.EpochEntry{{Epoch: 1, StartOffset: 0}}; !slices.Equal(got, want) {
+		t.Fatalf("b's checkpoint after truncating at its log end %v, want %v", got, want)
+	}
+	if st := b.state(t); st.LogEndOffset != 1 {
+		t.Fatalf("b's state %+v, want log end 1 (nothing removed)", st)
+	}
+}
