@@ -171,7 +171,7 @@ func (p *partition) writeEpochs(r *replState) error {
 // when it moved since the last write (the periodic checkpoint and Close).
 func (p *partition) checkpointHW() {
 	r := p.repl
-	if r == nil || p.failed.Load() != nil {
+	if r == nil || p.failed.Load() != nil || p.deleted.Load() {
 		return
 	}
 	// Only the append goroutine (and close, after it ended) writes the

@@ -649,3 +649,95 @@ func TestEpochCacheFollowsLogStart(t *testing.T) {
 		t.Fatalf("rebuilt epochs %v, want %v", got, want)
 	}
 }
+
+// TestReplicationUnderLoad: producers publish with acks all while a
+// follower fetches in a loop with long polls; every publish is
+// acknowledged as replicated, and both logs end up byte for byte equal.
+func TestReplicationUnderLoad(t *testing.T) {
+	a, b, _ := leaderAndFollower(t, "every-batch", "every-batch")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fetcherDone := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			st, err := b.e.ReplicaState(replTopic, replTopicID, 0)
+			if err != nil {
+				fetcherDone <- err
+				return
+			}
+			res, err := a.e.FetchReplica(ctx, ReplicaFetch{Topic: replTopic, TopicID: replTopicID, FollowerID: "b",
+				LeaderEpoch: 1, FetchOffset: st.LogEndOffset, DurableOffset: st.DurableEndOffset, MaxBytes: 64 << 10, MaxWait: time.Second})
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				fetcherDone <- err
+				return
+			}
+			var batches [][]byte
+			for _, buf := range res.Bufs {
+				for len(buf) > 0 {
+					bb, rest, _, err := batch.Split(buf, 0)
+					if err != nil {
+						fetcherDone <- err
+						return
+					}
+					batches = append(batches, bytes.Clone(bb))
+					buf = rest
+				}
+			}
+			hw := res.HighWatermark
+			res.Release()
+			if _, err := b.e.AppendReplica(ctx, replTopic, replTopicID, 0, batches, hw); err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				fetcherDone <- err
+				return
+			}
+		}
+		fetcherDone <- nil
+	}()
+	const producers, each = 4, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, producers*each)
+	for p := range producers {
+		wg.Go(func() {
+			actx := WithAcks(context.Background(), AcksAll)
+			for i := range each {
+				res, err := a.e.Append(actx, replTopic, 0, mkBatch(t, "p"+string(rune('0'+p))+"-"+string(rune('a'+i%26))))
+				if err == nil && (res.Durability != DurabilityReplicated || res.Replicas != 2) {
+					err = api.NewError(api.CodeInvalidRequest, "ack %+v", res)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("acks-all publish: %v", err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the follower's high watermark at the leader's", func() bool {
+		return b.state(t).HighWatermark == producers*each
+	})
+	cancel()
+	if err := <-fetcherDone; err != nil {
+		t.Fatal(err)
+	}
+	ra, err := a.e.Fetch(context.Background(), replTopic, 0, 0, 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Release()
+	rb, err := b.e.Fetch(context.Background(), replTopic, 0, 0, 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Release()
+	if !bytes.Equal(bytes.Join(ra.Bufs, nil), bytes.Join(rb.Bufs, nil)) {
+		t.Fatal("leader and follower logs differ")
+	}
+}
