@@ -193,7 +193,9 @@ func TestISRChange(t *testing.T) {
 			{op: "fetch", id: "b", leo: 10, dur: 10, at: 1, hw: 10, advanced: true},
 			{op: "fetch", id: "c", leo: 9, dur: 9, at: 1, hw: 10},
 			{op: "change", at: 2}, // LEO 9 < HW 10
-			{op: "fetch", id: "c", leo: 10, dur: 7, at: 3, hw: 10},
+			{op: "fetch", id: "c", leo: 12, dur: 9, at: 3, hw: 10},
+			{op: "change", at: 4}, // durable 9 < HW 10: a crash would lose offset 9
+			{op: "fetch", id: "c", leo: 12, dur: 10, at: 4, hw: 10},
 			{op: "change", at: 4, proposal: []string{"a", "b", "c"}},
 			// The addition in flight counts: HW waits for c.
 			{op: "local", leo: 12, dur: 12, at: 5, hw: 10},
@@ -202,10 +204,14 @@ func TestISRChange(t *testing.T) {
 			{op: "isr", isr: []string{"a", "b", "c"}, minISR: 2, hw: 11},
 		}},
 		{"no expansion below the epoch start", []string{"a", "b"}, 8, []step{
+			// A new leader's HW (5) lags the old leader's: the epoch start
+			// (8) bounds what was committed.
 			{op: "local", leo: 8, dur: 8},
-			{op: "fetch", id: "b", leo: 8, dur: 8, at: 1, hw: 8, advanced: true},
-			{op: "fetch", id: "c", leo: 5, dur: 5, at: 1, hw: 8},
+			{op: "fetch", id: "b", leo: 5, dur: 5, at: 1, hw: 5, advanced: true},
+			{op: "fetch", id: "c", leo: 8, dur: 7, at: 1, hw: 5},
 			{op: "change", at: 2},
+			{op: "fetch", id: "c", leo: 8, dur: 8, at: 2, hw: 5},
+			{op: "change", at: 2, proposal: []string{"a", "b", "c"}},
 		}},
 		{"no expansion of a follower never seen", []string{"a", "b"}, 0, []step{
 			{op: "fetch", id: "b", at: 1},
