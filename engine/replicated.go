@@ -298,7 +298,8 @@ func (p *partition) notLeader(r *replState) error {
 // before it returns), client appends are accepted and stamped with epoch,
 // and the high watermark follows the durable log end offsets of the
 // in-sync set from the current one (docs/architecture.md §3.10). Calling it
-// again for the current epoch updates the ISR and minISR only. Errors:
+// again for the current epoch updates the ISR and minISR only, as
+// UpdateISR does (committed sets in commit order, never an older one). Errors:
 // FENCED_LEADER_EPOCH for an epoch older than the partition's,
 // UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC, UNKNOWN_PARTITION, STORAGE_ERROR,
 // SHUTTING_DOWN, INVALID_REQUEST without Options.Replication.
@@ -380,7 +381,9 @@ func (e *Engine) BecomeFollower(topic string, id api.TopicID, partition int, epo
 // (and min.insync.replicas) for leader epoch epoch. On the leader it ends
 // the ISR change in flight (ISRProposals), whether the committed set is
 // the one proposed or not, and may advance the high watermark; acks-all
-// waits see the new set. Errors: FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
+// waits see the new set. Pass each committed set of the epoch once, in
+// commit order, never an older one delivered late
+// (replica.LeaderState.SetISR). Errors: FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
 // (epoch is not the partition's), UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC,
 // UNKNOWN_PARTITION, INVALID_REQUEST without Options.Replication.
 func (e *Engine) UpdateISR(topic string, id api.TopicID, partition int, epoch uint32, isr []string, minISR int) error {

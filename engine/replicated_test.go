@@ -184,7 +184,7 @@ func leaderAndFollower(t *testing.T, leaderPolicy, followerPolicy string) (*repl
 func TestReplicatedHighWatermark(t *testing.T) {
 	a, b, _ := leaderAndFollower(t, "every-batch", "every-batch")
 	out := appendAsync(t, a, AcksAll, "v0", "v1")
-	testutil.Eventually(t, 10*time.Second, "the leader's log end at 2", func() bool { return a.state(t).LogEndOffset == 2 })
+	testutil.Eventually(t, 10*time.Second, "the leader's durable log end at 2", func() bool { return a.state(t).DurableEndOffset == 2 })
 	if st := a.state(t); st.HighWatermark != 0 || st.DurableEndOffset != 2 || !st.Leader || st.LeaderEpoch != 1 {
 		t.Fatalf("leader state %+v before any replica fetch", st)
 	}
