@@ -741,3 +741,95 @@ func TestReplicationUnderLoad(t *testing.T) {
 		t.Fatal("leader and follower logs differ")
 	}
 }
+
+// TestScrubRepairsFollower: a bit flipped in a follower's sealed segment
+// is found by the periodic scrub; the follower is Corrupt (not eligible
+// as leader), cuts its log below the damaged segment, fetches it again
+// and is repaired, its log byte for byte the leader's.
+func TestScrubRepairsFollower(t *testing.T) {
+	clock := newClock()
+	nodes := map[string]*replNode{}
+	for _, id := range []string{"a", "b"} {
+		n := &replNode{id: id, dir: t.TempDir()}
+		n.opts = testOptions(n.dir)
+		n.opts.Replication = &ReplicationOptions{NodeID: id}
+		n.opts.Now = clock.Now
+		n.opts.RetentionCheckInterval = -1
+		n.opts.ScrubBytesPerSec = 1 << 40
+		n.opts.ScrubInterval = 10 * time.Millisecond
+		n.e = openTest(t, n.opts)
+		if _, err := n.e.CreateTopicSpec(TopicSpec{Name: replTopic, ID: replTopicID, Partitions: 1, Config: TopicConfig{SegmentBytes: 4096}}); err != nil {
+			t.Fatal(err)
+		}
+		nodes[id] = n
+	}
+	a, b := nodes["a"], nodes["b"]
+	if err := a.e.BecomeLeader(replTopic, replTopicID, 0, 1, []string{"a", "b"}, []string{"a", "b"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.e.BecomeFollower(replTopic, replTopicID, 0, 1, "a"); err != nil {
+		t.Fatal(err)
+	}
+	value := string(bytes.Repeat([]byte{'v'}, 900))
+	for range 12 {
+		await(t, appendAsync(t, a, AcksLeader, value))
+	}
+	for pump(t, a, b, 1) > 0 {
+	}
+	pump(t, a, b, 1)
+	if st := b.state(t); st.LogEndOffset != 12 || st.HighWatermark != 12 || st.Corrupt {
+		t.Fatalf("follower state %+v before the damage", st)
+	}
+	// Flip a bit in a record of b's first (sealed) segment.
+	f, err := os.OpenFile(filepath.Join(b.dir, "topics", replTopic, "0", "00000000000000000000.log"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var one [1]byte
+	if _, err := f.ReadAt(one[:], 500); err != nil {
+		t.Fatal(err)
+	}
+	one[0] ^= 0x10
+	if _, err := f.WriteAt(one[:], 500); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	testutil.Eventually(t, 10*time.Second, "the follower's log cut below the damaged segment", func() bool {
+		st := b.state(t)
+		return st.Corrupt && st.LogEndOffset == 0
+	})
+	for pump(t, a, b, 1) > 0 {
+		if !b.state(t).Corrupt && b.state(t).LogEndOffset < 12 {
+			t.Fatal("Corrupt cleared before the follower caught up")
+		}
+	}
+	if st := b.state(t); st.Corrupt || st.LogEndOffset != 12 {
+		t.Fatalf("follower state %+v after fetching again", st)
+	}
+	ra, err := a.e.Fetch(context.Background(), replTopic, 0, 0, 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Release()
+	rb, err := b.e.Fetch(context.Background(), replTopic, 0, 0, 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Release()
+	if !bytes.Equal(bytes.Join(ra.Bufs, nil), bytes.Join(rb.Bufs, nil)) {
+		t.Fatal("repaired follower's log differs from the leader's")
+	}
+	// The leader case: damage on a is recorded, it keeps leading until told.
+	f, err = os.OpenFile(filepath.Join(a.dir, "topics", replTopic, "0", "00000000000000000000.log"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{one[0] ^ 0x01}, 600); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	testutil.Eventually(t, 10*time.Second, "the leader marked corrupt", func() bool { return a.state(t).Corrupt })
+	if st := a.state(t); !st.Leader || st.LogEndOffset != 12 {
+		t.Fatalf("corrupt leader state %+v", st)
+	}
+}
