@@ -40,6 +40,9 @@ type partition struct {
 	// repl is the replication state; nil on a single node (no
 	// Options.Replication) and when the partition failed to open.
 	repl *replState
+	// prod is the idempotent producers' state (producers.go), set by
+	// openParts before the partition serves; nil when the log failed.
+	prod atomic.Pointer[producerState]
 
 	reqs chan *appendReq
 	// mu guards closed against submitters, so that once closed is set no
@@ -261,6 +264,10 @@ func (p *partition) drain(pending []*appendReq) []*appendReq {
 // commit writes pending with one gather write, applies the sync policy,
 // publishes the new high watermark and acknowledges every request.
 func (p *partition) commit(pending []*appendReq) {
+	pending, pc := p.checkProducers(pending) // idempotent producers (producers.go)
+	if pc != nil {
+		defer pc.finish()
+	}
 	pending = p.dropChained(pending)
 	if len(pending) == 0 {
 		return
@@ -387,6 +394,7 @@ func (p *partition) syncDirty() {
 }
 
 func (p *partition) checkpoint() {
+	p.snapshotProducers(snapCheckpoint) // producers.go
 	if p.failed.Load() != nil || !p.syncedSinceCkp && p.log.PendingIndexWrites() == 0 {
 		return
 	}
@@ -422,6 +430,7 @@ func (p *partition) close() error {
 	close(p.stop)
 	<-p.done
 	p.checkpointHW()
+	p.snapshotProducers(snapClose) // producers.go
 	// After a failed sync, segment.Log.Close skips the trim and the
 	// checkpoint: the recovery point never claims what the disk may have lost.
 	err := p.log.Close()

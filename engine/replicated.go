@@ -800,6 +800,9 @@ func (p *partition) appendReplica(r *replState, batches [][]byte, leaderHW uint6
 			p.logger.Warn("replica append failed", "batches", len(batches), "err", err)
 			return ReplicaState{}, storageError(fmt.Sprintf("replica append to %s/%d", p.topic, p.id), err)
 		}
+		// Written: the follower holds the producers' state its leader
+		// holds (producers.go), so that it can take over.
+		p.observeProducers(batches)
 		if err := p.syncPerPolicy(len(batches)); err != nil {
 			return ReplicaState{}, err
 		}
@@ -884,7 +887,12 @@ func (p *partition) truncateTo(r *replState, offset uint64) error {
 	p.logger.Warn("log truncated to the leader's", "offset", offset, "from_offset", leo, "leader_epoch", r.epoch)
 	p.wake()
 	r.cache.TruncateFromEnd(offset)
-	return p.writeEpochs(r)
+	if err := p.writeEpochs(r); err != nil {
+		return err
+	}
+	// The producers' state is rebuilt without the removed batches.
+	p.reloadProducers()
+	return nil
 }
 
 // syncPerPolicy applies the sync policy after a write of n batches on the

@@ -10,8 +10,8 @@
 // The model:
 //
 //   - Each node has a log of batches (value, epoch), a durable prefix (a
-//     crash loses the rest; half the nodes sync every batch, the others at
-//     sync steps), a leader-epoch cache, a high watermark and its
+//     crash loses the rest; each node syncs every batch or, by a coin flip
+//     of the seed, at sync steps), a leader-epoch cache, a high watermark and its
 //     checkpoint, and its copy of the partition's metadata. A restarted
 //     node never leads an epoch it knew before its crash.
 //   - The controller holds the metadata (version, leader epoch, leader,

@@ -274,6 +274,12 @@ func (s *Sim) handleEpochResp(n *node, m *message) {
 	}
 	t := replica.TruncationOffset(&n.cache, n.leo(), m.endEpoch, m.endOffset, m.leaderKnows)
 	n.truncating = !replica.TruncationComplete(&n.cache, m.endEpoch, m.leaderKnows)
+	if s.cfg.Break == BreakTruncationOneRound {
+		if n.truncating = t < n.leo(); !n.truncating {
+			s.request(n)
+			return
+		}
+	}
 	s.truncate(n, t)
 	s.request(n)
 }

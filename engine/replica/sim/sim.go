@@ -37,6 +37,9 @@ const (
 	// epoch again until the controller notices, instead of waiting for a
 	// new one.
 	BreakResumeEpoch
+	// BreakTruncationOneRound: a follower stops truncating once a round
+	// cuts nothing, instead of once replica.TruncationComplete.
+	BreakTruncationOneRound
 )
 
 // ruleNames are the names of the rules, indexed by Rule.
@@ -48,6 +51,7 @@ var ruleNames = [...]string{
 	BreakFollowerHWUncapped: "follower-hw-uncapped",
 	BreakReadAboveHW:        "read-above-hw",
 	BreakResumeEpoch:        "resume-epoch",
+	BreakTruncationOneRound: "truncation-one-round",
 }
 
 // String returns the rule's name, as cmd/sq-sim's -break flag takes it
@@ -205,8 +209,8 @@ func New(cfg Config) *Sim {
 	for i := range cfg.Nodes {
 		id := fmt.Sprintf("n%d", i+1)
 		s.ids = append(s.ids, id)
-		// Half the nodes sync every batch, the others at sync steps
-		// (the interval policy).
+		// A coin flip: sync every batch, or at sync steps (the interval
+		// policy).
 		s.nodes = append(s.nodes, &node{id: id, i: i, up: true, everyBatch: s.rng.IntN(2) == 0})
 	}
 	s.chk = newChecker(cfg.Nodes)
@@ -253,27 +257,50 @@ func (s *Sim) tracef(format string, args ...any) {
 	}
 }
 
-// act takes one action, chosen with these weights (per mille).
+// The weights of a step's actions: how many steps in weightTotal take
+// each.
+const (
+	weightDeliver     = 570 // one due message (else a node's tick)
+	weightTick        = 130
+	weightController  = 60
+	weightProduce     = 100
+	weightConsume     = 60
+	weightSync        = 40
+	weightCrash       = 6
+	weightPartition   = 14
+	weightHealRestart = 20 // a heal while partitioned, half the time; else a restart
+	weightTotal       = weightDeliver + weightTick + weightController + weightProduce +
+		weightConsume + weightSync + weightCrash + weightPartition + weightHealRestart
+)
+
+// act takes one action, chosen with the weights above.
 func (s *Sim) act() {
-	r := s.rng.IntN(1000)
+	r := s.rng.IntN(weightTotal)
+	next := func(w int) bool {
+		if r < w {
+			return true
+		}
+		r -= w
+		return false
+	}
 	switch {
-	case r < 600:
+	case next(weightDeliver):
 		if !s.deliver() {
 			s.tick(s.nodes[s.rng.IntN(len(s.nodes))])
 		}
-	case r < 700:
+	case next(weightTick):
 		s.tick(s.nodes[s.rng.IntN(len(s.nodes))])
-	case r < 760:
+	case next(weightController):
 		s.controllerTick()
-	case r < 860:
+	case next(weightProduce):
 		s.produce()
-	case r < 920:
+	case next(weightConsume):
 		s.consume(s.consumers[s.rng.IntN(len(s.consumers))])
-	case r < 980:
+	case next(weightSync):
 		s.sync(s.nodes[s.rng.IntN(len(s.nodes))])
-	case r < 983:
+	case next(weightCrash):
 		s.crash(s.nodes[s.rng.IntN(len(s.nodes))])
-	case r < 990:
+	case next(weightPartition):
 		s.partition()
 	default:
 		if s.net.partitioned() && s.rng.IntN(2) == 0 {
