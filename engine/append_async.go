@@ -53,8 +53,8 @@ func (e *Engine) AppendAsync(ctx context.Context, topicName string, partition in
 		pd.done(AppendResult{}, err)
 		return nil, err
 	}
-	// The partition the batch was queued on: looked up again, a topic
-	// deleted meanwhile would have none.
+	// The partition the batch was queued to: looked up again, it may be
+	// gone (the topic deleted meanwhile).
 	pd.part, pd.req, pd.records = part, req, n
 	return pd, nil
 }

@@ -465,7 +465,8 @@ func (e *Engine) ListTopics() []TopicInfo {
 }
 
 // enqueueBatch validates b and queues it in the partition's FIFO behind
-// after (nil: no chain), without the observer and without waiting.
+// after (nil: no chain), without the observer and without waiting, and
+// returns the partition it was queued to.
 func (e *Engine) enqueueBatch(ctx context.Context, topicName string, partition int, b []byte, after *Pending) (*partition, *appendReq, uint32, error) {
 	t, p, err := e.partition(topicName, partition)
 	if err != nil {

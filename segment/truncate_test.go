@@ -10,6 +10,7 @@ import (
 
 	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/internal/faultfs"
+	"github.com/seedqueue/sq/ring"
 )
 
 // TestTruncateTo cuts a multi-segment log at each kind of point, with and
@@ -360,4 +361,33 @@ func TestTruncateCrashAtEveryStep(t *testing.T) {
 			l.Close()
 		}
 	}
+}
+
+// TestTruncateOnEachBackend truncates inside a sealed segment and inside
+// the active one on each I/O backend, appends, and reopens.
+func TestTruncateOnEachBackend(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be ring.Backend) {
+		dir := t.TempDir()
+		l := openLogOn(t, dir, be, smallOptions())
+		appendBatches(t, l, 40, 1, 2, 50)
+		segs := l.Segments()
+		for _, off := range []uint64{segs[len(segs)-1].BaseOffset + 2, segs[1].BaseOffset + 2} {
+			if err := l.TruncateTo(off); err != nil {
+				t.Fatalf("TruncateTo(%d): %v", off, err)
+			}
+			if _, end := readable(t, l); end != off {
+				t.Fatalf("log ends at %d after TruncateTo(%d)", end, off)
+			}
+		}
+		appendBatches(t, l, 20, 1, 2, 50)
+		want := segs[1].BaseOffset + 2 + 40
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l = openLogOn(t, dir, be, smallOptions())
+		defer l.Close()
+		if _, end := readable(t, l); end != want {
+			t.Fatalf("reopened log ends at %d, want %d", end, want)
+		}
+	})
 }
