@@ -76,6 +76,12 @@ func (c *config) validateCluster() []error {
 	if c.DefaultReplicationFactor < 0 {
 		errs = append(errs, fmt.Errorf("--default-replication-factor %d must not be negative (0: min(3, live nodes))", c.DefaultReplicationFactor))
 	}
+	if c.ReplicaLagTimeMaxMs < 1 {
+		errs = append(errs, fmt.Errorf("--replica-lag-time-max-ms %d must be at least 1", c.ReplicaLagTimeMaxMs))
+	}
+	if c.ScrubInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--scrub-interval %v must be positive", c.ScrubInterval))
+	}
 	return errs
 }
 
