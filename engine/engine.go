@@ -50,6 +50,8 @@ type Engine struct {
 	// and ResetOffsets read (SetTopicStats); nil: this engine's own.
 	topicStats atomic.Pointer[func(topic string) (TopicInfo, error)]
 
+	producerIDs producerIDs // InitProducerID (producers_ids.go)
+
 	closeOnce sync.Once
 	closing   chan struct{}
 	closeErr  error
@@ -248,6 +250,8 @@ func (e *Engine) openParts(m topicMeta, policy SyncPolicy, from, to int) []*part
 					code = api.CodePartitionFailed
 				}
 				p.fail(api.WrapError(code, err, "partition %s/%d failed to open", m.Name, i))
+			} else {
+				p.prod.Store(openProducers(e.opts.FS, dir, lg, p.logger)) // producers.go
 			}
 			parts[i-from] = p
 		})

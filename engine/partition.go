@@ -35,6 +35,9 @@ type partition struct {
 	now           func() time.Time
 	logger        *slog.Logger
 	obs           Observer // nil: none
+	// prod is the idempotent producers' state (producers.go), set by
+	// openParts before the partition serves; nil when the log failed.
+	prod atomic.Pointer[producerState]
 
 	reqs chan *appendReq
 	// mu guards closed against submitters, so that once closed is set no
@@ -239,6 +242,10 @@ func (p *partition) drain(pending []*appendReq) []*appendReq {
 // commit writes pending with one gather write, applies the sync policy,
 // publishes the new high watermark and acknowledges every request.
 func (p *partition) commit(pending []*appendReq) {
+	pending, pc := p.checkProducers(pending) // idempotent producers (producers.go)
+	if pc != nil {
+		defer pc.finish()
+	}
 	pending = p.dropChained(pending)
 	if len(pending) == 0 {
 		return
@@ -354,6 +361,7 @@ func (p *partition) syncDirty() {
 }
 
 func (p *partition) checkpoint() {
+	p.snapshotProducers(snapCheckpoint) // producers.go
 	if p.failed.Load() != nil || !p.syncedSinceCkp && p.log.PendingIndexWrites() == 0 {
 		return
 	}
@@ -390,6 +398,7 @@ func (p *partition) close() error {
 	}
 	close(p.stop)
 	<-p.done
+	p.snapshotProducers(snapClose) // producers.go
 	// After a failed sync, segment.Log.Close skips the trim and the
 	// checkpoint: the recovery point never claims what the disk may have lost.
 	err := p.log.Close()

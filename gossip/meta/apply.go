@@ -48,6 +48,8 @@ func (s *State) Apply(c Command) Result {
 		return s.applyUnassignGroup(c)
 	case OpSetISR:
 		return s.applySetISR(c)
+	case OpAllocateProducerIDs:
+		return s.applyAllocateProducerIDs(c)
 	}
 	return refused(api.CodeInvalidRequest, "unknown metadata op %q", c.Op)
 }

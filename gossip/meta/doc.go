@@ -22,7 +22,8 @@
 // HasData flag, the ids of deleted topics (DeletedIDs, the newest
 // MaxDeletedIDs), whether the bootstrapping node's pre-cluster topics
 // were imported, the coordinator of every consumer group (Groups, chosen
-// by ChooseCoordinator), and the removed nodes with their data directory
+// by ChooseCoordinator), the next producer id not yet reserved
+// (NextProducerID), and the removed nodes with their data directory
 // ids (Removed, the newest MaxRemovedNodes). Topic ids are random UUIDs
 // made by the controller (KIP-516, "Topic Identifiers"): a command on a
 // topic names it and carries its id, so a command decided before a delete and create again
@@ -78,6 +79,11 @@
 //	                   INVALID_REQUEST unless ISR is a non-empty set of
 //	                   distinct replicas holding the leader. Stored in
 //	                   replica order.
+//	allocate-producer-ids
+//	                   NodeID (a registered node): reserves the producer
+//	                   ids [NextProducerID, NextProducerID+ProducerIDBlock)
+//	                   for it (Result.ProducerIDStart) and moves
+//	                   NextProducerID past them.
 //
 // Commands that name a topic answer UNKNOWN_TOPIC for an unknown name,
 // UNKNOWN_TOPIC_ID when the topic's id is another, and INVALID_REQUEST

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/engine/replica"
 )
 
 // LeadersAfterDeath decides, for the controller, the leader changes after
@@ -48,7 +49,7 @@ func electLeader(t *Topic, p Partition, load map[string]int, eligible func(strin
 	if !p.HasData {
 		return leastLoaded(p.Replicas, load, eligible)
 	}
-	leader, _, ok := chooseLeader(p.Replicas, p.ISR, eligible, t.Config.UncleanLeaderElection)
+	leader, _, ok := replica.ChooseLeader(p.Replicas, p.ISR, eligible, t.Config.UncleanLeaderElection)
 	if !ok {
 		return ""
 	}
@@ -105,25 +106,6 @@ func LeadersForRemoval(s *State, nodeID string, alive func(nodeID string) bool) 
 		return nil, api.NewError(api.CodeInvalidRequest, "node %q leads partitions that hold data and have no other alive in-sync replica to take over (removing it would lose their records): %s", nodeID, partitionNames(stuck))
 	}
 	return out, nil
-}
-
-// chooseLeader is replica.ChooseLeader: the first replica (in replica
-// order) that is in isr and eligible; failing that, with unclean, the
-// first eligible replica (clean false); ok false when none.
-func chooseLeader(replicas, isr []string, eligible func(id string) bool, unclean bool) (leader string, clean bool, ok bool) {
-	for _, r := range replicas {
-		if slices.Contains(isr, r) && eligible(r) {
-			return r, true, true
-		}
-	}
-	if unclean {
-		for _, r := range replicas {
-			if eligible(r) {
-				return r, false, true
-			}
-		}
-	}
-	return "", false, false
 }
 
 // aliveLoad counts the partitions each alive node leads.
