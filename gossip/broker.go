@@ -177,6 +177,7 @@ func (b *Broker) ClusterID() string { return b.c.ClusterID() }
 type partLeader struct {
 	leader  string // node id; "" when the partition has none
 	addr    string // the leader's data-plane address
+	epoch   uint32 // the leader epoch
 	hasData bool
 }
 
@@ -199,7 +200,7 @@ func buildIndex(s *meta.State) *index {
 	for name, t := range s.Topics {
 		ti := &topicIndex{id: t.ID, parts: make([]partLeader, len(t.Partitions))}
 		for i, p := range t.Partitions {
-			ti.parts[i] = partLeader{leader: p.Leader, addr: s.Nodes[p.Leader].DataAddr, hasData: p.HasData}
+			ti.parts[i] = partLeader{leader: p.Leader, addr: s.Nodes[p.Leader].DataAddr, epoch: p.LeaderEpoch, hasData: p.HasData}
 		}
 		x.topics[name] = ti
 	}
