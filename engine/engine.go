@@ -242,7 +242,7 @@ func (e *Engine) openParts(m topicMeta, policy SyncPolicy, from, to int) []*part
 			defer func() { <-e.openSem }()
 			dir := filepath.Join(e.topicDir(m.Name), strconv.Itoa(i))
 			lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config, policy, m.CreatedMs))
-			p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log)
+			p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log, e.opts.FS, e.opts.Replication)
 			p.obs = e.opts.Observer
 			if err != nil {
 				code := api.CodeStorageError
@@ -484,6 +484,11 @@ func (e *Engine) enqueueBatch(ctx context.Context, topicName string, partition i
 			return nil, 0, api.WrapError(api.CodeMessageTooLarge, err, "")
 		}
 		return nil, 0, api.WrapError(api.CodeCorruptBatch, err, "")
+	}
+	// In a cluster: only the leader takes client batches, and acks all
+	// needs enough in-sync replicas before anything is written.
+	if err := p.replicatedAppendCheck(AcksFrom(ctx)); err != nil {
+		return nil, 0, err
 	}
 	if err := e.disk.admit(len(b), p.spare); err != nil {
 		// Other partitions' preallocated space may hold the room: give

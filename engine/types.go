@@ -116,9 +116,12 @@ type FetchResult struct {
 	TopicID        api.TopicID
 	HighWatermark  uint64
 	LogStartOffset uint64
-	Bufs           [][]byte
-	release        func()
-	once           sync.Once
+	// LeaderEpoch is the partition's leader epoch on the leader that served
+	// a FetchReplica; 0 from Fetch and on a single node.
+	LeaderEpoch uint32
+	Bufs        [][]byte
+	release     func()
+	once        sync.Once
 }
 
 // Bytes returns the total length of Bufs.
