@@ -71,7 +71,11 @@ type Storage interface {
 	SegmentFiles() engine.SegmentFileStats
 }
 
-var _ Storage = (*engine.Engine)(nil)
+var (
+	_ Storage        = (*engine.Engine)(nil)
+	_ ReplicaStorage = (*engine.Engine)(nil)
+	_ ReplicaSource  = (*engine.Engine)(nil)
+)
 
 // Cluster is what a Broker needs from the cluster runtime (*Node
 // implements it; tests use a fake).

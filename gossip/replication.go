@@ -14,42 +14,18 @@ import (
 	"github.com/seedqueue/sq/gossip/meta"
 )
 
-// ReplicaPosition is a local replica's view of its partition
-// (engine.ReplicaState): the bounds of its log, its durable log end
-// offset, its high watermark, its leader epoch and whether it leads.
-type ReplicaPosition struct {
-	LogStartOffset, LogEndOffset, DurableEndOffset, HighWatermark uint64
-	LeaderEpoch                                                   uint32
-	Leader                                                        bool
-}
-
-// ISRChange is an in-sync set change a partition's leader asks for
-// (engine.ISRProposal), proposed as meta.OpSetISR.
-type ISRChange struct {
-	Topic     string
-	ID        api.TopicID
-	Partition int
-	// Epoch is the leader epoch the change is asked in.
-	Epoch uint32
-	// ISR is the in-sync set wanted.
-	ISR []string
-}
-
 // ReplicaStorage is what a Replicator needs of the node's storage: the
-// replication calls of an engine opened with Options.Replication
-// (EngineReplicas adapts an *engine.Engine), each as engine.Engine
-// documents it, plus LocalEpochs, the partition's leader-epoch cache.
+// replication calls of an *engine.Engine opened with
+// Options.Replication, each as engine.Engine documents it.
 type ReplicaStorage interface {
 	BecomeLeader(topic string, id api.TopicID, partition int, epoch uint32, replicas, isr []string, minISR int) error
 	BecomeFollower(topic string, id api.TopicID, partition int, epoch uint32, leader string) error
 	UpdateISR(topic string, id api.TopicID, partition int, epoch uint32, isr []string, minISR int) error
-	AppendReplica(ctx context.Context, topic string, id api.TopicID, partition int, batches [][]byte, leaderHW uint64) (ReplicaPosition, error)
+	AppendReplica(ctx context.Context, topic string, id api.TopicID, partition int, batches [][]byte, leaderHW uint64) (engine.ReplicaState, error)
 	TruncateTo(topic string, id api.TopicID, partition int, offset uint64) error
-	ReplicaState(topic string, id api.TopicID, partition int) (ReplicaPosition, error)
-	// LocalEpochs returns the partition's leader-epoch cache (empty when
-	// it has none).
+	ReplicaState(topic string, id api.TopicID, partition int) (engine.ReplicaState, error)
 	LocalEpochs(topic string, id api.TopicID, partition int) (*replica.EpochCache, error)
-	ISRProposals(now time.Time) []ISRChange
+	ISRProposals(now time.Time) []engine.ISRProposal
 }
 
 // ReplicaFetched is a leader's answer to a replica fetch: its high
@@ -407,7 +383,7 @@ func (r *Replicator) isrLoop() {
 // proposeISR commits one in-sync set change and has the next pass give
 // the storage the committed set, whether the change was committed,
 // refused (a newer leader epoch) or not known to be.
-func (r *Replicator) proposeISR(ch ISRChange) {
+func (r *Replicator) proposeISR(ch engine.ISRProposal) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.ProposeTimeout)
 	defer cancel()
 	go func() {

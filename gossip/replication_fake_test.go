@@ -25,7 +25,7 @@ type fakeReplicas struct {
 	mu      sync.Mutex
 	parts   map[partKey]*fakeReplicaLog
 	calls   []string
-	propose []ISRChange // returned by the next ISRProposals
+	propose []engine.ISRProposal // returned by the next ISRProposals
 	notify  chan struct{}
 }
 
@@ -118,21 +118,21 @@ func (f *fakeReplicas) UpdateISR(topic string, id api.TopicID, p int, epoch uint
 	return nil
 }
 
-func (f *fakeReplicas) AppendReplica(ctx context.Context, topic string, id api.TopicID, p int, batches [][]byte, leaderHW uint64) (ReplicaPosition, error) {
+func (f *fakeReplicas) AppendReplica(ctx context.Context, topic string, id api.TopicID, p int, batches [][]byte, leaderHW uint64) (engine.ReplicaState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := f.part(id, p)
 	if l.leader {
-		return ReplicaPosition{}, api.NewError(api.CodeNotLeader, "a leader takes no replica appends")
+		return engine.ReplicaState{}, api.NewError(api.CodeNotLeader, "a leader takes no replica appends")
 	}
 	for _, b := range batches {
 		var off uint64
 		var epoch uint32
 		if _, err := fmt.Sscanf(string(b), "%d:%d", &off, &epoch); err != nil {
-			return ReplicaPosition{}, err
+			return engine.ReplicaState{}, err
 		}
 		if off != uint64(len(l.epochs)) {
-			return ReplicaPosition{}, api.NewError(api.CodeOffsetOutOfRange, "batch at %d, log end %d", off, len(l.epochs))
+			return engine.ReplicaState{}, api.NewError(api.CodeOffsetOutOfRange, "batch at %d, log end %d", off, len(l.epochs))
 		}
 		l.epochs = append(l.epochs, epoch)
 	}
@@ -140,9 +140,9 @@ func (f *fakeReplicas) AppendReplica(ctx context.Context, topic string, id api.T
 	return f.position(l), nil
 }
 
-func (f *fakeReplicas) position(l *fakeReplicaLog) ReplicaPosition {
+func (f *fakeReplicas) position(l *fakeReplicaLog) engine.ReplicaState {
 	n := uint64(len(l.epochs))
-	return ReplicaPosition{LogEndOffset: n, DurableEndOffset: n, HighWatermark: l.hw, LeaderEpoch: l.epoch, Leader: l.leader}
+	return engine.ReplicaState{LogEndOffset: n, DurableEndOffset: n, HighWatermark: l.hw, LeaderEpoch: l.epoch, Leader: l.leader}
 }
 
 func (f *fakeReplicas) TruncateTo(topic string, id api.TopicID, p int, offset uint64) error {
@@ -158,7 +158,7 @@ func (f *fakeReplicas) TruncateTo(topic string, id api.TopicID, p int, offset ui
 	return nil
 }
 
-func (f *fakeReplicas) ReplicaState(topic string, id api.TopicID, p int) (ReplicaPosition, error) {
+func (f *fakeReplicas) ReplicaState(topic string, id api.TopicID, p int) (engine.ReplicaState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.position(f.part(id, p)), nil
@@ -179,7 +179,7 @@ func (f *fakeReplicas) LocalEpochs(topic string, id api.TopicID, p int) (*replic
 	return f.part(id, p).cache(), nil
 }
 
-func (f *fakeReplicas) ISRProposals(now time.Time) []ISRChange {
+func (f *fakeReplicas) ISRProposals(now time.Time) []engine.ISRProposal {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := f.propose
@@ -327,7 +327,7 @@ func TestReplicatorFollowsTheMetadata(t *testing.T) {
 
 	// An ISR change the leader asks for is committed and handed back.
 	g.stores["n1"].mu.Lock()
-	g.stores["n1"].propose = []ISRChange{{Topic: "orders", ID: id, Partition: 0, Epoch: 0, ISR: []string{"n1", "n2"}}}
+	g.stores["n1"].propose = []engine.ISRProposal{{Topic: "orders", ID: id, Partition: 0, Epoch: 0, ISR: []string{"n1", "n2"}}}
 	g.stores["n1"].mu.Unlock()
 	eventually(t, 5*time.Second, "the ISR change committed and passed back", func() bool {
 		return slices.Equal(g.m.state0().Topics["orders"].Partitions[0].ISR, []string{"n1", "n2"}) &&
@@ -335,7 +335,7 @@ func TestReplicatorFollowsTheMetadata(t *testing.T) {
 	})
 	// A stale proposal is refused; the committed set is passed back.
 	g.stores["n1"].mu.Lock()
-	g.stores["n1"].propose = []ISRChange{{Topic: "orders", ID: id, Partition: 0, Epoch: 7, ISR: []string{"n1"}}}
+	g.stores["n1"].propose = []engine.ISRProposal{{Topic: "orders", ID: id, Partition: 0, Epoch: 7, ISR: []string{"n1"}}}
 	g.stores["n1"].mu.Unlock()
 	before := len(g.stores["n1"].callsWith("isr orders/0"))
 	eventually(t, 5*time.Second, "the committed set passed back after a refused proposal", func() bool {
