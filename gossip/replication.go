@@ -465,8 +465,11 @@ func (f *fetcher) run(ctx context.Context) {
 		if text := err.Error(); text != lastErr {
 			lastErr = text
 			lvl := slog.LevelWarn
-			if e := api.AsError(err); e != nil && (e.Code == api.CodeUnknownLeaderEpoch || e.Code == api.CodeNotLeader || e.Code == api.CodeLeaderNotAvailable) {
-				lvl = slog.LevelInfo // the leader has not applied its leadership yet
+			if e := api.AsError(err); e != nil {
+				switch e.Code {
+				case api.CodeUnknownLeaderEpoch, api.CodeNotLeader, api.CodeLeaderNotAvailable, api.CodeUnknownTopic, api.CodeUnknownTopicID:
+					lvl = slog.LevelInfo // the leader has not applied the topic or its leadership yet
+				}
 			}
 			log.Log(ctx, lvl, "replication: fetching from the leader failed; retrying", "addr", f.addr, "err", err)
 		}
