@@ -36,13 +36,13 @@ type partition struct {
 	now           func() time.Time
 	logger        *slog.Logger
 	obs           Observer // nil: none
-	// prod is the idempotent producers' state (producers.go), set by
-	// openParts before the partition serves; nil when the log failed.
-	prod atomic.Pointer[producerState]
-	fs   ring.FS
+	fs            ring.FS
 	// repl is the replication state; nil on a single node (no
 	// Options.Replication) and when the partition failed to open.
 	repl *replState
+	// prod is the idempotent producers' state (producers.go), set by
+	// openParts before the partition serves; nil when the log failed.
+	prod atomic.Pointer[producerState]
 
 	reqs chan *appendReq
 	// mu guards closed against submitters, so that once closed is set no
@@ -429,8 +429,8 @@ func (p *partition) close() error {
 	}
 	close(p.stop)
 	<-p.done
-	p.snapshotProducers(snapClose) // producers.go
 	p.checkpointHW()
+	p.snapshotProducers(snapClose) // producers.go
 	// After a failed sync, segment.Log.Close skips the trim and the
 	// checkpoint: the recovery point never claims what the disk may have lost.
 	err := p.log.Close()
@@ -454,7 +454,14 @@ func (p *partition) fetch(ctx context.Context, offset uint64, maxBytes int, maxW
 		}
 		hw := p.hw.Load()
 		start := p.log.LogStartOffset()
-		if offset < start || offset > hw {
+		// A replica's high watermark may lag its log end (a new leader's
+		// until its followers fetch, or one restarted from its
+		// checkpoint): an offset up to the log end waits for it.
+		valid := hw
+		if p.repl != nil {
+			valid = max(hw, p.log.NextOffset())
+		}
+		if offset < start || offset > valid {
 			return nil, api.NewRangeError(api.CodeOffsetOutOfRange, start, hw,
 				"offset %d outside [%d, %d] of %s/%d", offset, start, hw, p.topic, p.id)
 		}

@@ -328,8 +328,8 @@ type dupReq struct {
 // it allocates nothing and takes no lock.
 func (p *partition) checkProducers(pending []*appendReq) ([]*appendReq, *producerCommit) {
 	s := p.prod.Load()
-	if s == nil {
-		return pending, nil
+	if s == nil || p.failed.Load() != nil {
+		return pending, nil // a failed partition refuses every request
 	}
 	found := false
 	for _, r := range pending {
@@ -584,12 +584,16 @@ func (s *producerState) load(lg *segment.Log) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reset()
+	s.snapOffset = -1
 	path := filepath.Join(s.dir, producerStateName)
 	leo := lg.NextOffset()
 	from := lg.LogStartOffset()
 	data, err := readFileFS(s.fs, path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
+		// As a snapshot of no producer at the log start: an empty
+		// partition writes none until it holds batches.
+		s.snapOffset = int64(from)
 	case err != nil:
 		s.logger.Warn("producer-state snapshot unreadable; rebuilding it from the whole log", "path", path, "err", err)
 	default:
@@ -612,7 +616,9 @@ func (s *producerState) load(lg *segment.Log) {
 		s.logger.Warn("producer-state recovery scan stopped early; producers whose batches it missed get UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE",
 			"dir", s.dir, "from", from, "to", leo, "err", err)
 	}
-	s.changed = scanned > 0 || s.snapOffset != int64(leo)
+	// A scan of any length is worth a snapshot at the next checkpoint,
+	// so that the next start does not scan it again.
+	s.changed = scanned > 0 || leo > from
 }
 
 // scan records the idempotent batches of lg with base offsets in [from,

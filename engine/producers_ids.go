@@ -19,6 +19,12 @@ import (
 // metadata log (gossip/meta's allocate-producer-ids).
 const ProducerIDBlock = 1000
 
+// SingleNodeProducerIDBase is the first producer id a single node hands
+// out (2^48). A cluster hands out ids from 0 (gossip/meta), so an id a node
+// gave its producers before it joined a cluster is never one the cluster
+// gives another producer.
+const SingleNodeProducerIDBase = 1 << 48
+
 // producerIDsName is the file, in <data-dir>/meta, that holds the end of
 // the last block of producer ids reserved by a single node.
 const producerIDsName = "producer-ids"
@@ -33,8 +39,8 @@ type producerIDs struct {
 }
 
 // InitProducerID returns a new producer id and its epoch (always 0) for an
-// idempotent producer of this node (docs/architecture.md, Idempotent
-// producers). Ids are unique for the life of the data directory: they are
+// idempotent producer of this node (docs/architecture.md §3.3.1), from
+// SingleNodeProducerIDBase up. Ids are unique for the life of the data directory: they are
 // reserved ProducerIDBlock at a time, the end of the block written to
 // <data-dir>/meta/producer-ids (temporary file, fsync, rename, directory
 // fsync) before the first of them is handed out. Errors: SHUTTING_DOWN,
@@ -77,17 +83,17 @@ func (e *Engine) InitProducerID(ctx context.Context) (int64, int16, error) {
 }
 
 // readProducerIDs returns the first id not yet reserved: the end stored in
-// path, 0 when the file does not exist.
+// path, SingleNodeProducerIDBase when the file does not exist.
 func readProducerIDs(e *Engine, path string) (int64, error) {
 	b, err := readFileFS(e.opts.FS, path)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
+		return SingleNodeProducerIDBase, nil
 	}
 	if err != nil {
 		return 0, storageError("read "+path, err)
 	}
 	n, err := strconv.ParseInt(strings.TrimSuffix(string(b), "\n"), 10, 64)
-	if err != nil || n < 0 {
+	if err != nil || n < SingleNodeProducerIDBase {
 		return 0, api.NewError(api.CodeStorageError, "%s is corrupt (%q): it must hold the end of the last reserved block of producer ids; no id is handed out until it is repaired", path, b)
 	}
 	return n, nil

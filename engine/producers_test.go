@@ -481,18 +481,18 @@ func TestInitProducerID(t *testing.T) {
 	wg.Wait()
 	close(ids)
 	for id := range ids {
-		if seen[id] || id < 0 || id >= 2*ProducerIDBlock {
+		if seen[id] || id < SingleNodeProducerIDBase || id >= SingleNodeProducerIDBase+2*ProducerIDBlock {
 			t.Fatalf("id %d repeated or outside the first two blocks", id)
 		}
 		seen[id] = true
 	}
 	path := filepath.Join(dir, "meta", producerIDsName)
-	if b, err := os.ReadFile(path); err != nil || string(b) != fmt.Sprintf("%d\n", 2*ProducerIDBlock) {
+	if b, err := os.ReadFile(path); err != nil || string(b) != fmt.Sprintf("%d\n", SingleNodeProducerIDBase+2*ProducerIDBlock) {
 		t.Fatalf("%s holds %q, %v; want the end of the second block", path, b, err)
 	}
 	// One more id starts a third block; a restart (crash or not) skips
 	// what is left of it.
-	if id, _, _ := e.InitProducerID(ctx); id != 2*ProducerIDBlock {
+	if id, _, _ := e.InitProducerID(ctx); id != SingleNodeProducerIDBase+2*ProducerIDBlock {
 		t.Fatalf("first id of the third block: %d", id)
 	}
 	if err := e.Close(); err != nil {
@@ -502,13 +502,47 @@ func TestInitProducerID(t *testing.T) {
 		t.Fatalf("after close: %v", err)
 	}
 	e = openTest(t, opts)
-	if id, _, err := e.InitProducerID(ctx); err != nil || id != 3*ProducerIDBlock {
-		t.Fatalf("first id after restart: %d, %v; want %d", id, err, 3*ProducerIDBlock)
+	if id, _, err := e.InitProducerID(ctx); err != nil || id != SingleNodeProducerIDBase+3*ProducerIDBlock {
+		t.Fatalf("first id after restart: %d, %v; want %d", id, err, SingleNodeProducerIDBase+3*ProducerIDBlock)
 	}
 	e.Close()
 	writeFile(t, path, []byte("garbage\n"))
 	e = openTest(t, opts)
 	if _, _, err := e.InitProducerID(ctx); codeOf(err) != api.CodeStorageError || !strings.Contains(err.Error(), "corrupt") {
 		t.Fatalf("corrupt file: %v, want STORAGE_ERROR", err)
+	}
+}
+
+// TestReloadProducers: after a truncation the state is rebuilt without
+// a snapshot that covers more than the log, and a snapshot at the new
+// log end replaces it; an empty partition writes no snapshot.
+func TestReloadProducers(t *testing.T) {
+	dir := t.TempDir()
+	p := testPartition(t, dir)
+	path := filepath.Join(dir, producerStateName)
+	p.snapshotProducers(snapClose)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("empty partition wrote a snapshot: %v", err)
+	}
+	p.commit([]*appendReq{newReq(idemBatch(t, 1, 0, 0, 2, "a")), newReq(idemBatch(t, 1, 0, 2, 2, "b"))})
+	// A snapshot from a longer, divergent log (as left by a truncation).
+	s := newProducerState(ring.OS, dir, nil)
+	s.record(99, producerBatch{count: 1})
+	writeFile(t, path, s.encode(10))
+	p.reloadProducers()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := newProducerState(ring.OS, dir, nil)
+	off, err := back.decode(b)
+	if err != nil || off != 4 || back.byID[99] != nil || back.byID[1] == nil || back.byID[1].last().baseOffset != 2 {
+		t.Fatalf("snapshot after reload: offset %d, %v, producers %v", off, err, back.byID)
+	}
+	ghost := newReq(idemBatch(t, 99, 0, 1, 1, "ghost"))
+	retry := newReq(idemBatch(t, 1, 0, 2, 2, "b"))
+	p.commit([]*appendReq{ghost, retry})
+	if codeOf(ghost.err) != api.CodeUnknownProducerID || retry.err != nil || retry.res.BaseOffset != 2 {
+		t.Fatalf("ghost %v; retry %+v %v", ghost.err, retry.res, retry.err)
 	}
 }

@@ -2,11 +2,15 @@ package segment
 
 import (
 	"errors"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/seedqueue/sq/api/batch"
+	"github.com/seedqueue/sq/internal/faultfs"
+	"github.com/seedqueue/sq/ring"
 )
 
 // TestTruncateTo cuts a multi-segment log at each kind of point, with and
@@ -282,4 +286,108 @@ func TestTruncateWhileReading(t *testing.T) {
 		}
 	}
 	readable(t, l)
+}
+
+// TestTruncateCrashAtEveryStep crashes at every counted disk call of a
+// truncation inside a sealed segment (with and without a View held, so
+// both the in-place cut and the copy), restores the synced state (and a
+// torn one), and checks that the log reopens whole, holding what it held
+// below the truncation point and ending at a batch boundary between it
+// and the old end; a second truncation then completes.
+func TestTruncateCrashAtEveryStep(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		for n := int64(1); ; n++ {
+			root := t.TempDir()
+			dir := filepath.Join(root, "p")
+			fs := faultfs.New(root, nil)
+			l, err := Open(dir, fs, fs.Backend(), smallOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendBatches(t, l, 40, 1, 2, 50)
+			segs := l.Segments()
+			next := l.NextOffset()
+			off := segs[1].BaseOffset + 4
+			var view *View
+			if held {
+				if view, err = l.Read(0, 1<<30, next); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fs.CrashAfter(n)
+			err = l.TruncateTo(off)
+			crashed := fs.Crashed()
+			fs.CrashAfter(0)
+			if view != nil {
+				checkBufs(t, view.Bufs)
+				view.Release()
+			}
+			if !crashed {
+				if err != nil {
+					t.Fatalf("held %v: TruncateTo without a crash: %v", held, err)
+				}
+				if n < 10 {
+					t.Fatalf("held %v: TruncateTo made only %d disk calls", held, n-1)
+				}
+				t.Logf("held %v: crashed at each of %d disk calls", held, n-1)
+				l.Close()
+				break
+			}
+			if err == nil {
+				t.Fatalf("held %v, crash at call %d: TruncateTo returned no error", held, n)
+			}
+			abandon(t, l)
+			var rng *rand.Rand
+			if n%2 == 0 {
+				rng = rand.New(rand.NewPCG(uint64(n), 7))
+			}
+			if err := fs.Restore(rng); err != nil {
+				t.Fatal(err)
+			}
+			l, err = Open(dir, fs, fs.Backend(), smallOptions())
+			if err != nil {
+				t.Fatalf("held %v, crash at call %d: reopen: %v", held, n, err)
+			}
+			start, end := readable(t, l)
+			if start != 0 || end < off || end > next || (end-off)%2 != 0 {
+				t.Fatalf("held %v, crash at call %d: log holds [%d, %d), want [0, x) with %d <= x <= %d", held, n, start, end, off, next)
+			}
+			if err := l.TruncateTo(off); err != nil {
+				t.Fatalf("held %v, crash at call %d: TruncateTo again: %v", held, n, err)
+			}
+			if _, end := readable(t, l); end != off {
+				t.Fatalf("held %v, crash at call %d: second truncation ends at %d", held, n, end)
+			}
+			l.Close()
+		}
+	}
+}
+
+// TestTruncateOnEachBackend truncates inside a sealed segment and inside
+// the active one on each I/O backend, appends, and reopens.
+func TestTruncateOnEachBackend(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be ring.Backend) {
+		dir := t.TempDir()
+		l := openLogOn(t, dir, be, smallOptions())
+		appendBatches(t, l, 40, 1, 2, 50)
+		segs := l.Segments()
+		for _, off := range []uint64{segs[len(segs)-1].BaseOffset + 2, segs[1].BaseOffset + 2} {
+			if err := l.TruncateTo(off); err != nil {
+				t.Fatalf("TruncateTo(%d): %v", off, err)
+			}
+			if _, end := readable(t, l); end != off {
+				t.Fatalf("log ends at %d after TruncateTo(%d)", end, off)
+			}
+		}
+		appendBatches(t, l, 20, 1, 2, 50)
+		want := segs[1].BaseOffset + 2 + 40
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l = openLogOn(t, dir, be, smallOptions())
+		defer l.Close()
+		if _, end := readable(t, l); end != want {
+			t.Fatalf("reopened log ends at %d, want %d", end, want)
+		}
+	})
 }

@@ -59,7 +59,6 @@ type LeaderState struct {
 	minISR     int
 	leo        uint64
 	durable    uint64
-	created    time.Time
 	followers  []*follower // replica order, self excluded
 }
 
@@ -81,7 +80,6 @@ func NewLeaderState(self string, replicas, isr []string, epoch uint32, epochStar
 		minISR:     minISR,
 		leo:        max(epochStart, hw),
 		durable:    hw,
-		created:    now,
 	}
 	for _, id := range replicas {
 		if id == self {
@@ -145,7 +143,9 @@ func (l *LeaderState) SetLocal(leo, durable uint64, now time.Time) (hw uint64, a
 // UpdateFollower records a replica fetch of follower id: leo is its fetch
 // offset (its log end offset) and durable its durable log end offset. It
 // returns the high watermark and whether it advanced. A fetch from a node
-// that is not a follower of the partition changes nothing.
+// that is not a follower of the partition changes nothing. Callers pass
+// only fetches they serve: of the leader's epoch, from a follower that
+// truncated as TruncationOffset says, at an offset <= the leader's LEO.
 //
 // The follower's last caught-up time becomes now when leo reaches the
 // leader's LEO, or the time of its previous fetch when leo reaches the
@@ -180,7 +180,10 @@ func latest(a, b time.Time) time.Time {
 // SetISR records a committed in-sync set (from the metadata log) and
 // min.insync.replicas, ends any ISR change in flight, and returns the high
 // watermark and whether it advanced (a committed removal of a lagging
-// follower lets it advance).
+// follower lets it advance). Pass each committed ISR of the leader's
+// epoch once, in commit order, never an older one delivered late: that
+// would drop an addition in flight from the high watermark's set while
+// the metadata already holds it in the ISR.
 func (l *LeaderState) SetISR(isr []string, minISR int) (hw uint64, advanced bool) {
 	l.isr = slices.Clone(isr)
 	l.minISR = minISR
