@@ -317,7 +317,8 @@ type dupReq struct {
 }
 
 // checkProducers runs the idempotent-producer check (see the rules above)
-// on the requests of one commit, in order, before the write. Duplicates
+// on the requests of one commit, in order, before the write, on a single
+// node or a replicated partition's leader. Duplicates
 // of stored batches and refused batches are answered here and removed;
 // duplicates of batches earlier in the same commit are removed and
 // answered by finish, like the original. A request chained behind one
@@ -339,6 +340,14 @@ func (p *partition) checkProducers(pending []*appendReq) ([]*appendReq, *produce
 		}
 	}
 	if !found {
+		return pending, nil
+	}
+	// Only a leader checks (and answers duplicates): elsewhere commit
+	// refuses the whole commit with NOT_LEADER. The epoch stamps the
+	// answers, as commit stamps those of the batches it writes, for an
+	// acks-all wait (awaitReplicated) to hold them to.
+	epoch, err := p.commitEpoch()
+	if err != nil {
 		return pending, nil
 	}
 	pc := &producerCommit{p: p, s: s}
@@ -376,7 +385,8 @@ func (p *partition) checkProducers(pending []*appendReq) ([]*appendReq, *produce
 			pc.dups = append(pc.dups, dupReq{req: r, orig: v.batches[dup].req})
 		case dup >= 0:
 			b := v.batches[dup]
-			r.res = AppendResult{BaseOffset: b.baseOffset, RecordCount: b.count, LogAppendTime: b.appendMs, Durability: p.dupDurability()}
+			r.res = AppendResult{BaseOffset: b.baseOffset, RecordCount: b.count, LogAppendTime: b.appendMs, Durability: p.dupDurability(), Replicas: 1}
+			r.epoch = epoch
 			if r.res.LogAppendTime == 0 {
 				r.res.LogAppendTime = p.now().UnixMilli()
 			}
@@ -420,7 +430,7 @@ func (pc *producerCommit) finish() {
 	}
 	s.mu.Unlock()
 	for _, d := range pc.dups {
-		d.req.res, d.req.err = d.orig.res, d.orig.err
+		d.req.res, d.req.err, d.req.epoch = d.orig.res, d.orig.err, d.orig.epoch
 		d.req.batch = nil
 		close(d.req.done)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
+	"github.com/seedqueue/sq/internal/testutil"
 	"github.com/seedqueue/sq/ring"
 	"github.com/seedqueue/sq/segment"
 )
@@ -544,5 +545,111 @@ func TestReloadProducers(t *testing.T) {
 	p.commit([]*appendReq{ghost, retry})
 	if codeOf(ghost.err) != api.CodeUnknownProducerID || retry.err != nil || retry.res.BaseOffset != 2 {
 		t.Fatalf("ghost %v; retry %+v %v", ghost.err, retry.res, retry.err)
+	}
+}
+
+// idemAsync starts an append of an idempotent batch on n with acks and
+// returns a channel that delivers its outcome.
+func idemAsync(t *testing.T, n *replNode, acks Acks, b []byte) <-chan appendOutcome {
+	t.Helper()
+	ctx := WithAcks(context.Background(), acks)
+	out := make(chan appendOutcome, 1)
+	pd, err := n.e.AppendAsync(ctx, replTopic, 0, b, nil)
+	if err != nil {
+		out <- appendOutcome{err: err}
+		return out
+	}
+	go func() {
+		res, err := pd.Wait(ctx)
+		out <- appendOutcome{res, err}
+	}()
+	return out
+}
+
+// TestIdempotentReplicated: on a replicated partition a follower refuses
+// idempotent batches with NOT_LEADER (unchecked); on the leader an
+// acks-all duplicate is acknowledged with the original's offsets once
+// the high watermark passes the original; the follower builds the same
+// state from what it replicates, so after a failover the new leader
+// answers a retry with the original offsets; a truncation drops the state
+// of the removed batches.
+func TestIdempotentReplicated(t *testing.T) {
+	a, b, _ := leaderAndFollower(t, "every-batch", "every-batch")
+	if o := await(t, idemAsync(t, b, AcksAll, idemBatch(t, 1, 0, 0, 2, "x"))); codeOf(o.err) != api.CodeNotLeader {
+		t.Fatalf("idempotent append on the follower: %v, want NOT_LEADER", o.err)
+	}
+	orig := idemAsync(t, a, AcksAll, idemBatch(t, 1, 0, 0, 2, "a"))
+	testutil.Eventually(t, 10*time.Second, "the leader's log end at 2", func() bool { return a.state(t).LogEndOffset == 2 })
+	dup := idemAsync(t, a, AcksAll, idemBatch(t, 1, 0, 0, 2, "a"))
+	pump(t, a, b, 1) // copies the batch
+	if !pendingOutcome(orig) || !pendingOutcome(dup) {
+		t.Fatal("acknowledged before the high watermark passed the batch")
+	}
+	pump(t, a, b, 1) // reports the follower's durable end
+	for name, ch := range map[string]<-chan appendOutcome{"original": orig, "duplicate": dup} {
+		o := await(t, ch)
+		if o.err != nil || o.res.BaseOffset != 0 || o.res.RecordCount != 2 || o.res.Durability != DurabilityReplicated || o.res.Replicas != 2 {
+			t.Fatalf("%s: %+v, %v; want offset 0, 2 records, replicated by 2", name, o.res, o.err)
+		}
+	}
+	if st := a.state(t); st.LogEndOffset != 2 {
+		t.Fatalf("leader log end %d after a duplicate, want 2", st.LogEndOffset)
+	}
+	// A batch only the old leader gets: it is the divergent suffix.
+	if o := await(t, idemAsync(t, a, AcksLeader, idemBatch(t, 2, 0, 0, 1, "lost"))); o.err != nil || o.res.BaseOffset != 2 {
+		t.Fatalf("acks-leader append on the old leader: %+v, %v", o.res, o.err)
+	}
+	// Failover to b at epoch 2.
+	if err := b.e.BecomeLeader(replTopic, replTopicID, 0, 2, []string{"a", "b"}, []string{"b"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.e.BecomeFollower(replTopic, replTopicID, 0, 2, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if o := await(t, idemAsync(t, b, AcksLeader, idemBatch(t, 1, 0, 0, 2, "a"))); o.err != nil || o.res.BaseOffset != 0 {
+		t.Fatalf("retry on the new leader: %+v, %v; want the original offset 0", o.res, o.err)
+	}
+	if o := await(t, idemAsync(t, b, AcksLeader, idemBatch(t, 1, 0, 2, 1, "b"))); o.err != nil || o.res.BaseOffset != 2 {
+		t.Fatalf("next batch on the new leader: %+v, %v; want offset 2", o.res, o.err)
+	}
+	// The old leader cuts its divergent batch: producer 2's state goes
+	// with it, producer 1's stays.
+	if err := a.e.TruncateTo(replTopic, replTopicID, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	_, p, err := a.e.partition(replTopic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.prod.Load()
+	s.mu.Lock()
+	p2, p1 := s.byID[2], s.byID[1]
+	s.mu.Unlock()
+	if p2 != nil || p1 == nil || p1.last().baseOffset != 0 {
+		t.Fatalf("after the truncation: producer 2 %v, producer 1 %v; want 2 gone, 1 at offset 0", p2, p1)
+	}
+}
+
+// TestPlainBatchesCostNothing: a commit without idempotent batches goes
+// through the producer check without an allocation, a lock or a change.
+func TestPlainBatchesCostNothing(t *testing.T) {
+	p := testPartition(t, t.TempDir())
+	pending := []*appendReq{newReq(mkBatch(t, "a")), newReq(mkBatch(t, "b", "c")), newReq(mkBatch(t, "d"))}
+	allocs := testing.AllocsPerRun(100, func() {
+		out, pc := p.checkProducers(pending)
+		if pc != nil || len(out) != len(pending) || out[0] != pending[0] {
+			t.Fatal("plain batches changed by the producer check")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per commit of plain batches, want 0", allocs)
+	}
+	s := p.prod.Load()
+	if !s.mu.TryLock() {
+		t.Fatal("producer state left locked")
+	}
+	s.mu.Unlock()
+	if len(s.byID) != 0 {
+		t.Fatalf("producer state holds %d ids", len(s.byID))
 	}
 }
