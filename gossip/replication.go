@@ -377,6 +377,62 @@ func (r *Replicator) isrLoop() {
 			}
 			r.proposeISR(ch)
 		}
+		r.handOverCorrupt()
+	}
+}
+
+// handOverCorrupt proposes, for each partition this node leads whose
+// replica a scrub found damaged (engine.ReplicaState.Corrupt), that the
+// first other alive member of its ISR (in replica order) leads it
+// instead: a damaged replica must not lead. The leader change commits
+// the next epoch and takes this node out of the ISR; it then follows,
+// and the engine repairs its log from the new leader. A partition with no
+// other alive in-sync replica keeps its leader (logged).
+func (r *Replicator) handOverCorrupt() {
+	type led struct {
+		topic     string
+		id        api.TopicID
+		partition int
+		epoch     uint32
+	}
+	var damaged []led
+	r.mu.Lock()
+	for k, pr := range r.roles {
+		if pr.leader != r.self || pr.epoch == ^uint32(0) {
+			continue
+		}
+		if st, err := r.store.ReplicaState(pr.topic, k.id, k.partition); err == nil && st.Corrupt {
+			damaged = append(damaged, led{pr.topic, k.id, k.partition, pr.epoch})
+		}
+	}
+	r.mu.Unlock()
+	s := r.c.State()
+	for _, d := range damaged {
+		t := s.Topics[d.topic]
+		if t == nil || t.ID != d.id || d.partition >= len(t.Partitions) {
+			continue
+		}
+		p := t.Partitions[d.partition]
+		if p.Leader != r.self || p.LeaderEpoch != d.epoch {
+			continue
+		}
+		next, _, ok := replica.ChooseLeader(p.Replicas, p.ISR, func(id string) bool { return id != r.self && r.c.Alive(id) }, false)
+		if !ok {
+			r.log.Error("replication: this node's replica of a partition it leads is damaged and no other in-sync replica is alive to take over; it keeps leading",
+				"topic", d.topic, "partition", d.partition, "isr", p.ISR)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.ProposeTimeout)
+		res, err := r.c.Propose(ctx, meta.Command{Op: meta.OpSetLeaders, Leaders: []meta.LeaderChange{{Topic: d.topic, ID: d.id, Partition: d.partition, Leader: next, Epoch: d.epoch}}})
+		cancel()
+		if err == nil && res.Err != nil {
+			err = res.Err
+		}
+		if err != nil {
+			r.log.Warn("replication: handing over the leadership of a damaged replica failed; retrying", "topic", d.topic, "partition", d.partition, "err", err)
+			continue
+		}
+		r.log.Warn("replication: this node's replica is damaged: leadership handed over", "topic", d.topic, "partition", d.partition, "new_leader", next)
 	}
 }
 

@@ -34,8 +34,9 @@ type fakeReplicaLog struct {
 	hw     uint64
 	leader bool
 	epoch  uint32
-	isr    []string
-	minISR int
+	isr     []string
+	minISR  int
+	corrupt bool // a scrub found damage
 }
 
 func newFakeReplicas(node string) *fakeReplicas {
@@ -142,7 +143,7 @@ func (f *fakeReplicas) AppendReplica(ctx context.Context, topic string, id api.T
 
 func (f *fakeReplicas) position(l *fakeReplicaLog) engine.ReplicaState {
 	n := uint64(len(l.epochs))
-	return engine.ReplicaState{LogEndOffset: n, DurableEndOffset: n, HighWatermark: l.hw, LeaderEpoch: l.epoch, Leader: l.leader}
+	return engine.ReplicaState{LogEndOffset: n, DurableEndOffset: n, HighWatermark: l.hw, LeaderEpoch: l.epoch, Leader: l.leader, Corrupt: l.corrupt}
 }
 
 func (f *fakeReplicas) TruncateTo(topic string, id api.TopicID, p int, offset uint64) error {
@@ -379,5 +380,28 @@ func TestReplicatorFollowsTheMetadata(t *testing.T) {
 			}
 		}
 		return true
+	})
+}
+
+// TestReplicatorHandsOverADamagedLeader: a leader whose replica a scrub
+// found damaged hands the partition to the first other alive in-sync
+// replica, and follows it.
+func TestReplicatorHandsOverADamagedLeader(t *testing.T) {
+	g := newReplicaRig(t, "n1", "n2", "n3")
+	cmd := placed("orders", "")
+	tp := cmd.Topic
+	tp.Config.ReplicationFactor = 3
+	tp.Partitions = []meta.Partition{{Replicas: []string{"n1", "n2", "n3"}, Leader: "n1", ISR: []string{"n1", "n3"}}}
+	g.m.mustApply(t, cmd)
+	eventually(t, 5*time.Second, "n1 leads", func() bool {
+		return len(g.stores["n1"].callsWith("leader orders/0 epoch 0")) == 1
+	})
+	g.stores["n1"].mu.Lock()
+	g.stores["n1"].part(tp.ID, 0).corrupt = true
+	g.stores["n1"].mu.Unlock()
+	eventually(t, 5*time.Second, "n3 (the other in-sync replica) leads epoch 1, n1 follows it", func() bool {
+		p := g.m.state0().Topics["orders"].Partitions[0]
+		return p.Leader == "n3" && p.LeaderEpoch == 1 && slices.Equal(p.ISR, []string{"n3"}) &&
+			len(g.stores["n1"].callsWith(`follower orders/0 epoch 1 of "n3"`)) == 1
 	})
 }

@@ -106,6 +106,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		// it clamps their committed offsets once it has caught up.
 		DeferOffsetClamp: c.clustered(),
 		Replication:      c.replication(),
+		ScrubInterval:    c.ScrubInterval,
 	})
 	if err != nil {
 		backend.Close()
