@@ -30,10 +30,10 @@ type fakeReplicas struct {
 }
 
 type fakeReplicaLog struct {
-	epochs []uint32 // the leader epoch of each offset
-	hw     uint64
-	leader bool
-	epoch  uint32
+	epochs  []uint32 // the leader epoch of each offset
+	hw      uint64
+	leader  bool
+	epoch   uint32
 	isr     []string
 	minISR  int
 	corrupt bool // a scrub found damage
