@@ -381,13 +381,17 @@ func (r *Replicator) isrLoop() {
 	}
 }
 
-// handOverCorrupt proposes, for each partition this node leads whose
-// replica a scrub found damaged (engine.ReplicaState.Corrupt), that the
-// first other alive member of its ISR (in replica order) leads it
-// instead: a damaged replica must not lead. The leader change commits
-// the next epoch and takes this node out of the ISR; it then follows,
-// and the engine repairs its log from the new leader. A partition with no
-// other alive in-sync replica keeps its leader (logged).
+// handOverCorrupt acts on the partitions whose local replica a scrub
+// found damaged (engine.ReplicaState.Corrupt): a damaged replica must
+// not lead, and may lack records it acknowledged. For a partition this
+// node leads it proposes that the first other alive member of its ISR
+// (in replica order) leads it instead; the leader change commits the next
+// epoch and takes this node out of the ISR; it then follows, and the
+// engine repairs its log from the new leader. A partition with no other
+// alive in-sync replica keeps its leader (logged). For a partition this
+// node follows while in its ISR it proposes the ISR without itself
+// (leaveISR), so that no election picks it; the leader adds it back once
+// it has copied the log again.
 func (r *Replicator) handOverCorrupt() {
 	type led struct {
 		topic     string
@@ -398,7 +402,7 @@ func (r *Replicator) handOverCorrupt() {
 	var damaged []led
 	r.mu.Lock()
 	for k, pr := range r.roles {
-		if pr.leader != r.self || pr.epoch == ^uint32(0) {
+		if pr.leader == "" || pr.epoch == ^uint32(0) {
 			continue
 		}
 		if st, err := r.store.ReplicaState(pr.topic, k.id, k.partition); err == nil && st.Corrupt {
@@ -413,7 +417,11 @@ func (r *Replicator) handOverCorrupt() {
 			continue
 		}
 		p := t.Partitions[d.partition]
-		if p.Leader != r.self || p.LeaderEpoch != d.epoch {
+		if p.LeaderEpoch != d.epoch {
+			continue
+		}
+		if p.Leader != r.self {
+			r.leaveISR(d.topic, d.id, d.partition, p)
 			continue
 		}
 		next, _, ok := replica.ChooseLeader(p.Replicas, p.ISR, func(id string) bool { return id != r.self && r.c.Alive(id) }, false)
@@ -469,6 +477,37 @@ func (r *Replicator) proposeISR(ch engine.ISRProposal) {
 	}
 	r.mu.Unlock()
 	r.Kick()
+}
+
+// leaveISR proposes that this node, a follower of partition of topic
+// (p as the metadata has it) whose replica is damaged, leave the ISR: a
+// set-isr at the partition's epoch with the ISR less this node, when that
+// still holds the leader. Nothing is proposed when this node is not in
+// the ISR.
+func (r *Replicator) leaveISR(topic string, id api.TopicID, partition int, p meta.Partition) {
+	if !slices.Contains(p.ISR, r.self) {
+		return
+	}
+	var isr []string
+	for _, m := range p.ISR {
+		if m != r.self {
+			isr = append(isr, m)
+		}
+	}
+	if !slices.Contains(isr, p.Leader) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.ProposeTimeout)
+	defer cancel()
+	res, err := r.c.Propose(ctx, meta.Command{Op: meta.OpSetISR, Name: topic, ID: id, Partition: partition, Epoch: p.LeaderEpoch, ISR: isr})
+	if err == nil && res.Err != nil {
+		err = res.Err
+	}
+	if err != nil {
+		r.log.Warn("replication: a damaged follower could not leave the in-sync set; retrying", "topic", topic, "partition", partition, "err", err)
+		return
+	}
+	r.log.Warn("replication: this node's replica is damaged: it left the in-sync set until it has copied the log again", "topic", topic, "partition", partition, "isr", isr)
 }
 
 // fetcher copies one partition's log from its leader.

@@ -405,3 +405,25 @@ func TestReplicatorHandsOverADamagedLeader(t *testing.T) {
 			len(g.stores["n1"].callsWith(`follower orders/0 epoch 1 of "n3"`)) == 1
 	})
 }
+
+// TestReplicatorDamagedFollowerLeavesTheISR: a follower whose replica a
+// scrub found damaged takes itself out of the in-sync set, so that no
+// election chooses it.
+func TestReplicatorDamagedFollowerLeavesTheISR(t *testing.T) {
+	g := newReplicaRig(t, "n1", "n2", "n3")
+	cmd := placed("orders", "")
+	tp := cmd.Topic
+	tp.Config.ReplicationFactor = 3
+	tp.Partitions = []meta.Partition{{Replicas: []string{"n1", "n2", "n3"}, Leader: "n1", ISR: []string{"n1", "n2", "n3"}}}
+	g.m.mustApply(t, cmd)
+	eventually(t, 5*time.Second, "n2 follows", func() bool {
+		return len(g.stores["n2"].callsWith(`follower orders/0 epoch 0 of "n1"`)) == 1
+	})
+	g.stores["n2"].mu.Lock()
+	g.stores["n2"].part(tp.ID, 0).corrupt = true
+	g.stores["n2"].mu.Unlock()
+	eventually(t, 5*time.Second, "n2 out of the ISR, n1 still leading epoch 0", func() bool {
+		p := g.m.state0().Topics["orders"].Partitions[0]
+		return p.Leader == "n1" && p.LeaderEpoch == 0 && slices.Equal(p.ISR, []string{"n1", "n3"})
+	})
+}
