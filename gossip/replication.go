@@ -430,7 +430,7 @@ func (r *Replicator) handOverCorrupt() {
 				"topic", d.topic, "partition", d.partition, "isr", p.ISR)
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), r.opts.ProposeTimeout)
+		ctx, cancel := r.proposeContext()
 		res, err := r.c.Propose(ctx, meta.Command{Op: meta.OpSetLeaders, Leaders: []meta.LeaderChange{{Topic: d.topic, ID: d.id, Partition: d.partition, Leader: next, Epoch: d.epoch}}})
 		cancel()
 		if err == nil && res.Err != nil {
@@ -444,12 +444,10 @@ func (r *Replicator) handOverCorrupt() {
 	}
 }
 
-// proposeISR commits one in-sync set change and has the next pass give
-// the storage the committed set, whether the change was committed,
-// refused (a newer leader epoch) or not known to be.
-func (r *Replicator) proposeISR(ch engine.ISRProposal) {
+// proposeContext is the context of one proposal: ProposeTimeout, ended
+// early by Close.
+func (r *Replicator) proposeContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.ProposeTimeout)
-	defer cancel()
 	go func() {
 		select {
 		case <-r.stop:
@@ -457,6 +455,15 @@ func (r *Replicator) proposeISR(ch engine.ISRProposal) {
 		case <-ctx.Done():
 		}
 	}()
+	return ctx, cancel
+}
+
+// proposeISR commits one in-sync set change and has the next pass give
+// the storage the committed set, whether the change was committed,
+// refused (a newer leader epoch) or not known to be.
+func (r *Replicator) proposeISR(ch engine.ISRProposal) {
+	ctx, cancel := r.proposeContext()
+	defer cancel()
 	cmd := meta.Command{Op: meta.OpSetISR, Name: ch.Topic, ID: ch.ID, Partition: ch.Partition, Epoch: ch.Epoch, ISR: ch.ISR}
 	res, err := r.c.Propose(ctx, cmd)
 	if err == nil && res.Err != nil {
@@ -497,7 +504,7 @@ func (r *Replicator) leaveISR(topic string, id api.TopicID, partition int, p met
 	if !slices.Contains(isr, p.Leader) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.opts.ProposeTimeout)
+	ctx, cancel := r.proposeContext()
 	defer cancel()
 	res, err := r.c.Propose(ctx, meta.Command{Op: meta.OpSetISR, Name: topic, ID: id, Partition: partition, Epoch: p.LeaderEpoch, ISR: isr})
 	if err == nil && res.Err != nil {
