@@ -88,6 +88,10 @@ type Options struct {
 	// sealed segments after Open (default DefaultScrubBytesPerSec); a
 	// negative value disables it.
 	ScrubBytesPerSec int64
+	// ScrubInterval, when positive, repeats the verification of sealed
+	// segments every ScrubInterval after the one that follows Open (the
+	// server's --scrub-interval); 0 (the default here): once after Open.
+	ScrubInterval time.Duration
 	// MaxOpenSegmentFiles bounds the file descriptors and memory mappings
 	// that the partitions' segments hold, server-wide (segment.FileCache):
 	// sealed segments are mapped when read and the least recently read
@@ -206,6 +210,9 @@ func (o *Options) Validate() error {
 	}
 	if r := o.Replication; r != nil && (r.NodeID == "" || r.LagTimeMax < 0) {
 		errs = append(errs, fmt.Errorf("replication needs a node id (got %q) and a lag time max >= 0 (got %v)", r.NodeID, r.LagTimeMax))
+	}
+	if o.ScrubInterval < 0 {
+		errs = append(errs, fmt.Errorf("scrub interval %v must not be negative", o.ScrubInterval))
 	}
 	if o.MaxOpenSegmentFiles < 1 {
 		errs = append(errs, fmt.Errorf("max open segment files %d must be positive", o.MaxOpenSegmentFiles))

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +58,14 @@ type replState struct {
 	// durable is the durable log end offset: what the sync policy has
 	// made durable (docs/architecture.md §3.10).
 	durable uint64
+	// corrupt is the damage a scrub found in a sealed segment, nil when
+	// none: the replica is not eligible as leader (ReplicaState.Corrupt)
+	// until, as a follower, it has cut its log at corruptBase (the
+	// damaged segment's base offset; repaired set) and fetched again up
+	// to the leader's high watermark.
+	corrupt     error
+	corruptBase uint64
+	repaired    bool
 	// hwWritten is the high watermark in replication-offset-checkpoint;
 	// read and written by checkpointHW only, on the append goroutine.
 	hwWritten uint64
@@ -171,7 +180,7 @@ func (p *partition) writeEpochs(r *replState) error {
 // when it moved since the last write (the periodic checkpoint and Close).
 func (p *partition) checkpointHW() {
 	r := p.repl
-	if r == nil || p.failed.Load() != nil {
+	if r == nil || p.failed.Load() != nil || p.deleted.Load() {
 		return
 	}
 	// Only the append goroutine (and close, after it ended) writes the
@@ -298,7 +307,8 @@ func (p *partition) notLeader(r *replState) error {
 // before it returns), client appends are accepted and stamped with epoch,
 // and the high watermark follows the durable log end offsets of the
 // in-sync set from the current one (docs/architecture.md §3.10). Calling it
-// again for the current epoch updates the ISR and minISR only. Errors:
+// again for the current epoch updates the ISR and minISR only, as
+// UpdateISR does (committed sets in commit order, never an older one). Errors:
 // FENCED_LEADER_EPOCH for an epoch older than the partition's,
 // UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC, UNKNOWN_PARTITION, STORAGE_ERROR,
 // SHUTTING_DOWN, INVALID_REQUEST without Options.Replication.
@@ -363,8 +373,8 @@ func (e *Engine) BecomeFollower(topic string, id api.TopicID, partition int, epo
 	}
 	return p.onAppend(func() error {
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		if epoch < r.epoch || epoch == r.epoch && r.role == roleLeader {
+			r.mu.Unlock()
 			return api.NewError(api.CodeFencedLeaderEpoch, "leader epoch %d of %s/%d: the partition is at %d", epoch, p.topic, p.id, r.epoch)
 		}
 		if r.role != roleFollower || r.epoch != epoch || r.leader != leader {
@@ -372,7 +382,9 @@ func (e *Engine) BecomeFollower(topic string, id api.TopicID, partition int, epo
 		}
 		r.role, r.epoch, r.leader, r.ls = roleFollower, epoch, leader, nil
 		p.wake()
-		return nil
+		r.mu.Unlock()
+		// A leader that stepped down for damage repairs it now.
+		return p.repairCorrupt(r)
 	})
 }
 
@@ -380,7 +392,9 @@ func (e *Engine) BecomeFollower(topic string, id api.TopicID, partition int, epo
 // (and min.insync.replicas) for leader epoch epoch. On the leader it ends
 // the ISR change in flight (ISRProposals), whether the committed set is
 // the one proposed or not, and may advance the high watermark; acks-all
-// waits see the new set. Errors: FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
+// waits see the new set. Pass each committed set of the epoch once, in
+// commit order, never an older one delivered late
+// (replica.LeaderState.SetISR). Errors: FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
 // (epoch is not the partition's), UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC,
 // UNKNOWN_PARTITION, INVALID_REQUEST without Options.Replication.
 func (e *Engine) UpdateISR(topic string, id api.TopicID, partition int, epoch uint32, isr []string, minISR int) error {
@@ -474,6 +488,13 @@ type ReplicaState struct {
 	LeaderEpoch uint32
 	// Leader says whether this node leads the partition.
 	Leader bool
+	// Corrupt says that a scrub found damage in one of the replica's
+	// sealed segments (Options.ScrubInterval) and the replica has not yet
+	// been repaired: as a follower it cuts its log below the damaged
+	// segment at once and is repaired once it has fetched again up to the
+	// leader's high watermark. A Corrupt replica must not be elected
+	// leader, and a Corrupt leader should hand its leadership over.
+	Corrupt bool
 }
 
 // ReplicaState returns this node's replication state of the partition.
@@ -499,6 +520,7 @@ func (p *partition) replicaState(r *replState) ReplicaState {
 		HighWatermark:    p.hw.Load(),
 		LeaderEpoch:      r.epoch,
 		Leader:           r.role == roleLeader,
+		Corrupt:          r.corrupt != nil,
 	}
 }
 
@@ -792,6 +814,10 @@ func (p *partition) appendReplica(r *replState, batches [][]byte, leaderHW uint6
 	if hw := replica.FollowerHighWatermark(leaderHW, leo); hw > p.hw.Load() {
 		p.hw.Store(hw)
 	}
+	if r.corrupt != nil && r.repaired && leo >= leaderHW {
+		p.logger.Info("replica repaired: the damaged segment was cut and fetched again from the leader", "log_end", leo, "leader_high_watermark", leaderHW)
+		r.corrupt, r.repaired = nil, false
+	}
 	r.mu.Unlock()
 	p.wake()
 	return p.replicaState(r), nil
@@ -839,7 +865,17 @@ func (p *partition) truncateTo(r *replState, offset uint64) error {
 	}
 	start, leo := p.log.LogStartOffset(), p.log.NextOffset()
 	if offset == leo {
-		return nil
+		// No batch to remove, but the epoch cache may hold an entry
+		// starting at the log end (an epoch this node led without
+		// appending): it is dropped, or the follower's truncation loop
+		// (replica.TruncationComplete) would ask about it forever.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if e, ok := r.cache.Latest(); !ok || e.StartOffset < offset {
+			return nil
+		}
+		r.cache.TruncateFromEnd(offset)
+		return p.writeEpochs(r)
 	}
 	if err := p.log.TruncateTo(offset); err != nil {
 		switch {
@@ -865,6 +901,58 @@ func (p *partition) truncateTo(r *replState, offset uint64) error {
 		return err
 	}
 	// The producers' state is rebuilt without the removed batches.
+	p.reloadProducers()
+	return nil
+}
+
+// TruncateFullyAndStartAt empties the partition's log on a follower and
+// starts it at offset (Kafka's truncateFullyAndStartAt): for a follower
+// whose log end is below its leader's log start (FetchReplica answers
+// OFFSET_OUT_OF_RANGE with the leader's range), or whose whole log
+// diverges from the leader's. Every segment is removed durably
+// (segment.Log.TruncateFullyAndStartAt), the leader-epoch cache emptied,
+// and the high watermark and durable log end set to offset. Errors:
+// INVALID_REQUEST on the leader, PARTITION_FAILED (a failure halfway fails
+// the partition until restart), STORAGE_ERROR, UNKNOWN_TOPIC_ID,
+// UNKNOWN_TOPIC, UNKNOWN_PARTITION, SHUTTING_DOWN.
+func (e *Engine) TruncateFullyAndStartAt(topic string, id api.TopicID, partition int, offset uint64) error {
+	p, r, err := e.replicated(topic, id, partition)
+	if err != nil {
+		return err
+	}
+	return p.onAppend(func() error { return p.startOver(r, offset) })
+}
+
+// startOver is TruncateFullyAndStartAt on the append goroutine.
+func (p *partition) startOver(r *replState, offset uint64) error {
+	if e := p.failed.Load(); e != nil {
+		return e
+	}
+	r.mu.Lock()
+	leader := r.role == roleLeader
+	r.mu.Unlock()
+	if leader {
+		return api.NewError(api.CodeInvalidRequest, "%s/%d: the leader of epoch %d never truncates its log", p.topic, p.id, r.epoch)
+	}
+	start, leo := p.log.LogStartOffset(), p.log.NextOffset()
+	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {
+		if errors.Is(err, segment.ErrFailed) {
+			e := api.WrapError(api.CodePartitionFailed, err, "partition %s/%d", p.topic, p.id)
+			p.fail(e)
+			return e
+		}
+		return storageError(fmt.Sprintf("start %s/%d over", p.topic, p.id), err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.durable = offset
+	p.hw.Store(offset)
+	p.logger.Warn("log emptied and started over at the leader's", "offset", offset, "from_start", start, "from_end", leo, "leader_epoch", r.epoch)
+	p.wake()
+	r.cache.TruncateFromEnd(0)
+	if err := p.writeEpochs(r); err != nil {
+		return err
+	}
 	p.reloadProducers()
 	return nil
 }
@@ -980,4 +1068,69 @@ func (p *partition) awaitReplicated(ctx context.Context, res AppendResult, epoch
 			return AppendResult{}, api.NewError(api.CodeShuttingDown, "server is shutting down")
 		}
 	}
+}
+
+// knownCorrupt reports whether a scrub already found damage in p (a
+// replicated partition) that is not repaired yet.
+func (p *partition) knownCorrupt() bool {
+	r := p.repl
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.corrupt != nil
+}
+
+// markCorrupt records the damage err (a *segment.CorruptError from the
+// scrub) in a replicated partition: it is not eligible as leader
+// (ReplicaState.Corrupt), and a follower cuts its log below the damaged
+// segment at once (repairCorrupt) to fetch it again from its leader.
+func (p *partition) markCorrupt(err error) {
+	r := p.repl
+	var ce *segment.CorruptError
+	if !errors.As(err, &ce) {
+		return
+	}
+	base, perr := strconv.ParseUint(strings.TrimSuffix(filepath.Base(ce.File), filepath.Ext(ce.File)), 10, 64)
+	if perr != nil {
+		p.fail(api.WrapError(api.CodePartitionFailed, err, "partition %s/%d is corrupt", p.topic, p.id))
+		return
+	}
+	r.mu.Lock()
+	r.corrupt, r.corruptBase, r.repaired = err, base, false
+	leading := r.role == roleLeader
+	r.mu.Unlock()
+	p.logger.Error("replica corrupt: not eligible as leader until repaired from the leader", "segment", base, "leading", leading, "err", err)
+	if !leading {
+		if err := p.onAppend(func() error { return p.repairCorrupt(r) }); err != nil {
+			p.logger.Warn("cutting the damaged segment failed; tried again at the next change of leader", "err", err)
+		}
+	}
+}
+
+// repairCorrupt runs on the append goroutine: a follower whose scrub found
+// damage cuts its log at the damaged segment's base offset (TruncateTo),
+// so that it fetches the rest again from its leader; ReplicaState.Corrupt
+// stays set until it has caught up with the leader's high watermark
+// (appendReplica). Nothing to do for a leader, nor when it is done.
+func (p *partition) repairCorrupt(r *replState) error {
+	r.mu.Lock()
+	need := r.corrupt != nil && !r.repaired && r.role == roleFollower
+	base := r.corruptBase
+	r.mu.Unlock()
+	if !need {
+		return nil
+	}
+	if start := p.log.LogStartOffset(); base < start {
+		base = start // retention deleted the damaged segment meanwhile
+	}
+	if err := p.truncateTo(r, base); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.repaired = true
+	r.mu.Unlock()
+	p.logger.Warn("replica cut its log below the damaged segment; fetching it again from the leader", "offset", base)
+	return nil
 }

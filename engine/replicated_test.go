@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -184,7 +185,7 @@ func leaderAndFollower(t *testing.T, leaderPolicy, followerPolicy string) (*repl
 func TestReplicatedHighWatermark(t *testing.T) {
 	a, b, _ := leaderAndFollower(t, "every-batch", "every-batch")
 	out := appendAsync(t, a, AcksAll, "v0", "v1")
-	testutil.Eventually(t, 10*time.Second, "the leader's log end at 2", func() bool { return a.state(t).LogEndOffset == 2 })
+	testutil.Eventually(t, 10*time.Second, "the leader's durable log end at 2", func() bool { return a.state(t).DurableEndOffset == 2 })
 	if st := a.state(t); st.HighWatermark != 0 || st.DurableEndOffset != 2 || !st.Leader || st.LeaderEpoch != 1 {
 		t.Fatalf("leader state %+v before any replica fetch", st)
 	}
@@ -647,5 +648,282 @@ func TestEpochCacheFollowsLogStart(t *testing.T) {
 	want := append(after.Entries(), replica.EpochEntry{Epoch: 4, StartOffset: 24})
 	if got := rebuilt.Entries(); !slices.Equal(got, want) {
 		t.Fatalf("rebuilt epochs %v, want %v", got, want)
+	}
+}
+
+// TestReplicationUnderLoad: producers publish with acks all while a
+// follower fetches in a loop with long polls; every publish is
+// acknowledged as replicated, and both logs end up byte for byte equal.
+func TestReplicationUnderLoad(t *testing.T) {
+	a, b, _ := leaderAndFollower(t, "every-batch", "every-batch")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fetcherDone := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			st, err := b.e.ReplicaState(replTopic, replTopicID, 0)
+			if err != nil {
+				fetcherDone <- err
+				return
+			}
+			res, err := a.e.FetchReplica(ctx, ReplicaFetch{Topic: replTopic, TopicID: replTopicID, FollowerID: "b",
+				LeaderEpoch: 1, FetchOffset: st.LogEndOffset, DurableOffset: st.DurableEndOffset, MaxBytes: 64 << 10, MaxWait: time.Second})
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				fetcherDone <- err
+				return
+			}
+			var batches [][]byte
+			for _, buf := range res.Bufs {
+				for len(buf) > 0 {
+					bb, rest, _, err := batch.Split(buf, 0)
+					if err != nil {
+						fetcherDone <- err
+						return
+					}
+					batches = append(batches, bytes.Clone(bb))
+					buf = rest
+				}
+			}
+			hw := res.HighWatermark
+			res.Release()
+			if _, err := b.e.AppendReplica(ctx, replTopic, replTopicID, 0, batches, hw); err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				fetcherDone <- err
+				return
+			}
+		}
+		fetcherDone <- nil
+	}()
+	const producers, each = 4, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, producers*each)
+	for p := range producers {
+		wg.Go(func() {
+			actx := WithAcks(context.Background(), AcksAll)
+			for i := range each {
+				res, err := a.e.Append(actx, replTopic, 0, mkBatch(t, "p"+string(rune('0'+p))+"-"+string(rune('a'+i%26))))
+				if err == nil && (res.Durability != DurabilityReplicated || res.Replicas != 2) {
+					err = api.NewError(api.CodeInvalidRequest, "ack %+v", res)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("acks-all publish: %v", err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the follower's high watermark at the leader's", func() bool {
+		return b.state(t).HighWatermark == producers*each
+	})
+	cancel()
+	if err := <-fetcherDone; err != nil {
+		t.Fatal(err)
+	}
+	ra, err := a.e.Fetch(context.Background(), replTopic, 0, 0, 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Release()
+	rb, err := b.e.Fetch(context.Background(), replTopic, 0, 0, 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Release()
+	if !bytes.Equal(bytes.Join(ra.Bufs, nil), bytes.Join(rb.Bufs, nil)) {
+		t.Fatal("leader and follower logs differ")
+	}
+}
+
+// TestScrubRepairsFollower: a bit flipped in a follower's sealed segment
+// is found by the periodic scrub; the follower is Corrupt (not eligible
+// as leader), cuts its log below the damaged segment, fetches it again
+// and is repaired, its log byte for byte the leader's.
+func TestScrubRepairsFollower(t *testing.T) {
+	clock := newClock()
+	nodes := map[string]*replNode{}
+	for _, id := range []string{"a", "b"} {
+		n := &replNode{id: id, dir: t.TempDir()}
+		n.opts = testOptions(n.dir)
+		n.opts.Replication = &ReplicationOptions{NodeID: id}
+		n.opts.Now = clock.Now
+		n.opts.RetentionCheckInterval = -1
+		n.opts.ScrubBytesPerSec = 1 << 40
+		n.opts.ScrubInterval = 10 * time.Millisecond
+		n.e = openTest(t, n.opts)
+		if _, err := n.e.CreateTopicSpec(TopicSpec{Name: replTopic, ID: replTopicID, Partitions: 1, Config: TopicConfig{SegmentBytes: 4096}}); err != nil {
+			t.Fatal(err)
+		}
+		nodes[id] = n
+	}
+	a, b := nodes["a"], nodes["b"]
+	if err := a.e.BecomeLeader(replTopic, replTopicID, 0, 1, []string{"a", "b"}, []string{"a", "b"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.e.BecomeFollower(replTopic, replTopicID, 0, 1, "a"); err != nil {
+		t.Fatal(err)
+	}
+	value := string(bytes.Repeat([]byte{'v'}, 900))
+	for range 12 {
+		await(t, appendAsync(t, a, AcksLeader, value))
+	}
+	for pump(t, a, b, 1) > 0 {
+	}
+	pump(t, a, b, 1)
+	if st := b.state(t); st.LogEndOffset != 12 || st.HighWatermark != 12 || st.Corrupt {
+		t.Fatalf("follower state %+v before the damage", st)
+	}
+	// Flip a bit in a record of b's first (sealed) segment.
+	f, err := os.OpenFile(filepath.Join(b.dir, "topics", replTopic, "0", "00000000000000000000.log"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var one [1]byte
+	if _, err := f.ReadAt(one[:], 500); err != nil {
+		t.Fatal(err)
+	}
+	one[0] ^= 0x10
+	if _, err := f.WriteAt(one[:], 500); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	testutil.Eventually(t, 10*time.Second, "the follower's log cut below the damaged segment", func() bool {
+		st := b.state(t)
+		return st.Corrupt && st.LogEndOffset == 0
+	})
+	for pump(t, a, b, 1) > 0 {
+		if !b.state(t).Corrupt && b.state(t).LogEndOffset < 12 {
+			t.Fatal("Corrupt cleared before the follower caught up")
+		}
+	}
+	if st := b.state(t); st.Corrupt || st.LogEndOffset != 12 {
+		t.Fatalf("follower state %+v after fetching again", st)
+	}
+	ra, err := a.e.Fetch(context.Background(), replTopic, 0, 0, 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Release()
+	rb, err := b.e.Fetch(context.Background(), replTopic, 0, 0, 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Release()
+	if !bytes.Equal(bytes.Join(ra.Bufs, nil), bytes.Join(rb.Bufs, nil)) {
+		t.Fatal("repaired follower's log differs from the leader's")
+	}
+	// The leader case: damage on a is recorded, it keeps leading until told.
+	f, err = os.OpenFile(filepath.Join(a.dir, "topics", replTopic, "0", "00000000000000000000.log"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{one[0] ^ 0x01}, 600); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	testutil.Eventually(t, 10*time.Second, "the leader marked corrupt", func() bool { return a.state(t).Corrupt })
+	if st := a.state(t); !st.Leader || st.LogEndOffset != 12 {
+		t.Fatalf("corrupt leader state %+v", st)
+	}
+}
+
+// TestTruncateAtLogEndDropsEmptyEpoch: a replica that led an epoch without
+// appending holds a cache entry at its log end; a truncation to the log
+// end removes no batch but drops that entry, so that its truncation loop
+// (replica.TruncationComplete) ends.
+func TestTruncateAtLogEndDropsEmptyEpoch(t *testing.T) {
+	a, b, _ := leaderAndFollower(t, "every-batch", "every-batch")
+	await(t, appendAsync(t, a, AcksLeader, "v0"))
+	pump(t, a, b, 1)
+	// b leads epoch 2 without appending, then follows a at epoch 3.
+	if err := b.e.BecomeLeader(replTopic, replTopicID, 0, 2, []string{"a", "b"}, []string{"b"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.e.BecomeFollower(replTopic, replTopicID, 0, 3, "a"); err != nil {
+		t.Fatal(err)
+	}
+	before := readEpochs(t, b)
+	if got := before.Entries(); len(got) != 2 || got[1] != (replica.EpochEntry{Epoch: 2, StartOffset: 1}) {
+		t.Fatalf("b's checkpoint before the truncation %v, want an entry of epoch 2 at offset 1", got)
+	}
+	if err := b.e.TruncateTo(replTopic, replTopicID, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	after := readEpochs(t, b)
+	if got, want := after.Entries(), []replica.EpochEntry{{Epoch: 1, StartOffset: 0}}; !slices.Equal(got, want) {
+		t.Fatalf("b's checkpoint after truncating at its log end %v, want %v", got, want)
+	}
+	if st := b.state(t); st.LogEndOffset != 1 {
+		t.Fatalf("b's state %+v, want log end 1 (nothing removed)", st)
+	}
+}
+
+// TestFollowerBelowLeaderLogStart: retention moved the leader's log start
+// past an empty follower's log end; the fetch is OFFSET_OUT_OF_RANGE with
+// the leader's range, and the follower starts over there.
+func TestFollowerBelowLeaderLogStart(t *testing.T) {
+	clock := newClock()
+	nodes := map[string]*replNode{}
+	for _, id := range []string{"a", "b"} {
+		n := &replNode{id: id, dir: t.TempDir()}
+		n.opts = testOptions(n.dir)
+		n.opts.Replication = &ReplicationOptions{NodeID: id}
+		n.opts.Now = clock.Now
+		n.opts.RetentionCheckInterval = -1
+		n.e = openTest(t, n.opts)
+		if _, err := n.e.CreateTopicSpec(TopicSpec{Name: replTopic, ID: replTopicID, Partitions: 1,
+			Config: TopicConfig{SegmentBytes: 4096, RetentionBytes: 8192}}); err != nil {
+			t.Fatal(err)
+		}
+		nodes[id] = n
+	}
+	a, b := nodes["a"], nodes["b"]
+	if err := a.e.BecomeLeader(replTopic, replTopicID, 0, 1, []string{"a", "b"}, []string{"a"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.e.BecomeFollower(replTopic, replTopicID, 0, 1, "a"); err != nil {
+		t.Fatal(err)
+	}
+	value := string(bytes.Repeat([]byte{'v'}, 1000))
+	for range 24 {
+		await(t, appendAsync(t, a, AcksAll, value))
+	}
+	if err := a.e.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	start := a.state(t).LogStartOffset
+	if start == 0 {
+		t.Fatal("retention kept the leader's log start at 0")
+	}
+	_, err := a.e.FetchReplica(context.Background(), ReplicaFetch{Topic: replTopic, TopicID: replTopicID, FollowerID: "b", LeaderEpoch: 1, MaxBytes: 1 << 20})
+	var ae *api.Error
+	if codeOf(err) != api.CodeOffsetOutOfRange || !errors.As(err, &ae) || !ae.HasRange || ae.RangeStart != start {
+		t.Fatalf("fetch below the leader's log start = %#v, want OFFSET_OUT_OF_RANGE from %d", err, start)
+	}
+	if err := a.e.TruncateFullyAndStartAt(replTopic, replTopicID, 0, start); codeOf(err) != api.CodeInvalidRequest {
+		t.Fatalf("TruncateFullyAndStartAt on the leader = %v, want INVALID_REQUEST", err)
+	}
+	if err := b.e.TruncateFullyAndStartAt(replTopic, replTopicID, 0, start); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.state(t); st.LogStartOffset != start || st.LogEndOffset != start || st.HighWatermark != start {
+		t.Fatalf("follower state %+v after starting over at %d", st, start)
+	}
+	for pump(t, a, b, 1) > 0 {
+	}
+	if st := b.state(t); st.LogEndOffset != 24 {
+		t.Fatalf("follower state %+v after catching up", st)
+	}
+	b.reopen(t)
+	if st := b.state(t); st.LogStartOffset != start || st.LogEndOffset != 24 {
+		t.Fatalf("follower state %+v after a restart", st)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/internal/faultfs"
+	"github.com/seedqueue/sq/ring"
 )
 
 // TestTruncateTo cuts a multi-segment log at each kind of point, with and
@@ -359,5 +360,122 @@ func TestTruncateCrashAtEveryStep(t *testing.T) {
 			}
 			l.Close()
 		}
+	}
+}
+
+// TestTruncateOnEachBackend truncates inside a sealed segment and inside
+// the active one on each I/O backend, appends, and reopens.
+func TestTruncateOnEachBackend(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be ring.Backend) {
+		dir := t.TempDir()
+		l := openLogOn(t, dir, be, smallOptions())
+		appendBatches(t, l, 40, 1, 2, 50)
+		segs := l.Segments()
+		for _, off := range []uint64{segs[len(segs)-1].BaseOffset + 2, segs[1].BaseOffset + 2} {
+			if err := l.TruncateTo(off); err != nil {
+				t.Fatalf("TruncateTo(%d): %v", off, err)
+			}
+			if _, end := readable(t, l); end != off {
+				t.Fatalf("log ends at %d after TruncateTo(%d)", end, off)
+			}
+		}
+		appendBatches(t, l, 20, 1, 2, 50)
+		want := segs[1].BaseOffset + 2 + 40
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l = openLogOn(t, dir, be, smallOptions())
+		defer l.Close()
+		if _, end := readable(t, l); end != want {
+			t.Fatalf("reopened log ends at %d, want %d", end, want)
+		}
+	})
+}
+
+// TestTruncateFullyAndStartAt empties a multi-segment log (a View held
+// over it stays readable) and starts it at a later offset; appends and
+// reopening after a crash or a clean stop agree. A crash at every disk
+// call of it leaves a log that Open recovers whole, and starting over
+// again completes.
+func TestTruncateFullyAndStartAt(t *testing.T) {
+	for _, clean := range []bool{true, false} {
+		dir := t.TempDir()
+		l := openLog(t, dir, smallOptions())
+		appendBatches(t, l, 40, 1, 2, 50)
+		old := l.Segments()
+		at := l.NextOffset() + 100
+		v, err := l.Read(0, 1<<30, l.NextOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.TruncateFullyAndStartAt(at); err != nil {
+			t.Fatal(err)
+		}
+		checkBufs(t, v.Bufs)
+		v.Release()
+		if l.LogStartOffset() != at || l.NextOffset() != at || l.SegmentCount() != 1 || l.SizeBytes() != 0 {
+			t.Fatalf("after starting over at %d: start %d end %d segments %d size %d", at, l.LogStartOffset(), l.NextOffset(), l.SegmentCount(), l.SizeBytes())
+		}
+		for _, s := range old {
+			if exists(logPath(dir, s.BaseOffset)) {
+				t.Fatalf("segment %d still exists", s.BaseOffset)
+			}
+		}
+		appendBatches(t, l, 10, 1, 2, 50)
+		if clean {
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			abandon(t, l)
+		}
+		l = openLog(t, dir, smallOptions())
+		if start, end := readable(t, l); start != at || end != at+20 {
+			t.Fatalf("reopened log holds [%d, %d), want [%d, %d)", start, end, at, at+20)
+		}
+		l.Close()
+	}
+	for n := int64(1); ; n++ {
+		root := t.TempDir()
+		dir := filepath.Join(root, "p")
+		fs := faultfs.New(root, nil)
+		l, err := Open(dir, fs, fs.Backend(), smallOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendBatches(t, l, 40, 1, 2, 50)
+		next := l.NextOffset()
+		at := next + 100
+		fs.CrashAfter(n)
+		err = l.TruncateFullyAndStartAt(at)
+		crashed := fs.Crashed()
+		fs.CrashAfter(0)
+		if !crashed {
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			t.Logf("crashed at each of %d disk calls", n-1)
+			break
+		}
+		abandon(t, l)
+		if err := fs.Restore(nil); err != nil {
+			t.Fatal(err)
+		}
+		l, err = Open(dir, fs, fs.Backend(), smallOptions())
+		if err != nil {
+			t.Fatalf("crash at call %d: reopen: %v", n, err)
+		}
+		start, end := readable(t, l)
+		if !(start == 0 && end <= next || start == at && end == at) {
+			t.Fatalf("crash at call %d: log holds [%d, %d)", n, start, end)
+		}
+		if err := l.TruncateFullyAndStartAt(at); err != nil {
+			t.Fatalf("crash at call %d: again: %v", n, err)
+		}
+		if start, end := readable(t, l); start != at || end != at {
+			t.Fatalf("crash at call %d: after starting over again [%d, %d)", n, start, end)
+		}
+		l.Close()
 	}
 }
