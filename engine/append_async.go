@@ -48,13 +48,14 @@ func (e *Engine) AppendAsync(ctx context.Context, topicName string, partition in
 	if e.opts.Observer != nil {
 		pd.start = time.Now()
 	}
-	req, n, err := e.enqueueBatch(ctx, topicName, partition, b, after)
+	part, req, n, err := e.enqueueBatch(ctx, topicName, partition, b, after)
 	if err != nil {
 		pd.done(AppendResult{}, err)
 		return nil, err
 	}
-	_, pd.part, _ = e.partition(topicName, partition)
-	pd.req, pd.records = req, n
+	// The partition the batch was queued to: looked up again, it may be
+	// gone (the topic deleted meanwhile).
+	pd.part, pd.req, pd.records = part, req, n
 	return pd, nil
 }
 

@@ -465,46 +465,47 @@ func (e *Engine) ListTopics() []TopicInfo {
 }
 
 // enqueueBatch validates b and queues it in the partition's FIFO behind
-// after (nil: no chain), without the observer and without waiting.
-func (e *Engine) enqueueBatch(ctx context.Context, topicName string, partition int, b []byte, after *Pending) (*appendReq, uint32, error) {
+// after (nil: no chain), without the observer and without waiting, and
+// returns the partition it was queued to.
+func (e *Engine) enqueueBatch(ctx context.Context, topicName string, partition int, b []byte, after *Pending) (*partition, *appendReq, uint32, error) {
 	t, p, err := e.partition(topicName, partition)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	var prev *appendReq
 	if after != nil {
 		if after.part != p {
-			return nil, 0, api.NewError(api.CodeInvalidRequest, "append chained behind an append to another partition")
+			return nil, nil, 0, api.NewError(api.CodeInvalidRequest, "append chained behind an append to another partition")
 		}
 		prev = after.req
 	}
 	h, err := batch.Validate(b, t.state.Load().limits)
 	if err != nil {
 		if errors.Is(err, batch.ErrTooLarge) {
-			return nil, 0, api.WrapError(api.CodeMessageTooLarge, err, "")
+			return nil, nil, 0, api.WrapError(api.CodeMessageTooLarge, err, "")
 		}
-		return nil, 0, api.WrapError(api.CodeCorruptBatch, err, "")
+		return nil, nil, 0, api.WrapError(api.CodeCorruptBatch, err, "")
 	}
 	// In a cluster: only the leader takes client batches, and acks all
 	// needs enough in-sync replicas before anything is written.
 	if err := p.replicatedAppendCheck(AcksFrom(ctx)); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	if err := e.disk.admit(len(b), p.spare); err != nil {
 		// Other partitions' preallocated space may hold the room: give
 		// it back and try once more.
 		if !e.reclaimSpare(ctx, p) {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		if err := e.disk.admit(len(b), p.spare); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 	}
 	req, err := p.enqueue(ctx, b, h.RecordCount, prev)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
-	return req, h.RecordCount, nil
+	return p, req, h.RecordCount, nil
 }
 
 // fetch is FetchID without the observer.
