@@ -57,7 +57,7 @@ type replState struct {
 	// them (a sole replica cannot be repaired from another).
 	replicas []string
 	ls       *replica.LeaderState // the leader's state; nil unless roleLeader
-	cache  replica.EpochCache
+	cache    replica.EpochCache
 	// durable is the durable log end offset: what the sync policy has
 	// made durable (docs/architecture.md §3.10).
 	durable uint64
