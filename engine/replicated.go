@@ -53,8 +53,11 @@ type replState struct {
 	leader string // the leader's node id on a follower
 	isr    []string
 	minISR int
-	ls     *replica.LeaderState // the leader's state; nil unless roleLeader
-	cache  replica.EpochCache
+	// replicas are the partition's replicas as the last BecomeLeader gave
+	// them (a sole replica cannot be repaired from another).
+	replicas []string
+	ls       *replica.LeaderState // the leader's state; nil unless roleLeader
+	cache    replica.EpochCache
 	// durable is the durable log end offset: what the sync policy has
 	// made durable (docs/architecture.md §3.10).
 	durable uint64
@@ -346,7 +349,12 @@ func (e *Engine) BecomeLeader(topic string, id api.TopicID, partition int, epoch
 		}
 		now := p.now()
 		r.role, r.epoch, r.leader = roleLeader, epoch, r.self
-		r.isr, r.minISR = slices.Clone(isr), minISR
+		r.isr, r.minISR, r.replicas = slices.Clone(isr), minISR, slices.Clone(replicas)
+		if r.corrupt != nil && len(replicas) <= 1 {
+			// The only replica: nothing to repair it from. It fails as a
+			// single node's corrupt partition does.
+			p.fail(api.WrapError(api.CodePartitionFailed, r.corrupt, "partition %s/%d is corrupt", p.topic, p.id))
+		}
 		hw := p.hw.Load()
 		r.ls = replica.NewLeaderState(r.self, replicas, isr, epoch, epochStart, hw, minISR, now)
 		if hw, adv := r.ls.SetLocal(leo, r.durable, now); adv {
@@ -1099,10 +1107,20 @@ func (p *partition) markCorrupt(err error) {
 	}
 	r.mu.Lock()
 	r.corrupt, r.corruptBase, r.repaired = err, base, false
-	leading := r.role == roleLeader
+	leading, following := r.role == roleLeader, r.role == roleFollower
+	sole := leading && len(r.replicas) <= 1
 	r.mu.Unlock()
+	if sole {
+		// The only replica: nothing to repair it from. It fails as a
+		// single node's corrupt partition does.
+		p.fail(api.WrapError(api.CodePartitionFailed, err, "partition %s/%d is corrupt", p.topic, p.id))
+		return
+	}
 	p.logger.Error("replica corrupt: not eligible as leader until repaired from the leader", "segment", base, "leading", leading, "err", err)
-	if !leading {
+	// A partition not yet given its role (the scrub after Open runs before
+	// the cluster's first pass) is repaired once it follows
+	// (BecomeFollower), or fails once it leads alone (BecomeLeader).
+	if following {
 		if err := p.onAppend(func() error { return p.repairCorrupt(r) }); err != nil {
 			p.logger.Warn("cutting the damaged segment failed; tried again at the next change of leader", "err", err)
 		}

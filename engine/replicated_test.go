@@ -927,3 +927,62 @@ func TestFollowerBelowLeaderLogStart(t *testing.T) {
 		t.Fatalf("follower state %+v after a restart", st)
 	}
 }
+
+// TestScrubSoleReplica: damage found by the scrub that runs after Open,
+// before the partition has a role, cuts nothing; the partition's only
+// replica then fails when it is made leader, as a single node's corrupt
+// partition does (nothing to repair it from).
+func TestScrubSoleReplica(t *testing.T) {
+	n := &replNode{id: "a", dir: t.TempDir()}
+	n.opts = testOptions(n.dir)
+	n.opts.Replication = &ReplicationOptions{NodeID: "a"}
+	n.opts.RetentionCheckInterval = -1
+	n.opts.ScrubBytesPerSec = -1 // no scrub while writing
+	n.e = openTest(t, n.opts)
+	if _, err := n.e.CreateTopicSpec(TopicSpec{Name: replTopic, ID: replTopicID, Partitions: 1, Config: TopicConfig{SegmentBytes: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.e.BecomeLeader(replTopic, replTopicID, 0, 1, []string{"a"}, []string{"a"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	value := string(bytes.Repeat([]byte{'v'}, 900))
+	for range 80 {
+		if o := await(t, appendAsync(t, n, AcksAll, value)); o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	if err := n.e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(n.dir, "topics", replTopic, "0", "00000000000000000000.log"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var one [1]byte
+	if _, err := f.ReadAt(one[:], 30*1040+500); err != nil {
+		t.Fatal(err)
+	}
+	one[0] ^= 0x10
+	if _, err := f.WriteAt(one[:], 30*1040+500); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	// In the middle of the sealed first segment: recovery spot-checks
+	// sealed segments, the scrub finds it.
+	n.opts.ScrubBytesPerSec = 1 << 40
+	n.e = openTest(t, n.opts)
+	testutil.Eventually(t, 10*time.Second, "the damage recorded", func() bool { return n.state(t).Corrupt })
+	if st := n.state(t); st.LogEndOffset != 80 {
+		t.Fatalf("a partition without a role cut its log: %+v", st)
+	}
+	if err := n.e.BecomeLeader(replTopic, replTopicID, 0, 2, []string{"a"}, []string{"a"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	d, err := n.e.DescribeTopic(replTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := d.Partitions[0]; !errors.Is(p.Err, api.ErrPartitionFailed) || p.LogEndOffset != 80 {
+		t.Fatalf("the sole replica after BecomeLeader: %+v", p)
+	}
+}

@@ -133,8 +133,10 @@ type BrokerOptions struct {
 // forwarded there from every other node (broker_groups.go). A commit's
 // offset is checked against the high watermark only for the partitions
 // this node leads (engine.SetCommitCheck), and a group's lag is computed
-// from each partition's leader (engine.SetTopicStats). Every other method
-// is the Storage's own.
+// from each partition's leader (engine.SetTopicStats). Followers' replica
+// fetches and end-offset requests (dataplane.ReplicaBroker) pass the same
+// gate and the partition's leader epoch (broker_replica.go). Every other
+// method is the Storage's own.
 type Broker struct {
 	Storage
 	c    Cluster

@@ -18,6 +18,14 @@
 // Gossip alone never changes a leader: the controller reads memberlist's
 // view and commits its decisions.
 //
+// Replication (Kafka's design: KIP-101 and KIP-279 leader epochs, KIP-497
+// in-sync set changes through the controller): the Replicator makes the
+// node's engine the leader or a follower of each partition it holds a
+// replica of, as the metadata says, and copies the followed partitions
+// from their leaders over the data plane; the leaders' in-sync set
+// changes are committed as meta.OpSetISR, and the controller elects new
+// leaders from the in-sync set. The Broker serves the followers' fetches.
+//
 // Joining: a node without seeds and without Raft state bootstraps a
 // one-voter cluster and imports its data directory's topics once; a node
 // with seeds calls Cluster.Join on them (over gRPC), and the controller

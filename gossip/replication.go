@@ -23,6 +23,7 @@ type ReplicaStorage interface {
 	UpdateISR(topic string, id api.TopicID, partition int, epoch uint32, isr []string, minISR int) error
 	AppendReplica(ctx context.Context, topic string, id api.TopicID, partition int, batches [][]byte, leaderHW uint64) (engine.ReplicaState, error)
 	TruncateTo(topic string, id api.TopicID, partition int, offset uint64) error
+	TruncateFullyAndStartAt(topic string, id api.TopicID, partition int, offset uint64) error
 	ReplicaState(topic string, id api.TopicID, partition int) (engine.ReplicaState, error)
 	LocalEpochs(topic string, id api.TopicID, partition int) (*replica.EpochCache, error)
 	ISRProposals(now time.Time) []engine.ISRProposal
@@ -612,7 +613,17 @@ func (f *fetcher) step(ctx context.Context, truncated *bool) error {
 	})
 	if err != nil {
 		r.pool.failed(f.addr, conn, err)
-		if errors.Is(err, api.ErrOffsetOutOfRange) {
+		if e := api.AsError(err); e != nil && e.Code == api.CodeOffsetOutOfRange {
+			if e.HasRange && st.LogEndOffset < e.RangeStart {
+				// Retention removed what this replica lacks: start over at
+				// the leader's log start (Kafka's truncateFullyAndStartAt).
+				r.log.Warn("replication: the log end is below the leader's log start; emptying the replica to start at it", "topic", f.topic,
+					"partition", f.partition, "leader", f.leader, "log_end", st.LogEndOffset, "leader_log_start", e.RangeStart)
+				if terr := r.store.TruncateFullyAndStartAt(f.topic, f.id, f.partition, e.RangeStart); terr != nil {
+					return terr
+				}
+				return nil
+			}
 			*truncated = false // the logs diverged: compare epochs again
 		}
 		return err

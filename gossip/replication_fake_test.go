@@ -159,6 +159,13 @@ func (f *fakeReplicas) TruncateTo(topic string, id api.TopicID, p int, offset ui
 	return nil
 }
 
+func (f *fakeReplicas) TruncateFullyAndStartAt(topic string, id api.TopicID, p int, offset uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("truncate fully %s/%d start %d", topic, p, offset)
+	return api.NewError(api.CodeInvalidRequest, "the fake log starts at 0")
+}
+
 func (f *fakeReplicas) ReplicaState(topic string, id api.TopicID, p int) (engine.ReplicaState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

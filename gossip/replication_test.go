@@ -247,3 +247,51 @@ func TestReplicationFailover(t *testing.T) {
 		t.Fatalf("n1 after the restart: %v", got)
 	}
 }
+
+// TestReplicationFollowerBelowLeaderLogStart: a follower that stopped
+// copying while retention removed the leader's oldest segments starts
+// over at the leader's log start and catches up.
+func TestReplicationFollowerBelowLeaderLogStart(t *testing.T) {
+	m := newFakeMeta(t, "n1", "n2")
+	nodes := map[string]*replNode{}
+	for _, id := range []string{"n1", "n2"} {
+		nodes[id] = startReplNode(t, m, id, t.TempDir())
+	}
+	cmd := placed("orders", "")
+	tp := cmd.Topic
+	tp.Config.ReplicationFactor, tp.Config.RetentionBytes = 2, 100<<10
+	tp.Partitions = []meta.Partition{{Replicas: []string{"n1", "n2"}, Leader: "n1", ISR: []string{"n1", "n2"}}}
+	m.mustApply(t, cmd)
+	n1, n2 := nodes["n1"], nodes["n2"]
+	publish := func(i int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(engine.WithAcks(context.Background(), engine.AcksLeader), 10*time.Second)
+		defer cancel()
+		eventually(t, 10*time.Second, "a publish", func() bool {
+			_, err := n1.b.Append(ctx, "orders", 0, mkBatch(t, fmt.Sprintf("%d-%s", i, strings.Repeat("x", 8<<10))))
+			return err == nil
+		})
+	}
+	publish(0)
+	eventually(t, 10*time.Second, "n2 copies the first record", func() bool {
+		st, err := n2.eng.ReplicaState("orders", tp.ID, 0)
+		return err == nil && st.LogEndOffset == 1
+	})
+	n2.repl.Close()
+	for i := 1; i < 60; i++ {
+		publish(i)
+	}
+	if err := n1.eng.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	lead, err := n1.eng.ReplicaState("orders", tp.ID, 0)
+	if err != nil || lead.LogStartOffset <= 1 {
+		t.Fatalf("the leader's log start after retention: %+v, %v", lead, err)
+	}
+	n2.startReplicator(t, m)
+	n2.repl.Start()
+	eventually(t, 10*time.Second, "n2 starts over at the leader's log start and catches up", func() bool {
+		st, err := n2.eng.ReplicaState("orders", tp.ID, 0)
+		return err == nil && st.LogStartOffset == lead.LogStartOffset && st.LogEndOffset == lead.LogEndOffset
+	})
+}
