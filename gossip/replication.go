@@ -12,6 +12,7 @@ import (
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/engine/replica"
 	"github.com/seedqueue/sq/gossip/meta"
+	"github.com/seedqueue/sq/net/dataplane"
 )
 
 // ReplicaStorage is what a Replicator needs of the node's storage: the
@@ -162,6 +163,11 @@ type Replicator struct {
 
 	pool *connPoolR
 
+	// restarting: a proposal of new leader epochs for the partitions
+	// this restarted node leads is in flight (replication_restart.go);
+	// guarded by mu.
+	restarting bool
+
 	kick      chan struct{}
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -280,6 +286,7 @@ func (r *Replicator) Sync() {
 		return
 	}
 	seen := map[partKey]bool{}
+	var restarts []meta.LeaderChange
 	for _, t := range s.Topics {
 		minISR := meta.MinInsync(t.Config)
 		for i, p := range t.Partitions {
@@ -288,9 +295,12 @@ func (r *Replicator) Sync() {
 			}
 			k := partKey{t.ID, i}
 			seen[k] = true
-			r.syncPartition(s, t, i, p, minISR)
+			if r.syncPartition(s, t, i, p, minISR) {
+				restarts = append(restarts, meta.LeaderChange{Topic: t.Name, ID: t.ID, Partition: i, Leader: r.self, Epoch: p.LeaderEpoch, Restart: true})
+			}
 		}
 	}
+	r.proposeRestarts(restarts) // replication_restart.go
 	for k, pr := range r.roles {
 		if !seen[k] {
 			pr.stopFetch()
@@ -300,8 +310,10 @@ func (r *Replicator) Sync() {
 }
 
 // syncPartition brings the storage's role for partition i of t to the
-// metadata's; r.mu is held.
-func (r *Replicator) syncPartition(s *meta.State, t *meta.Topic, i int, p meta.Partition, minISR int) {
+// metadata's; r.mu is held. It reports whether the partition waits for a
+// new leader epoch because this node led its epoch before it restarted
+// (replication_restart.go): its replica is fenced meanwhile.
+func (r *Replicator) syncPartition(s *meta.State, t *meta.Topic, i int, p meta.Partition, minISR int) (restart bool) {
 	k := partKey{t.ID, i}
 	pr := r.roles[k]
 	if pr == nil {
@@ -329,6 +341,14 @@ func (r *Replicator) syncPartition(s *meta.State, t *meta.Topic, i int, p meta.P
 			return
 		}
 		pr.stopFetch()
+		if r.resumesEpoch(t.Name, t.ID, i, p.LeaderEpoch) {
+			if err := r.store.BecomeFollower(t.Name, t.ID, i, p.LeaderEpoch, ""); err != nil {
+				fail("fence the replica until its new leader epoch", err)
+				return false
+			}
+			*pr = partRole{topic: t.Name, epoch: p.LeaderEpoch}
+			return true
+		}
 		if err := r.store.BecomeLeader(t.Name, t.ID, i, p.LeaderEpoch, p.Replicas, p.ISR, minISR); err != nil {
 			fail("become the leader", err)
 			return
@@ -352,6 +372,7 @@ func (r *Replicator) syncPartition(s *meta.State, t *meta.Topic, i int, p meta.P
 			pr.fetch = r.startFetch(t.Name, t.ID, i, p.LeaderEpoch, p.Leader, addr)
 		}
 	}
+	return false
 }
 
 func (pr *partRole) stopFetch() {
@@ -726,10 +747,18 @@ func (p *connPoolR) get(ctx context.Context, addr string) (ReplicaConn, error) {
 	return conn, nil
 }
 
-// failed drops conn when err says it is broken (not an answer of the
-// leader nor the caller's context), so that the next get dials again.
+// failed drops conn when err says it is broken, so that the next get
+// dials again: anything but an answer of the leader (an *api.Error in
+// err's chain) or the caller's context ending, and the leader's
+// SHUTTING_DOWN too (its process is stopping; the next one listens
+// anew). (api.AsError would not do as the test: it makes an *api.Error
+// of any error.)
 func (p *connPoolR) failed(addr string, conn ReplicaConn, err error) {
-	if err == nil || api.AsError(err) != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	var answer *api.Error
+	if !errors.Is(err, dataplane.ErrReplicaClientBroken) && errors.As(err, &answer) && answer.Code != api.CodeShuttingDown {
 		return
 	}
 	p.mu.Lock()

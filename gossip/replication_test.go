@@ -295,3 +295,61 @@ func TestReplicationFollowerBelowLeaderLogStart(t *testing.T) {
 		return err == nil && st.LogStartOffset == lead.LogStartOffset && st.LogEndOffset == lead.LogEndOffset
 	})
 }
+
+// TestRestartedLeaderTakesNewEpoch: a leader restarted on its data before
+// any failover does not lead its old epoch again (its crash may have cost
+// it the unsynced end of its log, which the followers may hold): it
+// proposes a new epoch for itself, leads that one, and the replicas end
+// equal.
+func TestRestartedLeaderTakesNewEpoch(t *testing.T) {
+	m := newFakeMeta(t, "n1", "n2", "n3")
+	nodes := map[string]*replNode{}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		nodes[id] = startReplNode(t, m, id, t.TempDir())
+	}
+	cmd := placed("orders", "")
+	tp := cmd.Topic
+	tp.Config.ReplicationFactor, tp.Config.SyncPolicy = 3, "every-batch"
+	tp.Partitions = []meta.Partition{{Replicas: []string{"n1", "n2", "n3"}, Leader: "n1", ISR: []string{"n1", "n2", "n3"}}}
+	m.mustApply(t, cmd)
+	publish := func(vals ...string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		eventually(t, 10*time.Second, "a publish to n1", func() bool {
+			_, err = nodes["n1"].b.Append(ctx, "orders", 0, mkBatch(t, vals...))
+			return codeOf(err) != api.CodeNotLeader && codeOf(err) != api.CodeLeaderNotAvailable
+		})
+		if err != nil {
+			for _, id := range []string{"n1", "n2", "n3"} {
+				st, err := nodes[id].eng.ReplicaState("orders", tp.ID, 0)
+				t.Logf("%s: replica state %+v, %v", id, st, err)
+			}
+			t.Logf("metadata: %+v", m.state0().Topics["orders"].Partitions[0])
+			t.Fatalf("publish %v: %v", vals, err)
+		}
+	}
+	publish("a0", "a1")
+	nodes["n1"].kill(m)
+	nodes["n1"] = startReplNode(t, m, "n1", nodes["n1"].dir)
+	eventually(t, 10*time.Second, "n1 leading a new epoch", func() bool {
+		p := m.state0().Topics["orders"].Partitions[0]
+		return p.Leader == "n1" && p.LeaderEpoch == 1
+	})
+	publish("b0")
+	st, err := nodes["n1"].eng.ReplicaState("orders", tp.ID, 0)
+	if err != nil || !st.Leader || st.LeaderEpoch != 1 {
+		t.Fatalf("n1's replica after the restart: %+v, %v", st, err)
+	}
+	_, want := nodes["n1"].records(t, "orders", 0)
+	for _, id := range []string{"n2", "n3"} {
+		eventually(t, 10*time.Second, id+"'s log equal to the leader's", func() bool {
+			_, got := nodes[id].records(t, "orders", 0)
+			return bytes.Equal(got, want)
+		})
+	}
+	if got, _ := nodes["n2"].records(t, "orders", 0); !slices.Equal(got, []string{"a0", "a1", "b0"}) {
+		t.Fatalf("n2 holds %v", got)
+	}
+}

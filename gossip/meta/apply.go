@@ -183,7 +183,7 @@ func (s *State) applySetLeaders(c Command) Result {
 // setLeader applies one validated change and reports whether the leader
 // changed. It skips a stale change (the epoch moved since it was
 // decided), a leader that is not a replica, a change to the current
-// leader, and, for a partition that holds data, a leader outside the ISR
+// leader (but a Restart, which bumps its epoch and nothing else), and, for a partition that holds data, a leader outside the ISR
 // unless the topic allows unclean leader election. The leader epoch is
 // bumped; the new leader joins the ISR (a partition without data is in
 // sync on every replica) and the old one leaves it unless that would
@@ -192,7 +192,16 @@ func (s *State) setLeader(ch LeaderChange) bool {
 	t := s.Topics[ch.Topic]
 	p := &t.Partitions[ch.Partition]
 	switch {
-	case p.LeaderEpoch != ch.Epoch, p.Leader == ch.Leader:
+	case p.LeaderEpoch != ch.Epoch:
+		return false
+	case ch.Restart:
+		// Only the current leader's restart bumps its epoch.
+		if ch.Leader == "" || p.Leader != ch.Leader {
+			return false
+		}
+		p.LeaderEpoch++
+		return true
+	case p.Leader == ch.Leader:
 		return false
 	case ch.Leader != "" && !slices.Contains(p.Replicas, ch.Leader):
 		return false

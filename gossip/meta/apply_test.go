@@ -161,6 +161,11 @@ func TestApplySetLeaders(t *testing.T) {
 	ch := func(p int, leader string, epoch uint32) LeaderChange {
 		return LeaderChange{Topic: "orders", ID: tid(1), Partition: p, Leader: leader, Epoch: epoch}
 	}
+	restart := func(p int, leader string, epoch uint32) LeaderChange {
+		c := ch(p, leader, epoch)
+		c.Restart = true
+		return c
+	}
 	tests := []struct {
 		name    string
 		hasData bool
@@ -177,6 +182,11 @@ func TestApplySetLeaders(t *testing.T) {
 		{name: "stale epoch skipped", changes: []LeaderChange{ch(0, "n2", 5)}, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{0, 0, 0}},
 		{name: "not a replica skipped", changes: []LeaderChange{ch(0, "n3", 0)}, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{0, 0, 0}},
 		{name: "same leader skipped", changes: []LeaderChange{ch(0, "n1", 0)}, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{0, 0, 0}},
+		{name: "restart of the leader bumps its epoch", hasData: true, isr: []string{"n1", "n2"}, changes: []LeaderChange{restart(0, "n1", 0)}, moved: 1, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{1, 0, 0},
+			isr0: []string{"n1", "n2"}},
+		{name: "restart of another node skipped", changes: []LeaderChange{restart(0, "n2", 0)}, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{0, 0, 0}},
+		{name: "restart at a stale epoch skipped", changes: []LeaderChange{restart(0, "n1", 3)}, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{0, 0, 0}},
+		{name: "restart without a leader skipped", changes: []LeaderChange{restart(0, "", 0)}, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{0, 0, 0}},
 		{name: "no leader", changes: []LeaderChange{ch(1, "", 0)}, moved: 1, leaders: []string{"n1", "", "n3"}, epochs: []uint32{0, 1, 0}},
 		{name: "second change of one partition is stale", changes: []LeaderChange{ch(0, "n2", 0), ch(0, "n1", 0)}, moved: 1, leaders: []string{"n2", "n2", "n3"}, epochs: []uint32{1, 0, 0}},
 		{name: "partition with data to an in-sync replica", hasData: true, changes: []LeaderChange{ch(0, "n2", 0)}, moved: 1, leaders: []string{"n2", "n2", "n3"}, epochs: []uint32{1, 0, 0},

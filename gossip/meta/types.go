@@ -177,6 +177,14 @@ type LeaderChange struct {
 	// Apply skips the change when the epoch has moved since, and otherwise
 	// sets the epoch to Epoch+1.
 	Epoch uint32 `json:"epoch"`
+	// Restart marks the change a restarted leader proposes for a
+	// partition it still leads in the metadata: Leader is the current
+	// leader, and Apply bumps the epoch (the ISR unchanged) instead of
+	// skipping the change. A leader back from a crash may have lost the
+	// unsynced end of its log, which its followers may hold; under a new
+	// epoch its followers truncate to its log (KIP-101), where under the
+	// old one new records would take the same offsets unnoticed.
+	Restart bool `json:"restart,omitempty"`
 }
 
 // Command is one entry of the metadata log, encoded with Encode. Only the
