@@ -1,6 +1,7 @@
 package jepsen
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,6 +19,7 @@ const (
 	CheckPhantom         = "phantom"         // the log holds a value no produce sent
 	CheckPrefix          = "prefix"          // the final log does not extend the initial one
 	CheckReplica         = "replica"         // a replica differs from the final log below the high watermark
+	CheckReplicaBytes    = "replica-bytes"   // two replicas store a batch below the high watermark differently
 	CheckHWBack          = "hw-back"         // an observer saw a high watermark move back
 	CheckHWAboveLog      = "hw-above-log"    // a high watermark was seen beyond the final log's end
 	CheckReadGap         = "read-gap"        // a consumer skipped offsets within a session
@@ -140,6 +142,7 @@ func Check(h History, opts Options) Result {
 	c.checkFinals(parts)
 	c.checkProduces()
 	c.checkReplicas()
+	c.checkReplicaBytes()
 	c.checkHWs()
 	c.checkReads()
 	seen := map[string]bool{}
@@ -284,6 +287,55 @@ func (c *checker) checkReplicas() {
 			c.fail(CheckReplica, shown, "replica %s of partition %d differs from the final log at %d offsets below the high watermark %d", r.Node, r.Partition, len(diffs), hw)
 		}
 	}
+}
+
+// checkReplicaBytes: every batch wholly below the high watermark is
+// stored byte for byte alike by every replica that gives its batches (the
+// first such replica of a partition is the reference).
+func (c *checker) checkReplicaBytes() {
+	ref := map[uint32]*ReplicaLog{}
+	for i := range c.h.Replicas {
+		r := &c.h.Replicas[i]
+		f, ok := c.h.Final[r.Partition]
+		if !ok || r.Batches == nil {
+			continue
+		}
+		base, ok := ref[r.Partition]
+		if !ok {
+			ref[r.Partition] = r
+			continue
+		}
+		hw := uint64(len(f.Values))
+		theirs := map[uint64]RawBatch{}
+		for _, b := range r.Batches {
+			theirs[b.Base] = b
+		}
+		for _, b := range base.Batches {
+			if b.Next > hw || b.Base < r.Start {
+				continue
+			}
+			o, ok := theirs[b.Base]
+			switch {
+			case !ok:
+				c.fail(CheckReplicaBytes, nil, "partition %d: replica %s stores a batch of offsets %d..%d, replica %s no batch starting at %d", r.Partition, base.Node, b.Base, b.Next-1, r.Node, b.Base)
+			case !bytes.Equal(o.Bytes, b.Bytes):
+				c.fail(CheckReplicaBytes, nil, "partition %d: the batch of offsets %d..%d differs between replicas %s and %s (%d and %d bytes, first difference at byte %d)", r.Partition, b.Base, b.Next-1, base.Node, r.Node, len(b.Bytes), len(o.Bytes), firstDiff(b.Bytes, o.Bytes))
+			default:
+				continue
+			}
+			break // one report per replica
+		}
+	}
+}
+
+// firstDiff is the index of the first byte where a and b differ.
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
 
 // checkHWs: no observer sees a partition's high watermark move back, nor

@@ -61,8 +61,10 @@ func base() History {
 		},
 		Final: map[uint32]FinalRead{0: final(100, "a", "b", "c"), 1: final(100, "x", "y")},
 		Replicas: []ReplicaLog{
-			{Node: "node-1", Partition: 0, Values: []string{"a", "b", "c"}},
-			{Node: "node-2", Partition: 0, Values: []string{"a", "b", "c", "uncommitted"}},
+			{Node: "node-1", Partition: 0, Values: []string{"a", "b", "c"},
+				Batches: []RawBatch{{Base: 0, Next: 2, Bytes: []byte("ab")}, {Base: 2, Next: 3, Bytes: []byte("c")}}},
+			{Node: "node-2", Partition: 0, Values: []string{"a", "b", "c", "uncommitted"},
+				Batches: []RawBatch{{Base: 0, Next: 2, Bytes: []byte("ab")}, {Base: 2, Next: 3, Bytes: []byte("c")}, {Base: 3, Next: 4, Bytes: []byte("u")}}},
 			{Node: "node-3", Partition: 1, Start: 1, Values: []string{"y"}},
 		},
 	}
@@ -165,6 +167,13 @@ func TestCheckFails(t *testing.T) {
 		{"replica diverges", func(h *History) {
 			h.Replicas[1].Values = []string{"a", "B", "c"}
 		}, []string{CheckReplica}, `offset 1: replica "B", final log "b"`},
+		{"replica batches differ", func(h *History) {
+			h.Replicas[0].Batches = []RawBatch{{Base: 0, Next: 2, Bytes: []byte("ab-epoch1")}, {Base: 2, Next: 3, Bytes: []byte("c")}}
+			h.Replicas[1].Batches = []RawBatch{{Base: 0, Next: 2, Bytes: []byte("ab-epoch2")}, {Base: 2, Next: 3, Bytes: []byte("c")}}
+		}, []string{CheckReplicaBytes}, "offsets 0..1 differs between replicas node-1 and node-2 (9 and 9 bytes, first difference at byte 8)"},
+		{"replica lacks a batch", func(h *History) {
+			h.Replicas[1].Batches = h.Replicas[1].Batches[:1]
+		}, []string{CheckReplicaBytes}, "replica node-1 stores a batch of offsets 2..2, replica node-2 no batch starting at 2"},
 		{"high watermark back", func(h *History) {
 			h.HWs = append(h.HWs, HWObservation{Observer: "node-1#1", Partition: 0, HW: 2, At: 90})
 		}, []string{CheckHWBack}, "move back from high watermark 3 to 2"},

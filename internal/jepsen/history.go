@@ -113,11 +113,20 @@ type FinalRead struct {
 
 // ReplicaLog is one replica's local copy of a partition, as read from its
 // node's own data at the end: Values[i] is the value at offset Start+i.
+// Batches, when set, are the batches as stored, compared byte for byte
+// with the other replicas' below the high watermark.
 type ReplicaLog struct {
 	Node      string
 	Partition uint32
 	Start     uint64
 	Values    []string
+	Batches   []RawBatch
+}
+
+// RawBatch is one stored batch: its bytes hold offsets Base..Next-1.
+type RawBatch struct {
+	Base, Next uint64
+	Bytes      []byte
 }
 
 // History is what one test (or one round of it) did and saw.
