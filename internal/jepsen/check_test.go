@@ -92,6 +92,12 @@ func TestCheckPasses(t *testing.T) {
 				LastHW:   map[ObserverKey]uint64{{"node-1#1", 0}: 3},
 			}
 		}},
+		{"a duplicate of the initial log is not reported again", func() History {
+			return History{
+				Init:  map[uint32][]string{0: {"a", "a"}},
+				Final: map[uint32]FinalRead{0: final(10, "a", "a")},
+			}
+		}},
 		{"appends linearized in offset order though invoked otherwise", func() History {
 			return History{
 				Produces: []Produce{ok(1, 0, "late", 0, 50, 1), ok(2, 0, "early", 10, 20, 0)},
@@ -152,6 +158,11 @@ func TestCheckFails(t *testing.T) {
 		{"duplicate", func(h *History) {
 			h.Final[1] = final(100, "x", "y", "y")
 		}, []string{CheckDuplicate}, `"y" is in the final logs 2 times`},
+		{"duplicate of a value of the initial log", func(h *History) {
+			h.Init = map[uint32][]string{1: {"x"}}
+			h.Produces = append(h.Produces, info(3, 1, "x", 70))
+			h.Final[1] = final(100, "x", "y", "x")
+		}, []string{CheckDuplicate}, `"x" is in the final logs 2 times: partition 1 offset 0, partition 1 offset 2`},
 		{"failed produce present", func(h *History) {
 			h.Final[0] = final(100, "a", "b", "c", "f")
 		}, []string{CheckFailedPresent}, `produce "f"`},
