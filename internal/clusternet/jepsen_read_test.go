@@ -226,29 +226,45 @@ func (j *jepsenRun) compareReplicas() {
 		t.Fatalf("jepsen: describe for the replicas: %v", err)
 	}
 	h := jepsen.History{Init: j.prev, Final: j.lastLogs}
+	type replica struct {
+		node      int
+		partition uint32
+	}
+	var all []replica
 	for _, pi := range ti.PartitionInfos {
-		want := len(j.lastLogs[pi.Partition].Values)
 		for _, id := range pi.Replicas {
 			i, err := strconv.Atoi(strings.TrimPrefix(id, "node-"))
-			if err != nil {
-				t.Fatalf("jepsen: replica %q", id)
+			if err != nil || i < 1 || i > len(j.c.Nodes()) {
+				t.Fatalf("jepsen: replica %q of partition %d", id, pi.Partition)
 			}
-			var rl jepsen.ReplicaLog
-			deadline := time.Now().Add(15 * time.Second)
-			for {
-				rl, err = readReplica(j.c.Node(i), jepsenTopic, pi.Partition)
-				if err == nil && int(rl.Start)+len(rl.Values) >= want || time.Now().After(deadline) {
-					break
-				}
-				pace(200 * time.Millisecond) // between attempts of a bounded wait
-			}
-			if err != nil {
-				t.Errorf("jepsen: replica %s of partition %d: %v", id, pi.Partition, err)
-			}
-			t.Logf("jepsen: replica %s of partition %d holds offsets %d..%d (%d batches); the final log has %d", id, pi.Partition,
-				rl.Start, int(rl.Start)+len(rl.Values)-1, len(rl.Batches), want)
-			h.Replicas = append(h.Replicas, rl)
+			all = append(all, replica{i, pi.Partition})
 		}
+	}
+	// One bound for all: the replicas catch up together.
+	logs := make([]jepsen.ReplicaLog, len(all))
+	errs := make([]error, len(all))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		behind := 0
+		for k, r := range all {
+			logs[k], errs[k] = readReplica(j.c.Node(r.node), jepsenTopic, r.partition)
+			if errs[k] != nil || int(logs[k].Start)+len(logs[k].Values) < len(j.lastLogs[r.partition].Values) {
+				behind++
+			}
+		}
+		if behind == 0 || time.Now().After(deadline) {
+			break
+		}
+		pace(200 * time.Millisecond) // between attempts of a bounded wait
+	}
+	for k, r := range all {
+		if errs[k] != nil {
+			t.Errorf("jepsen: replica node-%d of partition %d: %v", r.node, r.partition, errs[k])
+		}
+		rl := logs[k]
+		t.Logf("jepsen: replica node-%d of partition %d holds %d records from offset %d (%d batches); the final log has %d",
+			r.node, r.partition, len(rl.Values), rl.Start, len(rl.Batches), len(j.lastLogs[r.partition].Values))
+		h.Replicas = append(h.Replicas, rl)
 	}
 	if res := jepsen.Check(h, jepsen.Options{}); !res.OK() {
 		t.Errorf("jepsen: the replicas after the last round: %s", res)
