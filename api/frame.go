@@ -97,8 +97,8 @@ func (fr *FrameReader) ReadTail(n uint32, dst []byte) ([]byte, error) {
 }
 
 // TailLength returns the length of the records tail that follows f on the
-// stream: recordsLength of a publish request, fetch response or push, 0
-// otherwise.
+// stream: recordsLength of a publish request, fetch response, replica fetch
+// response or push, 0 otherwise.
 func TailLength(f Frame) uint32 {
 	switch f.Which() {
 	case Frame_Which_publishRequest:
@@ -111,6 +111,10 @@ func TailLength(f Frame) uint32 {
 		}
 	case Frame_Which_pushBatches:
 		if r, err := f.PushBatches(); err == nil {
+			return r.RecordsLength()
+		}
+	case Frame_Which_replicaFetchResponse:
+		if r, err := f.ReplicaFetchResponse(); err == nil {
 			return r.RecordsLength()
 		}
 	}

@@ -6,8 +6,8 @@
 #   [Cap'n Proto message, standard stream framing, root Frame]
 #   [recordsLength raw bytes: zero or more batches, docs/architecture.md §3.2]
 #
-# Only publish requests, fetch responses and push batches carry a records
-# tail; every other frame has none.
+# Only publish requests, fetch responses, replica fetch responses and push
+# batches carry a records tail; every other frame has none.
 @0x9a75c6f4cee24081;
 
 using Go = import "/go.capnp";
@@ -66,6 +66,23 @@ enum Durability {
   none    @0;  # not yet written (never sent in an acknowledgement)
   written @1;  # written to the log file (page cache); lost on power loss
   synced  @2;  # fdatasync'd: survives power loss
+  # replicated: held durably (each under its own sync policy) by every
+  # member of the partition's in-sync replica set, at least
+  # min.insync.replicas of them (a publish with acks all in a cluster).
+  replicated @3;
+}
+
+# Acks is how many replicas must hold a published batch before the server
+# acknowledges it (the producer setting acks). Outside a cluster both
+# acknowledge after the local append under the topic's sync policy.
+enum Acks {
+  # all (the default): once the partition's high watermark has passed the
+  # batch, while the in-sync set has at least min.insync.replicas members;
+  # NOT_ENOUGH_REPLICAS (retriable, the batch not exposed) otherwise.
+  all    @0;
+  # leader: once the leader has appended it; a failover before the
+  # followers copy it loses it.
+  leader @1;
 }
 
 struct HandshakeRequest {
@@ -93,6 +110,16 @@ struct TopicConfig {
   retentionMs    @3 :Int64;  # -1 unlimited
   maxRecordBytes @4 :Int32;
   segmentMs      @5 :Int64;
+  # minInsyncReplicas is the topic setting min.insync.replicas: the
+  # smallest in-sync set with which a publish with acks all is accepted
+  # (1 to replicationFactor). 0 in a create request: the server default
+  # (2 when the replication factor is 3 or more, else 1).
+  minInsyncReplicas @6 :Int32;
+  # uncleanLeaderElection is the topic setting
+  # unclean.leader.election.enable: when no in-sync replica is alive, elect
+  # any alive replica (acknowledged records may be lost). false: the
+  # partition stays without a leader until an in-sync replica returns.
+  uncleanLeaderElection @7 :Bool;
 }
 
 struct PartitionInfo {
@@ -191,6 +218,8 @@ struct PublishRequest {
   # fail it, unwritten, with that publish's error if that publish fails
   # (docs/performance.md, "Pipelined publishes"). false: no such link.
   chained       @3 :Bool;
+  # acks: when the server acknowledges the batch (see Acks); all by default.
+  acks          @4 :Acks;
 }
 
 struct PublishResponse {
@@ -201,6 +230,10 @@ struct PublishResponse {
   logAppendTime @4 :Int64;    # Unix ms, broker clock
   durability    @5 :Durability;
   error         @6 :WireError;
+  # replicas: how many replicas held the batch when it was acknowledged
+  # (the in-sync set's size for durability replicated; 1 otherwise). 0
+  # from a server that predates replication: read it as 1.
+  replicas      @7 :UInt32;
 }
 
 # FetchRequest reads batches from offset. The response holds at least one
@@ -431,6 +464,80 @@ struct DeleteGroupResponse {
   error @0 :WireError;
 }
 
+# ---------------------------------------------------------------- replication (docs/cluster.md)
+
+# ReplicaFetchRequest is a follower's fetch from the leader of a partition
+# it replicates. Unlike a FetchRequest it reads up to the leader's log end
+# offset (not only below the high watermark), and it reports how far the
+# follower's log is, which moves the leader's high watermark and in-sync
+# set. The response holds at least one whole batch when any exists at or
+# above fetchOffset (KIP-74); maxWaitMs > 0 waits up to that long for one.
+struct ReplicaFetchRequest {
+  topic         @0 :Text;
+  # topicId (16 bytes) must be the topic's current id (UNKNOWN_TOPIC_ID
+  # otherwise): a replica never mixes two topics of the same name.
+  topicId       @1 :Data;
+  partition     @2 :UInt32;
+  # followerId: the node id of the fetching replica.
+  followerId    @3 :Text;
+  # leaderEpoch: the epoch the follower believes current. Older than the
+  # leader's: FENCED_LEADER_EPOCH; newer: UNKNOWN_LEADER_EPOCH; a node that
+  # does not lead the partition: NOT_LEADER.
+  leaderEpoch   @4 :UInt32;
+  # fetchOffset: the first offset wanted, the follower's log end offset.
+  fetchOffset   @5 :UInt64;
+  # durableOffset: the follower's durable log end offset (what its sync
+  # policy has made durable; at most fetchOffset).
+  durableOffset @6 :UInt64;
+  maxBytes      @7 :UInt32;
+  maxWaitMs     @8 :UInt32;
+}
+
+# ReplicaFetchResponse answers a ReplicaFetchRequest; recordsLength bytes of
+# whole batches, as the leader stored them (offsets and leader epochs set),
+# follow it.
+struct ReplicaFetchResponse {
+  topic          @0 :Text;
+  partition      @1 :UInt32;
+  highWatermark  @2 :UInt64;   # the leader's
+  logStartOffset @3 :UInt64;   # the leader's
+  leaderEpoch    @4 :UInt32;   # the leader's current epoch
+  recordsLength  @5 :UInt32;
+  error          @6 :WireError;
+}
+
+# OffsetForLeaderEpochRequest asks a partition's leader where leaderEpoch
+# ended in its log (KIP-101, KIP-279): a follower of a new epoch sends its
+# latest epoch and truncates its log to the answer before it fetches.
+struct OffsetForLeaderEpochRequest {
+  topic       @0 :Text;
+  topicId     @1 :Data;   # 16 bytes: the topic's current id
+  partition   @2 :UInt32;
+  leaderEpoch @3 :UInt32;
+}
+
+# OffsetForLeaderEpochResponse: leaderEpoch is the largest epoch at or
+# below the request's in the leader's leader-epoch cache, and endOffset the
+# start offset of the next epoch after it (the leader's log end offset when
+# it is the latest). UNKNOWN_LEADER_EPOCH when the leader has no epoch at or
+# below the request's.
+struct OffsetForLeaderEpochResponse {
+  leaderEpoch @0 :UInt32;
+  endOffset   @1 :UInt64;
+  error       @2 :WireError;
+}
+
+# InitProducerIdRequest asks for a new idempotent producer id (KIP-98): the
+# producer stamps it, its epoch and a per-partition sequence on every batch,
+# and the partition leaders drop duplicates of a retried batch.
+struct InitProducerIdRequest {}
+
+struct InitProducerIdResponse {
+  producerId    @0 :Int64;
+  producerEpoch @1 :Int16;
+  error         @2 :WireError;
+}
+
 # ---------------------------------------------------------------- push subscribe
 
 # SubscribeRequest asks the server to push batches of one partition from
@@ -526,5 +633,11 @@ struct Frame {
     unsubscribeResponse   @42 :UnsubscribeResponse;
     createPartitionsRequest  @43 :CreatePartitionsRequest;
     createPartitionsResponse @44 :CreatePartitionsResponse;
+    replicaFetchRequest          @45 :ReplicaFetchRequest;
+    replicaFetchResponse         @46 :ReplicaFetchResponse;
+    offsetForLeaderEpochRequest  @47 :OffsetForLeaderEpochRequest;
+    offsetForLeaderEpochResponse @48 :OffsetForLeaderEpochResponse;
+    initProducerIdRequest        @49 :InitProducerIdRequest;
+    initProducerIdResponse       @50 :InitProducerIdResponse;
   }
 }

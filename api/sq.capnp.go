@@ -479,9 +479,10 @@ const Durability_TypeID = 0xfb7d33e8d1597469
 
 // Values of Durability.
 const (
-	Durability_none    Durability = 0
-	Durability_written Durability = 1
-	Durability_synced  Durability = 2
+	Durability_none       Durability = 0
+	Durability_written    Durability = 1
+	Durability_synced     Durability = 2
+	Durability_replicated Durability = 3
 )
 
 // String returns the enum's constant name.
@@ -493,6 +494,8 @@ func (c Durability) String() string {
 		return "written"
 	case Durability_synced:
 		return "synced"
+	case Durability_replicated:
+		return "replicated"
 
 	default:
 		return ""
@@ -509,6 +512,8 @@ func DurabilityFromString(c string) Durability {
 		return Durability_written
 	case "synced":
 		return Durability_synced
+	case "replicated":
+		return Durability_replicated
 
 	default:
 		return 0
@@ -519,6 +524,50 @@ type Durability_List = capnp.EnumList[Durability]
 
 func NewDurability_List(s *capnp.Segment, sz int32) (Durability_List, error) {
 	return capnp.NewEnumList[Durability](s, sz)
+}
+
+type Acks uint16
+
+// Acks_TypeID is the unique identifier for the type Acks.
+const Acks_TypeID = 0x88ef4fa5e3681134
+
+// Values of Acks.
+const (
+	Acks_all    Acks = 0
+	Acks_leader Acks = 1
+)
+
+// String returns the enum's constant name.
+func (c Acks) String() string {
+	switch c {
+	case Acks_all:
+		return "all"
+	case Acks_leader:
+		return "leader"
+
+	default:
+		return ""
+	}
+}
+
+// AcksFromString returns the enum value with a name,
+// or the zero value if there's no such value.
+func AcksFromString(c string) Acks {
+	switch c {
+	case "all":
+		return Acks_all
+	case "leader":
+		return Acks_leader
+
+	default:
+		return 0
+	}
+}
+
+type Acks_List = capnp.EnumList[Acks]
+
+func NewAcks_List(s *capnp.Segment, sz int32) (Acks_List, error) {
+	return capnp.NewEnumList[Acks](s, sz)
 }
 
 type HandshakeRequest capnp.Struct
@@ -784,12 +833,12 @@ type TopicConfig capnp.Struct
 const TopicConfig_TypeID = 0xda6d173313f0708b
 
 func NewTopicConfig(s *capnp.Segment) (TopicConfig, error) {
-	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 40, PointerCount: 1})
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 48, PointerCount: 1})
 	return TopicConfig(st), err
 }
 
 func NewRootTopicConfig(s *capnp.Segment) (TopicConfig, error) {
-	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 40, PointerCount: 1})
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 48, PointerCount: 1})
 	return TopicConfig(st), err
 }
 
@@ -883,12 +932,28 @@ func (s TopicConfig) SetSegmentMs(v int64) {
 	capnp.Struct(s).SetUint64(32, uint64(v))
 }
 
+func (s TopicConfig) MinInsyncReplicas() int32 {
+	return int32(capnp.Struct(s).Uint32(28))
+}
+
+func (s TopicConfig) SetMinInsyncReplicas(v int32) {
+	capnp.Struct(s).SetUint32(28, uint32(v))
+}
+
+func (s TopicConfig) UncleanLeaderElection() bool {
+	return capnp.Struct(s).Bit(320)
+}
+
+func (s TopicConfig) SetUncleanLeaderElection(v bool) {
+	capnp.Struct(s).SetBit(320, v)
+}
+
 // TopicConfig_List is a list of TopicConfig.
 type TopicConfig_List = capnp.StructList[TopicConfig]
 
 // NewTopicConfig creates a new list of TopicConfig.
 func NewTopicConfig_List(s *capnp.Segment, sz int32) (TopicConfig_List, error) {
-	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 40, PointerCount: 1}, sz)
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 48, PointerCount: 1}, sz)
 	return capnp.StructList[TopicConfig](l), err
 }
 
@@ -2389,6 +2454,14 @@ func (s PublishRequest) SetChained(v bool) {
 	capnp.Struct(s).SetBit(64, v)
 }
 
+func (s PublishRequest) Acks() Acks {
+	return Acks(capnp.Struct(s).Uint16(10))
+}
+
+func (s PublishRequest) SetAcks(v Acks) {
+	capnp.Struct(s).SetUint16(10, uint16(v))
+}
+
 // PublishRequest_List is a list of PublishRequest.
 type PublishRequest_List = capnp.StructList[PublishRequest]
 
@@ -2533,6 +2606,14 @@ func (s PublishResponse) NewError() (WireError, error) {
 	}
 	err = capnp.Struct(s).SetPtr(1, capnp.Struct(ss).ToPtr())
 	return ss, err
+}
+
+func (s PublishResponse) Replicas() uint32 {
+	return capnp.Struct(s).Uint32(28)
+}
+
+func (s PublishResponse) SetReplicas(v uint32) {
+	capnp.Struct(s).SetUint32(28, v)
 }
 
 // PublishResponse_List is a list of PublishResponse.
@@ -6164,6 +6245,706 @@ func (p DeleteGroupResponse_Future) Error() WireError_Future {
 	return WireError_Future{Future: p.Future.Field(0, nil)}
 }
 
+type ReplicaFetchRequest capnp.Struct
+
+// ReplicaFetchRequest_TypeID is the unique identifier for the type ReplicaFetchRequest.
+const ReplicaFetchRequest_TypeID = 0xd2501ab3b1e93798
+
+func NewReplicaFetchRequest(s *capnp.Segment) (ReplicaFetchRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 32, PointerCount: 3})
+	return ReplicaFetchRequest(st), err
+}
+
+func NewRootReplicaFetchRequest(s *capnp.Segment) (ReplicaFetchRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 32, PointerCount: 3})
+	return ReplicaFetchRequest(st), err
+}
+
+func ReadRootReplicaFetchRequest(msg *capnp.Message) (ReplicaFetchRequest, error) {
+	root, err := msg.Root()
+	return ReplicaFetchRequest(root.Struct()), err
+}
+
+func (s ReplicaFetchRequest) String() string {
+	str, _ := text.Marshal(0xd2501ab3b1e93798, capnp.Struct(s))
+	return str
+}
+
+func (s ReplicaFetchRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (ReplicaFetchRequest) DecodeFromPtr(p capnp.Ptr) ReplicaFetchRequest {
+	return ReplicaFetchRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s ReplicaFetchRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s ReplicaFetchRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s ReplicaFetchRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s ReplicaFetchRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s ReplicaFetchRequest) Topic() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s ReplicaFetchRequest) HasTopic() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s ReplicaFetchRequest) TopicBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s ReplicaFetchRequest) SetTopic(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s ReplicaFetchRequest) TopicId() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return []byte(p.Data()), err
+}
+
+func (s ReplicaFetchRequest) HasTopicId() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s ReplicaFetchRequest) SetTopicId(v []byte) error {
+	return capnp.Struct(s).SetData(1, v)
+}
+
+func (s ReplicaFetchRequest) Partition() uint32 {
+	return capnp.Struct(s).Uint32(0)
+}
+
+func (s ReplicaFetchRequest) SetPartition(v uint32) {
+	capnp.Struct(s).SetUint32(0, v)
+}
+
+func (s ReplicaFetchRequest) FollowerId() (string, error) {
+	p, err := capnp.Struct(s).Ptr(2)
+	return p.Text(), err
+}
+
+func (s ReplicaFetchRequest) HasFollowerId() bool {
+	return capnp.Struct(s).HasPtr(2)
+}
+
+func (s ReplicaFetchRequest) FollowerIdBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(2)
+	return p.TextBytes(), err
+}
+
+func (s ReplicaFetchRequest) SetFollowerId(v string) error {
+	return capnp.Struct(s).SetText(2, v)
+}
+
+func (s ReplicaFetchRequest) LeaderEpoch() uint32 {
+	return capnp.Struct(s).Uint32(4)
+}
+
+func (s ReplicaFetchRequest) SetLeaderEpoch(v uint32) {
+	capnp.Struct(s).SetUint32(4, v)
+}
+
+func (s ReplicaFetchRequest) FetchOffset() uint64 {
+	return capnp.Struct(s).Uint64(8)
+}
+
+func (s ReplicaFetchRequest) SetFetchOffset(v uint64) {
+	capnp.Struct(s).SetUint64(8, v)
+}
+
+func (s ReplicaFetchRequest) DurableOffset() uint64 {
+	return capnp.Struct(s).Uint64(16)
+}
+
+func (s ReplicaFetchRequest) SetDurableOffset(v uint64) {
+	capnp.Struct(s).SetUint64(16, v)
+}
+
+func (s ReplicaFetchRequest) MaxBytes() uint32 {
+	return capnp.Struct(s).Uint32(24)
+}
+
+func (s ReplicaFetchRequest) SetMaxBytes(v uint32) {
+	capnp.Struct(s).SetUint32(24, v)
+}
+
+func (s ReplicaFetchRequest) MaxWaitMs() uint32 {
+	return capnp.Struct(s).Uint32(28)
+}
+
+func (s ReplicaFetchRequest) SetMaxWaitMs(v uint32) {
+	capnp.Struct(s).SetUint32(28, v)
+}
+
+// ReplicaFetchRequest_List is a list of ReplicaFetchRequest.
+type ReplicaFetchRequest_List = capnp.StructList[ReplicaFetchRequest]
+
+// NewReplicaFetchRequest creates a new list of ReplicaFetchRequest.
+func NewReplicaFetchRequest_List(s *capnp.Segment, sz int32) (ReplicaFetchRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 32, PointerCount: 3}, sz)
+	return capnp.StructList[ReplicaFetchRequest](l), err
+}
+
+// ReplicaFetchRequest_Future is a wrapper for a ReplicaFetchRequest promised by a client call.
+type ReplicaFetchRequest_Future struct{ *capnp.Future }
+
+func (f ReplicaFetchRequest_Future) Struct() (ReplicaFetchRequest, error) {
+	p, err := f.Future.Ptr()
+	return ReplicaFetchRequest(p.Struct()), err
+}
+
+type ReplicaFetchResponse capnp.Struct
+
+// ReplicaFetchResponse_TypeID is the unique identifier for the type ReplicaFetchResponse.
+const ReplicaFetchResponse_TypeID = 0x905d9bef5cf1a1b6
+
+func NewReplicaFetchResponse(s *capnp.Segment) (ReplicaFetchResponse, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 32, PointerCount: 2})
+	return ReplicaFetchResponse(st), err
+}
+
+func NewRootReplicaFetchResponse(s *capnp.Segment) (ReplicaFetchResponse, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 32, PointerCount: 2})
+	return ReplicaFetchResponse(st), err
+}
+
+func ReadRootReplicaFetchResponse(msg *capnp.Message) (ReplicaFetchResponse, error) {
+	root, err := msg.Root()
+	return ReplicaFetchResponse(root.Struct()), err
+}
+
+func (s ReplicaFetchResponse) String() string {
+	str, _ := text.Marshal(0x905d9bef5cf1a1b6, capnp.Struct(s))
+	return str
+}
+
+func (s ReplicaFetchResponse) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (ReplicaFetchResponse) DecodeFromPtr(p capnp.Ptr) ReplicaFetchResponse {
+	return ReplicaFetchResponse(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s ReplicaFetchResponse) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s ReplicaFetchResponse) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s ReplicaFetchResponse) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s ReplicaFetchResponse) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s ReplicaFetchResponse) Topic() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s ReplicaFetchResponse) HasTopic() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s ReplicaFetchResponse) TopicBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s ReplicaFetchResponse) SetTopic(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s ReplicaFetchResponse) Partition() uint32 {
+	return capnp.Struct(s).Uint32(0)
+}
+
+func (s ReplicaFetchResponse) SetPartition(v uint32) {
+	capnp.Struct(s).SetUint32(0, v)
+}
+
+func (s ReplicaFetchResponse) HighWatermark() uint64 {
+	return capnp.Struct(s).Uint64(8)
+}
+
+func (s ReplicaFetchResponse) SetHighWatermark(v uint64) {
+	capnp.Struct(s).SetUint64(8, v)
+}
+
+func (s ReplicaFetchResponse) LogStartOffset() uint64 {
+	return capnp.Struct(s).Uint64(16)
+}
+
+func (s ReplicaFetchResponse) SetLogStartOffset(v uint64) {
+	capnp.Struct(s).SetUint64(16, v)
+}
+
+func (s ReplicaFetchResponse) LeaderEpoch() uint32 {
+	return capnp.Struct(s).Uint32(4)
+}
+
+func (s ReplicaFetchResponse) SetLeaderEpoch(v uint32) {
+	capnp.Struct(s).SetUint32(4, v)
+}
+
+func (s ReplicaFetchResponse) RecordsLength() uint32 {
+	return capnp.Struct(s).Uint32(24)
+}
+
+func (s ReplicaFetchResponse) SetRecordsLength(v uint32) {
+	capnp.Struct(s).SetUint32(24, v)
+}
+
+func (s ReplicaFetchResponse) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return WireError(p.Struct()), err
+}
+
+func (s ReplicaFetchResponse) HasError() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s ReplicaFetchResponse) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(1, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s ReplicaFetchResponse) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(1, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// ReplicaFetchResponse_List is a list of ReplicaFetchResponse.
+type ReplicaFetchResponse_List = capnp.StructList[ReplicaFetchResponse]
+
+// NewReplicaFetchResponse creates a new list of ReplicaFetchResponse.
+func NewReplicaFetchResponse_List(s *capnp.Segment, sz int32) (ReplicaFetchResponse_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 32, PointerCount: 2}, sz)
+	return capnp.StructList[ReplicaFetchResponse](l), err
+}
+
+// ReplicaFetchResponse_Future is a wrapper for a ReplicaFetchResponse promised by a client call.
+type ReplicaFetchResponse_Future struct{ *capnp.Future }
+
+func (f ReplicaFetchResponse_Future) Struct() (ReplicaFetchResponse, error) {
+	p, err := f.Future.Ptr()
+	return ReplicaFetchResponse(p.Struct()), err
+}
+func (p ReplicaFetchResponse_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(1, nil)}
+}
+
+type OffsetForLeaderEpochRequest capnp.Struct
+
+// OffsetForLeaderEpochRequest_TypeID is the unique identifier for the type OffsetForLeaderEpochRequest.
+const OffsetForLeaderEpochRequest_TypeID = 0xaf8a7580afe77006
+
+func NewOffsetForLeaderEpochRequest(s *capnp.Segment) (OffsetForLeaderEpochRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 8, PointerCount: 2})
+	return OffsetForLeaderEpochRequest(st), err
+}
+
+func NewRootOffsetForLeaderEpochRequest(s *capnp.Segment) (OffsetForLeaderEpochRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 8, PointerCount: 2})
+	return OffsetForLeaderEpochRequest(st), err
+}
+
+func ReadRootOffsetForLeaderEpochRequest(msg *capnp.Message) (OffsetForLeaderEpochRequest, error) {
+	root, err := msg.Root()
+	return OffsetForLeaderEpochRequest(root.Struct()), err
+}
+
+func (s OffsetForLeaderEpochRequest) String() string {
+	str, _ := text.Marshal(0xaf8a7580afe77006, capnp.Struct(s))
+	return str
+}
+
+func (s OffsetForLeaderEpochRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (OffsetForLeaderEpochRequest) DecodeFromPtr(p capnp.Ptr) OffsetForLeaderEpochRequest {
+	return OffsetForLeaderEpochRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s OffsetForLeaderEpochRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s OffsetForLeaderEpochRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s OffsetForLeaderEpochRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s OffsetForLeaderEpochRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s OffsetForLeaderEpochRequest) Topic() (string, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.Text(), err
+}
+
+func (s OffsetForLeaderEpochRequest) HasTopic() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s OffsetForLeaderEpochRequest) TopicBytes() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return p.TextBytes(), err
+}
+
+func (s OffsetForLeaderEpochRequest) SetTopic(v string) error {
+	return capnp.Struct(s).SetText(0, v)
+}
+
+func (s OffsetForLeaderEpochRequest) TopicId() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(1)
+	return []byte(p.Data()), err
+}
+
+func (s OffsetForLeaderEpochRequest) HasTopicId() bool {
+	return capnp.Struct(s).HasPtr(1)
+}
+
+func (s OffsetForLeaderEpochRequest) SetTopicId(v []byte) error {
+	return capnp.Struct(s).SetData(1, v)
+}
+
+func (s OffsetForLeaderEpochRequest) Partition() uint32 {
+	return capnp.Struct(s).Uint32(0)
+}
+
+func (s OffsetForLeaderEpochRequest) SetPartition(v uint32) {
+	capnp.Struct(s).SetUint32(0, v)
+}
+
+func (s OffsetForLeaderEpochRequest) LeaderEpoch() uint32 {
+	return capnp.Struct(s).Uint32(4)
+}
+
+func (s OffsetForLeaderEpochRequest) SetLeaderEpoch(v uint32) {
+	capnp.Struct(s).SetUint32(4, v)
+}
+
+// OffsetForLeaderEpochRequest_List is a list of OffsetForLeaderEpochRequest.
+type OffsetForLeaderEpochRequest_List = capnp.StructList[OffsetForLeaderEpochRequest]
+
+// NewOffsetForLeaderEpochRequest creates a new list of OffsetForLeaderEpochRequest.
+func NewOffsetForLeaderEpochRequest_List(s *capnp.Segment, sz int32) (OffsetForLeaderEpochRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 8, PointerCount: 2}, sz)
+	return capnp.StructList[OffsetForLeaderEpochRequest](l), err
+}
+
+// OffsetForLeaderEpochRequest_Future is a wrapper for a OffsetForLeaderEpochRequest promised by a client call.
+type OffsetForLeaderEpochRequest_Future struct{ *capnp.Future }
+
+func (f OffsetForLeaderEpochRequest_Future) Struct() (OffsetForLeaderEpochRequest, error) {
+	p, err := f.Future.Ptr()
+	return OffsetForLeaderEpochRequest(p.Struct()), err
+}
+
+type OffsetForLeaderEpochResponse capnp.Struct
+
+// OffsetForLeaderEpochResponse_TypeID is the unique identifier for the type OffsetForLeaderEpochResponse.
+const OffsetForLeaderEpochResponse_TypeID = 0xe67d4b33596aea5d
+
+func NewOffsetForLeaderEpochResponse(s *capnp.Segment) (OffsetForLeaderEpochResponse, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return OffsetForLeaderEpochResponse(st), err
+}
+
+func NewRootOffsetForLeaderEpochResponse(s *capnp.Segment) (OffsetForLeaderEpochResponse, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return OffsetForLeaderEpochResponse(st), err
+}
+
+func ReadRootOffsetForLeaderEpochResponse(msg *capnp.Message) (OffsetForLeaderEpochResponse, error) {
+	root, err := msg.Root()
+	return OffsetForLeaderEpochResponse(root.Struct()), err
+}
+
+func (s OffsetForLeaderEpochResponse) String() string {
+	str, _ := text.Marshal(0xe67d4b33596aea5d, capnp.Struct(s))
+	return str
+}
+
+func (s OffsetForLeaderEpochResponse) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (OffsetForLeaderEpochResponse) DecodeFromPtr(p capnp.Ptr) OffsetForLeaderEpochResponse {
+	return OffsetForLeaderEpochResponse(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s OffsetForLeaderEpochResponse) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s OffsetForLeaderEpochResponse) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s OffsetForLeaderEpochResponse) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s OffsetForLeaderEpochResponse) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s OffsetForLeaderEpochResponse) LeaderEpoch() uint32 {
+	return capnp.Struct(s).Uint32(0)
+}
+
+func (s OffsetForLeaderEpochResponse) SetLeaderEpoch(v uint32) {
+	capnp.Struct(s).SetUint32(0, v)
+}
+
+func (s OffsetForLeaderEpochResponse) EndOffset() uint64 {
+	return capnp.Struct(s).Uint64(8)
+}
+
+func (s OffsetForLeaderEpochResponse) SetEndOffset(v uint64) {
+	capnp.Struct(s).SetUint64(8, v)
+}
+
+func (s OffsetForLeaderEpochResponse) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return WireError(p.Struct()), err
+}
+
+func (s OffsetForLeaderEpochResponse) HasError() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s OffsetForLeaderEpochResponse) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s OffsetForLeaderEpochResponse) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// OffsetForLeaderEpochResponse_List is a list of OffsetForLeaderEpochResponse.
+type OffsetForLeaderEpochResponse_List = capnp.StructList[OffsetForLeaderEpochResponse]
+
+// NewOffsetForLeaderEpochResponse creates a new list of OffsetForLeaderEpochResponse.
+func NewOffsetForLeaderEpochResponse_List(s *capnp.Segment, sz int32) (OffsetForLeaderEpochResponse_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1}, sz)
+	return capnp.StructList[OffsetForLeaderEpochResponse](l), err
+}
+
+// OffsetForLeaderEpochResponse_Future is a wrapper for a OffsetForLeaderEpochResponse promised by a client call.
+type OffsetForLeaderEpochResponse_Future struct{ *capnp.Future }
+
+func (f OffsetForLeaderEpochResponse_Future) Struct() (OffsetForLeaderEpochResponse, error) {
+	p, err := f.Future.Ptr()
+	return OffsetForLeaderEpochResponse(p.Struct()), err
+}
+func (p OffsetForLeaderEpochResponse_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(0, nil)}
+}
+
+type InitProducerIdRequest capnp.Struct
+
+// InitProducerIdRequest_TypeID is the unique identifier for the type InitProducerIdRequest.
+const InitProducerIdRequest_TypeID = 0xad64cda30a355879
+
+func NewInitProducerIdRequest(s *capnp.Segment) (InitProducerIdRequest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 0})
+	return InitProducerIdRequest(st), err
+}
+
+func NewRootInitProducerIdRequest(s *capnp.Segment) (InitProducerIdRequest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 0, PointerCount: 0})
+	return InitProducerIdRequest(st), err
+}
+
+func ReadRootInitProducerIdRequest(msg *capnp.Message) (InitProducerIdRequest, error) {
+	root, err := msg.Root()
+	return InitProducerIdRequest(root.Struct()), err
+}
+
+func (s InitProducerIdRequest) String() string {
+	str, _ := text.Marshal(0xad64cda30a355879, capnp.Struct(s))
+	return str
+}
+
+func (s InitProducerIdRequest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (InitProducerIdRequest) DecodeFromPtr(p capnp.Ptr) InitProducerIdRequest {
+	return InitProducerIdRequest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s InitProducerIdRequest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s InitProducerIdRequest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s InitProducerIdRequest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s InitProducerIdRequest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+
+// InitProducerIdRequest_List is a list of InitProducerIdRequest.
+type InitProducerIdRequest_List = capnp.StructList[InitProducerIdRequest]
+
+// NewInitProducerIdRequest creates a new list of InitProducerIdRequest.
+func NewInitProducerIdRequest_List(s *capnp.Segment, sz int32) (InitProducerIdRequest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 0, PointerCount: 0}, sz)
+	return capnp.StructList[InitProducerIdRequest](l), err
+}
+
+// InitProducerIdRequest_Future is a wrapper for a InitProducerIdRequest promised by a client call.
+type InitProducerIdRequest_Future struct{ *capnp.Future }
+
+func (f InitProducerIdRequest_Future) Struct() (InitProducerIdRequest, error) {
+	p, err := f.Future.Ptr()
+	return InitProducerIdRequest(p.Struct()), err
+}
+
+type InitProducerIdResponse capnp.Struct
+
+// InitProducerIdResponse_TypeID is the unique identifier for the type InitProducerIdResponse.
+const InitProducerIdResponse_TypeID = 0xaf7f468a765d13e9
+
+func NewInitProducerIdResponse(s *capnp.Segment) (InitProducerIdResponse, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return InitProducerIdResponse(st), err
+}
+
+func NewRootInitProducerIdResponse(s *capnp.Segment) (InitProducerIdResponse, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return InitProducerIdResponse(st), err
+}
+
+func ReadRootInitProducerIdResponse(msg *capnp.Message) (InitProducerIdResponse, error) {
+	root, err := msg.Root()
+	return InitProducerIdResponse(root.Struct()), err
+}
+
+func (s InitProducerIdResponse) String() string {
+	str, _ := text.Marshal(0xaf7f468a765d13e9, capnp.Struct(s))
+	return str
+}
+
+func (s InitProducerIdResponse) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (InitProducerIdResponse) DecodeFromPtr(p capnp.Ptr) InitProducerIdResponse {
+	return InitProducerIdResponse(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s InitProducerIdResponse) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s InitProducerIdResponse) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s InitProducerIdResponse) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s InitProducerIdResponse) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s InitProducerIdResponse) ProducerId() int64 {
+	return int64(capnp.Struct(s).Uint64(0))
+}
+
+func (s InitProducerIdResponse) SetProducerId(v int64) {
+	capnp.Struct(s).SetUint64(0, uint64(v))
+}
+
+func (s InitProducerIdResponse) ProducerEpoch() int16 {
+	return int16(capnp.Struct(s).Uint16(8))
+}
+
+func (s InitProducerIdResponse) SetProducerEpoch(v int16) {
+	capnp.Struct(s).SetUint16(8, uint16(v))
+}
+
+func (s InitProducerIdResponse) Error() (WireError, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return WireError(p.Struct()), err
+}
+
+func (s InitProducerIdResponse) HasError() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s InitProducerIdResponse) SetError(v WireError) error {
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewError sets the error field to a newly
+// allocated WireError struct, preferring placement in s's segment.
+func (s InitProducerIdResponse) NewError() (WireError, error) {
+	ss, err := NewWireError(capnp.Struct(s).Segment())
+	if err != nil {
+		return WireError{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+// InitProducerIdResponse_List is a list of InitProducerIdResponse.
+type InitProducerIdResponse_List = capnp.StructList[InitProducerIdResponse]
+
+// NewInitProducerIdResponse creates a new list of InitProducerIdResponse.
+func NewInitProducerIdResponse_List(s *capnp.Segment, sz int32) (InitProducerIdResponse_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1}, sz)
+	return capnp.StructList[InitProducerIdResponse](l), err
+}
+
+// InitProducerIdResponse_Future is a wrapper for a InitProducerIdResponse promised by a client call.
+type InitProducerIdResponse_Future struct{ *capnp.Future }
+
+func (f InitProducerIdResponse_Future) Struct() (InitProducerIdResponse, error) {
+	p, err := f.Future.Ptr()
+	return InitProducerIdResponse(p.Struct()), err
+}
+func (p InitProducerIdResponse_Future) Error() WireError_Future {
+	return WireError_Future{Future: p.Future.Field(0, nil)}
+}
+
 type SubscribeRequest capnp.Struct
 
 // SubscribeRequest_TypeID is the unique identifier for the type SubscribeRequest.
@@ -6671,54 +7452,60 @@ type Frame capnp.Struct
 type Frame_Which uint16
 
 const (
-	Frame_Which_handshakeRequest         Frame_Which = 0
-	Frame_Which_handshakeResponse        Frame_Which = 1
-	Frame_Which_metadataRequest          Frame_Which = 2
-	Frame_Which_metadataResponse         Frame_Which = 3
-	Frame_Which_createTopicRequest       Frame_Which = 4
-	Frame_Which_createTopicResponse      Frame_Which = 5
-	Frame_Which_describeTopicRequest     Frame_Which = 6
-	Frame_Which_describeTopicResponse    Frame_Which = 7
-	Frame_Which_listTopicsRequest        Frame_Which = 8
-	Frame_Which_listTopicsResponse       Frame_Which = 9
-	Frame_Which_publishRequest           Frame_Which = 10
-	Frame_Which_publishResponse          Frame_Which = 11
-	Frame_Which_fetchRequest             Frame_Which = 12
-	Frame_Which_fetchResponse            Frame_Which = 13
-	Frame_Which_commitOffsetsRequest     Frame_Which = 14
-	Frame_Which_commitOffsetsResponse    Frame_Which = 15
-	Frame_Which_fetchOffsetsRequest      Frame_Which = 16
-	Frame_Which_fetchOffsetsResponse     Frame_Which = 17
-	Frame_Which_errorResponse            Frame_Which = 18
-	Frame_Which_deleteTopicRequest       Frame_Which = 19
-	Frame_Which_deleteTopicResponse      Frame_Which = 20
-	Frame_Which_listOffsetsRequest       Frame_Which = 21
-	Frame_Which_listOffsetsResponse      Frame_Which = 22
-	Frame_Which_joinGroupRequest         Frame_Which = 23
-	Frame_Which_joinGroupResponse        Frame_Which = 24
-	Frame_Which_heartbeatRequest         Frame_Which = 25
-	Frame_Which_heartbeatResponse        Frame_Which = 26
-	Frame_Which_leaveGroupRequest        Frame_Which = 27
-	Frame_Which_leaveGroupResponse       Frame_Which = 28
-	Frame_Which_listGroupsRequest        Frame_Which = 29
-	Frame_Which_listGroupsResponse       Frame_Which = 30
-	Frame_Which_describeGroupRequest     Frame_Which = 31
-	Frame_Which_describeGroupResponse    Frame_Which = 32
-	Frame_Which_resetOffsetsRequest      Frame_Which = 33
-	Frame_Which_resetOffsetsResponse     Frame_Which = 34
-	Frame_Which_deleteGroupRequest       Frame_Which = 35
-	Frame_Which_deleteGroupResponse      Frame_Which = 36
-	Frame_Which_subscribeRequest         Frame_Which = 37
-	Frame_Which_pushBatches              Frame_Which = 38
-	Frame_Which_grantCreditRequest       Frame_Which = 39
-	Frame_Which_unsubscribeRequest       Frame_Which = 40
-	Frame_Which_unsubscribeResponse      Frame_Which = 41
-	Frame_Which_createPartitionsRequest  Frame_Which = 42
-	Frame_Which_createPartitionsResponse Frame_Which = 43
+	Frame_Which_handshakeRequest             Frame_Which = 0
+	Frame_Which_handshakeResponse            Frame_Which = 1
+	Frame_Which_metadataRequest              Frame_Which = 2
+	Frame_Which_metadataResponse             Frame_Which = 3
+	Frame_Which_createTopicRequest           Frame_Which = 4
+	Frame_Which_createTopicResponse          Frame_Which = 5
+	Frame_Which_describeTopicRequest         Frame_Which = 6
+	Frame_Which_describeTopicResponse        Frame_Which = 7
+	Frame_Which_listTopicsRequest            Frame_Which = 8
+	Frame_Which_listTopicsResponse           Frame_Which = 9
+	Frame_Which_publishRequest               Frame_Which = 10
+	Frame_Which_publishResponse              Frame_Which = 11
+	Frame_Which_fetchRequest                 Frame_Which = 12
+	Frame_Which_fetchResponse                Frame_Which = 13
+	Frame_Which_commitOffsetsRequest         Frame_Which = 14
+	Frame_Which_commitOffsetsResponse        Frame_Which = 15
+	Frame_Which_fetchOffsetsRequest          Frame_Which = 16
+	Frame_Which_fetchOffsetsResponse         Frame_Which = 17
+	Frame_Which_errorResponse                Frame_Which = 18
+	Frame_Which_deleteTopicRequest           Frame_Which = 19
+	Frame_Which_deleteTopicResponse          Frame_Which = 20
+	Frame_Which_listOffsetsRequest           Frame_Which = 21
+	Frame_Which_listOffsetsResponse          Frame_Which = 22
+	Frame_Which_joinGroupRequest             Frame_Which = 23
+	Frame_Which_joinGroupResponse            Frame_Which = 24
+	Frame_Which_heartbeatRequest             Frame_Which = 25
+	Frame_Which_heartbeatResponse            Frame_Which = 26
+	Frame_Which_leaveGroupRequest            Frame_Which = 27
+	Frame_Which_leaveGroupResponse           Frame_Which = 28
+	Frame_Which_listGroupsRequest            Frame_Which = 29
+	Frame_Which_listGroupsResponse           Frame_Which = 30
+	Frame_Which_describeGroupRequest         Frame_Which = 31
+	Frame_Which_describeGroupResponse        Frame_Which = 32
+	Frame_Which_resetOffsetsRequest          Frame_Which = 33
+	Frame_Which_resetOffsetsResponse         Frame_Which = 34
+	Frame_Which_deleteGroupRequest           Frame_Which = 35
+	Frame_Which_deleteGroupResponse          Frame_Which = 36
+	Frame_Which_subscribeRequest             Frame_Which = 37
+	Frame_Which_pushBatches                  Frame_Which = 38
+	Frame_Which_grantCreditRequest           Frame_Which = 39
+	Frame_Which_unsubscribeRequest           Frame_Which = 40
+	Frame_Which_unsubscribeResponse          Frame_Which = 41
+	Frame_Which_createPartitionsRequest      Frame_Which = 42
+	Frame_Which_createPartitionsResponse     Frame_Which = 43
+	Frame_Which_replicaFetchRequest          Frame_Which = 44
+	Frame_Which_replicaFetchResponse         Frame_Which = 45
+	Frame_Which_offsetForLeaderEpochRequest  Frame_Which = 46
+	Frame_Which_offsetForLeaderEpochResponse Frame_Which = 47
+	Frame_Which_initProducerIdRequest        Frame_Which = 48
+	Frame_Which_initProducerIdResponse       Frame_Which = 49
 )
 
 func (w Frame_Which) String() string {
-	const s = "handshakeRequesthandshakeResponsemetadataRequestmetadataResponsecreateTopicRequestcreateTopicResponsedescribeTopicRequestdescribeTopicResponselistTopicsRequestlistTopicsResponsepublishRequestpublishResponsefetchRequestfetchResponsecommitOffsetsRequestcommitOffsetsResponsefetchOffsetsRequestfetchOffsetsResponseerrorResponsedeleteTopicRequestdeleteTopicResponselistOffsetsRequestlistOffsetsResponsejoinGroupRequestjoinGroupResponseheartbeatRequestheartbeatResponseleaveGroupRequestleaveGroupResponselistGroupsRequestlistGroupsResponsedescribeGroupRequestdescribeGroupResponseresetOffsetsRequestresetOffsetsResponsedeleteGroupRequestdeleteGroupResponsesubscribeRequestpushBatchesgrantCreditRequestunsubscribeRequestunsubscribeResponsecreatePartitionsRequestcreatePartitionsResponse"
+	const s = "handshakeRequesthandshakeResponsemetadataRequestmetadataResponsecreateTopicRequestcreateTopicResponsedescribeTopicRequestdescribeTopicResponselistTopicsRequestlistTopicsResponsepublishRequestpublishResponsefetchRequestfetchResponsecommitOffsetsRequestcommitOffsetsResponsefetchOffsetsRequestfetchOffsetsResponseerrorResponsedeleteTopicRequestdeleteTopicResponselistOffsetsRequestlistOffsetsResponsejoinGroupRequestjoinGroupResponseheartbeatRequestheartbeatResponseleaveGroupRequestleaveGroupResponselistGroupsRequestlistGroupsResponsedescribeGroupRequestdescribeGroupResponseresetOffsetsRequestresetOffsetsResponsedeleteGroupRequestdeleteGroupResponsesubscribeRequestpushBatchesgrantCreditRequestunsubscribeRequestunsubscribeResponsecreatePartitionsRequestcreatePartitionsResponsereplicaFetchRequestreplicaFetchResponseoffsetForLeaderEpochRequestoffsetForLeaderEpochResponseinitProducerIdRequestinitProducerIdResponse"
 	switch w {
 	case Frame_Which_handshakeRequest:
 		return s[0:16]
@@ -6808,6 +7595,18 @@ func (w Frame_Which) String() string {
 		return s[733:756]
 	case Frame_Which_createPartitionsResponse:
 		return s[756:780]
+	case Frame_Which_replicaFetchRequest:
+		return s[780:799]
+	case Frame_Which_replicaFetchResponse:
+		return s[799:819]
+	case Frame_Which_offsetForLeaderEpochRequest:
+		return s[819:846]
+	case Frame_Which_offsetForLeaderEpochResponse:
+		return s[846:874]
+	case Frame_Which_initProducerIdRequest:
+		return s[874:895]
+	case Frame_Which_initProducerIdResponse:
+		return s[895:917]
 
 	}
 	return "Frame_Which(" + strconv.FormatUint(uint64(w), 10) + ")"
@@ -8278,6 +9077,198 @@ func (s Frame) NewCreatePartitionsResponse() (CreatePartitionsResponse, error) {
 	return ss, err
 }
 
+func (s Frame) ReplicaFetchRequest() (ReplicaFetchRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 44 {
+		panic("Which() != replicaFetchRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return ReplicaFetchRequest(p.Struct()), err
+}
+
+func (s Frame) HasReplicaFetchRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 44 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetReplicaFetchRequest(v ReplicaFetchRequest) error {
+	capnp.Struct(s).SetUint16(8, 44)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewReplicaFetchRequest sets the replicaFetchRequest field to a newly
+// allocated ReplicaFetchRequest struct, preferring placement in s's segment.
+func (s Frame) NewReplicaFetchRequest() (ReplicaFetchRequest, error) {
+	capnp.Struct(s).SetUint16(8, 44)
+	ss, err := NewReplicaFetchRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return ReplicaFetchRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) ReplicaFetchResponse() (ReplicaFetchResponse, error) {
+	if capnp.Struct(s).Uint16(8) != 45 {
+		panic("Which() != replicaFetchResponse")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return ReplicaFetchResponse(p.Struct()), err
+}
+
+func (s Frame) HasReplicaFetchResponse() bool {
+	if capnp.Struct(s).Uint16(8) != 45 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetReplicaFetchResponse(v ReplicaFetchResponse) error {
+	capnp.Struct(s).SetUint16(8, 45)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewReplicaFetchResponse sets the replicaFetchResponse field to a newly
+// allocated ReplicaFetchResponse struct, preferring placement in s's segment.
+func (s Frame) NewReplicaFetchResponse() (ReplicaFetchResponse, error) {
+	capnp.Struct(s).SetUint16(8, 45)
+	ss, err := NewReplicaFetchResponse(capnp.Struct(s).Segment())
+	if err != nil {
+		return ReplicaFetchResponse{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) OffsetForLeaderEpochRequest() (OffsetForLeaderEpochRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 46 {
+		panic("Which() != offsetForLeaderEpochRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return OffsetForLeaderEpochRequest(p.Struct()), err
+}
+
+func (s Frame) HasOffsetForLeaderEpochRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 46 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetOffsetForLeaderEpochRequest(v OffsetForLeaderEpochRequest) error {
+	capnp.Struct(s).SetUint16(8, 46)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewOffsetForLeaderEpochRequest sets the offsetForLeaderEpochRequest field to a newly
+// allocated OffsetForLeaderEpochRequest struct, preferring placement in s's segment.
+func (s Frame) NewOffsetForLeaderEpochRequest() (OffsetForLeaderEpochRequest, error) {
+	capnp.Struct(s).SetUint16(8, 46)
+	ss, err := NewOffsetForLeaderEpochRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return OffsetForLeaderEpochRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) OffsetForLeaderEpochResponse() (OffsetForLeaderEpochResponse, error) {
+	if capnp.Struct(s).Uint16(8) != 47 {
+		panic("Which() != offsetForLeaderEpochResponse")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return OffsetForLeaderEpochResponse(p.Struct()), err
+}
+
+func (s Frame) HasOffsetForLeaderEpochResponse() bool {
+	if capnp.Struct(s).Uint16(8) != 47 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetOffsetForLeaderEpochResponse(v OffsetForLeaderEpochResponse) error {
+	capnp.Struct(s).SetUint16(8, 47)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewOffsetForLeaderEpochResponse sets the offsetForLeaderEpochResponse field to a newly
+// allocated OffsetForLeaderEpochResponse struct, preferring placement in s's segment.
+func (s Frame) NewOffsetForLeaderEpochResponse() (OffsetForLeaderEpochResponse, error) {
+	capnp.Struct(s).SetUint16(8, 47)
+	ss, err := NewOffsetForLeaderEpochResponse(capnp.Struct(s).Segment())
+	if err != nil {
+		return OffsetForLeaderEpochResponse{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) InitProducerIdRequest() (InitProducerIdRequest, error) {
+	if capnp.Struct(s).Uint16(8) != 48 {
+		panic("Which() != initProducerIdRequest")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return InitProducerIdRequest(p.Struct()), err
+}
+
+func (s Frame) HasInitProducerIdRequest() bool {
+	if capnp.Struct(s).Uint16(8) != 48 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetInitProducerIdRequest(v InitProducerIdRequest) error {
+	capnp.Struct(s).SetUint16(8, 48)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewInitProducerIdRequest sets the initProducerIdRequest field to a newly
+// allocated InitProducerIdRequest struct, preferring placement in s's segment.
+func (s Frame) NewInitProducerIdRequest() (InitProducerIdRequest, error) {
+	capnp.Struct(s).SetUint16(8, 48)
+	ss, err := NewInitProducerIdRequest(capnp.Struct(s).Segment())
+	if err != nil {
+		return InitProducerIdRequest{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
+func (s Frame) InitProducerIdResponse() (InitProducerIdResponse, error) {
+	if capnp.Struct(s).Uint16(8) != 49 {
+		panic("Which() != initProducerIdResponse")
+	}
+	p, err := capnp.Struct(s).Ptr(0)
+	return InitProducerIdResponse(p.Struct()), err
+}
+
+func (s Frame) HasInitProducerIdResponse() bool {
+	if capnp.Struct(s).Uint16(8) != 49 {
+		return false
+	}
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Frame) SetInitProducerIdResponse(v InitProducerIdResponse) error {
+	capnp.Struct(s).SetUint16(8, 49)
+	return capnp.Struct(s).SetPtr(0, capnp.Struct(v).ToPtr())
+}
+
+// NewInitProducerIdResponse sets the initProducerIdResponse field to a newly
+// allocated InitProducerIdResponse struct, preferring placement in s's segment.
+func (s Frame) NewInitProducerIdResponse() (InitProducerIdResponse, error) {
+	capnp.Struct(s).SetUint16(8, 49)
+	ss, err := NewInitProducerIdResponse(capnp.Struct(s).Segment())
+	if err != nil {
+		return InitProducerIdResponse{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, capnp.Struct(ss).ToPtr())
+	return ss, err
+}
+
 // Frame_List is a list of Frame.
 type Frame_List = capnp.StructList[Frame]
 
@@ -8426,361 +9417,425 @@ func (p Frame_Future) CreatePartitionsRequest() CreatePartitionsRequest_Future {
 func (p Frame_Future) CreatePartitionsResponse() CreatePartitionsResponse_Future {
 	return CreatePartitionsResponse_Future{Future: p.Future.Field(0, nil)}
 }
+func (p Frame_Future) ReplicaFetchRequest() ReplicaFetchRequest_Future {
+	return ReplicaFetchRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) ReplicaFetchResponse() ReplicaFetchResponse_Future {
+	return ReplicaFetchResponse_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) OffsetForLeaderEpochRequest() OffsetForLeaderEpochRequest_Future {
+	return OffsetForLeaderEpochRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) OffsetForLeaderEpochResponse() OffsetForLeaderEpochResponse_Future {
+	return OffsetForLeaderEpochResponse_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) InitProducerIdRequest() InitProducerIdRequest_Future {
+	return InitProducerIdRequest_Future{Future: p.Future.Field(0, nil)}
+}
+func (p Frame_Future) InitProducerIdResponse() InitProducerIdResponse_Future {
+	return InitProducerIdResponse_Future{Future: p.Future.Field(0, nil)}
+}
 
-const schema_9a75c6f4cee24081 = "x\xda\xec{}x\x15\xe5\x95\xf893\xf7\xe6\x06\xc8" +
-	"\xc7\xbd\xcc\xf0\xa5\xd2 \x0aB\x1a($~\xa4\x01\x8d" +
-	"\x09\xc4\x92\x94\xd4L.\x14\xe1\xa1\xfd9\xc9\x1dr\xaf" +
-	"\xde\x8f03A\xc2\x0f\x8b\xb0\xa5U\x8b+Xp\x95" +
-	"\xd5]\xe4i\x9fU\x0bU,<\x0b\xaet\xc5\xd5\xad" +
-	"\xf8\xc0Z\xa8XLu\x954\xf8\x81b\x91\xc5\x0a\x0a" +
-	"\xce>\xe7\x9d\xb93s'\x13\xb8\xa5\xdd\xee?\xfb\x17" +
-	"\xc3{\xce=\xef9\xe7=_\xef9o\xa6\x9c\x19z" +
-	"c`j\xf1S\xc3\x80\x93\xce\x06\x0b\x8c\xa2+^\xb9" +
-	"\x7f^f\xe7]\x10\x19\x84\xc6\xca\x1b{\xff\xe3\xd4\xbf" +
-	"wm\x84 \x86\x00\x84\xdd\x83{\x85\xbd\x83\xe9\xeb\xa5" +
-	"\xc1\xb5\x80FO2\xb5\xf6'\xbfx\x7f\x15H\x83\xd0" +
-	"\x8d\xcc\x11\xca\xd1\xc1\xcf\x08\xc7\x19\xf2\x07\x83\xdf\x034" +
-	"8>\xdeTu\xcf\xe1\x1fz\x083\xdc=C>\x17" +
-	"\xf6\x0f\xa1\xaf\xbdC\xee\x004\xc4\x11\x13?\xe8\xdb\xf9" +
-	"\xda\x1a?&\xc6\x15\x9d\x14\xa6\x16\xd1\xd7\xa4\"bb" +
-	"\xf6\xec\x92\x91\xad\x87F\xde\xe7\x87\xdb\\tL\x98\xcf" +
-	"p\xe72\xdc{\x17o\xfd\xf2\xe5gn\xbd\xcf\xcbp" +
-	"\x80P\xba\x8a\x0e\x0a+\x09\xb9\xea\xce\xa22\x044>" +
-	"\xfe\xdd\x07\x1b\xe5\x87\xbf\xf7\xb7~\x1co-\xee\x11v" +
-	"\x15\xd3\xd7\x8eb\xe2\xf8\xf4\xcbW}\xed\xe3\xaf<t" +
-	"\xbf\x1f\x17\xc3JN\x0a\x97\x97\xd0\xd7\xe8\x12\xe2b\xcf" +
-	"\xcf\xc7\xb7o\xbe\xfe\xb9u~\xb8\xd7\x97\xf4\x0a\x8d\x0c" +
-	"\xb7\x81\xe1>Y\xb0\xe4\xc4\xd7'\x7fm}..\xe3" +
-	"W)\xe9\x11\x16\x97\x84\x807f\xb4\xbd\xb3e\xe9\xbb" +
-	"/\xad'\xb1x/\xa7\xcd%\xcf\x0as\x89b\x95T" +
-	"2\x0f\x01\xff\xf8\xe5\xb2\xd1'B\x1b\xa4A\x18t\xa1" +
-	"\xf2L\xa8\xd2\x1eaW)\xa1\xee(\xfd\x15i@\xfe" +
-	"\xe6\x87\xca\xa3s\xbe\xb9\x81\x08s^\xc2\xf7E\x0e\x0a" +
-	"\x0fG\x08{C\x84\xe9k\xc8\xf2\xe5\x1b\x8f>\xb0\xf6" +
-	"!?\xb9\xb6\x0e\xdd(\xec\x18J_\xdb\x86\x92\\-" +
-	"Co]R\xff\xd9\x8cG\x88r\x81\xf7$\x8e\x0c}" +
-	"V\xf8\x80\x90\xab\x8e\x0e\xcdp\x80\xc6\xdbO\xad\xfd\xf4" +
-	"\xd5\xc8\xc6G\xfcN\xe2\xd1a\xab\x84\xc7\x86\x99_t" +
-	"\x12?\xfb\xd9=SFl\x95\x1f\xf3\xc3=3\xec\x98" +
-	"\x10\x1cN_8\x9cp\xa3\xe1\x0f#\xf8\xad\xf8c\xbe" +
-	"\x06\xfc\x9d\xe1=B\x82!+\xc3\xc9\x80W\xec\xdc\xf3" +
-	"\xbdU\xb8\xfaq_\xe3\x99?b\xa3 \x8f \x96\xbf" +
-	"3b\x1eS\xc6\xfeoM91b\xca\x93>\x07\xb7" +
-	"wd\x8fph$\x1d\xdc\xd9\xe4\xab\xd5{\xa6\xae\xdd" +
-	"\xea\xab\xdfm#\x8f\x09\xbbG\xd2\xd7\xae\x91\xb4\xff\x81" +
-	"]\xc1L`\xf8\xdb?\xf7\x13\xec\xbeQ\xbd\xc2\xc3\xa3" +
-	"\xe8k\xc3(\x12\xec\x8b\x8e\xef\xf4\xfdv\xcd\x87\xdb<" +
-	"\x84\x1b0T\x81\x01\x01/Y&\x04/!f\xf1\x92" +
-	"\xb7\x07\x01\x1a\xd3\xcb\xdeY\x1d\xdd~z\xbb\x1f\xe9\xdd" +
-	"\xe3N\x0a{\xc71\xa7\x1fG\xa4+>|\xea\xa63" +
-	"\x0f\x14\xed\xf4;\xe5\xa9\xe3\x8f\x09\xd7\x8f\xa7\xaf\xaf\x8f" +
-	"\xa7S\x8e\x1f\xf8\xd7\xef~\x11\xdf\xb9\xd3\x8f\xee\xfc\xf1" +
-	"\x9f\x0b\x0a\xc3\x95\xc7\xdf\x01\xf8\xd9/\x87\xff[\xf1\x82" +
-	"}\xcf\xe6*\x97\xe9k\xff\xf8^\xe1\x0d\x86y\x88Q" +
-	"\xdd?{\xcc?\x88\xb3'\xec\xf6j\x8d\xd9\xf0\x99\xf1" +
-	"\xab\x84s\x84\\uf<\xb3\xca\xe9s\x7f\xb5\xfc\xe3" +
-	"+\xc2\xbf\xf4\xe3\xe1\xf2\x09\xaf\x08\x93&\xd0\xd7\xc4\x09" +
-	"$\xdb\xf4\xe7\x96\xbf\xdau\x7f\xef\xf3^\xcaL\xb8\x87" +
-	"'\x1c\x13~\xca\x90\x1f\x9b\xf0\x14\xa0\xf1\xe3\xcb\x06\x9f" +
-	"x\xfd\x81\xcf\xfc\x91\xaf\x9f\xf8\x82\xd00\x91\xbe\xea&" +
-	"\xd2\xe1\x05f}qh]\xb8a\x1fD\x06\xb9p\x01" +
-	"\x85\xd1\xe5\x1b\x85q\xe5\x8c\x99\xf2\x0e\x12\xee\xcb\xbe;" +
-	"\x06O\xaby\xd5C\x95)\xa2\xb9\xbcW\x98\xcfp\xe7" +
-	"\x96\xdf\x01\xf8\xf6\xbb\xa3\x8e\xfe@>\xfe\xaa\x9f\xd7\xef" +
-	"*\x7fF\xd8C\xa8U\xbb\xcb\x99=j\x1b^o\xf8" +
-	"\xa4\xf8\xa3\xd7}c\xc4\xb0\x8a'\x85\xd1\x15\x84=\xaa" +
-	"\x82a?\xae-<\xf7\x1b\xf9\x93\xc3\xbe\xb2uM\xea" +
-	"\x15VN\xa2\xaf;'\x91\"N?\xf8\x8d\x1b\xc6\xae" +
-	"\xbe\xf4\x0d\x8f\x86\xd9q\x8c\x9e\xfc\xa40n2\x13o" +
-	"2\xe1^\xfd\xe0\x1f\xa6}\xf4\xc2-o\x10\xe1\x80\x97" +
-	"\x8dC\x93_\x11\x8e\x10r\xd5[\x93\xef'6~\xd4" +
-	"yB\xa8\x1a\x91\xea\x01O\xb4bltOyRX" +
-	"9\x85\xc5\xeb)\x8c\xe9w\x0e\xfe\xe8\xef\x1e\xec\xfbM" +
-	"\x8f\xaf7\x1f\x99\xda+\x1c\x9f\xca\xd2\xd1T:\x90Q" +
-	"\x1fm\xba\xf4\xdbg\xcf\xf5x\xf5\xc1\xb8\xde[\xd9#" +
-	"\x1c\xaa$\xd2\x07*Y \xc4L\xd1\xe2\x05o\x9e\xfb" +
-	"\x9dGDv*[\xaf\xfe\\\xd8u5K\x05W\x13" +
-	"\xe5s\xfb\x87\x1eo\xf8\xff\x1b{\xbdl0\xcaO\\" +
-	"\xb3Y\xd8v\x0d\xfb\xd95\x84\xfc\xd0\xdex\xe5w\x1b" +
-	"\xf7\xfd\xde\xcf\x9b\xee\xb9\xf6\x98\xb0\xe1Z\xfaZw-" +
-	"\xd9\xfdS\xbf\xdf~j\xc95\x13\xfb\xbc\x84\x09\xb9j" +
-	"\xdb\xb5\x83Q\xd8\xc3\xb0w_K\xb6\xfc\x8b\xda\xee+" +
-	"\xda\x9e~\xac\xcf\xcf\xeeG_\xd7+L\xbc\x8ee\xd3" +
-	"\xeb\x08\xb7\xa3\xf5\xe9\xc2\xf5\xfc{}\xbe,\xaf\xbb\xee" +
-	"\xa0\xf0(C~\xf8:b\xb9M\xd8\xfc\xb3\x1fF\xbe" +
-	"\xf6\xae\x1f\xcb\xab\xab{\x85u\xd5,\"U\x13\xcbW" +
-	"=\xb8\xf7\xd2\xbe\x86\xef}\xe8\xab\xe5\xad\xd5\x1b\x85\x1d" +
-	"\xd5\x8c\xf9jv\xdc\xe9\xd7~\xf3\xc2\xd8\xb1\xf7\xfe\xc1" +
-	"\x97\x8d\xe6\x9a\x93\xc2\xfc\x1af\xfc5\xc4\xc6\xce\xc5?" +
-	"\xef\xfd\xc1\xe7\xb5'\xfd\xb4!\xd4M;(4O\xa3" +
-	"\xaf\xc6i$\xe0?\xaa\xb7\xfeK\xfd\xfaE\xa7|S" +
-	"\xf9\xb4c\xc2.\x86\xbb\x83\xe1\xdet\xe7\x92\xf7~\xfb" +
-	"\xf7\x9a/nd\xfaIa\xf4t\xfa\x1a5\x9dp\x9f" +
-	"-\xfda\xdb\x90\xd0s~\xb8U\xab\xa7\x0fEa\x03" +
-	"C^\xc7\x90\xa7\xed\x1fU\x1d\xdbp\xf4\x8f^\xa7b" +
-	"Vt|\xfa3\xc2\xa7\x84\\\xf5\xc9tf\xcd5o" +
-	"\xff\xf2`\xed\xd0y\x9f\xf9F\xb9\x86\x1bz\x04\xe9\x06" +
-	"\xc2n\xbe\x81a\xcf\xfa\x9b\x1fK\x1b\xff_\xe0\xb4\x87" +
-	"\x91\x02\x16\xb7k\x0f\x0a\x07j\x09y\x7f-C\xfe\xa7" +
-	"Y/\xf4\xfcst\xdb\xe7~'XW\xf7\x8a\xd0\\" +
-	"\xc74WG'\x98\xd0\xe7\x1fx\xbf\xea\xce/\xfa\x05" +
-	"\xae\xee\xba\xcd\xc2J\x86xg\xdd\xcd0\xc9\xd0\x16O" +
-	"n\x97;\xd3\x9d\\\xcdL%\xa9\xe8\xca\x9cLg\xa2" +
-	"\xbdUY\xdc\x15R4\xbd\x05Q\x0a\xf0\x01\x80\x00\x02" +
-	"D\x8a\xcb\x01\xa4B\x1e%\x91\xc3\xd2\xb4\x9cR\xb0\x08" +
-	"8,\xa2(e\x11\xc1\x9ao\xa8\x99\xae\xcehWY" +
-	"*%\xab\xdd\xf4\xf3\xb0\xfds\xb9\x12@Z\xc8\xa3\x14" +
-	"\xe70\x82(\"-*\xb4x+\x8fR\x92C\xe4D" +
-	"\xe4\x00\"\x89z\x00)\xc6\xa3\xd4\xc9a\x84G\x11y" +
-	"\x80Hj\x01\x80\x94\xe4QZ\xcaaY\x07\xed\x92\xdd" +
-	"\xbdL\xd3e\xdd\xe6eEJI\xb5)\xaa\x86\x85\xc0" +
-	"a!9\x89\x92VTYO\x00\x9fIc\x008\x0c" +
-	"\xb8\x18&\xa9\xb5v5\xd1\x96\x95\xbbV\xeb\xcc\xa45" +
-	"\x858/\xb49\x9fHL^\xc9\xa34\xc5\xc5\xf9$" +
-	"Z\x9c\xc0\xa3t5\x87e:\xfd\x1a\xc3N\xb1\x01\x88" +
-	"a\xc02EU3*\x86\x1d\x872\xd7\x07\xde\xbfl" +
-	"q\xd7E\xe8={xL\xfb\xad\x8a\xd6Y\x9a\x15\xc2" +
-	"E\xa5\xd2\xa1\x92\x07_M\x99D\xda\"G,!\xe3" +
-	"I\xb4\xa9\xddI\xd4\x96\xf2(}\xdf\xa5\x92\x95M\x00" +
-	"\xd2]<Jk8\x8cp\xd6i\xdeC\x8bw\xf3(" +
-	"\xad\xa7\xd3\xe4\xcd\xd3\\W\x03 \xad\xe1Qz\x9cC" +
-	"\x0c\x88\x18\x00\x88\xfc\xf4^\x00\xe9q\x1e\xa5\xed\xde\x13" +
-	"6\xcc3m\x8c\x01\x80\xbd\xd6\x9eL(i=g\xad" +
-	"\x96\x1d\x83\x86%\x80-<\xb2\xd5\x12\x12J\xd1\xb4D" +
-	"&=\x07\x13)%\xd3\xa57k\x00\xb6u8\x02\xcf" +
-	"V\xe4%\x8a#1o\x9e\xc2\x85\x8c\x80\x84\xab\xe0Q" +
-	"\xaa\xce\x8b\xe7\xfe\xc7nm\xe8{\xec\xee\x03\xcb\xa5=" +
-	"\xc0\xb9\xfb:m>Tf'4\x9d\xd1\xd0\\\xb2\xbb" +
-	"\xbc\xfa&Eo\x8f\xe78\xc7H{\x83\x87i\x83\xf5" +
-	"<J\x9b8\xcc\xaa\xe5\xd1V\x00\xe9\x11\xf3x#\x1c" +
-	"\x9a\x86\xf0S\x15@\xfa\x09\x8f\xd2\xd3d\x08\x9ci\x08" +
-	"[\x97\x01H[x\x94vr\x18\x09\xa0i\x09;\x08" +
-	"s;\x8f\xd2\xf3\x1cF\x82(b\x10 \xb2\x9b\xf6\xd9" +
-	"\xc9\xa3\xf4\xa2\xedoYA:eUO\xe8\x89\x0c`" +
-	"\xda>\xd8x\xa2#>O\xd6\x15(SS\xb2z;" +
-	"\x0e\x02\x0e\xa9fNf:\xa2\xba\xac\xeaP{\xf3\xa2" +
-	"E\x9a\xa2\xdb\x00Ui\xcf\xa81m6\x94)\xe9\x0e" +
-	"=\x9e%\x94\x87\xab0\xcd\xb5X<\xa4g\xf3r\x07" +
-	"ih\x8c\xad\xa1\x03\xc4\xf9>\x1e\xa5\xc3\x8e\x86\x0e\x91" +
-	"\x86^\xe3Qz\xc7\xa5\xa1\xb7V\x01Ho\xf2(\xbd" +
-	"\xef\xd2\xd0\xd1\xdb\x00\xa4>\x1e\xa5\x13\xa4!\xde\xd4\xd0" +
-	"q\xd2\xd0G<J\xa7IC\x01SC\x9f\x8e\x05\x90" +
-	"N\xf0(\x9d\xe50R\x80\"\x16\x00D\xce\x90\x85\x9e" +
-	"\xe61\x1a@\x0e#!Nd\xe9\x02\x91b\xecY\x1e" +
-	"\xa3\x85\x98\x97:\xdb3\xa9TB\xd7\x15\x8c\x99j\x03" +
-	"\x0c\x02\x87AS\xa1\x0d\xe9\xd8\xcd\x8b\xa04G\x9d\x03" +
-	"\xe8?\x94\x94;\xec\x9f\xfa\xb8\xc8\x0a\xc6Jc\x0c\x8b" +
-	"\x81\xc3\xe2\x1c5G\xbb\xdaL\x9f\xb9pD\xb2\x03R" +
-	"\xab; YZ\xbe\x87b\xcf\xf7y\x94\xd6\xba\xd2\xcb" +
-	"}mV@z\xc8e\x87\x1bHIky\x94\x1e\xc9" +
-	"GG\xb5\x99\\\x83jW\x95XB\xaf\xef\x86\x90\xae" +
-	"\xd8\xe9h@\xf9\xb0\xa6\x95\x19`\x94W\xbc\x1e\\o" +
-	"y\xf0\x95\x1c\xae\xb0\xac4\x1b\xe2\xc2\xce\xad\x0a\xd0\x0c" +
-	"v6=\xcb\"k3\xe9\xc6\xf4\xa2\x0c\xd1\xac\xc8\xd2" +
-	"\x14\xc6a+@\xf4J\xe41:\x05\x9dx&L\xc2" +
-	"e\x00\xd1\x0aZ\xafF'\x88\x0b\xd7\xa0\x0a\x10\xbd\x9a" +
-	"\xd6oD'\x8e\x0b\xd7\xe3m\x00\xd1\xe9\xb4>\x8b\xd6" +
-	"\x03f,\x17\x1a\x18\xfd\x99\xb4\xde\x82\x8e\x13\x0b\xcd\x0c" +
-	"\x7f6\xad\xdf\x82\x1cb\x013Ra.V\x02D[" +
-	"hy!3S4\xcdt>\xd6\x00D\xe7\xd0\xfa\xad" +
-	"\xb4^8X\xc4B\xba\xe3c\x1b@t!\xad\xc7i" +
-	"}\x10'\xe2 \xba\xf1c\x13@4F\xebw\xd1\xfa" +
-	"`^\xc4\xc1T\xea\xe0X\x80\xe8RZ_\x8f\x9c\xbf" +
-	"\x85\x0f\x18\x18\xce\x13I\xfc\x0c_K,S\xea\xbbu" +
-	"\x05P\xb3\x0d]S:RJZ\x9f\x01\xa5\x99\xae\xb4" +
-	"~\xa1\xd0R\x9bT\xe4\x98\xa2\xda\xb6f\xfe\xb7\xa1\x13" +
-	"B\x99v;.\x19\xaa\xd2\x99L\xb4\xcb\x1a9On" +
-	"\xc2\x0b%4\xb5_\x0e\xb4\xcdb\x16\xa3\x06\x9e\xe46" +
-	"\xf6\x02\x15N\xe8v\xa5\xdb.\xb8\x96\xc8\xc9.\xc5\xc7" +
-	"CY\x9a0\xb5G\x89\xa44\x9b\xd3\xfe\x94J*\xb7" +
-	"\xb4\xcbu:g\xa7Y\x8a\xac\xeam\x8a\xacS\xb1\x93" +
-	"I\xf3fRr\xd5\x9a\x0b\\e\xa5\xb5M\x82\xd6\xe2" +
-	"V\xc9\x92\x0d\x06+7\xfb\x05\x83J\xa7d\xf1\xaf\x1f" +
-	"eMKt\xa4S\x0a\xf0i\xdd\xf1E\xbbga\xf9" +
-	"b\xdc\xe2\x12\xf5\xc6\xb4\xae\xa8K\xe4P\xb2Y\xcb;" +
-	"\xb1`\x0d\xab\x09\x1b\xd3\xbc\xe9\xbd\xae\x94[\xee\x93r" +
-	"\x17\xf8\xa5\\\x0au\x9bx\x94\xb6\xb8\x12\xca\x13\xcb\xac" +
-	":\xebEWB\xd9CA\xe69\x1e\xa5\x97])\xf7" +
-	"\xa5\x07\x00\xa4\x97y\x94^\xf3\x16\x9e\xb6\x03\xf1i[" +
-	"\xa0\xda\xf6LzQ\xa2\x03\xc3\xce\xfd\xdf\x92\xc8\xc6\xae" +
-	"e\xa1\xc8\x15\xbd\xec~\xa2\xa9\xb1~\xd1\xd12r\x1d" +
-	"\x13\x99\xf4Mr\xbb\x9eA\xd5\xaftKh:\xd3\x95" +
-	"o\xf9\xc2\xd5\xb4*\x9a\xa2\xfb\xd8\xe5\xc5\xdcM\xca\xfd" +
-	"\xee&\x95\x96e\xe9\xe77\xe0\xd2T&\xa6`\xa9\xd3" +
-	"U\x02\xc4R\xdb\x9f\xec`\xe1+\x97\xd6\x99\x09\xf5\xbf" +
-	"\x98\xd4X\xeet\xa3\x8b\xed\xeb\x89\x9bj\x1e\xa5\x99\x9c" +
-	"\xb7\"\xce\xbd\xa0\x94\xe4a\x84P[s\x93*\xa7\xd8" +
-	"\xbe\xdb\xed\xf4\xf1V\x80\xd2\xc1\x9b\x01\x1e\xa3\xef\x078" +
-	",F\xc30\xf3\xc7\xd1\xc0\xbd\x00\xd1\xf7\x09p\x8a\x00" +
-	"\xdc\x97\x86\x99@>\x09<\x00\x10=\x15\xe0\xb15\xc8" +
-	"a1\x7f\xce0\x13\xc8\xb9\xc0*\x80\xe8Y\xfaA!" +
-	"\x01\x02g\x0d3\x83\x04\x83D\xa90\xc8cT$@" +
-	"\xf0\x0b\xc3L!\x91\xe0F\x80\xa8H\x801\x04(\xf8" +
-	"\xdc0\x93\xc8\xe8\xe0f\x80\xe8\x18\x02T\x10 t\xc6" +
-	"0\xb3\xc8\xc4\xe0\x93\x94\xd4\x08PM\x80\xc2\xd3\x86\x99" +
-	"F\xae\x09>\x03\x10\xad&\xc0L\x02\x0c\xfa\xcc0\xf3" +
-	"H]\x90\xb8\x9dI\x80\x16\x02\x0c\xfe\xa3a&\x92f" +
-	"\xb6y\x0b\x01\x16\x12`\xc8\xa7\x86\x88C(S\x05)" +
-	"q\xdeB\x80\x18\x01\x8aN\x19\"\x16\x01\x08r\x90\x04" +
-	"\xbc\x95\x00I\x02\x14\xff\x97!b1\x80\x90\x08R*" +
-	"\x8c\x13@'@\xc9IC\xc4\x12\x00aq\x90\x94\xdb" +
-	"I\x80\xe5\x04(\xfd\xc4\x10\xb1\x14@\xe8fr,'" +
-	"\xc0\xdd\x04\x08\x9f0D\x0c\x03\x08\xab\x99\x1cw\x13`" +
-	"=\x01\"\x7f0D\x8c\x00\x08\xeb\x98J\xd6\x13`\x13" +
-	"\x01\x86~l\x888\x14@x\x94\x91\xdaD\x80-\x04" +
-	"\x10\x8e\x1b\"\x0a\x00\xc2\x13l\xf3\xc7\x09\xb0\x9d\x00\xe2" +
-	"G\x86\x88\"\x80\xb0\x8dI\xbe\x9d\x00\xcf\x13`\xd8\x87" +
-	"\x86\x88\xc3\x00\x84\xddl\x8f\xe7\x09\xb0\x8f\x00\xc3\x8f\x19" +
-	"\"\x0e\x07\x10\xf6\xb2_\xec#\xc0a\x02\x8c\xf8\xc0\x10" +
-	"q\x04\x80p\x88\xfd\xe20\x01\xfa\x080\xf2}C\xc4" +
-	"\x91\x00\xc2\x11v\xe6}\x048A\x80Q\xef\x19\"\x8e" +
-	"\x02\x10\x8e\xb3\xf38A\x80\xb3\x04\xb8\xe4]C\xc4K" +
-	"\x00\x843\xec\x17g\x09PX\xc0a\xf1\xa5G\x0d\x11" +
-	"/%\xf3)\xa0_\x14\x16\x90\xf9\x10\xe0\xb2>C\xc4" +
-	"\xcb\xc8|\x18@$\xc0\x18\x02\x8c\xfe\xbd!\xe2h2" +
-	"\x9f\x02bw\x0c\x01*\x08\xf0\x95^C\xc4\xaf\x90\xf9" +
-	"\xb0_T\x10\xa0\x9a\x00eG\x0c\x11\xcb\xc8|\xd8/" +
-	"\xaa\x090\x93\x00c\xde1D\x1cC\xe6S@\xda\x9d" +
-	"I\x80\x16\x02\\\xfe\xb6!\xe2\xe5d>\x05tP-" +
-	"\x04XH\x80\xb1\xffi\x88T\x9a\x08\xf3\x0bH%\x0b" +
-	"\x09\x10'\xc0\x15o\x19\"^A\x15\x0d#\x15'\x80" +
-	"N\x80+\xdf4D\xbc\x92\xac\x84m\xae\x13\xe0.\x02" +
-	"\x8c\xfb\x9d!\xe28\xaau\x18\xa9\xbb\x08\xb0\x86\x00\xe3" +
-	"{\x0c\x11\xc7\x03\x08\xf7\x14\x90\xae\xd6\x10\xe0!\x02\\" +
-	"\xf5\x86!\xe2U\x00\xc2\x86\x02\xaa\xa6\xd6\x13`\x13\x01" +
-	"&\x1c6D\x9c@V\xc2\xf6\xd8D\x80-\x04\x98\xf8" +
-	"[C\xc4\x89d%\x0c\xb0\x85\x00;\x09P\xfe\xba!" +
-	"b9\x80\xb0\x83m\xbe\x93\x00/\x12\xe0\xab\x87\x0c\x11" +
-	"\xbf\x0a \xec)x\x01 \xfa\"\x01~M\x80\x8a\xd7" +
-	"\x0c\x11+\x00\x84\xfd\x05\xaf\x00D_#\xc0;\x05\x1c" +
-	"]4TUI\xca:\x94%2\xe9\xc6\x98S\x85\xc9" +
-	"\xe9\x98\x16\x97oG\xab\xfc\xd7\x010\xect\x13\xad\xb0" +
-	"\xe5\xc6b\x97UT0\xec4\x8d-\xac\x94\xa2\xcb1" +
-	"Y\x971K\x0a\xc3Ns\xad?\x8ey\xebe\xfb\xd9" +
-	"\xfd:\x0b\xab]Ud]\x99\x93A\xabiF\xb9\x07" +
-	"\xc3NK\xdb\x17\xcd\x0a\xe5\x18v\xfa\x9b\x16^\xcc\xea" +
-	"\x0a`\xb6\x0b\xc7R\x15\x86\x9d\xc9\xea\x00\x88Z\x19\xe3" +
-	"\x11\xc3\xce\xbc\xd6\xc2LZ9\x04\xad\xe4\xa8!\xd1\xb3" +
-	"\xc7\\~XVE\x85agv\x95M\xe4]m\xc9" +
-	"\x84\x16o\x85ZSq\x18v\xc6)\x1e\x14\xcc\xaa\x0d" +
-	"\xc3\xce\xf4\xc0\xc2Yd\xb6\x13\x16\x83%^v\"\x92" +
-	"\x0b\xd6\xc0\x16\xca\x9e\x94f\xf5\xc9n\xa37/\xc2\x9c" +
-	"\x94\x8ea\xa7\x15=\x00\xa2\xa3'{\xc6\xe5\xde\xf4\xe6" +
-	"E\x8b\xd0\xa2\xc8Z)\x18v\xe6\x92\xfexV\xab\x8d" +
-	"\x8a\xbf\xec0\xceBd\x995G\x0ao\x8e\x8dY\x0d" +
-	"W\x8f\xf1\xd8\xa3|_4\xc7x\xec\x89\x9e\xeb\x0c\xa9" +
-	"\xc8AK\x00\x8b\x9c=\x13\xf2Es\xc8\xd9C4\x0b" +
-	"\xef6\xab\x01\x88\x9dn\x87\xb3G\xf1>X\x8e\xc3\xd9" +
-	"M\xf0\xac[\xda\x85\xb0\x9b\x96=\xbe\xf0\xc1rh\xd9" +
-	"\xc3\xde,\xffV\x9f\x0e\x9d\xd6$\x86\x9d\xa1\xbf\x1f\x96" +
-	"c\xd0\xf6\x10\xc4\xa5\x0c\x93}\xb7w\xd8\xd3{?," +
-	"\x87\x98=\xaa\xf1:e\xb6\x1d\x97\xb5J\xfb\x95\xc1\x00" +
-	"\x88\x8eU\xda\x03+\x0bS\xb5*W\xafU\xda\x13h" +
-	"\x7f<\xc7*\xed\xa9H\x8e1}CEW\x9f\x13\xc3" +
-	"\xce\xdb\x06_4\xc7H\xecW\x1b\xd92\xd1\xea\xc9\xe4" +
-	"Fe\xfb\xfd\x81\x1d\x13\xb4x\xbd\xac\xb7C(\xaeh" +
-	"\x18v\x86\x9a\x16\xbcC\x95\xd3\xfa\x0cU\xc1XBw" +
-	"1e\xcfT-\xb4\xae\xb4\xb9\x1df{@\x0c-;" +
-	"\x81\xf6Er8\xb7'v9!\xb9E\xe6\xac\xb6\x9d" +
-	"\xe6\xca\x05\xf6\xc4n`\\WN\xb0\x87I\xfd\x1a\x83" +
-	"\xb9\xf7a\xeb\x94=\x15|\xfd\x05*\xf8\x15fW\xc9" +
-	"U\xc2\xdb\xf3\xa8<Kx\xcfd\xe7/1\x1c\x98a" +
-	"\x85UK2\xff\xa1\xc9_C\xb2\xb9i\xcd\xdd\x15\xf4" +
-	"i\x7f\xd3e\xb7\x88Gi$g[k'\xd4\xea\xb9" +
-	"\xc5\x85\xb7\x09\x07\x9e\xd6b\x1b\x80\xb4\x9cG\xe9n\x97" +
-	"(\xab\x979\x9d\x83\xec\xed\xf0\xbe\xb1\xeeY\x87u;" +
-	"\\W\xe9n-r\x9e\xd6\xe2\x16\x0e\x0dS\x113\x15" +
-	"\x08%u\xd9\xbe\xdf\xea\x89\x94\xa2\xe9r\x0aj;g" +
-	"*\x04\xb0.\x88\xac\x15c]\x90s[1+\xe2\xac" +
-	"\xb7\xe3\xd2\xa8\xfd\x02\xc7\xd3\x1d\xe4\xcc\xde\x82\xdd\xb4\xd6" +
-	"\x00\xf2i\xd4,\xb0\xa6\x1d\xb3\x06\xee\x87\xf2i{\xfb" +
-	"BO\xef\xc9\xbc\xd0:\xfe\xe0\x18b\x91\xbdo\x03\xdd" +
-	"ho\xe4Q\x9a\xed\xda\xb7\xb1\x15@\x9a\xc5\xa34\xc7" +
-	"Q\xb5D\x0c\xce\xe6Q\xba\x85\xeb\xd7y\xb55\x87\x9d" +
-	"Y\xa5\xe5aK-V\xe5b\xc5\x81\x81\x1b\x04v\x7f" +
-	"\xa0\xd5\xd5\x0b\xc8\xb6\\R\xaa3\xa7\x8c\xf07\x9a&" +
-	"\xd0E\xa7\xdd\xc9\xa3\xb4<\xaff\xfb\x00\xa3\x88\x15\xed" +
-	"q9\x91Vb\x88\xc0!z\xccVS\xf4\xe6\x0c\x1f" +
-	"3\xfb`\x8c\x93\x89M$cd\\\x0d\x00r\x91\xd1" +
-	"\xf4\x0f\x1f\x19\xd6\x0a`(\xb2\x9aL\xb0`\x0d\xb5I" +
-	"YW4\xdd\xd2\xa0[s9\x03\x0e3>[\xe19" +
-	"\xd4\xbf\xad\xb7\xcc\xe9\xe0E\xe8\x84hq*y\xcd\x14" +
-	"\x1e\xa5\xe9\xe7s=\xdf.y\xff\xd1\x933 \xbb\x98" +
-	"\xc9SN\x1b\xccr\xcb'\x9a\x9cqc\xb6o\x1d\xd9" +
-	"F?\x7f\x9aG\xe99W\x1blW\xbd3\x8e\xfa\xd3" +
-	"\xc7\x00)yi}\xb7\xae\xb0>mV\xbc\x94\xbct" +
-	"\x9e\x9c\xd0\x9b\x01\xf3\x19\x0c\xb4\x98\xe9\xb3\xb4=\xaeh" +
-	"\xff7{\x0b\x0f\x1cQ\x1c\xd3t\x05\x94J'\xa0\xf8" +
-	"\xc5\x13[E\x12-\xb6\xf0(-\xccKF\x9f\x18\xe3" +
-	"}\x06\xd1\xac\x94\xa6\xda\x14\xd5\xc3\x0f\x99\xddL\x1e\xa5" +
-	"\x16W\x80knr\x82\x99=8\x9fK\xd1v\x8e\x19" +
-	"^\xf2\x9d\x80\xe7\xd9\x98\xf6\x09z\xd9\x82\x86\xb8\xbd\xcc" +
-	"\xe6vG\xa5\xe3\x0fYfw\xb5:\xc6`ko\x0f" +
-	"1\xfb<\x8f\xd2>\x97\x8b\xedms\xfa\xc7v\xe6;" +
-	"@\x06\xf6k\x1e\xa57\xc9\xc0\x8aL\x03{\x83~~" +
-	"\x98G\xa9\xcf5\xba<R\xe9\x8cC\xf38\x916Y" +
-	"S\xc8\x14\x80\xefgY32\x10r\x0d^\xc8\x10\xeb" +
-	":;\x954\x94\xc5\xe6$RN\xeb5\xd6\xa5\xcam" +
-	"\x89d\x02x\xbd\x1bK\x9dG4V\x9f6\xcf\x8e\xfd" +
-	"\x8cLizQ\xa2\xc3\xe3\xaa$\xe1C<J?q" +
-	"4\xf9\xd8m\xae\xb8\x94\xd5\xa4\xdd\x9e\xdf\xeer\xd5m" +
-	"m\xae\xb8\x14(05\xb9k\x99\xeb \xb2C\xe0=" +
-	"\xad\xceA\x18Zw\xba\xbd%C\xf2\xb4w;S\x14" +
-	"s\x18U\x0f\xa5\x14\x96l\xd9UEW\xd2f\x93\xbe" +
-	"\xde\x1f\x10J7;\xab)y)\xab\x95\xa06f\xa2" +
-	"\xdbOkL\xf2\xcd9\xf3/\xa7r\xb4:!\x9eG" +
-	"F\xaeD[\xee\x93h\x17\xf8%\xda\x1a\xa7\xe9n[" +
-	"\xdc\xe2\x07\x00$\x9dG\xe9\xae?ob\x91\xdf\xdca" +
-	"\x96\xd5mRr\xa6P\xae\xc1\xff*\xc7\xd4\xb3\xb2\xbc" +
-	"\xa1\xba,=+\xcb\x91\x1a\xf7\xe0\xdf\x92\xe5\xe82\xf7" +
-	"\xe0\x9f\xf3\x1b\xfc\xf3\xd6\xe0\x9f\x16O\xf1\xd8\x8a\xe4=" +
-	"\x01\xd3{\xce\xb5\xb9&\xfc\xf6\xe0?\x88\x95\x00\xad\xc8" +
-	"c\xb4\x88\x0dB\xd5\x8c\x9ei\xcf$\xf1\xdb\x8a\xaa%" +
-	"2i\xc0\x10p\x18b\xc7\xa8.Q\xd4oS\x0c'" +
-	"\x80\xfd\xc4&\x9d\x89)\x8d1\xe7\x95\x8b\xd7\x0c\\)" +
-	"\x8e\xae|q(\xeb\xb7\xce\x06\x0a>\xeb\x8d\xe9\x9b\x92" +
-	"\x09\x08u\xc4\xf5?!\x01x\x1e\xd2\xb8\xae\".\x9b" +
-	"\xaa\xf7\x9b\xee\xd4[\xd3\x9d\xe5\xae\x98\xdb]o\xd9\xcf" +
-	"Z\xd7c%\xf78p\x85\xd6\xc5\x9e\xb6a\xd8\xf93" +
-	"\x0a\x93'\xfb\xe1\x99\x1du\xed\x07\xb6\xd6p\xcb{\xdf" +
-	"\xb1\x9e\xf4\xe7y\xd9\xc1\x9az5s\xbb\xa2~+\x94" +
-	"\x89y\xe5\xab\xf1\x93\xaf\xcd\xed4\x96|\xa96\xa7:" +
-	"EK\xbc\xaeJ\xa78\xf5\x1eoL\xd6\xe5\xbaXL" +
-	"\x85\x90\xa2i\xf6j\x87\xda\xd9\xdeo\xb5LN&\x96" +
-	"(\xfdjS\xcf\x1d\xed\xcf\xbf}\xf2V\x0cq\xee." +
-	"v\xeb\xc1S\x94\x96;W\x98~7\x98jo|\xd0" +
-	"3\xba\x9c\x9c\x91\xe9b\x89\xd3\x7f\xc4\x98}!u\x91" +
-	"\xa386\x18t\x99\x87\xdb~\xf2\xbb\xed\xba\xa6\xde\xce" +
-	"\x0b\x98\x0b\x0d1\x9b\x1c3\xc8\xde\x9d\xdco)\xed\x14" +
-	"c\x9b\xc1\x9a\xbc\x9e\xb2\xf9\x8d\xc5\xcb2w\xd0\xf5$" +
-	"\x8f\xb2\xc3\xfd\xd8\xce\xa5\xce\x8b4\x09\xac\x99\x97P\x95" +
-	"\x06U\xe53\xaa\xa7~)\xf7\xa9_\xca]\x15n6" +
-	"\x02\xef^\xe0\x9a\x7fgU\xf2\x12\xe9\xeeE\x1e\xa5_" +
-	"S\x04\x0e\x9b\x11x\x7f\x93\xf3\x9a\xcb.\x90\x0f5\xb9" +
-	"\x9es\x15pf\x04~Ku\xa2zi{&\xa6d" +
-	"\x83k\xa9\xae,\xd5mM\xaar\xbaC\x89\xea2\xf0" +
-	"\xaa\xabn\xa1\xc5\x864S\xb93\x02\xd1Zi\x99\xd6" +
-	"\xb2nf\xbe\x0d\xc9=\x1as\xad.\x06e1\xd5\xed" +
-	"\xb6\x03\xf6o\x9c\xcb\xd5_\xcc\x98\xea\xfflc\xba`" +
-	"{\xc8?\x11;\x8e\xe1\xf2\xcd&\xe7z\x9a\x15e\xea" +
-	"*\xd7\xed\xd4\xaf\x92>Oj\xf4\xaff\\\xa1\xed\xaf" +
-	"\xf3t8\xf7Y\xc3\xffV{\xd1/\x1e[\xdd\xfb\xbf" +
-	"\x96*\xb0\xc6\xd4\xc2\x8c2f\xd7\xffs]\x02\xab\x08" +
-	"\xdbV\xe9\xba8g\x8b\xb0\x1d\xf5N\xa8\xb9\x88.\x81" +
-	"5ntY\xe0@b\x9f\xe7\x89\xa4\xeb\xd1\xb6\xab " +
-	"u\xe9\xa2\xc9\xe7\x12\xb2\xc0\xef\x12\xb2\xc0\xf5F(\xab" +
-	"\x8b=\x9b\xdd\xe1\xd0\xd2\xc5\xfe{\xdd\xd79\xce\xba\xce" +
-	"U:\xe10o\x87\xffK<\xaa:\xdf[\xef<<" +
-	"\xaa\xd9:\x85\x1c\x0bv\xa9\xaf\xc61%\xdb\x82\x1fm" +
-	"s\xdb\x12\xe7\xb1\xa5\xe7\\u\xe4\xaeJW\xe2\xc9v" +
-	"\x9cv\xd7[\x978\xba#\x07\x83\xa6\xfe\x0e\xb4:J" +
-	"\xcd\xab$\xbb\xd8w>+\xdaXM\xe9\xfa\xa1\xfdg" +
-	"P\x96\xba\xdb\x93]\x9a\xae\xa8\x8d\x801\x9fD\xe2(" +
-	"\xccU\x82\xb9\xb2x\x8d\xf3tu\xa0\xc7\xf9\xb6\x0f\xcf" +
-	"4/\xdf\xa1\x84\xce\xfep\xa4\x88)rt9kb" +
-	"\x0e\xabgML\xa2W\x9a\xce\xa4\x95\x15w\xa8\x09]" +
-	"W\xd2\xb5t\xc3Ub\xff\x1d\x00\x00\xff\xff\xf9\xb0\x8f" +
-	"\x06"
+const schema_9a75c6f4cee24081 = "x\xda\xec;\x7fx\x15\xd5\x95\xe7\xcc$y\x04\x12\xf2" +
+	"\x1e3Q\x90`\x04\xb1\x0aF\x08\x01\xaa\x044\x10\x08" +
+	"M\x80\xd4L\x1eT\xc9\x07]'\xef\x0d\xc9\xd3\xf7#" +
+	"\xcc\x9b a\xa1([[\xb1\xb2\x82\x05\x17\xa9\xee\xaa" +
+	"\xab\xdf\xaa\x95\x0aVw\xc1\x85\xae\xb8u\x0b~P\x0b" +
+	"\x82\x15\xaa+FPAP`\xb5\"\x8a\xb3\xdf\xb9\xf3" +
+	"\xeb\xbe\x97\x09D\xfac\xff\xd9\xbf\xde|\xf7\x9c\xb9s" +
+	"\xee\xf9}\xcf9\xaf|k\xf1\xc4\x9cQ\x85\x17\xf7\x07" +
+	"!\xdc\x1fs\xf3\xcc\x82\xcb_\xbd\xef\xa6\xd4\xa6; " +
+	"\x94\x8f\xe6\x9d\x13;\x7f\xfb\xe9\x7f\xb5\xaf\x83\\\x0c\x00" +
+	"H'\xfbtJg\xfb\xd0\xd3\x17}\xaa\x00\xcd\x03\xf1" +
+	"\xc4\xca\xc7\x7f\xf9\xe12P\xf2\x91G\x16\x08e@\xc1" +
+	"s\xd2\xe0\x02z\x1aT\xf0\x01\xa0)\x88\xad\xd3F/" +
+	"\x7f\xf3\xc7Y\x1b3\xdc\xcf\x0a\xceHXHOg\x0b" +
+	"n\x074\xc7\x84Z\xdf{\xe2\xc6O\xee\x86P\xbe\xe0" +
+	"\xe1\x02J\xb3\x0bui.C\x9c]x-\xa0)_" +
+	"<\xec\xc8\xa1M{\xef\xf5\xa3vn\xe1))\xc6p" +
+	"\xb5B\xa2v\xc6\x8c\xbe\xfd\x1b\xf7\xf5_\xe1\x87{W" +
+	"\xe1Qi\x15\xc3]\xc1p\xef\x99\xbf\xfe\xeb\xed\xcf\xdd" +
+	"\xb2\"\xfbd9\x84\xb2\xbep\x8f\xb4\x99\x90G\xbfP" +
+	"X\x8a\x80\xe6\xc7\x7f8\xb2N}\xf0\x07\x7f\xefw\xb4" +
+	"\xc3}\x0fH'\xfb\xd2\xd3\xf1\xbet\xb4\xd3\xdb\xaf\x1c" +
+	"\xf9\xf1\xa5k\xef\xf3\xa3\xa2\xbe\xe8\x944\xbb\x88\x9ef" +
+	"\x15\x11\x15\xff\xfa\xe8\xc99\x9f\xfcl\xeeJ\xa2\"'" +
+	"{\xe3\xf6\xa2S\xd2\x9d\x84<zI\xd1}D\xc5\xb6" +
+	"_|+\xf2\xd8\xf5[V\xf9\xed< \xd4)]\x11" +
+	"\xa2\xa7\xc1!\xda\xf9\xe9\xbc\x05'\xc6\x8d\x18\xb9:\x13" +
+	"\x97\x9dnR\xe8\x80T\x1f\x0a\x80hNn>\xf8\xcc" +
+	"\xc2\xf7_YM\x9f\x17\xb3??,\xf4\xa24\x8av" +
+	"\x1c}M\xe8&\x04\xfc\xe3\xd7\x8b\x06\x9d\x08\xacQ\xf2" +
+	"1\x97C\x15\x09uy\xbf\x03\xd2\x9a~\x84\xba\xaa\xdf" +
+	"o\x88Ru\xfaG\xda\xc33\xa7\xaf\xa1\x8d\x85\xec\x8d" +
+	"c\xf2\x1e\xa9]&\xec\xf92\xe3n\x9f\xc5\x8b\xd7\x1d" +
+	"\xbe\x7f\xe5Z\xbfs-/^'\xad*fr+\xa6" +
+	"s5\xf4\xbbeA\xf5\xe7\x93\x1f\xa2\x9d\xf3\xb2\xe5\xb6" +
+	"\xb5\xf8E\xe9\x15B\x1e\xbd\xad8%\x00\x9a\xef<\xbb" +
+	"\xf2\xb3\xd7B\xeb\x1e\xf2\x93[G\xffe\xd2\x92\xfe\xd6" +
+	"\x13\xc9\xed\xe7?_^~\xf1z\xf5Q?\xdc}\xfd" +
+	"\x8fJ\xef2\xdc\xb7\x19n8\xf8Q\x08\xbf\xdb\xfa\xa8" +
+	"\xaf]\x8c\x1bp@\xaa\x19\xc08=\x80\xecb\xe9\xa6" +
+	"m?X\x86w=\xe9\xabjc/Y']\x7f\x09" +
+	"\x91<\xee\x92\x9b\x183v}\xb7\xfc\xc4\xc5\xe5O\xfb" +
+	"\x08\xee\x89\x81\x07\xa4\x8d\x03Ip\x1d7\x8f\xed\xfd\xcf" +
+	"\xbb\xa2\xeb}\x90V\x0c<#=\xc8\x90\xbe\x8a\xbfv" +
+	"\xdd\xb6Q+\xd7\xfb\x0a\xa1}\xe0Q\xe9\xce\x81\xf4\xb4" +
+	"d \x11\xb9{sn*\xe7\xa2w~\xe1wz\xa5" +
+	"\xa4S\x9a[\xc2l\xb2\x84N\x7fD\x9a\xbb\xe0\x9e\xa9" +
+	"K\x9f\xcd\xde\x98\x046\xfa\x95\x12\x01\xa5\xdd\x0c{W" +
+	"\xc9\xb3\x80f^\xdb\x07\xcf\xde\xd1~\xcf\xb3~\xbc\x1a" +
+	"\x9d\x184\x1c\xa5%\x83\x98\x14\x06\x11\x1d_\xb6\xcc=" +
+	"\xf4\xfb{?\xda\x98\xb5w\x0d\x06*0G\x9au\xe9" +
+	"\"i\xf6\xa5\xf4\xe2\xacKG\xf6\x014'\x94\x1e\xbc" +
+	"+\xfc\xfc\xe9\xe7\xfd\xc8\xdex\xf5)i\xeb\xd5\xf4\xb4" +
+	"\xf9j\"\xbb\xec\xa3g\xa7~q\x7f\xc1&?5\xbb" +
+	"\xa2\xec\xa84\xaa\x8c\x9e\xae)#5k\xdd\xfd\x1f\xdf" +
+	"\xff\xb2u\xd3&\xbf}\xeb\xcb\xceH\xb3\x19\xee\xac\xb2" +
+	"\xdb\x01?\xff\xd5E\xffY\xd8\xb4\xf3\xc5\xcc\xe31Y" +
+	"l+\xeb\x94v1\xcc\x1dl\xd7]3.\xfbGy" +
+	"\xc6U[\xb3\x19\xc7\x8c\xe8x\xd92\xe9$!\x8f>" +
+	"^\xc6\xccb\xc2\xac\xdf,\xfe\xf8\xf2\xe0\xaf\xfch(" +
+	"\x1e\xf1\xaa4x\x04\xf3\xbd#\xe8l\x13\xb6,~\xad" +
+	"\xfd\xbe\xce\x97\xfcD\"\xad\x18qTz\x90!\xaf\x19" +
+	"A\x12\xf9iI\xef\x13o\xdc\xff\xb9?\xf2\xa8\x91/" +
+	"K\xe3F\x12\x19cG22rj\xbf\xdc\xb7*X" +
+	"\xb3\xb3\x8b\xab\xae/_'\xcd*g\x0aR\xdeB\xa7" +
+	"\xfb\xfa\xd0\xed\xbd\xc7W\xbe\x96\xb5-\xe3\xc4\x92\xf2N" +
+	"i9\xc3\xbd\xab\xfcv\xc0w\xde\x1fp\xf8G\xea\xf1" +
+	"\xd7\xfc\xfc\xce\x91\xf2\xe7\xa4\x93\xe5\x8c\x0f\xe5\xcc\"\xd6" +
+	"^{d\xe3//i\xd8\x93\xed$\x19\xd7j*\x8e" +
+	"JJ\x05a\xd7W\x98\x84\x9d^\xf3F\xcd\xc9\xc2c" +
+	"o\xf8\xfa\xb4\xd8\x98\xa7\xa5\xf9c\x98\xe2\x8da{?" +
+	"\x99\x9es\xf6u\xf5\xe4\x9b\xbe\xac\xd81\xb6S\xda7" +
+	"\x96\x9ev\x8f%\xbe\x9d~\xe0;7\x0c\xb9k\xe0\xfe" +
+	",\x810:\xe6\x7f\xfbi\xa9\xe3\xdb\xcc\xb2\xbeM\xb8" +
+	"c\x1e\xf8d\xfc\xb1\x97o\xde\xef\xeb\xd9\x87]\xfb\xaa" +
+	"4\xf6Z\"c\xd4\xb5\xcc_\xfe\xa4\xed\x844\xfa\xe2" +
+	"\xc4\x81l\xaf\xc6\xc8(\x1c\xf7\xb4T<\x8e\xb0C\xe3" +
+	"\x18\xf6\xc1=?\xf9\x87\x07\x0e\xbd~\xc0\xd7\xfb\x9c\xad" +
+	"\xec\x94\xf2\xc7\xd3S\xeex2\xa8\x01\xc7\x1e\x19\xf8\xbd" +
+	"\xaf\xce\x1e\xc8\xe6\x07\xa3\xfa\xf0\xf8\x03\xd2\xc9\xf1\x8c\xd7" +
+	"\xe3\xd9\xd6\x98*\x98\xdf\xf4\xd6\xd9?d\x1d\x91\xc9p" +
+	"\xc7\xf5g\xa4}\xd73v\\O;\x9f\xdd\xd5\xefx" +
+	"\xcd\xdf\xae\xeb\xcc&\x83\xed\xfc\xca\x0d\x8fI\xbbn`" +
+	"\xaf\xdd@\xc8kw\xb4V|\xbfn\xe7{~\xc6\xf7" +
+	"D\xd5Qic\x15\x0b\xbcUd&\xcf\xbe\xf7\xfc\xa7" +
+	"\x0b\xc6\x0e;\x94\xbd1\xf3/\xbb\xaaz\xa3\xf46\xc3" +
+	"\xde_E\xaa\xff\xcb\xaa\x8e\xcb\x9b7<z\xc8\xcfL" +
+	"\xc6M\xec\x94j&2W<\x91p[\x1a7\xf4Z" +
+	"-~p\xc8\x97\xe4\xf5\x13\xf7H\x9b\x19\xf2\x0b\x13\x89" +
+	"\xe4f\xe9\xb1\x9f\xff84\xf2}?\x92\x1f\x9d\xd4)" +
+	"\xad\x9fDOOM\"\x92\xe7\x1e\xbdu\xf6\xe8\xe9K" +
+	"\xde\xf7u\x89;&U\xa0\xb4\x9fa\xef\x9bD\xcaq" +
+	"\xe5\x03;\x06\x1e\xaa\xf9\xc1G\xbe2i\xaf^'-" +
+	"\xa9\xa6\xf7:\xaaY\xd8O\xee}\xfd\xe5!C\xee\xf9" +
+	"\xc4\x97\xe8\xe2)\xa7\xa4\xc1S\x98#\x98BDo\x9a" +
+	"\xff\x8b\xce\x1f\x9d\xa9:\xe5\xc7;)\xbff\x8fT\\" +
+	"CO\xa1\x1ab\xc7?\xe9\xb7\xfc{\xf5\xeay\x9f\xfa" +
+	"\xb1\xae\xbd\xe6\xa8t'\xc3]\xc2p\xa7.Y\xf0\xc1" +
+	"\xef\x7f\x96\xf6\xc5\xdd_sJ:\xccp\xdfe\xb8/" +
+	"\x16\xfd\xb8\xb9O`\x8b\x1f\xee\xe8\xfa\xa9\xfdP\x9a;" +
+	"\x95E\x93\xa9\x84<~\xd7\x80\xeb\xa2k\x0e\xff1\x9b" +
+	"uL\xe7^\x98\xfa\x9c\xb4\x95\x90Go\x9e\xca\x0c\xb6" +
+	"\xf2\x9d_\xed\xa9\xeaw\xd3\xe7\xbe.\xb4\xb0\xf6\x804" +
+	"\xa0\x96\xb0\x8bk\x19v\xed\xdf\xfdTY\xf779\xa7" +
+	"\xb3\x08\xc9c^\xb1n\x8f\xf4`\x1d!\xaf\xa9c\xc8" +
+	"\xffR\xfb\xf2\x81\x7f\x0bo<\xe3'\xef\xfc\xe9\xafJ" +
+	"\xc5\xd3\x19\xe7\xa6\x93\xbcc\xc6\xec\xdd\x1f\x8e^\xf2e" +
+	"\x17\xa78i\xfacR\x1dC\xac\x99\xde\x02\xd7\x98\xe9" +
+	"\xf9#\"j[\xb2M\xa8\x9c\xa2\xc55C\x9b\x99j" +
+	"\x8bE\x1a\xb5\xf9\xed\x01-m4 *9b\x0e@" +
+	"\x0e\x02\x84\x0a\x87\x03(\xbdDTd\x01\x8b\x92jB" +
+	"\xc3\x02\x10\xb0\x80|\x9a\xbd\x09V~GO\xb5\xb7\x85" +
+	"\xdbK\x13\x09U\xef\xa0\xd7\x83\xee\xebj\x05\x802G" +
+	"D\xa5U\xc0\x10\xa2\x8c\xb4\xa8\xd1\xe2-\"*q\x01" +
+	"Q\x90Q\x00\x08\xc5\xaa\x01\x94\xa8\x88J\x9b\x80!\x11" +
+	"e\x14\x01B\x89&\x00%.\xa2\xb2P\xc0\xd2\x16\xfa" +
+	"\x8a\xf3\xf5\xd2\xb4\xa1\x1a.-K\x13Z\xa2Y\xd3\xd3" +
+	"\xd8\x0b\x04\xecE&\xa5%5]5b \xa6\x92\x98" +
+	"\x03\x02\xe6p\x04\xd3\xa9\xd3\x11=\xd6\xec\x9c\xbb*\xdd" +
+	"\x96J\xa65\xa2\xbc\x97K\xf90\"r\xa8\x88J9" +
+	"G\xf95\xb4x\x95\x88\xca\x18\x01K\x0dz\x1b\x83^" +
+	"*\x05\x88A\xc0RM\xd7S:\x06=\x83\xb2\xd6\xdd" +
+	"\xefCi\xe5\xa4\xc8mi\xf69v\xf6\xd0\x10B\x09" +
+	"\xe5W\x02\x04\xd4x\xbc*\xae\xa9QM\xef\x9e\xde\xd2" +
+	"\xf9\xed\x17 'G\xd8LZ\x8dZ\xba\xad\xc894" +
+	"\xb7K\x85\xb7\xcby\xcf!TNK\xc5\x92\xf6vD" +
+	"\x122\x9adw\xb7%\xb4\xdbB\x11\x95\x1fr,\xbc" +
+	"s\x1a\x80r\x87\x88\xca\xbd\x02\x86\x04[\xfa\xcbi\xf1" +
+	"n\x11\x95\xd5$}\xd1\x92\xfe\xaaJ\x00\xe5^\x11\x95" +
+	"'\x05\xc4\x1c\x19s\x00BO\xdc\x03\xa0<)\xa2\xf2" +
+	"|\xb6F\x98\x96\x0e\xd4E\x01\xc0]\x8b\xc4cZ\xd2" +
+	"\xc8X\xabbbKc_\xc0\x06\x11\xd9j_:\x94" +
+	"\x96N\xc7R\xc9\x99\x18Kh\xa9v\xa3>\x0d\xe0j" +
+	"\x93w\xe0\x19\x9a\xba@\xf3N,ZR8\x9f\xd2\xd0" +
+	"\xe1\xcaDT\xae\xeb\x11\xcd]\xc5n\x7f\xd0W\xec\xbc" +
+	"\xc02\xf7\xf6\xf6i\xd4\xda\xe2\xb1\x88:U3\"\xad" +
+	"\x8dZ\xba\xd4\xd5\xf6\x12w\x9f\x17h\x9f\x0d\"*[" +
+	"\x04t\xe8\xde\xdc\x08\xa0l\x12Q\xf95I\x0a-I" +
+	"m\xd3\x01\x94\x97DTv\x92\xa4\x04KR;\x16\x01" +
+	"(\xdbET\xf6\x0a\x18\xcaAKT\xbb\x9b\x01\x94\xdf" +
+	"\x89\xa8\xbc%`(7O\xc6\\\x80\xd0~z\xfdM" +
+	"\x11\x95C\x02\x86\xf2P\xc6<\x80\xd0\xbb\xf4\xf1\xb7D" +
+	"T>t\xad\xca9D\x9b\xaa\x1b1#\x96\x02L\xba" +
+	"\xe2h\x8d\xb5\xb4\xde\xa4\x1a\x1a\x94\xea\x09U\xbf\x0d\xf3" +
+	"A\xc0|@3\x9ej\x09\x1b\xaan@\xd5\x8d\xf3\xe6" +
+	"\xa55\xc3\x030{\xaai\x83@*\xd2\xean\xa3k" +
+	"\x91\x94\x1eM\xcf\x80R-\xd9b\xb8\xeb=P\xfb\x0c" +
+	";\xf2u\x9a=\x91\xca\x8cX\xda`{\xa49]\xe2" +
+	"\xbc\xaa-.\xce9\xf5w?\xf0 }`\xb5\x88\xca" +
+	"#\x9e\xb8\x1e&q=d\x99\x8b+\xae'\x88\xdf\x8f" +
+	"\x8b\xa8l\xe0\xc4\xb5\x9e\xc4\xf5\x8c\x88\xca&N\\/" +
+	"\x10\xe6\xf3\"*/\x91\xb8\xd0\x12\xd7\xd6\x0aO\x05\xfe" +
+	"\x12\x92\xb9p\x190\xce5\xd84$g\x88j\x0bq" +
+	"\xe82\x97C\xbb\x89\xf2\x9d\"*oz\x1c\xdaG\x1c" +
+	"\xda+\xa2r\x90\xe3\xd0\xdb\xcb<\xe5s9t\xf8V" +
+	"\x00\xe5\x90\x88\xca\x09\xe2\x90hq\xe88q\xe8\x98\x88" +
+	"\xcai\xe2P\x8e\xc5\xa1\xcf\x86\x00('DT\xbe\xe2" +
+	"\x14\xfa\x0b\xb2\xf8\xd3\"\x86sP\xc0P@\x90Y\xb8" +
+	"F\xa4\x18\xf7\x95\x88\xe1^\xd8#vFR\x89D\xcc" +
+	"04\x8cZl\x03\xcc\x05\x01s-\x86\xd6$\xa37" +
+	"\xce\x83\xa2\x0cvv\xc3\xff@\\mq_\xf5q9" +
+	"K\x19)uQ,\x04\x01\x0b3\xd8\x1cno\xb6|" +
+	"\xd0\xf9=\xbc\xeb\xe0\x1by\x07osy9\xf9\xf2\x1f" +
+	"\x8a\xa8\xac\xe4\xc2\xfb\x8af\xdb\xc1\xaf\xe5\xf4p\x0d1" +
+	"i\xa5\x88\xcaC=\xe1QU*S\xa1\"\xba\x16\x8d" +
+	"\x19\xd5\x1d\x10047\x1d\xe8\xf6|X\xd9\xc8\x140" +
+	",j\xd9\x16\\m[\xf0P\x01\x97\xdaZ\xea\x84\x8c" +
+	"\xa0we\x06\xb4\x82\x87\xbb\x9f\xad\x91U\xa9d]r" +
+	"^\x8a\xf6,s\xf6\x94\xae\xc0F\x80\xf0P\x141\\" +
+	"\x8e^|\x90\xae\xc1E\x00\xe12Z\xbf\x0e\xbd\xa0(" +
+	"\x8dE\x1d <\x86\xd6'\xa2\x17\x17\xa5\xeb\xf1V\x80" +
+	"\xf0\x04Z\xaf\xa5\xf5\x1c+6J5l\xff)\xb4\xde" +
+	"\x80\x9e\x11K\xf5\x0c\x7f\x06\xad\xdf\x8c\x02b\x1eSR" +
+	"i\x16V\x00\x84\x1bhy\x0eSS\xb4\xd4t6V" +
+	"\x02\x84g\xd2\xfa-\xb4\xde\xab\xb7\x8c\xbd\x00\xa4\xb9\xd8" +
+	"\x0c\x10\x9eC\xeb\xad\xb4\x9e/\xc8\x98\x0f i8\x0d" +
+	" \x1c\xa5\xf5;h\xbd\xb7(co\xca\xd0q\x08@" +
+	"x!\xad\xafF\xc1_\xc3\xbbu\x0c\xe7\xf0$~\x8a" +
+	"\x9f\x8e-\xd2\xaa;\x0c\x0d0\xed*zZkIh" +
+	"Ic2\x14\xa5\xda\x93\xc6\xf9\\\x8b\x9dt\xb9\xba\xd6" +
+	"]\xcc`\x914M\xc6\x93\x99@\x04bi\xbdKN" +
+	"\xe1\xaaE-\xdb\x0d\xb2\x92\x85!\xe7\xc90\x03\xb7i" +
+	"\x1dn\xc2\xbb@\x8d\xb7k>\x16\xca\xc2\x84\xc5=\x0a" +
+	"$EN\x8e\xf0M2\xd9\xcc\xd4:\xd3\xe8\xbc/\xd5" +
+	"j\xaan4k\xaaA\xc9c*)ZA\x89\xcb\xf5" +
+	"\x9b\xb8\xb4\xde\xfeL\x8c\xd6Z\xed\x14\xd0q\x06w>" +
+	"\xe6\xe7\x0c*\xbc\x14\xd0?\x7fW\xd3\xe9XK2\xa1" +
+	"\x81\x984<[t\x0bR\xb6-\xb6\xdaT\xa2Q\x97" +
+	"44}\x81\x1a\x88\xd7\xa7{\x1cX\xb0\x92\xe5\xd8u" +
+	"I\xd1\xb2^.\xe4\x0e\xf7\x09\xb9M~!\x97\\\xdd" +
+	"#\"*\xcfp\x01\xe5\xa9Ev\xde\xfak.\xa0l" +
+	"#'\xb3EDe;\x17r_\xb9\xdf\xcb\xa52\x13" +
+	"y\xd7\x80\xc4\xa4{\xa0\xaaH*9/\xd6\x82A\xaf" +
+	"Zc\x9f\xc8\xc5\xaeb\xae\x88\xf3^n\xb5\xda\xe2X" +
+	"\x17\xefh+\xb9\x81\xb1Tr\xaa\x1a1R\xa8\xfb\xa5" +
+	"\xc2\xb1\xb4\xc1x\xe5\x9b\xbe\x08\x95u\xc9\x98\xd1\xa0\xa7" +
+	"\xa2\xed\x11\x8a6\x8dU\x9a\x93\xbdf$\xa6i\xcd\xf0" +
+	"\xd1\xdd\x0b\xb9?\x0e\xf7\xbb?V\xd8\xdag\x9c[\xc9" +
+	"\x8b\x12\xa9\xa8\x86E^U\x11\x10\x8b\\\x9bs\x1d\x8a" +
+	"\xef\xd9\xd3m\xa9@\xd7\xcbc\xa5mr\x139\xb2\xaf" +
+	"'j\xae\x13Q\x99\"d\xdfB2/\x91}{\xa0" +
+	"\xa8b6\x835+Od>\xa6\xc0%\xa4\x864t" +
+	"\x8a\x88J\x03\x11\x92c\x11RO\x89\xcc\x0c\x11\x95\x9b" +
+	"=\xfe\xcd\"\xe2\x1aDT\xe6\x90\xab\xb6\xb7\x05\xb1." +
+	"\xea\x1e\xdf],\xadi#\x9f(\x82\x80b\x8f(\xb5" +
+	"$<5\xa5\xcf\xb0\x9dj\x8a\x12\xdb\x9e\x8b\xbb\xdaG" +
+	"\xdc\x8d\x9ed]q\xcf\xa7|\xa2MDeqv\xea" +
+	"\xd0E\xc7}\x83\x91\xaf\xcbwo\xedU\x95Su5" +
+	"\xc1\x04\xbd\xd3\x8d\xe9w\xe5R\x8c\xfea\xae\x88\xe1\x95" +
+	"\xb9\x02\x16\xa2iZA}E\xee=\x00\xe1\x95\x04x" +
+	"\x88\x00\xc2\xd7\xa6\x15\xd5\x1f\xcc\xbd\x1f \xfc\x10\x01\x9e" +
+	"$\x80x\xd6\xb4\xc2\xfa\x13\xb9\xcb\x00\xc2\x8f\x13`\x03" +
+	"\x01r\xbe2\xad\xb8\xbe\x9em\xb5\x81\x00[\x08\x90\xfb" +
+	"\xa5i\x05\xf6\xcd\xb9\xeb\x00\xc2[\x08\xb0\x9d\x00yg" +
+	"L+\xb4\xbf\x92\xfb\x18@x;\x01\xf6\x12 \xf0\x85" +
+	"i\xc5\xf6\xdd\xb9O\x03\x84\xf7\x12\xe0 \x01z\x9d6" +
+	"\xad\xe0\xfev\xees\x00\xe1\x83\x048F\x80\xfc\xcfM" +
+	"+\xba\x1fa\xe4\x1e#\xc0i\x02\xf4\xfe\xa3i\x85\xf7" +
+	"\xcf\xd8\xc7O\x13 'O\xc0\xc2>\x9f\x992\xf6\xa1" +
+	"47o\x11@c\x9e\x88\xe1\x02Z/\xf8\xd4\x94\xb1" +
+	"\x00@\xca\xcf\xa3\xf3\xf5\"\x80L\x80\xc2\xff1e," +
+	"\x04\x90By\x94\x9f\x04\x09PB\x80\xbe\xa7L\x19\xfb" +
+	"\x02H\x03\xf2\x88\xb9\xfd\x090\x94\x00E'M\x19\x8b" +
+	"\x00\xa4\xc1yt\x8c\xa1\x04('@\xf0\x84)c\x90" +
+	"R\xa9<:F9\x01&\x10 \xf4\x89)c\x08@" +
+	"\x1a\x97G\x1c\x99@\x80Z\x02\xf4\xfb\xd8\x94\xb1\x1f%" +
+	"Ml\xabZ\x02\xcc$\x80t\xdc\x94Q\x02\x90\x14\xf6" +
+	"\xf1\x06\x02\xcc!\x80|\xcc\x94Q\xa6\xfc(\x8f\x0e>" +
+	"\x87\x00\xad\x04(\xfe\xc8\x94\xb1\x98\x12!\xf6\x8dV\x02" +
+	"\x18\x04\xb8\xe8\xa8)\xe3E\x00\xd2|\xf6\x86A\x80;" +
+	"\x08p\xf1\x11S\xc6\x8b)Ebo\xdcA\x80{\x09" +
+	"\xd0\xffCS\xc6\xfe\x00\xd2\xf2<\x12\xf9\xbd\x04XK" +
+	"\x80\x01\x1f\x982\x0e\x00\x90\xd6\xe4\x918\xd6\x12\xe0q" +
+	"\x02\\\xf2\xbe)\xe3%\x00\xd2\xa3\xec\x8d\xc7\x09\xb0\x81" +
+	"\x00\x03\x0f\x9b2\x0e$\xedaol \xc0\x16\x02\x94" +
+	"\x1c2e,!\xeda\x80-\x04\xd8N\x80A\xef\x99" +
+	"2\x0e\"\xeda\xe4n'\xc0^\x02\\\xdai\xcax" +
+	")i\x0f{c/\x01\x0e\x12\xa0\xf4]S\xc6R\xd2" +
+	"\x1e\xf6\xc6A\x02\x1c#\xc0e\x07M\x19/#\xeda" +
+	"\xdc=F\x80\xd3\x04\x18\xfc\x8e)\xe3`\xd2\x1e&\xa8" +
+	"\xd3\x04\xc8\x09\x08X8\xe4\xbfM\x99\xf2E\x09\x03\xc4" +
+	"\x92\x9c\x80\x88\xe1 \x01.\x7f\xdb\x94\xf1r\x00\xa90" +
+	"@[\x05\x09PB\x80\xa1o\x992\x0e%-\x09\xd0" +
+	"\xc7K\x08p\x15\x01\xae\xf8\x83)\xe3\x15\x94o\xb3\xad" +
+	"\xae\"\xc0\x18\x02|\xeb\x80)\xe3\xb7\x00\xa4Q\x01\xe2" +
+	"\xd5\x18\x02L$\xc0\x95\xfbM\x19\xaf\xa4\xcc:@)" +
+	"\xee\x04\x02\xd4\x12\xe0\xaa7M\x19\xaf\"-a\xdf\xa8" +
+	"%\xc0L\x02\x0c\xfb\xbd)\xe30\xd2\x12\x06\x98I\x80" +
+	"[\x080\xfc\x0dS\xc6\xe1\x94-\xb3\x8f\xdfB\x808" +
+	"\x01\xae\xdeg\xcax5\x80\x14\x0b\xbc\x0c\x10\x8e\x13`" +
+	"!\x01\xca\xf6\x9a2\x96\x01H\xed\x81W\x01\xc2\x8b\x09" +
+	"p7\x01\xaey\xdd\x94\xf1\x1a\xf21l\xab\xbb\x09\xb0" +
+	"\x9a\x00#\xf6\x982\x8e\x00\x90V1\x96\xac&\xc0#" +
+	"\x04\x18\xb9\xdb\x94q$\x80\xf4p\xa0\x93\x94\x81\x00\x1b" +
+	"\x08P\xfe;S\xc6rR\x86\xc0Q\x80\xf0\xf3\x04x" +
+	"\x89\x00\xa3^3e\x1c\x05 m\x0d\x90<^\"\xc0" +
+	"N\x02T\xfc\xd6\x94\xe9~ \xed\x08\xbc\x08\x10\xdeI" +
+	"\x807\x03\x02\xddIu]\x8b\xab\x06\x94\xc6R\xc9\xba" +
+	"\xa8\x97\xb0\xab\xc9h\xbaU\xbd\x0d\xed\x9b\xa2\x01\x80A" +
+	"\xaf\xf0o\xc7\x04\x1e\x8b\xc5+\xd40\xe8u\x83l\xac" +
+	"\x84f\xa8Q\xd5P\xd1\xd9\x0a\x83^\x1d\xbc+\x8e\x1d" +
+	"\xf8\x08\xcb-\xad\xdbX\x11]S\x0dmf\x0a\xed\xfa" +
+	"6\xa5)\x18\xf4zU\xbehvD\xc7\xa0\xd7\x8a\xb0" +
+	"\xf1\xa2vA\x0e\x9d\x829\x0ba\x18\xf4\x06B\xbaA" +
+	"\xb4kn\x18\xf4\xe6Ql\xcc\xb8\x9dJ\xa0\x9dG\xa5" +
+	"\x91\xf6s\xfb\xed~Xv\xf2\x8dA\xaf?\xee\xe4|" +
+	"\xed\xcd\xf1X\xba\xb5\x11\xecl\x0b\x83^[5\x0b\x05" +
+	"\x1d\xb6a\xd0k\x0b\xda8\xf3\xac\xca\xd3|\xb0\x8f\xe7" +
+	"4F3\xc1ip\x0f\xe5\x8el8\xfcd\x85\x8b\x1b" +
+	"\xe7aFf\x87A\xafk\xd4\x0d\xa2\xc7'\xb7\xd7\xcd" +
+	"\x7f\xf4\xc6y\xf3\xd0\xde\x91U\xdd0\xe8\x0dH\xf8\xe3" +
+	"\xd9Un\xba'8My\x1b\x91\xa5-\x19\xa7\xc8N" +
+	"`\xa2vo$Ky\xdcQ%_4Oy\xdc\xce" +
+	">'C\xca\x84\xd0>\x80\xbd\x9d\xdb\xec\xf5E\xf3\xb6" +
+	"s\x9b\xe96\xde\xadv\xed\x1d\xdbx\x83s'\x88|" +
+	"\xb0<\x83s\xfbU\x8eY\xbaw&~/\xb7/\xe9" +
+	"\x83\xe5\xed\xe5N\x9d8\xf4\xdb%r\xf4\xba\x02\x18\xf4" +
+	"f\x95\xfc\xb0<\x85v\xbb\x9b\x1c3,\xf2y\xebp" +
+	"\xc7\x88\xfc\xb0\xbc\xcd\xdc\x1el\xb6Q:\x95[G+" +
+	"\xdd\xe1\xa8n\x10=\xadt;\xd16\xa6n_`\xb2" +
+	"\xb5\xd2\x9dr\xf1\xc7\xf3\xb4\xd2m`f(\xd3wt" +
+	"\xe4Z\x0c\x18\xf4\x86\xac|\xd1<%q\x87\xcd\x9c\x1c" +
+	"\xdc.\xdfezew\x10\xca\xf5\x09\xe9\xd6j\xd5\x88" +
+	"@\xa0UKc\xd0\x9bV\xb0\xe1-\xba\x9a4&\xeb" +
+	"\x1aFc\x06G\x94;Za\xa3\xb5'\xad\xcf\xa1S" +
+	".dh\xce$\x8a/\x92G\xb9\xdb\x8a\xcfp\xc9\x0d" +
+	"\xaa`Wx\xd3\\,p[\xf1\xdd\xe3r1\xc1\xed" +
+	"\xfb\xba\xb2\xb0\xba!h{9Gf\xeeD\x87?\x9e" +
+	"'3w>\xceFL\xd9\xd7\x1b!\xeb~\xe3l\xec" +
+	"\xce\x1a\x9d\x1b\xdf\xfb\x80\xdb\xb7\xb7_\x88\xd97=t" +
+	"\xaez\xa5\x8ewwG\xae\xba\xc3\xb4\xbb\x07\x18\xf4\xe6" +
+	"\xa3\xba\x94\xd23+H\\{\x88\xbb\xcfV\x9f\xe7>" +
+	"\xbb\xd4:\x14w\xa1u;\xe8=\xbc\xd0f\xf5\xa2\xff" +
+	"\x1c\xed\xc9\xc9vt\xb1O\xe6\xdf\xe6\xfdk\x9clV" +
+	"2\xcd\xd7\xd1}\x1aF\x8b\x00\x94\x02\x11\x95\xfe\x82k" +
+	"\xb4mPed\xe6X\xd9ek\xc8*\xc6\xd3\xf5w" +
+	"\xb1\x88\xca\xdd\xdcQ\xeeZ\xe4\xd5\xda\x9c\xcb\xf3\x8a!" +
+	"|\xb7\xd5\xbe<\xaf\xaa\xe0\x8b\xf1BV1\xfe\x19\xc1" +
+	"\xd1\xdb)\x1a\x04\xe2\x86\xea\xde\x8f\x8dXBK\x1bj" +
+	"\x02\xaa\xda\xa6h\x04\xb0\xeb\x05\xacxi_\xb73\x8b" +
+	"\x97K[\x99\xdas\x1cu'\"\xb3\xea\xe9\x82U\x8d" +
+	"s\xdb<i\x80\x9e\x946\x9b\xec~km\xf7\x1d\x04" +
+	"1\xe9~\xbeWV\xb5\xd6*\xefx\xf6\xe0)\"W" +
+	"V\xa9\x04P&\x8a\xa8\xcc\xe0\xbe[\xd7\x08\xa0\xd4\x8a" +
+	"\xa8\xcc\xf4X\xadTx\xa5\x96\xec^\x85\xcb9ls" +
+	"\x98\xd6\x03]j\xb0\x138\xdb\x1d^h?F\xe7U" +
+	"`\xa2\xad\x02\xd5\xbc\x0a\xe4\xda*0\xfc\x9b\xf4c\xba" +
+	"\xeb\xe8-\x8d\xb4\xaa\xb1\xa4\x16E\x04\x01\x11\xb0H\x8d" +
+	"\xdc\x96\xc6\"o\xe4\xda\xaa\xb8e\xa8xZ3\xeaS" +
+	"b\xd4\xaa23\xaa\x87Mc\x83\x12WT\x02\xa0\x10" +
+	"\x1aD?b\xa8\xb8\x11\xc0\xd4T=\x1ec\xf1\x0d\xaa" +
+	"\xe2\xaa\xa1\xa5\x0d\x9b\xdb<\x973\xda\x87VH\xb3#" +
+	"Z\xa0k\xd1|\x91W\x1f\x0f\x914iq\x14YX" +
+	"\xb9\x88\xca\x84s\x99\xa9o\x0f\xaakc\xd7k\xe7_" +
+	"H_7\xa3\xc8l\x9b\xf0S\xd3\xbc\xe1\x08\xa7+\x14" +
+	"\xda\xd8\xe8u\xf6\xdd\"\xf3\xe6j\xaf\xd9\xfb\xcd\x9bl" +
+	"\x09uau\x87\xa1\xb1.\x88s\xbc\x84\xba\xf0&5" +
+	"f\xd4\x03\x9e\xbf\xed\x96=\x91\xe0U\x02\x87\xba\x9c8" +
+	"N\x9c\xf8PD\xe5S\xce\xc2NV{\x1dX\xc7\xc2" +
+	">\xa3\xf3}*b#r\xe5\xf6\xb3M\\\xa7\xd5i" +
+	"-J\xb9\xac\x83\x95\x83\"\x86\x83|\x83\xac\x90\xad\x17" +
+	"\xd0z\x7fZ\xcf\x13\xac2Z1k\xc0\xc9\xb4~\x19" +
+	"\xeb\x90\xe5YU\xb4A\xac\xe3UB\xebW\xb1\x0eY" +
+	"\xc0*\xa2e5\xf8.\xa0\x049/\x15\x8f\xa7n\xb7" +
+	"\x0b\xaf\xe7nE9\x17\x1d\x08\xf0\xa2\x89\xb6\xebjs" +
+	"\\\xbb\x11J/Hd|'\xd3J\x0a\x8b\"\xadZ" +
+	"\xfa\xff\x87\x0f\x82\xdd\x07\x08\xcf{p\xf1\xa1\xc2\x8b\x0f" +
+	"~\xe1\xc1e\x91\xd2\xe8\x95\xdd{pF\x9f\x90\x91=" +
+	"\x87W\xaf\x15%\x9a5=\x8b\x9ei|\x1b\xc0&\xa8" +
+	"~\x9a\x17\x9b\xdcI\xacYd93\xad>JOG" +
+	"\xaaz\xd8\x99\xf3\x89aN\x9a~\xa1\xb3\x1bM\xfc\xec" +
+	"\x86\xed\x05\x0f7\xf3\xb3\x1b\x82\xdf\xecF\x81=\xbb\xd1" +
+	"\xc4\xb9\x0egv\xe3lE\xc6\xecF\xc0\x99\xdd\x98\x06" +
+	"\xd0H\x96]\xd0\xb3\xd9\x8df5\xad\x91\x8a\x80\xd8E" +
+	"\xe3&\xa7 \xc0u\xa4IA'\xb5\xb5iI(\x8d" +
+	"\xce\x8c%\xbc~\x13\xb3\xe5X<\x06\xa2\xd1\x81E\xde" +
+	"t\xa7\xdd\x9c\xeaNM\xf9\x1euW\xb3f\x09\xd5\xe4" +
+	"TQr^,{b\xa6\xc9\x9b\xd7r\xb8\xbe\xffV" +
+	"n\\\xcb\xe1\xfa\xbbd\xc1\x07ET\x8eqf}\xa4" +
+	"\x99\xf3\xd79y\x16\xd7O.\xe2\x86c\x9c\x89\x99/" +
+	"\x1ay\x06\xe7\x05,_\x8bx?\xef\x9bG\x05&\xda" +
+	"\xe3\x08\x85\xf8\x1c@8H\x80\x12\xa4\xb0\xdb\x91\x8c4" +
+	"\xa4\x88+\x91\x0e\xafIm\xf5\xfa\xab\xa1\x88\x9c\x9c\xcb" +
+	"A]3\xb4\xa4\xd5\x03\xad\xf6\x07\x04\x92\xf5\xdejB" +
+	"]\xc8\x12k\xa8\x8aZ\xe8\xee\xe4\xa8\xb5}=?^" +
+	"\x90\x88%\xeb\x92\xe9\x8e$F\xec`\x86\x1e~{2" +
+	"\x12\xd7\xd4\xe4\x0c\xb4<w\\+\x8dP\x8e\xe0$?" +
+	"\xfc\x15\xc5\xae<f\xcd\xdfr\x1d\xb1\xe1^G\xccm" +
+	"\x885q\xbdNG*\x89J\xbf\x8e\xd8\xfd\x00\x8a!" +
+	"\xa2r\xc7\x9f\xd6L\xeeYK\xb8\xd6\xae\xeej\x19\x03" +
+	"\x02\x9c\x86-\xf3\xd10\xddO\xc3*\xfd\xecz\xd1y" +
+	"\xedZ\xb4\xedZ\xe7\xed:\xc7\xb6\xebf>%pf" +
+	"\xb2r\xb1\x82\xb3k\xb3MO\x19\xa9H*\x8e\xdf\xd3" +
+	"\xf4t,\x95\x04\x0c\x80\x80\x01\xa6\x02\xfa\x02M\xff\x1e" +
+	"E\x17\x02\xb8\xd3\xa4\xc9TT\xe3bu\x17\x15\xe2\x82" +
+	"m\xb5jDZ\xa1\xb4\xcb:k+\xfa\xac\xd7%\xa7" +
+	"\xc6c\x10hi5\xbe\xd1lb\xc6\xcc(w\xe7\xe5" +
+	"t\xaa\xfa\\]\xd6\xc5\\4\xe8\xa8\xb6\xf5g%7" +
+	"\x97\xcbOj,M\xb7\xb3\xa9o\x0cz\x7f\xcb\xb4h" +
+	"rg\xb2\xddx\xe0\xfeS\xc5\x9e;\xc8\xbeX\xdb\xff" +
+	"\xe5\xeb\xe1\xad\x1a+\xab\xf5\xd4m\x9a\xfe\xdd@*\x9a" +
+	"}\xbeJ\xbf\xf35\xf3Fc\x9f/\xd1\xec\x0d\x98\xa3" +
+	"}\xbc\xf6\x0a\xaf\x8b\x9c-\xde\xa8j\xa8\x93\xa2Q\x1d" +
+	"\x02Z:\xed\xae\xb6\xe8m\x91.\xab\xa5j<\xb6@" +
+	"\xf31\xf9\x8cb\xc0\x9f^\xe6\x10m\x1f\xe2]\x92\xdd" +
+	"R_\xd6\x8df\xb8wW\xeerU\xbe.\xdb?\x18" +
+	")C\x8dON\xb5\xb3\x90\xee?\xfd\xe1\x0c\xaf^\xe0" +
+	"\x04\x04\x9b\xc7\xe0\xd4\x83\xd7\x9f\x9e\x95U\xb8\x81$o" +
+	"8\xf1|\xc3\x04\xd3<5p\xae\x10\xfc\xdf\x0c\xdc\x80" +
+	"\xe6\xaa\xc1\xbd=\x9a\xda\xf6\x9bX*M\xddNW\xde" +
+	"\x1e$D\xfc\\9\xc7\xce\x0bV\x09\xff\x89\x0b\xae\xb4" +
+	"\xc7\xa5\x86\xcd~\xa9a\xe3y&D\xfc\xef$Z\xd2" +
+	"\x9aT\x05ts\x9e\x1e\xd8\xf1M1]\xab\xd1u1" +
+	"\xa5g\xcd\xa4\x0f\xf7\x99I\x1f\xce]\x14\x9cp\xb1\xb5" +
+	"\x89\x9b\xa3r\xe4\xf7\x0a\x09\xfa\xd7\"*\xbf\xa3p\x11" +
+	"\xb4\xc2\xc5\xaei^f\xe9\xde3\xf6M\xe3RK\xfb" +
+	"\xee\x17z[\xf7BPQ$\x15\xd5\x9cHPdh" +
+	"\x0b\x0dW\xec\xba\x9al\xd1\xc2\x86\x0a\xa2\xce\xa5y\xb4" +
+	"X\x93d\xfa\xe1\xf5G\xd3\x8d\xb4Lk\x8eO\xb0\x98" +
+	"\x98\xa9G\xd6\xda\xa4(\x94Fu\xde\xc7t[\xd5\xf4" +
+	"\xca\x08\x7f6\xcd\xaf\xfe\x935\xff\xbcES\xff\xac\xc1" +
+	"\xb3b\xce\x91L\xf3\x0a1\xceQF-\xe3\xea0~" +
+	"\x17\x92s\xc4q\xff\xd4\x8b\xf3\xc3\x7f\x8d\xbf\x00e\x8f" +
+	"\xbe\xfd_\x15\xdd\xfd\x82\x87\xdd\xda\xfbk\xb1\x02mg" +
+	"5\xb9\x94\xe9\xf5_\xae\x1efg\x8c\x1b+\xb8\xfa\x83" +
+	"\x931\xbeP\xed\xb9\x9a\x0b\xa8\x87\xd9\xb3\x08\x9c\x06v" +
+	"w\xecs\xd4\xc4\xb8?Sq\xd93\xc7\x0b:\xcdZ" +
+	"\x11\x95\xc7=^<\xda\xc4\x1d\xdb\xe1\xc5SM\xdc\xac" +
+	"\xa9\xc3\x8bm\x8f\xf1\xee\xd0\xe6\xc5\xae{\xf8\xbf\xe8\x08" +
+	"\xf6_t*<w\xd8c\x83\xffs\x0c\xe7\x9e\xeb?" +
+	"X=\xb0\xa8z[\x0a\x19\x1a\xcc\xb1\xaf\xd2S%W" +
+	"\x83\x1fn\xe6uI\xc8\xd2\xa5-\\\xd2\xbb\xb9\x82\x0b" +
+	"<Nmuk\xb5]\xa1\xdaK\xfc\xcb\xb5\xf8\xb7\xbb" +
+	"\xd1cj\x8f\xf2\xc7\x0b\x9d\x05]\xda\xcc\x12`\xeeE" +
+	"\xf7\xcf\xcf6\xbb#\xf1\xf6\xb4\xa1\xe9u\x80Q\x9f@" +
+	"\xe21\x8c\xcb\x17\xb9\x94\xa3\xd2\xfb\x0bDw\x7f\x9as" +
+	"mx\x8aU\xab\x08\xc4\x8c\x0e\xae\\?\x9c\x95\xeb\x07" +
+	"W\xb3r\xfd\x00\xab\\\x1fj\x02(J\xa6\x92\xda\xd2" +
+	"\xdb\xf5\x98ah\xc9*\xba\xd1kQ\xf7\x8e\x09\xa2\x16" +
+	"\xfd\xdf\x00\x00\x00\xff\xff\x977\xd0\xd5"
 
 func RegisterSchema(reg *schemas.Registry) {
 	reg.Register(&schemas.Schema{
@@ -8789,11 +9844,13 @@ func RegisterSchema(reg *schemas.Registry) {
 			0x80b86f578fca230c,
 			0x82e8b3a4906d6cda,
 			0x87d889334a680302,
+			0x88ef4fa5e3681134,
 			0x8cd4b8e4e9291714,
 			0x8d18d552180e4c4c,
 			0x8d60b2c8fead718a,
 			0x8e7e99619ae9dbee,
 			0x8f981eee2f27c8f8,
+			0x905d9bef5cf1a1b6,
 			0x91bc3da26326aec1,
 			0x942f2e39f07606aa,
 			0x94c5e678ace06243,
@@ -8806,8 +9863,11 @@ func RegisterSchema(reg *schemas.Registry) {
 			0xa1684e0111eb1053,
 			0xa88501827ec1b87f,
 			0xaa3017f0304ecd0b,
+			0xad64cda30a355879,
 			0xad9031c138cf6cfc,
 			0xaedf16046f05b9d1,
+			0xaf7f468a765d13e9,
+			0xaf8a7580afe77006,
 			0xb1eb8cd7e45d67fb,
 			0xb4f8b45385e01f3c,
 			0xb80c92f946afeb2c,
@@ -8820,6 +9880,7 @@ func RegisterSchema(reg *schemas.Registry) {
 			0xcc451091d5fb4804,
 			0xcf3a3b0a77e4fecd,
 			0xcfed006186e519e6,
+			0xd2501ab3b1e93798,
 			0xd6ec0df145d69573,
 			0xd8f161d3fd5c73a8,
 			0xd91b85223e4796f8,
@@ -8834,6 +9895,7 @@ func RegisterSchema(reg *schemas.Registry) {
 			0xe4a1b06223793fb3,
 			0xe4e7039408b05267,
 			0xe62f1187aba21362,
+			0xe67d4b33596aea5d,
 			0xeb7e45e41bc99627,
 			0xef8a2222c2d3d46e,
 			0xf23ffa86e2ae71b8,

@@ -14,6 +14,11 @@ type TopicConfigChange struct {
 	RetentionMs    *int64
 	MaxRecordBytes *int32
 	SegmentMs      *int64
+	// MinInsyncReplicas is min.insync.replicas: 1 to the topic's
+	// replication factor (0: the cluster layer's default).
+	MinInsyncReplicas *int32
+	// UncleanLeaderElection is unclean.leader.election.enable.
+	UncleanLeaderElection *bool
 }
 
 // AlterTopicConfig changes settings of an existing topic, persists them
@@ -78,6 +83,8 @@ func (e *Engine) ResolveConfigChange(name string, cur TopicConfig, change TopicC
 	set(&cfg.RetentionMs, change.RetentionMs)
 	set(&cfg.MaxRecordBytes, change.MaxRecordBytes)
 	set(&cfg.SegmentMs, change.SegmentMs)
+	set(&cfg.MinInsyncReplicas, change.MinInsyncReplicas)
+	set(&cfg.UncleanLeaderElection, change.UncleanLeaderElection)
 	return e.resolveConfig(cfg, &cur)
 }
 

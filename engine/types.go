@@ -116,9 +116,12 @@ type FetchResult struct {
 	TopicID        api.TopicID
 	HighWatermark  uint64
 	LogStartOffset uint64
-	Bufs           [][]byte
-	release        func()
-	once           sync.Once
+	// LeaderEpoch is the partition's current leader epoch on the leader
+	// that answered a FetchReplica; 0 from any other fetch.
+	LeaderEpoch uint32
+	Bufs        [][]byte
+	release     func()
+	once        sync.Once
 }
 
 // Bytes returns the total length of Bufs.

@@ -41,6 +41,10 @@ const (
 	Durability_DURABILITY_WRITTEN Durability = 1
 	// Covered by an fdatasync.
 	Durability_DURABILITY_SYNCED Durability = 2
+	// Held durably (each under its own sync policy) by every member of the
+	// partition's in-sync replica set, at least min.insync.replicas of them
+	// (a publish with ACKS_ALL in a cluster).
+	Durability_DURABILITY_REPLICATED Durability = 3
 )
 
 // Enum value maps for Durability.
@@ -49,11 +53,13 @@ var (
 		0: "DURABILITY_UNSPECIFIED",
 		1: "DURABILITY_WRITTEN",
 		2: "DURABILITY_SYNCED",
+		3: "DURABILITY_REPLICATED",
 	}
 	Durability_value = map[string]int32{
 		"DURABILITY_UNSPECIFIED": 0,
 		"DURABILITY_WRITTEN":     1,
 		"DURABILITY_SYNCED":      2,
+		"DURABILITY_REPLICATED":  3,
 	}
 )
 
@@ -82,6 +88,61 @@ func (x Durability) Number() protoreflect.EnumNumber {
 // Deprecated: Use Durability.Descriptor instead.
 func (Durability) EnumDescriptor() ([]byte, []int) {
 	return file_sq_proto_rawDescGZIP(), []int{0}
+}
+
+// Acks is how many replicas must hold a published batch before it is
+// acknowledged (the producer setting acks). Outside a cluster both
+// acknowledge after the local append under the topic's sync policy.
+type Acks int32
+
+const (
+	// The default: acknowledged once the partition's high watermark has
+	// passed the batch, while the in-sync set has at least
+	// min.insync.replicas members; UNAVAILABLE (NOT_ENOUGH_REPLICAS,
+	// retriable, the batch not exposed) otherwise.
+	Acks_ACKS_ALL Acks = 0
+	// Acknowledged once the leader has appended the batch; a failover before
+	// the followers copy it loses it.
+	Acks_ACKS_LEADER Acks = 1
+)
+
+// Enum value maps for Acks.
+var (
+	Acks_name = map[int32]string{
+		0: "ACKS_ALL",
+		1: "ACKS_LEADER",
+	}
+	Acks_value = map[string]int32{
+		"ACKS_ALL":    0,
+		"ACKS_LEADER": 1,
+	}
+)
+
+func (x Acks) Enum() *Acks {
+	p := new(Acks)
+	*p = x
+	return p
+}
+
+func (x Acks) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Acks) Descriptor() protoreflect.EnumDescriptor {
+	return file_sq_proto_enumTypes[1].Descriptor()
+}
+
+func (Acks) Type() protoreflect.EnumType {
+	return &file_sq_proto_enumTypes[1]
+}
+
+func (x Acks) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Acks.Descriptor instead.
+func (Acks) EnumDescriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{1}
 }
 
 // StartFrom says where a subscription starts when no group offset applies.
@@ -118,11 +179,11 @@ func (x StartFrom) String() string {
 }
 
 func (StartFrom) Descriptor() protoreflect.EnumDescriptor {
-	return file_sq_proto_enumTypes[1].Descriptor()
+	return file_sq_proto_enumTypes[2].Descriptor()
 }
 
 func (StartFrom) Type() protoreflect.EnumType {
-	return &file_sq_proto_enumTypes[1]
+	return &file_sq_proto_enumTypes[2]
 }
 
 func (x StartFrom) Number() protoreflect.EnumNumber {
@@ -131,7 +192,7 @@ func (x StartFrom) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StartFrom.Descriptor instead.
 func (StartFrom) EnumDescriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{1}
+	return file_sq_proto_rawDescGZIP(), []int{2}
 }
 
 // TopicConfig holds per-topic settings. In CreateTopic a zero field means
@@ -149,9 +210,18 @@ type TopicConfig struct {
 	// Bound of key+value+headers of one record, bytes.
 	MaxRecordBytes int32 `protobuf:"varint,5,opt,name=max_record_bytes,json=maxRecordBytes,proto3" json:"max_record_bytes,omitempty"`
 	// Age at which the active segment rolls, milliseconds.
-	SegmentMs     int64 `protobuf:"varint,6,opt,name=segment_ms,json=segmentMs,proto3" json:"segment_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SegmentMs int64 `protobuf:"varint,6,opt,name=segment_ms,json=segmentMs,proto3" json:"segment_ms,omitempty"`
+	// min.insync.replicas: the smallest in-sync replica set with which a
+	// publish with ACKS_ALL is accepted (1 to the replication factor).
+	// 0 in CreateTopic: the server default (2 when the replication factor is
+	// 3 or more, else 1).
+	MinInsyncReplicas int32 `protobuf:"varint,7,opt,name=min_insync_replicas,json=minInsyncReplicas,proto3" json:"min_insync_replicas,omitempty"`
+	// unclean.leader.election.enable: when no in-sync replica is alive, elect
+	// any alive replica (acknowledged records may be lost). false: the
+	// partition stays without a leader until an in-sync replica returns.
+	UncleanLeaderElection bool `protobuf:"varint,8,opt,name=unclean_leader_election,json=uncleanLeaderElection,proto3" json:"unclean_leader_election,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *TopicConfig) Reset() {
@@ -224,6 +294,20 @@ func (x *TopicConfig) GetSegmentMs() int64 {
 		return x.SegmentMs
 	}
 	return 0
+}
+
+func (x *TopicConfig) GetMinInsyncReplicas() int32 {
+	if x != nil {
+		return x.MinInsyncReplicas
+	}
+	return 0
+}
+
+func (x *TopicConfig) GetUncleanLeaderElection() bool {
+	if x != nil {
+		return x.UncleanLeaderElection
+	}
+	return false
 }
 
 // PartitionInfo describes one partition.
@@ -575,8 +659,11 @@ type AlterTopicConfigRequest struct {
 	RetentionMs    *int64  `protobuf:"varint,5,opt,name=retention_ms,json=retentionMs,proto3,oneof" json:"retention_ms,omitempty"`
 	MaxRecordBytes *int32  `protobuf:"varint,6,opt,name=max_record_bytes,json=maxRecordBytes,proto3,oneof" json:"max_record_bytes,omitempty"`
 	SegmentMs      *int64  `protobuf:"varint,7,opt,name=segment_ms,json=segmentMs,proto3,oneof" json:"segment_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// 1 to the topic's replication factor.
+	MinInsyncReplicas     *int32 `protobuf:"varint,8,opt,name=min_insync_replicas,json=minInsyncReplicas,proto3,oneof" json:"min_insync_replicas,omitempty"`
+	UncleanLeaderElection *bool  `protobuf:"varint,9,opt,name=unclean_leader_election,json=uncleanLeaderElection,proto3,oneof" json:"unclean_leader_election,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *AlterTopicConfigRequest) Reset() {
@@ -656,6 +743,20 @@ func (x *AlterTopicConfigRequest) GetSegmentMs() int64 {
 		return *x.SegmentMs
 	}
 	return 0
+}
+
+func (x *AlterTopicConfigRequest) GetMinInsyncReplicas() int32 {
+	if x != nil && x.MinInsyncReplicas != nil {
+		return *x.MinInsyncReplicas
+	}
+	return 0
+}
+
+func (x *AlterTopicConfigRequest) GetUncleanLeaderElection() bool {
+	if x != nil && x.UncleanLeaderElection != nil {
+		return *x.UncleanLeaderElection
+	}
+	return false
 }
 
 type AlterTopicConfigResponse struct {
@@ -2842,7 +2943,9 @@ type PublishRequest struct {
 	// has no key.
 	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// 1 or more records, appended as one batch.
-	Records       []*Record `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
+	Records []*Record `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
+	// When the server acknowledges the batch; ACKS_ALL by default.
+	Acks          Acks `protobuf:"varint,4,opt,name=acks,proto3,enum=sq.v1.Acks" json:"acks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2898,6 +3001,13 @@ func (x *PublishRequest) GetRecords() []*Record {
 	return nil
 }
 
+func (x *PublishRequest) GetAcks() Acks {
+	if x != nil {
+		return x.Acks
+	}
+	return Acks_ACKS_ALL
+}
+
 type PublishResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -2908,8 +3018,11 @@ type PublishResponse struct {
 	// Broker time of the append, Unix milliseconds.
 	LogAppendTimeMs int64      `protobuf:"varint,5,opt,name=log_append_time_ms,json=logAppendTimeMs,proto3" json:"log_append_time_ms,omitempty"`
 	Durability      Durability `protobuf:"varint,6,opt,name=durability,proto3,enum=sq.v1.Durability" json:"durability,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// How many replicas held the batch when it was acknowledged (the in-sync
+	// set's size for DURABILITY_REPLICATED, 1 otherwise).
+	Replicas      int32 `protobuf:"varint,7,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PublishResponse) Reset() {
@@ -2984,6 +3097,103 @@ func (x *PublishResponse) GetDurability() Durability {
 	return Durability_DURABILITY_UNSPECIFIED
 }
 
+func (x *PublishResponse) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+type InitProducerIdRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerIdRequest) Reset() {
+	*x = InitProducerIdRequest{}
+	mi := &file_sq_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerIdRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerIdRequest) ProtoMessage() {}
+
+func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
+func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{44}
+}
+
+type InitProducerIdResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer id, unique in the cluster (or the node), never reused.
+	ProducerId int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The producer epoch (0 for a new id).
+	ProducerEpoch int32 `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerIdResponse) Reset() {
+	*x = InitProducerIdResponse{}
+	mi := &file_sq_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerIdResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerIdResponse) ProtoMessage() {}
+
+func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
+func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *InitProducerIdResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitProducerIdResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
 type PublishStreamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per request, in order.
@@ -2994,7 +3204,7 @@ type PublishStreamResponse struct {
 
 func (x *PublishStreamResponse) Reset() {
 	*x = PublishStreamResponse{}
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3216,7 @@ func (x *PublishStreamResponse) String() string {
 func (*PublishStreamResponse) ProtoMessage() {}
 
 func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3229,7 @@ func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishStreamResponse.ProtoReflect.Descriptor instead.
 func (*PublishStreamResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{44}
+	return file_sq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PublishStreamResponse) GetResults() []*PublishResponse {
@@ -3053,7 +3263,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3065,7 +3275,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3078,7 +3288,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{45}
+	return file_sq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SubscribeRequest) GetTopic() string {
@@ -3145,7 +3355,7 @@ type ConsumedRecord struct {
 
 func (x *ConsumedRecord) Reset() {
 	*x = ConsumedRecord{}
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3367,7 @@ func (x *ConsumedRecord) String() string {
 func (*ConsumedRecord) ProtoMessage() {}
 
 func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3380,7 @@ func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumedRecord.ProtoReflect.Descriptor instead.
 func (*ConsumedRecord) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{46}
+	return file_sq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ConsumedRecord) GetOffset() uint64 {
@@ -3223,7 +3433,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3235,7 +3445,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3248,7 +3458,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{47}
+	return file_sq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SubscribeResponse) GetTopic() string {
@@ -3312,7 +3522,7 @@ type OffsetEntry struct {
 
 func (x *OffsetEntry) Reset() {
 	*x = OffsetEntry{}
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3324,7 +3534,7 @@ func (x *OffsetEntry) String() string {
 func (*OffsetEntry) ProtoMessage() {}
 
 func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3337,7 +3547,7 @@ func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetEntry.ProtoReflect.Descriptor instead.
 func (*OffsetEntry) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{48}
+	return file_sq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *OffsetEntry) GetTopic() string {
@@ -3392,7 +3602,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3404,7 +3614,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3417,7 +3627,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{49}
+	return file_sq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -3443,7 +3653,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3455,7 +3665,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3468,7 +3678,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{50}
+	return file_sq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CommitOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -3489,7 +3699,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3501,7 +3711,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3514,7 +3724,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{51}
+	return file_sq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -3540,7 +3750,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[52]
+	mi := &file_sq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +3762,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[52]
+	mi := &file_sq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +3775,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{52}
+	return file_sq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -3586,7 +3796,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sq_proto_msgTypes[53]
+	mi := &file_sq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3598,7 +3808,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[53]
+	mi := &file_sq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3611,7 +3821,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{53}
+	return file_sq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -3646,7 +3856,7 @@ type JoinGroupRequest struct {
 
 func (x *JoinGroupRequest) Reset() {
 	*x = JoinGroupRequest{}
-	mi := &file_sq_proto_msgTypes[54]
+	mi := &file_sq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3658,7 +3868,7 @@ func (x *JoinGroupRequest) String() string {
 func (*JoinGroupRequest) ProtoMessage() {}
 
 func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[54]
+	mi := &file_sq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3671,7 +3881,7 @@ func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupRequest.ProtoReflect.Descriptor instead.
 func (*JoinGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{54}
+	return file_sq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *JoinGroupRequest) GetGroup() string {
@@ -3725,7 +3935,7 @@ type JoinGroupResponse struct {
 
 func (x *JoinGroupResponse) Reset() {
 	*x = JoinGroupResponse{}
-	mi := &file_sq_proto_msgTypes[55]
+	mi := &file_sq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3737,7 +3947,7 @@ func (x *JoinGroupResponse) String() string {
 func (*JoinGroupResponse) ProtoMessage() {}
 
 func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[55]
+	mi := &file_sq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3750,7 +3960,7 @@ func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupResponse.ProtoReflect.Descriptor instead.
 func (*JoinGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{55}
+	return file_sq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *JoinGroupResponse) GetMemberId() string {
@@ -3804,7 +4014,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sq_proto_msgTypes[56]
+	mi := &file_sq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3816,7 +4026,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[56]
+	mi := &file_sq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3829,7 +4039,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{56}
+	return file_sq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *HeartbeatRequest) GetGroup() string {
@@ -3871,7 +4081,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sq_proto_msgTypes[57]
+	mi := &file_sq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3883,7 +4093,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[57]
+	mi := &file_sq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3896,7 +4106,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{57}
+	return file_sq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *HeartbeatResponse) GetGeneration() int32 {
@@ -3930,7 +4140,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_sq_proto_msgTypes[58]
+	mi := &file_sq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3942,7 +4152,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[58]
+	mi := &file_sq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3955,7 +4165,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{58}
+	return file_sq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -3980,7 +4190,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_sq_proto_msgTypes[59]
+	mi := &file_sq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3992,7 +4202,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[59]
+	mi := &file_sq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4005,7 +4215,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{59}
+	return file_sq_proto_rawDescGZIP(), []int{61}
 }
 
 type CommitGroupOffsetsRequest struct {
@@ -4021,7 +4231,7 @@ type CommitGroupOffsetsRequest struct {
 
 func (x *CommitGroupOffsetsRequest) Reset() {
 	*x = CommitGroupOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[60]
+	mi := &file_sq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4033,7 +4243,7 @@ func (x *CommitGroupOffsetsRequest) String() string {
 func (*CommitGroupOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[60]
+	mi := &file_sq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4046,7 +4256,7 @@ func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{60}
+	return file_sq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CommitGroupOffsetsRequest) GetGroup() string {
@@ -4086,7 +4296,7 @@ type CommitGroupOffsetsResponse struct {
 
 func (x *CommitGroupOffsetsResponse) Reset() {
 	*x = CommitGroupOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[61]
+	mi := &file_sq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4098,7 +4308,7 @@ func (x *CommitGroupOffsetsResponse) String() string {
 func (*CommitGroupOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[61]
+	mi := &file_sq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4111,7 +4321,7 @@ func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{61}
+	return file_sq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CommitGroupOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -4125,7 +4335,7 @@ var File_sq_proto protoreflect.FileDescriptor
 
 const file_sq_proto_rawDesc = "" +
 	"\n" +
-	"\bsq.proto\x12\x05sq.v1\"\xe8\x01\n" +
+	"\bsq.proto\x12\x05sq.v1\"\xd0\x02\n" +
 	"\vTopicConfig\x12\x1f\n" +
 	"\vsync_policy\x18\x01 \x01(\tR\n" +
 	"syncPolicy\x12#\n" +
@@ -4134,7 +4344,9 @@ const file_sq_proto_rawDesc = "" +
 	"\fretention_ms\x18\x04 \x01(\x03R\vretentionMs\x12(\n" +
 	"\x10max_record_bytes\x18\x05 \x01(\x05R\x0emaxRecordBytes\x12\x1d\n" +
 	"\n" +
-	"segment_ms\x18\x06 \x01(\x03R\tsegmentMs\"\xe7\x02\n" +
+	"segment_ms\x18\x06 \x01(\x03R\tsegmentMs\x12.\n" +
+	"\x13min_insync_replicas\x18\a \x01(\x05R\x11minInsyncReplicas\x126\n" +
+	"\x17unclean_leader_election\x18\b \x01(\bR\x15uncleanLeaderElection\"\xe7\x02\n" +
 	"\rPartitionInfo\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12$\n" +
 	"\x0elog_end_offset\x18\x02 \x01(\x04R\flogEndOffset\x12%\n" +
@@ -4166,7 +4378,7 @@ const file_sq_proto_rawDesc = "" +
 	"\x06config\x18\x03 \x01(\v2\x12.sq.v1.TopicConfigR\x06config\x12-\n" +
 	"\x12replication_factor\x18\x04 \x01(\x05R\x11replicationFactor\"=\n" +
 	"\x13CreateTopicResponse\x12&\n" +
-	"\x05topic\x18\x01 \x01(\v2\x10.sq.v1.TopicInfoR\x05topic\"\x91\x03\n" +
+	"\x05topic\x18\x01 \x01(\v2\x10.sq.v1.TopicInfoR\x05topic\"\xb7\x04\n" +
 	"\x17AlterTopicConfigRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12$\n" +
 	"\vsync_policy\x18\x02 \x01(\tH\x00R\n" +
@@ -4176,13 +4388,17 @@ const file_sq_proto_rawDesc = "" +
 	"\fretention_ms\x18\x05 \x01(\x03H\x03R\vretentionMs\x88\x01\x01\x12-\n" +
 	"\x10max_record_bytes\x18\x06 \x01(\x05H\x04R\x0emaxRecordBytes\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"segment_ms\x18\a \x01(\x03H\x05R\tsegmentMs\x88\x01\x01B\x0e\n" +
+	"segment_ms\x18\a \x01(\x03H\x05R\tsegmentMs\x88\x01\x01\x123\n" +
+	"\x13min_insync_replicas\x18\b \x01(\x05H\x06R\x11minInsyncReplicas\x88\x01\x01\x12;\n" +
+	"\x17unclean_leader_election\x18\t \x01(\bH\aR\x15uncleanLeaderElection\x88\x01\x01B\x0e\n" +
 	"\f_sync_policyB\x10\n" +
 	"\x0e_segment_bytesB\x12\n" +
 	"\x10_retention_bytesB\x0f\n" +
 	"\r_retention_msB\x13\n" +
 	"\x11_max_record_bytesB\r\n" +
-	"\v_segment_ms\"B\n" +
+	"\v_segment_msB\x16\n" +
+	"\x14_min_insync_replicasB\x1a\n" +
+	"\x18_unclean_leader_election\"B\n" +
 	"\x18AlterTopicConfigResponse\x12&\n" +
 	"\x05topic\x18\x01 \x01(\v2\x10.sq.v1.TopicInfoR\x05topic\"N\n" +
 	"\x17CreatePartitionsRequest\x12\x12\n" +
@@ -4345,11 +4561,12 @@ const file_sq_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12-\n" +
 	"\aheaders\x18\x03 \x03(\v2\x13.sq.v1.RecordHeaderR\aheaders\x12!\n" +
 	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMsB\x06\n" +
-	"\x04_key\"m\n" +
+	"\x04_key\"\x8e\x01\n" +
 	"\x0ePublishRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12'\n" +
-	"\arecords\x18\x03 \x03(\v2\r.sq.v1.RecordR\arecords\"\xe9\x01\n" +
+	"\arecords\x18\x03 \x03(\v2\r.sq.v1.RecordR\arecords\x12\x1f\n" +
+	"\x04acks\x18\x04 \x01(\x0e2\v.sq.v1.AcksR\x04acks\"\x85\x02\n" +
 	"\x0fPublishResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
@@ -4359,7 +4576,13 @@ const file_sq_proto_rawDesc = "" +
 	"\x12log_append_time_ms\x18\x05 \x01(\x03R\x0flogAppendTimeMs\x121\n" +
 	"\n" +
 	"durability\x18\x06 \x01(\x0e2\x11.sq.v1.DurabilityR\n" +
-	"durability\"I\n" +
+	"durability\x12\x1a\n" +
+	"\breplicas\x18\a \x01(\x05R\breplicas\"\x17\n" +
+	"\x15InitProducerIdRequest\"`\n" +
+	"\x16InitProducerIdResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"I\n" +
 	"\x15PublishStreamResponse\x120\n" +
 	"\aresults\x18\x01 \x03(\v2\x16.sq.v1.PublishResponseR\aresults\"\xd2\x01\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
@@ -4449,12 +4672,16 @@ const file_sq_proto_rawDesc = "" +
 	"generation\x12,\n" +
 	"\aoffsets\x18\x04 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets\"J\n" +
 	"\x1aCommitGroupOffsetsResponse\x12,\n" +
-	"\aoffsets\x18\x01 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets*W\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets*r\n" +
 	"\n" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12DURABILITY_WRITTEN\x10\x01\x12\x15\n" +
-	"\x11DURABILITY_SYNCED\x10\x02*R\n" +
+	"\x11DURABILITY_SYNCED\x10\x02\x12\x19\n" +
+	"\x15DURABILITY_REPLICATED\x10\x03*%\n" +
+	"\x04Acks\x12\f\n" +
+	"\bACKS_ALL\x10\x00\x12\x0f\n" +
+	"\vACKS_LEADER\x10\x01*R\n" +
 	"\tStartFrom\x12\x17\n" +
 	"\x13START_FROM_EARLIEST\x10\x00\x12\x15\n" +
 	"\x11START_FROM_LATEST\x10\x01\x12\x15\n" +
@@ -4485,13 +4712,14 @@ const file_sq_proto_rawDesc = "" +
 	"\n" +
 	"RemoveNode\x12\x18.sq.v1.RemoveNodeRequest\x1a\x19.sq.v1.RemoveNodeResponse\x12/\n" +
 	"\x04Join\x12\x12.sq.v1.JoinRequest\x1a\x13.sq.v1.JoinResponse\x128\n" +
-	"\aPropose\x12\x15.sq.v1.ProposeRequest\x1a\x16.sq.v1.ProposeResponse2\xe4\x02\n" +
+	"\aPropose\x12\x15.sq.v1.ProposeRequest\x1a\x16.sq.v1.ProposeResponse2\xb3\x03\n" +
 	"\tMessaging\x128\n" +
 	"\aPublish\x12\x15.sq.v1.PublishRequest\x1a\x16.sq.v1.PublishResponse\x12F\n" +
 	"\rPublishStream\x12\x15.sq.v1.PublishRequest\x1a\x1c.sq.v1.PublishStreamResponse(\x01\x12@\n" +
 	"\tSubscribe\x12\x17.sq.v1.SubscribeRequest\x1a\x18.sq.v1.SubscribeResponse0\x01\x12J\n" +
 	"\rCommitOffsets\x12\x1b.sq.v1.CommitOffsetsRequest\x1a\x1c.sq.v1.CommitOffsetsResponse\x12G\n" +
-	"\fFetchOffsets\x12\x1a.sq.v1.FetchOffsetsRequest\x1a\x1b.sq.v1.FetchOffsetsResponseB'Z%github.com/seedqueue/sq/api/sqv1;sqv1b\x06proto3"
+	"\fFetchOffsets\x12\x1a.sq.v1.FetchOffsetsRequest\x1a\x1b.sq.v1.FetchOffsetsResponse\x12M\n" +
+	"\x0eInitProducerId\x12\x1c.sq.v1.InitProducerIdRequest\x1a\x1d.sq.v1.InitProducerIdResponseB'Z%github.com/seedqueue/sq/api/sqv1;sqv1b\x06proto3"
 
 var (
 	file_sq_proto_rawDescOnce sync.Once
@@ -4505,159 +4733,165 @@ func file_sq_proto_rawDescGZIP() []byte {
 	return file_sq_proto_rawDescData
 }
 
-var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_sq_proto_goTypes = []any{
 	(Durability)(0),                    // 0: sq.v1.Durability
-	(StartFrom)(0),                     // 1: sq.v1.StartFrom
-	(*TopicConfig)(nil),                // 2: sq.v1.TopicConfig
-	(*PartitionInfo)(nil),              // 3: sq.v1.PartitionInfo
-	(*TopicInfo)(nil),                  // 4: sq.v1.TopicInfo
-	(*CreateTopicRequest)(nil),         // 5: sq.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),        // 6: sq.v1.CreateTopicResponse
-	(*AlterTopicConfigRequest)(nil),    // 7: sq.v1.AlterTopicConfigRequest
-	(*AlterTopicConfigResponse)(nil),   // 8: sq.v1.AlterTopicConfigResponse
-	(*CreatePartitionsRequest)(nil),    // 9: sq.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),   // 10: sq.v1.CreatePartitionsResponse
-	(*DeleteTopicRequest)(nil),         // 11: sq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 12: sq.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),          // 13: sq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),         // 14: sq.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),       // 15: sq.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),      // 16: sq.v1.DescribeTopicResponse
-	(*ListGroupsRequest)(nil),          // 17: sq.v1.ListGroupsRequest
-	(*GroupSummary)(nil),               // 18: sq.v1.GroupSummary
-	(*ListGroupsResponse)(nil),         // 19: sq.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),       // 20: sq.v1.DescribeGroupRequest
-	(*GroupMember)(nil),                // 21: sq.v1.GroupMember
-	(*TopicPartition)(nil),             // 22: sq.v1.TopicPartition
-	(*GroupOffset)(nil),                // 23: sq.v1.GroupOffset
-	(*DescribeGroupResponse)(nil),      // 24: sq.v1.DescribeGroupResponse
-	(*ResetOffsetsRequest)(nil),        // 25: sq.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),       // 26: sq.v1.ResetOffsetsResponse
-	(*DeleteGroupRequest)(nil),         // 27: sq.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 28: sq.v1.DeleteGroupResponse
-	(*NodeInfoRequest)(nil),            // 29: sq.v1.NodeInfoRequest
-	(*NodeInfoResponse)(nil),           // 30: sq.v1.NodeInfoResponse
-	(*MembersRequest)(nil),             // 31: sq.v1.MembersRequest
-	(*Member)(nil),                     // 32: sq.v1.Member
-	(*MembersResponse)(nil),            // 33: sq.v1.MembersResponse
-	(*ClusterInfoRequest)(nil),         // 34: sq.v1.ClusterInfoRequest
-	(*ClusterInfoResponse)(nil),        // 35: sq.v1.ClusterInfoResponse
-	(*RemoveNodeRequest)(nil),          // 36: sq.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),         // 37: sq.v1.RemoveNodeResponse
-	(*JoinRequest)(nil),                // 38: sq.v1.JoinRequest
-	(*JoinResponse)(nil),               // 39: sq.v1.JoinResponse
-	(*ProposeRequest)(nil),             // 40: sq.v1.ProposeRequest
-	(*ProposeResponse)(nil),            // 41: sq.v1.ProposeResponse
-	(*RecordHeader)(nil),               // 42: sq.v1.RecordHeader
-	(*Record)(nil),                     // 43: sq.v1.Record
-	(*PublishRequest)(nil),             // 44: sq.v1.PublishRequest
-	(*PublishResponse)(nil),            // 45: sq.v1.PublishResponse
-	(*PublishStreamResponse)(nil),      // 46: sq.v1.PublishStreamResponse
-	(*SubscribeRequest)(nil),           // 47: sq.v1.SubscribeRequest
-	(*ConsumedRecord)(nil),             // 48: sq.v1.ConsumedRecord
-	(*SubscribeResponse)(nil),          // 49: sq.v1.SubscribeResponse
-	(*OffsetEntry)(nil),                // 50: sq.v1.OffsetEntry
-	(*CommitOffsetsRequest)(nil),       // 51: sq.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),      // 52: sq.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),        // 53: sq.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),       // 54: sq.v1.FetchOffsetsResponse
-	(*TopicPartitions)(nil),            // 55: sq.v1.TopicPartitions
-	(*JoinGroupRequest)(nil),           // 56: sq.v1.JoinGroupRequest
-	(*JoinGroupResponse)(nil),          // 57: sq.v1.JoinGroupResponse
-	(*HeartbeatRequest)(nil),           // 58: sq.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),          // 59: sq.v1.HeartbeatResponse
-	(*LeaveGroupRequest)(nil),          // 60: sq.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),         // 61: sq.v1.LeaveGroupResponse
-	(*CommitGroupOffsetsRequest)(nil),  // 62: sq.v1.CommitGroupOffsetsRequest
-	(*CommitGroupOffsetsResponse)(nil), // 63: sq.v1.CommitGroupOffsetsResponse
+	(Acks)(0),                          // 1: sq.v1.Acks
+	(StartFrom)(0),                     // 2: sq.v1.StartFrom
+	(*TopicConfig)(nil),                // 3: sq.v1.TopicConfig
+	(*PartitionInfo)(nil),              // 4: sq.v1.PartitionInfo
+	(*TopicInfo)(nil),                  // 5: sq.v1.TopicInfo
+	(*CreateTopicRequest)(nil),         // 6: sq.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),        // 7: sq.v1.CreateTopicResponse
+	(*AlterTopicConfigRequest)(nil),    // 8: sq.v1.AlterTopicConfigRequest
+	(*AlterTopicConfigResponse)(nil),   // 9: sq.v1.AlterTopicConfigResponse
+	(*CreatePartitionsRequest)(nil),    // 10: sq.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),   // 11: sq.v1.CreatePartitionsResponse
+	(*DeleteTopicRequest)(nil),         // 12: sq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 13: sq.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),          // 14: sq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),         // 15: sq.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),       // 16: sq.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),      // 17: sq.v1.DescribeTopicResponse
+	(*ListGroupsRequest)(nil),          // 18: sq.v1.ListGroupsRequest
+	(*GroupSummary)(nil),               // 19: sq.v1.GroupSummary
+	(*ListGroupsResponse)(nil),         // 20: sq.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),       // 21: sq.v1.DescribeGroupRequest
+	(*GroupMember)(nil),                // 22: sq.v1.GroupMember
+	(*TopicPartition)(nil),             // 23: sq.v1.TopicPartition
+	(*GroupOffset)(nil),                // 24: sq.v1.GroupOffset
+	(*DescribeGroupResponse)(nil),      // 25: sq.v1.DescribeGroupResponse
+	(*ResetOffsetsRequest)(nil),        // 26: sq.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),       // 27: sq.v1.ResetOffsetsResponse
+	(*DeleteGroupRequest)(nil),         // 28: sq.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 29: sq.v1.DeleteGroupResponse
+	(*NodeInfoRequest)(nil),            // 30: sq.v1.NodeInfoRequest
+	(*NodeInfoResponse)(nil),           // 31: sq.v1.NodeInfoResponse
+	(*MembersRequest)(nil),             // 32: sq.v1.MembersRequest
+	(*Member)(nil),                     // 33: sq.v1.Member
+	(*MembersResponse)(nil),            // 34: sq.v1.MembersResponse
+	(*ClusterInfoRequest)(nil),         // 35: sq.v1.ClusterInfoRequest
+	(*ClusterInfoResponse)(nil),        // 36: sq.v1.ClusterInfoResponse
+	(*RemoveNodeRequest)(nil),          // 37: sq.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),         // 38: sq.v1.RemoveNodeResponse
+	(*JoinRequest)(nil),                // 39: sq.v1.JoinRequest
+	(*JoinResponse)(nil),               // 40: sq.v1.JoinResponse
+	(*ProposeRequest)(nil),             // 41: sq.v1.ProposeRequest
+	(*ProposeResponse)(nil),            // 42: sq.v1.ProposeResponse
+	(*RecordHeader)(nil),               // 43: sq.v1.RecordHeader
+	(*Record)(nil),                     // 44: sq.v1.Record
+	(*PublishRequest)(nil),             // 45: sq.v1.PublishRequest
+	(*PublishResponse)(nil),            // 46: sq.v1.PublishResponse
+	(*InitProducerIdRequest)(nil),      // 47: sq.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),     // 48: sq.v1.InitProducerIdResponse
+	(*PublishStreamResponse)(nil),      // 49: sq.v1.PublishStreamResponse
+	(*SubscribeRequest)(nil),           // 50: sq.v1.SubscribeRequest
+	(*ConsumedRecord)(nil),             // 51: sq.v1.ConsumedRecord
+	(*SubscribeResponse)(nil),          // 52: sq.v1.SubscribeResponse
+	(*OffsetEntry)(nil),                // 53: sq.v1.OffsetEntry
+	(*CommitOffsetsRequest)(nil),       // 54: sq.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),      // 55: sq.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),        // 56: sq.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),       // 57: sq.v1.FetchOffsetsResponse
+	(*TopicPartitions)(nil),            // 58: sq.v1.TopicPartitions
+	(*JoinGroupRequest)(nil),           // 59: sq.v1.JoinGroupRequest
+	(*JoinGroupResponse)(nil),          // 60: sq.v1.JoinGroupResponse
+	(*HeartbeatRequest)(nil),           // 61: sq.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),          // 62: sq.v1.HeartbeatResponse
+	(*LeaveGroupRequest)(nil),          // 63: sq.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),         // 64: sq.v1.LeaveGroupResponse
+	(*CommitGroupOffsetsRequest)(nil),  // 65: sq.v1.CommitGroupOffsetsRequest
+	(*CommitGroupOffsetsResponse)(nil), // 66: sq.v1.CommitGroupOffsetsResponse
 }
 var file_sq_proto_depIdxs = []int32{
-	2,  // 0: sq.v1.TopicInfo.config:type_name -> sq.v1.TopicConfig
-	3,  // 1: sq.v1.TopicInfo.partitions:type_name -> sq.v1.PartitionInfo
-	2,  // 2: sq.v1.CreateTopicRequest.config:type_name -> sq.v1.TopicConfig
-	4,  // 3: sq.v1.CreateTopicResponse.topic:type_name -> sq.v1.TopicInfo
-	4,  // 4: sq.v1.AlterTopicConfigResponse.topic:type_name -> sq.v1.TopicInfo
-	4,  // 5: sq.v1.CreatePartitionsResponse.topic:type_name -> sq.v1.TopicInfo
-	4,  // 6: sq.v1.ListTopicsResponse.topics:type_name -> sq.v1.TopicInfo
-	4,  // 7: sq.v1.DescribeTopicResponse.topic:type_name -> sq.v1.TopicInfo
-	18, // 8: sq.v1.ListGroupsResponse.groups:type_name -> sq.v1.GroupSummary
-	22, // 9: sq.v1.GroupMember.assignment:type_name -> sq.v1.TopicPartition
-	21, // 10: sq.v1.DescribeGroupResponse.members:type_name -> sq.v1.GroupMember
-	23, // 11: sq.v1.DescribeGroupResponse.offsets:type_name -> sq.v1.GroupOffset
-	23, // 12: sq.v1.ResetOffsetsResponse.offsets:type_name -> sq.v1.GroupOffset
-	32, // 13: sq.v1.MembersResponse.members:type_name -> sq.v1.Member
-	42, // 14: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
-	43, // 15: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
-	0,  // 16: sq.v1.PublishResponse.durability:type_name -> sq.v1.Durability
-	45, // 17: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
-	1,  // 18: sq.v1.SubscribeRequest.from:type_name -> sq.v1.StartFrom
-	42, // 19: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
-	48, // 20: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
-	50, // 21: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	50, // 22: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	50, // 23: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	55, // 24: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
-	55, // 25: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
-	55, // 26: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
-	50, // 27: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	50, // 28: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	5,  // 29: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
-	7,  // 30: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
-	9,  // 31: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
-	11, // 32: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
-	13, // 33: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
-	15, // 34: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
-	17, // 35: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
-	20, // 36: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
-	25, // 37: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
-	27, // 38: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
-	56, // 39: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
-	58, // 40: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
-	60, // 41: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
-	62, // 42: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
-	29, // 43: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
-	31, // 44: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
-	34, // 45: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
-	36, // 46: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
-	38, // 47: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
-	40, // 48: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
-	44, // 49: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
-	44, // 50: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
-	47, // 51: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
-	51, // 52: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
-	53, // 53: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
-	6,  // 54: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
-	8,  // 55: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
-	10, // 56: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
-	12, // 57: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
-	14, // 58: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
-	16, // 59: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
-	19, // 60: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
-	24, // 61: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
-	26, // 62: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
-	28, // 63: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
-	57, // 64: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
-	59, // 65: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
-	61, // 66: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
-	63, // 67: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
-	30, // 68: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
-	33, // 69: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
-	35, // 70: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
-	37, // 71: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
-	39, // 72: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
-	41, // 73: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
-	45, // 74: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
-	46, // 75: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
-	49, // 76: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
-	52, // 77: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
-	54, // 78: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
-	54, // [54:79] is the sub-list for method output_type
-	29, // [29:54] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	3,  // 0: sq.v1.TopicInfo.config:type_name -> sq.v1.TopicConfig
+	4,  // 1: sq.v1.TopicInfo.partitions:type_name -> sq.v1.PartitionInfo
+	3,  // 2: sq.v1.CreateTopicRequest.config:type_name -> sq.v1.TopicConfig
+	5,  // 3: sq.v1.CreateTopicResponse.topic:type_name -> sq.v1.TopicInfo
+	5,  // 4: sq.v1.AlterTopicConfigResponse.topic:type_name -> sq.v1.TopicInfo
+	5,  // 5: sq.v1.CreatePartitionsResponse.topic:type_name -> sq.v1.TopicInfo
+	5,  // 6: sq.v1.ListTopicsResponse.topics:type_name -> sq.v1.TopicInfo
+	5,  // 7: sq.v1.DescribeTopicResponse.topic:type_name -> sq.v1.TopicInfo
+	19, // 8: sq.v1.ListGroupsResponse.groups:type_name -> sq.v1.GroupSummary
+	23, // 9: sq.v1.GroupMember.assignment:type_name -> sq.v1.TopicPartition
+	22, // 10: sq.v1.DescribeGroupResponse.members:type_name -> sq.v1.GroupMember
+	24, // 11: sq.v1.DescribeGroupResponse.offsets:type_name -> sq.v1.GroupOffset
+	24, // 12: sq.v1.ResetOffsetsResponse.offsets:type_name -> sq.v1.GroupOffset
+	33, // 13: sq.v1.MembersResponse.members:type_name -> sq.v1.Member
+	43, // 14: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
+	44, // 15: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
+	1,  // 16: sq.v1.PublishRequest.acks:type_name -> sq.v1.Acks
+	0,  // 17: sq.v1.PublishResponse.durability:type_name -> sq.v1.Durability
+	46, // 18: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
+	2,  // 19: sq.v1.SubscribeRequest.from:type_name -> sq.v1.StartFrom
+	43, // 20: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
+	51, // 21: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
+	53, // 22: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	53, // 23: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	53, // 24: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	58, // 25: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
+	58, // 26: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
+	58, // 27: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
+	53, // 28: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	53, // 29: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	6,  // 30: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
+	8,  // 31: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
+	10, // 32: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
+	12, // 33: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
+	14, // 34: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
+	16, // 35: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
+	18, // 36: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
+	21, // 37: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
+	26, // 38: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
+	28, // 39: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
+	59, // 40: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
+	61, // 41: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
+	63, // 42: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
+	65, // 43: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
+	30, // 44: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
+	32, // 45: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
+	35, // 46: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
+	37, // 47: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
+	39, // 48: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
+	41, // 49: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
+	45, // 50: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
+	45, // 51: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
+	50, // 52: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
+	54, // 53: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
+	56, // 54: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
+	47, // 55: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
+	7,  // 56: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
+	9,  // 57: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
+	11, // 58: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
+	13, // 59: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
+	15, // 60: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
+	17, // 61: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
+	20, // 62: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
+	25, // 63: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
+	27, // 64: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
+	29, // 65: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
+	60, // 66: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
+	62, // 67: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
+	64, // 68: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
+	66, // 69: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
+	31, // 70: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
+	34, // 71: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
+	36, // 72: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
+	38, // 73: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
+	40, // 74: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
+	42, // 75: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
+	46, // 76: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
+	49, // 77: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
+	52, // 78: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
+	55, // 79: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
+	57, // 80: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
+	48, // 81: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
+	56, // [56:82] is the sub-list for method output_type
+	30, // [30:56] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_sq_proto_init() }
@@ -4667,14 +4901,14 @@ func file_sq_proto_init() {
 	}
 	file_sq_proto_msgTypes[5].OneofWrappers = []any{}
 	file_sq_proto_msgTypes[41].OneofWrappers = []any{}
-	file_sq_proto_msgTypes[46].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[48].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sq_proto_rawDesc), len(file_sq_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   62,
+			NumEnums:      3,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

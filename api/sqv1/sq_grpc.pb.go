@@ -1100,11 +1100,12 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Messaging_Publish_FullMethodName       = "/sq.v1.Messaging/Publish"
-	Messaging_PublishStream_FullMethodName = "/sq.v1.Messaging/PublishStream"
-	Messaging_Subscribe_FullMethodName     = "/sq.v1.Messaging/Subscribe"
-	Messaging_CommitOffsets_FullMethodName = "/sq.v1.Messaging/CommitOffsets"
-	Messaging_FetchOffsets_FullMethodName  = "/sq.v1.Messaging/FetchOffsets"
+	Messaging_Publish_FullMethodName        = "/sq.v1.Messaging/Publish"
+	Messaging_PublishStream_FullMethodName  = "/sq.v1.Messaging/PublishStream"
+	Messaging_Subscribe_FullMethodName      = "/sq.v1.Messaging/Subscribe"
+	Messaging_CommitOffsets_FullMethodName  = "/sq.v1.Messaging/CommitOffsets"
+	Messaging_FetchOffsets_FullMethodName   = "/sq.v1.Messaging/FetchOffsets"
+	Messaging_InitProducerId_FullMethodName = "/sq.v1.Messaging/InitProducerId"
 )
 
 // MessagingClient is the client API for Messaging service.
@@ -1137,6 +1138,12 @@ type MessagingClient interface {
 	CommitOffsets(ctx context.Context, in *CommitOffsetsRequest, opts ...grpc.CallOption) (*CommitOffsetsResponse, error)
 	// FetchOffsets returns a group's committed offsets.
 	FetchOffsets(ctx context.Context, in *FetchOffsetsRequest, opts ...grpc.CallOption) (*FetchOffsetsResponse, error)
+	// InitProducerId grants a new idempotent producer id and epoch (KIP-98):
+	// the producer stamps them and a per-partition sequence on every batch,
+	// and the partition leaders drop duplicates of a retried batch
+	// (docs/cluster.md). In a cluster the controller allocates the ids;
+	// Unavailable (NO_QUORUM) while it cannot.
+	InitProducerId(ctx context.Context, in *InitProducerIdRequest, opts ...grpc.CallOption) (*InitProducerIdResponse, error)
 }
 
 type messagingClient struct {
@@ -1209,6 +1216,16 @@ func (c *messagingClient) FetchOffsets(ctx context.Context, in *FetchOffsetsRequ
 	return out, nil
 }
 
+func (c *messagingClient) InitProducerId(ctx context.Context, in *InitProducerIdRequest, opts ...grpc.CallOption) (*InitProducerIdResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InitProducerIdResponse)
+	err := c.cc.Invoke(ctx, Messaging_InitProducerId_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MessagingServer is the server API for Messaging service.
 // All implementations must embed UnimplementedMessagingServer
 // for forward compatibility.
@@ -1239,6 +1256,12 @@ type MessagingServer interface {
 	CommitOffsets(context.Context, *CommitOffsetsRequest) (*CommitOffsetsResponse, error)
 	// FetchOffsets returns a group's committed offsets.
 	FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error)
+	// InitProducerId grants a new idempotent producer id and epoch (KIP-98):
+	// the producer stamps them and a per-partition sequence on every batch,
+	// and the partition leaders drop duplicates of a retried batch
+	// (docs/cluster.md). In a cluster the controller allocates the ids;
+	// Unavailable (NO_QUORUM) while it cannot.
+	InitProducerId(context.Context, *InitProducerIdRequest) (*InitProducerIdResponse, error)
 	mustEmbedUnimplementedMessagingServer()
 }
 
@@ -1263,6 +1286,9 @@ func (UnimplementedMessagingServer) CommitOffsets(context.Context, *CommitOffset
 }
 func (UnimplementedMessagingServer) FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FetchOffsets not implemented")
+}
+func (UnimplementedMessagingServer) InitProducerId(context.Context, *InitProducerIdRequest) (*InitProducerIdResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InitProducerId not implemented")
 }
 func (UnimplementedMessagingServer) mustEmbedUnimplementedMessagingServer() {}
 func (UnimplementedMessagingServer) testEmbeddedByValue()                   {}
@@ -1357,6 +1383,24 @@ func _Messaging_FetchOffsets_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Messaging_InitProducerId_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InitProducerIdRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MessagingServer).InitProducerId(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Messaging_InitProducerId_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MessagingServer).InitProducerId(ctx, req.(*InitProducerIdRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Messaging_ServiceDesc is the grpc.ServiceDesc for Messaging service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1375,6 +1419,10 @@ var Messaging_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FetchOffsets",
 			Handler:    _Messaging_FetchOffsets_Handler,
+		},
+		{
+			MethodName: "InitProducerId",
+			Handler:    _Messaging_InitProducerId_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -82,6 +82,9 @@ func FuzzServerFrame(f *testing.F) {
 		{{subscribeReq("t", 0, 5, 0), nil}, {subscribeReq("t", 0, 0, 1<<20), nil}},
 		{{handshakeReq, nil}},
 		{{deleteTopicReq("t"), nil}, {listOffsetsReq("t", 0, -1), nil}},
+		{{publishAcksReq("t", len(bb), api.Acks_leader), bb}, {replicaFetchReq("t", fuzzTopicID, 0, 5, 1<<10, 10), nil}},
+		{{replicaFetchReq("t", fuzzTopicID, 0, 4, 0, 0), nil}, {offsetForLeaderEpochReq("t", fuzzTopicID, 5), nil}, {initProducerIDReq, nil}},
+		{{offsetForLeaderEpochReq("t", api.TopicID{}, 1), nil}, {publishAcksReq("t", len(bb), 9), bb}},
 	}
 	for _, s := range seeds {
 		var raw, fixed []byte
@@ -104,7 +107,8 @@ func FuzzServerFrame(f *testing.F) {
 	}
 	hs := frameBytes(f, 0, handshakeReq, nil)
 	f.Fuzz(func(t *testing.T, data []byte, withHandshake, fix bool) {
-		b := newMemBroker()
+		// A broker that also serves the replica frames and producer ids.
+		b := newReplBroker()
 		if _, err := b.CreateTopic("t", 1, engine.TopicConfig{}); err != nil {
 			t.Fatal(err)
 		}
@@ -137,6 +141,44 @@ func FuzzServerFrame(f *testing.F) {
 			t.Fatalf("server panicked:\n%s", out)
 		}
 	})
+}
+
+// fuzzTopicID is the topic id of newReplBroker's topics.
+var fuzzTopicID = newReplBroker().id
+
+func replicaFetchReq(topic string, id api.TopicID, offset uint64, epoch, maxBytes, maxWaitMs uint32) func(api.Frame) error {
+	return func(f api.Frame) error {
+		r, err := f.NewReplicaFetchRequest()
+		if err != nil {
+			return err
+		}
+		r.SetFetchOffset(offset)
+		r.SetDurableOffset(offset)
+		r.SetLeaderEpoch(epoch)
+		r.SetMaxBytes(maxBytes)
+		r.SetMaxWaitMs(maxWaitMs)
+		if err := r.SetTopicId(id.Bytes()); err != nil {
+			return err
+		}
+		if err := r.SetFollowerId("f1"); err != nil {
+			return err
+		}
+		return r.SetTopic(topic)
+	}
+}
+
+func offsetForLeaderEpochReq(topic string, id api.TopicID, epoch uint32) func(api.Frame) error {
+	return func(f api.Frame) error {
+		r, err := f.NewOffsetForLeaderEpochRequest()
+		if err != nil {
+			return err
+		}
+		r.SetLeaderEpoch(epoch)
+		if err := r.SetTopicId(id.Bytes()); err != nil {
+			return err
+		}
+		return r.SetTopic(topic)
+	}
 }
 
 // chunk is one request of a fuzz seed: its frame and records tail.
@@ -222,6 +264,14 @@ func fixRecordsLength(seg, tail []byte) []byte {
 			return nil
 		}
 		st = capnp.Struct(r)
+	case api.Frame_Which_replicaFetchResponse:
+		// recordsLength at byte 24.
+		r, err := fr.ReplicaFetchResponse()
+		if err != nil || capnp.Struct(r).Size().DataSize < 32 {
+			return nil
+		}
+		r.SetRecordsLength(uint32(len(tail)))
+		return tail
 	default:
 		return nil
 	}

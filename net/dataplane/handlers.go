@@ -93,6 +93,8 @@ func (c *conn) dispatch(req request) (*response, error) {
 		return c.listOffsets(req)
 	case api.Frame_Which_handshakeRequest:
 		return c.buildError(req, api.NewError(api.CodeInvalidRequest, "handshake already done on this connection")), nil
+	case api.Frame_Which_replicaFetchRequest, api.Frame_Which_offsetForLeaderEpochRequest, api.Frame_Which_initProducerIdRequest:
+		return c.dispatchRepl(req)
 	default:
 		if r, ok, err := c.dispatchExt(req); ok {
 			return r, err
@@ -368,6 +370,8 @@ func (s *Server) encodeTopic(t api.TopicInfo, info engine.TopicInfo, withPartiti
 	cfg.SetRetentionMs(info.Config.RetentionMs)
 	cfg.SetMaxRecordBytes(info.Config.MaxRecordBytes)
 	cfg.SetSegmentMs(info.Config.SegmentMs)
+	cfg.SetMinInsyncReplicas(info.Config.MinInsyncReplicas)
+	cfg.SetUncleanLeaderElection(info.Config.UncleanLeaderElection)
 	t.SetReplicationFactor(uint32(max(info.Config.ReplicationFactor, 1)))
 	if !withPartitions || len(info.Partitions) == 0 {
 		return nil
@@ -413,6 +417,9 @@ func (c *conn) publish(req request) (*response, error) {
 		p.SetRecordCount(res.RecordCount)
 		p.SetLogAppendTime(res.LogAppendTime)
 		p.SetDurability(api.Durability(res.Durability))
+		// A broker that predates replication leaves Replicas 0: the
+		// leader alone holds the batch.
+		p.SetReplicas(uint32(max(res.Replicas, 1)))
 	}
 	return r, setErr(berr, p.NewError)
 }
@@ -453,7 +460,7 @@ func (c *conn) queueLinked(req request) (pd *engine.Pending, res engine.AppendRe
 	pd, err = c.queuePublish(req)
 	if err == nil && pd == nil {
 		// A synchronous broker: the next publish waits for this one.
-		res, err = c.srv.broker.Append(c.ctx, req.topic, int(req.partition), req.tail)
+		res, err = c.srv.broker.Append(c.appendCtx(req), req.topic, int(req.partition), req.tail)
 	}
 	return pd, res, err
 }
@@ -479,11 +486,24 @@ func (c *conn) queuePublish(req request) (*engine.Pending, error) {
 	if len(req.tail) == 0 {
 		return nil, api.NewError(api.CodeInvalidRequest, "publish without a records tail (recordsLength 0)")
 	}
+	if req.acks != api.Acks_all && req.acks != api.Acks_leader {
+		return nil, api.NewError(api.CodeInvalidRequest, "publish acks %d: want all (0) or leader (1)", uint16(req.acks))
+	}
 	ab, ok := c.srv.broker.(AsyncAppender)
 	if !ok {
 		return nil, nil
 	}
-	return ab.AppendAsync(c.ctx, req.topic, int(req.partition), req.tail, after)
+	return ab.AppendAsync(c.appendCtx(req), req.topic, int(req.partition), req.tail, after)
+}
+
+// appendCtx is the context of a publish's append: the connection's,
+// carrying the request's acks (engine.WithAcks; checked by queuePublish).
+func (c *conn) appendCtx(req request) context.Context {
+	acks := engine.AcksAll
+	if req.acks == api.Acks_leader {
+		acks = engine.AcksLeader
+	}
+	return engine.WithAcks(c.ctx, acks)
 }
 
 // fetchParams returns the bytes and long-poll wait of a fetch: maxBytes 0

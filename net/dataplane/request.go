@@ -36,6 +36,8 @@ type request struct {
 	// chained is the publish request's chained flag: it fails with prev's
 	// error if prev fails.
 	chained bool
+	// acks is the publish request's acks (api.Acks_all when unset).
+	acks api.Acks
 
 	// handshakeRequest
 	clientID        string
@@ -104,6 +106,7 @@ func parseFrame(f api.Frame) (request, error) {
 			req.partition = r.Partition()
 			req.tailLen = r.RecordsLength()
 			req.chained = r.Chained()
+			req.acks = r.Acks()
 			if req.topic, err = r.Topic(); err == nil {
 				req.topic = boundTopic(req.topic)
 			}
@@ -129,6 +132,8 @@ func parseFrame(f api.Frame) (request, error) {
 		}
 	case api.Frame_Which_deleteTopicRequest, api.Frame_Which_createPartitionsRequest, api.Frame_Which_listOffsetsRequest:
 		err = parseStorageAdmin(f, &req)
+	case api.Frame_Which_replicaFetchRequest, api.Frame_Which_offsetForLeaderEpochRequest, api.Frame_Which_initProducerIdRequest:
+		err = parseRepl(f, &req)
 	default:
 		var ok bool
 		if ok, err = parseExt(f, &req); !ok {
@@ -205,6 +210,9 @@ func parseCreateTopic(f api.Frame, req *request) error {
 		RetentionMs:       c.RetentionMs(),
 		MaxRecordBytes:    c.MaxRecordBytes(),
 		SegmentMs:         c.SegmentMs(),
+		// Negative: refused by the broker (INVALID_CONFIG).
+		MinInsyncReplicas:     c.MinInsyncReplicas(),
+		UncleanLeaderElection: c.UncleanLeaderElection(),
 	}
 	req.config.SyncPolicy, err = c.SyncPolicy()
 	return err
