@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -40,7 +39,7 @@ const (
 // sq-server's --scrub-interval.
 func TestJepsenBitFlip(t *testing.T) {
 	c := newCluster(t, 3)
-	if out, _ := exec.Command(bins.server, "serve", "--help").CombinedOutput(); !strings.Contains(string(out), "--scrub-interval") {
+	if !serverHasFlag(t, "--scrub-interval") {
 		t.Skip("sq-server has no --scrub-interval flag yet (replication, issue 13)")
 	}
 	startCluster(t, c, "--scrub-interval", "1s", "--max-batch-bytes", strconv.Itoa(flipMaxBatchBytes))

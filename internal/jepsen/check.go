@@ -301,19 +301,24 @@ func (c *checker) checkReplicas() {
 }
 
 // checkReplicaBytes: every batch wholly below the high watermark is
-// stored byte for byte alike by every replica that gives its batches (the
-// first such replica of a partition is the reference).
+// stored byte for byte alike by every replica that gives its batches and
+// holds its offsets (the offsets a replica lacks are checkReplicas'
+// business). The reference of a partition is its replica holding the
+// most offsets (the first of those).
 func (c *checker) checkReplicaBytes() {
+	end := func(r *ReplicaLog) uint64 { return r.Start + uint64(len(r.Values)) }
 	ref := map[uint32]*ReplicaLog{}
 	for i := range c.h.Replicas {
 		r := &c.h.Replicas[i]
-		f, ok := c.h.Final[r.Partition]
-		if !ok || r.Batches == nil {
-			continue
-		}
-		base, ok := ref[r.Partition]
-		if !ok {
+		if b, ok := ref[r.Partition]; r.Batches != nil && (!ok || end(r) > end(b)) {
 			ref[r.Partition] = r
+		}
+	}
+	for i := range c.h.Replicas {
+		r := &c.h.Replicas[i]
+		f, ok := c.h.Final[r.Partition]
+		base := ref[r.Partition]
+		if !ok || r.Batches == nil || base == r {
 			continue
 		}
 		hw := uint64(len(f.Values))
@@ -322,7 +327,7 @@ func (c *checker) checkReplicaBytes() {
 			theirs[b.Base] = b
 		}
 		for _, b := range base.Batches {
-			if b.Next > hw || b.Base < r.Start {
+			if b.Next > hw || b.Base < r.Start || b.Next > end(r) {
 				continue
 			}
 			o, ok := theirs[b.Base]
