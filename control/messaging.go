@@ -12,6 +12,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -66,11 +68,11 @@ func (m *messagingService) PublishStream(stream grpc.ClientStreamingServer[sqv1.
 }
 
 // publishResultMaxBytes bounds the encoding of one PublishResponse to
-// topic inside a PublishStreamResponse: the topic, five numeric fields of
+// topic inside a PublishStreamResponse: the topic, six numeric fields of
 // at most 11 bytes each with their tags, and the field's own tag and
 // length.
 func publishResultMaxBytes(topic string) int {
-	return 3 + len(topic) + 5*11 + 4
+	return 3 + len(topic) + 6*11 + 4
 }
 
 // publish validates req, encodes its records as one batch and appends it.
@@ -83,6 +85,15 @@ func (s *Server) publish(ctx context.Context, req *sqv1.PublishRequest) (*sqv1.P
 	}
 	if len(req.Records) == 0 {
 		return nil, invalid("publish to %s without records", req.Topic)
+	}
+	var acks engine.Acks
+	switch req.Acks {
+	case sqv1.Acks_ACKS_ALL:
+		acks = engine.AcksAll
+	case sqv1.Acks_ACKS_LEADER:
+		acks = engine.AcksLeader
+	default:
+		return nil, invalid("acks %d: want ACKS_ALL (0) or ACKS_LEADER (1)", req.Acks)
 	}
 	partition, err := s.choosePartition(req)
 	if err != nil {
@@ -114,13 +125,16 @@ func (s *Server) publish(ctx context.Context, req *sqv1.PublishRequest) (*sqv1.P
 	if err != nil {
 		return nil, api.WrapError(api.CodeMessageTooLarge, err, "")
 	}
-	res, err := s.eng().Append(ctx, req.Topic, partition, buf)
+	res, err := s.eng().Append(engine.WithAcks(ctx, acks), req.Topic, partition, buf)
 	if err != nil {
 		return nil, err
 	}
 	return &sqv1.PublishResponse{
 		Topic: req.Topic, Partition: int32(partition), BaseOffset: res.BaseOffset, RecordCount: res.RecordCount,
 		LogAppendTimeMs: res.LogAppendTime, Durability: sqv1.Durability(res.Durability),
+		// An engine that predates replication leaves Replicas 0: the
+		// leader alone holds the batch.
+		Replicas: max(res.Replicas, 1),
 	}, nil
 }
 
@@ -535,4 +549,29 @@ func (m *messagingService) FetchOffsets(ctx context.Context, req *sqv1.FetchOffs
 		return nil, err
 	}
 	return &sqv1.FetchOffsetsResponse{Offsets: offsetEntries(res)}, nil
+}
+
+// ProducerIDBroker is implemented by an engine that grants idempotent
+// producer ids (KIP-98); the data plane declares the same interface
+// (dataplane.ProducerIDBroker). In a cluster the cluster layer's broker
+// allocates them through the metadata log.
+type ProducerIDBroker interface {
+	// InitProducerID returns a producer id never granted before and its
+	// epoch.
+	InitProducerID(ctx context.Context) (id int64, epoch int16, err error)
+}
+
+// InitProducerId implements sq.v1.Messaging: a new idempotent producer id
+// from the engine's ProducerIDBroker; Unimplemented from an engine
+// without it.
+func (m *messagingService) InitProducerId(ctx context.Context, _ *sqv1.InitProducerIdRequest) (*sqv1.InitProducerIdResponse, error) {
+	pb, ok := m.s.eng().(ProducerIDBroker)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "InitProducerId: this server does not grant producer ids")
+	}
+	id, epoch, err := pb.InitProducerID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &sqv1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: int32(epoch)}, nil
 }

@@ -25,6 +25,7 @@ func topicConfigFrom(c *sqv1.TopicConfig) engine.TopicConfig {
 	return engine.TopicConfig{
 		SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
 		RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs,
+		MinInsyncReplicas: c.MinInsyncReplicas, UncleanLeaderElection: c.UncleanLeaderElection,
 	}
 }
 
@@ -32,6 +33,7 @@ func topicConfigTo(c engine.TopicConfig) *sqv1.TopicConfig {
 	return &sqv1.TopicConfig{
 		SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
 		RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs,
+		MinInsyncReplicas: c.MinInsyncReplicas, UncleanLeaderElection: c.UncleanLeaderElection,
 	}
 }
 
@@ -101,6 +103,17 @@ func checkBareReplicationFactor(eng any, rf int32) error {
 	return api.NewError(api.CodeInvalidConfig, "replication factor %d exceeds the 1 node(s) of this cluster", rf)
 }
 
+// checkBareMinInsync refuses, on a bare engine, a min.insync.replicas
+// above 1 with INVALID_CONFIG: its one replica cannot make a larger
+// in-sync set. In a cluster the cluster layer checks it against the
+// topic's replication factor.
+func checkBareMinInsync(eng any, n int32) error {
+	if _, ok := eng.(clusterNodes); ok || n <= 1 {
+		return nil
+	}
+	return api.NewError(api.CodeInvalidConfig, "min_insync_replicas %d exceeds the replication factor 1 of a single node", n)
+}
+
 // checkConfig refuses negative values the engine would read as "unset"
 // or "unlimited" only where that is not their meaning: -1 is unlimited for
 // the retentions, anything lower is invalid.
@@ -116,6 +129,8 @@ func checkConfig(c engine.TopicConfig) error {
 		return api.NewError(api.CodeInvalidConfig, "segment_ms %d: want 0 (default) or a positive duration in ms", c.SegmentMs)
 	case c.MaxRecordBytes < 0:
 		return api.NewError(api.CodeInvalidConfig, "max_record_bytes %d: want 0 (default) or a positive size", c.MaxRecordBytes)
+	case c.MinInsyncReplicas < 0:
+		return api.NewError(api.CodeInvalidConfig, "min_insync_replicas %d: want 0 (default) or 1 to the replication factor", c.MinInsyncReplicas)
 	}
 	return nil
 }
@@ -138,6 +153,9 @@ func (t *topicsService) CreateTopic(_ context.Context, req *sqv1.CreateTopicRequ
 	}
 	eng := t.s.eng()
 	if err := checkBareReplicationFactor(eng, cfg.ReplicationFactor); err != nil {
+		return nil, err
+	}
+	if err := checkBareMinInsync(eng, cfg.MinInsyncReplicas); err != nil {
 		return nil, err
 	}
 	ti, err := eng.CreateTopic(req.Name, int(req.Partitions), cfg)

@@ -31,7 +31,8 @@ func (t *topicsService) AlterTopicConfig(_ context.Context, req *sqv1.AlterTopic
 		return nil, err
 	}
 	cfg := engine.TopicConfig{SyncPolicy: req.GetSyncPolicy(), SegmentBytes: req.GetSegmentBytes(), RetentionBytes: req.GetRetentionBytes(),
-		RetentionMs: req.GetRetentionMs(), MaxRecordBytes: req.GetMaxRecordBytes(), SegmentMs: req.GetSegmentMs()}
+		RetentionMs: req.GetRetentionMs(), MaxRecordBytes: req.GetMaxRecordBytes(), SegmentMs: req.GetSegmentMs(),
+		MinInsyncReplicas: req.GetMinInsyncReplicas()}
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -39,6 +40,9 @@ func (t *topicsService) AlterTopicConfig(_ context.Context, req *sqv1.AlterTopic
 		if _, err := engine.ParseSyncPolicy(*req.SyncPolicy); err != nil {
 			return nil, api.WrapError(api.CodeInvalidConfig, err, "")
 		}
+	}
+	if err := checkBareMinInsync(t.s.eng(), req.GetMinInsyncReplicas()); err != nil {
+		return nil, err
 	}
 	a, ok := t.s.eng().(TopicAlterer)
 	if !ok {
@@ -48,7 +52,8 @@ func (t *topicsService) AlterTopicConfig(_ context.Context, req *sqv1.AlterTopic
 		return nil, status.Error(codes.Unimplemented, "AlterTopicConfig: changing a topic's config is not available in this build")
 	}
 	ti, err := a.AlterTopicConfig(req.Name, engine.TopicConfigChange{SyncPolicy: req.SyncPolicy, SegmentBytes: req.SegmentBytes,
-		RetentionBytes: req.RetentionBytes, RetentionMs: req.RetentionMs, MaxRecordBytes: req.MaxRecordBytes, SegmentMs: req.SegmentMs})
+		RetentionBytes: req.RetentionBytes, RetentionMs: req.RetentionMs, MaxRecordBytes: req.MaxRecordBytes, SegmentMs: req.SegmentMs,
+		MinInsyncReplicas: req.MinInsyncReplicas, UncleanLeaderElection: req.UncleanLeaderElection})
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,16 @@ type TopicConfig struct {
 	// a cluster refuses a factor above 1 with api.ErrInvalidConfig. In an
 	// answer it repeats TopicInfo.ReplicationFactor.
 	ReplicationFactor uint32
+	// MinInsyncReplicas is the topic setting min.insync.replicas: in a
+	// cluster, a publish with acks all is refused (NOT_ENOUGH_REPLICAS)
+	// while fewer replicas are in sync. 1 to ReplicationFactor; 0 in
+	// CreateTopic: the server's default (2 when the replication factor is 3
+	// or more, else 1).
+	MinInsyncReplicas int32
+	// UncleanLeaderElection is the topic setting
+	// unclean.leader.election.enable: when no in-sync replica is alive,
+	// another replica may lead, losing what only the in-sync set held.
+	UncleanLeaderElection bool
 }
 
 // PartitionInfo describes one partition of a topic (DescribeTopic only).
@@ -262,6 +272,8 @@ func topicConfigToWire(w api.TopicConfig, cfg TopicConfig) error {
 	w.SetRetentionMs(cfg.RetentionMs)
 	w.SetMaxRecordBytes(cfg.MaxRecordBytes)
 	w.SetSegmentMs(cfg.SegmentMs)
+	w.SetMinInsyncReplicas(cfg.MinInsyncReplicas)
+	w.SetUncleanLeaderElection(cfg.UncleanLeaderElection)
 	if cfg.SyncPolicy == "" {
 		return nil
 	}
@@ -303,6 +315,8 @@ func topicFromWire(t api.TopicInfo) (TopicInfo, error) {
 		ti.Config.RetentionMs = wc.RetentionMs()
 		ti.Config.MaxRecordBytes = wc.MaxRecordBytes()
 		ti.Config.SegmentMs = wc.SegmentMs()
+		ti.Config.MinInsyncReplicas = wc.MinInsyncReplicas()
+		ti.Config.UncleanLeaderElection = wc.UncleanLeaderElection()
 	}
 	if !t.HasPartitionInfos() {
 		return ti, nil

@@ -128,6 +128,9 @@ type TopicConfigChange struct {
 	RetentionMs    *int64 // -1 unlimited
 	MaxRecordBytes *int32
 	SegmentMs      *int64
+	// MinInsyncReplicas: 1 to the topic's replication factor.
+	MinInsyncReplicas     *int32
+	UncleanLeaderElection *bool
 }
 
 // AlterTopicConfig changes the set fields of a topic's config and returns
@@ -135,7 +138,8 @@ type TopicConfigChange struct {
 func (a *Admin) AlterTopicConfig(ctx context.Context, name string, ch TopicConfigChange) (TopicInfo, error) {
 	r, err := unary(ctx, a.cfg.RequestTimeout, a.topics.AlterTopicConfig, &sqv1.AlterTopicConfigRequest{
 		Name: name, SyncPolicy: ch.SyncPolicy, SegmentBytes: ch.SegmentBytes, RetentionBytes: ch.RetentionBytes,
-		RetentionMs: ch.RetentionMs, MaxRecordBytes: ch.MaxRecordBytes, SegmentMs: ch.SegmentMs})
+		RetentionMs: ch.RetentionMs, MaxRecordBytes: ch.MaxRecordBytes, SegmentMs: ch.SegmentMs,
+		MinInsyncReplicas: ch.MinInsyncReplicas, UncleanLeaderElection: ch.UncleanLeaderElection})
 	if err != nil {
 		return TopicInfo{}, err
 	}
@@ -252,7 +256,8 @@ func (a *Admin) Members(ctx context.Context) ([]ClusterMember, error) {
 
 func topicConfigToProto(c TopicConfig) *sqv1.TopicConfig {
 	return &sqv1.TopicConfig{SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
-		RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs}
+		RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs,
+		MinInsyncReplicas: c.MinInsyncReplicas, UncleanLeaderElection: c.UncleanLeaderElection}
 }
 
 func topicFromProto(t *sqv1.TopicInfo) TopicInfo {
@@ -263,7 +268,8 @@ func topicFromProto(t *sqv1.TopicInfo) TopicInfo {
 	out.ID, _ = api.TopicIDFromBytes(t.TopicId)
 	if c := t.Config; c != nil {
 		out.Config = TopicConfig{SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
-			RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs}
+			RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs,
+			MinInsyncReplicas: c.MinInsyncReplicas, UncleanLeaderElection: c.UncleanLeaderElection}
 	}
 	out.Config.ReplicationFactor = out.ReplicationFactor
 	for _, p := range t.Partitions {

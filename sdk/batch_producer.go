@@ -98,12 +98,14 @@ func (e BatchError) Error() string {
 func (e BatchError) Unwrap() error { return e.Err }
 
 // BatchAck is one acknowledged batch: Messages[i] is stored at offset
-// BaseOffset+i of Partition with Durability.
+// BaseOffset+i of Partition with Durability, held by Replicas replicas
+// (as Ack.Replicas).
 type BatchAck struct {
 	Topic      string
 	Partition  uint32
 	BaseOffset uint64
 	Durability Durability
+	Replicas   uint32
 	Messages   []ProducerMessage
 }
 
@@ -461,7 +463,7 @@ func (bp *BatchProducer) finishBatch(b *pbatch, res PublishResult, err error) {
 	case err != nil:
 		bp.reportFailed(tp, msgs, err)
 	case bp.cfg.OnAck != nil:
-		bp.cfg.OnAck(BatchAck{Topic: tp.topic, Partition: tp.partition, BaseOffset: res.BaseOffset, Durability: res.Durability, Messages: msgs})
+		bp.cfg.OnAck(BatchAck{Topic: tp.topic, Partition: tp.partition, BaseOffset: res.BaseOffset, Durability: res.Durability, Replicas: res.Replicas, Messages: msgs})
 	}
 	bp.pl.mu.Lock()
 	bp.releaseRecords(len(msgs))

@@ -123,7 +123,8 @@ func (c ClientConfig) Validate() error {
 
 // Validate reports every impossible value of c, as ClientConfig.Validate
 // does: a negative duration or count, Retries below zero other than
-// RetriesNone, RetryBackoffMax below RetryBackoff. NewProducer calls it.
+// RetriesNone, RetryBackoffMax below RetryBackoff, an Acks other than
+// AcksAll and AcksLeader. NewProducer calls it.
 func (c ProducerConfig) Validate() error {
 	ck := configCheck{typ: "ProducerConfig"}
 	c.check(&ck)
@@ -138,6 +139,7 @@ func (c ProducerConfig) check(ck *configCheck) {
 	ck.backoff("RetryBackoff", c.RetryBackoff, c.RetryBackoffMax)
 	ck.nonNegative("MetadataMaxAge", c.MetadataMaxAge)
 	ck.nonNegative("DeliveryTimeout", c.DeliveryTimeout)
+	ck.acks(c.Acks)
 }
 
 // Validate reports every impossible value of c: those of its
@@ -209,7 +211,8 @@ func (c AdminConfig) Validate() error {
 
 // Validate reports every impossible value of c: those of its GrpcConfig,
 // Retries below zero other than RetriesNone, a negative duration or size,
-// RetryBackoffMax below RetryBackoff. NewGrpcProducer calls it.
+// RetryBackoffMax below RetryBackoff, an Acks other than AcksAll and
+// AcksLeader. NewGrpcProducer calls it.
 func (c GrpcProducerConfig) Validate() error {
 	ck := configCheck{typ: "GrpcProducerConfig"}
 	c.GrpcConfig.check(&ck)
@@ -220,6 +223,7 @@ func (c GrpcProducerConfig) Validate() error {
 	ck.nonNegative("MetadataMaxAge", c.MetadataMaxAge)
 	ck.count("BatchBytesMax", c.BatchBytesMax)
 	ck.nonNegative("DeliveryTimeout", c.DeliveryTimeout)
+	ck.acks(c.Acks)
 	return ck.err()
 }
 

@@ -22,15 +22,22 @@ const (
 	// DurabilitySynced: fdatasync'd; survives power loss. Sync policy
 	// "every-batch".
 	DurabilitySynced
+	// DurabilityReplicated: held by every member of the partition's
+	// in-sync replica set, at least min.insync.replicas of them, each
+	// under its own sync policy (docs/cluster.md): a publish with AcksAll
+	// to a replicated partition. Ack.Replicas says how many held it.
+	DurabilityReplicated
 )
 
-// String returns "none", "written" or "synced".
+// String returns "none", "written", "synced" or "replicated".
 func (d Durability) String() string {
 	switch d {
 	case DurabilityWritten:
 		return "written"
 	case DurabilitySynced:
 		return "synced"
+	case DurabilityReplicated:
+		return "replicated"
 	default:
 		return "none"
 	}
@@ -74,6 +81,10 @@ type PublishResult struct {
 	RecordCount   uint32
 	LogAppendTime int64 // Unix ms, broker clock
 	Durability    Durability
+	// Replicas is how many replicas held the batch when it was
+	// acknowledged: the in-sync set's size for DurabilityReplicated, else
+	// 1 (also from a server that predates replication).
+	Replicas uint32
 }
 
 // Publish appends one batch (built with batch.Builder) to a partition and
@@ -81,10 +92,17 @@ type PublishResult struct {
 // batchBytes, which is written to the socket without a copy: do not modify
 // it afterwards (when ctx ends early the write may still be in progress).
 // Publish does not retry: an error wrapping ErrConnection means the batch
-// may or may not have been appended.
+// may or may not have been appended. It asks for AcksAll (see Acks).
 // A batch over Limits().MaxBatchBytes fails with an api.ErrMessageTooLarge
 // error without being sent.
 func (c *Client) Publish(ctx context.Context, topic string, partition uint32, batchBytes []byte) (PublishResult, error) {
+	return c.PublishAcks(ctx, topic, partition, batchBytes, AcksAll)
+}
+
+// PublishAcks is Publish with the given Acks: AcksLeader is acknowledged
+// once the partition's leader appended the batch, AcksAll once every
+// in-sync replica holds it (see Acks).
+func (c *Client) PublishAcks(ctx context.Context, topic string, partition uint32, batchBytes []byte, acks Acks) (PublishResult, error) {
 	if lim := c.Limits(); len(batchBytes) > int(lim.MaxBatchBytes) {
 		return PublishResult{}, api.NewError(api.CodeMessageTooLarge, "batch of %d bytes over the server's maxBatchBytes %d", len(batchBytes), lim.MaxBatchBytes)
 	}
@@ -95,6 +113,7 @@ func (c *Client) Publish(ctx context.Context, topic string, partition uint32, ba
 		}
 		req.SetPartition(partition)
 		req.SetRecordsLength(uint32(len(batchBytes)))
+		req.SetAcks(acks.wire())
 		return req.SetTopic(topic)
 	}, batchBytes, 0)
 	if err != nil {

@@ -44,6 +44,7 @@ type fakeServer struct {
 	// cluster, when set, makes this server one node of a fake cluster
 	// (fakecluster_test.go): it answers for the partitions it leads only.
 	cluster *fakeCluster
+	idem    fakeIdem // replication and idempotence (fakeidem_test.go)
 	wg      sync.WaitGroup
 }
 
@@ -284,12 +285,22 @@ func (s *fakeServer) appendBatch(topic string, partition uint32, b []byte) (uint
 		return 0, api.NewError(codes[0], "injected")
 	}
 	p := t.parts[partition]
+	h, _ := batch.ParseHeader(b)
+	if base, dup, err := s.checkSequence(tp, h); err != nil || dup {
+		if dup {
+			if s.idem.dups == nil {
+				s.idem.dups = map[topicPartition]int{}
+			}
+			s.idem.dups[tp]++
+		}
+		return base, err
+	}
 	cp := append([]byte(nil), b...)
 	batch.SetBaseOffset(cp, p.next)
-	h, _ := batch.ParseHeader(cp)
 	base := p.next
-	p.next = h.NextOffset()
+	p.next += uint64(h.RecordCount)
 	p.batches = append(p.batches, cp)
+	s.noteSequence(tp, h, base)
 	close(s.changed)
 	s.changed = make(chan struct{})
 	return base, nil

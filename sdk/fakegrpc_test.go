@@ -34,6 +34,7 @@ type fakeGrpcCluster struct {
 	stored  map[int][][][]byte // node -> partition -> values
 	accepts atomic.Int64       // connections the nodes accepted
 	id      [16]byte
+	acks    []sqv1.Acks // the acks of every publish, in order
 }
 
 type fakeGrpcNode struct {
@@ -169,7 +170,13 @@ func (n *fakeGrpcNode) Publish(_ context.Context, r *sqv1.PublishRequest) (*sqv1
 	}
 	close(fc.changed)
 	fc.changed = make(chan struct{})
-	return &sqv1.PublishResponse{Topic: r.Topic, Partition: r.Partition, BaseOffset: base, RecordCount: uint32(len(r.Records))}, nil
+	fc.acks = append(fc.acks, r.Acks)
+	// As a leader with three in-sync replicas.
+	dur, replicas := sqv1.Durability_DURABILITY_REPLICATED, int32(3)
+	if r.Acks == sqv1.Acks_ACKS_LEADER {
+		dur, replicas = sqv1.Durability_DURABILITY_SYNCED, 1
+	}
+	return &sqv1.PublishResponse{Topic: r.Topic, Partition: r.Partition, BaseOffset: base, RecordCount: uint32(len(r.Records)), Durability: dur, Replicas: replicas}, nil
 }
 
 // Subscribe streams the partition from the requested offset until the

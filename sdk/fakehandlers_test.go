@@ -67,6 +67,17 @@ func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}, l
 			r.SetRecordCount(h.RecordCount)
 			r.SetLogAppendTime(time.Now().UnixMilli())
 			r.SetDurability(api.Durability_synced)
+			s.mu.Lock()
+			if n := s.idem.replicas; n > 0 && pr.Acks() == api.Acks_all {
+				r.SetDurability(api.Durability_replicated)
+				r.SetReplicas(n)
+			} else if n > 0 {
+				r.SetReplicas(1)
+			}
+			s.mu.Unlock()
+			if s.takeDrop(topicPartition{topic, pr.Partition()}) {
+				return nil, nil
+			}
 		}
 		setErr(r.NewError, err)
 	case api.Frame_Which_fetchRequest:
@@ -158,6 +169,8 @@ func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}, l
 		}
 	case api.Frame_Which_commitOffsetsRequest:
 		s.commitOffsets(req, f)
+	case api.Frame_Which_initProducerIdRequest:
+		s.initProducerID(f)
 	case api.Frame_Which_fetchOffsetsRequest:
 		fo, _ := req.FetchOffsetsRequest()
 		group, _ := fo.Group()

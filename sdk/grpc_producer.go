@@ -17,6 +17,10 @@ type GrpcProducerConfig struct {
 	GrpcConfig
 	// Partitioner places keyed records. Default HashPartitioner.
 	Partitioner Partitioner
+	// Acks is when the partition's leader acknowledges a request's
+	// records: AcksAll (the default) or AcksLeader, as
+	// ProducerConfig.Acks.
+	Acks Acks
 	// Retries is how many times a request that failed with a retriable
 	// error is sent again. Default 10; RetriesNone sends each request
 	// once (any other negative value is refused by Validate).
@@ -253,7 +257,7 @@ func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs
 		}
 		chunk := idx[:n]
 		free := true // every record of chunk is keyless
-		req := &sqv1.PublishRequest{Topic: k.topic, Partition: int32(k.partition), Records: make([]*sqv1.Record, len(chunk))}
+		req := &sqv1.PublishRequest{Topic: k.topic, Partition: int32(k.partition), Records: make([]*sqv1.Record, len(chunk)), Acks: p.cfg.Acks.proto()}
 		for j, i := range chunk {
 			req.Records[j] = recordToProto(msgs[i])
 			free = free && msgs[i].Key == nil
@@ -282,6 +286,7 @@ func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs
 			}
 			acks[i].Offset = res.BaseOffset + uint64(j)
 			acks[i].Durability = Durability(res.Durability)
+			acks[i].Replicas = uint32(max(res.Replicas, 1)) // 0: a server from before replication
 		}
 		if err != nil {
 			for _, i := range idx { // later records must not overtake a failed one

@@ -45,6 +45,7 @@ type ppart struct {
 	busy    int               // batches taken by run and not yet finished
 	running bool              // run is serving the partition
 	wake    chan struct{}     // buffered 1: wakes run
+	seq     partSeq           // idempotent sequences; touched only by run
 }
 
 // pbatch is a closed batch: its records, the context and deadline that
@@ -81,6 +82,12 @@ type flight struct {
 	last    error    // the failure of its previous attempt
 	held    bool     // holds a token of pipeline.sem
 	leader  string   // the address of the connection it was last handed to
+	// The idempotent producer identity and base sequence stamped on data
+	// (zero pid: none yet), and whether an attempt may have been stored
+	// (its outcome is unknown), so that its retries keep them.
+	pid         producerID
+	seq         int32
+	maybeStored bool
 }
 
 // newPipeline returns an empty pipeline for p's client.
@@ -435,10 +442,17 @@ func (w *window) publish(f *flight, want *conn) {
 	// The dial and the wait for the writer end at the deadline too.
 	ctx, cancel := context.WithDeadline(b.ctx, b.deadline)
 	defer cancel()
+	if err := w.stamp(ctx, f); err != nil {
+		f.err, f.final = err, !IsRetriable(err)
+		if ctx.Err() != nil && b.ctx.Err() == nil {
+			f.err, f.final = pl.p.expired(f.last), true
+		}
+		return
+	}
 	tp := w.pp.tp
 	c := pl.p.core.client(ctx, tp.topic, tp.partition)
 	f.leader = c.cfg.Addr
-	f.pc, f.err = c.startPublish(ctx, want, tp.topic, tp.partition, f.data, want != nil)
+	f.pc, f.err = c.startPublish(ctx, want, tp.topic, tp.partition, f.data, want != nil, pl.p.cfg.Acks)
 	if f.err != nil && ctx.Err() != nil && b.ctx.Err() == nil {
 		f.err, f.final = pl.p.expired(f.last), true
 	}
@@ -454,7 +468,14 @@ func (w *window) resolve(res PublishResult, err error) {
 		return
 	}
 	tp := w.pp.tp
-	pl.p.core.noteProduceError(tp.topic, tp.partition, err) // the retry goes to the leader named, or reads the metadata again
+	var pe *producerIDError
+	leaderErr := !errors.As(err, &pe) // not the bootstrap connection's failure to grant a producer id
+	if leaderErr {
+		pl.p.core.noteProduceError(tp.topic, tp.partition, err) // the retry goes to the leader named, or reads the metadata again
+	}
+	if head.pc != nil && outcomeUnknown(err) {
+		head.maybeStored = true
+	}
 	if g := head.b.group; g != nil {
 		g.call.note(err)
 	}
@@ -469,6 +490,9 @@ func (w *window) resolve(res PublishResult, err error) {
 			fres, ferr = w.wait(f)
 		}
 		w.pop()
+		if f.pc != nil && ferr != nil && outcomeUnknown(ferr) {
+			f.maybeStored = true
+		}
 		if ferr == nil {
 			pl.p.cfg.Logger.Warn("sdk: a batch sent after a failed one was stored before its retry (the server does not fail chained publishes)",
 				"topic", tp.topic, "partition", tp.partition)
@@ -483,7 +507,7 @@ func (w *window) resolve(res PublishResult, err error) {
 		again = append(again, f)
 	}
 	w.stalled = false
-	if !head.final && leaderGone(err) && w.replace(head, again) {
+	if !head.final && leaderErr && leaderGone(err) && w.replace(head, again) {
 		return
 	}
 	head.attempt++
@@ -519,10 +543,12 @@ func (w *window) replace(head *flight, again []*flight) bool {
 	}
 	to := topicPartition{tp.topic, np}
 	moved := []*pbatch{head.b}
+	w.broke(head, nil) // its sequence leaves the partition: a hole in the run
 	var kept []*flight
 	for _, f := range again {
 		if keyless(f.b.msgs) && !f.final {
 			moved = append(moved, f.b)
+			w.broke(f, nil)
 		} else {
 			kept = append(kept, f)
 		}
@@ -603,6 +629,7 @@ func (w *window) finish(f *flight, res PublishResult, err error) {
 	if err == nil {
 		w.pl.p.core.noteDelivered(tp.topic, tp.partition)
 	} else {
+		err = w.broke(f, err)
 		leader := f.leader
 		if leader == "" {
 			leader = w.pl.p.core.leaderName(tp.topic, tp.partition, w.pl.p.client.cfg.Addr)

@@ -69,8 +69,24 @@ type ProducerConfig struct {
 	// Partitioner places keyed records. Default HashPartitioner (FNV-1a 32
 	// of the key, modulo the partition count).
 	Partitioner Partitioner
+	// Acks is when the partition's leader acknowledges a batch: AcksAll
+	// (the default: every in-sync replica holds it, at least
+	// min.insync.replicas of them) or AcksLeader (the leader alone).
+	Acks Acks
+	// DisableIdempotence turns the idempotent producer off (it is on by
+	// default): batches then carry no producer id and sequence, and a
+	// batch retried after its acknowledgement was lost (a connection
+	// failure, a timeout) may be stored twice. With idempotence, the
+	// producer obtains a producer id from the server at its first publish
+	// and stamps each batch with it and a per-partition sequence, so that
+	// a partition's leader stores a retried batch once and answers with
+	// its original offsets (see Producer). Against a server that does not
+	// grant producer ids the producer falls back to no idempotence, with
+	// one warning in Logger.
+	DisableIdempotence bool
 	// Retries is how many times a batch that failed with a retriable error
-	// (IsRetriable: connection loss, NOT_LEADER, DISK_FULL, THROTTLED, ...)
+	// (IsRetriable: connection loss, NOT_LEADER, NOT_ENOUGH_REPLICAS,
+	// DISK_FULL, THROTTLED, ...)
 	// is sent again. Default 10; RetriesNone sends each batch once (any
 	// other negative value is refused by Validate).
 	Retries int
@@ -151,15 +167,20 @@ func (m ProducerMessage) WithHeaders(h ...Header) ProducerMessage {
 }
 
 // Ack is the outcome of one record. When Err is nil the record is stored at
-// Offset of Partition with the stated Durability; otherwise Err says why it
-// was not (Partition and Offset are then meaningless, except that Partition
-// is the one chosen when the failure came from the server).
+// Offset of Partition with the stated Durability, held by Replicas
+// replicas; otherwise Err says why it was not (Partition and Offset are
+// then meaningless, except that Partition is the one chosen when the
+// failure came from the server).
 type Ack struct {
 	Topic      string
 	Partition  uint32
 	Offset     uint64
 	Durability Durability
-	Err        error
+	// Replicas is how many replicas held the record when it was
+	// acknowledged: the in-sync set's size with DurabilityReplicated
+	// (AcksAll on a replicated partition), else 1.
+	Replicas uint32
+	Err      error
 }
 
 // Producer sends records to topics. Keyed records go to the partition the
@@ -190,6 +211,8 @@ type Producer struct {
 	cfg    ProducerConfig
 
 	pl *pipeline // without linger; its goroutines end once idle
+
+	idem *idempotence // nil with DisableIdempotence
 }
 
 // NewProducer connects to cfg.Addr. It fails with ErrInvalidConfig when
@@ -231,6 +254,9 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 	}
 	cfg.Logger = c.cfg.Logger
 	p := &Producer{client: c, core: newCapnpCluster(c, cfg.MetadataMaxAge, cfg.Partitioner), cfg: cfg}
+	if !cfg.DisableIdempotence {
+		p.idem = &idempotence{p: p}
+	}
 	// Every request of a connection may be one of the partitions' batches
 	// in flight, as when each SendBatch call sent its own.
 	p.pl = newPipeline(context.Background(), p, LingerNone, producerWindow, producerWindow)
@@ -514,6 +540,7 @@ func (sc *sendCall) batchDone(b *pbatch, res PublishResult, err error) {
 		}
 		sc.acks[i].Offset = res.BaseOffset + uint64(j)
 		sc.acks[i].Durability = res.Durability
+		sc.acks[i].Replicas = res.Replicas
 	}
 	sc.bs = append(sc.bs, b)
 	sc.left--

@@ -22,7 +22,7 @@ func TestSendAssignsOffsets(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Send %d: %v", i, err)
 		}
-		want := Ack{Topic: "orders", Partition: 0, Offset: uint64(i), Durability: DurabilitySynced}
+		want := Ack{Topic: "orders", Partition: 0, Offset: uint64(i), Durability: DurabilitySynced, Replicas: 1}
 		if ack != want {
 			t.Fatalf("Send %d = %+v, want %+v", i, ack, want)
 		}

@@ -29,8 +29,8 @@ type pubCall struct {
 // that order. When want is not nil and the live connection is another one,
 // nothing is sent and the error is errConnSwitched. chained sets the
 // request's chained flag (the server fails this publish if the previous
-// one of the partition on this connection failed).
-func (c *Client) startPublish(ctx context.Context, want *conn, topic string, partition uint32, data []byte, chained bool) (*pubCall, error) {
+// one of the partition on this connection failed); acks its acks.
+func (c *Client) startPublish(ctx context.Context, want *conn, topic string, partition uint32, data []byte, chained bool, acks Acks) (*pubCall, error) {
 	if lim := c.Limits(); len(data) > int(lim.MaxBatchBytes) {
 		return nil, api.NewError(api.CodeMessageTooLarge, "batch of %d bytes over the server's maxBatchBytes %d", len(data), lim.MaxBatchBytes)
 	}
@@ -51,6 +51,7 @@ func (c *Client) startPublish(ctx context.Context, want *conn, topic string, par
 		req.SetPartition(partition)
 		req.SetRecordsLength(uint32(len(data)))
 		req.SetChained(chained)
+		req.SetAcks(acks.wire())
 		return req.SetTopic(topic)
 	}, data, 0)
 	if err != nil {
@@ -104,5 +105,6 @@ func decodePublish(r response, topic string, partition uint32) (PublishResult, e
 		RecordCount:   resp.RecordCount(),
 		LogAppendTime: resp.LogAppendTime(),
 		Durability:    Durability(resp.Durability()),
+		Replicas:      max(resp.Replicas(), 1), // 0: a server from before replication
 	}, nil
 }

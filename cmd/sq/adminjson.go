@@ -67,6 +67,10 @@ type topicConfigJSON struct {
 	SegmentBytes   int64  `json:"segment_bytes"`
 	SegmentMs      int64  `json:"segment_ms"`
 	MaxRecordBytes int32  `json:"max_record_bytes"`
+	// MinInsyncReplicas is min.insync.replicas; 0: not set on the topic
+	// (the cluster's default applies).
+	MinInsyncReplicas     int32 `json:"min_insync_replicas"`
+	UncleanLeaderElection bool  `json:"unclean_leader_election"`
 }
 
 // partitionJSON is one partition in topic describe; a partition that is
@@ -111,7 +115,8 @@ func toTopicViewJSON(v topicView) topicJSON {
 func toTopicJSON(t sdk.TopicInfo) topicJSON {
 	out := topicJSON{Name: t.Name, PartitionCount: t.Partitions, Config: topicConfigJSON{
 		SyncPolicy: t.Config.SyncPolicy, RetentionMs: t.Config.RetentionMs, RetentionBytes: t.Config.RetentionBytes,
-		SegmentBytes: t.Config.SegmentBytes, SegmentMs: t.Config.SegmentMs, MaxRecordBytes: t.Config.MaxRecordBytes}}
+		SegmentBytes: t.Config.SegmentBytes, SegmentMs: t.Config.SegmentMs, MaxRecordBytes: t.Config.MaxRecordBytes,
+		MinInsyncReplicas: t.Config.MinInsyncReplicas, UncleanLeaderElection: t.Config.UncleanLeaderElection}}
 	if !t.ID.IsZero() {
 		out.TopicID = t.ID.String()
 	}

@@ -35,6 +35,8 @@ type benchFlags struct {
 	inFlight    int
 	bufferBytes int
 	syncPolicy  string
+	acks        string // all or leader (sdk.ParseAcks)
+	replication int    // replication factor of the topic sq bench creates; 0: the server's default
 	duration    time.Duration
 	count       int64
 	rate        float64
@@ -84,7 +86,7 @@ intended send time (so values under 8 bytes give no latency figures). With
 Unless --topic names an existing topic, sq bench creates a fresh topic with
 --partitions and --sync-policy and deletes it at the end (--keep-topic keeps
 it). Results go to stdout, with the conditions beside them: record size,
-batch bytes, linger, in-flight batches, sync policy, partitions, producers,
+batch bytes, linger, in-flight batches, sync policy, acks, partitions, producers,
 consumers (not in produce mode), CPU count, Go version and the I/O backend
 of the nodes that lead the topic's partitions, read from each one's control
 plane (NodeInfo; in a cluster at the gRPC address the metadata lists, else
@@ -122,6 +124,7 @@ func newBenchCommand(g *globals) *cobra.Command {
 		Long:  benchLong,
 		Example: "  sq bench --count 1000000\n" +
 			"  sq bench produce --duration 30s --partitions 4 --producers 2 --sync-policy every-batch\n" +
+			"  sq bench produce --replication-factor 3 --acks leader\n" +
 			"  sq bench e2e --rate 100000 --duration 20s --json result.json --plot result.png\n" +
 			"  sq bench consume --count 5000000 --consumers 2 --partitions 2",
 		Args:      cobra.MaximumNArgs(1),
@@ -149,6 +152,8 @@ func newBenchCommand(g *globals) *cobra.Command {
 	fl.IntVar(&f.inFlight, "in-flight", sdk.DefaultMaxInFlight, "batches in flight per producer (over all partitions; up to 4 per partition, pipelined)")
 	fl.IntVar(&f.bufferBytes, "buffer-bytes", sdk.DefaultBufferBytes, "BatchProducer buffer per producer in bytes: records accepted and not yet acknowledged (Send blocks beyond it)")
 	fl.StringVar(&f.syncPolicy, "sync-policy", "every-batch", "sync policy of the topic sq bench creates: every-batch, none, or an interval N / Nms")
+	fl.StringVar(&f.acks, "acks", "all", "when a batch is acknowledged: all (every in-sync replica holds it, at least min.insync.replicas) or leader (the leader alone)")
+	fl.IntVar(&f.replication, "replication-factor", 0, "replication factor of the topic sq bench creates (0: the server's default)")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "how long to publish (ignored with --count)")
 	fl.Int64Var(&f.count, "count", 0, "records to publish in total, instead of --duration (0: not set, publish for --duration)")
 	fl.Float64Var(&f.rate, "rate", 0, "offered load in records/s over all producers (0: as fast as possible)")
@@ -188,6 +193,12 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("--%s must not be negative, got %v", n.name, n.v))
 		}
+	}
+	if _, err := sdk.ParseAcks(f.acks); err != nil {
+		errs = append(errs, fmt.Errorf("--%w", err))
+	}
+	if f.replication < 0 {
+		errs = append(errs, fmt.Errorf("--replication-factor must not be negative, got %d", f.replication))
 	}
 	if f.count == 0 && f.duration <= 0 {
 		errs = append(errs, errors.New("give a positive --duration or --count"))
@@ -457,7 +468,7 @@ func prepareBenchTopic(ctx context.Context, c *sdk.Client, f *benchFlags) (bool,
 	if f.topic == "" {
 		f.topic = fmt.Sprintf("sq-bench-%d", time.Now().UnixNano())
 	}
-	ti, err := c.CreateTopic(ctx, f.topic, uint32(f.partitions), sdk.TopicConfig{SyncPolicy: f.syncPolicy})
+	ti, err := c.CreateTopic(ctx, f.topic, uint32(f.partitions), sdk.TopicConfig{SyncPolicy: f.syncPolicy, ReplicationFactor: uint32(f.replication)})
 	if err == nil {
 		f.partitions = int(ti.Partitions)
 		return true, nil
@@ -494,6 +505,7 @@ func benchConditions(f benchFlags, lim sdk.Limits) BenchConditions {
 		InFlight:        f.inFlight,
 		BufferBytes:     f.bufferBytes,
 		SyncPolicy:      f.syncPolicy,
+		Acks:            f.acks,
 		Partitions:      f.partitions,
 		Producers:       f.producers,
 		Consumers:       consumers,

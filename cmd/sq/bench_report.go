@@ -23,6 +23,7 @@ type BenchConditions struct {
 	InFlight        int     `json:"in_flight"`    // batches in flight per producer
 	BufferBytes     int     `json:"buffer_bytes"` // BatchProducer buffer per producer
 	SyncPolicy      string  `json:"sync_policy"`
+	Acks            string  `json:"acks"` // all or leader (--acks)
 	Partitions      int     `json:"partitions"`
 	Producers       int     `json:"producers"`
 	Consumers       int     `json:"consumers,omitempty"` // 0 (absent from the JSON) in produce mode
@@ -173,9 +174,9 @@ func printBench(w io.Writer, r *BenchResult) {
 	if r.Mode != "produce" {
 		consumers = fmt.Sprintf(", consumers %d", r.Consumers)
 	}
-	fmt.Fprintf(w, "conditions: record size %d B, batch %d B, linger %gms, in-flight %d, sync policy %s, "+
+	fmt.Fprintf(w, "conditions: record size %d B, batch %d B, linger %gms, in-flight %d, sync policy %s, acks %s, "+
 		"buffer %d B, partitions %d, producers %d%s, keys %d, rate %s, %d CPUs, %s, I/O backend %s, server %s\n",
-		r.RecordSizeBytes, r.BatchBytes, r.LingerMs, r.InFlight, r.SyncPolicy, r.BufferBytes, r.Partitions, r.Producers,
+		r.RecordSizeBytes, r.BatchBytes, r.LingerMs, r.InFlight, r.SyncPolicy, r.Acks, r.BufferBytes, r.Partitions, r.Producers,
 		consumers, r.Keys, rate, r.CPUs, r.GoVersion, r.IOBackend, r.ServerVersion)
 	if r.RateTarget == 0 && r.AckLatencyMs != nil {
 		fmt.Fprintln(w, latencyFooter(r.PublishRecordsPerSec))

@@ -193,8 +193,9 @@ func (b *benchRun) produce(ctx context.Context) error {
 // a failed batch of any producer); ctx, which Ctrl-C ends, decides whether
 // Close waits for the records in flight.
 func (b *benchRun) producer(ctx, pctx context.Context, id int, n int64, start time.Time) error {
+	acks, _ := sdk.ParseAcks(b.f.acks) // checked by validate
 	bp, err := sdk.NewBatchProducer(ctx, sdk.BatchProducerConfig{
-		ProducerConfig: sdk.ProducerConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-%d", id), DialTimeout: b.timeout},
+		ProducerConfig: sdk.ProducerConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-%d", id), DialTimeout: b.timeout, Acks: acks},
 		Linger:         benchLinger(b.f.linger),
 		BatchBytes:     b.f.batchBytes,
 		MaxInFlight:    b.f.inFlight,

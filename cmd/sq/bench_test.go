@@ -64,6 +64,9 @@ func TestBenchFlagsCheckedBeforeTheRun(t *testing.T) {
 		{"plot without extension", []string{"--plot", filepath.Join(dir, "r")}, "PNG images only"},
 		{"plot as PDF", []string{"--plot", filepath.Join(dir, "r.pdf")}, "ending in .png"},
 		{"plot in capitals", []string{"--plot", filepath.Join(dir, "R.PNG")}, ""},
+		{"acks unknown", []string{"--acks", "1"}, `--acks "1": want all or leader`},
+		{"acks leader", []string{"--acks", "leader"}, ""},
+		{"negative replication factor", []string{"--replication-factor", "-1"}, "--replication-factor must not be negative, got -1"},
 	}
 	if os.Geteuid() != 0 {
 		ro := filepath.Join(dir, "ro")
@@ -108,9 +111,9 @@ func TestPrintBenchConditions(t *testing.T) {
 		want    []string
 		wantNot []string
 	}{
-		{"produce, no rate", BenchResult{BenchConditions: BenchConditions{Mode: "produce", Partitions: 1, Producers: 1, IOBackend: "uring"},
+		{"produce, no rate", BenchResult{BenchConditions: BenchConditions{Mode: "produce", Partitions: 1, Producers: 1, IOBackend: "uring", SyncPolicy: "every-batch", Acks: "leader"},
 			PublishRecordsPerSec: 123_456, AckLatencyMs: &LatencySummary{Count: 1}},
-			[]string{"partitions 1, producers 1, keys", "I/O backend uring",
+			[]string{"partitions 1, producers 1, keys", "I/O backend uring", "sync policy every-batch, acks leader,",
 				"\nlatency: measured with unbounded in-flight batches", "includes the time records queue", "(for example --rate 62000)"},
 			[]string{"consumers", "consumed", "interrupted", "not acknowledged"}},
 		{"e2e at a rate", BenchResult{BenchConditions: BenchConditions{Mode: "e2e", Partitions: 2, Producers: 1, Consumers: 2, RateTarget: 1000, IOBackend: "unknown"},
@@ -147,9 +150,12 @@ func TestPrintBenchConditions(t *testing.T) {
 }
 
 func TestBenchConditionsProduceHasNoConsumers(t *testing.T) {
-	c := benchConditions(benchFlags{mode: "produce", consumers: 1}, sdk.Limits{MaxBatchBytes: 1 << 20})
+	c := benchConditions(benchFlags{mode: "produce", consumers: 1, acks: "all"}, sdk.Limits{MaxBatchBytes: 1 << 20})
 	if c.Consumers != 0 {
 		t.Fatalf("produce mode conditions: consumers %d, want 0", c.Consumers)
+	}
+	if c.Acks != "all" {
+		t.Fatalf("conditions acks %q, want all", c.Acks)
 	}
 }
 

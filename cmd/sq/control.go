@@ -89,13 +89,15 @@ type topicAlterFlags struct {
 	retentionBytes int64
 	segmentMs      int64
 	maxRecordBytes int32
+	minInsync      int32
+	unclean        bool
 	partitions     int64 // the new total with --partitions
 }
 
 // alterableSettings are the flags of `sq topic alter`: the settings the
 // server changes on a live topic (engine.AlterTopicConfig). segment.bytes
 // is fixed when the topic is created.
-const alterableSettings = "--sync-policy, --retention-ms, --retention-bytes, --segment-ms, --max-record-bytes"
+const alterableSettings = "--sync-policy, --retention-ms, --retention-bytes, --segment-ms, --max-record-bytes, --min-insync-replicas, --unclean-leader-election"
 
 // runTopicAddPartitions grows topic name to total partitions
 // (engine.CreatePartitions), refusing --partitions beside a config flag:
@@ -149,7 +151,8 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 			"consumer groups at their next heartbeat. --partitions is given on its own.",
 		Example: "  sq topic alter orders --retention-ms 86400000\n" +
 			"  sq topic alter audit --sync-policy every-batch --retention-bytes -1\n" +
-			"  sq topic alter orders --partitions 6",
+			"  sq topic alter orders --partitions 6\n" +
+			"  sq topic alter payments --min-insync-replicas 2 --unclean-leader-election=false",
 		Args: oneTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ch := sdk.TopicConfigChange{}
@@ -172,6 +175,15 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 			if fl.Changed("max-record-bytes") {
 				ch.MaxRecordBytes = &f.maxRecordBytes
 			}
+			if fl.Changed("min-insync-replicas") {
+				if f.minInsync < 1 {
+					return fmt.Errorf("--min-insync-replicas %d: want 1 to the topic's replication factor", f.minInsync)
+				}
+				ch.MinInsyncReplicas = &f.minInsync
+			}
+			if fl.Changed("unclean-leader-election") {
+				ch.UncleanLeaderElection = &f.unclean
+			}
 			if ch == (sdk.TopicConfigChange{}) {
 				return errors.New("nothing to change: give at least one of " + alterableSettings + ", or --partitions N to grow the topic to N partitions")
 			}
@@ -193,6 +205,8 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "keep at most this many bytes per partition (-1: unlimited)")
 	fl.Int64Var(&f.segmentMs, "segment-ms", 0, "roll the active segment after this many milliseconds")
 	fl.Int32Var(&f.maxRecordBytes, "max-record-bytes", 0, "largest record (key+value+headers) in bytes")
+	fl.Int32Var(&f.minInsync, "min-insync-replicas", 0, "in-sync replicas a publish with acks all needs (1 to the replication factor)")
+	fl.BoolVar(&f.unclean, "unclean-leader-election", false, "when no in-sync replica is alive, let another replica lead (acknowledged records may be lost); =false turns it off")
 	fl.Int64Var(&f.partitions, "partitions", 0, "grow the topic to this many partitions in all (more than it has; given alone)")
 	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		err = flagError(cmd, err)

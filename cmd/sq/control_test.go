@@ -67,7 +67,7 @@ func TestControlCommands(t *testing.T) {
 		{"unreachable", nil, []string{"--control", deadAddr, "cluster", "info"}, nil, "cannot reach the SQ control plane at " + deadAddr},
 		{"alter", nil, []string{"--control", addr, "topic", "alter", "orders", "--retention-ms", "60000", "--sync-policy", "none"},
 			[]string{"Topic:", "orders", "none", "1m"}, ""},
-		{"alter without flags", nil, []string{"--control", addr, "topic", "alter", "orders"}, nil, "nothing to change: give at least one of --sync-policy, --retention-ms, --retention-bytes, --segment-ms, --max-record-bytes, or --partitions N to grow the topic to N partitions"},
+		{"alter without flags", nil, []string{"--control", addr, "topic", "alter", "orders"}, nil, "nothing to change: give at least one of --sync-policy, --retention-ms, --retention-bytes, --segment-ms, --max-record-bytes, --min-insync-replicas, --unclean-leader-election, or --partitions N to grow the topic to N partitions"},
 		{"alter bad name", nil, []string{"--control", addr, "topic", "alter", "bad/name", "--retention-ms", "5"}, nil, "bad/name"},
 		{"add partitions", nil, []string{"--control", addr, "topic", "alter", "orders", "--partitions", "4"},
 			[]string{"topic orders now has 4 partitions", "Partitions:        4", "      3          0"}, ""},

@@ -34,6 +34,7 @@ type produceFlags struct {
 	key          string
 	headers      []string
 	partition    int
+	acks         string // all or leader (sdk.ParseAcks)
 }
 
 const produceLong = `Produce records to a topic: one per line of the input (stdin, or --file),
@@ -73,6 +74,15 @@ the partition of their key's hash. Either way each partition receives the
 records in input order. With -p/--partition N every record goes to
 partition N; -1 (the default) means any partition, as above.
 
+Acknowledgement: with --acks all (the default) a record is acknowledged once
+every in-sync replica of its partition holds it (at least the topic's
+min.insync.replicas of them; on a single node, once the node stored it
+under the topic's sync policy); with --acks leader, once the partition's
+leader stored it (a failover before the followers copy it loses it).
+Records are sent by an idempotent producer: a batch retried after a lost
+acknowledgement is stored once (with -p/--partition N the batches carry no
+producer id, and such a retry may store them twice).
+
 When every record is acknowledged sq prints how many, with the offset
 ranges per partition. When records fail (the server cannot be reached
 within the retries, say) sq stops, prints what was acknowledged and one
@@ -106,6 +116,7 @@ func newProduceCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.keySeparator, "key-separator", "", `split each record at the first occurrence of this separator: key before, value after (a record without it has no key); the escapes of --delimiter apply ('\t' is a tab)`)
 	fl.StringVarP(&f.key, "key", "k", "", "key of every record (not with --key-separator)")
 	fl.StringArrayVarP(&f.headers, "header", "H", nil, "header name=value added to every record (repeatable; name= is an empty value)")
+	fl.StringVar(&f.acks, "acks", "all", "when a record is acknowledged: all (every in-sync replica holds it, at least min.insync.replicas of them) or leader (the partition's leader alone)")
 	fl.IntVarP(&f.partition, "partition", "p", -1, "send every record to this partition; -1 spreads keyless records and places keyed ones by the hash of the key (other negatives are refused)")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
@@ -119,6 +130,7 @@ type produceInput struct {
 	key       []byte // nil: no fixed key
 	headers   []sdk.Header
 	valueFile string
+	acks      sdk.Acks
 }
 
 // check validates the flags of produce and returns every problem at once.
@@ -128,6 +140,11 @@ func (f produceFlags) check(cmd *cobra.Command) (produceInput, error) {
 	if f.partition < -1 {
 		errs = append(errs, fmt.Errorf("--partition %d: a partition is 0 or more, or -1 for any partition (keyless records spread, keyed ones by the hash of the key)", f.partition))
 	}
+	acks, err := sdk.ParseAcks(f.acks)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--%w", err))
+	}
+	in.acks = acks
 	in.delim = []byte{'\n'}
 	if cmd.Flags().Changed("delimiter") {
 		d, err := parseDelimiter(f.delimiter)
@@ -226,7 +243,7 @@ func runProduce(cmd *cobra.Command, g *globals, f produceFlags) error {
 	if err != nil {
 		return err
 	}
-	p, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: addr, ClientID: "sq-cli", DialTimeout: timeout})
+	p, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: addr, ClientID: "sq-cli", DialTimeout: timeout, Acks: pin.acks})
 	if err != nil {
 		return connectError(addr, err)
 	}
@@ -623,7 +640,7 @@ func (s *produceSession) sendToPartition(ctx context.Context, msgs []sdk.Produce
 			}
 			failed = err
 			for j := from; j < to && err == nil; j++ {
-				acks[j] = sdk.Ack{Topic: s.topic, Partition: p, Offset: res.BaseOffset + uint64(j-from), Durability: res.Durability}
+				acks[j] = sdk.Ack{Topic: s.topic, Partition: p, Offset: res.BaseOffset + uint64(j-from), Durability: res.Durability, Replicas: res.Replicas}
 			}
 		}
 		for j := from; j < to && failed != nil; j++ {
@@ -653,7 +670,7 @@ func (s *produceSession) publishRetrying(ctx, dctx context.Context, p uint32, da
 	wait := sdk.DefaultRetryBackoff
 	for attempt := 0; ; attempt++ {
 		res, err := onLeader(dctx, s.p, s.topic, p, func(c *sdk.Client) (sdk.PublishResult, error) {
-			res, err := c.Publish(dctx, s.topic, p, data)
+			res, err := c.PublishAcks(dctx, s.topic, p, data, s.in.acks)
 			if errors.Is(err, sdk.ErrConnection) {
 				// Name the leader that could not be reached, which need
 				// not be the --server node.

@@ -65,6 +65,11 @@ type topicCreateFlags struct {
 	// replicationFactor is --replication-factor: 0 is the server's
 	// default (--default-replication-factor of sq-server).
 	replicationFactor int32
+	// minInsync is --min-insync-replicas: 0 is the server's default (2
+	// when the replication factor is 3 or more, else 1).
+	minInsync int32
+	// unclean is --unclean-leader-election.
+	unclean bool
 }
 
 func newTopicCreateCommand(g *globals) *cobra.Command {
@@ -77,9 +82,15 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 			"do not start with \"__\". Settings left at 0 or empty take the server's defaults.\n" +
 			"--replication-factor N places N replicas of each partition on distinct nodes of\n" +
 			"the cluster (at most the number of nodes; 0: the server's default, min(3, live\n" +
-			"nodes)); a single node outside a cluster holds 1.",
+			"nodes)); a single node outside a cluster holds 1.\n" +
+			"--min-insync-replicas N: in a cluster, a publish with acks all is refused\n" +
+			"(NOT_ENOUGH_REPLICAS, retriable) while fewer than N replicas are in sync (1 to\n" +
+			"the replication factor; 0: 2 when the factor is 3 or more, else 1).\n" +
+			"--unclean-leader-election lets a replica that is not in sync lead when no in-sync\n" +
+			"replica is alive: the partition stays available, and acknowledged records may be\n" +
+			"lost (docs/cluster.md).",
 		Example: "  sq topic create orders --partitions 3\n" +
-			"  sq topic create payments --partitions 6 --replication-factor 3\n" +
+			"  sq topic create payments --partitions 6 --replication-factor 3 --min-insync-replicas 2\n" +
 			"  sq topic create audit --sync-policy every-batch --retention-ms 86400000 --segment-bytes 268435456",
 		Args: oneNewTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -94,6 +105,8 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 	fl.Int64Var(&f.segmentBytes, "segment-bytes", 0, "size of one segment file in bytes; at least the server's batch limit plus 4096 (--max-batch-bytes of sq-server, 16 MiB by default); 0: server default (--segment-bytes of sq-server)")
 	fl.Int64Var(&f.segmentMs, "segment-ms", 0, "roll the active segment this many milliseconds after its first record, so quiet partitions age out; 0: server default (7 days)")
 	fl.Int32Var(&f.replicationFactor, "replication-factor", 0, "replicas of each partition, on distinct nodes (at most the cluster's node count); 0: the server's --default-replication-factor")
+	fl.Int32Var(&f.minInsync, "min-insync-replicas", 0, "in-sync replicas a publish with acks all needs (1 to the replication factor); 0: server default (2 when the replication factor is 3 or more, else 1)")
+	fl.BoolVar(&f.unclean, "unclean-leader-election", false, "when no in-sync replica is alive, let another replica lead (available, but acknowledged records may be lost)")
 	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		err = flagError(cmd, err)
 		if strings.Contains(err.Error(), "'p' in -p") {
@@ -121,6 +134,9 @@ func runTopicCreate(cmd *cobra.Command, g *globals, name string, f topicCreateFl
 	if f.replicationFactor < 0 {
 		return fmt.Errorf("--replication-factor %d: want at least 1, or 0 for the server's default", f.replicationFactor)
 	}
+	if f.minInsync < 0 {
+		return fmt.Errorf("--min-insync-replicas %d: want 1 to the replication factor, or 0 for the server's default", f.minInsync)
+	}
 	cfg := sdk.TopicConfig{
 		SyncPolicy:     f.syncPolicy,
 		RetentionMs:    f.retentionMs,
@@ -128,7 +144,9 @@ func runTopicCreate(cmd *cobra.Command, g *globals, name string, f topicCreateFl
 		SegmentBytes:   f.segmentBytes,
 		SegmentMs:      f.segmentMs,
 		// 0: the server's default.
-		ReplicationFactor: uint32(f.replicationFactor),
+		ReplicationFactor:     uint32(f.replicationFactor),
+		MinInsyncReplicas:     f.minInsync,
+		UncleanLeaderElection: f.unclean,
 	}
 	c, err := g.dial(cmd)
 	if err != nil {
@@ -262,6 +280,9 @@ func printTopicDescription(out io.Writer, t topicView) error {
 	fmt.Fprintf(w, "Segment bytes:\t%s\n", formatLimitBytes(cfg.SegmentBytes))
 	fmt.Fprintf(w, "Segment roll:\t%s\n", formatMs(cfg.SegmentMs))
 	fmt.Fprintf(w, "Max record bytes:\t%s\n", formatLimitBytes(int64(cfg.MaxRecordBytes)))
+	// 0: not set on the topic; the cluster applies its default.
+	fmt.Fprintf(w, "Min in-sync:\t%s\n", orDash(formatCount(cfg.MinInsyncReplicas)))
+	fmt.Fprintf(w, "Unclean election:\t%t\n", cfg.UncleanLeaderElection)
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -322,6 +343,14 @@ func apiError(addr string, err error) error {
 		return e
 	}
 	return err
+}
+
+// formatCount formats a count setting, "" when 0 (unset).
+func formatCount(n int32) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(int(n))
 }
 
 func plural(n int) string {

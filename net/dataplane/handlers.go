@@ -281,6 +281,9 @@ func (c *conn) createTopic(req request) (*response, error) {
 	var info engine.TopicInfo
 	berr := c.srv.checkReplicationFactor(req.config.ReplicationFactor)
 	if berr == nil {
+		berr = c.srv.checkMinInsync(req.config.MinInsyncReplicas)
+	}
+	if berr == nil {
 		info, berr = c.srv.broker.CreateTopic(req.name, int(req.partitions), req.config)
 	}
 	r, f, err := newResponse(req)

@@ -38,6 +38,17 @@ func (s *Server) checkReplicationFactor(rf int32) error {
 	return api.NewError(api.CodeInvalidConfig, "replication factor %d exceeds the 1 node(s) of this cluster", rf)
 }
 
+// checkMinInsync refuses, on a Broker outside a cluster, a
+// min.insync.replicas above 1 with INVALID_CONFIG: the one replica there
+// is cannot make a larger in-sync set. A ClusterBroker checks it against
+// the topic's replication factor itself.
+func (s *Server) checkMinInsync(n int32) error {
+	if _, ok := s.broker.(ClusterBroker); ok || n <= 1 {
+		return nil
+	}
+	return api.NewError(api.CodeInvalidConfig, "min.insync.replicas %d exceeds the replication factor 1 of a single node", n)
+}
+
 // placements returns one PartitionInfo per partition of info carrying its
 // placement: info.Partitions when the broker filled them in, else (a bare
 // engine, or ListTopics without partitions) this node leads each

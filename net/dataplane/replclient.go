@@ -54,8 +54,12 @@ var ErrReplicaClientBroken = errors.New("dataplane: replica connection broken")
 // plane: it sends replicaFetch and offsetForLeaderEpoch requests
 // (docs/architecture.md §4). Its methods are safe for concurrent use;
 // requests share the one connection and their responses are matched by
-// correlation id. Errors the leader answered with are *api.Error; any
-// other error is the context's, or wraps ErrReplicaClientBroken.
+// correlation id. At most the leader's maxInFlight (from the handshake)
+// requests are outstanding at once, as the leader serves no more per
+// connection; a call beyond waits for one to be answered, within its
+// context. A long poll holds its place until it returns. Errors the
+// leader answered with are *api.Error; any other error is the context's,
+// or wraps ErrReplicaClientBroken.
 type ReplicaClient struct {
 	nc     net.Conn
 	nodeID string
@@ -63,6 +67,10 @@ type ReplicaClient struct {
 	maxFrame, maxTail uint32
 
 	wmu sync.Mutex // serialises request writes
+	// slots holds one token per request outstanding on the connection,
+	// taken before the write and given back when its response is read
+	// (also for an abandoned call, whose request the leader still serves).
+	slots chan struct{}
 
 	mu      sync.Mutex
 	next    uint64
@@ -167,6 +175,7 @@ func (c *ReplicaClient) handshake(ctx context.Context) error {
 	}
 	c.maxFrame = max(hr.MaxFrameBytes(), api.DefaultMaxFrameBytes)
 	c.maxTail = max(hr.MaxBatchBytes(), api.DefaultMaxBatchBytes)
+	c.slots = make(chan struct{}, max(hr.MaxInFlight(), 1))
 	c.nc.SetDeadline(time.Time{})
 	return nil
 }
@@ -250,11 +259,18 @@ func (c *ReplicaClient) readLoop(fr *api.FrameReader) {
 			return
 		}
 		c.mu.Lock()
-		ch := c.pending[id]
+		ch, ok := c.pending[id]
 		delete(c.pending, id)
 		c.mu.Unlock()
-		if ch != nil {
+		if ok {
 			ch <- rep // buffered
+		}
+		select {
+		case <-c.slots:
+		default:
+			// A response to no request of ours.
+			c.fail(fmt.Errorf("response %d to no outstanding request", id))
+			return
 		}
 	}
 }
@@ -318,11 +334,19 @@ func wireField(has bool, get func() (api.WireError, error)) (error, error) {
 // abandons the call (its response is dropped); the connection stays
 // usable unless the request was only partly written.
 func (c *ReplicaClient) call(ctx context.Context, want api.Frame_Which, build func(api.Frame) error) (replicaReply, error) {
+	select {
+	case c.slots <- struct{}{}:
+	case <-c.done:
+		return replicaReply{}, c.Err()
+	case <-ctx.Done():
+		return replicaReply{}, ctx.Err()
+	}
 	ch := make(chan replicaReply, 1)
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
+		<-c.slots
 		return replicaReply{}, err
 	}
 	id := c.next
@@ -334,10 +358,15 @@ func (c *ReplicaClient) call(ctx context.Context, want api.Frame_Which, build fu
 		delete(c.pending, id)
 		c.mu.Unlock()
 	}
+	// unsent gives back the slot of a request that was never written.
+	unsent := func() {
+		abandon()
+		<-c.slots
+	}
 
 	msg, f, err := api.NewFrameMessage(id)
 	if err != nil {
-		abandon()
+		unsent()
 		return replicaReply{}, err
 	}
 	err = build(f)
@@ -348,15 +377,20 @@ func (c *ReplicaClient) call(ctx context.Context, want api.Frame_Which, build fu
 	}
 	if err != nil {
 		msg.Release()
-		abandon()
+		unsent()
 		return replicaReply{}, err
 	}
-	if err := c.write(ctx, msg); err != nil {
-		msg.Release()
+	written, err := c.write(ctx, msg)
+	msg.Release()
+	if err != nil && !written {
+		unsent()
+		return replicaReply{}, err
+	}
+	if err != nil {
+		// Part of the frame may be on the stream: it is out of step.
 		c.fail(fmt.Errorf("write request: %w", err))
 		return replicaReply{}, c.Err()
 	}
-	msg.Release()
 
 	select {
 	case rep, ok := <-ch:
@@ -378,12 +412,13 @@ func (c *ReplicaClient) call(ctx context.Context, want api.Frame_Which, build fu
 }
 
 // write writes one frame within ctx's deadline (defaultReplicaWriteTimeout
-// when it has none).
-func (c *ReplicaClient) write(ctx context.Context, msg *capnp.Message) error {
+// when it has none). started is false when nothing was written: ctx had
+// ended before.
+func (c *ReplicaClient) write(ctx context.Context, msg *capnp.Message) (started bool, err error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
 	d, ok := ctx.Deadline()
 	if !ok {
@@ -392,7 +427,7 @@ func (c *ReplicaClient) write(ctx context.Context, msg *capnp.Message) error {
 	c.nc.SetWriteDeadline(d)
 	stop := context.AfterFunc(ctx, func() { c.nc.SetWriteDeadline(time.Now()) })
 	defer stop()
-	return api.WriteFrame(c.nc, msg)
+	return true, api.WriteFrame(c.nc, msg)
 }
 
 // FetchReplica sends a replicaFetch for r (r.TopicID must be set) and

@@ -325,9 +325,9 @@ func TestReplicaClientDeadlineAndBrokenConnection(t *testing.T) {
 		return len(b.fetches) >= 2
 	})
 	h.srv.Close()
-	if err := <-poll; !errors.Is(err, ErrReplicaClientBroken) {
-		// A server closing answers the long poll first (SHUTTING_DOWN)
-		// or drops the connection.
+	// A server closing ends the long poll: it answers it first (empty, or
+	// SHUTTING_DOWN) or drops the connection.
+	if err := <-poll; err != nil && !errors.Is(err, ErrReplicaClientBroken) {
 		var e *api.Error
 		if !errors.As(err, &e) || e.Code != api.CodeShuttingDown {
 			t.Fatalf("long poll when the server closed: %v", err)
@@ -535,4 +535,48 @@ func silentListener(t *testing.T) string {
 		<-done
 	})
 	return ln.Addr().String()
+}
+
+// A ReplicaClient keeps at most the leader's maxInFlight requests
+// outstanding: a call beyond waits for a slot within its context, and gets
+// one once a long poll returns.
+func TestReplicaClientInFlightLimit(t *testing.T) {
+	b := newReplBroker()
+	if _, err := b.CreateTopic("t", 1, engine.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	h := startServer(t, b, Options{MaxInFlightPerConn: 2})
+	rc := dialReplica(t, h.addr)
+	polls := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := rc.FetchReplica(context.Background(), engine.ReplicaFetch{Topic: "t", TopicID: b.id, FollowerID: "f1", LeaderEpoch: 5, MaxWait: 20 * time.Second})
+			polls <- err
+		}()
+	}
+	waitFor(t, "two long polls in the broker", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.fetches) == 2
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, _, err := rc.EndOffsetForEpoch(ctx, "t", b.id, 0, 5)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("third call with two long polls outstanding: %v, want DeadlineExceeded waiting for a slot", err)
+	}
+	if rc.Err() != nil {
+		t.Fatalf("a call that never got a slot broke the connection: %v", rc.Err())
+	}
+	if _, err := b.Append(context.Background(), "t", 0, buildBatch(t, []byte("x"))); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-polls; err != nil {
+			t.Fatalf("long poll: %v", err)
+		}
+	}
+	if _, _, err := rc.EndOffsetForEpoch(context.Background(), "t", b.id, 0, 5); err != nil {
+		t.Fatalf("after the long polls returned: %v", err)
+	}
 }
