@@ -182,10 +182,11 @@ func newJepsenRun(t *testing.T, c *clusternet.Cluster, seed int64) *jepsenRun {
 	return j
 }
 
-// producerConfig bounds every send to a few seconds, so a round's
+// producerConfig is an idempotent producer (the SDK's default) with
+// quorum acks that bounds every send to a few seconds, so a round's
 // operations end soon after its faults heal.
 func (j *jepsenRun) producerConfig(addr string) sdk.ProducerConfig {
-	return sdk.ProducerConfig{Addr: addr, Dialer: j.dial, Partitioner: byKey,
+	return sdk.ProducerConfig{Addr: addr, Dialer: j.dial, Partitioner: byKey, Acks: sdk.AcksAll,
 		DeliveryTimeout: 3 * time.Second, RequestTimeout: time.Second, DialTimeout: time.Second,
 		RetryBackoff: 50 * time.Millisecond, RetryBackoffMax: 300 * time.Millisecond,
 		ReconnectBackoffMax: 300 * time.Millisecond, MetadataMaxAge: time.Second}
