@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,6 +126,7 @@ type jepsenRun struct {
 	t     *testing.T
 	c     *clusternet.Cluster
 	rng   *rand.Rand
+	seed  int64
 	start time.Time
 	dial  sdk.DialFunc
 
@@ -151,7 +153,7 @@ type jepsenRun struct {
 func (j *jepsenRun) now() int64 { return time.Since(j.start).Nanoseconds() }
 
 func newJepsenRun(t *testing.T, c *clusternet.Cluster, seed int64) *jepsenRun {
-	j := &jepsenRun{t: t, c: c, rng: rand.New(rand.NewPCG(uint64(seed), 0x5eed)), start: time.Now(),
+	j := &jepsenRun{t: t, c: c, rng: rand.New(rand.NewPCG(uint64(seed), 0x5eed)), seed: seed, start: time.Now(),
 		dial: sdk.DialFunc(c.Client().DialContext), incarnation: make([]atomic.Int64, len(c.Nodes()))}
 	ctx, cancel := context.WithCancel(context.Background())
 	j.cancel = cancel
@@ -451,7 +453,10 @@ func (j *jepsenRun) round(r int) bool {
 	j.hws = laterHW
 	j.mu.Unlock()
 
-	res := jepsen.Check(h, jepsen.Options{Timeout: time.Minute})
+	// A partition without a linearization gets porcupine's page in the
+	// temporary directory, kept after the test.
+	res := jepsen.Check(h, jepsen.Options{Timeout: time.Minute,
+		VisualizePrefix: filepath.Join(os.TempDir(), fmt.Sprintf("sq-jepsen-%d-round-%d-", j.seed, r))})
 	okCount, infoCount := 0, 0
 	for _, p := range h.Produces {
 		if p.Status == jepsen.StatusOK {

@@ -53,6 +53,10 @@ type Options struct {
 	// Timeout bounds porcupine's search per partition; 0 means 60 s. A
 	// search cut short is reported as an inconclusive violation.
 	Timeout time.Duration
+	// VisualizePrefix, when set, makes a partition without a
+	// linearization write porcupine's visualization (an HTML page) to
+	// VisualizePrefix + "partition-N.html"; the violation names the file.
+	VisualizePrefix string
 }
 
 // Result is Check's verdict.
@@ -156,7 +160,7 @@ func Check(h History, opts Options) Result {
 		if _, ok := h.Final[p]; !ok {
 			continue
 		}
-		res, ops := linearizable(&h, p, seen, opts.Timeout)
+		res, ops := linearizable(&h, p, seen, opts.Timeout, opts.VisualizePrefix)
 		c.res.Linearizability[p] = res
 		switch res {
 		case porcupine.Illegal:

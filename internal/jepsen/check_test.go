@@ -235,7 +235,8 @@ func TestCheckFails(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := base()
 			tc.edit(&h)
-			res := Check(h, Options{Timeout: 10 * time.Second})
+			prefix := t.TempDir() + "/"
+			res := Check(h, Options{Timeout: 10 * time.Second, VisualizePrefix: prefix})
 			if res.OK() {
 				t.Fatal("every check passed")
 			}
@@ -250,6 +251,9 @@ func TestCheckFails(t *testing.T) {
 			}
 			if s := res.String(); !strings.Contains(s, tc.names) {
 				t.Errorf("report lacks %q:\n%s", tc.names, s)
+			}
+			if got[CheckLinearizability] && !strings.Contains(res.String(), "porcupine's visualization: "+prefix+"partition-") {
+				t.Errorf("report names no visualization under %s:\n%s", prefix, res)
 			}
 		})
 	}

@@ -191,13 +191,23 @@ func partitionOps(h *History, p uint32, seen map[string]bool) []porcupine.Operat
 
 // linearizable checks partition p's operations with porcupine within
 // timeout. On a violation it names the operations that no linearization
-// could take next after the longest one found.
-func linearizable(h *History, p uint32, seen map[string]bool, timeout time.Duration) (porcupine.CheckResult, []string) {
+// could take next after the longest one found, and writes porcupine's
+// visualization to visualize+"partition-N.html" when visualize is set.
+func linearizable(h *History, p uint32, seen map[string]bool, timeout time.Duration, visualize string) (porcupine.CheckResult, []string) {
 	ops := partitionOps(h, p, seen)
 	model := logModel(h.Init[p])
 	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 	if res != porcupine.Illegal {
 		return res, nil
+	}
+	var out []string
+	if visualize != "" {
+		path := fmt.Sprintf("%spartition-%d.html", visualize, p)
+		if err := porcupine.VisualizePath(model, info, path); err != nil {
+			out = append(out, fmt.Sprintf("porcupine's visualization not written: %v", err))
+		} else {
+			out = append(out, "porcupine's visualization: "+path)
+		}
 	}
 	// The longest partial linearization, and the operations left out of it
 	// that were invoked first: one of them could not be placed.
@@ -220,7 +230,6 @@ func linearizable(h *History, p uint32, seen map[string]bool, timeout time.Durat
 		}
 	}
 	sort.SliceStable(rest, func(i, j int) bool { return rest[i].Call < rest[j].Call })
-	var out []string
 	if n := len(longest); n > 0 {
 		out = append(out, fmt.Sprintf("the longest linearization (%d of %d operations) ends with: %s", n, len(ops), longest[n-1].Metadata))
 	}
