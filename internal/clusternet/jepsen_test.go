@@ -404,26 +404,30 @@ func (j *jepsenRun) observeHWs(stop <-chan struct{}) {
 func (j *jepsenRun) round(r int) bool {
 	t := j.t
 	roundStart := j.now()
-	stop := make(chan struct{})
-	var pwg sync.WaitGroup
+	stop, obsStop := make(chan struct{}), make(chan struct{})
+	var pwg, owg sync.WaitGroup
 	ops := make([][]jepsen.Produce, len(j.producers))
 	for i := range j.producers {
 		pwg.Go(func() { ops[i] = j.produceLoop(r, i, stop) })
 	}
-	obsStop := make(chan struct{})
-	var owg sync.WaitGroup
 	owg.Go(func() { j.observeHWs(obsStop) })
+	// Stops the producers and the observer, also when the round fails
+	// the test halfway.
+	stopLoad := sync.OnceFunc(func() {
+		close(stop)
+		close(obsStop)
+		pwg.Wait()
+		owg.Wait()
+	})
+	defer stopLoad()
 	pace(jepsenSteady)
 	f := j.nemesis()
 	faultFor := time.Duration(1500+j.rng.IntN(1500)) * time.Millisecond
 	pace(faultFor)
 	f.heal()
 	pace(jepsenSteady)
-	close(stop)
-	pwg.Wait()
+	stopLoad()
 	finals := j.finalRead()
-	close(obsStop)
-	owg.Wait()
 	cut := j.now()
 
 	h := jepsen.History{Init: j.prev, Pending: j.prevRes.Pending, Final: finals,
