@@ -147,6 +147,9 @@ type jepsenRun struct {
 	prev     map[uint32][]string
 	prevRes  jepsen.Result
 	lastLogs map[uint32]jepsen.FinalRead
+	// readsFrom is when the previous round's first final read began: the
+	// earliest call of this round's reads.
+	readsFrom int64
 }
 
 // now is the history's clock: nanoseconds since the run started.
@@ -438,11 +441,16 @@ func (j *jepsenRun) round(r int) bool {
 	j.mu.Lock()
 	var later []jepsen.Read
 	for _, rd := range j.reads {
-		if rd.Return > cut {
+		// A read returned once its partition's final read began may be of
+		// a record appended after that (a send the SDK gave up on, stored
+		// late): it is the next round's.
+		if rd.Return > finals[rd.Partition].Call {
 			later = append(later, rd)
 			continue
 		}
-		rd.Call = max(rd.Call, roundStart)
+		// The record was read after the previous round's final reads
+		// began, or it is in their logs: no earlier call is needed.
+		rd.Call = max(rd.Call, j.readsFrom)
 		h.Reads = append(h.Reads, rd)
 	}
 	j.reads = later
@@ -484,6 +492,10 @@ func (j *jepsenRun) round(r int) bool {
 	}
 	j.lastLogs = finals
 	j.prevRes = res
+	j.readsFrom = cut
+	for _, f := range finals {
+		j.readsFrom = min(j.readsFrom, f.Call)
+	}
 	return res.OK()
 }
 
