@@ -78,7 +78,8 @@ func (j *jepsenRun) readAll(p uint32) ([]string, error) {
 	case pi.Err != nil:
 		return nil, fmt.Errorf("partition %d: %w", p, pi.Err)
 	case pi.HighWatermark != pi.LogEndOffset:
-		return nil, fmt.Errorf("partition %d: high watermark %d below the log end %d", p, pi.HighWatermark, pi.LogEndOffset)
+		return nil, fmt.Errorf("partition %d: high watermark %d below the log end %d (leader %s, epoch %d, replicas %v, in-sync %v)",
+			p, pi.HighWatermark, pi.LogEndOffset, pi.Leader, pi.LeaderEpoch, pi.Replicas, pi.ISR)
 	case !strings.HasPrefix(pi.Leader, "node-"):
 		return nil, fmt.Errorf("partition %d: leader %q", p, pi.Leader)
 	}

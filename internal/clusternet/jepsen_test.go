@@ -426,6 +426,7 @@ func (j *jepsenRun) round(r int) bool {
 	pace(jepsenSteady)
 	f := j.nemesis()
 	faultFor := time.Duration(1500+j.rng.IntN(1500)) * time.Millisecond
+	t.Logf("jepsen: round %d: %s for %v", r, f.name, faultFor)
 	pace(faultFor)
 	f.heal()
 	pace(jepsenSteady)
@@ -481,8 +482,8 @@ func (j *jepsenRun) round(r int) bool {
 	for p := range uint32(jepsenPartitions) {
 		lens = append(lens, len(finals[p].Values))
 	}
-	t.Logf("jepsen: round %d: %s for %v; %d produces acknowledged, %d unknown; %d reads; %d high watermarks seen; logs %v; %v",
-		r, f.name, faultFor, okCount, infoCount, len(h.Reads), len(h.HWs), lens, time.Duration(j.now()-roundStart).Round(time.Millisecond))
+	t.Logf("jepsen: round %d: %d produces acknowledged, %d unknown; %d reads; %d high watermarks seen; logs %v; %v",
+		r, okCount, infoCount, len(h.Reads), len(h.HWs), lens, time.Duration(j.now()-roundStart).Round(time.Millisecond))
 	if !res.OK() {
 		t.Errorf("jepsen: round %d (%s): %s", r, f.name, res)
 	}
