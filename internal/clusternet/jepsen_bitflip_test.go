@@ -42,7 +42,8 @@ func TestJepsenBitFlip(t *testing.T) {
 	if !serverHasFlag(t, "--scrub-interval") {
 		t.Skip("sq-server has no --scrub-interval flag yet (replication, issue 13)")
 	}
-	startCluster(t, c, "--scrub-interval", "1s", "--max-batch-bytes", strconv.Itoa(flipMaxBatchBytes))
+	startCluster(t, c, "--scrub-interval", "1s", "--max-batch-bytes", strconv.Itoa(flipMaxBatchBytes),
+		"--max-record-bytes", strconv.Itoa(flipMaxBatchBytes/2))
 	n1 := c.Node(1)
 	sqOK(t, c.Client(), n1.Addr, "", "--control", grpcAddr(n1), "topic", "create", flipTopic,
 		"--partitions", "1", "--replication-factor", "3", "--segment-bytes", strconv.Itoa(flipSegmentBytes))
