@@ -3,6 +3,7 @@
 #   make run       build and start one node with the defaults (data in ./data)
 #   make test      the whole test suite (what CI runs)
 #   make fuzz      every fuzz target briefly, FUZZTIME each (CI runs it too)
+#   make sim       the replication simulator, SEED (default random, printed) for STEPS
 #   make check     gofmt + go vet
 #   make build     build bin/sq-server and bin/sq
 #   make generate  regenerate the Cap'n Proto and protobuf code (needs Debian's
@@ -20,7 +21,7 @@ CAPNP_GO_VERSION := v3.1.0-alpha.2
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build run test fuzz check fmt vet generate tools clean bench bench-peers jepsen
+.PHONY: all build run test fuzz check fmt vet generate tools clean bench bench-peers sim jepsen
 
 all: check build
 
@@ -54,6 +55,18 @@ fuzz:
 		done; \
 		[ $$n -gt 0 ] || { echo "fuzz: no fuzz targets found"; exit 1; }; \
 		echo "fuzz: $$n passed, 0 failed"; }
+
+# `make sim SEED=1 STEPS=1000000 NODES=5` runs cmd/sq-sim, the deterministic
+# replication simulator (engine/replica/sim), for one seed; without SEED it
+# draws one and prints it. A failure prints the seed and step and exits 1:
+# the same command replays it exactly (add ARGS=-v to print every step).
+SEED  ?=
+STEPS ?= 1000000
+NODES ?= 3
+
+sim:
+	$(GO) build -o $(BIN)/ ./cmd/sq-sim
+	./$(BIN)/sq-sim $(if $(SEED),-seed $(SEED)) -steps $(STEPS) -nodes $(NODES) $(ARGS)
 
 check: fmt vet
 

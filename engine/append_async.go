@@ -19,6 +19,7 @@ type Pending struct {
 	records   uint32
 	start     time.Time
 	waited    bool
+	acks      Acks // from the context of AppendAsync
 }
 
 // AppendAsync validates the batch b (docs/architecture.md §3.2) and queues it in the
@@ -37,20 +38,24 @@ type Pending struct {
 // wait for room in the queue (appendQueueLen batches). Errors, before
 // anything is queued: UNKNOWN_TOPIC, UNKNOWN_PARTITION, MESSAGE_TOO_LARGE,
 // CORRUPT_BATCH, DISK_FULL, PARTITION_FAILED, SHUTTING_DOWN,
-// INVALID_REQUEST (after belongs to another partition), or ctx's error.
+// INVALID_REQUEST (after belongs to another partition), or ctx's error;
+// with Options.Replication also NOT_LEADER (this node does not lead the
+// partition) and, when ctx carries AcksAll (the default, AcksFrom),
+// NOT_ENOUGH_REPLICAS (the in-sync set is below min.insync.replicas).
 func (e *Engine) AppendAsync(ctx context.Context, topicName string, partition int, b []byte, after *Pending) (*Pending, error) {
 	e.obs.inFlight.Add(1)
-	pd := &Pending{e: e, ctx: ctx, topic: topicName, partition: partition, bytes: len(b)}
+	pd := &Pending{e: e, ctx: ctx, topic: topicName, partition: partition, bytes: len(b), acks: AcksFrom(ctx)}
 	if e.opts.Observer != nil {
 		pd.start = time.Now()
 	}
-	req, n, err := e.enqueueBatch(ctx, topicName, partition, b, after)
+	part, req, n, err := e.enqueueBatch(ctx, topicName, partition, b, after)
 	if err != nil {
 		pd.done(AppendResult{}, err)
 		return nil, err
 	}
-	_, pd.part, _ = e.partition(topicName, partition)
-	pd.req, pd.records = req, n
+	// The partition the batch was queued to: looked up again, it may be
+	// gone (the topic deleted meanwhile).
+	pd.part, pd.req, pd.records = part, req, n
 	return pd, nil
 }
 
@@ -60,8 +65,21 @@ func (e *Engine) AppendAsync(ctx context.Context, topicName string, partition in
 // error (the batch may still be appended after a cancelled wait). Wait
 // must be called once; later calls return the same outcome without
 // reporting it again.
+//
+// On a replicated leader (Options.Replication) with AcksAll in the
+// context of AppendAsync, Wait returns once the high watermark has passed
+// the batch, with Durability DurabilityReplicated and Replicas the size of
+// the in-sync set; it fails with NOT_ENOUGH_REPLICAS when the in-sync set
+// falls below min.insync.replicas first, and NOT_LEADER when the
+// leadership moves first (the batch may or may not survive: a retry with
+// an idempotent producer is safe). With AcksLeader it returns after the
+// local commit, Replicas 1. A batch refused at its commit because this
+// node stopped leading fails with NOT_LEADER, unwritten.
 func (pd *Pending) Wait(ctx context.Context) (AppendResult, error) {
 	res, err := pd.req.wait(ctx)
+	if err == nil && pd.part.repl != nil && pd.acks == AcksAll {
+		res, err = pd.part.awaitReplicated(ctx, res, pd.req.epoch)
+	}
 	if !pd.waited {
 		pd.waited = true
 		pd.done(res, err)

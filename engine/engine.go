@@ -50,6 +50,8 @@ type Engine struct {
 	// and ResetOffsets read (SetTopicStats); nil: this engine's own.
 	topicStats atomic.Pointer[func(topic string) (TopicInfo, error)]
 
+	producerIDs producerIDs // InitProducerID (producers_ids.go)
+
 	closeOnce sync.Once
 	closing   chan struct{}
 	closeErr  error
@@ -240,7 +242,7 @@ func (e *Engine) openParts(m topicMeta, policy SyncPolicy, from, to int) []*part
 			defer func() { <-e.openSem }()
 			dir := filepath.Join(e.topicDir(m.Name), strconv.Itoa(i))
 			lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config, policy, m.CreatedMs))
-			p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log)
+			p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log, e.opts.FS, e.opts.Replication)
 			p.obs = e.opts.Observer
 			if err != nil {
 				code := api.CodeStorageError
@@ -248,6 +250,8 @@ func (e *Engine) openParts(m topicMeta, policy SyncPolicy, from, to int) []*part
 					code = api.CodePartitionFailed
 				}
 				p.fail(api.WrapError(code, err, "partition %s/%d failed to open", m.Name, i))
+			} else {
+				p.prod.Store(openProducers(e.opts.FS, dir, lg, p.logger)) // producers.go
 			}
 			parts[i-from] = p
 		})
@@ -461,41 +465,47 @@ func (e *Engine) ListTopics() []TopicInfo {
 }
 
 // enqueueBatch validates b and queues it in the partition's FIFO behind
-// after (nil: no chain), without the observer and without waiting.
-func (e *Engine) enqueueBatch(ctx context.Context, topicName string, partition int, b []byte, after *Pending) (*appendReq, uint32, error) {
+// after (nil: no chain), without the observer and without waiting, and
+// returns the partition it was queued to.
+func (e *Engine) enqueueBatch(ctx context.Context, topicName string, partition int, b []byte, after *Pending) (*partition, *appendReq, uint32, error) {
 	t, p, err := e.partition(topicName, partition)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	var prev *appendReq
 	if after != nil {
 		if after.part != p {
-			return nil, 0, api.NewError(api.CodeInvalidRequest, "append chained behind an append to another partition")
+			return nil, nil, 0, api.NewError(api.CodeInvalidRequest, "append chained behind an append to another partition")
 		}
 		prev = after.req
 	}
 	h, err := batch.Validate(b, t.state.Load().limits)
 	if err != nil {
 		if errors.Is(err, batch.ErrTooLarge) {
-			return nil, 0, api.WrapError(api.CodeMessageTooLarge, err, "")
+			return nil, nil, 0, api.WrapError(api.CodeMessageTooLarge, err, "")
 		}
-		return nil, 0, api.WrapError(api.CodeCorruptBatch, err, "")
+		return nil, nil, 0, api.WrapError(api.CodeCorruptBatch, err, "")
+	}
+	// In a cluster: only the leader takes client batches, and acks all
+	// needs enough in-sync replicas before anything is written.
+	if err := p.replicatedAppendCheck(AcksFrom(ctx)); err != nil {
+		return nil, nil, 0, err
 	}
 	if err := e.disk.admit(len(b), p.spare); err != nil {
 		// Other partitions' preallocated space may hold the room: give
 		// it back and try once more.
 		if !e.reclaimSpare(ctx, p) {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		if err := e.disk.admit(len(b), p.spare); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 	}
 	req, err := p.enqueue(ctx, b, h.RecordCount, prev)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
-	return req, h.RecordCount, nil
+	return p, req, h.RecordCount, nil
 }
 
 // fetch is FetchID without the observer.

@@ -88,6 +88,10 @@ type Options struct {
 	// sealed segments after Open (default DefaultScrubBytesPerSec); a
 	// negative value disables it.
 	ScrubBytesPerSec int64
+	// ScrubInterval, when positive, repeats the verification of sealed
+	// segments every ScrubInterval after the one that follows Open (the
+	// server's --scrub-interval); 0 (the default here): once after Open.
+	ScrubInterval time.Duration
 	// MaxOpenSegmentFiles bounds the file descriptors and memory mappings
 	// that the partitions' segments hold, server-wide (segment.FileCache):
 	// sealed segments are mapped when read and the least recently read
@@ -95,6 +99,29 @@ type Options struct {
 	// mapping each) count but are never closed. Default
 	// segment.DefaultMaxOpenSegmentFiles (4096).
 	MaxOpenSegmentFiles int
+	// Replication, when set, makes the engine a replica of its partitions
+	// in a cluster (docs/architecture.md §3.10): each partition keeps a
+	// leader-epoch checkpoint and a high watermark checkpoint, takes
+	// client appends only after BecomeLeader, and its high watermark
+	// follows the in-sync replicas. Nil (the default): a single node,
+	// whose high watermark is what its sync policy made durable.
+	Replication *ReplicationOptions
+}
+
+// DefaultReplicaLagTimeMax is ReplicationOptions.LagTimeMax when zero
+// (Kafka's replica.lag.time.max.ms since 2.5).
+const DefaultReplicaLagTimeMax = 30 * time.Second
+
+// ReplicationOptions configure an engine that replicates its partitions.
+type ReplicationOptions struct {
+	// NodeID is this node's id, as it appears in the replica and in-sync
+	// sets given to BecomeLeader and UpdateISR (required).
+	NodeID string
+	// LagTimeMax is how long a follower may go without catching up with
+	// the leader's log end before the leader proposes to drop it from
+	// the in-sync set (replica.lag.time.max.ms; default
+	// DefaultReplicaLagTimeMax).
+	LagTimeMax time.Duration
 }
 
 // Defaults fills every zero field with its default.
@@ -147,6 +174,11 @@ func (o *Options) Defaults() {
 	if o.MaxOpenSegmentFiles == 0 {
 		o.MaxOpenSegmentFiles = segment.DefaultMaxOpenSegmentFiles
 	}
+	if o.Replication != nil && o.Replication.LagTimeMax == 0 {
+		rep := *o.Replication
+		rep.LagTimeMax = DefaultReplicaLagTimeMax
+		o.Replication = &rep
+	}
 }
 
 // Validate reports every invalid field at once (errors.Join).
@@ -175,6 +207,12 @@ func (o *Options) Validate() error {
 	}
 	if o.MinFreeBytes < 0 && o.MinFreeBytes != MinFreeAuto {
 		errs = append(errs, fmt.Errorf("free-space floor %d must not be negative (or MinFreeAuto)", o.MinFreeBytes))
+	}
+	if r := o.Replication; r != nil && (r.NodeID == "" || r.LagTimeMax < 0) {
+		errs = append(errs, fmt.Errorf("replication needs a node id (got %q) and a lag time max >= 0 (got %v)", r.NodeID, r.LagTimeMax))
+	}
+	if o.ScrubInterval < 0 {
+		errs = append(errs, fmt.Errorf("scrub interval %v must not be negative", o.ScrubInterval))
 	}
 	if o.MaxOpenSegmentFiles < 1 {
 		errs = append(errs, fmt.Errorf("max open segment files %d must be positive", o.MaxOpenSegmentFiles))

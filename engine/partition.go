@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/ring"
 	"github.com/seedqueue/sq/segment"
 )
 
@@ -35,6 +36,13 @@ type partition struct {
 	now           func() time.Time
 	logger        *slog.Logger
 	obs           Observer // nil: none
+	fs            ring.FS
+	// repl is the replication state; nil on a single node (no
+	// Options.Replication) and when the partition failed to open.
+	repl *replState
+	// prod is the idempotent producers' state (producers.go), set by
+	// openParts before the partition serves; nil when the log failed.
+	prod atomic.Pointer[producerState]
 
 	reqs chan *appendReq
 	// mu guards closed against submitters, so that once closed is set no
@@ -56,6 +64,9 @@ type partition struct {
 	// releases asks the append goroutine to give back preallocated
 	// space (reclaim.go); the answer is the bytes released.
 	releases chan chan int64
+	// ops carries work that must run on the append goroutine, ordered
+	// with commits (replication: role changes, replica appends, truncation).
+	ops chan func()
 
 	// Owned by the append goroutine.
 	dirty          bool // written since the last sync
@@ -72,18 +83,24 @@ type appendReq struct {
 	after *appendReq
 	res   AppendResult
 	err   error
+	// epoch is the leader epoch the commit stamped (replicated partitions).
+	epoch uint32
 	done  chan struct{}
 }
 
-func newPartition(topic string, id int, dir string, log *segment.Log, policy SyncPolicy, now func() time.Time, logger *slog.Logger) *partition {
+// newPartition returns the partition of log (nil: it failed to open) and
+// starts its append goroutine. With rep set, it loads the replication
+// state (openReplication); a failure to do so fails the partition.
+func newPartition(topic string, id int, dir string, log *segment.Log, policy SyncPolicy, now func() time.Time, logger *slog.Logger, fsys ring.FS, rep *ReplicationOptions) *partition {
 	p := &partition{
-		topic: topic, id: id, dir: dir, log: log, now: now,
+		topic: topic, id: id, dir: dir, log: log, now: now, fs: fsys,
 		policyChanged: make(chan struct{}, 1),
 		logger:        logger.With("topic", topic, "partition", id),
 		reqs:          make(chan *appendReq, appendQueueLen),
 		rolls:         make(chan chan rollResult),
 		clamps:        make(chan chan rollResult),
 		releases:      make(chan chan int64),
+		ops:           make(chan func()),
 		stop:          make(chan struct{}),
 		done:          make(chan struct{}),
 	}
@@ -94,6 +111,11 @@ func newPartition(topic string, id int, dir string, log *segment.Log, policy Syn
 		// Everything recovered is readable: recovery keeps only batches
 		// that were written whole, and a clean stop synced them.
 		p.hw.Store(log.NextOffset())
+		if rep != nil {
+			if err := p.openReplication(rep, fsys); err != nil {
+				p.fail(api.WrapError(api.CodeStorageError, err, "partition %s/%d: replication state", topic, id))
+			}
+		}
 		go p.run()
 	} else {
 		close(p.done)
@@ -195,6 +217,8 @@ func (p *partition) run() {
 			r <- p.clampNow()
 		case r := <-p.releases:
 			r <- p.releaseNow()
+		case op := <-p.ops:
+			op()
 		case <-tick:
 			p.syncDirty()
 		case <-p.policyChanged:
@@ -205,6 +229,7 @@ func (p *partition) run() {
 			p.checkpoint()
 		case <-ckp.C:
 			p.checkpoint()
+			p.checkpointHW()
 		case <-p.stop:
 			// closed is set: no new request can arrive; commit the rest.
 			for {
@@ -239,6 +264,10 @@ func (p *partition) drain(pending []*appendReq) []*appendReq {
 // commit writes pending with one gather write, applies the sync policy,
 // publishes the new high watermark and acknowledges every request.
 func (p *partition) commit(pending []*appendReq) {
+	pending, pc := p.checkProducers(pending) // idempotent producers (producers.go)
+	if pc != nil {
+		defer pc.finish()
+	}
 	pending = p.dropChained(pending)
 	if len(pending) == 0 {
 		return
@@ -254,12 +283,19 @@ func (p *partition) commit(pending []*appendReq) {
 		finish(e)
 		return
 	}
+	// A replicated partition writes client batches only while it leads;
+	// they carry its leader epoch.
+	epoch, err := p.commitEpoch()
+	if err != nil {
+		finish(err)
+		return
+	}
 	bufs := make([][]byte, len(pending))
 	for i, r := range pending {
 		bufs[i] = r.batch
 	}
 	appendTime := p.now().UnixMilli()
-	info, err := p.log.AppendAt(bufs, appendTime)
+	info, err := p.log.AppendEpoch(bufs, appendTime, epoch)
 	if err != nil {
 		if errors.Is(err, segment.ErrFailed) {
 			// A sync failed (at a segment roll, say): the log refuses
@@ -295,10 +331,11 @@ func (p *partition) commit(pending []*appendReq) {
 		p.dirty = true
 		p.unsynced += len(pending)
 	}
-	p.publishHW(p.log.NextOffset())
+	p.localAdvanced(p.log.NextOffset(), durability == DurabilitySynced)
 	next := info.BaseOffset
 	for _, r := range pending {
-		r.res = AppendResult{BaseOffset: next, RecordCount: r.count, LogAppendTime: appendTime, Durability: durability}
+		r.res = AppendResult{BaseOffset: next, RecordCount: r.count, LogAppendTime: appendTime, Durability: durability, Replicas: 1}
+		r.epoch = epoch
 		next += uint64(r.count)
 		r.batch = nil
 		close(r.done)
@@ -351,9 +388,13 @@ func (p *partition) syncDirty() {
 	p.unsynced = 0
 	p.dirty = false
 	p.syncedSinceCkp = true
+	if p.repl != nil {
+		p.localAdvanced(p.log.NextOffset(), true)
+	}
 }
 
 func (p *partition) checkpoint() {
+	p.snapshotProducers(snapCheckpoint) // producers.go
 	if p.failed.Load() != nil || !p.syncedSinceCkp && p.log.PendingIndexWrites() == 0 {
 		return
 	}
@@ -369,9 +410,7 @@ func (p *partition) checkpoint() {
 
 func (p *partition) publishHW(hw uint64) {
 	p.hw.Store(hw)
-	ch := make(chan struct{})
-	old := p.notify.Swap(&ch)
-	close(*old)
+	p.wake()
 }
 
 // close refuses new appends, commits what is queued, then closes the log
@@ -390,6 +429,8 @@ func (p *partition) close() error {
 	}
 	close(p.stop)
 	<-p.done
+	p.checkpointHW()
+	p.snapshotProducers(snapClose) // producers.go
 	// After a failed sync, segment.Log.Close skips the trim and the
 	// checkpoint: the recovery point never claims what the disk may have lost.
 	err := p.log.Close()
@@ -413,7 +454,14 @@ func (p *partition) fetch(ctx context.Context, offset uint64, maxBytes int, maxW
 		}
 		hw := p.hw.Load()
 		start := p.log.LogStartOffset()
-		if offset < start || offset > hw {
+		// A replica's high watermark may lag its log end (a new leader's
+		// until its followers fetch, or one restarted from its
+		// checkpoint): an offset up to the log end waits for it.
+		valid := hw
+		if p.repl != nil {
+			valid = max(hw, p.log.NextOffset())
+		}
+		if offset < start || offset > valid {
 			return nil, api.NewRangeError(api.CodeOffsetOutOfRange, start, hw,
 				"offset %d outside [%d, %d] of %s/%d", offset, start, hw, p.topic, p.id)
 		}

@@ -99,6 +99,7 @@ func (p *partition) enforceRetention(cfg TopicConfig, now int64) error {
 	}
 	if deleted > 0 {
 		p.logger.Info("retention deleted segments", "segments", deleted, "log_start", p.log.LogStartOffset())
+		p.retentionMoved(p.log.LogStartOffset())
 	}
 	if err != nil {
 		return storageError("retention", err)

@@ -341,7 +341,7 @@ func TestRetentionLeavesStrays(t *testing.T) {
 		left = append(left, ent.Name())
 	}
 	want := []string{".nfs000001", "00000000000000000123.log.tmp", "00000000000000000800.index",
-		"00000000000000000800.log", "00000000000000000800.timeindex", "README", "recovery-point"}
+		"00000000000000000800.log", "00000000000000000800.timeindex", "README", "producer-state", "recovery-point"}
 	if fmt.Sprint(left) != fmt.Sprint(want) {
 		t.Fatalf("partition directory holds %v, want %v", left, want)
 	}

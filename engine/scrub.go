@@ -20,18 +20,42 @@ const DefaultScrubBytesPerSec = 32 << 20 // 32 MiB/s
 var errScrubStopped = errors.New("engine: scrub stopped")
 
 // startScrub starts the background verification of the sealed segments of
-// every partition opened at start, one partition at a time
-// (segment.Log.VerifySealed at Options.ScrubBytesPerSec). Recovery only
-// spot-checks sealed segments; this finds damage inside them. A corrupt
-// partition is put in the failed state (PARTITION_FAILED, with the file
-// and byte position in the error and in one log line); nothing is
-// truncated and the other partitions keep serving.
+// every partition, one partition at a time (segment.Log.VerifySealed at
+// Options.ScrubBytesPerSec): once after Open, and again every
+// Options.ScrubInterval when it is positive (each pass covers the
+// partitions of that moment). Recovery only spot-checks sealed segments;
+// this finds damage inside them. On a single node a corrupt partition is
+// put in the failed state (PARTITION_FAILED, with the file and byte
+// position in the error and in one log line); nothing is truncated and
+// the other partitions keep serving. On a replicated partition
+// (Options.Replication) the damage is recorded instead
+// (ReplicaState.Corrupt: not eligible as leader), and a follower repairs
+// it from its leader (repairCorrupt).
 func (e *Engine) startScrub() {
 	e.scrubDone = make(chan struct{})
 	if e.opts.ScrubBytesPerSec < 0 {
 		close(e.scrubDone)
 		return
 	}
+	go func() {
+		defer close(e.scrubDone)
+		for {
+			if !e.scrub(e.scrubParts()) || e.opts.ScrubInterval <= 0 {
+				return
+			}
+			t := time.NewTimer(e.opts.ScrubInterval)
+			select {
+			case <-e.closing:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// scrubParts returns every partition, sorted by topic and partition.
+func (e *Engine) scrubParts() []*partition {
 	e.mu.RLock()
 	var parts []*partition
 	for _, t := range e.topics {
@@ -44,21 +68,23 @@ func (e *Engine) startScrub() {
 		}
 		return a.id - b.id
 	})
-	go e.scrub(parts)
+	return parts
 }
 
-func (e *Engine) scrub(parts []*partition) {
-	defer close(e.scrubDone)
+// scrub verifies parts once; false when the engine is closing.
+func (e *Engine) scrub(parts []*partition) bool {
 	pc := &pacer{rate: e.opts.ScrubBytesPerSec, start: time.Now(), stop: e.closing}
 	for _, p := range parts {
-		if p.log == nil || p.failed.Load() != nil {
+		if p.log == nil || p.failed.Load() != nil || p.deleted.Load() || p.knownCorrupt() {
 			continue
 		}
 		err := p.log.VerifySealed(context.Background(), pc.wait)
 		switch {
 		case err == nil, errors.Is(err, segment.ErrClosed):
 		case errors.Is(err, errScrubStopped):
-			return
+			return false
+		case errors.Is(err, segment.ErrCorrupt) && p.repl != nil:
+			p.markCorrupt(err)
 		case errors.Is(err, segment.ErrCorrupt):
 			p.fail(api.WrapError(api.CodePartitionFailed, err, "partition %s/%d is corrupt", p.topic, p.id))
 		default:
@@ -68,6 +94,7 @@ func (e *Engine) scrub(parts []*partition) {
 	if pc.bytes > 0 {
 		e.log.Info("sealed segments verified", "partitions", len(parts), "bytes", pc.bytes, "duration", time.Since(pc.start).Round(time.Millisecond))
 	}
+	return true
 }
 
 // pacer limits the scrub to rate bytes per second over its whole run and

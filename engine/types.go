@@ -116,8 +116,8 @@ type FetchResult struct {
 	TopicID        api.TopicID
 	HighWatermark  uint64
 	LogStartOffset uint64
-	// LeaderEpoch is the partition's current leader epoch on the leader
-	// that answered a FetchReplica; 0 from any other fetch.
+	// LeaderEpoch is the partition's leader epoch on the leader that served
+	// a FetchReplica; 0 from Fetch and on a single node.
 	LeaderEpoch uint32
 	Bufs        [][]byte
 	release     func()

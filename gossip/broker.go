@@ -143,6 +143,8 @@ type Broker struct {
 
 	markMu  sync.Mutex
 	marking map[markKey]*markCall
+
+	producerIDs brokerProducerIDs // InitProducerID (producerids.go)
 }
 
 // NewBroker returns a Broker serving s for cluster c; rec is the

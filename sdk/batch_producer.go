@@ -128,10 +128,13 @@ type BatchAck struct {
 // partition that were sent before the client saw the failure (they are
 // chained), and the goroutine retries the failed batch (Retries, with
 // backoff) and then resends the later ones, so the records of one
-// partition are stored in the order of their Send calls. Delivery is
-// at-least-once: when a connection is lost after the server appended some
-// batches, the retries store them again, so a partition may hold a run of
-// batches twice (each copy in order: for example 1 2 3 2 3 4).
+// partition are stored in the order of their Send calls. Delivery is as
+// for Producer: idempotent by default, so when a connection is lost after
+// the server appended some batches, their retries carry the same
+// sequences and are not stored again. With DisableIdempotence (or a
+// server that does not grant producer ids) delivery is at-least-once: the
+// retries store them again, so a partition may hold a run of batches twice
+// (each copy in order: for example 1 2 3 2 3 4).
 //
 // Memory is bounded by BufferBytes (see Send). A BatchProducer is safe for
 // concurrent use.

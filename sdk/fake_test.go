@@ -284,6 +284,9 @@ func (s *fakeServer) appendBatch(topic string, partition uint32, b []byte) (uint
 		s.failures[tp] = codes[1:]
 		return 0, api.NewError(codes[0], "injected")
 	}
+	if err := s.nthFailure(tp); err != nil {
+		return 0, err
+	}
 	p := t.parts[partition]
 	h, _ := batch.ParseHeader(b)
 	if base, dup, err := s.checkSequence(tp, h); err != nil || dup {

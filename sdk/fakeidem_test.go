@@ -24,6 +24,39 @@ type fakeIdem struct {
 	drop map[topicPartition]int
 	// dups counts the publishes answered as duplicates, per partition.
 	dups map[topicPartition]int
+	// appends counts the publishes that reached a partition's append;
+	// failNth makes the one numbered n (from 1) fail with code.
+	appends map[topicPartition]int
+	failNth map[topicPartition]fakeNth
+}
+
+type fakeNth struct {
+	n    int
+	code api.Code
+}
+
+// failNthPublish makes the n-th publish (from 1) to reach tp's append
+// fail with code.
+func (s *fakeServer) failNthPublish(topic string, partition uint32, n int, code api.Code) {
+	s.mu.Lock()
+	if s.idem.failNth == nil {
+		s.idem.failNth = map[topicPartition]fakeNth{}
+	}
+	s.idem.failNth[topicPartition{topic, partition}] = fakeNth{n, code}
+	s.mu.Unlock()
+}
+
+// nthFailure returns the injected failure of the publish to tp now
+// reaching its append, if any. Called with s.mu held.
+func (s *fakeServer) nthFailure(tp topicPartition) error {
+	if s.idem.appends == nil {
+		s.idem.appends = map[topicPartition]int{}
+	}
+	s.idem.appends[tp]++
+	if f, ok := s.idem.failNth[tp]; ok && f.n == s.idem.appends[tp] {
+		return api.NewError(f.code, "injected at publish %d", f.n)
+	}
+	return nil
 }
 
 type fakePKey struct {

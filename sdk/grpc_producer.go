@@ -80,8 +80,11 @@ func (c *GrpcProducerConfig) defaults() {
 
 // GrpcProducer is the Producer for clients that use the gRPC plane
 // (Messaging.Publish) instead of Cap'n Proto: the same Send and SendBatch,
-// partitioning, ordering and at-least-once retries as Producer. A
-// GrpcProducer is safe for concurrent use.
+// partitioning, ordering and retries as Producer, and Acks. It is not
+// idempotent: a gRPC PublishRequest carries records, not a batch with a
+// producer id and sequence, so a request retried after its response was
+// lost may be stored twice (at-least-once). A GrpcProducer is safe for
+// concurrent use.
 type GrpcProducer struct {
 	cfg   GrpcProducerConfig
 	admin *Admin

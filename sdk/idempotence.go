@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/seedqueue/sq/api"
-	"github.com/seedqueue/sq/api/batch"
 )
 
 // ErrProducerFenced is wrapped by the error of every record of a Producer
@@ -229,13 +228,14 @@ const (
 )
 
 // setProducer writes id and seq into the header of the encoded batch b
-// and updates its CRC.
+// and updates its CRC (patchHeader: without a pass over the records).
 func setProducer(b []byte, id producerID, seq int32) {
+	var f [offBaseSequence + 4 - offProducerID]byte
 	le := binary.LittleEndian
-	le.PutUint64(b[offProducerID:], uint64(id.id))
-	le.PutUint16(b[offProducerEpoch:], uint16(id.epoch))
-	le.PutUint32(b[offBaseSequence:], uint32(seq))
-	le.PutUint32(b[offCRC:], batch.Checksum(b))
+	le.PutUint64(f[0:], uint64(id.id))
+	le.PutUint16(f[offProducerEpoch-offProducerID:], uint16(id.epoch))
+	le.PutUint32(f[offBaseSequence-offProducerID:], uint32(seq))
+	patchHeader(b, offProducerID, f[:])
 }
 
 // broke notes that f, which failed for good or moved to another

@@ -294,3 +294,59 @@ func TestMovedBatchesAreSequencedAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokenRunGoesOnWithANewProducerID: a BatchProducer with batches
+// pipelined; one batch in the middle is refused for good (CORRUPT_BATCH,
+// not retriable). The batches chained behind it, which the leader failed
+// unwritten, are sent again under a new producer id from sequence 0, so
+// every other record is stored, once, in order.
+func TestBrokenRunGoesOnWithANewProducerID(t *testing.T) {
+	s := newFakeServer(t)
+	s.createTopic("t", 1)
+	s.grantProducerIDs()
+	s.failNthPublish("t", 0, 3, api.CodeCorruptBatch)
+	var failed []BatchError
+	bp, err := NewBatchProducer(testCtx(t), BatchProducerConfig{
+		ProducerConfig: ProducerConfig{Addr: s.addr, RetryBackoff: time.Millisecond, RetryBackoffMax: 10 * time.Millisecond},
+		Linger:         LingerNone, BatchRecords: 2, MaxInFlightPerPartition: 4,
+		OnError: func(e BatchError) { failed = append(failed, e) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bp.Close()
+	ctx := testCtx(t)
+	for i := range 30 {
+		if err := bp.Send(ctx, "t", nil, fmt.Appendf(nil, "%02d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bp.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 || !errors.Is(failed[0].Err, api.ErrCorruptBatch) {
+		t.Fatalf("failed batches %v, want the one refused", failed)
+	}
+	lost := map[string]bool{}
+	for _, m := range failed[0].Messages {
+		lost[string(m.Value)] = true
+	}
+	var want []string
+	for i := range 30 {
+		if v := fmt.Sprintf("%02d", i); !lost[v] {
+			want = append(want, v)
+		}
+	}
+	var got []string
+	for _, r := range s.records("t", 0) {
+		got = append(got, r[strings.Index(r, "=")+1:])
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("stored %v, want %v", got, want)
+	}
+	hs := storedHeaders(s, "t", 0)
+	ids := checkRuns(t, "partition 0", hs)
+	if len(ids) != 2 {
+		t.Errorf("producer ids %v: want two (a new one after the refusal)", ids)
+	}
+}

@@ -531,7 +531,10 @@ func (w *window) resolve(res PublishResult, err error) {
 // head has a keyed record or no other partition's leader is available:
 // head is then retried here. A moved batch may have been stored by the
 // leader that failed (its answer was lost): it is delivered at least
-// once, as any retried batch.
+// once, idempotent producer or not. It is encoded again on its new
+// partition and takes that partition's next sequence when sent; the
+// partition it left goes on with a new producer id (its run of sequences
+// has a hole).
 func (w *window) replace(head *flight, again []*flight) bool {
 	pl, tp := w.pl, w.pp.tp
 	if !keyless(head.b.msgs) {

@@ -189,10 +189,25 @@ type Ack struct {
 // round-robin, one partition per Send or SendBatch call for each topic
 // (sticky, so a batch of keyless records stays one batch).
 //
-// Delivery is at-least-once: a batch that fails with a retriable error or a
-// lost connection is sent again (Retries), and when only the acknowledgement
-// was lost the records are stored twice. Idempotent producers, which will
-// remove such duplicates, do not exist yet. Within one Send or SendBatch
+// Delivery: a batch that fails with a retriable error or a lost connection
+// is sent again (Retries). The producer is idempotent by default (KIP-98):
+// it stamps every batch with a producer id the server granted and a
+// sequence per partition, and a retry keeps them, so when only the
+// acknowledgement was lost the partition's leader stores the batch once
+// and answers with its original offsets. That makes delivery exactly-once
+// per partition for one producer id's session: every acknowledged record
+// is stored once, in the order of the calls that sent it. It does not
+// cover a record whose Send failed (its error says so; it may or may not
+// be stored, and sending it again may store it twice), a keyless batch
+// moved to another partition off a leader that could not be reached (it
+// may also have been stored by that leader), a new Producer (a new
+// producer id), or a server that does not grant producer ids (the
+// producer then logs a warning and is at-least-once, as with
+// DisableIdempotence). A batch refused with OUT_OF_ORDER_SEQUENCE or
+// UNKNOWN_PRODUCER_ID (the leader lost the sequence of an earlier batch)
+// fails with that error, and the partition goes on with a new producer
+// id; INVALID_PRODUCER_EPOCH fences the producer (ErrProducerFenced).
+// Within one Send or SendBatch
 // call a partition's batches are sent one after the other, each after the
 // previous one was acknowledged, so retries never reorder a partition's
 // records; concurrent calls are not ordered with respect to each other.

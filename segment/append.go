@@ -36,8 +36,50 @@ func (l *Log) Append(batches [][]byte) (AppendInfo, error) {
 // below an earlier one is recorded as the earlier one, unless the earlier
 // one is more than MaxClockAhead after appendMs (the clock was ahead):
 // then the earlier times are clamped to appendMs first
-// (ClampAppendTimes).
+// (ClampAppendTimes). The batches' leaderEpoch fields are set to 0
+// (AppendEpoch sets another epoch).
 func (l *Log) AppendAt(batches [][]byte, appendMs int64) (AppendInfo, error) {
+	return l.AppendEpoch(batches, appendMs, 0)
+}
+
+// AppendEpoch is AppendAt that stamps every batch's leaderEpoch field
+// (header offset 12, outside the CRC) with epoch, the leader epoch of the
+// partition at this append (docs/architecture.md §3.2), as it patches
+// baseOffset.
+func (l *Log) AppendEpoch(batches [][]byte, appendMs int64, epoch uint32) (AppendInfo, error) {
+	return l.appendBatches(batches, appendMs, func(b []byte, off uint64) {
+		batch.SetBaseOffset(b, off)
+		batch.SetLeaderEpoch(b, epoch)
+	})
+}
+
+// AppendReplica appends batches copied from a partition's leader, keeping
+// the baseOffset and leaderEpoch fields the leader gave them: the first
+// batch's baseOffset must be NextOffset and each next batch must start
+// where the one before it ends, or it returns an error wrapping
+// ErrNotContiguous and writes nothing. The batches must already be validated
+// (batch.Validate); appendMs is this replica's append time. Everything else
+// is as for AppendAt.
+func (l *Log) AppendReplica(batches [][]byte, appendMs int64) (AppendInfo, error) {
+	l.mu.RLock()
+	next := l.next
+	l.mu.RUnlock()
+	for i, b := range batches {
+		h, err := batch.ParseHeader(b)
+		if err != nil || h.Size() != len(b) || h.RecordCount == 0 {
+			return AppendInfo{}, fmt.Errorf("segment: append replica: batch %d of %d bytes is not one whole batch (header: %w)", i, len(b), err)
+		}
+		if h.BaseOffset != next {
+			return AppendInfo{}, fmt.Errorf("%w: batch %d of %d has baseOffset %d, the log needs %d", ErrNotContiguous, i, len(batches), h.BaseOffset, next)
+		}
+		next = h.NextOffset()
+	}
+	return l.appendBatches(batches, appendMs, nil)
+}
+
+// appendBatches is AppendAt with stamp, which patches each batch with the
+// offset it gets (nil: the batches keep theirs, checked by AppendReplica).
+func (l *Log) appendBatches(batches [][]byte, appendMs int64, stamp func(b []byte, off uint64)) (AppendInfo, error) {
 	l.mu.RLock()
 	closed, failed, next, act := l.closed, l.failed, l.next, l.active()
 	l.mu.RUnlock()
@@ -83,7 +125,9 @@ func (l *Log) AppendAt(batches [][]byte, appendMs int64) (AppendInfo, error) {
 	}
 	off, maxTs := next, act.maxTs
 	for _, b := range batches {
-		batch.SetBaseOffset(b, off)
+		if stamp != nil {
+			stamp(b, off)
+		}
 		h, _ := batch.ParseHeader(b)
 		off, maxTs = h.NextOffset(), max(maxTs, h.MaxTimestamp)
 	}

@@ -20,6 +20,12 @@ var (
 	// ErrFailed wraps the error of a failed sync: the Log accepts no more
 	// appends or syncs until it is reopened (docs/architecture.md §3.3).
 	ErrFailed = errors.New("segment: log failed")
+	// ErrNotContiguous is returned by AppendReplica for batches whose
+	// offsets do not continue the log.
+	ErrNotContiguous = errors.New("segment: offsets do not continue the log")
+	// ErrNotBoundary is returned by TruncateTo for an offset that is not
+	// the first offset of a batch, the log end offset, or within the log.
+	ErrNotBoundary = errors.New("segment: not a batch boundary of the log")
 )
 
 // CorruptError reports corruption at byte Position of File (-1 when a

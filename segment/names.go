@@ -17,6 +17,15 @@ const (
 	nameDigits        = 20
 )
 
+// callerFiles are the names in a partition directory that belong to the
+// Log's caller (the engine's replication and producer state,
+// docs/architecture.md §3.1): Open leaves them alone without a warning.
+var callerFiles = map[string]bool{
+	"leader-epoch-checkpoint":       true,
+	"replication-offset-checkpoint": true,
+	"producer-state":                true,
+}
+
 // baseName returns the 20-digit file name stem of base offset base.
 func baseName(base uint64) string { return fmt.Sprintf("%020d", base) }
 

@@ -181,7 +181,7 @@ func (l *Log) listDir() (bases, orphans []uint64, err error) {
 			}
 			l.opts.Logger.Info("segment: removed temporary file", "file", filepath.Join(l.dir, name))
 			removed = true
-		case name == recoveryPointName:
+		case name == recoveryPointName, callerFiles[name]:
 		case ok && suffix == logSuffix:
 			bases = append(bases, base)
 			logs[base] = true

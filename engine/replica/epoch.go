@@ -145,11 +145,13 @@ func (c *EpochCache) TruncateFromStart(off uint64) {
 // follows was written in epochs the leader does not have). When the
 // leader knows none, the result is min(leaderEnd, localLEO).
 //
-// One exchange may not reach the divergence point when the follower lacks
-// E' (its data of an older epoch can differ from the leader's E' data): as
-// KIP-279 says, the follower truncates, then asks again with its new
-// latest epoch, until TruncationOffset returns localLEO; each round that
-// truncates shortens the log, so the loop ends.
+// One exchange is not always enough: when the follower does not hold
+// epoch E' itself (TruncationComplete is false), its data of an older
+// epoch may still differ from the leader's. As KIP-279 does, the follower
+// then truncates its log and its cache to the result (the cache even when
+// the result is its LEO: an entry of an epoch that appended nothing may
+// start there) and asks again with its new latest epoch, which is lower;
+// it fetches only once TruncationComplete is true.
 func TruncationOffset(local *EpochCache, localLEO uint64, leaderEpoch uint32, leaderEnd uint64, leaderKnows bool) uint64 {
 	end := min(leaderEnd, localLEO)
 	if !leaderKnows || local == nil || len(local.entries) == 0 {
@@ -160,6 +162,22 @@ func TruncationOffset(local *EpochCache, localLEO uint64, leaderEpoch uint32, le
 		own = local.entries[0].StartOffset
 	}
 	return min(end, own)
+}
+
+// TruncationComplete reports whether the truncation to TruncationOffset
+// for the same leader answer ends the follower's truncation, so that it
+// may fetch: true when the follower's cache (before it truncates) holds
+// the epoch leaderEpoch the leader answered with, for then both logs agree
+// up to where that epoch ends on the shorter (KIP-279); true as well when
+// the leader knows no epoch <= the follower's, or the follower's cache is
+// empty, since no further exchange can tell more. False otherwise: the
+// follower truncates and asks again.
+func TruncationComplete(local *EpochCache, leaderEpoch uint32, leaderKnows bool) bool {
+	if !leaderKnows || local == nil || len(local.entries) == 0 {
+		return true
+	}
+	i := local.floor(leaderEpoch)
+	return i >= 0 && local.entries[i].Epoch == leaderEpoch
 }
 
 // MarshalText encodes the cache as Kafka's leader-epoch-checkpoint text:

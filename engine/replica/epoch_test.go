@@ -168,29 +168,91 @@ func TestTruncationOffset(t *testing.T) {
 	}
 }
 
-// TestTruncationRounds runs KIP-279's loop on a follower that kept a
-// suffix of an epoch the leader overwrote in a later epoch: one round is
-// not enough, the loop ends at the divergence point.
-func TestTruncationRounds(t *testing.T) {
-	// Follower: epoch 1 at 0..9, its own epoch 3 from 10. Leader: epoch 1
-	// at 0..4, epoch 2 from 5, epoch 4 from 8, LEO 12.
-	leader := cache(EpochEntry{1, 0}, EpochEntry{2, 5}, EpochEntry{4, 8})
-	follower := cache(EpochEntry{1, 0}, EpochEntry{3, 10})
-	leo := uint64(20)
+// truncateRounds runs KIP-279's exchange between a follower and a leader
+// until TruncationComplete, and returns the offset of each round.
+func truncateRounds(t *testing.T, leader *EpochCache, leaderLEO uint64, follower *EpochCache, leo uint64) []uint64 {
+	t.Helper()
 	var trace []uint64
 	for range 10 {
 		latest, _ := follower.Latest()
-		e, end, ok := leader.EndOffsetFor(latest.Epoch, 12)
+		e, end, ok := leader.EndOffsetFor(latest.Epoch, leaderLEO)
 		to := TruncationOffset(follower, leo, e, end, ok)
+		done := TruncationComplete(follower, e, ok)
 		trace = append(trace, to)
-		if to == leo {
-			break
-		}
 		leo = to
 		follower.TruncateFromEnd(to)
+		if done {
+			return trace
+		}
 	}
-	if want := []uint64{8, 5, 5}; !slices.Equal(trace, want) {
-		t.Fatalf("truncation rounds %v, want %v", trace, want)
+	t.Fatalf("no end after 10 rounds: %v", trace)
+	return nil
+}
+
+// TestTruncationRounds runs KIP-279's loop where one round is not enough.
+func TestTruncationRounds(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		leader    []EpochEntry
+		leaderLEO uint64
+		follower  []EpochEntry
+		leo       uint64
+		want      []uint64
+	}{
+		{
+			// Follower: epoch 1 at 0..9, its own epoch 3 from 10. Leader:
+			// epoch 1 at 0..4, epoch 2 from 5, epoch 4 from 8.
+			"follower kept a suffix the leader overwrote in a later epoch",
+			[]EpochEntry{{1, 0}, {2, 5}, {4, 8}}, 12,
+			[]EpochEntry{{1, 0}, {3, 10}}, 20,
+			[]uint64{8, 5},
+		},
+		{
+			// The follower led epoch 372 from 5738 without appending; its
+			// 5736..5737 are epoch 370, the leader's are epoch 371. The
+			// first answer (371, 5744) cuts nothing, yet the logs differ.
+			"follower's latest epoch appended nothing",
+			[]EpochEntry{{370, 5000}, {371, 5736}, {373, 5744}}, 5746,
+			[]EpochEntry{{370, 5000}, {372, 5738}}, 5738,
+			[]uint64{5738, 5736},
+		},
+		{
+			"same epoch: one round",
+			[]EpochEntry{{1, 0}, {2, 5}}, 12,
+			[]EpochEntry{{1, 0}, {2, 5}}, 14,
+			[]uint64{12},
+		},
+		{
+			"leader knows no epoch <= the follower's",
+			[]EpochEntry{{5, 40}}, 50,
+			[]EpochEntry{{1, 0}}, 45,
+			[]uint64{40},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := truncateRounds(t, cache(tc.leader...), tc.leaderLEO, cache(tc.follower...), tc.leo)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("truncation rounds %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTruncationComplete(t *testing.T) {
+	c := cache(EpochEntry{1, 0}, EpochEntry{3, 10})
+	for _, tc := range []struct {
+		epoch uint32
+		knows bool
+		want  bool
+	}{
+		{1, true, true}, {3, true, true}, {2, true, false}, {0, true, false}, {4, true, false}, {2, false, true},
+	} {
+		if got := TruncationComplete(c, tc.epoch, tc.knows); got != tc.want {
+			t.Errorf("TruncationComplete(%d, %v) = %v, want %v", tc.epoch, tc.knows, got, tc.want)
+		}
+	}
+	if !TruncationComplete(&EpochCache{}, 2, true) || !TruncationComplete(nil, 2, true) {
+		t.Error("an empty cache: not complete")
 	}
 }
 

@@ -59,7 +59,6 @@ type LeaderState struct {
 	minISR     int
 	leo        uint64
 	durable    uint64
-	created    time.Time
 	followers  []*follower // replica order, self excluded
 }
 
@@ -81,7 +80,6 @@ func NewLeaderState(self string, replicas, isr []string, epoch uint32, epochStar
 		minISR:     minISR,
 		leo:        max(epochStart, hw),
 		durable:    hw,
-		created:    now,
 	}
 	for _, id := range replicas {
 		if id == self {
@@ -145,7 +143,9 @@ func (l *LeaderState) SetLocal(leo, durable uint64, now time.Time) (hw uint64, a
 // UpdateFollower records a replica fetch of follower id: leo is its fetch
 // offset (its log end offset) and durable its durable log end offset. It
 // returns the high watermark and whether it advanced. A fetch from a node
-// that is not a follower of the partition changes nothing.
+// that is not a follower of the partition changes nothing. Callers pass
+// only fetches they serve: of the leader's epoch, from a follower that
+// truncated as TruncationOffset says, at an offset <= the leader's LEO.
 //
 // The follower's last caught-up time becomes now when leo reaches the
 // leader's LEO, or the time of its previous fetch when leo reaches the
@@ -180,7 +180,10 @@ func latest(a, b time.Time) time.Time {
 // SetISR records a committed in-sync set (from the metadata log) and
 // min.insync.replicas, ends any ISR change in flight, and returns the high
 // watermark and whether it advanced (a committed removal of a lagging
-// follower lets it advance).
+// follower lets it advance). Pass each committed ISR of the leader's
+// epoch once, in commit order, never an older one delivered late: that
+// would drop an addition in flight from the high watermark's set while
+// the metadata already holds it in the ISR.
 func (l *LeaderState) SetISR(isr []string, minISR int) (hw uint64, advanced bool) {
 	l.isr = slices.Clone(isr)
 	l.minISR = minISR
@@ -248,21 +251,22 @@ func (l *LeaderState) advance() (uint64, bool) {
 // committed ISR, in replica order, with the leader itself (never removed),
 // less each follower not caught up for more than lagMax (Kafka's
 // replica.lag.time.max.ms: now - LastCaughtUp > lagMax), plus each follower
-// outside it that has fetched, whose LEO is >= the start of the leader's
-// epoch and whose durable LEO is >= the high watermark (Kafka's
-// isFollowerInSync, which compares the LEO, as Kafka counts a record
-// replicated without an fsync), and that is not lagging by the rule
-// above (else the next call would remove it again: a follower cut off
-// while the ISR is below minISR holds the high watermark at its LEO).
-// The additions count in the high watermark from now on (KIP-497's
-// maximal ISR).
+// outside it that has fetched, whose durable LEO is >= the high watermark
+// and >= the start of the leader's epoch (Kafka's isFollowerInSync, which
+// compares the LEO, as Kafka counts a record replicated without an
+// fsync), and that is not lagging by the rule above (else the next call
+// would remove it again: a follower cut off while the ISR is below
+// minISR holds the high watermark at its LEO). The additions count in
+// the high watermark from now on (KIP-497's maximal ISR).
 //
-// The durable test matters: a member of the ISR may be elected, so it
-// must hold every record below the high watermark durably when it joins.
-// With the LEO only, a follower that syncs at intervals could join
-// holding the committed suffix in its page cache alone, become the only
-// other ISR member after a shrink, lose that suffix in a crash, and be
-// elected without acknowledged records (engine/replica/sim found this).
+// Both bounds matter, on the durable LEO: a member of the ISR may be
+// elected, so it must hold every committed record durably when it joins.
+// A new leader's high watermark may lag the old leader's; the epoch start
+// (its LEO when elected) covers every record committed before. With the
+// LEO instead, a follower that syncs at intervals could join holding the
+// committed suffix in its page cache alone, become the only other ISR
+// member after a shrink, lose that suffix in a crash, and be elected
+// without acknowledged records (engine/replica/sim found both cases).
 func (l *LeaderState) ISRChange(now time.Time, lagMax time.Duration) ([]string, bool) {
 	if l.inFlight {
 		return nil, false
@@ -284,7 +288,7 @@ func (l *LeaderState) ISRChange(now time.Time, lagMax time.Duration) ([]string, 
 			changed = true
 		case in:
 			next = append(next, id)
-		case !lagging && f.seen && f.Durable >= l.hw && f.LEO >= l.epochStart:
+		case !lagging && f.seen && f.Durable >= max(l.hw, l.epochStart):
 			next = append(next, id)
 			added = append(added, id)
 			changed = true

@@ -204,10 +204,14 @@ func TestISRChange(t *testing.T) {
 			{op: "isr", isr: []string{"a", "b", "c"}, minISR: 2, hw: 11},
 		}},
 		{"no expansion below the epoch start", []string{"a", "b"}, 8, []step{
+			// A new leader's HW (5) lags the old leader's: the epoch start
+			// (8) bounds what was committed.
 			{op: "local", leo: 8, dur: 8},
-			{op: "fetch", id: "b", leo: 8, dur: 8, at: 1, hw: 8, advanced: true},
-			{op: "fetch", id: "c", leo: 5, dur: 5, at: 1, hw: 8},
+			{op: "fetch", id: "b", leo: 5, dur: 5, at: 1, hw: 5, advanced: true},
+			{op: "fetch", id: "c", leo: 8, dur: 7, at: 1, hw: 5},
 			{op: "change", at: 2},
+			{op: "fetch", id: "c", leo: 8, dur: 8, at: 2, hw: 5},
+			{op: "change", at: 2, proposal: []string{"a", "b", "c"}},
 		}},
 		{"no expansion of a follower never seen", []string{"a", "b"}, 0, []step{
 			{op: "fetch", id: "b", at: 1},

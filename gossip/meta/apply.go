@@ -46,6 +46,8 @@ func (s *State) Apply(c Command) Result {
 		return s.applyAssignGroup(c)
 	case OpUnassignGroup:
 		return s.applyUnassignGroup(c)
+	case OpAllocateProducerIDs:
+		return s.applyAllocateProducerIDs(c)
 	}
 	return refused(api.CodeInvalidRequest, "unknown metadata op %q", c.Op)
 }

@@ -22,7 +22,8 @@
 // HasData flag, the ids of deleted topics (DeletedIDs, the newest
 // MaxDeletedIDs), whether the bootstrapping node's pre-cluster topics
 // were imported, the coordinator of every consumer group (Groups, chosen
-// by ChooseCoordinator), and the removed nodes with their data directory
+// by ChooseCoordinator), the next producer id not yet reserved
+// (NextProducerID), and the removed nodes with their data directory
 // ids (Removed, the newest MaxRemovedNodes). Topic ids are random UUIDs
 // made by the controller (KIP-516, "Topic Identifiers"): a command on a
 // topic names it and carries its id, so a command decided before a delete and create again
@@ -64,6 +65,11 @@
 //	                   the group's coordinator unless the group has one
 //	                   (first writer wins, no error); Result.Coordinator
 //	                   is the owner. remove-node unassigns the node's groups.
+//	allocate-producer-ids
+//	                   NodeID (a registered node): reserves the producer
+//	                   ids [NextProducerID, NextProducerID+ProducerIDBlock)
+//	                   for it (Result.ProducerIDStart) and moves
+//	                   NextProducerID past them.
 //
 // Commands that name a topic answer UNKNOWN_TOPIC for an unknown name,
 // UNKNOWN_TOPIC_ID when the topic's id is another, and INVALID_REQUEST

@@ -38,6 +38,7 @@ func (s *State) Clone() *State {
 		}
 	}
 	c.Removed = cloneSlice(s.Removed)
+	c.NextProducerID = s.NextProducerID
 	return c
 }
 

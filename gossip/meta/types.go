@@ -78,6 +78,10 @@ type State struct {
 	// again (its node must start on an empty data directory), and a
 	// removed node that learns of its removal stops.
 	Removed []RemovedNode `json:"removed,omitempty"`
+	// NextProducerID is the first producer id not yet reserved by
+	// allocate-producer-ids. Omitted from the encoding when zero, so the
+	// Hash of a cluster that never reserved one does not change.
+	NextProducerID int64 `json:"next_producer_id,omitempty"`
 }
 
 // RemovedNode is a node removed from the cluster: its id and the id of
@@ -141,6 +145,10 @@ const (
 	// group deleted and used again is assigned anew, and the metadata does
 	// not keep every group ever used. Anything else is a no-op.
 	OpUnassignGroup Op = "unassign-group"
+	// OpAllocateProducerIDs reserves the next ProducerIDBlock producer
+	// ids for node Command.NodeID (a registered node):
+	// Result.ProducerIDStart is the first (producerids.go).
+	OpAllocateProducerIDs Op = "allocate-producer-ids"
 )
 
 // LeaderChange is one leadership decision of the controller.
@@ -185,4 +193,8 @@ type Result struct {
 	// Coordinator is the group's coordinator after an assign-group: the
 	// node it names, or the one the group already had.
 	Coordinator string `json:"coordinator,omitempty"`
+	// ProducerIDStart is the first id of the block an
+	// allocate-producer-ids reserved: [ProducerIDStart,
+	// ProducerIDStart+ProducerIDBlock).
+	ProducerIDStart int64 `json:"producer_id_start,omitempty"`
 }

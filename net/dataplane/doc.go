@@ -7,7 +7,7 @@
 //
 // A frame is one Cap'n Proto message in standard stream framing whose root
 // is an api.Frame, followed by recordsLength raw batch bytes for a publish
-// request or a fetch response (see package api). Three limits bound what a
+// request, a fetch or replica fetch response, or a push (see package api). Three limits bound what a
 // connection may send, and all three are stated in the handshake response:
 // the Cap'n Proto part (Options.MaxFrameBytes, checked from the stream
 // header before anything is allocated), the records tail (the broker's
@@ -84,6 +84,17 @@
 // push without records. An empty fetch that returned before its long poll
 // ran out is followed by a pause (a quarter of MaxFetchWait, at most
 // 100 ms), so a broker that cannot wait never makes it spin.
+//
+// # Replication
+//
+// A Broker that also implements ReplicaBroker (a cluster node) serves the
+// followers' replicaFetch, answered like a fetch with the mapped segment
+// slices as its tail but up to the log end offset and with the leader's
+// epoch, and offsetForLeaderEpoch; one that implements ProducerIDBroker
+// serves initProducerId. Without them those frames are answered with
+// INVALID_REQUEST saying why. A publish's acks reach the Broker through
+// engine.WithAcks on the append's context. ReplicaClient is the follower's
+// side: one connection to a leader, its calls concurrent.
 //
 // # Shutdown
 //
