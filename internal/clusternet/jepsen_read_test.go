@@ -212,7 +212,8 @@ func readReplica(node *clusternet.Node, topic string, p uint32) (jepsen.ReplicaL
 
 // compareReplicas waits until every replica of each partition holds the
 // last final log (bounded), then checks them against it and each other.
-func (j *jepsenRun) compareReplicas() {
+// It reports whether they passed.
+func (j *jepsenRun) compareReplicas() bool {
 	t := j.t
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -267,7 +268,9 @@ func (j *jepsenRun) compareReplicas() {
 			r.node, r.partition, len(rl.Values), rl.Start, len(rl.Batches), len(j.lastLogs[r.partition].Values))
 		h.Replicas = append(h.Replicas, rl)
 	}
-	if res := jepsen.Check(h, jepsen.Options{}); !res.OK() {
+	res := jepsen.Check(h, jepsen.Options{})
+	if !res.OK() {
 		t.Errorf("jepsen: the replicas after the last round: %s", res)
 	}
+	return res.OK() && !slices.ContainsFunc(errs, func(err error) bool { return err != nil })
 }
