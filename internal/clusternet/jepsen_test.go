@@ -42,6 +42,9 @@ const (
 	jepsenSendEvery = 10 * time.Millisecond
 	// jepsenSteady is how long a round runs before and after its fault.
 	jepsenSteady = 500 * time.Millisecond
+	// A fault lasts from jepsenFaultMin to jepsenFaultMax, drawn.
+	jepsenFaultMin = 1500 * time.Millisecond
+	jepsenFaultMax = 8 * time.Second
 	// jepsenHealTimeout bounds the wait for every partition to be readable
 	// in full after a round's faults healed.
 	jepsenHealTimeout = 60 * time.Second
@@ -425,7 +428,11 @@ func (j *jepsenRun) round(r int) bool {
 	defer stopLoad()
 	pace(jepsenSteady)
 	f := j.nemesis()
-	faultFor := time.Duration(1500+j.rng.IntN(1500)) * time.Millisecond
+	// From shorter than the cluster's failure detection (memberlist's
+	// suspicion, some 5 s for 3 nodes) to well beyond it, so that some
+	// faults end before the leader is declared dead and others after a
+	// new one was elected.
+	faultFor := jepsenFaultMin + time.Duration(j.rng.Int64N(int64(jepsenFaultMax-jepsenFaultMin)))
 	t.Logf("jepsen: round %d: %s for %v", r, f.name, faultFor)
 	pace(faultFor)
 	f.heal()
