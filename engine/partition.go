@@ -314,6 +314,11 @@ func (p *partition) commit(pending []*appendReq) {
 		finish(storageError(fmt.Sprintf("write to partition %s/%d", p.topic, p.id), err))
 		return
 	}
+	if p.repl != nil {
+		// The log end moved: replica fetches waiting for it copy the
+		// batches while this node syncs them.
+		p.wake()
+	}
 	durability := DurabilityWritten
 	if p.policy.Load().Mode == SyncEveryBatch {
 		start := time.Now()

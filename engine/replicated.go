@@ -905,6 +905,58 @@ func (p *partition) truncateTo(r *replState, offset uint64) error {
 	return nil
 }
 
+// TruncateFullyAndStartAt empties the partition's log on a follower and
+// starts it at offset (Kafka's truncateFullyAndStartAt): for a follower
+// whose log end is below its leader's log start (FetchReplica answers
+// OFFSET_OUT_OF_RANGE with the leader's range), or whose whole log
+// diverges from the leader's. Every segment is removed durably
+// (segment.Log.TruncateFullyAndStartAt), the leader-epoch cache emptied,
+// and the high watermark and durable log end set to offset. Errors:
+// INVALID_REQUEST on the leader, PARTITION_FAILED (a failure halfway fails
+// the partition until restart), STORAGE_ERROR, UNKNOWN_TOPIC_ID,
+// UNKNOWN_TOPIC, UNKNOWN_PARTITION, SHUTTING_DOWN.
+func (e *Engine) TruncateFullyAndStartAt(topic string, id api.TopicID, partition int, offset uint64) error {
+	p, r, err := e.replicated(topic, id, partition)
+	if err != nil {
+		return err
+	}
+	return p.onAppend(func() error { return p.startOver(r, offset) })
+}
+
+// startOver is TruncateFullyAndStartAt on the append goroutine.
+func (p *partition) startOver(r *replState, offset uint64) error {
+	if e := p.failed.Load(); e != nil {
+		return e
+	}
+	r.mu.Lock()
+	leader := r.role == roleLeader
+	r.mu.Unlock()
+	if leader {
+		return api.NewError(api.CodeInvalidRequest, "%s/%d: the leader of epoch %d never truncates its log", p.topic, p.id, r.epoch)
+	}
+	start, leo := p.log.LogStartOffset(), p.log.NextOffset()
+	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {
+		if errors.Is(err, segment.ErrFailed) {
+			e := api.WrapError(api.CodePartitionFailed, err, "partition %s/%d", p.topic, p.id)
+			p.fail(e)
+			return e
+		}
+		return storageError(fmt.Sprintf("start %s/%d over", p.topic, p.id), err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.durable = offset
+	p.hw.Store(offset)
+	p.logger.Warn("log emptied and started over at the leader's", "offset", offset, "from_start", start, "from_end", leo, "leader_epoch", r.epoch)
+	p.wake()
+	r.cache.TruncateFromEnd(0)
+	if err := p.writeEpochs(r); err != nil {
+		return err
+	}
+	p.reloadProducers()
+	return nil
+}
+
 // syncPerPolicy applies the sync policy after a write of n batches on the
 // append goroutine: every-batch syncs now (a failure fails the
 // partition), the others mark the log dirty.

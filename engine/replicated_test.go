@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -833,6 +834,7 @@ func TestScrubRepairsFollower(t *testing.T) {
 		t.Fatalf("corrupt leader state %+v", st)
 	}
 }
+
 // TestTruncateAtLogEndDropsEmptyEpoch: a replica that led an epoch without
 // appending holds a cache entry at its log end; a truncation to the log
 // end removes no batch but drops that entry, so that its truncation loop
@@ -861,5 +863,67 @@ func TestTruncateAtLogEndDropsEmptyEpoch(t *testing.T) {
 	}
 	if st := b.state(t); st.LogEndOffset != 1 {
 		t.Fatalf("b's state %+v, want log end 1 (nothing removed)", st)
+	}
+}
+
+// TestFollowerBelowLeaderLogStart: retention moved the leader's log start
+// past an empty follower's log end; the fetch is OFFSET_OUT_OF_RANGE with
+// the leader's range, and the follower starts over there.
+func TestFollowerBelowLeaderLogStart(t *testing.T) {
+	clock := newClock()
+	nodes := map[string]*replNode{}
+	for _, id := range []string{"a", "b"} {
+		n := &replNode{id: id, dir: t.TempDir()}
+		n.opts = testOptions(n.dir)
+		n.opts.Replication = &ReplicationOptions{NodeID: id}
+		n.opts.Now = clock.Now
+		n.opts.RetentionCheckInterval = -1
+		n.e = openTest(t, n.opts)
+		if _, err := n.e.CreateTopicSpec(TopicSpec{Name: replTopic, ID: replTopicID, Partitions: 1,
+			Config: TopicConfig{SegmentBytes: 4096, RetentionBytes: 8192}}); err != nil {
+			t.Fatal(err)
+		}
+		nodes[id] = n
+	}
+	a, b := nodes["a"], nodes["b"]
+	if err := a.e.BecomeLeader(replTopic, replTopicID, 0, 1, []string{"a", "b"}, []string{"a"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.e.BecomeFollower(replTopic, replTopicID, 0, 1, "a"); err != nil {
+		t.Fatal(err)
+	}
+	value := string(bytes.Repeat([]byte{'v'}, 1000))
+	for range 24 {
+		await(t, appendAsync(t, a, AcksAll, value))
+	}
+	if err := a.e.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	start := a.state(t).LogStartOffset
+	if start == 0 {
+		t.Fatal("retention kept the leader's log start at 0")
+	}
+	_, err := a.e.FetchReplica(context.Background(), ReplicaFetch{Topic: replTopic, TopicID: replTopicID, FollowerID: "b", LeaderEpoch: 1, MaxBytes: 1 << 20})
+	var ae *api.Error
+	if codeOf(err) != api.CodeOffsetOutOfRange || !errors.As(err, &ae) || !ae.HasRange || ae.RangeStart != start {
+		t.Fatalf("fetch below the leader's log start = %#v, want OFFSET_OUT_OF_RANGE from %d", err, start)
+	}
+	if err := a.e.TruncateFullyAndStartAt(replTopic, replTopicID, 0, start); codeOf(err) != api.CodeInvalidRequest {
+		t.Fatalf("TruncateFullyAndStartAt on the leader = %v, want INVALID_REQUEST", err)
+	}
+	if err := b.e.TruncateFullyAndStartAt(replTopic, replTopicID, 0, start); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.state(t); st.LogStartOffset != start || st.LogEndOffset != start || st.HighWatermark != start {
+		t.Fatalf("follower state %+v after starting over at %d", st, start)
+	}
+	for pump(t, a, b, 1) > 0 {
+	}
+	if st := b.state(t); st.LogEndOffset != 24 {
+		t.Fatalf("follower state %+v after catching up", st)
+	}
+	b.reopen(t)
+	if st := b.state(t); st.LogStartOffset != start || st.LogEndOffset != 24 {
+		t.Fatalf("follower state %+v after a restart", st)
 	}
 }

@@ -71,7 +71,11 @@ type Storage interface {
 	SegmentFiles() engine.SegmentFileStats
 }
 
-var _ Storage = (*engine.Engine)(nil)
+var (
+	_ Storage        = (*engine.Engine)(nil)
+	_ ReplicaStorage = (*engine.Engine)(nil)
+	_ ReplicaSource  = (*engine.Engine)(nil)
+)
 
 // Cluster is what a Broker needs from the cluster runtime (*Node
 // implements it; tests use a fake).
@@ -179,6 +183,7 @@ func (b *Broker) ClusterID() string { return b.c.ClusterID() }
 type partLeader struct {
 	leader  string // node id; "" when the partition has none
 	addr    string // the leader's data-plane address
+	epoch   uint32 // the leader epoch
 	hasData bool
 }
 
@@ -201,7 +206,7 @@ func buildIndex(s *meta.State) *index {
 	for name, t := range s.Topics {
 		ti := &topicIndex{id: t.ID, parts: make([]partLeader, len(t.Partitions))}
 		for i, p := range t.Partitions {
-			ti.parts[i] = partLeader{leader: p.Leader, addr: s.Nodes[p.Leader].DataAddr, hasData: p.HasData}
+			ti.parts[i] = partLeader{leader: p.Leader, addr: s.Nodes[p.Leader].DataAddr, epoch: p.LeaderEpoch, hasData: p.HasData}
 		}
 		x.topics[name] = ti
 	}

@@ -166,9 +166,12 @@ func (n *Node) applyLocal(ctx context.Context, cmd meta.Command) (uint64, meta.R
 //   - create-topic with a zero topic id or partitions without replicas:
 //     a new id (unless given), the creation time and the placement over
 //     the live nodes (meta.PrepareCreate), the replication factor 0
-//     resolved to DefaultReplicationFactor (0: min(3, live nodes));
+//     resolved to DefaultReplicationFactor (0: min(3, live nodes)), and
+//     min.insync.replicas 0 to its default (meta.ResolveMinInsync);
 //   - create-partitions whose NewPartitions have no replicas: as many
 //     partitions placed (meta.PrepareCreatePartitions);
+//   - alter-topic with a min.insync.replicas of 0: the default of the
+//     topic's replication factor (meta.DefaultMinInsync);
 //   - remove-node without leaders: meta.LeadersForRemoval.
 //
 // Other commands are applied as given.
@@ -198,6 +201,18 @@ func (n *Node) prepare(s *meta.State, cmd meta.Command) (meta.Command, error) {
 			return cmd, api.NewError(api.CodeUnknownTopic, "topic %q does not exist", cmd.Name)
 		}
 		return meta.PrepareCreatePartitions(s, cmd.Name, len(t.Partitions)+len(cmd.NewPartitions), n.liveNodes(s))
+	case meta.OpAlterTopic:
+		t, ok := s.Topics[cmd.Name]
+		if cmd.Config == nil || cmd.Config.MinInsyncReplicas != 0 || !ok || t.ID != cmd.ID {
+			return cmd, nil // Apply refuses what is wrong
+		}
+		cfg := *cmd.Config
+		if cfg.ReplicationFactor == 0 {
+			cfg.ReplicationFactor = t.Config.ReplicationFactor
+		}
+		cfg.MinInsyncReplicas = meta.DefaultMinInsync(cfg.ReplicationFactor)
+		cmd.Config = &cfg
+		return cmd, nil
 	case meta.OpRemoveNode:
 		if cmd.Leaders != nil {
 			return cmd, nil

@@ -252,8 +252,10 @@ func (r *Reconciler) syncTopic(mt *meta.Topic, have map[string]engine.TopicInfo,
 		r.log.Info("cluster metadata: created the local copy of a topic", "topic", mt.Name, "topic_id", mt.ID, "partitions", len(mt.Partitions))
 		return
 	}
-	want, got := mt.Config, lt.Config
-	want.ReplicationFactor, got.ReplicationFactor = 0, 0
+	// The replication settings are the cluster layer's (the Replicator
+	// passes min.insync.replicas to the engine with the partition's
+	// leadership); the engine keeps what it was created with.
+	want, got := localConfig(mt.Config), localConfig(lt.Config)
 	if want != got {
 		c := mt.Config
 		change := engine.TopicConfigChange{SyncPolicy: &c.SyncPolicy, SegmentBytes: &c.SegmentBytes, RetentionBytes: &c.RetentionBytes,
@@ -278,10 +280,18 @@ func (r *Reconciler) syncTopic(mt *meta.Topic, have map[string]engine.TopicInfo,
 	}
 }
 
+// localConfig is cfg without the settings the storage does not apply
+// itself: replication.factor, min.insync.replicas and
+// unclean.leader.election.enable.
+func localConfig(cfg engine.TopicConfig) engine.TopicConfig {
+	cfg.ReplicationFactor, cfg.MinInsyncReplicas, cfg.UncleanLeaderElection = 0, 0, false
+	return cfg
+}
+
 // LocalTopics lists the storage's topics as metadata topics, for the
 // one-time import of a node that bootstraps a cluster: this node is the
 // leader and only replica of every partition, a replication factor of 0
-// reads as 1, and a partition holds data when its log end offset is above
+// reads as 1 (and min.insync.replicas is 1), and a partition holds data when its log end offset is above
 // 0 (records were appended, even if retention removed them since).
 func (r *Reconciler) LocalTopics() []*meta.Topic {
 	var out []*meta.Topic
@@ -296,6 +306,8 @@ func (r *Reconciler) LocalTopics() []*meta.Topic {
 		if t.Config.ReplicationFactor == 0 {
 			t.Config.ReplicationFactor = 1
 		}
+		// One replica: min.insync.replicas is 1 whatever the node had.
+		t.Config.MinInsyncReplicas = meta.DefaultMinInsync(t.Config.ReplicationFactor)
 		for i, p := range d.Partitions {
 			t.Partitions[i] = meta.Partition{Replicas: []string{self}, Leader: self, ISR: []string{self}, HasData: p.LogEndOffset > 0}
 		}

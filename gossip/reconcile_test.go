@@ -21,13 +21,11 @@ func checkLocal(t *testing.T, n *testNode, mt *meta.Topic) {
 	if err != nil {
 		t.Fatalf("local copy of %s: %v", mt.Name, err)
 	}
-	// The engine keeps a replication factor as given (0 for a topic made
-	// before the cluster); the metadata's is resolved.
-	want := mt.Config
-	want.ReplicationFactor = d.Config.ReplicationFactor
-	if d.ID != mt.ID || d.CreatedMs != mt.CreatedMs || d.Config != want || d.PartitionCount != len(mt.Partitions) {
+	// The engine keeps the replication settings as given (0 for a topic
+	// made before the cluster); the metadata's are resolved.
+	if d.ID != mt.ID || d.CreatedMs != mt.CreatedMs || localConfig(d.Config) != localConfig(mt.Config) || d.PartitionCount != len(mt.Partitions) {
 		t.Fatalf("local copy of %s: id %v created %d %d partitions config %+v; metadata: id %v created %d %d partitions config %+v",
-			mt.Name, d.ID, d.CreatedMs, d.PartitionCount, d.Config, mt.ID, mt.CreatedMs, len(mt.Partitions), want)
+			mt.Name, d.ID, d.CreatedMs, d.PartitionCount, d.Config, mt.ID, mt.CreatedMs, len(mt.Partitions), mt.Config)
 	}
 }
 
@@ -208,7 +206,7 @@ func TestLocalTopics(t *testing.T) {
 	}
 	a := got[0]
 	want := ti.Config
-	want.ReplicationFactor = 1
+	want.ReplicationFactor, want.MinInsyncReplicas = 1, 1
 	if a.Name != "a" || a.ID != ti.ID || a.CreatedMs != ti.CreatedMs || a.Config != want || len(a.Partitions) != 2 {
 		t.Fatalf("imported topic %+v, engine %+v", a, ti)
 	}

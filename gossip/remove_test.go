@@ -40,7 +40,8 @@ func TestRemoveNode(t *testing.T) {
 		t.Fatalf("remove of an unknown node: %v, want NotFound", err)
 	}
 
-	// A partition the victim leads that holds data cannot move in part 1.
+	// A partition the victim leads that holds data, and whose in-sync set
+	// is the victim alone, has no replica to move to.
 	st := follower.State()
 	tp := st.Topics["empty"]
 	withData := slices.IndexFunc(tp.Partitions, func(p meta.Partition) bool { return p.Leader == victim.ID() })
@@ -49,6 +50,10 @@ func TestRemoveNode(t *testing.T) {
 	}
 	if res, err := follower.ProposeCommand(ctx, meta.Command{Op: meta.OpMarkData, Name: "empty", ID: tp.ID, Partition: withData}); err != nil || res.Err != nil {
 		t.Fatalf("mark data: %v %v", err, res.Err)
+	}
+	isr := meta.Command{Op: meta.OpSetISR, Name: "empty", ID: tp.ID, Partition: withData, Epoch: tp.Partitions[withData].LeaderEpoch, ISR: []string{victim.ID()}}
+	if res, err := follower.ProposeCommand(ctx, isr); err != nil || res.Err != nil {
+		t.Fatalf("set-isr: %v %v", err, res.Err)
 	}
 	if _, err := follower.RemoveNode(ctx, victim.ID()); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("remove of the leader of a partition with data: %v, want FailedPrecondition", err)

@@ -29,8 +29,9 @@ type producerID struct {
 func (p producerID) zero() bool { return p == producerID{} }
 
 // idempotence grants a producer its identities (docs/architecture.md
-// §4.2). Every partition starts with the shared identity, obtained from
-// the bootstrap connection at the first publish; a partition whose run of
+// §4.2). Every partition starts with the shared identity, obtained at the
+// first publish from the node that publish goes to (any node grants ids,
+// and that one answers if the publish can succeed); a partition whose run of
 // sequences broke (a batch that carried a sequence failed for good, or
 // moved to another partition) takes a fresh identity of its own, whose
 // sequences start at 0 again. A server that does not serve initProducerId
@@ -45,8 +46,9 @@ type idempotence struct {
 	pending  chan struct{} // closed when the shared request in flight ends
 }
 
-// producerIDError is a failure to obtain a producer id, the failed
-// attempt of the batch that needed it (retried as its cause is).
+// producerIDError is a failure to obtain a producer id from a partition's
+// leader, the failed attempt of the batch that needed it (handled as a
+// failed publish to that leader: retried as its cause is).
 type producerIDError struct{ err error }
 
 func (e *producerIDError) Error() string {
@@ -57,10 +59,10 @@ func (e *producerIDError) Unwrap() error { return e.err }
 
 // identity returns the identity a partition that holds old (zero: none
 // yet) is to stamp from now on: the shared one for a partition without
-// one, else a fresh one. ok is false when idempotence is off (the server
-// does not serve initProducerId). The error is that of the request
-// (a *producerIDError), or the fencing error.
-func (m *idempotence) identity(ctx context.Context, old producerID) (producerID, bool, error) {
+// one, else a fresh one, asked of c (the partition's leader). ok is false
+// when idempotence is off (the server does not serve initProducerId). The
+// error is that of the request (a *producerIDError), or the fencing error.
+func (m *idempotence) identity(ctx context.Context, old producerID, c *Client) (producerID, bool, error) {
 	for {
 		m.mu.Lock()
 		switch {
@@ -73,7 +75,7 @@ func (m *idempotence) identity(ctx context.Context, old producerID) (producerID,
 			return producerID{}, false, nil
 		case !old.zero():
 			m.mu.Unlock()
-			return m.request(ctx)
+			return m.request(ctx, c)
 		case !m.shared.zero():
 			id := m.shared
 			m.mu.Unlock()
@@ -90,7 +92,7 @@ func (m *idempotence) identity(ctx context.Context, old producerID) (producerID,
 		}
 		m.pending = make(chan struct{})
 		m.mu.Unlock()
-		id, ok, err := m.request(ctx)
+		id, ok, err := m.request(ctx, c)
 		m.mu.Lock()
 		if err == nil && ok {
 			m.shared = id
@@ -102,11 +104,11 @@ func (m *idempotence) identity(ctx context.Context, old producerID) (producerID,
 	}
 }
 
-// request asks the server for a new producer id. A server that does not
+// request asks c's server for a new producer id. A server that does not
 // know the request (INVALID_REQUEST, UNSUPPORTED_VERSION) turns
 // idempotence off.
-func (m *idempotence) request(ctx context.Context) (producerID, bool, error) {
-	id, err := m.p.client.initProducerID(ctx)
+func (m *idempotence) request(ctx context.Context, c *Client) (producerID, bool, error) {
+	id, err := c.initProducerID(ctx)
 	if errors.Is(err, api.ErrInvalidRequest) || errors.Is(err, api.ErrUnsupportedVersion) {
 		m.mu.Lock()
 		first := !m.disabled
@@ -114,14 +116,14 @@ func (m *idempotence) request(ctx context.Context) (producerID, bool, error) {
 		m.mu.Unlock()
 		if first {
 			m.p.cfg.Logger.Warn("sdk: the server does not grant idempotent producer ids; producing without idempotence (a retried batch may be stored twice)",
-				"addr", m.p.client.cfg.Addr, "err", err)
+				"addr", c.cfg.Addr, "err", err)
 		}
 		return producerID{}, false, nil
 	}
 	if err != nil {
 		return producerID{}, false, &producerIDError{err: err}
 	}
-	m.p.cfg.Logger.Debug("sdk: idempotent producer id granted", "producerId", id.id, "epoch", id.epoch)
+	m.p.cfg.Logger.Debug("sdk: idempotent producer id granted", "producerId", id.id, "epoch", id.epoch, "addr", c.cfg.Addr)
 	return id, true, nil
 }
 
@@ -178,9 +180,9 @@ type partSeq struct {
 //   - any other batch takes the next sequence of the partition's current
 //     identity, first obtaining a fresh identity when the run broke.
 //
-// It fails with a *producerIDError when no identity could be obtained,
-// or with the fencing error.
-func (w *window) stamp(ctx context.Context, f *flight) error {
+// It fails with a *producerIDError when no identity could be obtained
+// from c, the partition's leader, or with the fencing error.
+func (w *window) stamp(ctx context.Context, f *flight, c *Client) error {
 	m := w.pl.p.idem
 	if m == nil {
 		return nil
@@ -196,7 +198,7 @@ func (w *window) stamp(ctx context.Context, f *flight) error {
 		return nil
 	}
 	if ps.id.zero() || ps.broken {
-		id, ok, err := m.identity(ctx, ps.id)
+		id, ok, err := m.identity(ctx, ps.id, c)
 		if err != nil || !ok {
 			return err
 		}

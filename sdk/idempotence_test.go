@@ -268,11 +268,13 @@ func TestInvalidProducerEpochFences(t *testing.T) {
 // TestMovedBatchesAreSequencedAgain: keyless batches moved off a dead
 // leader to another partition take that partition's sequences (the fake
 // leaders refuse any other order), and the partitions left behind go on
-// with new producer ids.
+// with new producer ids. Each id is asked of the node a publish goes to.
 func TestMovedBatchesAreSequencedAgain(t *testing.T) {
 	fc := newFakeCluster(t, 3)
 	fc.createTopic("t", 6)
-	fc.nodes[0].grantProducerIDs()
+	for _, n := range fc.nodes {
+		n.grantProducerIDs()
+	}
 	ctx := testCtx(t)
 	p := newTestProducer(t, fc.nodes[0], func(c *ProducerConfig) { c.DeliveryTimeout = 20 * time.Second })
 	for call := range 6 {
@@ -348,5 +350,29 @@ func TestBrokenRunGoesOnWithANewProducerID(t *testing.T) {
 	ids := checkRuns(t, "partition 0", hs)
 	if len(ids) != 2 {
 		t.Errorf("producer ids %v: want two (a new one after the refusal)", ids)
+	}
+}
+
+// TestProducerIDFromThePartitionsLeader: the producer id is asked of the
+// node the first publish goes to (its partition's leader), not of the
+// bootstrap node, so a producer whose bootstrap node is gone still gets
+// one from a live leader.
+func TestProducerIDFromThePartitionsLeader(t *testing.T) {
+	fc := newFakeCluster(t, 2)
+	fc.createTopic("t", 2) // partition p led by node p
+	for _, n := range fc.nodes {
+		n.grantProducerIDs()
+	}
+	p := newTestProducer(t, fc.nodes[0], func(c *ProducerConfig) {
+		c.Partitioner = PartitionerFunc(func(string, []byte, uint32) uint32 { return 1 })
+	})
+	if _, err := p.Send(testCtx(t), "t", []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if n0, n1 := fc.nodes[0].count(api.Frame_Which_initProducerIdRequest), fc.nodes[1].count(api.Frame_Which_initProducerIdRequest); n0 != 0 || n1 != 1 {
+		t.Errorf("initProducerId requests: %d to the bootstrap node, %d to the leader; want 0 and 1", n0, n1)
+	}
+	if ids := checkRuns(t, "partition 1", storedHeaders(fc.nodes[1], "t", 1)); len(ids) != 1 {
+		t.Errorf("producer ids %v, want one", ids)
 	}
 }

@@ -442,16 +442,16 @@ func (w *window) publish(f *flight, want *conn) {
 	// The dial and the wait for the writer end at the deadline too.
 	ctx, cancel := context.WithDeadline(b.ctx, b.deadline)
 	defer cancel()
-	if err := w.stamp(ctx, f); err != nil {
+	tp := w.pp.tp
+	c := pl.p.core.client(ctx, tp.topic, tp.partition)
+	f.leader = c.cfg.Addr
+	if err := w.stamp(ctx, f, c); err != nil {
 		f.err, f.final = err, !IsRetriable(err)
 		if ctx.Err() != nil && b.ctx.Err() == nil {
 			f.err, f.final = pl.p.expired(f.last), true
 		}
 		return
 	}
-	tp := w.pp.tp
-	c := pl.p.core.client(ctx, tp.topic, tp.partition)
-	f.leader = c.cfg.Addr
 	f.pc, f.err = c.startPublish(ctx, want, tp.topic, tp.partition, f.data, want != nil, pl.p.cfg.Acks)
 	if f.err != nil && ctx.Err() != nil && b.ctx.Err() == nil {
 		f.err, f.final = pl.p.expired(f.last), true
@@ -468,11 +468,7 @@ func (w *window) resolve(res PublishResult, err error) {
 		return
 	}
 	tp := w.pp.tp
-	var pe *producerIDError
-	leaderErr := !errors.As(err, &pe) // not the bootstrap connection's failure to grant a producer id
-	if leaderErr {
-		pl.p.core.noteProduceError(tp.topic, tp.partition, err) // the retry goes to the leader named, or reads the metadata again
-	}
+	pl.p.core.noteProduceError(tp.topic, tp.partition, err) // the retry goes to the leader named, or reads the metadata again
 	if head.pc != nil && outcomeUnknown(err) {
 		head.maybeStored = true
 	}
@@ -507,7 +503,7 @@ func (w *window) resolve(res PublishResult, err error) {
 		again = append(again, f)
 	}
 	w.stalled = false
-	if !head.final && leaderErr && leaderGone(err) && w.replace(head, again) {
+	if !head.final && leaderGone(err) && w.replace(head, again) {
 		return
 	}
 	head.attempt++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 
@@ -387,4 +388,80 @@ func locateHeader(rs readSeg, offset uint64) (pos int64, h batch.Header, err err
 	}
 	h, err = headerAt(rs, pos)
 	return pos, h, err
+}
+
+// TruncateFullyAndStartAt removes every segment and starts the log empty
+// at offset (Kafka's truncateFullyAndStartAt): a replica whose log end is
+// below its leader's log start, or whose whole log diverges, starts over
+// at the leader's log start. Readers holding Views keep their mappings.
+//
+// In order: the in-memory log becomes empty at offset; the recovery point
+// is removed; the old segments are deleted, newest first, each followed
+// by a directory fsync; the new empty segment is created (directory
+// fsynced) and the recovery point written at it. A crash in between
+// leaves a prefix of the old segments or an empty directory, which Open
+// recovers (an empty directory as an empty log at offset 0); the caller
+// starts over again. Like Append it must be called from the appending
+// goroutine. A failure puts the Log in the failed state (ErrFailed).
+func (l *Log) TruncateFullyAndStartAt(offset uint64) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	if l.closed || l.failed != nil {
+		err := l.failed
+		if l.closed {
+			err = ErrClosed
+		}
+		l.mu.Unlock()
+		return err
+	}
+	doomed := l.segs
+	placeholder := l.newSegment(offset)
+	l.segs = []*segment{placeholder}
+	l.next, l.size, l.lastAppend = offset, 0, -1
+	l.mu.Unlock()
+	l.spare.Store(0)
+	fail := func(err error) error {
+		err = fmt.Errorf("%w: start %s over at offset %d: %w", ErrFailed, l.dir, offset, err)
+		l.mu.Lock()
+		l.failed = err
+		l.mu.Unlock()
+		return err
+	}
+	if err := l.fs.Remove(filepath.Join(l.dir, recoveryPointName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail(err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fail(err)
+	}
+	l.checkpointed = recoveryPoint{}
+	for j := len(doomed) - 1; j >= 0; j-- {
+		d := doomed[j]
+		closeErr := errors.Join(l.closeHeld(&d.idx), l.closeHeld(&d.file), l.closeHeld(&d.tidx))
+		if closeErr != nil {
+			l.opts.Logger.Warn("segment: closing a removed segment's files failed", "file", d.logPath, "err", closeErr)
+		}
+		l.dropMapping(d)
+		for _, p := range []string{d.idxPath, d.tidxPath, d.logPath} {
+			if err := l.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fail(err)
+			}
+		}
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return fail(err)
+		}
+	}
+	s, err := l.createSegment(offset)
+	if err != nil {
+		return fail(err)
+	}
+	l.mu.Lock()
+	l.segs = []*segment{s}
+	l.mu.Unlock()
+	l.synced = recoveryPoint{next: offset, base: offset}
+	if err := l.checkpointLocked(); err != nil && !isNoSpace(err) {
+		return fail(err)
+	}
+	l.opts.Logger.Info("segment: log started over", "dir", l.dir, "offset", offset, "segments_deleted", len(doomed))
+	return nil
 }

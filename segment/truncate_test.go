@@ -391,3 +391,91 @@ func TestTruncateOnEachBackend(t *testing.T) {
 		}
 	})
 }
+
+// TestTruncateFullyAndStartAt empties a multi-segment log (a View held
+// over it stays readable) and starts it at a later offset; appends and
+// reopening after a crash or a clean stop agree. A crash at every disk
+// call of it leaves a log that Open recovers whole, and starting over
+// again completes.
+func TestTruncateFullyAndStartAt(t *testing.T) {
+	for _, clean := range []bool{true, false} {
+		dir := t.TempDir()
+		l := openLog(t, dir, smallOptions())
+		appendBatches(t, l, 40, 1, 2, 50)
+		old := l.Segments()
+		at := l.NextOffset() + 100
+		v, err := l.Read(0, 1<<30, l.NextOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.TruncateFullyAndStartAt(at); err != nil {
+			t.Fatal(err)
+		}
+		checkBufs(t, v.Bufs)
+		v.Release()
+		if l.LogStartOffset() != at || l.NextOffset() != at || l.SegmentCount() != 1 || l.SizeBytes() != 0 {
+			t.Fatalf("after starting over at %d: start %d end %d segments %d size %d", at, l.LogStartOffset(), l.NextOffset(), l.SegmentCount(), l.SizeBytes())
+		}
+		for _, s := range old {
+			if exists(logPath(dir, s.BaseOffset)) {
+				t.Fatalf("segment %d still exists", s.BaseOffset)
+			}
+		}
+		appendBatches(t, l, 10, 1, 2, 50)
+		if clean {
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			abandon(t, l)
+		}
+		l = openLog(t, dir, smallOptions())
+		if start, end := readable(t, l); start != at || end != at+20 {
+			t.Fatalf("reopened log holds [%d, %d), want [%d, %d)", start, end, at, at+20)
+		}
+		l.Close()
+	}
+	for n := int64(1); ; n++ {
+		root := t.TempDir()
+		dir := filepath.Join(root, "p")
+		fs := faultfs.New(root, nil)
+		l, err := Open(dir, fs, fs.Backend(), smallOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendBatches(t, l, 40, 1, 2, 50)
+		next := l.NextOffset()
+		at := next + 100
+		fs.CrashAfter(n)
+		err = l.TruncateFullyAndStartAt(at)
+		crashed := fs.Crashed()
+		fs.CrashAfter(0)
+		if !crashed {
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			t.Logf("crashed at each of %d disk calls", n-1)
+			break
+		}
+		abandon(t, l)
+		if err := fs.Restore(nil); err != nil {
+			t.Fatal(err)
+		}
+		l, err = Open(dir, fs, fs.Backend(), smallOptions())
+		if err != nil {
+			t.Fatalf("crash at call %d: reopen: %v", n, err)
+		}
+		start, end := readable(t, l)
+		if !(start == 0 && end <= next || start == at && end == at) {
+			t.Fatalf("crash at call %d: log holds [%d, %d)", n, start, end)
+		}
+		if err := l.TruncateFullyAndStartAt(at); err != nil {
+			t.Fatalf("crash at call %d: again: %v", n, err)
+		}
+		if start, end := readable(t, l); start != at || end != at {
+			t.Fatalf("crash at call %d: after starting over again [%d, %d)", n, start, end)
+		}
+		l.Close()
+	}
+}

@@ -9,10 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/gossip"
+	"github.com/seedqueue/sq/gossip/meta"
 )
 
 // Port offsets of the cluster listeners from the gRPC port when
@@ -41,6 +43,16 @@ func (c *config) seeds() []string {
 // --grpc-host (and so without --seeds) the node runs alone, as before
 // clustering.
 func (c *config) clustered() bool { return c.GRPCHost != "" }
+
+// replication returns the engine's replication options: in a cluster
+// the node replicates its partitions (docs/cluster.md "Replication");
+// alone (no --grpc-host) it does not (nil).
+func (c *config) replication() *engine.ReplicationOptions {
+	if !c.clustered() {
+		return nil
+	}
+	return &engine.ReplicationOptions{NodeID: c.NodeID, LagTimeMax: time.Duration(c.ReplicaLagTimeMaxMs) * time.Millisecond}
+}
 
 // validateCluster returns the problems of the clustering flags.
 func (c *config) validateCluster() []error {
@@ -75,6 +87,12 @@ func (c *config) validateCluster() []error {
 	}
 	if c.DefaultReplicationFactor < 0 {
 		errs = append(errs, fmt.Errorf("--default-replication-factor %d must not be negative (0: min(3, live nodes))", c.DefaultReplicationFactor))
+	}
+	if c.ReplicaLagTimeMaxMs < 1 {
+		errs = append(errs, fmt.Errorf("--replica-lag-time-max-ms %d must be at least 1", c.ReplicaLagTimeMaxMs))
+	}
+	if c.ScrubInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--scrub-interval %v must be positive", c.ScrubInterval))
 	}
 	return errs
 }
@@ -222,6 +240,7 @@ func (c *config) gossipOptions(l listeners) (gossip.Options, error) {
 type clusterNode struct {
 	node   *gossip.Node
 	rec    *gossip.Reconciler
+	repl   *gossip.Replicator
 	broker *gossip.Broker
 	once   sync.Once
 }
@@ -236,17 +255,35 @@ func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 		return nil, err
 	}
 	rec := gossip.NewReconciler(eng, gossip.ReconcilerOptions{NodeID: c.NodeID, Logger: log})
+	// The replicator exists once the node does; applied states before
+	// that are picked up by its first pass (startReplication).
+	var repl atomic.Pointer[gossip.Replicator]
 	o.Logger, o.Registerer = log, cp.srv.Registry()
-	o.OnApply, o.LocalTopics, o.OrphanedTopics = rec.OnApply, rec.LocalTopics, rec.Orphaned
+	o.OnApply = func(prev, next *meta.State) {
+		rec.OnApply(prev, next) // the local topics first: the replicator acts on them
+		if r := repl.Load(); r != nil {
+			r.Kick()
+		}
+	}
+	o.LocalTopics, o.OrphanedTopics = rec.LocalTopics, rec.Orphaned
 	node, err := gossip.Start(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	cp.srv.SetCluster(node)
 	b := gossip.NewBroker(cp.srv.Traced(eng), node.BrokerCluster(), rec, gossip.BrokerOptions{Logger: log})
+	r := gossip.NewReplicator(eng, node.BrokerCluster(), gossip.ReplicatorOptions{NodeID: c.NodeID, Logger: log, Dial: replicaDialer(c.NodeID)})
+	repl.Store(r)
 	rec.Start()
-	return &clusterNode{node: node, rec: rec, broker: b}, nil
+	return &clusterNode{node: node, rec: rec, repl: r, broker: b}, nil
 }
+
+// startReplication starts the replicator once the node has caught up
+// with the metadata log: its first pass, done before it returns, makes
+// the storage lead the partitions this node leads and follow the others
+// (a node that has not caught up could take a leadership it lost while
+// it was away for its own).
+func (n *clusterNode) startReplication() { n.repl.Start() }
 
 // clusterLeaveTimeout bounds the graceful leave of the cluster at a stop.
 const clusterLeaveTimeout = 5 * time.Second
@@ -257,6 +294,9 @@ func (n *clusterNode) close(log *slog.Logger) {
 	n.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), clusterLeaveTimeout)
 		defer cancel()
+		if err := n.repl.Close(); err != nil {
+			log.Warn("stopping replication", "err", err)
+		}
 		if err := n.node.Close(ctx); err != nil {
 			log.Warn("leaving the cluster", "err", err)
 		}

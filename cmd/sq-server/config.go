@@ -44,6 +44,12 @@ type config struct {
 	// DefaultReplicationFactor is the replication factor of topics
 	// created without one; 0: min(3, live nodes).
 	DefaultReplicationFactor int
+	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms: a follower that has
+	// not caught up with its leader for this long leaves the in-sync set
+	// (docs/cluster.md).
+	ReplicaLagTimeMaxMs int64
+	// ScrubInterval is the period of the verification of sealed segments.
+	ScrubInterval time.Duration
 
 	SyncPolicy   string
 	S3Bucket     string
@@ -67,6 +73,15 @@ type config struct {
 
 	hooks *hooks // tests only
 }
+
+// Defaults of the replication flags (docs/cluster.md).
+const (
+	// DefaultReplicaLagTimeMaxMs is --replica-lag-time-max-ms: 30 s, as
+	// Kafka's replica.lag.time.max.ms since 2.5.
+	DefaultReplicaLagTimeMaxMs = 30000
+	// DefaultScrubInterval is --scrub-interval.
+	DefaultScrubInterval = 24 * time.Hour
+)
 
 // minFreeFlag is the value of --min-free-bytes: "auto" (stored as
 // engine.MinFreeAuto: 5% of the data directory's file system, at most
@@ -118,6 +133,8 @@ var flagSpecs = []flagSpec{
 	{"raft-host", "SQ_RAFT_HOST", "Raft (cluster metadata) listen address (empty: the gRPC host's IP, port = gRPC port + 7; gRPC port 0: port 0)"},
 	{"advertise-host", "SQ_ADVERTISE_HOST", "host (an IP address) other nodes and clients use to reach this node (empty: the listen address's IP; for 0.0.0.0 or ::, the host's first private IPv4)"},
 	{"default-replication-factor", "SQ_DEFAULT_REPLICATION_FACTOR", "replication factor of topics created without one (0: min(3, live nodes))"},
+	{"replica-lag-time-max-ms", "SQ_REPLICA_LAG_TIME_MAX_MS", "replica.lag.time.max.ms: a follower that has not caught up with its partition's leader for this long (ms) leaves the in-sync set, through the metadata log"},
+	{"scrub-interval", "SQ_SCRUB_INTERVAL", "period of the verification of sealed segments' CRCs (a Go duration, e.g. 24h); a replica whose segment fails it is not eligible as leader"},
 	{"sync-policy", "SQ_SYNC_POLICY", "default sync policy of topics: every-batch, none, or an interval in ms (N or Nms)"},
 	{"s3-bucket", "SQ_S3_BUCKET", "S3 bucket for tiered storage (tiered storage not in this build)"},
 	{"s3-endpoint", "SQ_S3_ENDPOINT", "S3 endpoint, for MinIO etc. (tiered storage not in this build)"},
@@ -148,6 +165,8 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.RaftHost, "raft-host", "", "")
 	fs.StringVar(&c.AdvertiseHost, "advertise-host", "", "")
 	fs.IntVar(&c.DefaultReplicationFactor, "default-replication-factor", 0, "")
+	fs.Int64Var(&c.ReplicaLagTimeMaxMs, "replica-lag-time-max-ms", DefaultReplicaLagTimeMaxMs, "")
+	fs.DurationVar(&c.ScrubInterval, "scrub-interval", DefaultScrubInterval, "")
 	fs.StringVar(&c.SyncPolicy, "sync-policy", "every-batch", "")
 	fs.StringVar(&c.S3Bucket, "s3-bucket", "", "")
 	fs.StringVar(&c.S3Endpoint, "s3-endpoint", "", "")

@@ -194,3 +194,27 @@ type fixedLimits struct {
 }
 
 func (f fixedLimits) Limits() engine.Limits { return engine.Limits{MaxBatchBytes: f.maxBatch} }
+
+// TestReplicationFlags checks the defaults, the SQ_* variables and the
+// errors of --replica-lag-time-max-ms and --scrub-interval.
+func TestReplicationFlags(t *testing.T) {
+	c, err := parseConfig(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ReplicaLagTimeMaxMs != 30000 || c.ScrubInterval != 24*time.Hour {
+		t.Errorf("defaults %d, %v; want 30000, 24h", c.ReplicaLagTimeMaxMs, c.ScrubInterval)
+	}
+	c, err = parseConfig(t, map[string]string{"SQ_REPLICA_LAG_TIME_MAX_MS": "500", "SQ_SCRUB_INTERVAL": "2s"})
+	if err != nil || c.ReplicaLagTimeMaxMs != 500 || c.ScrubInterval != 2*time.Second {
+		t.Errorf("from the variables: %d, %v, %v", c.ReplicaLagTimeMaxMs, c.ScrubInterval, err)
+	}
+	for _, tc := range []struct{ arg, flag string }{
+		{"--replica-lag-time-max-ms=0", "--replica-lag-time-max-ms"},
+		{"--scrub-interval=0s", "--scrub-interval"},
+	} {
+		if _, err := parseConfig(t, nil, tc.arg); err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%s: %v, want an error naming %s", tc.arg, err, tc.flag)
+		}
+	}
+}

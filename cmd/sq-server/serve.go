@@ -105,6 +105,8 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		// A cluster node holds the logs of the partitions it leads only:
 		// it clamps their committed offsets once it has caught up.
 		DeferOffsetClamp: c.clustered(),
+		Replication:      c.replication(),
+		ScrubInterval:    c.ScrubInterval,
 	})
 	if err != nil {
 		backend.Close()
@@ -195,6 +197,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 			}
 			return err
 		}
+		cl.startReplication()
 		cl.adoptGroups(ctx, log)
 	}
 	log.Info("data plane listening", "addr", ln.Addr().String())

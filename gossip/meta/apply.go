@@ -46,6 +46,8 @@ func (s *State) Apply(c Command) Result {
 		return s.applyAssignGroup(c)
 	case OpUnassignGroup:
 		return s.applyUnassignGroup(c)
+	case OpSetISR:
+		return s.applySetISR(c)
 	case OpAllocateProducerIDs:
 		return s.applyAllocateProducerIDs(c)
 	}
@@ -108,6 +110,9 @@ func (s *State) applyAlterTopic(c Command) Result {
 		cfg.ReplicationFactor = t.Config.ReplicationFactor
 	case rf != t.Config.ReplicationFactor:
 		return refused(api.CodeInvalidConfig, "topic %q: replication.factor is %d and cannot be altered", c.Name, t.Config.ReplicationFactor)
+	}
+	if err := checkMinInsync(c.Name, cfg); err != nil {
+		return Result{Err: err}
 	}
 	t.Config = cfg
 	return Result{Topic: t.Clone()}
@@ -177,24 +182,45 @@ func (s *State) applySetLeaders(c Command) Result {
 
 // setLeader applies one validated change and reports whether the leader
 // changed. It skips a stale change (the epoch moved since it was
-// decided), a partition that holds data (part 1: its other replicas have
-// no copy), a leader that is not a replica, and a change to the current
-// leader. The new leader joins the in-sync set if it was not in it: a
-// partition without data is in sync on every replica.
+// decided), a leader that is not a replica, a change to the current
+// leader, and, for a partition that holds data, a leader outside the ISR
+// unless the topic allows unclean leader election. The leader epoch is
+// bumped; the new leader joins the ISR (a partition without data is in
+// sync on every replica) and the old one leaves it unless that would
+// empty it; after an unclean election the ISR is the new leader alone.
 func (s *State) setLeader(ch LeaderChange) bool {
-	p := &s.Topics[ch.Topic].Partitions[ch.Partition]
+	t := s.Topics[ch.Topic]
+	p := &t.Partitions[ch.Partition]
 	switch {
-	case p.LeaderEpoch != ch.Epoch, p.HasData, p.Leader == ch.Leader:
+	case p.LeaderEpoch != ch.Epoch, p.Leader == ch.Leader:
 		return false
 	case ch.Leader != "" && !slices.Contains(p.Replicas, ch.Leader):
 		return false
 	}
-	p.Leader = ch.Leader
-	p.LeaderEpoch++
-	if ch.Leader != "" && !slices.Contains(p.ISR, ch.Leader) {
-		p.ISR = append(p.ISR, ch.Leader)
+	unclean := ch.Leader != "" && p.HasData && !slices.Contains(p.ISR, ch.Leader)
+	if unclean && !t.Config.UncleanLeaderElection {
+		return false
 	}
+	changeLeader(p, ch.Leader, unclean)
 	return true
+}
+
+// changeLeader makes next (possibly "") the leader of p with the next
+// epoch: next joins the ISR, then the old leader leaves it unless that
+// would empty it; unclean makes the ISR next alone.
+func changeLeader(p *Partition, next string, unclean bool) {
+	if unclean {
+		p.ISR = []string{next}
+	} else {
+		if next != "" && !slices.Contains(p.ISR, next) {
+			p.ISR = append(p.ISR, next)
+		}
+		if old := p.Leader; old != "" && slices.Contains(p.ISR, old) && len(p.ISR) > 1 {
+			p.ISR = without(p.ISR, old)
+		}
+	}
+	p.Leader = next
+	p.LeaderEpoch++
 }
 
 func (s *State) applyImport(c Command) Result {

@@ -164,11 +164,14 @@ func TestApplySetLeaders(t *testing.T) {
 	tests := []struct {
 		name    string
 		hasData bool
+		isr     []string // of partition 0 before, when set
+		unclean bool
 		changes []LeaderChange
 		code    api.Code
 		moved   int
 		leaders []string // of partitions 0..2 after
 		epochs  []uint32
+		isr0    []string // of partition 0 after, when set
 	}{
 		{name: "move to a replica", changes: []LeaderChange{ch(0, "n2", 0)}, moved: 1, leaders: []string{"n2", "n2", "n3"}, epochs: []uint32{1, 0, 0}},
 		{name: "stale epoch skipped", changes: []LeaderChange{ch(0, "n2", 5)}, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{0, 0, 0}},
@@ -176,7 +179,16 @@ func TestApplySetLeaders(t *testing.T) {
 		{name: "same leader skipped", changes: []LeaderChange{ch(0, "n1", 0)}, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{0, 0, 0}},
 		{name: "no leader", changes: []LeaderChange{ch(1, "", 0)}, moved: 1, leaders: []string{"n1", "", "n3"}, epochs: []uint32{0, 1, 0}},
 		{name: "second change of one partition is stale", changes: []LeaderChange{ch(0, "n2", 0), ch(0, "n1", 0)}, moved: 1, leaders: []string{"n2", "n2", "n3"}, epochs: []uint32{1, 0, 0}},
-		{name: "partition with data keeps its leader", hasData: true, changes: []LeaderChange{ch(0, "n2", 0)}, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{0, 0, 0}},
+		{name: "partition with data to an in-sync replica", hasData: true, changes: []LeaderChange{ch(0, "n2", 0)}, moved: 1, leaders: []string{"n2", "n2", "n3"}, epochs: []uint32{1, 0, 0},
+			isr0: []string{"n2"}},
+		{name: "partition with data to a replica outside the ISR skipped", hasData: true, isr: []string{"n1"}, changes: []LeaderChange{ch(0, "n2", 0)}, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{0, 0, 0},
+			isr0: []string{"n1"}},
+		{name: "unclean election", hasData: true, isr: []string{"n1"}, unclean: true, changes: []LeaderChange{ch(0, "n2", 0)}, moved: 1, leaders: []string{"n2", "n2", "n3"}, epochs: []uint32{1, 0, 0},
+			isr0: []string{"n2"}},
+		{name: "without data the new leader joins the ISR", isr: []string{"n1"}, changes: []LeaderChange{ch(0, "n2", 0)}, moved: 1, leaders: []string{"n2", "n2", "n3"}, epochs: []uint32{1, 0, 0},
+			isr0: []string{"n2"}},
+		{name: "no leader keeps the last in-sync replica", isr: []string{"n1"}, changes: []LeaderChange{ch(0, "", 0)}, moved: 1, leaders: []string{"", "n2", "n3"}, epochs: []uint32{1, 0, 0},
+			isr0: []string{"n1"}},
 		{name: "unknown topic refuses all", changes: []LeaderChange{ch(0, "n2", 0), {Topic: "nope", ID: tid(1)}}, code: api.CodeUnknownTopic, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{0, 0, 0}},
 		{name: "other id refuses all", changes: []LeaderChange{ch(0, "n2", 0), {Topic: "orders", ID: tid(2)}}, code: api.CodeUnknownTopicID, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{0, 0, 0}},
 		{name: "partition out of range", changes: []LeaderChange{ch(3, "n2", 0)}, code: api.CodeInvalidRequest, leaders: []string{"n1", "n2", "n3"}, epochs: []uint32{0, 0, 0}},
@@ -185,9 +197,12 @@ func TestApplySetLeaders(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := base(t)
-			if tc.hasData {
-				s.Topics["orders"].Partitions[0].HasData = true
+			p0 := &s.Topics["orders"].Partitions[0]
+			p0.HasData = tc.hasData
+			if tc.isr != nil {
+				p0.ISR = tc.isr
 			}
+			s.Topics["orders"].Config.UncleanLeaderElection = tc.unclean
 			r := s.Apply(Command{Op: OpSetLeaders, Leaders: tc.changes})
 			wantCode(t, errOf(r), tc.code)
 			if r.Moved != tc.moved {
@@ -200,6 +215,9 @@ func TestApplySetLeaders(t *testing.T) {
 				if p.Leader != "" && !slices.Contains(p.ISR, p.Leader) {
 					t.Errorf("partition %d: leader %q not in isr %v", i, p.Leader, p.ISR)
 				}
+			}
+			if isr := s.Topics["orders"].Partitions[0].ISR; tc.isr0 != nil && !slices.Equal(isr, tc.isr0) {
+				t.Errorf("partition 0: isr %v, want %v", isr, tc.isr0)
 			}
 		})
 	}
@@ -217,7 +235,9 @@ func TestApplyRemoveNode(t *testing.T) {
 	tests := []struct {
 		name    string
 		node    string
-		hasData int // partition that holds data, -1 none
+		hasData int      // partition that holds data, -1 none
+		isr0    []string // the ISR of partition 0 before, when set
+		unclean bool
 		changes []LeaderChange
 		code    api.Code
 		moved   int
@@ -233,8 +253,18 @@ func TestApplyRemoveNode(t *testing.T) {
 			want: []part{{"", 1, []string{"n2"}}, {"n2", 0, []string{"n2", "n3"}}, {"n3", 0, []string{"n3"}}}},
 		{name: "follower of a partition with data", node: "n1", hasData: 2, changes: []LeaderChange{ch(0, "n2", 0)}, moved: 1,
 			want: []part{{"n2", 1, []string{"n2"}}, {"n2", 0, []string{"n2", "n3"}}, {"n3", 0, []string{"n3"}}}},
-		{name: "leader of a partition with data", node: "n1", hasData: 0, changes: []LeaderChange{ch(0, "n2", 0)}, code: api.CodeInvalidRequest,
+		{name: "leader of a partition with data to an in-sync replica", node: "n1", hasData: 0, changes: []LeaderChange{ch(0, "n2", 0)}, moved: 1,
+			want: []part{{"n2", 1, []string{"n2"}}, {"n2", 0, []string{"n2", "n3"}}, {"n3", 0, []string{"n3"}}}},
+		{name: "leader of a partition with data without a change", node: "n1", hasData: 0, code: api.CodeInvalidRequest,
 			want: []part{{"n1", 0, []string{"n1", "n2"}}, {"n2", 0, []string{"n2", "n3"}}, {"n3", 0, []string{"n3", "n1"}}}},
+		{name: "leader of a partition with data to a stale change", node: "n1", hasData: 0, changes: []LeaderChange{ch(0, "n2", 3)}, code: api.CodeInvalidRequest,
+			want: []part{{"n1", 0, []string{"n1", "n2"}}, {"n2", 0, []string{"n2", "n3"}}, {"n3", 0, []string{"n3", "n1"}}}},
+		{name: "leader of a partition with data to a node that is not a replica", node: "n1", hasData: 0, changes: []LeaderChange{ch(0, "n3", 0)}, code: api.CodeInvalidRequest,
+			want: []part{{"n1", 0, []string{"n1", "n2"}}, {"n2", 0, []string{"n2", "n3"}}, {"n3", 0, []string{"n3", "n1"}}}},
+		{name: "leader of a partition with data to a replica outside the ISR", node: "n1", hasData: 0, isr0: []string{"n1"}, changes: []LeaderChange{ch(0, "n2", 0)}, code: api.CodeInvalidRequest,
+			want: []part{{"n1", 0, []string{"n1", "n2"}}, {"n2", 0, []string{"n2", "n3"}}, {"n3", 0, []string{"n3", "n1"}}}},
+		{name: "leader of a partition with data, unclean", node: "n1", hasData: 0, isr0: []string{"n1"}, unclean: true, changes: []LeaderChange{ch(0, "n2", 0)}, moved: 1,
+			want: []part{{"n2", 1, []string{"n2"}}, {"n2", 0, []string{"n2", "n3"}}, {"n3", 0, []string{"n3"}}}},
 		{name: "unknown node", node: "n9", hasData: -1, code: api.CodeInvalidRequest,
 			want: []part{{"n1", 0, []string{"n1", "n2"}}, {"n2", 0, []string{"n2", "n3"}}, {"n3", 0, []string{"n3", "n1"}}}},
 	}
@@ -244,6 +274,10 @@ func TestApplyRemoveNode(t *testing.T) {
 			if tc.hasData >= 0 {
 				s.Topics["orders"].Partitions[tc.hasData].HasData = true
 			}
+			if tc.isr0 != nil {
+				s.Topics["orders"].Partitions[0].ISR = tc.isr0
+			}
+			s.Topics["orders"].Config.UncleanLeaderElection = tc.unclean
 			before := s.Hash()
 			r := s.Apply(Command{Op: OpRemoveNode, NodeID: tc.node, Leaders: tc.changes})
 			wantCode(t, errOf(r), tc.code)

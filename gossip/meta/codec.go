@@ -15,7 +15,7 @@ var knownOps = map[Op]bool{
 	OpRegisterNode: true, OpRemoveNode: true, OpCreateTopic: true,
 	OpDeleteTopic: true, OpAlterTopic: true, OpCreatePartitions: true,
 	OpSetLeaders: true, OpMarkData: true, OpImport: true,
-	OpAssignGroup: true, OpUnassignGroup: true,
+	OpAssignGroup: true, OpUnassignGroup: true, OpSetISR: true,
 	OpAllocateProducerIDs: true,
 }
 

@@ -25,6 +25,7 @@ func sampleCommands() []Command {
 		{Op: OpImport, Topics: []*Topic{newTopic("t", 1), newTopic("u", 2)}},
 		{Op: OpAssignGroup, Name: "billing", NodeID: "n2"},
 		{Op: OpUnassignGroup, Name: "billing", NodeID: "n2"},
+		{Op: OpSetISR, Name: "t", ID: tid(1), Partition: 1, Epoch: 4, ISR: []string{"n1", "n2"}},
 	}
 }
 

@@ -69,7 +69,7 @@ func (g *gen) target(s *State) (string, api.TopicID, int) {
 func (g *gen) command(s *State) Command {
 	g.now++
 	name, id, parts := g.target(s)
-	switch g.r.IntN(11) {
+	switch g.r.IntN(12) {
 	case 0:
 		n := g.pick(genNodes)
 		return Command{Op: OpRegisterNode, Node: &Node{ID: n, DataAddr: fmt.Sprintf("%s:%d", n, g.r.IntN(3))}}
@@ -108,6 +108,26 @@ func (g *gen) command(s *State) Command {
 			return Command{Op: OpAssignGroup, Name: group, NodeID: ChooseCoordinator(s, group, alive(g.alive()...))}
 		}
 		return Command{Op: OpAssignGroup, Name: group, NodeID: g.pick(append(genNodes, "n9"))}
+	case 10:
+		if t := g.topic(s); t != nil && g.r.IntN(3) > 0 {
+			// Mostly from the partition's current epoch, with a subset of
+			// its replicas; sometimes an unclean-election topic.
+			i := g.r.IntN(len(t.Partitions))
+			p := t.Partitions[i]
+			var isr []string
+			for _, r := range p.Replicas {
+				if r == p.Leader || g.r.IntN(2) == 0 {
+					isr = append(isr, r)
+				}
+			}
+			if g.r.IntN(5) == 0 {
+				cfg := t.Config
+				cfg.UncleanLeaderElection = !cfg.UncleanLeaderElection
+				return Command{Op: OpAlterTopic, Name: t.Name, ID: t.ID, Config: &cfg}
+			}
+			return Command{Op: OpSetISR, Name: t.Name, ID: t.ID, Partition: i, Epoch: p.LeaderEpoch + uint32(g.r.IntN(2)), ISR: isr}
+		}
+		return Command{Op: OpSetISR, Name: name, ID: id, Partition: g.r.IntN(parts + 1), Epoch: uint32(g.r.IntN(3)), ISR: []string{g.pick(genNodes)}}
 	case 8:
 		return Command{Op: OpImport, Topics: []*Topic{newTopic(fmt.Sprintf("t%d", g.r.IntN(6)), byte(g.r.IntN(256)))}}
 	}
@@ -146,6 +166,9 @@ func checkInvariants(t *testing.T, s *State) {
 				if !slices.Contains(p.Replicas, r) {
 					t.Fatalf("%s-%d: isr %v not within %v", name, i, p.ISR, p.Replicas)
 				}
+			}
+			if p.Leader != "" && !slices.Contains(p.ISR, p.Leader) {
+				t.Fatalf("%s-%d: leader %q not in isr %v", name, i, p.Leader, p.ISR)
 			}
 		}
 	}

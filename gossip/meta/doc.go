@@ -40,20 +40,27 @@
 //	register-node      Node: adds it or replaces its addresses;
 //	                   INVALID_REQUEST for a data directory id listed in
 //	                   Removed.
-//	remove-node        NodeID: INVALID_REQUEST if unknown or if it leads a
-//	                   partition with data; else it joins Removed (with its
-//	                   data directory id, the newest MaxRemovedNodes), leaves every replica and
+//	remove-node        NodeID: INVALID_REQUEST if unknown, or if it leads a
+//	                   partition with data whose change in Leaders does
+//	                   not name another in-sync replica (any other
+//	                   replica with unclean leader election); else it
+//	                   joins Removed (with its data directory id, the
+//	                   newest MaxRemovedNodes), leaves every replica and
 //	                   in-sync set, and each partition it led takes the
 //	                   leader of its change in Leaders (decided by
-//	                   LeadersForRemoval; a leader that is not a replica
-//	                   takes the node's place in the replica set), or none.
+//	                   LeadersForRemoval; for a partition without data, a
+//	                   leader that is not a replica takes the node's place
+//	                   in the replica set), or none.
 //	create-topic       Topic (placed by PrepareCreate): TOPIC_EXISTS for an
 //	                   existing name; checks the name, an unused id, 1 to
 //	                   engine.MaxPartitions partitions, replication factor
-//	                   >= 1, exactly that many distinct registered replicas.
+//	                   >= 1, min.insync.replicas <= it (0 reads as the
+//	                   default, MinInsync), exactly that many distinct
+//	                   registered replicas.
 //	delete-topic       Name, ID: the id joins DeletedIDs.
 //	alter-topic        Name, ID, Config: replaces the config; the
-//	                   replication factor cannot change (0 keeps it).
+//	                   replication factor cannot change (0 keeps it);
+//	                   min.insync.replicas at most the replication factor.
 //	create-partitions  Name, ID, NewPartitions (PrepareCreatePartitions).
 //	set-leaders        Leaders: see below.
 //	mark-data          Name, ID, Partition, optional NodeID: sets HasData; with
@@ -65,6 +72,13 @@
 //	                   the group's coordinator unless the group has one
 //	                   (first writer wins, no error); Result.Coordinator
 //	                   is the owner. remove-node unassigns the node's groups.
+//	set-isr            Name, ID, Partition, Epoch, ISR: the partition's
+//	                   leader replaces its in-sync set; FENCED_LEADER_EPOCH
+//	                   when Epoch is older than the partition's leader
+//	                   epoch (UNKNOWN_LEADER_EPOCH when newer);
+//	                   INVALID_REQUEST unless ISR is a non-empty set of
+//	                   distinct replicas holding the leader. Stored in
+//	                   replica order.
 //	allocate-producer-ids
 //	                   NodeID (a registered node): reserves the producer
 //	                   ids [NextProducerID, NextProducerID+ProducerIDBlock)
@@ -75,20 +89,29 @@
 // UNKNOWN_TOPIC_ID when the topic's id is another, and INVALID_REQUEST
 // without an id or for a partition out of range.
 //
-// # Leadership in part 1
+// # Leadership and the in-sync set
 //
-// Records are not replicated yet: a partition's data lives on its leader
-// only. So leadership moves only for partitions that never held data:
-// before its first append a leader commits mark-data (with its NodeID, so
-// a node that lost leadership meanwhile is refused), and from then on
-// set-leaders skips the partition and remove-node of its leader is
-// refused. LeadersAfterDeath moves the partitions of a dead leader that
-// hold no data to the least-loaded alive replica; the others wait, and
-// answer LEADER_NOT_AVAILABLE, until their leader returns. Each
-// LeaderChange carries the epoch it was decided at; Apply skips it when
-// the epoch moved, when the leader is not a replica, or when nothing
-// changes, and otherwise bumps the epoch. The new leader joins the
-// in-sync set: a partition without data is in sync everywhere.
+// Records are replicated from each partition's leader to its followers
+// (docs/cluster.md); the in-sync set (ISR) holds the replicas that have
+// every record the partition acknowledged with acks all. It changes only
+// through the log: the leader proposes set-isr, fenced by its leader
+// epoch, so a deposed leader cannot shrink or grow it. Elections choose
+// from it: LeadersAfterDeath gives a partition that holds data (HasData)
+// whose leader is not alive the first alive ISR member in replica order
+// (replica.ChooseLeader), or, only when the topic sets
+// unclean.leader.election.enable, any alive replica, whose ISR then is
+// itself alone; without a candidate the partition keeps its dead leader
+// and answers LEADER_NOT_AVAILABLE until it returns. Each LeaderChange
+// carries the epoch it was decided at; Apply skips it when the epoch
+// moved, when the leader is not a replica, when nothing changes, or when
+// the leader is outside the ISR of a partition with data and the topic
+// does not allow unclean election; otherwise it bumps the epoch, adds the
+// new leader to the ISR and removes the old one unless that would empty
+// it. A partition that never held a record (mark-data, committed by its
+// leader before its first append, was never applied) may move to any
+// alive replica, the least loaded: no record can be lost.
+// remove-node follows the same rules and is refused for a partition with
+// data that no other replica may take over.
 //
 // # Placement
 //

@@ -4,28 +4,32 @@ import (
 	"slices"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/engine/replica"
 )
 
 // LeadersAfterDeath decides, for the controller, the leader changes after
 // nodes died: every partition whose leader is not alive (or that has
-// none) and that never held data (HasData false) moves to an alive
-// replica, the one leading the fewest partitions (counting the changes
-// decided so far), ties to the first in replica order. A partition that
-// holds data keeps its leader (part 1 has no other copy: clients get
-// LEADER_NOT_AVAILABLE until it returns), and one without an alive
-// replica keeps its leader too. Topics are visited in name order and
-// partitions in order, so the result depends only on s and alive; it is
-// empty when nothing moves. Each change carries the partition's current
-// epoch, so Apply skips it if the partition changed since.
+// none) gets a new leader when one may be chosen (electLeader): for a
+// partition that holds data, the first alive member of its ISR in
+// replica order (replica.ChooseLeader), or, with the topic's
+// unclean.leader.election.enable, any alive replica; for one that never
+// held data, the alive replica leading the fewest partitions (counting
+// the changes decided so far), ties to the first in replica order. A
+// partition without such a candidate keeps its leader (clients get
+// LEADER_NOT_AVAILABLE until it returns). Topics are visited in name
+// order and partitions in order, so the result depends only on s and
+// alive; it is empty when nothing moves. Each change carries the
+// partition's current epoch, so Apply skips it if the partition changed
+// since.
 func LeadersAfterDeath(s *State, alive func(nodeID string) bool) []LeaderChange {
 	load := aliveLoad(s, alive)
 	var out []LeaderChange
 	for _, t := range s.sortedTopics() {
 		for i, p := range t.Partitions {
-			if p.HasData || p.Leader != "" && alive(p.Leader) {
+			if p.Leader != "" && alive(p.Leader) {
 				continue
 			}
-			next := leastLoaded(p.Replicas, load, func(id string) bool { return id != p.Leader && alive(id) })
+			next := electLeader(t, p, load, func(id string) bool { return id != p.Leader && alive(id) })
 			if next == "" {
 				continue
 			}
@@ -36,19 +40,36 @@ func LeadersAfterDeath(s *State, alive func(nodeID string) bool) []LeaderChange 
 	return out
 }
 
+// electLeader chooses the next leader of partition p of topic t among the
+// replicas that eligible accepts, or "" when none may lead: for a
+// partition that holds data, replica.ChooseLeader over its ISR (unclean
+// only when t allows it); for one that never held data, the least loaded
+// eligible replica.
+func electLeader(t *Topic, p Partition, load map[string]int, eligible func(string) bool) string {
+	if !p.HasData {
+		return leastLoaded(p.Replicas, load, eligible)
+	}
+	leader, _, ok := replica.ChooseLeader(p.Replicas, p.ISR, eligible, t.Config.UncleanLeaderElection)
+	if !ok {
+		return ""
+	}
+	return leader
+}
+
 // LeadersForRemoval decides the new leaders of the partitions that node
-// nodeID leads, for its remove-node command: an alive replica other than
-// nodeID, the least loaded; failing that (a single replica, or none
+// nodeID leads, for its remove-node command. A partition that holds data
+// takes the leader electLeader chooses among its replicas other than
+// nodeID that are alive (a member of its ISR, or with unclean election
+// any replica). One that never held data takes the least loaded alive
+// replica other than nodeID; failing that (a single replica, or none
 // alive) the least loaded alive registered node, which takes nodeID's
 // place in the replica set; failing that no leader (Leader ""). Errors
 // (INVALID_REQUEST): nodeID is not registered, or it leads partitions
-// that hold data, all named in the message (part 1 has no other copy).
+// that hold data and have no other replica that may lead them, all named
+// in the message (removing the node would lose their records).
 func LeadersForRemoval(s *State, nodeID string, alive func(nodeID string) bool) ([]LeaderChange, error) {
 	if _, ok := s.Nodes[nodeID]; !ok {
 		return nil, api.NewError(api.CodeInvalidRequest, "node %q is not a member of the cluster", nodeID)
-	}
-	if led := s.ledWithData(nodeID); len(led) > 0 {
-		return nil, api.NewError(api.CodeInvalidRequest, "node %q leads partitions that hold data and have no other copy: %s", nodeID, partitionNames(led))
 	}
 	others := make([]string, 0, len(s.Nodes))
 	for id := range s.Nodes {
@@ -60,14 +81,19 @@ func LeadersForRemoval(s *State, nodeID string, alive func(nodeID string) bool) 
 	load := aliveLoad(s, alive)
 	delete(load, nodeID)
 	var out []LeaderChange
+	var stuck []string
 	for _, t := range s.sortedTopics() {
 		for i, p := range t.Partitions {
 			if p.Leader != nodeID {
 				continue
 			}
 			ok := func(id string) bool { return id != nodeID && alive(id) }
-			next := leastLoaded(p.Replicas, load, ok)
-			if next == "" {
+			next := electLeader(t, p, load, ok)
+			switch {
+			case next == "" && p.HasData:
+				stuck = append(stuck, partitionKey(t.Name, i))
+				continue
+			case next == "":
 				next = leastLoaded(others, load, func(string) bool { return true })
 			}
 			if next != "" {
@@ -75,6 +101,9 @@ func LeadersForRemoval(s *State, nodeID string, alive func(nodeID string) bool) 
 			}
 			out = append(out, LeaderChange{Topic: t.Name, ID: t.ID, Partition: i, Leader: next, Epoch: p.LeaderEpoch})
 		}
+	}
+	if len(stuck) > 0 {
+		return nil, api.NewError(api.CodeInvalidRequest, "node %q leads partitions that hold data and have no other alive in-sync replica to take over (removing it would lose their records): %s", nodeID, partitionNames(stuck))
 	}
 	return out, nil
 }

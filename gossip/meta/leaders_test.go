@@ -30,8 +30,26 @@ func TestLeadersAfterDeath(t *testing.T) {
 		{name: "epoch carried", parts: 3, rf: 2, alive: []string{"n2", "n3"},
 			setup: func(s *State) { s.Topics["orders"].Partitions[0].LeaderEpoch = 4 },
 			want:  []LeaderChange{lc(0, "n2", 4)}},
-		{name: "partition with data keeps its dead leader", parts: 3, rf: 2, alive: []string{"n2", "n3"},
-			setup: func(s *State) { s.Topics["orders"].Partitions[0].HasData = true }, leaderless: 1},
+		{name: "partition with data moves to an in-sync replica", parts: 3, rf: 2, alive: []string{"n2", "n3"},
+			setup: func(s *State) { s.Topics["orders"].Partitions[0].HasData = true },
+			want:  []LeaderChange{lc(0, "n2", 0)}},
+		{name: "partition with data whose ISR is the dead leader keeps it", parts: 3, rf: 2, alive: []string{"n2", "n3"},
+			setup: func(s *State) {
+				p := &s.Topics["orders"].Partitions[0]
+				p.HasData, p.ISR = true, []string{"n1"}
+			}, leaderless: 1},
+		{name: "partition with data, unclean election allowed", parts: 3, rf: 2, alive: []string{"n2", "n3"},
+			setup: func(s *State) {
+				p := &s.Topics["orders"].Partitions[0]
+				p.HasData, p.ISR = true, []string{"n1"}
+				s.Topics["orders"].Config.UncleanLeaderElection = true
+			}, want: []LeaderChange{lc(0, "n2", 0)}},
+		{name: "partition with data: the first in-sync replica in replica order, not the least loaded", parts: 3, rf: 3, alive: []string{"n2", "n3"},
+			setup: func(s *State) {
+				p := &s.Topics["orders"].Partitions[0] // replicas n1 n2 n3; n2 leads partition 1
+				p.HasData, p.ISR = true, []string{"n1", "n2", "n3"}
+				s.Topics["orders"].Partitions[2].Leader = "n2"
+			}, want: []LeaderChange{lc(0, "n2", 0)}},
 		{name: "no alive replica", parts: 3, rf: 2, alive: []string{"n3"},
 			want: []LeaderChange{lc(1, "n3", 0)}, leaderless: 1},
 		{name: "single replica", parts: 3, rf: 1, alive: []string{"n2", "n3"}, leaderless: 1},
@@ -73,7 +91,8 @@ func TestLeadersForRemoval(t *testing.T) {
 		name  string
 		rf    int
 		node  string
-		data  int // partition holding data, -1 none
+		data  int      // partition holding data, -1 none
+		isr0  []string // the ISR of partition 0, when set
 		alive []string
 		code  api.Code
 		want  []LeaderChange
@@ -96,7 +115,12 @@ func TestLeadersForRemoval(t *testing.T) {
 		{name: "follower of a partition with data", rf: 2, node: "n1", data: 2, alive: []string{"n1", "n2", "n3"},
 			want:    []LeaderChange{lc(0, "n2", 0)},
 			leaders: []string{"n2", "n2", "n3"}, replicas: [][]string{{"n2"}, {"n2", "n3"}, {"n3"}}},
-		{name: "leader of a partition with data", rf: 2, node: "n1", data: 0, alive: []string{"n1", "n2", "n3"}, code: api.CodeInvalidRequest},
+		{name: "leader of a partition with data moves to an in-sync replica", rf: 2, node: "n1", data: 0, alive: []string{"n1", "n2", "n3"},
+			want:    []LeaderChange{lc(0, "n2", 0)},
+			leaders: []string{"n2", "n2", "n3"}, replicas: [][]string{{"n2"}, {"n2", "n3"}, {"n3"}}},
+		{name: "leader of a partition with data and no other in-sync replica", rf: 2, node: "n1", data: 0, isr0: []string{"n1"}, alive: []string{"n1", "n2", "n3"}, code: api.CodeInvalidRequest},
+		{name: "leader of a partition with data, its in-sync replica dead", rf: 2, node: "n1", data: 0, alive: []string{"n1", "n3"}, code: api.CodeInvalidRequest},
+		{name: "leader of a single-replica partition with data", rf: 1, node: "n1", data: 0, alive: []string{"n1", "n2", "n3"}, code: api.CodeInvalidRequest},
 		{name: "unknown node", rf: 2, node: "n9", data: -1, alive: []string{"n1"}, code: api.CodeInvalidRequest},
 	}
 	for _, tc := range tests {
@@ -105,6 +129,9 @@ func TestLeadersForRemoval(t *testing.T) {
 			addTopic(t, s, "orders", 1, 3, tc.rf)
 			if tc.data >= 0 {
 				s.Topics["orders"].Partitions[tc.data].HasData = true
+			}
+			if tc.isr0 != nil {
+				s.Topics["orders"].Partitions[0].ISR = tc.isr0
 			}
 			got, err := LeadersForRemoval(s, tc.node, alive(tc.alive...))
 			wantCode(t, err, tc.code)

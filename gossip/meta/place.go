@@ -100,10 +100,13 @@ func (s *State) registered(nodes []string) []string {
 // by Place over nodes (the live nodes; those not registered in s are
 // ignored) given s's leader counts. cfg is taken as resolved by the
 // caller, except a ReplicationFactor of 0, which becomes
-// DefaultReplicationFactor(len(nodes)). Errors: the topic-name rules
+// DefaultReplicationFactor(len(nodes)), and a MinInsyncReplicas of 0,
+// which becomes DefaultMinInsync of the replication factor
+// (ResolveMinInsync). Errors: the topic-name rules
 // (INVALID_TOPIC_NAME), TOPIC_EXISTS, a zero or used id
 // (INVALID_REQUEST), and Place's INVALID_CONFIG, prefixed with the
-// topic and the partitions it could not place.
+// topic and the partitions it could not place, or ResolveMinInsync's
+// (a min.insync.replicas above the replication factor).
 func PrepareCreate(s *State, name string, id api.TopicID, partitions int, cfg engine.TopicConfig, nodes []string, now int64) (Command, error) {
 	if err := engine.ValidateTopicName(name); err != nil {
 		return Command{}, err
@@ -121,6 +124,9 @@ func PrepareCreate(s *State, name string, id api.TopicID, partitions int, cfg en
 	placement, err := Place(live, partitions, int(cfg.ReplicationFactor), nil, s.LeaderCounts())
 	if err != nil {
 		return Command{}, api.WrapError(api.CodeInvalidConfig, err, "topic %q: cannot place its %d partitions", name, partitions)
+	}
+	if cfg, err = ResolveMinInsync(cfg); err != nil {
+		return Command{}, api.WrapError(api.CodeInvalidConfig, err, "topic %q", name)
 	}
 	t := &Topic{Name: name, ID: id, Config: cfg, CreatedMs: now, Partitions: newPartitions(placement)}
 	return Command{Op: OpCreateTopic, Topic: t}, nil

@@ -35,8 +35,11 @@ type Partition struct {
 	ISR []string `json:"isr"`
 	// HasData is set (through the log) before the first record is
 	// appended to the partition, and for partitions imported with records.
-	// Without replication (part 1) only a partition that never held a
-	// record may change leader: its other replicas hold no copy.
+	// A partition that never held a record may move to any live replica
+	// (even one outside the ISR, or a node that takes a removed node's
+	// place): no record can be lost. One that holds data moves only to a
+	// member of its ISR, or, with unclean.leader.election.enable, to any
+	// live replica.
 	HasData bool `json:"has_data,omitempty"`
 }
 
@@ -140,6 +143,14 @@ const (
 	// group Command.Name unless the group already has one (first writer
 	// wins); Result.Coordinator is the group's coordinator afterwards.
 	OpAssignGroup Op = "assign-group"
+	// OpSetISR replaces the in-sync set of partition Command.Partition of
+	// topic Command.Name (id Command.ID) with Command.ISR, proposed by the
+	// partition's leader: applied only while the partition's leader epoch
+	// is Command.Epoch (FENCED_LEADER_EPOCH for an older one,
+	// UNKNOWN_LEADER_EPOCH for a newer one) and when Command.ISR is a
+	// non-empty set of distinct replicas that holds the leader
+	// (INVALID_REQUEST otherwise). The ISR is stored in replica order.
+	OpSetISR Op = "set-isr"
 	// OpUnassignGroup removes consumer group Command.Name's coordinator
 	// when it is node Command.NodeID (the node that deleted the group): a
 	// group deleted and used again is assigned anew, and the metadata does
@@ -157,7 +168,10 @@ type LeaderChange struct {
 	ID        api.TopicID `json:"id"`
 	Partition int         `json:"partition"`
 	// Leader is the new leader's node id ("" leaves the partition without
-	// a leader).
+	// a leader). For a partition that holds data (HasData) it must be a
+	// member of the ISR, or any replica when the topic allows unclean
+	// leader election (the ISR then becomes {Leader}); Apply skips it
+	// otherwise.
 	Leader string `json:"leader"`
 	// Epoch is the partition's leader epoch when the change was decided:
 	// Apply skips the change when the epoch has moved since, and otherwise
@@ -179,6 +193,10 @@ type Command struct {
 	NewPartitions []Partition         `json:"new_partitions,omitempty"`
 	Partition     int                 `json:"partition,omitempty"`
 	Leaders       []LeaderChange      `json:"leaders,omitempty"`
+	// Epoch is the partition's leader epoch a set-isr was proposed at.
+	Epoch uint32 `json:"epoch,omitempty"`
+	// ISR is the in-sync set of a set-isr (node ids).
+	ISR []string `json:"isr,omitempty"`
 }
 
 // Result is the outcome of applying one Command.

@@ -47,8 +47,9 @@ func (s *State) idInUse(id api.TopicID) bool {
 
 // validateTopic checks a topic that a create-topic or import adds: a
 // valid name (INVALID_TOPIC_NAME), an unused non-zero id (INVALID_REQUEST),
-// 1 to engine.MaxPartitions partitions and a replication factor of at
-// least 1 (INVALID_CONFIG), and every partition as validatePartition.
+// 1 to engine.MaxPartitions partitions, a replication factor of at
+// least 1 and a min.insync.replicas of at most that (0 reads as the
+// default) (INVALID_CONFIG), and every partition as validatePartition.
 func (s *State) validateTopic(t *Topic) *api.Error {
 	if err := engine.ValidateTopicName(t.Name); err != nil {
 		if e := api.AsError(err); e != nil {
@@ -68,6 +69,9 @@ func (s *State) validateTopic(t *Topic) *api.Error {
 	rf := int(t.Config.ReplicationFactor)
 	if rf < 1 {
 		return api.NewError(api.CodeInvalidConfig, "topic %q: replication.factor %d: want at least 1", t.Name, rf)
+	}
+	if err := checkMinInsync(t.Name, t.Config); err != nil {
+		return err
 	}
 	for i, p := range t.Partitions {
 		if err := s.validatePartition(t.Name, i, p, rf); err != nil {
