@@ -8,6 +8,8 @@
 #   make build     build bin/sq-server and bin/sq
 #   make generate  regenerate the Cap'n Proto and protobuf code (needs Debian's
 #                  capnproto and protobuf-compiler)
+#   make jepsen    the Jepsen-style cluster test, JEPSEN_ROUNDS rounds on 3 and
+#                  on 5 nodes (needs root, ip and nft)
 
 GO        ?= go
 BIN       := bin
@@ -19,7 +21,7 @@ CAPNP_GO_VERSION := v3.1.0-alpha.2
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build run test fuzz check fmt vet generate tools clean bench bench-peers sim
+.PHONY: all build run test fuzz check fmt vet generate tools clean bench bench-peers sim jepsen
 
 all: check build
 
@@ -112,3 +114,17 @@ PEERS_DURATION ?= 10s
 
 bench-peers: build
 	cd benchmarks/peers && $(GO) run . -sq-bin ../../$(BIN) -duration $(PEERS_DURATION)
+
+# The Jepsen-style test (internal/clusternet/jepsen_test.go,
+# docs/architecture.md §9.1): JEPSEN_ROUNDS rounds of faults on 3 nodes,
+# then on 5 (`make test` runs 20 rounds on 3). JEPSEN_SEED=N replays a
+# failing run's schedule of faults (the seed is printed); JEPSEN_CONTINUE=1
+# goes on after a failed round to report every round's violations.
+JEPSEN_ROUNDS ?= 200
+JEPSEN_TIMEOUT ?= 150m
+
+jepsen:
+	for nodes in 3 5; do \
+		JEPSEN_NODES=$$nodes JEPSEN_ROUNDS=$(JEPSEN_ROUNDS) JEPSEN_SEED=$(JEPSEN_SEED) JEPSEN_CONTINUE=$(JEPSEN_CONTINUE) \
+			$(GO) test -timeout $(JEPSEN_TIMEOUT) -count=1 -v -run '^TestJepsen$$' ./internal/clusternet/ || exit 1; \
+	done

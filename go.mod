@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	capnproto.org/go/capnp/v3 v3.1.0-alpha.2
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/hashicorp/raft v1.8.0
