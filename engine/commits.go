@@ -227,7 +227,17 @@ func (e *Engine) clampOffsets(topics map[string]*topic, leads func(topic string,
 			if leads != nil && !leads(k.Topic, k.Partition) {
 				continue
 			}
-			if hw := t.parts()[k.Partition].hw.Load(); c.Offset > hw {
+			part := t.parts()[k.Partition]
+			hw := part.hw.Load()
+			if part.repl != nil {
+				// A replica's high watermark restarts from its checkpoint
+				// and catches up as followers fetch, below what was
+				// committed (and accepted against the high watermark of
+				// then, so held by the in-sync set); only an offset past
+				// the log end refers to records this replica lacks.
+				hw = part.log.NextOffset()
+			}
+			if c.Offset > hw {
 				e.log.Warn("committed offset beyond the recovered high watermark; clamped",
 					"group", g, "topic", k.Topic, "partition", k.Partition, "committed", c.Offset, "high_watermark", hw)
 				m[k] = committed{Offset: hw, Metadata: c.Metadata, TopicID: c.TopicID}

@@ -986,3 +986,40 @@ func TestScrubSoleReplica(t *testing.T) {
 		t.Fatalf("the sole replica after BecomeLeader: %+v", p)
 	}
 }
+
+// TestClampKeepsCommitsOnRestartedReplica: a replica restarted with a high
+// watermark checkpoint below a group's committed offset (the checkpoint
+// lags the high watermark by up to one interval) keeps the commit: the
+// offset was accepted against the high watermark of then, so the in-sync
+// set holds it; only an offset past the log end is clamped.
+func TestClampKeepsCommitsOnRestartedReplica(t *testing.T) {
+	a, b, _ := leaderAndFollower(t, "every-batch", "every-batch")
+	await(t, appendAsync(t, a, AcksLeader, "v0", "v1", "v2"))
+	pump(t, a, b, 1)
+	pump(t, a, b, 1)
+	if st := a.state(t); st.HighWatermark != 3 {
+		t.Fatalf("leader state %+v, want high watermark 3", st)
+	}
+	if _, err := a.e.CommitOffsets("g", "", -1, []OffsetCommit{{Topic: replTopic, Partition: 0, Offset: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The checkpoint as a crash between two checkpoints leaves it.
+	ckp := filepath.Join(a.dir, "topics", replTopic, "0", hwCheckpointName)
+	if err := os.WriteFile(ckp, []byte("0\n1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.e = openTest(t, a.opts)
+	if st := a.state(t); st.HighWatermark != 1 || st.LogEndOffset != 3 {
+		t.Fatalf("reopened state %+v, want high watermark 1 and log end 3", st)
+	}
+	if n := a.e.ClampOffsets(nil); n != 0 {
+		t.Fatalf("ClampOffsets clamped %d commits, want none", n)
+	}
+	got, err := a.e.FetchOffsets("g", replTopic)
+	if err != nil || len(got) != 1 || got[0].Offset != 3 {
+		t.Fatalf("committed offsets after the restart: %+v, %v; want offset 3", got, err)
+	}
+}
