@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -39,8 +40,8 @@ func (e *Engine) startScrub() {
 	}
 	go func() {
 		defer close(e.scrubDone)
-		for {
-			if !e.scrub(e.scrubParts()) || e.opts.ScrubInterval <= 0 {
+		for pass := 1; ; pass++ {
+			if !e.scrub(e.scrubParts(), pass) || e.opts.ScrubInterval <= 0 {
 				return
 			}
 			t := time.NewTimer(e.opts.ScrubInterval)
@@ -71,8 +72,9 @@ func (e *Engine) scrubParts() []*partition {
 	return parts
 }
 
-// scrub verifies parts once; false when the engine is closing.
-func (e *Engine) scrub(parts []*partition) bool {
+// scrub verifies parts once (pass counts from 1 at start); false when
+// the engine is closing.
+func (e *Engine) scrub(parts []*partition, pass int) bool {
 	pc := &pacer{rate: e.opts.ScrubBytesPerSec, start: time.Now(), stop: e.closing}
 	for _, p := range parts {
 		if p.log == nil || p.failed.Load() != nil || p.deleted.Load() || p.knownCorrupt() {
@@ -92,7 +94,13 @@ func (e *Engine) scrub(parts []*partition) bool {
 		}
 	}
 	if pc.bytes > 0 {
-		e.log.Info("sealed segments verified", "partitions", len(parts), "bytes", pc.bytes, "duration", time.Since(pc.start).Round(time.Millisecond))
+		// The first pass after start at INFO; the periodic ones
+		// (--scrub-interval) at DEBUG, their damage at WARN above.
+		lvl := slog.LevelInfo
+		if pass > 1 {
+			lvl = slog.LevelDebug
+		}
+		e.log.Log(context.Background(), lvl, "sealed segments verified", "pass", pass, "partitions", len(parts), "bytes", pc.bytes, "duration", time.Since(pc.start).Round(time.Millisecond))
 	}
 	return true
 }
