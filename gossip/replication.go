@@ -618,7 +618,7 @@ func (f *fetcher) step(ctx context.Context, truncated *bool) error {
 	}
 	if !*truncated {
 		if err := f.truncate(ctx, conn); err != nil {
-			r.pool.failed(f.addr, conn, err)
+			r.pool.failed(ctx, f.addr, conn, err)
 			return err
 		}
 		*truncated = true
@@ -627,13 +627,15 @@ func (f *fetcher) step(ctx context.Context, truncated *bool) error {
 	if err != nil {
 		return err
 	}
-	res, err := conn.FetchReplica(ctx, engine.ReplicaFetch{
+	cctx, cancel := context.WithTimeout(ctx, r.opts.FetchMaxWait+replicaCallTimeout)
+	res, err := conn.FetchReplica(cctx, engine.ReplicaFetch{
 		Topic: f.topic, TopicID: f.id, Partition: f.partition, FollowerID: r.self, LeaderEpoch: f.epoch,
 		FetchOffset: st.LogEndOffset, DurableOffset: st.DurableEndOffset,
 		MaxBytes: r.opts.FetchMaxBytes, MaxWait: r.opts.FetchMaxWait,
 	})
+	cancel()
 	if err != nil {
-		r.pool.failed(f.addr, conn, err)
+		r.pool.failed(ctx, f.addr, conn, err)
 		if e := api.AsError(err); e != nil && e.Code == api.CodeOffsetOutOfRange {
 			if e.HasRange && st.LogEndOffset < e.RangeStart {
 				// Retention removed what this replica lacks: start over at
@@ -683,7 +685,9 @@ func (f *fetcher) truncate(ctx context.Context, conn ReplicaConn) error {
 		if !ok && st.LogEndOffset == 0 {
 			return nil // nothing here to diverge
 		}
-		epoch, end, err := conn.EndOffsetForEpoch(ctx, f.topic, f.id, f.partition, latest.Epoch)
+		cctx, cancel := context.WithTimeout(ctx, replicaCallTimeout)
+		epoch, end, err := conn.EndOffsetForEpoch(cctx, f.topic, f.id, f.partition, latest.Epoch)
+		cancel()
 		if err != nil {
 			return err
 		}
@@ -700,6 +704,11 @@ func (f *fetcher) truncate(ctx context.Context, conn ReplicaConn) error {
 	}
 	return ctx.Err()
 }
+
+// replicaCallTimeout bounds a call to a leader beyond its long poll: a
+// connection that answers nothing for that long is closed and dialled
+// again.
+const replicaCallTimeout = 10 * time.Second
 
 // connPoolR holds one ReplicaConn per leader address, shared by that
 // leader's fetchers.
@@ -748,13 +757,14 @@ func (p *connPoolR) get(ctx context.Context, addr string) (ReplicaConn, error) {
 }
 
 // failed drops conn when err says it is broken, so that the next get
-// dials again: anything but an answer of the leader (an *api.Error in
-// err's chain) or the caller's context ending, and the leader's
-// SHUTTING_DOWN too (its process is stopping; the next one listens
-// anew). (api.AsError would not do as the test: it makes an *api.Error
-// of any error.)
-func (p *connPoolR) failed(addr string, conn ReplicaConn, err error) {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+// dials again: any error but an answer of the leader (an *api.Error in
+// err's chain; not its SHUTTING_DOWN: its process is stopping, and the
+// next one listens anew) and the end of ctx (the fetcher's own context).
+// A call that timed out while ctx lives (replicaCallTimeout: no answer on
+// a connection that looks open) counts as broken. (api.AsError would not
+// do as the test: it makes an *api.Error of any error.)
+func (p *connPoolR) failed(ctx context.Context, addr string, conn ReplicaConn, err error) {
+	if err == nil || ctx.Err() != nil {
 		return
 	}
 	var answer *api.Error
