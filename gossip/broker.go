@@ -299,7 +299,8 @@ func (b *Broker) Append(ctx context.Context, topic string, partition int, batch 
 	if err := b.routeWrite(ctx, topic, partition); err != nil {
 		return engine.AppendResult{}, err
 	}
-	return b.Storage.Append(ctx, topic, partition, batch)
+	res, err := b.Storage.Append(ctx, topic, partition, batch)
+	return res, b.takingOver(topic, partition, err)
 }
 
 // AppendAsync queues batch on topic/partition when this node leads it.
@@ -307,7 +308,21 @@ func (b *Broker) AppendAsync(ctx context.Context, topic string, partition int, b
 	if err := b.routeWrite(ctx, topic, partition); err != nil {
 		return nil, err
 	}
-	return b.Storage.AppendAsync(ctx, topic, partition, batch, after)
+	pd, err := b.Storage.AppendAsync(ctx, topic, partition, batch, after)
+	return pd, b.takingOver(topic, partition, err)
+}
+
+// takingOver turns the storage's NOT_LEADER for a partition the metadata
+// says this node leads into LEADER_NOT_AVAILABLE (retriable; the client
+// waits and tries again): the node is taking the leadership over (its
+// replicator has not made the storage the leader yet, or it waits for a
+// new leader epoch after a restart, replication_restart.go). A NOT_LEADER
+// naming this node would send the client back to it at once.
+func (b *Broker) takingOver(topic string, partition int, err error) error {
+	if err == nil || !errors.Is(err, api.ErrNotLeader) || !b.leads(topic, partition) {
+		return err
+	}
+	return api.NewError(api.CodeLeaderNotAvailable, "partition %s/%d: this node is taking over its leadership (%s)", topic, partition, api.AsError(err).Message)
 }
 
 // Fetch reads topic/partition when this node leads it.
@@ -315,7 +330,8 @@ func (b *Broker) Fetch(ctx context.Context, topic string, partition int, offset 
 	if _, err := b.route(topic, api.TopicID{}, partition); err != nil {
 		return nil, err
 	}
-	return b.Storage.Fetch(ctx, topic, partition, offset, maxBytes, maxWait)
+	res, err := b.Storage.Fetch(ctx, topic, partition, offset, maxBytes, maxWait)
+	return res, b.takingOver(topic, partition, err)
 }
 
 // FetchID reads topic/partition of the topic with id (zero: by name) when
@@ -324,7 +340,8 @@ func (b *Broker) FetchID(ctx context.Context, topic string, id api.TopicID, part
 	if _, err := b.route(topic, id, partition); err != nil {
 		return nil, err
 	}
-	return b.Storage.FetchID(ctx, topic, id, partition, offset, maxBytes, maxWait)
+	res, err := b.Storage.FetchID(ctx, topic, id, partition, offset, maxBytes, maxWait)
+	return res, b.takingOver(topic, partition, err)
 }
 
 // ListOffsets looks an offset up in topic/partition when this node leads

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seedqueue/sq/api"
@@ -167,6 +168,9 @@ type Replicator struct {
 	// this restarted node leads is in flight (replication_restart.go);
 	// guarded by mu.
 	restarting bool
+	// started is set once Start's first pass is done: OnApply passes
+	// from then on.
+	started atomic.Bool
 
 	kick      chan struct{}
 	stop      chan struct{}
@@ -213,6 +217,7 @@ func NewReplicator(store ReplicaStorage, c Cluster, o ReplicatorOptions) *Replic
 func (r *Replicator) Start() {
 	r.startOnce.Do(func() {
 		r.Sync()
+		r.started.Store(true)
 		r.wg.Add(2)
 		go r.roleLoop()
 		go r.isrLoop()
@@ -228,8 +233,17 @@ func (r *Replicator) Kick() {
 	}
 }
 
-// OnApply is an OnApply hook: Kick.
-func (r *Replicator) OnApply(prev, next *meta.State) { r.Kick() }
+// OnApply is an OnApply hook: once Start has run, a pass against next,
+// done before it returns, so that a metadata change is in the storage
+// when its proposer hears it applied (a topic created on this node can
+// be published to at once: its partitions are led, not waiting for the
+// next pass, which would answer NOT_LEADER meanwhile). Before Start it
+// does nothing: Start's first pass reads the latest state.
+func (r *Replicator) OnApply(prev, next *meta.State) {
+	if r.started.Load() {
+		r.Sync()
+	}
+}
 
 // Close stops the loops and every fetcher, waits for them and closes the
 // connections to leaders. It returns nil.

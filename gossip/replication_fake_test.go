@@ -293,7 +293,9 @@ func newReplicaRig(t *testing.T, nodes ...string) *replicaRig {
 			ISRInterval: 20 * time.Millisecond, FetchMaxWait: 50 * time.Millisecond, RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond})
 		g.reps[n] = r
 		g.m.mu.Lock()
-		g.m.hooks[n] = r.OnApply
+		// A kick, not OnApply's pass: the fake runs its hooks with its
+		// lock held, which a pass (State) takes again.
+		g.m.hooks[n] = func(prev, next *meta.State) { r.Kick() }
 		g.m.mu.Unlock()
 		r.Start()
 		t.Cleanup(func() { r.Close() })

@@ -262,7 +262,7 @@ func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 	o.OnApply = func(prev, next *meta.State) {
 		rec.OnApply(prev, next) // the local topics first: the replicator acts on them
 		if r := repl.Load(); r != nil {
-			r.Kick()
+			r.OnApply(prev, next) // a pass, once the replicator runs
 		}
 	}
 	o.LocalTopics, o.OrphanedTopics = rec.LocalTopics, rec.Orphaned
