@@ -575,6 +575,8 @@ func (f *fetcher) run(ctx context.Context) {
 				}
 			}
 			log.Log(ctx, lvl, "replication: fetching from the leader failed; retrying", "addr", f.addr, "err", err)
+		} else {
+			log.Debug("replication: fetching from the leader failed again", "addr", f.addr, "err", err)
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -741,7 +743,8 @@ func (p *connPoolR) get(ctx context.Context, addr string) (ReplicaConn, error) {
 // (replicaCallTimeout: no answer on a connection that looks open) counts
 // as broken.
 func (p *connPoolR) failed(ctx context.Context, addr string, conn ReplicaConn, err error) {
-	if err == nil || api.AsError(err) != nil || ctx.Err() != nil {
+	var answered *api.Error
+	if err == nil || errors.As(err, &answered) || ctx.Err() != nil {
 		return
 	}
 	p.mu.Lock()
