@@ -610,6 +610,8 @@ func (f *fetcher) run(ctx context.Context) {
 				}
 			}
 			log.Log(ctx, lvl, "replication: fetching from the leader failed; retrying", "addr", f.addr, "err", err)
+		} else {
+			log.Debug("replication: fetching from the leader failed again", "addr", f.addr, "err", err)
 		}
 		t := time.NewTimer(pause)
 		select {

@@ -3,6 +3,7 @@ package gossip
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -435,4 +436,46 @@ func TestReplicatorDamagedFollowerLeavesTheISR(t *testing.T) {
 		p := g.m.state0().Topics["orders"].Partitions[0]
 		return p.Leader == "n1" && p.LeaderEpoch == 0 && slices.Equal(p.ISR, []string{"n1", "n3"})
 	})
+}
+
+// A connection is dialled again after a transport error or a call that
+// timed out, not after an answer of the leader nor when the fetcher
+// stops.
+func TestReplicaConnPoolDropsBrokenConnections(t *testing.T) {
+	dials := 0
+	p := &connPoolR{conns: map[string]*pooledConn{}, dial: func(ctx context.Context, addr string) (ReplicaConn, error) {
+		dials++
+		return &fakeReplicaConn{closed: make(chan struct{})}, nil
+	}}
+	defer p.close()
+	ctx := context.Background()
+	stopped, cancel := context.WithCancel(ctx)
+	cancel()
+	c, err := p.get(ctx, "a:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ctx  context.Context
+		err  error
+		drop bool
+	}{
+		{ctx, api.NewError(api.CodeNotLeader, "not the leader"), false},
+		{stopped, context.Canceled, false},
+		{ctx, fmt.Errorf("replica connection broken: %w", io.EOF), true},
+		{ctx, context.DeadlineExceeded, true},
+	} {
+		p.failed(tc.ctx, "a:1", c, tc.err)
+		again, err := p.get(ctx, "a:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dropped := again != c; dropped != tc.drop {
+			t.Fatalf("after %v: dropped %v, want %v", tc.err, dropped, tc.drop)
+		}
+		c = again
+	}
+	if dials != 3 {
+		t.Fatalf("%d dials, want 3", dials)
+	}
 }
