@@ -109,8 +109,10 @@ func TestPublishAcksAndInitProducerID(t *testing.T) {
 	if res.Replicas != 1 {
 		t.Fatalf("single node: replicas %d, want 1", res.Replicas)
 	}
-	if _, err := msg.InitProducerId(ctx, &sqv1.InitProducerIdRequest{}); status.Code(err) != codes.Unimplemented {
-		t.Fatalf("InitProducerId on an engine without producer ids: %v, want Unimplemented", err)
+	// A single node's engine grants ids from 2^48 up (apart from a
+	// cluster's).
+	if r, err := msg.InitProducerId(ctx, &sqv1.InitProducerIdRequest{}); err != nil || r.ProducerId < 1<<48 || r.ProducerEpoch != 0 {
+		t.Fatalf("InitProducerId on a single node's engine: %v, %v; want an id from 2^48 and epoch 0", r, err)
 	}
 	if _, err := msg.Publish(ctx, &sqv1.PublishRequest{Topic: "p", Partition: 0, Records: rec, Acks: 5}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("acks 5: %v, want InvalidArgument", err)
