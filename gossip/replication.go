@@ -168,6 +168,9 @@ type Replicator struct {
 	// this restarted node leads is in flight (replication_restart.go);
 	// guarded by mu.
 	restarting bool
+	// restartDone is closed when the latest proposal of restarts ends;
+	// guarded by mu.
+	restartDone chan struct{}
 	// started is set once Start's first pass is done: OnApply passes
 	// from then on.
 	started atomic.Bool
@@ -211,12 +214,15 @@ func NewReplicator(store ReplicaStorage, c Cluster, o ReplicatorOptions) *Replic
 	return r
 }
 
-// Start runs a first pass, then the role loop (passes at every Kick and
-// every ISRInterval) and the in-sync set loop, until Close. Calling it
-// again does nothing.
+// Start runs a first pass (and, on a node that restarted as the leader
+// of partitions, waits up to ProposeTimeout for their new leader epochs
+// and passes again: replication_restart.go), then the role loop (passes
+// at every Kick and every ISRInterval) and the in-sync set loop, until
+// Close. Calling it again does nothing.
 func (r *Replicator) Start() {
 	r.startOnce.Do(func() {
 		r.Sync()
+		r.awaitRestarts() // replication_restart.go
 		r.started.Store(true)
 		r.wg.Add(2)
 		go r.roleLoop()

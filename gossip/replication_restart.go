@@ -1,6 +1,8 @@
 package gossip
 
 import (
+	"time"
+
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/gossip/meta"
 )
@@ -39,15 +41,19 @@ func (r *Replicator) resumesEpoch(topic string, id api.TopicID, partition int, e
 // proposeRestarts proposes, in one command, the epoch bumps of changes
 // (each with Restart set), unless a proposal of restarts is in flight;
 // r.mu is held. The proposal runs on its own goroutine, which kicks a new
-// pass when it ends.
+// pass when it ends and then closes r.restartDone (Start waits for it, so
+// that a restarted node's data plane serves its partitions led already).
 func (r *Replicator) proposeRestarts(changes []meta.LeaderChange) {
 	if len(changes) == 0 || r.restarting {
 		return
 	}
 	r.restarting = true
+	done := make(chan struct{})
+	r.restartDone = done
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer close(done)
 		ctx, cancel := r.proposeContext()
 		res, err := r.c.Propose(ctx, meta.Command{Op: meta.OpSetLeaders, Leaders: changes})
 		cancel()
@@ -65,4 +71,27 @@ func (r *Replicator) proposeRestarts(changes []meta.LeaderChange) {
 		r.mu.Unlock()
 		r.Kick()
 	}()
+}
+
+// awaitRestarts waits, after Start's first pass, for the proposal of new
+// leader epochs that pass made (if any) to end, at most ProposeTimeout or
+// until Close, and then makes a second pass, which leads the new epochs.
+// A node whose proposal fails (no quorum) serves anyway: its partitions
+// answer LEADER_NOT_AVAILABLE until a later pass leads them.
+func (r *Replicator) awaitRestarts() {
+	r.mu.Lock()
+	done := r.restartDone
+	r.mu.Unlock()
+	if done == nil {
+		return
+	}
+	t := time.NewTimer(r.opts.ProposeTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-r.stop:
+		return
+	}
+	r.Sync()
 }
