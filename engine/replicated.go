@@ -1134,7 +1134,11 @@ func (p *partition) markCorrupt(err error) {
 // (appendReplica). Nothing to do for a leader, nor when it is done.
 func (p *partition) repairCorrupt(r *replState) error {
 	r.mu.Lock()
-	need := r.corrupt != nil && !r.repaired && r.role == roleFollower
+	// Only a follower of a leader cuts its log: a replica fenced without
+	// one (a leader back from a restart waiting for its new epoch, or a
+	// partition whose leader died) may be the only copy of its records,
+	// and cut them for nobody to give back.
+	need := r.corrupt != nil && !r.repaired && r.role == roleFollower && r.leader != ""
 	base := r.corruptBase
 	r.mu.Unlock()
 	if !need {

@@ -1023,3 +1023,44 @@ func TestClampKeepsCommitsOnRestartedReplica(t *testing.T) {
 		t.Fatalf("committed offsets after the restart: %+v, %v; want offset 3", got, err)
 	}
 }
+
+// TestScrubFencedReplicaKeepsLog: a replica fenced without a leader (a
+// leader back from a restart waiting for its new epoch) whose scrub finds
+// a damaged segment records the damage but does not cut its log: it may
+// hold the only copy of those records, and no leader would give them back.
+func TestScrubFencedReplicaKeepsLog(t *testing.T) {
+	n := &replNode{id: "a", dir: t.TempDir()}
+	n.opts = testOptions(n.dir)
+	n.opts.Replication = &ReplicationOptions{NodeID: "a"}
+	n.opts.Now = newClock().Now
+	n.opts.RetentionCheckInterval = -1
+	n.opts.ScrubBytesPerSec = 1 << 40
+	n.opts.ScrubInterval = 10 * time.Millisecond
+	n.e = openTest(t, n.opts)
+	if _, err := n.e.CreateTopicSpec(TopicSpec{Name: replTopic, ID: replTopicID, Partitions: 1, Config: TopicConfig{SegmentBytes: 4096}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.e.BecomeLeader(replTopic, replTopicID, 0, 1, []string{"a", "b"}, []string{"a"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	value := string(bytes.Repeat([]byte{'v'}, 900))
+	for range 12 {
+		await(t, appendAsync(t, n, AcksLeader, value))
+	}
+	if err := n.e.BecomeFollower(replTopic, replTopicID, 0, 2, ""); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(n.dir, "topics", replTopic, "0", "00000000000000000000.log")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[500] ^= 0x10
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the damage recorded", func() bool { return n.state(t).Corrupt })
+	if st := n.state(t); st.LogEndOffset != 12 {
+		t.Fatalf("fenced replica's state %+v: its log was cut", st)
+	}
+}
