@@ -117,14 +117,17 @@ bench-peers: build
 # and nft) runs `sq bench produce` against one node (RF 1, acks leader) and
 # against three (RF 3, acks all), each node a real sq-server in its own
 # namespace (internal/clusternet, TestBenchCluster), the two alternating
-# for CLUSTER_RUNS rounds of CLUSTER_DURATION, and prints every run and the
-# median per configuration. CLUSTER_PROFILE=DIR adds one unmeasured run of
+# for CLUSTER_RUNS rounds of CLUSTER_DURATION (batches of
+# CLUSTER_BATCH_BYTES), and prints every run and the median per
+# configuration. CLUSTER_PROFILE=DIR adds one unmeasured run of
 # each with CPU profiles of every server and of sq bench, written to DIR.
 CLUSTER_RUNS     ?= 5
-CLUSTER_DURATION ?= 5s
+CLUSTER_DURATION ?= 8s
 CLUSTER_PROFILE  ?=
+CLUSTER_BATCH_BYTES ?= 1048576
 
 bench-cluster:
 	SQ_BENCH_CLUSTER=1 SQ_BENCH_RUNS=$(CLUSTER_RUNS) SQ_BENCH_DURATION=$(CLUSTER_DURATION) \
+		SQ_BENCH_BATCH_BYTES=$(CLUSTER_BATCH_BYTES) \
 		SQ_BENCH_PROFILE=$(if $(CLUSTER_PROFILE),$(abspath $(CLUSTER_PROFILE))) \
 		$(GO) test -count=1 -timeout 30m -v -run '^TestBenchCluster$$' ./internal/clusternet/

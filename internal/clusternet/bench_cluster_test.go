@@ -29,7 +29,8 @@ import (
 // node a real sq-server in its own namespace with the same flags, topic
 // sync policy every-batch, same record and batch size. The two
 // configurations alternate round by round (SQ_BENCH_RUNS rounds, default
-// 5; SQ_BENCH_DURATION each, default 5s), so both see the same load of
+// 5; SQ_BENCH_DURATION each, default 8s; batches of SQ_BENCH_BATCH_BYTES,
+// default 1 MiB, as sq bench's), so both see the same load of
 // the machine. It prints every run and then, per configuration, the
 // median, min and max, with the 1-minute load average before and after
 // each run. With SQ_BENCH_PROFILE=DIR it then makes one more,
@@ -66,7 +67,7 @@ func TestBenchCluster(t *testing.T) {
 	}
 	runs := make([][]benchRun, len(setups))
 	fmt.Printf("sq bench produce, %v per run, record %d B, batch %d B, 1 partition, 1 producer, sync every-batch\n\n",
-		cfg.duration, benchRecordSize, benchBatchBytes)
+		cfg.duration, benchRecordSize, cfg.batchBytes)
 	fmt.Println("| round | configuration | records/s | MB/s | ack p50 ms | ack p99 ms | servers CPU s | sq bench CPU s | load before | load after |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for round := 1; round <= cfg.runs; round++ {
@@ -75,7 +76,7 @@ func TestBenchCluster(t *testing.T) {
 			order = []int{1, 0} // alternate which goes first
 		}
 		for _, i := range order {
-			r := b.run(t, setups[i], fmt.Sprintf("bench-r%d-s%d", round, i), cfg.duration)
+			r := b.run(t, setups[i], fmt.Sprintf("bench-r%d-s%d", round, i), cfg)
 			runs[i] = append(runs[i], r)
 			fmt.Printf("| %d | %s | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", round, setups[i].name,
 				r.res.RecordsPerSec, r.res.MBPerSec, r.res.AckLatencyMs.P50, r.res.AckLatencyMs.P99,
@@ -116,7 +117,6 @@ func TestBenchCluster(t *testing.T) {
 // Conditions of every run of TestBenchCluster.
 const (
 	benchRecordSize  = 100     // bytes of each record's value
-	benchBatchBytes  = 1 << 20 // BatchProducer batch bound (the CLI's default)
 	benchBufferBytes = 8 << 20 // producer buffer, as make bench-peers uses
 	benchPprofPort   = 6070    // net/http/pprof of the servers built for the benchmark
 	benchRunTimeout  = 2 * time.Minute
@@ -125,13 +125,14 @@ const (
 // benchConfig is what the environment sets for TestBenchCluster.
 type benchConfig struct {
 	runs       int           // SQ_BENCH_RUNS, rounds of both configurations
+	batchBytes int           // SQ_BENCH_BATCH_BYTES, the producer's batch bound
 	duration   time.Duration // SQ_BENCH_DURATION, publish time per run
 	profileDir string        // SQ_BENCH_PROFILE, where profiles go ("" none)
 }
 
 func benchConfigFromEnv(t *testing.T) benchConfig {
 	t.Helper()
-	c := benchConfig{runs: 5, duration: 5 * time.Second, profileDir: os.Getenv("SQ_BENCH_PROFILE")}
+	c := benchConfig{runs: 5, duration: 8 * time.Second, batchBytes: 1 << 20, profileDir: os.Getenv("SQ_BENCH_PROFILE")}
 	if v := os.Getenv("SQ_BENCH_RUNS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -145,6 +146,13 @@ func benchConfigFromEnv(t *testing.T) benchConfig {
 			t.Fatalf("SQ_BENCH_DURATION=%q: want a Go duration of at least 1s", v)
 		}
 		c.duration = d
+	}
+	if v := os.Getenv("SQ_BENCH_BATCH_BYTES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("SQ_BENCH_BATCH_BYTES=%q: want a byte count of at least 1", v)
+		}
+		c.batchBytes = n
 	}
 	if c.profileDir != "" {
 		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
@@ -315,10 +323,10 @@ type benchResult struct {
 	} `json:"ack_latency_ms"`
 }
 
-// benchArgs are the sq bench arguments of setup s on topic for d.
-func benchArgs(s benchSetup, topic string, d time.Duration, jsonFile string) []string {
-	return []string{"bench", "produce", "--quiet", "--topic", topic, "--duration", d.String(),
-		"--record-size", strconv.Itoa(benchRecordSize), "--batch-bytes", strconv.Itoa(benchBatchBytes),
+// benchArgs are the sq bench arguments of setup s on topic.
+func benchArgs(s benchSetup, topic string, cfg benchConfig, jsonFile string) []string {
+	return []string{"bench", "produce", "--quiet", "--topic", topic, "--duration", cfg.duration.String(),
+		"--record-size", strconv.Itoa(benchRecordSize), "--batch-bytes", strconv.Itoa(cfg.batchBytes),
 		"--buffer-bytes", strconv.Itoa(benchBufferBytes), "--partitions", "1", "--producers", "1",
 		"--sync-policy", "every-batch", "--acks", s.acks, "--replication-factor", strconv.Itoa(s.rf),
 		"--json", jsonFile}
@@ -327,10 +335,10 @@ func benchArgs(s benchSetup, topic string, d time.Duration, jsonFile string) []s
 // run runs sq bench once for setup s on a new topic (which sq bench
 // creates and deletes) and fails the test unless every record sent was
 // acknowledged. extra is appended to the arguments.
-func (b benchBins) run(t *testing.T, s benchSetup, topic string, d time.Duration, extra ...string) benchRun {
+func (b benchBins) run(t *testing.T, s benchSetup, topic string, cfg benchConfig, extra ...string) benchRun {
 	t.Helper()
 	jsonFile := filepath.Join(t.TempDir(), "result.json")
-	args := append(benchArgs(s, topic, d, jsonFile), extra...)
+	args := append(benchArgs(s, topic, cfg, jsonFile), extra...)
 	r := benchRun{loadBefore: loadAvg(t)}
 	cpu0 := serversCPU(t, s.c)
 	ctx, cancel := context.WithTimeout(context.Background(), benchRunTimeout)
@@ -406,10 +414,27 @@ func (b benchBins) profile(t *testing.T, s benchSetup, topic string, cfg benchCo
 		files[i] = filepath.Join(cfg.profileDir, fmt.Sprintf("%s-node%d-%s.pprof", tag, n.Index, role))
 		wg.Go(func() { errs[i] = fetchProfile(ctx, s.c.Client(), n.IP, secs, files[i]) })
 	}
-	r := b.run(t, s, topic, cfg.duration, "--cpuprofile", clientProf)
+	before := make([]map[string]float64, len(s.c.Nodes()))
+	for i, n := range s.c.Nodes() {
+		before[i] = scrapeMetrics(ctx, t, s.c.Client(), n)
+	}
+	r := b.run(t, s, topic, cfg, "--cpuprofile", clientProf)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
+	}
+	fmt.Printf("\nserver metrics over the profiled run, %s (means of the run)\n\n", s.name)
+	fmt.Println("| node | fdatasyncs | mean fdatasync ms | batches per fdatasync | publishes | mean publish ms (arrival to ack) |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for i, n := range s.c.Nodes() {
+		d := scrapeMetrics(ctx, t, s.c.Client(), n)
+		for k, v := range before[i] {
+			d[k] -= v
+		}
+		fmt.Printf("| %s | %.0f | %.2f | %.2f | %.0f | %.2f |\n", filepath.Base(files[i]),
+			d["sq_fsync_latency_seconds_count"], ratio(1000*d["sq_fsync_latency_seconds_sum"], d["sq_fsync_latency_seconds_count"]),
+			ratio(d["sq_fsync_batches_sum"], d["sq_fsync_batches_count"]),
+			d["sq_publish_latency_seconds_count"], ratio(1000*d["sq_publish_latency_seconds_sum"], d["sq_publish_latency_seconds_count"]))
 	}
 	if _, _, err := b.sq(ctx, s.c.Client(), n1, "topic", "delete", topic); err != nil {
 		t.Logf("profile run: %v", err)
@@ -448,6 +473,46 @@ func fetchProfile(ctx context.Context, ns *clusternet.Namespace, ip string, secs
 		return fmt.Errorf("profile of %s: status %s, %v: %s", ip, resp.Status, err, data)
 	}
 	return os.WriteFile(file, data, 0o644)
+}
+
+// scrapeMetrics reads the _sum and _count series of the histograms in
+// n's /metrics (HTTPPort) that have no labels.
+func scrapeMetrics(ctx context.Context, t *testing.T, ns *clusternet.Namespace, n *clusternet.Node) map[string]float64 {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{DialContext: ns.DialContext}}
+	url := "http://" + net.JoinHostPort(n.IP, strconv.Itoa(clusternet.HTTPPort)) + "/metrics"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("metrics of node %d: %v", n.Index, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("metrics of node %d: status %s, %v", n.Index, resp.Status, err)
+	}
+	m := map[string]float64{}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || strings.Contains(name, "{") || !(strings.HasSuffix(name, "_sum") || strings.HasSuffix(name, "_count")) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			m[name] = v
+		}
+	}
+	return m
+}
+
+// ratio is a/b, or 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 func copyFile(from, to string) error {
