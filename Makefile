@@ -21,7 +21,7 @@ CAPNP_GO_VERSION := v3.1.0-alpha.2
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build run test fuzz check fmt vet generate tools clean bench bench-peers sim jepsen
+.PHONY: all build run test fuzz check fmt vet generate tools clean bench bench-peers bench-cluster sim jepsen
 
 all: check build
 
@@ -128,3 +128,22 @@ jepsen:
 		JEPSEN_NODES=$$nodes JEPSEN_ROUNDS=$(JEPSEN_ROUNDS) JEPSEN_SEED=$(JEPSEN_SEED) JEPSEN_CONTINUE=$(JEPSEN_CONTINUE) \
 			$(GO) test -timeout $(JEPSEN_TIMEOUT) -count=1 -v -run '^TestJepsen$$' ./internal/clusternet/ || exit 1; \
 	done
+
+# `make bench-cluster` (as root: it makes network namespaces, and needs ip
+# and nft) runs `sq bench produce` against one node (RF 1, acks leader) and
+# against three (RF 3, acks all), each node a real sq-server in its own
+# namespace (internal/clusternet, TestBenchCluster), the two alternating
+# for CLUSTER_RUNS rounds of CLUSTER_DURATION (batches of
+# CLUSTER_BATCH_BYTES), and prints every run and the median per
+# configuration. CLUSTER_PROFILE=DIR adds one unmeasured run of
+# each with CPU profiles of every server and of sq bench, written to DIR.
+CLUSTER_RUNS     ?= 5
+CLUSTER_DURATION ?= 8s
+CLUSTER_PROFILE  ?=
+CLUSTER_BATCH_BYTES ?= 1048576
+
+bench-cluster:
+	SQ_BENCH_CLUSTER=1 SQ_BENCH_RUNS=$(CLUSTER_RUNS) SQ_BENCH_DURATION=$(CLUSTER_DURATION) \
+		SQ_BENCH_BATCH_BYTES=$(CLUSTER_BATCH_BYTES) \
+		SQ_BENCH_PROFILE=$(if $(CLUSTER_PROFILE),$(abspath $(CLUSTER_PROFILE))) \
+		$(GO) test -count=1 -timeout 30m -v -run '^TestBenchCluster$$' ./internal/clusternet/
