@@ -149,22 +149,15 @@ func Check(h History, opts Options) Result {
 	c.checkReplicaBytes()
 	c.checkHWs()
 	c.checkReads()
-	seen := map[string]bool{}
-	for v := range c.where {
-		seen[v] = true
-	}
-	for _, r := range h.Reads {
-		seen[r.Value] = true
-	}
 	for _, p := range parts {
 		if _, ok := h.Final[p]; !ok {
 			continue
 		}
-		res, ops := linearizable(&h, p, seen, opts.Timeout, opts.VisualizePrefix)
+		res, ops := linearizable(&h, p, opts.Timeout, opts.VisualizePrefix)
 		c.res.Linearizability[p] = res
 		switch res {
 		case porcupine.Illegal:
-			c.fail(CheckLinearizability, ops, "partition %d: no linearization of its %d operations fits the log model", p, len(partitionOps(&h, p, seen)))
+			c.fail(CheckLinearizability, ops, "partition %d: no linearization of its %d operations fits the log model", p, len(partitionOps(&h, p)))
 		case porcupine.Unknown:
 			c.fail(CheckInconclusive, nil, "partition %d: porcupine found no verdict within %v", p, opts.Timeout)
 		}
