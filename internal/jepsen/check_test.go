@@ -219,7 +219,7 @@ func TestCheckFails(t *testing.T) {
 		{"read before the append was invoked", func(h *History) {
 			// Only porcupine sees this: the value matches the final log.
 			h.Reads = append(h.Reads, rd(2, 1, 0, 2, "c", 0, 19))
-		}, []string{CheckLinearizability}, `consumer 2 session 1: read partition 0 offset 2 = "c" [0s, 19ns]`},
+		}, []string{CheckLinearizability, CheckRealTime}, `consumer 2 session 1: read partition 0 offset 2 = "c" [0s, 19ns]`},
 		{"offsets against real time", func(h *History) {
 			// "a" was acknowledged at offset 1 before "b" was invoked, yet
 			// "b" got offset 0.
@@ -227,7 +227,7 @@ func TestCheckFails(t *testing.T) {
 				Produces: []Produce{ok(1, 0, "a", 0, 10, 1), ok(2, 0, "b", 20, 30, 0)},
 				Final:    map[uint32]FinalRead{0: final(60, "b", "a")},
 			}
-		}, []string{CheckLinearizability}, "cannot follow it"},
+		}, []string{CheckLinearizability, CheckRealTime}, "cannot follow it"},
 		{"unknown outcome stored before its call", func(h *History) {
 			// "a" was acknowledged at offset 1 before "u" was invoked, yet
 			// "u" is at offset 0.
@@ -235,7 +235,7 @@ func TestCheckFails(t *testing.T) {
 				Produces: []Produce{ok(1, 0, "a", 0, 10, 1), info(2, 0, "u", 20)},
 				Final:    map[uint32]FinalRead{0: final(60, "u", "a")},
 			}
-		}, []string{CheckLinearizability}, `cannot follow it: producer 1: produce "a" to partition 0 [0s, 10ns] ok offset 1`},
+		}, []string{CheckLinearizability, CheckRealTime}, `cannot follow it: producer 1: produce "a" to partition 0 [0s, 10ns] ok offset 1`},
 		{"no final read", func(h *History) {
 			delete(h.Final, 1)
 		}, []string{CheckNoFinal, CheckLost}, "partition 1 was written or read but has no final read"},
@@ -334,4 +334,32 @@ func TestCheckLargeHistory(t *testing.T) {
 		t.Errorf("%d produces pending, want the %d never stored", len(res.Pending), 3*31)
 	}
 	t.Logf("%d operations checked in %v", len(h.Pending)+len(h.Produces)+len(h.Reads), time.Since(start))
+}
+
+// TestCheckLargeHistoryFails: in the same history, a read returned
+// before the append it read was invoked. A direct check names it at once;
+// porcupine's search of a large history that is not linearizable may not
+// end within its timeout, which fails the check too.
+func TestCheckLargeHistoryFails(t *testing.T) {
+	h := largeHistory()
+	bad := rd(9, 1, 1, 1501, h.Final[1].Values[1501], 0, 0)
+	for _, pr := range h.Produces {
+		if pr.Value == bad.Value {
+			bad.Return = pr.Call - 1
+		}
+	}
+	h.Reads = append(h.Reads, bad)
+	res := Check(h, Options{Timeout: 2 * time.Second})
+	if got := res.Linearizability[1]; got == porcupine.Ok {
+		t.Errorf("partition 1: porcupine found a linearization")
+	}
+	var rt []Violation
+	for _, v := range res.Violations {
+		if v.Check == CheckRealTime {
+			rt = append(rt, v)
+		}
+	}
+	if len(rt) != 1 || !slices.Contains(rt[0].Ops, bad.String()) {
+		t.Errorf("want one %s violation naming %s:\n%s", CheckRealTime, bad, res)
+	}
 }

@@ -26,8 +26,12 @@
 //     replica holds the final log's value at each offset below the high
 //     watermark (one value per offset across every replica), no observer
 //     sees a partition's high watermark move back or pass the final log's
-//     end, and every consumer's reads of a partition within one assignment
-//     are at consecutive offsets and match the final log.
+//     end, every consumer's reads of a partition within one assignment
+//     are at consecutive offsets and match the final log, and no
+//     acknowledgement or read of an offset returned before the append of
+//     that offset or a lower one was invoked (a necessary condition of
+//     linearizability, which names the operations at once where
+//     porcupine's search of a long history may not end).
 //
 // A test that runs in rounds checks one History per round: Init is the
 // previous round's final log, History.Pending the produces of earlier
