@@ -435,9 +435,13 @@ func (j *jepsenRun) round(r int) bool {
 	faultFor := jepsenFaultMin + time.Duration(j.rng.Int64N(int64(jepsenFaultMax-jepsenFaultMin)))
 	t.Logf("jepsen: round %d: %s for %v", r, f.name, faultFor)
 	pace(faultFor)
+	healAt := j.now()
 	f.heal()
+	healed := j.now()
 	pace(jepsenSteady)
+	stopAt := j.now()
 	stopLoad()
+	readAt := j.now()
 	finals := j.finalRead()
 	cut := j.now()
 
@@ -474,9 +478,13 @@ func (j *jepsenRun) round(r int) bool {
 	j.mu.Unlock()
 
 	// A partition without a linearization gets porcupine's page in the
-	// temporary directory, kept after the test.
-	res := jepsen.Check(h, jepsen.Options{Timeout: time.Minute,
+	// temporary directory, kept after the test. A round's history is
+	// decided in milliseconds; a search cut short by the timeout fails
+	// the round (inconclusive), so a short one keeps a failing run within
+	// make test's budget.
+	res := jepsen.Check(h, jepsen.Options{Timeout: 10 * time.Second,
 		VisualizePrefix: filepath.Join(os.TempDir(), fmt.Sprintf("sq-jepsen-%d-round-%d-", j.seed, r))})
+	checked := j.now()
 	okCount, infoCount := 0, 0
 	for _, p := range h.Produces {
 		if p.Status == jepsen.StatusOK {
@@ -489,8 +497,9 @@ func (j *jepsenRun) round(r int) bool {
 	for p := range uint32(jepsenPartitions) {
 		lens = append(lens, len(finals[p].Values))
 	}
-	t.Logf("jepsen: round %d: %d produces acknowledged, %d unknown; %d reads; %d high watermarks seen; logs %v; %v",
-		r, okCount, infoCount, len(h.Reads), len(h.HWs), lens, time.Duration(j.now()-roundStart).Round(time.Millisecond))
+	ms := func(from, to int64) time.Duration { return time.Duration(to - from).Round(time.Millisecond) }
+	t.Logf("jepsen: round %d: %d produces acknowledged, %d unknown; %d reads; %d high watermarks seen; logs %v; %v (healing took %v, the last sends %v, the final read %v, the check %v)",
+		r, okCount, infoCount, len(h.Reads), len(h.HWs), lens, ms(roundStart, checked), ms(healAt, healed), ms(stopAt, readAt), ms(readAt, cut), ms(cut, checked))
 	if !res.OK() {
 		t.Errorf("jepsen: round %d (%s): %s", r, f.name, res)
 	}

@@ -26,6 +26,7 @@ const (
 	CheckReadOrder       = "read-order"      // a consumer read an offset again or went back within a session
 	CheckReadDivergent   = "read-divergent"  // a consumer read a value the final log does not hold there
 	CheckNoFinal         = "no-final"        // a partition written or read has no final read
+	CheckRealTime        = "real-time"       // an ack or a read returned before an append at or below its offset was invoked
 	CheckLinearizability = "linearizability" // porcupine found no linearization
 	CheckInconclusive    = "inconclusive"    // porcupine did not finish within Options.Timeout
 )
@@ -149,22 +150,18 @@ func Check(h History, opts Options) Result {
 	c.checkReplicaBytes()
 	c.checkHWs()
 	c.checkReads()
-	seen := map[string]bool{}
-	for v := range c.where {
-		seen[v] = true
-	}
-	for _, r := range h.Reads {
-		seen[r.Value] = true
+	for _, p := range parts {
+		c.checkRealTime(p)
 	}
 	for _, p := range parts {
 		if _, ok := h.Final[p]; !ok {
 			continue
 		}
-		res, ops := linearizable(&h, p, seen, opts.Timeout, opts.VisualizePrefix)
+		res, ops := linearizable(&h, p, opts.Timeout, opts.VisualizePrefix)
 		c.res.Linearizability[p] = res
 		switch res {
 		case porcupine.Illegal:
-			c.fail(CheckLinearizability, ops, "partition %d: no linearization of its %d operations fits the log model", p, len(partitionOps(&h, p, seen)))
+			c.fail(CheckLinearizability, ops, "partition %d: no linearization of its %d operations fits the log model", p, len(partitionOps(&h, p)))
 		case porcupine.Unknown:
 			c.fail(CheckInconclusive, nil, "partition %d: porcupine found no verdict within %v", p, opts.Timeout)
 		}
@@ -413,6 +410,60 @@ func (c *checker) checkReads() {
 			c.fail(CheckReadDivergent, []string{r.String()}, "the final log holds %q at offset %d", f.Values[r.Offset], r.Offset)
 		}
 	}
+}
+
+// checkRealTime: no acknowledgement of an append at offset k, and no read
+// of offset k, returned before the append of an offset i <= k was invoked
+// (the append of i precedes that of k in the log, so it takes effect
+// before anything that needs offset k). Porcupine finds these too, but may
+// search for long on a large history that is not linearizable; this
+// names them at once. Offsets of the initial log and values no produce
+// sent (reported as phantoms) have no invocation to compare with.
+func (c *checker) checkRealTime(p uint32) {
+	f, ok := c.h.Final[p]
+	if !ok {
+		return
+	}
+	// last[k] is the produce invoked last among those that appended
+	// offsets len(init)..k, nil when none is known.
+	last := make([]*Produce, len(f.Values))
+	var latest *Produce
+	for k := len(c.h.Init[p]); k < len(f.Values); k++ {
+		for i, pr := range c.sent[f.Values[k]] {
+			if pr.Partition == p && (latest == nil || pr.Call > latest.Call) {
+				latest = &c.sent[f.Values[k]][i]
+			}
+		}
+		last[k] = latest
+	}
+	early := func(off uint64, ret int64, what string) {
+		if off >= uint64(len(last)) || last[off] == nil || ret >= last[off].Call {
+			return
+		}
+		first := last[off]
+		c.fail(CheckRealTime, []string{what, first.String()}, "partition %d offset %d: answered at %v, before the append of %q (offset %d) was invoked at %v",
+			p, off, time.Duration(ret), first.Value, c.placeIn(p, first.Value), time.Duration(first.Call))
+	}
+	for _, pr := range c.h.Produces {
+		if pr.Partition == p && pr.Status == StatusOK && pr.Offset < uint64(len(f.Values)) && f.Values[pr.Offset] == pr.Value {
+			early(pr.Offset, pr.Return, pr.String())
+		}
+	}
+	for _, r := range c.h.Reads {
+		if r.Partition == p && r.Offset < uint64(len(f.Values)) && f.Values[r.Offset] == r.Value {
+			early(r.Offset, r.Return, r.String())
+		}
+	}
+}
+
+// placeIn is the offset of value v in partition p's final log.
+func (c *checker) placeIn(p uint32, v string) uint64 {
+	for _, pl := range c.where[v] {
+		if pl.partition == p {
+			return pl.offset
+		}
+	}
+	return 0
 }
 
 // describe describes produces for a report.

@@ -75,8 +75,7 @@ func hashValues(values []string) uint64 {
 type (
 	appendIn  struct{ value string }
 	appendOut struct {
-		offset uint64
-		known  bool // false: the outcome is unknown, any offset will do
+		offset uint64 // the offset the value got
 	}
 	readIn  struct{ offset uint64 }
 	readOut struct {
@@ -104,7 +103,7 @@ func logModel(init []string) porcupine.Model {
 			switch in := input.(type) {
 			case appendIn:
 				out := output.(appendOut)
-				if out.known && out.offset != uint64(s.length()) {
+				if out.offset != uint64(s.length()) {
 					return false, s
 				}
 				return true, s.push(in.value)
@@ -128,10 +127,7 @@ func logModel(init []string) porcupine.Model {
 		DescribeOperation: func(input, output any) string {
 			switch in := input.(type) {
 			case appendIn:
-				if out := output.(appendOut); out.known {
-					return fmt.Sprintf("append(%q) -> %d", in.value, out.offset)
-				}
-				return fmt.Sprintf("append(%q) -> ?", in.value)
+				return fmt.Sprintf("append(%q) -> %d", in.value, output.(appendOut).offset)
 			case readIn:
 				if out := output.(readOut); out.found {
 					return fmt.Sprintf("read(%d) -> %q", in.offset, out.value)
@@ -152,12 +148,34 @@ func logModel(init []string) porcupine.Model {
 // opInfo is the porcupine operation's metadata: its description.
 type opInfo string
 
-// partitionOps builds the porcupine history of partition p: its produces
-// (definite failures left out: they never take effect; unknown outcomes
-// kept only when their value is seen in a read or the final log, as one
-// never seen can always take effect after everything else, or never),
+// partitionOps builds the porcupine history of partition p: its produces,
 // its reads and its final read.
-func partitionOps(h *History, p uint32, seen map[string]bool) []porcupine.Operation {
+//
+// A definite failure is left out: it never takes effect. A produce whose
+// outcome is unknown takes effect at most once, at any time after its
+// call; if it did, its value is in the final log, and an append's place
+// in the log is its offset: it gets the offset of its value in the final
+// log (else in a read of p, which a direct check already reports), as
+// porcupine would find no other linearization of the final read anyway.
+// One whose value is in neither is left out: it can always take effect
+// after everything else, or never. So every append has an offset, which
+// fixes its place among the appends: porcupine's search then follows the
+// offsets instead of trying each unknown outcome at every place, which
+// takes exponential time.
+func partitionOps(h *History, p uint32) []porcupine.Operation {
+	at := map[string]uint64{}
+	if f, ok := h.Final[p]; ok {
+		for i, v := range f.Values {
+			if _, dup := at[v]; !dup {
+				at[v] = uint64(i)
+			}
+		}
+	}
+	for _, r := range h.Reads {
+		if _, ok := at[r.Value]; !ok && r.Partition == p {
+			at[r.Value] = r.Offset
+		}
+	}
 	var ops []porcupine.Operation
 	for _, pr := range slices.Concat(h.Pending, h.Produces) {
 		if pr.Partition != p {
@@ -166,11 +184,12 @@ func partitionOps(h *History, p uint32, seen map[string]bool) []porcupine.Operat
 		switch pr.Status {
 		case StatusOK:
 			ops = append(ops, porcupine.Operation{ClientId: pr.Client, Input: appendIn{pr.Value}, Call: pr.Call,
-				Output: appendOut{offset: pr.Offset, known: true}, Return: pr.Return, Metadata: opInfo(pr.String())})
+				Output: appendOut{offset: pr.Offset}, Return: pr.Return, Metadata: opInfo(pr.String())})
 		case StatusInfo:
-			if seen[pr.Value] {
+			if off, ok := at[pr.Value]; ok {
 				ops = append(ops, porcupine.Operation{ClientId: pr.Client, Input: appendIn{pr.Value}, Call: pr.Call,
-					Output: appendOut{}, Return: math.MaxInt64, Metadata: opInfo(pr.String())})
+					Output: appendOut{offset: off}, Return: math.MaxInt64,
+					Metadata: opInfo(fmt.Sprintf("%s; its value is at offset %d", pr, off))})
 			}
 		}
 	}
@@ -193,12 +212,20 @@ func partitionOps(h *History, p uint32, seen map[string]bool) []porcupine.Operat
 // timeout. On a violation it names the operations that no linearization
 // could take next after the longest one found, and writes porcupine's
 // visualization to visualize+"partition-N.html" when visualize is set.
-func linearizable(h *History, p uint32, seen map[string]bool, timeout time.Duration, visualize string) (porcupine.CheckResult, []string) {
-	ops := partitionOps(h, p, seen)
+func linearizable(h *History, p uint32, timeout time.Duration, visualize string) (porcupine.CheckResult, []string) {
+	ops := partitionOps(h, p)
 	model := logModel(h.Init[p])
-	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+	// The verbose check records the longest linearization at every step
+	// back, which costs: only a history without a linearization needs it.
+	start := time.Now()
+	res := porcupine.CheckOperationsTimeout(model, ops, timeout)
 	if res != porcupine.Illegal {
 		return res, nil
+	}
+	res, info := porcupine.CheckOperationsVerbose(model, ops, max(timeout-time.Since(start), time.Second))
+	if res != porcupine.Illegal {
+		// Cut short the second time: the verdict stands, without details.
+		return porcupine.Illegal, []string{fmt.Sprintf("porcupine found no linearization; its search for the longest one did not finish (%v)", res)}
 	}
 	var out []string
 	if visualize != "" {
@@ -210,7 +237,8 @@ func linearizable(h *History, p uint32, seen map[string]bool, timeout time.Durat
 		}
 	}
 	// The longest partial linearization, and the operations left out of it
-	// that were invoked first: one of them could not be placed.
+	// that had to take effect first (the earliest returns): one of them
+	// could not be placed.
 	var longest []porcupine.Operation
 	for _, part := range info.PartialLinearizationsOperations() {
 		for _, lin := range part {
@@ -229,7 +257,12 @@ func linearizable(h *History, p uint32, seen map[string]bool, timeout time.Durat
 			rest = append(rest, op)
 		}
 	}
-	sort.SliceStable(rest, func(i, j int) bool { return rest[i].Call < rest[j].Call })
+	sort.SliceStable(rest, func(i, j int) bool {
+		if rest[i].Return != rest[j].Return {
+			return rest[i].Return < rest[j].Return
+		}
+		return rest[i].Call < rest[j].Call
+	})
 	if n := len(longest); n > 0 {
 		out = append(out, fmt.Sprintf("the longest linearization (%d of %d operations) ends with: %s", n, len(ops), longest[n-1].Metadata))
 	}
