@@ -1062,11 +1062,15 @@ func (p *partition) awaitReplicated(ctx context.Context, res AppendResult, epoch
 		switch {
 		case lost:
 			return AppendResult{}, err
+		case isr < minISR:
+			// Checked first, as Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+			// the high watermark advances whatever the in-sync set's
+			// size, so it may pass the batch once the set shrank to the
+			// leader alone, which is no acks-all acknowledgement.
+			return AppendResult{}, api.NewError(api.CodeNotEnoughReplicas, "%s/%d: the in-sync set fell to %d, below min.insync.replicas %d, before the batch at offset %d was acknowledged", p.topic, p.id, isr, minISR, res.BaseOffset)
 		case p.hw.Load() >= end:
 			res.Durability, res.Replicas = DurabilityReplicated, int32(isr)
 			return res, nil
-		case isr < minISR:
-			return AppendResult{}, api.NewError(api.CodeNotEnoughReplicas, "%s/%d: the in-sync set fell to %d, below min.insync.replicas %d, before the batch at offset %d was replicated", p.topic, p.id, isr, minISR, res.BaseOffset)
 		}
 		select {
 		case <-wait:

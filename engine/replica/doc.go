@@ -15,8 +15,8 @@
 //   - The leader's view (LeaderState): the high watermark is the minimum
 //     durable log end offset over the maximal in-sync set (KIP-497: the
 //     committed ISR plus the additions in flight, the leader included); it
-//     never moves back and advances only while that set has at least
-//     min.insync.replicas members. ISRChange proposes Kafka's ISR rules: a
+//     never moves back, whatever the set's size (min.insync.replicas
+//     bounds acks-all acknowledgements, not visibility). ISRChange proposes Kafka's ISR rules: a
 //     follower not caught up for replica.lag.time.max.ms leaves, a
 //     follower at or past the high watermark and the start of the leader's
 //     epoch joins, the leader never leaves; one proposal at a time, which

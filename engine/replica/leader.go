@@ -43,10 +43,14 @@ type follower struct {
 // HW is the minimum durable log end offset over the maximal ISR (KIP-497:
 // the committed ISR plus the members whose addition has been proposed and
 // not yet committed; a proposed removal keeps its member until committed),
-// the leader's own durable LEO included. It never moves back, and it
-// advances only while the maximal ISR has at least minISR members
-// (min.insync.replicas), so that a record below HW is durable on at least
-// minISR replicas, each of which a clean election may choose.
+// the leader's own durable LEO included. It never moves back. It advances
+// whatever the size of the ISR, as Kafka's does: min.insync.replicas
+// bounds which publishes are accepted and acknowledged (acks all), not
+// which records are visible. A record below HW is durable on every member
+// of the ISR, the only replicas a clean election may choose, so it
+// survives every clean election; holding HW back while the ISR is below
+// minISR would hide records acknowledged under an earlier epoch from
+// consumers of a new leader until a follower rejoined.
 type LeaderState struct {
 	self       string
 	replicas   []string
@@ -223,9 +227,6 @@ func (l *LeaderState) maximal() []string {
 // advance recomputes the high watermark from the maximal ISR.
 func (l *LeaderState) advance() (uint64, bool) {
 	set := l.maximal()
-	if len(set) < l.minISR {
-		return l.hw, false
-	}
 	hw := l.durable
 	for _, id := range set {
 		if id == l.self {
@@ -255,8 +256,8 @@ func (l *LeaderState) advance() (uint64, bool) {
 // and >= the start of the leader's epoch (Kafka's isFollowerInSync, which
 // compares the LEO, as Kafka counts a record replicated without an
 // fsync), and that is not lagging by the rule above (else the next call
-// would remove it again: a follower cut off while the ISR is below
-// minISR holds the high watermark at its LEO). The additions count in
+// would remove it again, and while it is counted in the maximal ISR a
+// follower cut off holds the high watermark at its LEO). The additions count in
 // the high watermark from now on (KIP-497's maximal ISR).
 //
 // Both bounds matter, on the durable LEO: a member of the ISR may be

@@ -109,20 +109,20 @@ func TestLeaderHighWatermark(t *testing.T) {
 			{op: "fetch", id: "c", leo: 0, dur: 0, hw: 0},
 			{op: "fetch", id: "b", leo: 10, dur: 10, hw: 10, advanced: true},
 		}},
-		{"held below min.insync.replicas", []string{"a"}, 2, 0, []step{
-			{op: "local", leo: 10, dur: 10, hw: 0},
-			{op: "fetch", id: "b", leo: 10, dur: 10, hw: 0},
-			{op: "isr", isr: []string{"a"}, minISR: 1, hw: 10, advanced: true},
+		{"not held below min.insync.replicas", []string{"a"}, 2, 0, []step{
+			{op: "local", leo: 10, dur: 10, hw: 10, advanced: true},
+			{op: "fetch", id: "b", leo: 10, dur: 10, hw: 10},
+			{op: "isr", isr: []string{"a"}, minISR: 1, hw: 10},
 		}},
 		{"a committed shrink lets HW advance", abc, 2, 0, []step{
 			{op: "local", leo: 10, dur: 10, hw: 0},
 			{op: "fetch", id: "b", leo: 10, dur: 10, hw: 0},
 			{op: "isr", isr: []string{"a", "b"}, minISR: 2, hw: 10, advanced: true},
 		}},
-		{"a shrink below minISR holds HW", abc, 2, 0, []step{
+		{"a shrink below minISR does not hold HW", abc, 2, 0, []step{
 			{op: "local", leo: 10, dur: 10, hw: 0},
-			{op: "isr", isr: []string{"a"}, minISR: 2, hw: 0},
-			{op: "fetch", id: "b", leo: 10, dur: 10, hw: 0},
+			{op: "isr", isr: []string{"a"}, minISR: 2, hw: 10, advanced: true},
+			{op: "fetch", id: "b", leo: 10, dur: 10, hw: 10},
 		}},
 		{"fetch from a stranger changes nothing", []string{"a", "b"}, 1, 0, []step{
 			{op: "local", leo: 10, dur: 10, hw: 0},
@@ -219,9 +219,8 @@ func TestISRChange(t *testing.T) {
 		}},
 		{"no expansion of a lagging follower", []string{"a"}, 0, []step{
 			{op: "isr", isr: []string{"a"}, minISR: 2},
-			{op: "local", leo: 10, dur: 10},
 			{op: "fetch", id: "b", leo: 0, dur: 0, at: 1},
-			{op: "change", at: 12}, // LEO 0 >= HW 0 but not caught up for 12s
+			{op: "change", at: 12}, // LEO 0 >= HW 0 but not caught up for 11s
 		}},
 		{"one change in flight", abc, 0, []step{
 			{op: "fetch", id: "b", at: 1},
