@@ -335,7 +335,7 @@ func (e *Engine) BecomeLeader(topic string, id api.TopicID, partition int, epoch
 			return nil
 		}
 		leo := p.log.NextOffset()
-		prev := copyCache(&r.cache)
+		prev := *r.cache.Clone()
 		// The epoch starts at the log end, or where it started already
 		// (this node led it before a restart).
 		epochStart := leo
@@ -545,8 +545,7 @@ func (e *Engine) LocalEpochs(topic string, id api.TopicID, partition int) (*repl
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := copyCache(&r.cache)
-	return &c, nil
+	return r.cache.Clone(), nil
 }
 
 // EndOffsetForEpoch answers a follower's OffsetForLeaderEpoch request on
@@ -784,7 +783,7 @@ func (p *partition) appendReplica(r *replState, batches [][]byte, leaderHW uint6
 		next = h.NextOffset()
 	}
 	if len(assign) > 0 {
-		prev := copyCache(&r.cache)
+		prev := *r.cache.Clone()
 		for _, a := range assign {
 			r.cache.Assign(a.Epoch, a.StartOffset)
 		}
@@ -831,15 +830,6 @@ func (p *partition) appendReplica(r *replState, batches [][]byte, leaderHW uint6
 	return p.replicaState(r), nil
 }
 
-// copyCache returns a copy of c.
-func copyCache(c *replica.EpochCache) replica.EpochCache {
-	var out replica.EpochCache
-	for _, en := range c.Entries() {
-		out.Assign(en.Epoch, en.StartOffset)
-	}
-	return out
-}
-
 // TruncateTo cuts the partition's log on a follower at offset, a batch
 // boundary (KIP-101: the divergent suffix after a leader change): the
 // log's batches at or after offset are removed durably
@@ -860,16 +850,25 @@ func (e *Engine) TruncateTo(topic string, id api.TopicID, partition int, offset 
 	return p.onAppend(func() error { return p.truncateTo(r, offset) })
 }
 
-// truncateTo is TruncateTo on the append goroutine.
-func (p *partition) truncateTo(r *replState, offset uint64) error {
+// mayCut refuses a cut of the log of a failed partition (its failure)
+// and on the leader (INVALID_REQUEST: a leader never truncates its log).
+func (p *partition) mayCut(r *replState) error {
 	if e := p.failed.Load(); e != nil {
 		return e
 	}
 	r.mu.Lock()
-	leader := r.role == roleLeader
+	leader, epoch := r.role == roleLeader, r.epoch
 	r.mu.Unlock()
 	if leader {
-		return api.NewError(api.CodeInvalidRequest, "%s/%d: the leader of epoch %d never truncates its log", p.topic, p.id, r.epoch)
+		return api.NewError(api.CodeInvalidRequest, "%s/%d: the leader of epoch %d never truncates its log", p.topic, p.id, epoch)
+	}
+	return nil
+}
+
+// truncateTo is TruncateTo on the append goroutine.
+func (p *partition) truncateTo(r *replState, offset uint64) error {
+	if err := p.mayCut(r); err != nil {
+		return err
 	}
 	start, leo := p.log.LogStartOffset(), p.log.NextOffset()
 	if offset == leo {
@@ -933,14 +932,8 @@ func (e *Engine) TruncateFullyAndStartAt(topic string, id api.TopicID, partition
 
 // startOver is TruncateFullyAndStartAt on the append goroutine.
 func (p *partition) startOver(r *replState, offset uint64) error {
-	if e := p.failed.Load(); e != nil {
-		return e
-	}
-	r.mu.Lock()
-	leader := r.role == roleLeader
-	r.mu.Unlock()
-	if leader {
-		return api.NewError(api.CodeInvalidRequest, "%s/%d: the leader of epoch %d never truncates its log", p.topic, p.id, r.epoch)
+	if err := p.mayCut(r); err != nil {
+		return err
 	}
 	start, leo := p.log.LogStartOffset(), p.log.NextOffset()
 	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {

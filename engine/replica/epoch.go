@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -64,6 +65,11 @@ func (c *EpochCache) Entries() []EpochEntry {
 
 // Len returns the number of entries.
 func (c *EpochCache) Len() int { return len(c.entries) }
+
+// Clone returns an independent copy of c.
+func (c *EpochCache) Clone() *EpochCache {
+	return &EpochCache{entries: slices.Clone(c.entries)}
+}
 
 // floor returns the index of the entry with the largest epoch <= epoch, or
 // -1 when there is none.
