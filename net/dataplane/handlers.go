@@ -534,13 +534,7 @@ func (c *conn) fetch(req request) (*response, error) {
 	}
 	stop()
 	cancel()
-	if berr != nil && c.srv.shutting.Load() && isContextErr(berr) {
-		berr = api.NewError(api.CodeShuttingDown, "server is shutting down")
-	}
-	if berr == nil && res != nil && uint64(res.Bytes()) > math.MaxUint32 {
-		res.Release()
-		res, berr = nil, api.NewError(api.CodeUnknown, "fetch result over 4 GiB")
-	}
+	res, berr = c.settleFetch(res, berr, "fetch")
 	r, f, err := newResponse(req)
 	if err != nil {
 		if res != nil {
@@ -628,4 +622,24 @@ func encodeOffsets(offsets []engine.OffsetCommit, newList func(int32) (api.Offse
 		}
 	}
 	return nil
+}
+
+// settleFetch is the common end of a fetch and a replica fetch before the
+// answer is built: a context error while the server shuts down becomes
+// SHUTTING_DOWN, a result that came with an error is released, and a
+// result whose bytes do not fit the records tail's u32 length is released
+// and refused (UNKNOWN, naming what).
+func (c *conn) settleFetch(res *engine.FetchResult, berr error, what string) (*engine.FetchResult, error) {
+	if berr != nil && c.srv.shutting.Load() && isContextErr(berr) {
+		berr = api.NewError(api.CodeShuttingDown, "server is shutting down")
+	}
+	if berr != nil && res != nil {
+		res.Release()
+		res = nil
+	}
+	if berr == nil && res != nil && uint64(res.Bytes()) > math.MaxUint32 {
+		res.Release()
+		return nil, api.NewError(api.CodeUnknown, "%s result over 4 GiB", what)
+	}
+	return res, berr
 }

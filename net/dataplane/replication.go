@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"github.com/seedqueue/sq/api"
@@ -158,17 +157,7 @@ func (c *conn) replicaFetch(req request, x *replReq) (*response, error) {
 		stop()
 		cancel()
 	}
-	if berr != nil && c.srv.shutting.Load() && isContextErr(berr) {
-		berr = api.NewError(api.CodeShuttingDown, "server is shutting down")
-	}
-	if berr != nil && res != nil {
-		res.Release()
-		res = nil
-	}
-	if berr == nil && res != nil && uint64(res.Bytes()) > math.MaxUint32 {
-		res.Release()
-		res, berr = nil, api.NewError(api.CodeUnknown, "replica fetch result over 4 GiB")
-	}
+	res, berr = c.settleFetch(res, berr, "replica fetch")
 	r, f, err := newResponse(req)
 	if err != nil {
 		if res != nil {
