@@ -22,9 +22,21 @@ func (e *Engine) GroupOffsetsErr() error { return e.offsets.err() }
 // maxGroupNameLength bounds a group id, in bytes.
 const maxGroupNameLength = 255
 
+// MaxGroupIDBytes is the longest group id, in bytes.
+const MaxGroupIDBytes = maxGroupNameLength
+
 // ValidateGroupName checks a consumer group's id: 1 to 255 bytes of
 // valid UTF-8. Errors: INVALID_REQUEST naming the problem.
 func ValidateGroupName(group string) error { return validateGroup(group) }
+
+// checkGroup validates group's id and checks that this engine serves it
+// now (groupServing).
+func (e *Engine) checkGroup(group string) error {
+	if err := validateGroup(group); err != nil {
+		return err
+	}
+	return e.groupServing(group)
+}
 
 func validateGroup(group string) error {
 	if group == "" || len(group) > maxGroupNameLength {
@@ -85,7 +97,7 @@ func validateID(what, s string) error {
 // nothing for it; the valid entries are stored together, durably, before
 // CommitOffsets returns. The returned slice has one entry per input entry.
 func (e *Engine) CommitOffsets(group, memberID string, generation int32, offsets []OffsetCommit) ([]OffsetCommit, error) {
-	if err := validateGroup(group); err != nil {
+	if err := e.checkGroup(group); err != nil {
 		return nil, err
 	}
 	if err := validateID("member id", memberID); err != nil {
@@ -183,7 +195,7 @@ func (e *Engine) checkCommit(o OffsetCommit) (api.TopicID, error) {
 // topic when topic is ""), sorted by topic and partition. Partitions
 // without a committed offset are absent.
 func (e *Engine) FetchOffsets(group, topic string) ([]OffsetCommit, error) {
-	if err := validateGroup(group); err != nil {
+	if err := e.checkGroup(group); err != nil {
 		return nil, err
 	}
 	return e.offsets.get(group, topic), nil

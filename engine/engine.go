@@ -171,7 +171,14 @@ func (e *Engine) open() error {
 	}
 	e.offsets.current = e.currentTopicID
 	e.adoptOffsets()
-	if !e.opts.DeferOffsetClamp {
+	if e.opts.Replication != nil {
+		// A cluster keeps the offsets in OffsetsTopic (offsets_topic.go);
+		// what the file holds is imported once.
+		s := e.offsets
+		s.legacy, s.groups = s.groups, map[string]map[tp]committed{}
+		s.maxRecord = min(s.maxRecord, min(e.opts.MaxRecordBytes, e.opts.MaxBatchBytes-1024)-MaxGroupIDBytes)
+		s.topic = &offsetsLog{e: e, s: s, snapshotBytes: offsetsSnapshotBytes, parts: map[int]*offsetsPart{}}
+	} else if !e.opts.DeferOffsetClamp {
 		e.clampOffsets(e.topics, nil)
 	}
 	e.log.Info("storage recovered", "data_dir", e.opts.DataDir, "topics", len(e.topics), "io_backend", e.opts.Backend.Name())

@@ -282,7 +282,7 @@ func clampSession(d time.Duration) time.Duration {
 // FENCED_GENERATION when memberID is not a member (rejoin with ""). Group
 // and client ids must be valid UTF-8 (INVALID_REQUEST otherwise).
 func (e *Engine) JoinGroup(groupID, memberID, clientID string, topics []string, sessionTimeout time.Duration) (JoinResult, error) {
-	if err := validateGroup(groupID); err != nil {
+	if err := e.checkGroup(groupID); err != nil {
 		return JoinResult{}, err
 	}
 	if err := validateID("member id", memberID); err != nil {
@@ -332,7 +332,7 @@ func (e *Engine) JoinGroup(groupID, memberID, clientID string, topics []string, 
 // Errors: FENCED_GENERATION when the member is unknown (its session
 // expired or it left): it must drop its partitions and join again.
 func (e *Engine) Heartbeat(groupID, memberID string, generation int32, owned GroupAssignment) (JoinResult, error) {
-	if err := validateGroup(groupID); err != nil {
+	if err := e.checkGroup(groupID); err != nil {
 		return JoinResult{}, err
 	}
 	if err := validateID("member id", memberID); err != nil {
@@ -375,7 +375,7 @@ func (e *Engine) Heartbeat(groupID, memberID string, generation int32, owned Gro
 // LeaveGroup removes a member at once; its partitions go to the others at
 // their next heartbeat. Leaving twice is not an error.
 func (e *Engine) LeaveGroup(groupID, memberID string) error {
-	if err := validateGroup(groupID); err != nil {
+	if err := e.checkGroup(groupID); err != nil {
 		return err
 	}
 	if err := validateID("member id", memberID); err != nil {

@@ -100,7 +100,7 @@ func errGroupHasMembers(name string, n int, what string) error {
 // Errors: INVALID_REQUEST for a bad group id; UNKNOWN_GROUP for a group
 // with no members and no committed offsets.
 func (e *Engine) DescribeGroup(name string) (GroupDescription, error) {
-	if err := validateGroup(name); err != nil {
+	if err := e.checkGroup(name); err != nil {
 		return GroupDescription{}, err
 	}
 	sum, ok := e.groupSummary(name)
@@ -263,7 +263,7 @@ func ConsumerLag(committed uint64, hasCommitted bool, logStart, highWatermark ui
 // and LEADER_NOT_AVAILABLE (retriable; nothing is reset) when the log
 // start and high watermark of a partition cannot be read (SetTopicStats).
 func (e *Engine) ResetOffsets(name, topicName string, mode ResetMode, value int64) ([]OffsetCommit, error) {
-	if err := validateGroup(name); err != nil {
+	if err := e.checkGroup(name); err != nil {
 		return nil, err
 	}
 	ti, err := e.groupTopicStats(topicName)
@@ -318,7 +318,7 @@ func (e *Engine) ResetOffsets(name, topicName string, mode ResetMode, value int6
 // Refused with INVALID_REQUEST while the group has members; UNKNOWN_GROUP
 // for a group with no members and no committed offsets.
 func (e *Engine) DeleteGroup(name string) error {
-	if err := validateGroup(name); err != nil {
+	if err := e.checkGroup(name); err != nil {
 		return err
 	}
 	c := e.coord()

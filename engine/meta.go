@@ -213,7 +213,7 @@ func readTopicMeta(fs ring.FS, path, name string) (topicMeta, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return m, err
 	}
-	if m.Name+".json" != name || ValidateTopicName(m.Name) != nil || m.Partitions < 1 || m.Partitions > MaxPartitions {
+	if m.Name+".json" != name || ValidateStoredTopicName(m.Name) != nil || m.Partitions < 1 || m.Partitions > MaxPartitions {
 		return m, fmt.Errorf("invalid name %q or partition count %d", m.Name, m.Partitions)
 	}
 	if _, err := ParseSyncPolicy(m.Config.SyncPolicy); err != nil {

@@ -33,3 +33,25 @@ func ValidateTopicName(name string) error {
 	}
 	return nil
 }
+
+// OffsetsTopic is the internal topic that holds the consumer groups'
+// committed offsets in a cluster (docs/cluster.md "Consumer groups"): the
+// leader of its partition OffsetsPartition(group) is the group's
+// coordinator, and every commit is a record replicated like any other.
+// Its name has the reserved "__" prefix, so no client can create,
+// publish to, fetch from or delete it, and topic lists leave it out.
+const OffsetsTopic = "__sq_offsets"
+
+// IsInternalTopic reports whether name is a topic of SQ's own
+// (OffsetsTopic), which only the broker creates and writes.
+func IsInternalTopic(name string) bool { return name == OffsetsTopic }
+
+// ValidateStoredTopicName is ValidateTopicName for a topic that the
+// metadata or a data directory already holds: the internal topics pass
+// too, since the broker made them.
+func ValidateStoredTopicName(name string) error {
+	if IsInternalTopic(name) {
+		return nil
+	}
+	return ValidateTopicName(name)
+}

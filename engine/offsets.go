@@ -63,6 +63,12 @@ type offsetStore struct {
 	// compactAt is the size in bytes past which the file is compacted;
 	// 0 means compactBytes (tests lower it to compact often).
 	compactAt int64
+	// topic, set on an engine opened with Options.Replication, is where
+	// commits go instead of the file (offsets_topic.go): groups then holds
+	// the groups of the partitions of OffsetsTopic this node leads, and
+	// legacy what the file held at open, for the one import.
+	topic  *offsetsLog
+	legacy map[string]map[tp]committed
 	// failed is set when an fsync of the file failed, or when the file
 	// could not be replaced durably by a compaction: what the file holds
 	// is then unknown, so every later commit is refused with it until the
@@ -84,11 +90,15 @@ type committed struct {
 // offsetRecord is one commit (or, with Deleted, the deletion of a
 // group's offsets). Member and Generation record who committed.
 type offsetRecord struct {
-	Group      string        `json:"g"`
-	Member     string        `json:"m,omitempty"`
-	Generation int32         `json:"gen,omitempty"`
-	Deleted    bool          `json:"d,omitempty"`
-	Offsets    []offsetEntry `json:"o,omitempty"`
+	Group      string `json:"g"`
+	Member     string `json:"m,omitempty"`
+	Generation int32  `json:"gen,omitempty"`
+	Deleted    bool   `json:"d,omitempty"`
+	// Kind is, in OffsetsTopic, the record's part in a snapshot
+	// (kindSnapBegin, kindSnap, kindSnapEnd) or "" for a commit;
+	// always "" in groups/offsets.log.
+	Kind    string        `json:"k,omitempty"`
+	Offsets []offsetEntry `json:"o,omitempty"`
 }
 
 type offsetEntry struct {
@@ -292,20 +302,7 @@ func nextValid(data []byte, from, maxRecord int) int {
 	return -1
 }
 
-func (s *offsetStore) apply(rec offsetRecord) {
-	if rec.Deleted {
-		delete(s.groups, rec.Group)
-		return
-	}
-	g := s.groups[rec.Group]
-	if g == nil {
-		g = map[tp]committed{}
-		s.groups[rec.Group] = g
-	}
-	for _, o := range rec.Offsets {
-		g[tp{o.Topic, o.Partition}] = committed{Offset: o.Offset, Metadata: o.Metadata, TopicID: o.ID}
-	}
-}
+func (s *offsetStore) apply(rec offsetRecord) { applyRecord(s.groups, rec) }
 
 func encodeRecord(rec offsetRecord) ([]byte, error) {
 	payload, err := json.Marshal(rec)
@@ -330,6 +327,9 @@ func (s *offsetStore) commit(rec offsetRecord) error {
 // created again since the caller checked it) and returns their topics and
 // ids; nothing is written when no entry is left.
 func (s *offsetStore) commitIDs(rec offsetRecord) (stale map[topicRef]bool, err error) {
+	if s.topic != nil {
+		return s.topic.commit(rec)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {
@@ -417,20 +417,10 @@ func (s *offsetStore) compactLocked() error {
 func (s *offsetStore) rewriteLocked(skip string) error {
 	var buf []byte
 	for _, g := range s.sortedGroups() {
-		rec := offsetRecord{Group: g}
-		for k, c := range s.groups[g] {
-			if skip != "" && k.Topic == skip {
-				continue
-			}
-			rec.Offsets = append(rec.Offsets, offsetEntry{Topic: k.Topic, Partition: k.Partition, Offset: c.Offset, Metadata: c.Metadata, ID: c.TopicID})
-		}
+		rec := s.groupRecord(g, skip)
 		if len(rec.Offsets) == 0 {
 			continue
 		}
-		sort.Slice(rec.Offsets, func(i, j int) bool {
-			a, b := rec.Offsets[i], rec.Offsets[j]
-			return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
-		})
 		var err error
 		if buf, err = s.appendSnapshot(buf, rec); err != nil {
 			return err
@@ -475,6 +465,19 @@ func (s *offsetStore) rewriteLocked(skip string) error {
 func (s *offsetStore) forgetTopic(topic string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.topic != nil {
+		// In OffsetsTopic the records stay; entries of another id than
+		// the topic's are dropped when a partition is loaded, and these
+		// leave memory now.
+		for _, g := range s.groups {
+			for k := range g {
+				if k.Topic == topic {
+					delete(g, k)
+				}
+			}
+		}
+		return nil
+	}
 	if s.f == nil {
 		return api.NewError(api.CodeShuttingDown, "server is shutting down")
 	}
@@ -557,6 +560,9 @@ func (s *offsetStore) get(group, topic string) []OffsetCommit {
 }
 
 func (s *offsetStore) close() error {
+	if s.topic != nil {
+		s.topic.close()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {

@@ -318,7 +318,7 @@ func (e *Engine) BecomeLeader(topic string, id api.TopicID, partition int, epoch
 	if err != nil {
 		return err
 	}
-	return p.onAppend(func() error {
+	err = p.onAppend(func() error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if epoch < r.epoch || epoch == r.epoch && r.role == roleFollower {
@@ -362,6 +362,10 @@ func (e *Engine) BecomeLeader(topic string, id api.TopicID, partition int, epoch
 		p.wake()
 		return nil
 	})
+	if err == nil {
+		e.leadOffsets(topic, partition, epoch)
+	}
+	return err
 }
 
 // BecomeFollower makes this node a follower of leader for leader epoch
@@ -377,7 +381,7 @@ func (e *Engine) BecomeFollower(topic string, id api.TopicID, partition int, epo
 	if err != nil {
 		return err
 	}
-	return p.onAppend(func() error {
+	err = p.onAppend(func() error {
 		r.mu.Lock()
 		if epoch < r.epoch || epoch == r.epoch && r.role == roleLeader {
 			r.mu.Unlock()
@@ -392,6 +396,17 @@ func (e *Engine) BecomeFollower(topic string, id api.TopicID, partition int, epo
 		// A leader that stepped down for damage repairs it now.
 		return p.repairCorrupt(r)
 	})
+	if r.roleIs(roleFollower) {
+		e.resignOffsets(topic, partition)
+	}
+	return err
+}
+
+// roleIs reports whether the partition's role is want.
+func (r *replState) roleIs(want role) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.role == want
 }
 
 // UpdateISR records a committed change of the partition's in-sync set

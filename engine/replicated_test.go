@@ -1000,6 +1000,14 @@ func TestClampKeepsCommitsOnRestartedReplica(t *testing.T) {
 	if st := a.state(t); st.HighWatermark != 3 {
 		t.Fatalf("leader state %+v, want high watermark 3", st)
 	}
+	// The group's offsets partition, led by a alone.
+	if _, err := a.e.CreateTopicSpec(TopicSpec{Name: OffsetsTopic, ID: offsetsTopicID, Partitions: 1, Config: TopicConfig{RetentionMs: -1, RetentionBytes: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.e.BecomeLeader(OffsetsTopic, offsetsTopicID, 0, 1, []string{"a"}, []string{"a"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	awaitServing(t, a, "g")
 	if _, err := a.e.CommitOffsets("g", "", -1, []OffsetCommit{{Topic: replTopic, Partition: 0, Offset: 3}}); err != nil {
 		t.Fatal(err)
 	}
@@ -1015,6 +1023,10 @@ func TestClampKeepsCommitsOnRestartedReplica(t *testing.T) {
 	if st := a.state(t); st.HighWatermark != 1 || st.LogEndOffset != 3 {
 		t.Fatalf("reopened state %+v, want high watermark 1 and log end 3", st)
 	}
+	if err := a.e.BecomeLeader(OffsetsTopic, offsetsTopicID, 0, 2, []string{"a"}, []string{"a"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	awaitServing(t, a, "g")
 	if n := a.e.ClampOffsets(nil); n != 0 {
 		t.Fatalf("ClampOffsets clamped %d commits, want none", n)
 	}

@@ -27,7 +27,7 @@ type TopicSpec struct {
 // INVALID_TOPIC_NAME, INVALID_REQUEST (zero id), INVALID_CONFIG,
 // TOPIC_EXISTS, SHUTTING_DOWN, STORAGE_ERROR.
 func (e *Engine) CreateTopicSpec(spec TopicSpec) (TopicInfo, error) {
-	if err := ValidateTopicName(spec.Name); err != nil {
+	if err := ValidateStoredTopicName(spec.Name); err != nil {
 		return TopicInfo{}, err
 	}
 	if spec.Partitions < 1 || spec.Partitions > MaxPartitions {

@@ -108,7 +108,7 @@ func (s *State) registered(nodes []string) []string {
 // topic and the partitions it could not place, or ResolveMinInsync's
 // (a min.insync.replicas above the replication factor).
 func PrepareCreate(s *State, name string, id api.TopicID, partitions int, cfg engine.TopicConfig, nodes []string, now int64) (Command, error) {
-	if err := engine.ValidateTopicName(name); err != nil {
+	if err := engine.ValidateStoredTopicName(name); err != nil {
 		return Command{}, err
 	}
 	if _, ok := s.Topics[name]; ok {

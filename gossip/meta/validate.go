@@ -51,7 +51,7 @@ func (s *State) idInUse(id api.TopicID) bool {
 // least 1 and a min.insync.replicas of at most that (0 reads as the
 // default) (INVALID_CONFIG), and every partition as validatePartition.
 func (s *State) validateTopic(t *Topic) *api.Error {
-	if err := engine.ValidateTopicName(t.Name); err != nil {
+	if err := engine.ValidateStoredTopicName(t.Name); err != nil {
 		if e := api.AsError(err); e != nil {
 			return e
 		}
