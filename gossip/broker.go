@@ -120,6 +120,17 @@ type BrokerOptions struct {
 	// DescribeTimeout bounds the PeerDescribe calls of one DescribeTopic:
 	// default 5 s.
 	DescribeTimeout time.Duration
+	// OffsetsTopicPartitions is the partition count the offsets topic
+	// (engine.OffsetsTopic) is created with (the server's
+	// --offsets-topic-num-partitions; default
+	// DefaultOffsetsTopicPartitions). The count never changes once the
+	// topic exists: it decides which partition holds each group.
+	OffsetsTopicPartitions int
+	// OffsetsTopicReplicationFactor is the offsets topic's replication
+	// factor (--offsets-topic-replication-factor; default
+	// DefaultOffsetsTopicReplicationFactor), lowered to the live nodes
+	// when fewer.
+	OffsetsTopicReplicationFactor int
 }
 
 // Broker is a Storage that serves as one node of a cluster
@@ -151,6 +162,8 @@ type Broker struct {
 	marking map[markKey]*markCall
 
 	producerIDs brokerProducerIDs // InitProducerID (producerids.go)
+
+	offsetsMu sync.Mutex // one creation of the offsets topic at a time
 }
 
 // NewBroker returns a Broker serving s for cluster c; rec is the
@@ -168,6 +181,12 @@ func NewBroker(s Storage, c Cluster, rec *Reconciler, o BrokerOptions) *Broker {
 	}
 	if o.DescribeTimeout <= 0 {
 		o.DescribeTimeout = 5 * time.Second
+	}
+	if o.OffsetsTopicPartitions <= 0 {
+		o.OffsetsTopicPartitions = DefaultOffsetsTopicPartitions
+	}
+	if o.OffsetsTopicReplicationFactor <= 0 {
+		o.OffsetsTopicReplicationFactor = DefaultOffsetsTopicReplicationFactor
 	}
 	b := &Broker{Storage: s, c: c, rec: rec, self: c.ID(), log: o.Logger, opts: o, marking: map[markKey]*markCall{}}
 	s.SetCommitCheck(b.leads)
@@ -535,7 +554,8 @@ func topicInfo(t *meta.Topic, partitions bool) engine.TopicInfo {
 }
 
 // ListTopics lists the topics of the metadata, sorted by name, without
-// partition details: the same list on every node.
+// partition details, leaving out the internal offsets topic: the same
+// list on every node.
 func (b *Broker) ListTopics() []engine.TopicInfo {
 	s := b.index().state
 	if s == nil {
@@ -543,6 +563,9 @@ func (b *Broker) ListTopics() []engine.TopicInfo {
 	}
 	out := make([]engine.TopicInfo, 0, len(s.Topics))
 	for _, t := range s.Topics {
+		if engine.IsInternalTopic(t.Name) {
+			continue // the offsets topic: hidden, as Kafka's list hides __consumer_offsets by default
+		}
 		out = append(out, topicInfo(t, false))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

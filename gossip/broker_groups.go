@@ -2,6 +2,8 @@ package gossip
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -25,58 +27,99 @@ const GroupForwardedHeader = "sq-group-forwarded"
 // groupTimeoutDefault bounds one group call forwarded to a coordinator.
 const groupTimeoutDefault = 10 * time.Second
 
-// Consumer groups in a cluster (docs/cluster.md): each group has one
-// coordinator, a node recorded in the metadata (meta.State.Groups), which
-// holds its members, assignment and committed offsets, as Kafka's group
-// coordinator does. A node assigns a group on its first join, standalone
-// commit or offset reset (assign-group through the metadata log, to
-// meta.ChooseCoordinator's choice; the first assign wins), serves the
-// calls of the groups it coordinates from its storage, and forwards the
-// others to their coordinator over gRPC with GroupForwardedHeader. A
-// coordinator that is not alive or not reachable makes its groups answer
-// COORDINATOR_NOT_AVAILABLE (retriable) until it returns. The Broker's
-// group methods below are what both planes call.
+// Consumer groups in a cluster (docs/cluster.md "Consumer groups"): the
+// coordinator of a group is the leader of partition
+// engine.OffsetsPartition(group) of the replicated internal topic
+// engine.OffsetsTopic, which holds the group's committed offsets as
+// records (the engine's offsets_topic.go), as Kafka's __consumer_offsets
+// does. A node serves the calls of the groups it coordinates from its
+// storage and forwards the others to their coordinator over gRPC with
+// GroupForwardedHeader. The topic is created on the first group call
+// that needs it (a join, a standalone commit, an offset reset), with
+// BrokerOptions.OffsetsTopicPartitions partitions. When a coordinator
+// fails, the controller elects a new leader of its partition from the
+// in-sync replicas, which loads the committed offsets; the members join
+// it again. A partition without a leader, or a leader still loading,
+// makes its groups answer COORDINATOR_NOT_AVAILABLE (retriable). The
+// Broker's group methods below are what both planes call.
 
-// coordinatorOf returns the coordinator of group: the one the metadata
-// records or, when it has none and assign is set, the node assign-group
-// makes it ("" when it has none and assign is not set). Errors:
-// INVALID_REQUEST for an invalid group id, COORDINATOR_NOT_AVAILABLE when
-// no node is alive to take it, NO_QUORUM from the metadata log.
-func (b *Broker) coordinatorOf(group string, assign bool) (string, error) {
+// Defaults of BrokerOptions for the offsets topic (Kafka's
+// offsets.topic.num.partitions is 50; SQ's partitions each hold a
+// replica fetcher per follower, so fewer).
+const (
+	DefaultOffsetsTopicPartitions        = 16
+	DefaultOffsetsTopicReplicationFactor = 3
+)
+
+// coordinatorOf returns the coordinator of group: the leader of its
+// partition of the offsets topic. Without the topic it returns "" (no
+// group has members or offsets anywhere) unless create is set, which
+// creates the topic first. Errors: INVALID_REQUEST for an invalid group
+// id, COORDINATOR_NOT_AVAILABLE when the metadata is not applied yet or
+// the partition has no leader, NO_QUORUM from the metadata log.
+func (b *Broker) coordinatorOf(group string, create bool) (string, error) {
 	if err := engine.ValidateGroupName(group); err != nil {
 		return "", err
 	}
 	s := b.c.State()
-	if s != nil {
-		if owner, ok := s.Groups[group]; ok {
-			return owner, nil
-		}
-	}
-	if !assign {
-		return "", nil
-	}
 	if s == nil {
 		return "", api.NewError(api.CodeCoordinatorNotAvailable, "group %q: this node has not applied the cluster metadata yet", group)
 	}
-	choice := meta.ChooseCoordinator(s, group, b.c.Alive)
-	if choice == "" {
-		return "", api.NewError(api.CodeCoordinatorNotAvailable, "group %q: no live node to coordinate it", group)
+	t := s.Topics[engine.OffsetsTopic]
+	if t == nil {
+		if !create {
+			return "", nil
+		}
+		var err error
+		if t, err = b.ensureOffsetsTopic(); err != nil {
+			return "", err
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.opts.ProposeTimeout)
-	defer cancel()
-	res, err := b.c.Propose(ctx, meta.Command{Op: meta.OpAssignGroup, Name: group, NodeID: choice})
+	p := engine.OffsetsPartition(group, len(t.Partitions))
+	leader := t.Partitions[p].Leader
+	if leader == "" {
+		return "", api.NewError(api.CodeCoordinatorNotAvailable, "group %q: partition %d of %s, which holds it, has no leader", group, p, engine.OffsetsTopic)
+	}
+	return leader, nil
+}
+
+// ensureOffsetsTopic creates the offsets topic unless the metadata has
+// it, and returns it. Its replication factor is
+// BrokerOptions.OffsetsTopicReplicationFactor, or the live nodes when
+// fewer (logged); its sync policy every-batch; no retention (snapshots
+// bound it). Two nodes creating it at once is harmless: the first
+// create-topic wins.
+func (b *Broker) ensureOffsetsTopic() (*meta.Topic, error) {
+	b.offsetsMu.Lock()
+	defer b.offsetsMu.Unlock()
+	s := b.c.State()
+	if t := s.Topics[engine.OffsetsTopic]; t != nil {
+		return t, nil
+	}
+	live := 0
+	for id := range s.Nodes {
+		if b.c.Alive(id) {
+			live++
+		}
+	}
+	rf := min(b.opts.OffsetsTopicReplicationFactor, max(live, 1))
+	if rf < b.opts.OffsetsTopicReplicationFactor {
+		b.log.Warn("creating the offsets topic with fewer replicas than configured: not enough live nodes", "topic", engine.OffsetsTopic,
+			"replication_factor", rf, "configured", b.opts.OffsetsTopicReplicationFactor, "live_nodes", live)
+	}
+	cfg, err := b.Storage.ResolveConfig(engine.TopicConfig{SyncPolicy: "every-batch", RetentionMs: -1, RetentionBytes: -1, ReplicationFactor: int32(rf)})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if res.Err != nil {
-		return "", res.Err
+	t := &meta.Topic{Name: engine.OffsetsTopic, Config: cfg, Partitions: make([]meta.Partition, b.opts.OffsetsTopicPartitions)}
+	if _, err := b.propose(meta.Command{Op: meta.OpCreateTopic, Topic: t}); err != nil && !errors.Is(err, api.ErrTopicExists) {
+		return nil, api.WrapError(api.CodeCoordinatorNotAvailable, err, "create the offsets topic %s", engine.OffsetsTopic)
 	}
-	if res.Coordinator != "" && res.Coordinator != choice {
-		b.log.Debug("group already assigned", "group", group, "coordinator", res.Coordinator)
-	} else {
-		b.log.Info("group assigned", "group", group, "coordinator", res.Coordinator)
+	if t = b.c.State().Topics[engine.OffsetsTopic]; t == nil {
+		return nil, api.NewError(api.CodeCoordinatorNotAvailable, "the offsets topic %s is not in this node's metadata yet", engine.OffsetsTopic)
 	}
-	return res.Coordinator, nil
+	b.log.Info("offsets topic ready", "topic", engine.OffsetsTopic, "partitions", len(t.Partitions), "replication_factor", t.Config.ReplicationFactor)
+	return t, nil
 }
 
 // groupsAt returns the group service of node: this node's storage, or
@@ -194,61 +237,50 @@ func (b *Broker) ResetOffsets(group, topic string, mode engine.ResetMode, value 
 	return svc.ResetOffsets(group, topic, mode, value)
 }
 
-// DeleteGroup deletes group at its coordinator, then removes the
-// assignment from the metadata (unassign-group), so that the metadata
-// does not keep every group ever used and a group used again is assigned
-// anew. UNKNOWN_GROUP for a group without a coordinator. A delete whose
-// unassign fails (NO_QUORUM, say) has still deleted the group: the
-// failure is logged and the group keeps its coordinator.
+// DeleteGroup deletes group at its coordinator (a delete record in the
+// offsets topic). UNKNOWN_GROUP when no group has ever been used.
 func (b *Broker) DeleteGroup(group string) error {
-	node, err := b.coordinatorOf(group, false)
+	svc, err := b.groupService(group, false)
 	if err != nil {
 		return err
 	}
-	if node == "" {
+	if svc == nil {
 		return api.NewError(api.CodeUnknownGroup, "group %q has no members and no committed offsets", group)
 	}
-	svc, err := b.groupsAt(group, node)
-	if err != nil {
-		return err
-	}
-	if err := svc.DeleteGroup(group); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.opts.ProposeTimeout)
-	defer cancel()
-	res, err := b.c.Propose(ctx, meta.Command{Op: meta.OpUnassignGroup, Name: group, NodeID: node})
-	if err == nil && res.Err != nil {
-		err = res.Err
-	}
-	if err != nil {
-		b.log.Warn("group deleted; its coordinator stays recorded in the metadata", "group", group, "coordinator", node, "err", err)
-	}
-	return nil
+	return svc.DeleteGroup(group)
 }
 
-// ListGroups lists the groups of the whole cluster, sorted by name: the
-// groups the metadata assigns, each as its coordinator lists it (this
-// node's storage, or the node over gRPC, in parallel). The groups of a
-// coordinator that is not alive or does not answer are listed with state
-// engine.GroupUnknown. Every node lists alike.
+// ListGroups lists the groups of the whole cluster, sorted by name: each
+// coordinator (leader of a partition of the offsets topic) lists its own,
+// this node's storage or the node over gRPC, in parallel. The groups of
+// a coordinator that does not answer, or of a partition without a
+// leader, are missing from the list until it answers again (logged).
+// Every node lists alike.
 func (b *Broker) ListGroups() []engine.GroupSummary {
 	s := b.c.State()
-	if s == nil || len(s.Groups) == 0 {
+	if s == nil || s.Topics[engine.OffsetsTopic] == nil {
 		return []engine.GroupSummary{}
 	}
-	byNode := map[string][]string{}
-	for g, n := range s.Groups {
-		byNode[n] = append(byNode[n], g)
+	leaders := map[string]bool{}
+	for i, p := range s.Topics[engine.OffsetsTopic].Partitions {
+		if p.Leader == "" {
+			b.log.Debug("list groups: an offsets partition has no leader; its groups are not listed", "partition", i)
+			continue
+		}
+		leaders[p.Leader] = true
 	}
 	var (
 		mu  sync.Mutex
-		out []engine.GroupSummary
+		out = []engine.GroupSummary{}
 		wg  sync.WaitGroup
 	)
-	for node, groups := range byNode {
+	for node := range leaders {
 		wg.Go(func() {
-			listed := b.listAt(node, groups)
+			listed, err := b.listAt(node)
+			if err != nil {
+				b.log.Debug("list groups: a coordinator does not answer; its groups are not listed", "node", node, "err", err)
+				return
+			}
 			mu.Lock()
 			out = append(out, listed...)
 			mu.Unlock()
@@ -259,44 +291,27 @@ func (b *Broker) ListGroups() []engine.GroupSummary {
 	return out
 }
 
-// listAt returns the summaries of groups (all coordinated by node) as
-// node lists them; when node cannot answer, each with state
-// engine.GroupUnknown.
-func (b *Broker) listAt(node string, groups []string) []engine.GroupSummary {
-	var listed []engine.GroupSummary
-	var err error
+// listAt returns the groups node coordinates, as node lists them.
+func (b *Broker) listAt(node string) ([]engine.GroupSummary, error) {
 	if node == b.self {
-		listed = b.Storage.ListGroups()
-	} else if svc, gerr := b.groupsAt(groups[0], node); gerr != nil {
-		err = gerr
-	} else {
-		listed, err = svc.(*remoteGroups).listGroups()
+		return b.LocalGroups().ListGroups(), nil
 	}
-	want := make(map[string]bool, len(groups))
-	for _, g := range groups {
-		want[g] = true
-	}
-	var out []engine.GroupSummary
+	svc, err := b.groupsAt("", node)
 	if err != nil {
-		b.log.Debug("list groups: a coordinator does not answer", "node", node, "err", err)
-		for _, g := range groups {
-			out = append(out, engine.GroupSummary{Group: g, State: engine.GroupUnknown})
-		}
-		return out
+		return nil, err
 	}
-	for _, gs := range listed {
-		if want[gs.Group] {
-			out = append(out, gs)
-		}
-	}
-	return out
+	return svc.(*remoteGroups).listGroups()
 }
 
 // coordinates reports whether the metadata makes this node group's
 // coordinator.
 func (b *Broker) coordinates(group string) bool {
 	s := b.c.State()
-	return s != nil && s.Groups[group] == b.self
+	if s == nil || s.Topics[engine.OffsetsTopic] == nil {
+		return false
+	}
+	t := s.Topics[engine.OffsetsTopic]
+	return t.Partitions[engine.OffsetsPartition(group, len(t.Partitions))].Leader == b.self
 }
 
 // LocalGroups returns the group service of the groups this node
@@ -315,31 +330,33 @@ func (l localGroups) check(group string) error {
 	if err := engine.ValidateGroupName(group); err != nil {
 		return err
 	}
-	if l.b.coordinates(group) || l.awaitAssign(group) {
+	if l.b.coordinates(group) || l.awaitLeadership(group) {
 		return nil
 	}
-	owner := "none"
-	if s := l.b.c.State(); s != nil && s.Groups[group] != "" {
-		owner = "node " + s.Groups[group]
+	owner := "no node"
+	if s := l.b.c.State(); s != nil && s.Topics[engine.OffsetsTopic] != nil {
+		t := s.Topics[engine.OffsetsTopic]
+		if leader := t.Partitions[engine.OffsetsPartition(group, len(t.Partitions))].Leader; leader != "" {
+			owner = "node " + leader
+		}
 	}
 	return api.NewError(api.CodeCoordinatorNotAvailable, "node %s is not the coordinator of group %q (%s is, in its metadata); a forwarded group call is not forwarded again", l.b.self, group, owner)
 }
 
-// assignWait bounds how long a node that receives a forwarded call for a
-// group it does not know as assigned waits for the assignment to reach
-// it: the forwarding node returned from the assign once it had applied
-// it, and this node may apply it a moment later.
-const assignWait = 2 * time.Second
+// leadershipWait bounds how long a node that receives a forwarded call
+// for a group it does not coordinate in its metadata waits for the
+// metadata to make it coordinator: the forwarding node may have applied
+// the offsets topic's creation or a change of its leaders a moment
+// earlier.
+const leadershipWait = 2 * time.Second
 
-// awaitAssign waits, at most assignWait, while group has no coordinator
-// in this node's metadata, and reports whether this node coordinates it
-// then.
-func (l localGroups) awaitAssign(group string) bool {
-	deadline := time.Now().Add(assignWait)
+// awaitLeadership waits, at most leadershipWait, for this node's metadata
+// to make it group's coordinator, and reports whether it did.
+func (l localGroups) awaitLeadership(group string) bool {
+	deadline := time.Now().Add(leadershipWait)
 	for time.Now().Before(deadline) {
-		s := l.b.c.State()
-		if s != nil && s.Groups[group] != "" {
-			return s.Groups[group] == l.b.self
+		if l.b.coordinates(group) {
+			return true
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -422,42 +439,109 @@ func (l localGroups) DeleteGroup(group string) error {
 	return l.b.Storage.DeleteGroup(group)
 }
 
-// TakeOverGroups assigns to this node every group that holds committed
-// offsets in its storage and has no coordinator in the metadata, so that
-// a node that ran alone before it formed or joined a cluster keeps
-// serving its groups' offsets (docs/cluster.md). A group already assigned
-// elsewhere keeps its coordinator; its offsets here are no longer read,
-// and a warning names it. It returns the groups now coordinated here.
-func (b *Broker) TakeOverGroups(ctx context.Context) ([]string, error) {
-	var taken []string
-	for _, gs := range b.Storage.ListGroups() {
-		offs, err := b.Storage.FetchOffsets(gs.Group, "")
-		if err != nil || len(offs) == 0 {
-			continue
-		}
-		if s := b.c.State(); s != nil {
-			if owner, ok := s.Groups[gs.Group]; ok {
-				if owner != b.self {
-					b.log.Warn("group has offsets on this node but another coordinator; they are not served", "group", gs.Group, "coordinator", owner)
-				}
-				continue
-			}
-		}
-		res, err := b.c.Propose(ctx, meta.Command{Op: meta.OpAssignGroup, Name: gs.Group, NodeID: b.self})
+// legacyOffsets is the part of an engine opened for a cluster that holds
+// the group offsets of its single-node log (engine.Engine).
+type legacyOffsets interface {
+	LegacyGroupOffsets() map[string][]engine.OffsetCommit
+	RetireLegacyGroupOffsets() error
+}
+
+// ImportGroupOffsets imports, once, the committed offsets that this
+// node's storage kept in its single-node groups log before it formed or
+// joined a cluster (docs/cluster.md): each is committed, as a standalone
+// commit at the group's coordinator, unless the group already has an
+// offset for that partition in the cluster; a group with members keeps
+// what it has (logged). Once every group is done, the log is retired
+// (renamed), so the import never runs again. It retries what is
+// retriable (the offsets topic being created or loaded, say) until ctx
+// ends, and returns the groups it imported.
+func (b *Broker) ImportGroupOffsets(ctx context.Context) ([]string, error) {
+	ls, ok := b.Storage.(legacyOffsets)
+	if !ok {
+		return nil, nil
+	}
+	legacy := ls.LegacyGroupOffsets()
+	if len(legacy) == 0 {
+		return nil, nil
+	}
+	groups := make([]string, 0, len(legacy))
+	for g := range legacy {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	var imported []string
+	for _, g := range groups {
+		n, err := b.importGroup(ctx, g, legacy[g])
 		if err != nil {
-			return taken, err
+			return imported, err
 		}
-		if res.Err != nil {
-			return taken, res.Err
-		}
-		if res.Coordinator == b.self {
-			taken = append(taken, gs.Group)
-			b.log.Info("group with local offsets assigned to this node", "group", gs.Group)
-		} else {
-			b.log.Warn("group has offsets on this node but another coordinator; they are not served", "group", gs.Group, "coordinator", res.Coordinator)
+		if n > 0 {
+			imported = append(imported, g)
 		}
 	}
-	return taken, nil
+	return imported, ls.RetireLegacyGroupOffsets()
+}
+
+// importGroup commits offs for group where the cluster has no offset of
+// the partition, retrying retriable errors until ctx ends, and returns
+// how many it committed.
+func (b *Broker) importGroup(ctx context.Context, group string, offs []engine.OffsetCommit) (int, error) {
+	for attempt := 1; ; attempt++ {
+		n, err := b.importOnce(group, offs)
+		if err == nil {
+			return n, nil
+		}
+		if errors.Is(err, api.ErrFencedGeneration) {
+			// The group has members in the cluster: what it commits wins.
+			b.log.Warn("group offsets of the single-node log not imported: the group has members in the cluster", "group", group, "err", err)
+			return 0, nil
+		}
+		if e := api.AsError(err); e == nil || !e.Retriable() {
+			return 0, fmt.Errorf("import the offsets of group %q: %w", group, err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("import the offsets of group %q: %w (last: %v)", group, ctx.Err(), err)
+		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second)):
+		}
+	}
+}
+
+func (b *Broker) importOnce(group string, offs []engine.OffsetCommit) (int, error) {
+	if _, err := b.coordinatorOf(group, true); err != nil {
+		return 0, err
+	}
+	have, err := b.FetchOffsets(group, "")
+	if err != nil {
+		return 0, err
+	}
+	held := map[string]bool{}
+	for _, o := range have {
+		held[fmt.Sprintf("%s/%d", o.Topic, o.Partition)] = true
+	}
+	var missing []engine.OffsetCommit
+	for _, o := range offs {
+		if !held[fmt.Sprintf("%s/%d", o.Topic, o.Partition)] {
+			missing = append(missing, o)
+		}
+	}
+	if len(missing) == 0 {
+		return 0, nil
+	}
+	out, err := b.CommitOffsets(group, "", -1, missing)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, o := range out {
+		if o.Err != nil {
+			b.log.Warn("a group offset of the single-node log not imported", "group", group, "topic", o.Topic, "partition", o.Partition, "offset", o.Offset, "err", o.Err)
+			continue
+		}
+		n++
+	}
+	b.log.Info("group offsets of the single-node log imported", "group", group, "offsets", n)
+	return n, nil
 }
 
 // PeerConn implements Cluster: a connection, from n's pool, to the gRPC

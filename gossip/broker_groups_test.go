@@ -92,11 +92,44 @@ func newGroupCluster(t *testing.T, ids ...string) (*fakeMeta, map[string]*groupN
 	return m, nodes
 }
 
+// offsetsLeader returns the coordinator of group in s: the leader of its
+// partition of the offsets topic ("" without the topic).
+func offsetsLeader(s *meta.State, group string) string {
+	t := s.Topics[engine.OffsetsTopic]
+	if t == nil {
+		return ""
+	}
+	return t.Partitions[engine.OffsetsPartition(group, len(t.Partitions))].Leader
+}
+
+// groupCounts counts the groups each node coordinates in s.
+func groupCounts(s *meta.State, groups []string) map[string]int {
+	out := map[string]int{}
+	for _, g := range groups {
+		out[offsetsLeader(s, g)]++
+	}
+	return out
+}
+
+// groupLedBy returns a group name, with prefix, whose coordinator in s
+// is (or, with not, is not) node.
+func groupLedBy(t *testing.T, s *meta.State, prefix, node string, not bool) string {
+	t.Helper()
+	for i := range 1000 {
+		g := fmt.Sprintf("%s%d", prefix, i)
+		if (offsetsLeader(s, g) == node) != not {
+			return g
+		}
+	}
+	t.Fatalf("no group coordinated by %s (not %v)", node, not)
+	return ""
+}
+
 // coordinatorNode returns the node that coordinates group and one that
 // does not.
 func coordinatorNode(t *testing.T, m *fakeMeta, nodes map[string]*groupNode, group string) (coord, other *groupNode) {
 	t.Helper()
-	owner := m.state0().Groups[group]
+	owner := offsetsLeader(m.state0(), group)
 	if owner == "" {
 		t.Fatalf("group %q has no coordinator", group)
 	}
@@ -113,10 +146,11 @@ func coordinatorNode(t *testing.T, m *fakeMeta, nodes map[string]*groupNode, gro
 	return nodes[owner], nil
 }
 
-// TestGroupAssignedOnFirstUse: reading a group that has none does not
-// assign it a coordinator; the first join does, to ChooseCoordinator's
-// node, once for the group even when every node joins at once.
-func TestGroupAssignedOnFirstUse(t *testing.T) {
+// TestOffsetsTopicCreatedOnFirstUse: reading a group does not create the
+// offsets topic; the first join does, once even when every node joins at
+// once, and the group's coordinator is the leader of its partition. The
+// topic is hidden from the topic list.
+func TestOffsetsTopicCreatedOnFirstUse(t *testing.T) {
 	m, nodes := newGroupCluster(t, "n1", "n2", "n3")
 	m.mustApply(t, placed("t", "n1", "n1", "n2", "n3"))
 	n1 := nodes["n1"]
@@ -135,16 +169,23 @@ func TestGroupAssignedOnFirstUse(t *testing.T) {
 	if _, err := n1.b.JoinGroup(strings.Repeat("x", 256), "", "c", []string{"t"}, 0); codeOf(err) != api.CodeInvalidRequest {
 		t.Fatalf("join with a bad group id: %v, want INVALID_REQUEST", err)
 	}
-	if n := m.count(meta.OpAssignGroup); n != 0 || len(m.state0().Groups) != 0 {
-		t.Fatalf("reads assigned groups: %d assigns, %v", n, m.state0().Groups)
+	if m.state0().Topics[engine.OffsetsTopic] != nil || m.count(meta.OpCreateTopic) != 1 {
+		t.Fatalf("reads created the offsets topic: %d topics created", m.count(meta.OpCreateTopic))
 	}
-	want := meta.ChooseCoordinator(m.state0(), "g", nil)
 	res, err := nodes["n2"].b.JoinGroup("g", "", "c", []string{"t"}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.state0().Groups["g"]; got != want || m.count(meta.OpAssignGroup) != 1 {
-		t.Fatalf("after the first join: coordinator %q (%d assigns), want %q", got, m.count(meta.OpAssignGroup), want)
+	ot := m.state0().Topics[engine.OffsetsTopic]
+	if ot == nil || len(ot.Partitions) != DefaultOffsetsTopicPartitions || ot.Config.ReplicationFactor != 3 || ot.Config.RetentionMs != -1 {
+		t.Fatalf("after the first join the offsets topic is %+v", ot)
+	}
+	for _, n := range nodes {
+		for _, ti := range n.b.ListTopics() {
+			if ti.Name == engine.OffsetsTopic {
+				t.Fatalf("%s lists the offsets topic", n.id)
+			}
+		}
 	}
 	coord, _ := coordinatorNode(t, m, nodes, "g")
 	d, err := coord.eng.DescribeGroup("g")
@@ -170,6 +211,9 @@ func TestGroupAssignedOnFirstUse(t *testing.T) {
 	d, err = n1.b.DescribeGroup("race")
 	if err != nil || len(d.Members) != 3 {
 		t.Fatalf("group joined from 3 nodes at once: %+v, %v; want 3 members", d, err)
+	}
+	if n := m.count(meta.OpCreateTopic); n != 2 {
+		t.Fatalf("%d topics created, want t and the offsets topic once", n)
 	}
 }
 
@@ -317,8 +361,8 @@ func TestGroupCoordinatorNotAvailable(t *testing.T) {
 	defer cancel()
 	coord.srv.Shutdown(ctx)
 	check("stopped")
-	// Nothing assigned the group elsewhere meanwhile.
-	if got := m.state0().Groups["g"]; got != coord.id {
+	// Nothing moved the group elsewhere meanwhile.
+	if got := offsetsLeader(m.state0(), "g"); got != coord.id {
 		t.Fatalf("coordinator moved to %q", got)
 	}
 }
@@ -340,12 +384,13 @@ func TestForwardedCallNotCoordinator(t *testing.T) {
 	}
 	defer conn.Close()
 	r := &remoteGroups{conn: conn, node: other.id, timeout: 5 * time.Second}
+	fresh := groupLedBy(t, m.state0(), "fresh", other.id, true)
 	for name, call := range map[string]func() error{
 		"join":     func() error { _, err := r.JoinGroup("g", "", "c", []string{"t"}, time.Second); return err },
 		"commit":   func() error { _, err := r.CommitOffsets("g", "", -1, nil); return err },
 		"offsets":  func() error { _, err := r.FetchOffsets("g", ""); return err },
 		"describe": func() error { _, err := r.DescribeGroup("g"); return err },
-		"new":      func() error { _, err := r.JoinGroup("fresh", "", "c", []string{"t"}, time.Second); return err },
+		"new":      func() error { _, err := r.JoinGroup(fresh, "", "c", []string{"t"}, time.Second); return err },
 	} {
 		err := call()
 		if !errors.Is(err, api.ErrCoordinatorNotAvailable) || !strings.Contains(err.Error(), "not the coordinator") {
@@ -355,19 +400,20 @@ func TestForwardedCallNotCoordinator(t *testing.T) {
 	if d, _ := coord.eng.DescribeGroup("g"); len(d.Members) != 0 {
 		t.Fatalf("a forwarded call was forwarded again: the coordinator has %d members", len(d.Members))
 	}
-	if _, ok := m.state0().Groups["fresh"]; ok {
-		t.Fatal("a forwarded call assigned a group")
-	}
-	// A group whose assignment to this node it has not applied yet (the
-	// forwarding node applied it first) is served once it has.
+	// A group whose partition's leadership moves to this node, which it
+	// has not applied yet (the forwarding node applied it first), is
+	// served once it has.
+	late := groupLedBy(t, m.state0(), "late", other.id, true)
+	ot := m.state0().Topics[engine.OffsetsTopic]
+	lp := engine.OffsetsPartition(late, len(ot.Partitions))
 	joined := make(chan error, 1)
 	go func() {
-		_, err := r.JoinGroup("late", "", "c", []string{"t"}, time.Second)
+		_, err := r.JoinGroup(late, "", "c", []string{"t"}, time.Second)
 		joined <- err
 	}()
-	m.mustApply(t, meta.Command{Op: meta.OpAssignGroup, Name: "late", NodeID: other.id})
+	m.mustApply(t, meta.Command{Op: meta.OpSetLeaders, Leaders: []meta.LeaderChange{{Topic: engine.OffsetsTopic, ID: ot.ID, Partition: lp, Leader: other.id, Epoch: ot.Partitions[lp].LeaderEpoch}}})
 	if err := <-joined; err != nil {
-		t.Fatalf("forwarded join of a group assigned meanwhile: %v", err)
+		t.Fatalf("forwarded join of a group whose coordinator moved here meanwhile: %v", err)
 	}
 	// Without the header the same node forwards it.
 	cl := sqv1.NewGroupsClient(conn)
@@ -387,21 +433,29 @@ func TestForwardedCallNotCoordinator(t *testing.T) {
 }
 
 // TestGroupListAlikeOnEveryNode: every node lists the groups of every
-// coordinator alike; a dead coordinator's groups are listed with state
-// unknown.
+// coordinator alike; a dead coordinator's groups are left out alike.
 func TestGroupListAlikeOnEveryNode(t *testing.T) {
 	m, nodes := newGroupCluster(t, "n1", "n2", "n3")
 	m.mustApply(t, placed("t", "n1", "n1", "n2", "n3"))
+	// The first commit creates the offsets topic; then two groups
+	// coordinated by each node, and one with a member.
+	all := []string{"g0"}
 	for i := range 6 {
-		g := fmt.Sprintf("g%d", i)
+		g := "g0"
+		if i > 0 {
+			g = groupLedBy(t, m.state0(), fmt.Sprintf("g%d-", i), fmt.Sprintf("n%d", 1+i%3), false)
+			all = append(all, g)
+		}
 		if _, err := nodes[fmt.Sprintf("n%d", 1+i%3)].b.CommitOffsets(g, "", -1, []engine.OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := nodes["n2"].b.JoinGroup("live", "", "c", []string{"t"}, time.Minute); err != nil {
+	live := groupLedBy(t, m.state0(), "live", "n2", false)
+	all = append(all, live)
+	if _, err := nodes["n2"].b.JoinGroup(live, "", "c", []string{"t"}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if counts := m.state0().GroupCounts(); len(counts) != 3 || counts["n1"] == 0 || counts["n2"] == 0 || counts["n3"] == 0 {
+	if counts := groupCounts(m.state0(), all); len(counts) != 3 || counts["n1"] == 0 || counts["n2"] == 0 || counts["n3"] == 0 {
 		t.Fatalf("7 groups are not spread over the 3 nodes: %v", counts)
 	}
 	want := nodes["n1"].b.ListGroups()
@@ -409,7 +463,7 @@ func TestGroupListAlikeOnEveryNode(t *testing.T) {
 		t.Fatalf("n1 lists %+v, want 7 groups", want)
 	}
 	for _, gs := range want {
-		if gs.State == engine.GroupUnknown || (gs.Group == "live") != (gs.Members == 1) {
+		if gs.State == engine.GroupUnknown || (gs.Group == live) != (gs.Members == 1) {
 			t.Fatalf("listed %+v", gs)
 		}
 	}
@@ -417,18 +471,18 @@ func TestGroupListAlikeOnEveryNode(t *testing.T) {
 		if got := n.b.ListGroups(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s lists %+v, n1 %+v", n.id, got, want)
 		}
-		if local := n.b.LocalGroups().ListGroups(); len(local) != m.state0().GroupCounts()[n.id] {
-			t.Fatalf("%s coordinates %d groups, its local list %+v", n.id, m.state0().GroupCounts()[n.id], local)
+		if local := n.b.LocalGroups().ListGroups(); len(local) != groupCounts(m.state0(), all)[n.id] {
+			t.Fatalf("%s coordinates %d groups, its local list %+v", n.id, groupCounts(m.state0(), all)[n.id], local)
 		}
 	}
 	m.setAlive("n3", false)
 	got := nodes["n1"].b.ListGroups()
-	if !reflect.DeepEqual(got, nodes["n2"].b.ListGroups()) || len(got) != 7 {
+	if !reflect.DeepEqual(got, nodes["n2"].b.ListGroups()) || len(got) != 7-groupCounts(m.state0(), all)["n3"] {
 		t.Fatalf("with n3 dead: n1 %+v, n2 %+v", got, nodes["n2"].b.ListGroups())
 	}
 	for _, gs := range got {
-		if dead := m.state0().Groups[gs.Group] == "n3"; dead != (gs.State == engine.GroupUnknown) {
-			t.Fatalf("with n3 dead: %+v (coordinator %s)", gs, m.state0().Groups[gs.Group])
+		if offsetsLeader(m.state0(), gs.Group) == "n3" {
+			t.Fatalf("with n3 dead: %+v listed (coordinator n3)", gs)
 		}
 	}
 }
@@ -525,7 +579,7 @@ func TestClampOffsetsOnlyLedPartitions(t *testing.T) {
 	c.Topic.Partitions[1].Replicas = []string{"n2", "n1"}
 	c.Topic.Partitions[1].ISR = []string{"n2", "n1"}
 	m.mustApply(t, c)
-	m.mustApply(t, meta.Command{Op: meta.OpAssignGroup, Name: "g", NodeID: "n1"})
+	m.mustApply(t, placed(engine.OffsetsTopic, "n1", "n1")) // n1 coordinates every group
 	// n1 leads neither: the offsets are stored unchecked.
 	if _, err := n1.b.CommitOffsets("g", "", -1, []engine.OffsetCommit{{Topic: "t", Partition: 0, Offset: 9}, {Topic: "t", Partition: 1, Offset: 7}}); err != nil {
 		t.Fatal(err)
@@ -588,10 +642,10 @@ func groupLagMetric(t *testing.T, n *groupNode, group string) map[string]float64
 	return out
 }
 
-// TestDeletedGroupUnassigned deletes a group through a node that does not
-// coordinate it: the coordinator deletes it and the metadata forgets the
-// assignment, and a later use assigns the group anew.
-func TestDeletedGroupUnassigned(t *testing.T) {
+// TestDeletedGroupGone deletes a group through a node that does not
+// coordinate it: the coordinator deletes it, and a later use makes it
+// anew.
+func TestDeletedGroupGone(t *testing.T) {
 	m, nodes := newGroupCluster(t, "n1", "n2", "n3")
 	m.mustApply(t, placed("t", "n1", "n1", "n2", "n3"))
 	if _, err := nodes["n1"].b.CommitOffsets("g", "", -1, []engine.OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}); err != nil {
@@ -600,9 +654,6 @@ func TestDeletedGroupUnassigned(t *testing.T) {
 	coord, other := coordinatorNode(t, m, nodes, "g")
 	if err := other.b.DeleteGroup("g"); err != nil {
 		t.Fatalf("delete through %s: %v", other.id, err)
-	}
-	if owner, ok := m.state0().Groups["g"]; ok {
-		t.Fatalf("the metadata still assigns the deleted group to %s", owner)
 	}
 	if _, err := coord.b.Storage.DescribeGroup("g"); codeOf(err) != api.CodeUnknownGroup {
 		t.Fatalf("the coordinator %s still has the group: %v", coord.id, err)
@@ -613,7 +664,7 @@ func TestDeletedGroupUnassigned(t *testing.T) {
 	if _, err := other.b.CommitOffsets("g", "", -1, []engine.OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := m.state0().Groups["g"]; !ok || m.count(meta.OpAssignGroup) != 2 {
-		t.Fatalf("the group used again is not assigned anew: %v, %d assigns", m.state0().Groups, m.count(meta.OpAssignGroup))
+	if offs, err := coord.b.Storage.FetchOffsets("g", ""); err != nil || len(offs) != 1 {
+		t.Fatalf("the group used again: %+v, %v", offs, err)
 	}
 }

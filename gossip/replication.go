@@ -25,6 +25,7 @@ type ReplicaStorage interface {
 	AppendReplica(ctx context.Context, topic string, id api.TopicID, partition int, batches [][]byte, leaderHW uint64) (engine.ReplicaState, error)
 	TruncateTo(topic string, id api.TopicID, partition int, offset uint64) error
 	TruncateFullyAndStartAt(topic string, id api.TopicID, partition int, offset uint64) error
+	FollowLogStart(topic string, id api.TopicID, partition int, leaderStart uint64) (int, error)
 	ReplicaState(topic string, id api.TopicID, partition int) (engine.ReplicaState, error)
 	LocalEpochs(topic string, id api.TopicID, partition int) (*replica.EpochCache, error)
 	ISRProposals(now time.Time) []engine.ISRProposal

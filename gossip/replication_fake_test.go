@@ -167,6 +167,11 @@ func (f *fakeReplicas) TruncateFullyAndStartAt(topic string, id api.TopicID, p i
 	return api.NewError(api.CodeInvalidRequest, "the fake log starts at 0")
 }
 
+// FollowLogStart: the fake log always starts at 0 and never deletes.
+func (f *fakeReplicas) FollowLogStart(topic string, id api.TopicID, p int, leaderStart uint64) (int, error) {
+	return 0, nil
+}
+
 func (f *fakeReplicas) ReplicaState(topic string, id api.TopicID, p int) (engine.ReplicaState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

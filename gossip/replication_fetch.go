@@ -134,6 +134,13 @@ func (f *fetcher) step(ctx context.Context, truncated *bool) error {
 	if res.LeaderEpoch != f.epoch {
 		return api.NewError(api.CodeFencedLeaderEpoch, "the leader answered for leader epoch %d, this follower follows %d", res.LeaderEpoch, f.epoch)
 	}
+	if res.LogStartOffset > st.LogStartOffset {
+		// The leader's retention or offsets snapshot moved its log start:
+		// the segments below it go here too (KIP-107).
+		if _, err := r.store.FollowLogStart(f.topic, f.id, f.partition, res.LogStartOffset); err != nil {
+			return err
+		}
+	}
 	if len(res.Batches) == 0 && res.HighWatermark <= st.HighWatermark {
 		return nil
 	}

@@ -94,6 +94,12 @@ func (c *config) validateCluster() []error {
 	if c.ScrubInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--scrub-interval %v must be positive", c.ScrubInterval))
 	}
+	if c.OffsetsTopicPartitions < 1 || c.OffsetsTopicPartitions > engine.MaxPartitions {
+		errs = append(errs, fmt.Errorf("--offsets-topic-num-partitions %d out of range [1, %d]", c.OffsetsTopicPartitions, engine.MaxPartitions))
+	}
+	if c.OffsetsTopicReplicationFactor < 1 {
+		errs = append(errs, fmt.Errorf("--offsets-topic-replication-factor %d must be at least 1", c.OffsetsTopicReplicationFactor))
+	}
 	return errs
 }
 
@@ -271,7 +277,8 @@ func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 		return nil, err
 	}
 	cp.srv.SetCluster(node)
-	b := gossip.NewBroker(cp.srv.Traced(eng), node.BrokerCluster(), rec, gossip.BrokerOptions{Logger: log})
+	b := gossip.NewBroker(cp.srv.Traced(eng), node.BrokerCluster(), rec, gossip.BrokerOptions{Logger: log,
+		OffsetsTopicPartitions: c.OffsetsTopicPartitions, OffsetsTopicReplicationFactor: c.OffsetsTopicReplicationFactor})
 	r := gossip.NewReplicator(eng, node.BrokerCluster(), gossip.ReplicatorOptions{NodeID: c.NodeID, Logger: log, Dial: replicaDialer(c.NodeID)})
 	repl.Store(r)
 	rec.Start()
@@ -345,23 +352,25 @@ func (n *clusterNode) waitReady(ctx context.Context, log *slog.Logger) error {
 
 // adoptGroups runs once the node has caught up with the metadata: it
 // clamps the committed offsets of the partitions it leads to their high
-// watermarks (the engine was opened with DeferOffsetClamp), and assigns to
-// itself the groups that have offsets in its storage and no coordinator,
-// so that a node that ran alone keeps its groups' offsets in a cluster
-// (docs/cluster.md). A failure is logged: those groups are then assigned
-// on their next use, possibly to another node.
+// watermarks (the engine was opened with DeferOffsetClamp), and imports,
+// in the background, the group offsets its single-node log kept before
+// it formed or joined a cluster into the offsets topic, once
+// (Broker.ImportGroupOffsets; docs/cluster.md). A failed import is logged
+// and tried again at the next start.
 func (n *clusterNode) adoptGroups(ctx context.Context, log *slog.Logger) {
 	if k := n.broker.ClampLedOffsets(); k > 0 {
 		log.Warn("committed offsets beyond the high watermark of partitions this node leads were clamped", "offsets", k)
 	}
-	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	taken, err := n.broker.TakeOverGroups(tctx)
-	if err != nil {
-		log.Warn("assigning the groups with offsets on this node to it", "err", err, "assigned", taken)
-		return
-	}
-	if len(taken) > 0 {
-		log.Info("groups with offsets on this node now coordinated by it", "groups", taken)
-	}
+	go func() {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		imported, err := n.broker.ImportGroupOffsets(tctx)
+		if err != nil {
+			log.Warn("importing the group offsets of this node's single-node log; tried again at the next start", "err", err, "imported", imported)
+			return
+		}
+		if len(imported) > 0 {
+			log.Info("group offsets of this node's single-node log imported into the cluster", "groups", imported)
+		}
+	}()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/gossip"
 	"github.com/seedqueue/sq/internal/ratelog"
 	"github.com/seedqueue/sq/net/dataplane"
 	"github.com/seedqueue/sq/ring"
@@ -50,6 +51,11 @@ type config struct {
 	ReplicaLagTimeMaxMs int64
 	// ScrubInterval is the period of the verification of sealed segments.
 	ScrubInterval time.Duration
+	// OffsetsTopicPartitions and OffsetsTopicReplicationFactor shape the
+	// offsets topic __sq_offsets when this node creates it
+	// (docs/cluster.md "Consumer groups").
+	OffsetsTopicPartitions        int
+	OffsetsTopicReplicationFactor int
 
 	SyncPolicy   string
 	S3Bucket     string
@@ -135,6 +141,8 @@ var flagSpecs = []flagSpec{
 	{"default-replication-factor", "SQ_DEFAULT_REPLICATION_FACTOR", "replication factor of topics created without one (0: min(3, live nodes))"},
 	{"replica-lag-time-max-ms", "SQ_REPLICA_LAG_TIME_MAX_MS", "replica.lag.time.max.ms: a follower that has not caught up with its partition's leader for this long (ms) leaves the in-sync set, through the metadata log"},
 	{"scrub-interval", "SQ_SCRUB_INTERVAL", "period of the verification of sealed segments' CRCs (a Go duration, e.g. 24h); a replica whose segment fails it is not eligible as leader"},
+	{"offsets-topic-num-partitions", "SQ_OFFSETS_TOPIC_NUM_PARTITIONS", "offsets.topic.num.partitions: partitions of the internal topic __sq_offsets that holds consumer groups' committed offsets in a cluster (fixed once the topic exists: it decides each group's coordinator)"},
+	{"offsets-topic-replication-factor", "SQ_OFFSETS_TOPIC_REPLICATION_FACTOR", "offsets.topic.replication.factor: replicas of each partition of __sq_offsets (lowered to the live nodes when fewer at its creation)"},
 	{"sync-policy", "SQ_SYNC_POLICY", "default sync policy of topics: every-batch, none, or an interval in ms (N or Nms)"},
 	{"s3-bucket", "SQ_S3_BUCKET", "S3 bucket for tiered storage (tiered storage not in this build)"},
 	{"s3-endpoint", "SQ_S3_ENDPOINT", "S3 endpoint, for MinIO etc. (tiered storage not in this build)"},
@@ -167,6 +175,8 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.IntVar(&c.DefaultReplicationFactor, "default-replication-factor", 0, "")
 	fs.Int64Var(&c.ReplicaLagTimeMaxMs, "replica-lag-time-max-ms", DefaultReplicaLagTimeMaxMs, "")
 	fs.DurationVar(&c.ScrubInterval, "scrub-interval", DefaultScrubInterval, "")
+	fs.IntVar(&c.OffsetsTopicPartitions, "offsets-topic-num-partitions", gossip.DefaultOffsetsTopicPartitions, "")
+	fs.IntVar(&c.OffsetsTopicReplicationFactor, "offsets-topic-replication-factor", gossip.DefaultOffsetsTopicReplicationFactor, "")
 	fs.StringVar(&c.SyncPolicy, "sync-policy", "every-batch", "")
 	fs.StringVar(&c.S3Bucket, "s3-bucket", "", "")
 	fs.StringVar(&c.S3Endpoint, "s3-endpoint", "", "")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,12 +15,13 @@ import (
 	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/testutil"
 )
 
 // TestSingleNodeGroupsKeptInACluster: a data directory of a single node
-// whose group committed offsets, started as a cluster (of one), assigns
-// that group to itself at startup, so the group's offsets are still
-// served and listed.
+// whose group committed offsets, started as a cluster (of one), imports
+// them into the offsets topic once at startup, so the group's offsets are
+// still served and listed, and retires its single-node groups log.
 func TestSingleNodeGroupsKeptInACluster(t *testing.T) {
 	dir := t.TempDir()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -78,10 +80,23 @@ func TestSingleNodeGroupsKeptInACluster(t *testing.T) {
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
 	watchUntilServing(t, wctx, conn)
-	offs, err := sqv1.NewMessagingClient(conn).FetchOffsets(wctx, &sqv1.FetchOffsetsRequest{Group: "billing"})
-	if err != nil || len(offs.Offsets) != 1 || offs.Offsets[0].Offset != 2 {
-		t.Fatalf("offsets of the single node's group in the cluster: %v, %v; want t/0 at 2", offs, err)
+	// The import runs in the background: the offsets topic is created
+	// and loaded first (COORDINATOR_NOT_AVAILABLE meanwhile).
+	var offs *sqv1.FetchOffsetsResponse
+	for {
+		offs, err = sqv1.NewMessagingClient(conn).FetchOffsets(wctx, &sqv1.FetchOffsetsRequest{Group: "billing"})
+		if err == nil && len(offs.Offsets) == 1 && offs.Offsets[0].Offset == 2 {
+			break
+		}
+		if wctx.Err() != nil {
+			t.Fatalf("offsets of the single node's group in the cluster: %v, %v; want t/0 at 2", offs, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
+	testutil.Eventually(t, 10*time.Second, "the single-node groups log retired", func() bool {
+		m, _ := filepath.Glob(filepath.Join(dir, "groups", "offsets.log.imported-*"))
+		return len(m) == 1
+	})
 	list, err := sqv1.NewGroupsClient(conn).ListGroups(wctx, &sqv1.ListGroupsRequest{})
 	if err != nil || len(list.Groups) != 1 || list.Groups[0].Group != "billing" || list.Groups[0].State != engine.GroupEmpty {
 		t.Fatalf("groups: %v, %v; want billing, empty", list, err)
