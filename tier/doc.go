@@ -1,5 +1,5 @@
 // Package tier is SQ's seam to object storage for tiered storage
-// (docs/architecture.md §8 when wired): the ObjectStore interface, the
+// (docs/architecture.md §8): the ObjectStore interface, the
 // object keys of a partition's uploaded segments, and the manifest that
 // records which uploads were verified. The S3 implementation is in
 // tier/s3 (the only package besides cmd that imports the AWS SDK);

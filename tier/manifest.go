@@ -203,8 +203,12 @@ func DecodeManifest(p Partition, version uint64, b []byte) (*Manifest, error) {
 
 // PutManifest encodes m and stores it under m's ManifestKey, only if no
 // object is there (PutOptions.IfAbsent), after the segments it lists are
-// uploaded. Errors: ErrExists when the version is taken (another writer got
-// there first: read the latest again), or as EncodeManifest and Put.
+// uploaded. When the key is taken by an object with exactly the bytes of
+// m (an earlier attempt of this write succeeded but its answer was lost,
+// and the store's retry met its own object), the write counts as done.
+// Errors: ErrExists when the version is taken by another manifest
+// (another writer got there first: read the latest again), or as
+// EncodeManifest and Put.
 func PutManifest(ctx context.Context, s ObjectStore, m *Manifest) (ObjectInfo, error) {
 	b, err := EncodeManifest(m)
 	if err != nil {
@@ -212,10 +216,26 @@ func PutManifest(ctx context.Context, s ObjectStore, m *Manifest) (ObjectInfo, e
 	}
 	key := m.PartitionOf().ManifestKey(m.Version)
 	info, err := s.Put(ctx, key, bytes.NewReader(b), int64(len(b)), PutOptions{IfAbsent: true})
+	if errors.Is(err, ErrExists) {
+		if same, serr := storedEquals(ctx, s, key, b); serr == nil && same {
+			return ObjectInfo{Key: key, Size: int64(len(b)), CRC32C: Checksum(b), HasCRC32C: true}, nil
+		}
+	}
 	if err != nil {
 		return ObjectInfo{}, fmt.Errorf("tier: put manifest %s: %w", key, err)
 	}
 	return info, nil
+}
+
+// storedEquals reports whether the object under key holds exactly b.
+func storedEquals(ctx context.Context, s ObjectStore, key string, b []byte) (bool, error) {
+	rc, err := s.Get(ctx, key, 0, -1)
+	if err != nil {
+		return false, err
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(io.LimitReader(rc, int64(len(b))+1))
+	return bytes.Equal(got, b), err
 }
 
 // ReadManifest reads and decodes version of p's manifest. Errors:

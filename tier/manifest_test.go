@@ -224,3 +224,21 @@ func (f *failingStore) List(ctx context.Context, prefix string) ([]tier.ObjectIn
 	}
 	return f.ObjectStore.List(ctx, prefix)
 }
+
+func TestPutManifestSameBytesTwice(t *testing.T) {
+	p := testPartition(t)
+	s := &tier.MemStore{}
+	m := testManifest(t, s, p, 1, 2)
+	if _, err := tier.PutManifest(t.Context(), s, m); err != nil {
+		t.Fatal(err)
+	}
+	// The same manifest again (a retry whose first answer was lost) succeeds;
+	// a different one for the same version does not.
+	if info, err := tier.PutManifest(t.Context(), s, m); err != nil || info.Key != p.ManifestKey(1) {
+		t.Fatalf("PutManifest of the same bytes again: %+v, %v; want success", info, err)
+	}
+	m.LeaderEpoch++
+	if _, err := tier.PutManifest(t.Context(), s, m); !errors.Is(err, tier.ErrExists) {
+		t.Fatalf("PutManifest of another manifest of version 1: %v, want ErrExists", err)
+	}
+}

@@ -92,7 +92,9 @@ type PutOptions struct {
 	// IfAbsent makes the Put fail with ErrExists instead of replacing an
 	// existing object (S3 conditional write, If-None-Match: *). Manifests
 	// are written this way so a version is never overwritten, even by two
-	// leaders racing.
+	// leaders racing. A retried attempt can meet the object its own
+	// earlier attempt wrote (the answer was lost) and report ErrExists:
+	// the caller compares the stored bytes (PutManifest does).
 	IfAbsent bool
 }
 

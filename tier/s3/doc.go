@@ -43,5 +43,10 @@
 // io.SectionReader, so every attempt and part is seekable). The SDK's
 // client-side retry quota is off. A multipart upload retries each part
 // request, not the whole upload; a Put that still fails, or fails its
-// verification (tier.ErrCorrupt), is for the caller to retry.
+// verification (tier.ErrCorrupt), is for the caller to retry. A retried
+// request may follow an attempt that took effect but whose answer was
+// lost: a retried CompleteMultipartUpload answered NoSuchUpload goes on
+// to the verification, which tells whether the object is whole, and a
+// retried conditional PutObject answered 412 is tier.ErrExists, which
+// tier.PutManifest resolves by comparing the stored bytes.
 package s3

@@ -21,6 +21,7 @@ const testBucket = "sq-test"
 type fake struct {
 	backend *s3mem.Backend
 	srv     *httptest.Server
+	inner   http.Handler // gofakes3 itself, behind the hook
 
 	mu   sync.Mutex
 	hook func(w http.ResponseWriter, r *http.Request) bool // true: answered, do not pass on
@@ -50,7 +51,7 @@ func newFake(t *testing.T) *fake {
 		t.Fatal(err)
 	}
 	faker := gofakes3.New(f.backend)
-	inner := faker.Server()
+	f.inner = faker.Server()
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.log = append(f.log, r.Method+" "+r.URL.RequestURI())
@@ -59,7 +60,7 @@ func newFake(t *testing.T) *fake {
 		if hook != nil && hook(w, r) {
 			return
 		}
-		inner.ServeHTTP(w, r)
+		f.inner.ServeHTTP(w, r)
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -101,4 +102,23 @@ func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// loseAnswer returns a hook that lets the first request matching match
+// reach the fake, then drops the connection before the answer: the write
+// happened, the client cannot know.
+func (f *fake) loseAnswer(match func(*http.Request) bool) func(w http.ResponseWriter, r *http.Request) bool {
+	var once sync.Once
+	return func(w http.ResponseWriter, r *http.Request) bool {
+		if !match(r) {
+			return false
+		}
+		lose := false
+		once.Do(func() { lose = true })
+		if !lose {
+			return false
+		}
+		f.inner.ServeHTTP(httptest.NewRecorder(), r)
+		panic(http.ErrAbortHandler) // net/http closes the connection without answering
+	}
 }

@@ -3,6 +3,7 @@ package s3
 import (
 	"bytes"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -45,8 +46,10 @@ func TestManifestOnS3(t *testing.T) {
 			t.Fatalf("PutManifest %d: %v", v, err)
 		}
 	}
-	if _, err := tier.PutManifest(testCtx(t), s, m); !errors.Is(err, tier.ErrExists) {
-		t.Fatalf("PutManifest over version 3: %v, want ErrExists", err)
+	other := *m
+	other.LeaderEpoch = 2 // another writer's version 3
+	if _, err := tier.PutManifest(testCtx(t), s, &other); !errors.Is(err, tier.ErrExists) {
+		t.Fatalf("PutManifest of another version 3: %v, want ErrExists", err)
 	}
 	scan, err = tier.LatestManifest(testCtx(t), s, p)
 	if err != nil || scan.Manifest == nil || scan.Manifest.Version != 3 || len(scan.Manifest.Segments) != 3 || scan.NextVersion != 4 {
@@ -85,4 +88,26 @@ func TestManifestOnS3(t *testing.T) {
 		t.Fatalf("Skipped = %v, want version 4 reported as corrupt", scan.Skipped)
 	}
 	t.Logf("reported: %v", scan.Skipped[0])
+}
+
+func TestPutManifestAnswerLost(t *testing.T) {
+	f := newFake(t)
+	s := f.store(t, nil)
+	p := tier.Partition{Topic: "orders", TopicID: api.NewTopicID(), Partition: 0}
+	m := &tier.Manifest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Partition, Version: 1, LeaderEpoch: 3}
+	m.Segments = append(m.Segments, uploadSegment(t, s, p, 0, 99, 3))
+	f.setHook(f.loseAnswer(func(r *http.Request) bool {
+		return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, p.ManifestKey(1))
+	}))
+	f.requests()
+	if _, err := tier.PutManifest(testCtx(t), s, m); err != nil {
+		t.Fatalf("PutManifest whose first answer was lost: %v, want success", err)
+	}
+	if n := countRequests(f.requests(), "PUT /sq-test/"+p.ManifestKey(1)); n != 2 {
+		t.Fatalf("%d PUTs of the manifest, want 2 (the SDK retried the lost one)", n)
+	}
+	scan, err := tier.LatestManifest(testCtx(t), s, p)
+	if err != nil || scan.Manifest == nil || scan.Manifest.Version != 1 {
+		t.Fatalf("LatestManifest: %+v, %v", scan, err)
+	}
 }

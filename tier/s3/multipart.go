@@ -81,6 +81,11 @@ func (s *Store) putMultipart(ctx context.Context, key string, body io.ReaderAt, 
 		in.IfNoneMatch = aws.String("*")
 	}
 	if _, err := s.client.CompleteMultipartUpload(ctx, in); err != nil {
+		if errorCode(err) == "NoSuchUpload" {
+			// A retry after an attempt that completed the upload but
+			// whose answer was lost; Put's verification decides.
+			return nil
+		}
 		return s.mapErr("complete multipart upload", key, err)
 	}
 	return nil

@@ -223,3 +223,16 @@ func TestVerifyDetectsDamageAtRest(t *testing.T) {
 		t.Fatalf("Verify of a damaged object: %v, want ErrCorrupt naming the key", err)
 	}
 }
+
+func TestMultipartCompleteAnswerLost(t *testing.T) {
+	f := newFake(t)
+	s := f.store(t, func(o *Options) { o.MultipartBytes = MinPartBytes })
+	f.setHook(f.loseAnswer(func(r *http.Request) bool {
+		return r.Method == http.MethodPost && r.URL.Query().Has("uploadId")
+	}))
+	f.requests()
+	tiertest.MustPut(t, s, "seg/lost.log", tiertest.Data(11<<20))
+	if n := countRequests(f.requests(), "POST /sq-test/seg/lost.log?uploadId="); n != 2 {
+		t.Fatalf("%d CompleteMultipartUpload requests, want 2 (the lost one retried)", n)
+	}
+}
