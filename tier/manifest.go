@@ -73,16 +73,16 @@ type SegmentEntry struct {
 
 // EpochStart is one leader epoch of a segment and its first offset there.
 type EpochStart struct {
-	Epoch       uint32 `json:"epoch"`
-	StartOffset uint64 `json:"start_offset"`
+	Epoch       uint32 `json:"epoch"`        // leader epoch
+	StartOffset uint64 `json:"start_offset"` // its first offset in the segment
 }
 
 // ObjectRef names an object and the size (bytes) and CRC-32C it had when
 // its upload was verified; a read checks them (Verify).
 type ObjectRef struct {
-	Key    string `json:"key"`
-	Size   int64  `json:"size"`
-	CRC32C uint32 `json:"crc32c"`
+	Key    string `json:"key"`    // full object key
+	Size   int64  `json:"size"`   // bytes
+	CRC32C uint32 `json:"crc32c"` // CRC-32C (Castagnoli) of the object's bytes
 }
 
 // PartitionOf returns the partition m belongs to.

@@ -236,3 +236,29 @@ func TestMultipartCompleteAnswerLost(t *testing.T) {
 		t.Fatalf("%d CompleteMultipartUpload requests, want 2 (the lost one retried)", n)
 	}
 }
+
+func TestGetConnectionBrokenMidBody(t *testing.T) {
+	f := newFake(t)
+	s := f.store(t, nil)
+	tiertest.MustPut(t, s, "seg/cut.log", tiertest.Data(100_000))
+	f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/seg/cut.log") {
+			return false
+		}
+		w.Header().Set("Content-Length", "1000")
+		w.Header().Set("Content-Range", "bytes 500-1499/100000")
+		w.WriteHeader(http.StatusPartialContent)
+		w.Write(tiertest.Data(1500)[500:600])
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // the connection drops after 100 of 1000 bytes
+	})
+	rc, err := s.Get(testCtx(t), "seg/cut.log", 500, 1000)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if err == nil {
+		t.Fatalf("read %d bytes of 1000 and no error: a short read passed as whole", len(got))
+	}
+}
