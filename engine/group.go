@@ -34,9 +34,6 @@ const (
 	GroupEmpty       = "empty"
 	GroupStable      = "stable"
 	GroupRebalancing = "rebalancing"
-	// GroupUnknown is the state a cluster lists for a group whose
-	// coordinator is not available (docs/cluster.md).
-	GroupUnknown = "unknown"
 )
 
 // GroupAssignment is a member's assignment: partitions per topic, each

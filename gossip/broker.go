@@ -140,8 +140,9 @@ type BrokerOptions struct {
 // elsewhere, LEADER_NOT_AVAILABLE when it is not alive or there is none),
 // and describes carry each partition's placement from the metadata and
 // its statistics from its leader. Each consumer group has one
-// coordinator node in the metadata; its calls are served there and
-// forwarded there from every other node (broker_groups.go). A commit's
+// coordinator node, the leader of its partition of the offsets topic
+// (engine.OffsetsTopic); its calls are served there and forwarded there
+// from every other node (broker_groups.go). A commit's
 // offset is checked against the high watermark only for the partitions
 // this node leads (engine.SetCommitCheck), and a group's lag is computed
 // from each partition's leader (engine.SetTopicStats). Followers' replica

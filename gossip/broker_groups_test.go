@@ -463,7 +463,7 @@ func TestGroupListAlikeOnEveryNode(t *testing.T) {
 		t.Fatalf("n1 lists %+v, want 7 groups", want)
 	}
 	for _, gs := range want {
-		if gs.State == engine.GroupUnknown || (gs.Group == live) != (gs.Members == 1) {
+		if (gs.Group == live) != (gs.State == engine.GroupStable) || (gs.Group == live) != (gs.Members == 1) {
 			t.Fatalf("listed %+v", gs)
 		}
 	}

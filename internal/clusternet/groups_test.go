@@ -137,3 +137,90 @@ func TestConsumerGroupAcrossNodes(t *testing.T) {
 		t.Fatalf("offsets through node 3: %+v, %v", offs, err)
 	}
 }
+
+// TestGroupOffsetsSurviveCoordinatorFailover: a group's committed offsets
+// are replicated in __sq_offsets. Each node in turn is killed with
+// SIGKILL (one of them coordinates the group): through a live node the
+// offsets committed before are read back once a new coordinator has
+// taken over, a new commit is acknowledged, and the node restarts on its
+// data directory before the next is killed.
+func TestGroupOffsetsSurviveCoordinatorFailover(t *testing.T) {
+	c := newCluster(t, 3)
+	startCluster(t, c)
+	n1 := c.Node(1)
+	sqOK(t, c.Client(), n1.Addr, "", "--control", grpcAddr(n1), "topic", "create", "kept", "--partitions", "3", "--replication-factor", "3")
+	waitAgree(t, c, 1, 2, 3)
+	dial := sdk.DialFunc(c.Client().DialContext)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	prod, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: c.Node(3).Addr, Dialer: dial, Partitioner: byKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		produce(t, prod, "kept", []int{0, 1, 2}, fmt.Sprint("r", i))
+	}
+	prod.Close()
+	client := func(node int) *sdk.Client {
+		cl, err := sdk.Dial(ctx, sdk.ClientConfig{Addr: c.Node(node).Addr, Dialer: dial})
+		if err != nil {
+			t.Fatalf("dial node %d: %v", node, err)
+		}
+		return cl
+	}
+	commit := func(node int, off uint64) error {
+		cl := client(node)
+		defer cl.Close()
+		var in []sdk.OffsetCommit
+		for p := range 3 {
+			in = append(in, sdk.OffsetCommit{Topic: "kept", Partition: uint32(p), Offset: off + uint64(p)})
+		}
+		out, err := cl.CommitOffsets(ctx, "keeper", in)
+		if err != nil {
+			return err
+		}
+		for _, o := range out {
+			if o.Err != nil {
+				return o.Err
+			}
+		}
+		return nil
+	}
+	read := func(node int, want uint64) error {
+		cl := client(node)
+		defer cl.Close()
+		offs, err := cl.FetchOffsets(ctx, "keeper", "kept")
+		if err != nil {
+			return err
+		}
+		if len(offs) != 3 {
+			return fmt.Errorf("offsets %+v, want 3", offs)
+		}
+		for _, o := range offs {
+			if o.Offset != want+uint64(o.Partition) {
+				return fmt.Errorf("partition %d at %d, want %d", o.Partition, o.Offset, want+uint64(o.Partition))
+			}
+		}
+		return nil
+	}
+	eventually(t, "the first commit", func() error { return commit(1, 1) })
+	want := uint64(1)
+	for k := 1; k <= 3; k++ {
+		live := 1 + k%3
+		c.Node(k).Kill()
+		eventually(t, fmt.Sprintf("the offsets through node %d with node %d killed", live, k), func() error { return read(live, want) })
+		eventually(t, fmt.Sprintf("a commit through node %d with node %d killed", live, k), func() error { return commit(live, want+1) })
+		want++
+		eventually(t, "the new commit read back", func() error { return read(live, want) })
+		c.Node(k).Restart()
+		waitAgree(t, c, 1, 2, 3)
+	}
+	for _, n := range c.Nodes() {
+		eventually(t, fmt.Sprintf("the offsets through node %d", n.Index), func() error { return read(n.Index, want) })
+	}
+	// The offsets topic is internal: not listed, not usable by clients.
+	out := sqOK(t, c.Client(), n1.Addr, "", "--control", grpcAddr(n1), "topic", "list")
+	if strings.Contains(out, "__sq_offsets") {
+		t.Fatalf("topic list shows the offsets topic:\n%s", out)
+	}
+}
