@@ -151,6 +151,21 @@ func (m *idempotence) fence(err error) error {
 	return m.fenced
 }
 
+// InitProducerID asks the server for a new idempotent producer id and its
+// epoch (KIP-98; docs/cluster.md, Producer ids), for a caller that stamps
+// its own batches (batch.Builder.SetProducer) and sends them with
+// Publish: it counts a sequence per partition from 0 (a batch of n
+// records at s is followed by one at s+n, wrapping from 2^31-1 to 0) and
+// retries a batch whose outcome is unknown with the same bytes, which the
+// partition's leader then stores once. Errors: INVALID_REQUEST or
+// UNSUPPORTED_VERSION from a server that does not grant ids, NO_QUORUM
+// (retriable) from a cluster that cannot allocate them now, a connection
+// error.
+func (c *Client) InitProducerID(ctx context.Context) (id int64, epoch int16, err error) {
+	p, err := c.initProducerID(ctx)
+	return p.id, p.epoch, err
+}
+
 // initProducerID asks the server for a new idempotent producer id.
 func (c *Client) initProducerID(ctx context.Context) (producerID, error) {
 	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {

@@ -79,9 +79,9 @@ every in-sync replica of its partition holds it (at least the topic's
 min.insync.replicas of them; on a single node, once the node stored it
 under the topic's sync policy); with --acks leader, once the partition's
 leader stored it (a failover before the followers copy it loses it).
-Records are sent by an idempotent producer: a batch retried after a lost
-acknowledgement is stored once (with -p/--partition N the batches carry no
-producer id, and such a retry may store them twice).
+Records are sent by an idempotent producer, with -p/--partition N too: a
+batch retried after a lost acknowledgement is stored once (against a server
+that grants no producer ids sq warns, and such a retry may store it twice).
 
 When every record is acknowledged sq prints how many, with the offset
 ranges per partition. When records fail (the server cannot be reached
@@ -342,6 +342,55 @@ type produceSession struct {
 	firstErr error        // the first record's failure
 	failedAt offsetRanges // record numbers of the failures
 	ranges   map[uint32]*offsetRanges
+
+	pinned partitionRun // -p: the batches' producer id and sequence
+}
+
+// partitionRun is the idempotent producer identity of the batches `sq
+// produce -p` builds itself (the producer stamps its own): the id and
+// epoch the server granted at the first batch and the sequence of the
+// next batch. The run ends with the first failed batch, as the command
+// does.
+type partitionRun struct {
+	asked bool  // InitProducerID was called
+	id    int64 // -1: the server grants no ids; batches carry none
+	epoch int16
+	seq   int32
+}
+
+// stamp makes b's batch the run's next one, asking c (the partition's
+// leader, as the SDK's producer asks: any node grants ids) for an identity
+// first at the first batch (retrying a retriable failure as a publish is,
+// within ctx). A server that does not grant ids
+// (INVALID_REQUEST, UNSUPPORTED_VERSION) leaves the batches unstamped,
+// with one warning on w.
+func (r *partitionRun) stamp(ctx context.Context, c *sdk.Client, b *batch.Builder, w io.Writer) error {
+	if !r.asked {
+		id, epoch, err := c.InitProducerID(ctx)
+		wait := sdk.DefaultRetryBackoff
+		for attempt := 0; err != nil && sdk.IsRetriable(err) && attempt < sdk.DefaultRetries; attempt++ {
+			// NO_QUORUM while a cluster elects its controller, say.
+			if sleepCtx(ctx, wait) != nil {
+				break
+			}
+			wait = min(2*wait, sdk.DefaultRetryBackoffMax)
+			id, epoch, err = c.InitProducerID(ctx)
+		}
+		switch {
+		case errors.Is(err, api.ErrInvalidRequest) || errors.Is(err, api.ErrUnsupportedVersion):
+			fmt.Fprintf(w, "sq: warning: %s does not grant idempotent producer ids; a batch retried after a lost acknowledgement may be stored twice\n", c.Addr())
+			id = -1
+		case err != nil:
+			return err
+		}
+		r.asked, r.id, r.epoch = true, id, epoch
+	}
+	if r.id < 0 {
+		return nil
+	}
+	b.SetProducer(r.id, r.epoch, r.seq)
+	r.seq = int32((int64(r.seq) + int64(b.Len())) % (1 << 31))
+	return nil
 }
 
 // recordSource yields the input's records: a lineReader, or a wholeFile.
@@ -618,6 +667,9 @@ func (s *produceSession) notAcked() error {
 // under the server's batch limit, one after the other, retrying retriable
 // failures as the SDK producer does: sdk.DefaultRetries times, with the
 // SDK's doubling backoff, within sdk.DefaultDeliveryTimeout per chunk.
+// Each batch carries the run's producer id and next sequence (s.pinned), and
+// a retry sends the same bytes, so a leader that stored an earlier attempt
+// answers with its offsets and stores it once.
 func (s *produceSession) sendToPartition(ctx context.Context, msgs []sdk.ProducerMessage, p uint32) []sdk.Ack {
 	acks := make([]sdk.Ack, len(msgs))
 	var b batch.Builder
@@ -633,7 +685,11 @@ func (s *produceSession) sendToPartition(ctx context.Context, msgs []sdk.Produce
 	send := func(from, to int) {
 		defer b.Reset()
 		if failed == nil {
-			data, err := b.Build()
+			err := s.pinned.stamp(dctx, s.p.LeaderClient(dctx, s.topic, p), &b, s.stderr)
+			var data []byte
+			if err == nil {
+				data, err = b.Build()
+			}
 			var res sdk.PublishResult
 			if err == nil {
 				res, err = s.publishRetrying(ctx, dctx, p, data)
