@@ -16,8 +16,8 @@ import (
 )
 
 // ErrProducerFenced is wrapped by the error of every record of a Producer
-// (or BatchProducer) after a partition's leader refused one of its
-// batches with INVALID_PRODUCER_EPOCH: a newer epoch of its producer id
+// (or BatchProducer, or GrpcProducer) after a partition's leader refused
+// one of its batches with INVALID_PRODUCER_EPOCH: a newer epoch of its producer id
 // exists, so this producer may not write any more (KIP-98's fencing). Make
 // a new producer to go on.
 var ErrProducerFenced = errors.New("sdk: idempotent producer fenced")
