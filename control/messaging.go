@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -75,7 +76,12 @@ func publishResultMaxBytes(topic string) int {
 	return 3 + len(topic) + 6*11 + 4
 }
 
-// publish validates req, encodes its records as one batch and appends it.
+// publish validates req, encodes its records as one batch (stamped with
+// its producer id, epoch and base sequence when idempotent) and appends
+// it. A duplicate of one of the producer's last batches is answered with
+// the original's offsets, unwritten; the engine's refusals
+// (OUT_OF_ORDER_SEQUENCE, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH)
+// become FAILED_PRECONDITION through ToStatus.
 func (s *Server) publish(ctx context.Context, req *sqv1.PublishRequest) (*sqv1.PublishResponse, error) {
 	if err := engine.ValidateTopicName(req.Topic); err != nil {
 		return nil, err
@@ -95,11 +101,20 @@ func (s *Server) publish(ctx context.Context, req *sqv1.PublishRequest) (*sqv1.P
 	default:
 		return nil, invalid("acks %d: want ACKS_ALL (0) or ACKS_LEADER (1)", req.Acks)
 	}
+	if err := checkProducer(req); err != nil {
+		return nil, err
+	}
 	partition, err := s.choosePartition(req)
 	if err != nil {
 		return nil, err
 	}
 	var b batch.Builder
+	if req.Idempotent {
+		// The header fields of a Cap'n Proto batch of an idempotent
+		// producer: the engine's checks (duplicate, sequence, epoch)
+		// apply as they do on the data plane.
+		b.SetProducer(req.ProducerId, int16(req.ProducerEpoch), req.BaseSequence)
+	}
 	for i, r := range req.Records {
 		if r.TimestampMs < 0 {
 			return nil, invalid("record %d: timestamp_ms %d is negative (Unix ms; 0 means now)", i, r.TimestampMs)
@@ -136,6 +151,31 @@ func (s *Server) publish(ctx context.Context, req *sqv1.PublishRequest) (*sqv1.P
 		// leader alone holds the batch.
 		Replicas: max(res.Replicas, 1),
 	}, nil
+}
+
+// checkProducer validates the idempotent-producer fields of req
+// (api/sq.proto, PublishRequest.idempotent): an idempotent request names
+// its partition and carries an id >= 0, an epoch that fits the header's
+// int16 and a sequence >= 0; any other request leaves the three fields 0.
+func checkProducer(req *sqv1.PublishRequest) error {
+	if !req.Idempotent {
+		if req.ProducerId != 0 || req.ProducerEpoch != 0 || req.BaseSequence != 0 {
+			return invalid("producer_id %d, producer_epoch %d, base_sequence %d without idempotent: set idempotent to publish as an idempotent producer, or leave the three fields 0",
+				req.ProducerId, req.ProducerEpoch, req.BaseSequence)
+		}
+		return nil
+	}
+	switch {
+	case req.Partition < 0:
+		return invalid("an idempotent publish names its partition (sequences are per partition): partition %d", req.Partition)
+	case req.ProducerId < 0:
+		return invalid("producer_id %d: want the id InitProducerId granted (0 or more)", req.ProducerId)
+	case req.ProducerEpoch < 0 || req.ProducerEpoch > math.MaxInt16:
+		return invalid("producer_epoch %d: want 0 to %d", req.ProducerEpoch, math.MaxInt16)
+	case req.BaseSequence < 0:
+		return invalid("base_sequence %d: want 0 or more", req.BaseSequence)
+	}
+	return nil
 }
 
 // choosePartition returns req.Partition, or for -1 the FNV-1a 32 hash of

@@ -254,7 +254,7 @@ func TestGrpcProducerRetryEnds(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				// A delivery deadline past the hour of backoff, so the retry waits.
-				_, err := p.publish(ctx, &sqv1.PublishRequest{Topic: "t", Records: []*sqv1.Record{{Value: []byte("v")}}}, time.Now().Add(2*time.Hour), false)
+				_, err := p.publish(ctx, &sqv1.PublishRequest{Topic: "t", Records: []*sqv1.Record{{Value: []byte("v")}}}, time.Now().Add(2*time.Hour), false, nil)
 				done <- err
 			}()
 			// Without a server the first attempt fails at once; the send

@@ -76,14 +76,16 @@
 // crash, not a power loss; replicated: held by every in-sync replica, at
 // least min.insync.replicas of them, with Acks AcksAll in a cluster). A
 // batch that fails with a retriable error or a lost connection is sent
-// again. Producer and BatchProducer are idempotent by default (KIP-98): the
-// retry carries the batch's producer id and sequence, so when only the
-// acknowledgement was lost the partition's leader stores it once and
-// answers with the original offsets; each acknowledged record is then
-// stored exactly once per partition for the producer's session (see
-// Producer for what this does not cover). With DisableIdempotence, with
-// GrpcProducer, or against a server that does not grant producer ids,
-// producing is at-least-once: such a retry stores the records twice.
+// again. Producer, BatchProducer and GrpcProducer are idempotent by
+// default (KIP-98): the retry carries the batch's (or the gRPC Publish
+// request's) producer id and sequence, so when only the acknowledgement
+// was lost the partition's leader stores it once and answers with the
+// original offsets; each acknowledged record is then stored exactly once
+// per partition for the producer's session (see Producer and GrpcProducer
+// for what this does not cover). With DisableIdempotence (ProducerConfig's
+// or GrpcProducerConfig's), or against a server that does not grant
+// producer ids, producing is at-least-once: such a retry may store the
+// records twice.
 // Within one Send or
 // SendBatch call a partition's records keep their order, retries included;
 // separate concurrent calls are not ordered with respect to each other.

@@ -21,6 +21,21 @@ type GrpcProducerConfig struct {
 	// records: AcksAll (the default) or AcksLeader, as
 	// ProducerConfig.Acks.
 	Acks Acks
+	// DisableIdempotence turns the idempotent producer off (it is on by
+	// default), as ProducerConfig.DisableIdempotence: requests then carry
+	// no producer id and sequence, and a request retried after its
+	// response was lost (a connection failure, RequestTimeout, a
+	// failover) may be stored twice. With idempotence, the producer asks
+	// the first partition leader it publishes to for a producer id
+	// (Messaging.InitProducerId) and stamps each Publish with it and a
+	// per-partition sequence (PublishRequest.idempotent and the fields
+	// after it), so that the partition's leader stores a retried request
+	// once and answers with its original offsets, and a partition has
+	// one request in flight at a time (see GrpcProducer). Against a
+	// server that does not grant producer ids (InitProducerId
+	// Unimplemented) the producer falls back to no idempotence, with one
+	// warning in Logger.
+	DisableIdempotence bool
 	// Retries is how many times a request that failed with a retriable
 	// error is sent again. Default 10; RetriesNone sends each request
 	// once (any other negative value is refused by Validate).
@@ -80,16 +95,32 @@ func (c *GrpcProducerConfig) defaults() {
 
 // GrpcProducer is the Producer for clients that use the gRPC plane
 // (Messaging.Publish) instead of Cap'n Proto: the same Send and SendBatch,
-// partitioning, ordering and retries as Producer, and Acks. It is not
-// idempotent: a gRPC PublishRequest carries records, not a batch with a
-// producer id and sequence, so a request retried after its response was
-// lost may be stored twice (at-least-once). A GrpcProducer is safe for
-// concurrent use.
+// partitioning, ordering and retries as Producer, and Acks.
+//
+// It is idempotent by default, as Producer (KIP-98; see
+// GrpcProducerConfig.DisableIdempotence): every Publish carries the
+// producer's id and epoch and the partition's next sequence, and a retry
+// (after a lost response, RequestTimeout, NOT_LEADER or a failover) keeps
+// its sequence, so a leader that stored the first attempt answers with the
+// original offsets: each acknowledged record is stored once, in order, per
+// partition, for the producer's life. The guarantee does not cover a
+// record whose send failed (it may or may not be stored), keyless records
+// moved to another partition off a leader that could not be reached (that
+// leader may have stored them too), nor a server from before
+// PublishRequest.idempotent, which ignores the stamp. A request refused
+// with OUT_OF_ORDER_SEQUENCE or UNKNOWN_PRODUCER_ID fails, and its
+// partition goes on with a new producer id; INVALID_PRODUCER_EPOCH fences
+// the producer (ErrProducerFenced). With idempotence a partition has one
+// request in flight at a time: a request waits for the previous one of
+// its partition (of any SendBatch call) to be acknowledged or to fail, so
+// retries never reorder a partition's sequences; requests to different
+// partitions run in parallel. A GrpcProducer is safe for concurrent use.
 type GrpcProducer struct {
 	cfg   GrpcProducerConfig
 	admin *Admin
 	core  *cluster     // metadata and placement, as for Producer
 	route *grpcLeaders // a connection per partition leader
+	runs  *grpcRuns    // nil with DisableIdempotence
 
 	closeCtx    context.Context // cancelled by Close: ends the retry waits
 	closeCancel context.CancelFunc
@@ -110,6 +141,9 @@ func NewGrpcProducer(cfg GrpcProducerConfig) (*GrpcProducer, error) {
 	admin := newAdminConn(AdminConfig{cfg.GrpcConfig}, conn)
 	p := &GrpcProducer{cfg: cfg, admin: admin, core: newCluster(grpcMetadata{admin}, nil, cfg.MetadataMaxAge, cfg.Partitioner)}
 	p.route = newGrpcLeaders(cfg.GrpcConfig, p.core, conn)
+	if !cfg.DisableIdempotence {
+		p.runs = &grpcRuns{idem: &idempotence{logger: cfg.Logger}, runs: map[topicPartition]*grpcSeq{}}
+	}
 	p.closeCtx, p.closeCancel = context.WithCancel(context.Background())
 	return p, nil
 }
@@ -248,7 +282,10 @@ func (p *GrpcProducer) topicMeta(ctx context.Context, topic string, deadline tim
 // is shutting down), a request that holds only keyless records moves, with
 // the records after it, to another partition whose leader is available
 // (cluster.replace), as the pipeline of Producer does; keyed records fail
-// with a *LeaderConnectionError.
+// with a *LeaderConnectionError. With idempotence each request holds its
+// partition's turn (grpcRuns) from its stamp to its last attempt; a moved
+// request leaves its partition's run broken and takes the next sequence
+// of its new partition.
 func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs []ProducerMessage, idx []int, acks []Ack, deadline time.Time) {
 	const maxMoves = 16 // each move follows a leader marked unavailable: a bound, not a policy
 	moves := 0
@@ -265,37 +302,53 @@ func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs
 			req.Records[j] = recordToProto(msgs[i])
 			free = free && msgs[i].Key == nil
 		}
-		res, err := p.publish(ctx, req, deadline, free)
+		run, err := p.runs.take(ctx, p.closeCtx, k, deadline, func() error { return p.expired(nil) })
+		var res *sqv1.PublishResponse
+		if err == nil {
+			res, err = p.publish(ctx, req, deadline, free, run)
+		}
 		if free && err != nil && leaderGone(err) {
 			if np, ok := p.core.replace(k.topic, k.partition); ok && moves < maxMoves && ctx.Err() == nil && time.Now().Before(deadline) {
+				p.broke(run, k, req, err)
+				run.release()
 				moves++
 				p.cfg.Logger.Debug("keyless records moved off a failed leader", "topic", k.topic, "from", k.partition, "to", np)
 				k.partition = np
 				continue // the same chunk, on np
 			}
-			res, err = p.publish(ctx, req, deadline, false)
+			res, err = p.publish(ctx, req, deadline, false, run)
 		}
 		if err != nil {
-			err = leaderConnErr(k, p.core.leaderName(k.topic, k.partition, p.cfg.Addr), err)
+			err = leaderConnErr(k, p.core.leaderName(k.topic, k.partition, p.cfg.Addr), p.broke(run, k, req, err))
 		} else {
 			p.core.noteDelivered(k.topic, k.partition)
 		}
+		run.release()
 		idx = idx[n:]
-		for j, i := range chunk {
-			acks[i].Partition = k.partition
-			if err != nil {
-				acks[i].Err = err
-				continue
-			}
-			acks[i].Offset = res.BaseOffset + uint64(j)
-			acks[i].Durability = Durability(res.Durability)
-			acks[i].Replicas = uint32(max(res.Replicas, 1)) // 0: a server from before replication
-		}
+		p.ack(k, chunk, idx, res, err, acks)
 		if err != nil {
-			for _, i := range idx { // later records must not overtake a failed one
-				acks[i].Partition, acks[i].Err = k.partition, err
-			}
 			return
+		}
+	}
+}
+
+// ack gives the records chunk of partition k their Acks from res, or
+// err; on err the records rest after them fail with it too, since later
+// records must not overtake a failed one.
+func (p *GrpcProducer) ack(k topicPartition, chunk, rest []int, res *sqv1.PublishResponse, err error, acks []Ack) {
+	for j, i := range chunk {
+		acks[i].Partition = k.partition
+		if err != nil {
+			acks[i].Err = err
+			continue
+		}
+		acks[i].Offset = res.BaseOffset + uint64(j)
+		acks[i].Durability = Durability(res.Durability)
+		acks[i].Replicas = uint32(max(res.Replicas, 1)) // 0: a server from before replication
+	}
+	if err != nil {
+		for _, i := range rest {
+			acks[i].Partition, acks[i].Err = k.partition, err
 		}
 	}
 }
@@ -305,16 +358,22 @@ func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs
 // retry that would start after it, fails with the delivery timeout
 // wrapping the last failure. Each attempt goes to the leader as the core
 // knows it then: after a NOT_LEADER, the node it named, else the one the
-// metadata, read again, names. With movable (a request of keyless
-// records only) a leader that cannot be reached or is shutting down
-// (leaderGone) ends the attempts at once: the caller moves the records to
-// another partition.
-func (p *GrpcProducer) publish(ctx context.Context, req *sqv1.PublishRequest, deadline time.Time, movable bool) (*sqv1.PublishResponse, error) {
+// metadata, read again, names. With run (idempotence; the caller holds
+// its turn) each attempt is stamped first (stamp): the first with the
+// run's next sequence, the retries with the same one. With movable (a
+// request of keyless records only) a leader that cannot be reached or is
+// shutting down (leaderGone) ends the attempts at once: the caller moves
+// the records to another partition.
+func (p *GrpcProducer) publish(ctx context.Context, req *sqv1.PublishRequest, deadline time.Time, movable bool, run *grpcSeq) (*sqv1.PublishResponse, error) {
 	var last error
 	for attempt := 0; ; attempt++ {
 		dctx, cancel := context.WithDeadline(ctx, deadline)
 		msg := p.route.messaging(dctx, req.Topic, uint32(req.Partition))
-		res, err := unary(dctx, p.cfg.RequestTimeout, msg.Publish, req)
+		var res *sqv1.PublishResponse
+		err := p.stamp(dctx, run, req, msg, p.core.leaderName(req.Topic, uint32(req.Partition), p.cfg.Addr))
+		if err == nil {
+			res, err = unary(dctx, p.cfg.RequestTimeout, msg.Publish, req)
+		}
 		if err != nil {
 			p.core.noteProduceError(req.Topic, uint32(req.Partition), err)
 		}
@@ -325,8 +384,9 @@ func (p *GrpcProducer) publish(ctx context.Context, req *sqv1.PublishRequest, de
 		}
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			// RequestTimeout ran out: the server did not answer in time,
-			// retried as a lost connection is (the batch may be stored
-			// twice, at-least-once).
+			// retried as a lost connection is (with idempotence under the
+			// same sequence, so a leader that stored it answers with its
+			// offsets; without, it may be stored twice).
 			err = fmt.Errorf("%w: no response within %v", ErrConnection, p.cfg.RequestTimeout)
 		}
 		if err == nil || !IsRetriable(err) || attempt >= p.cfg.Retries || p.cfg.Retries < 0 || (movable && leaderGone(err)) {

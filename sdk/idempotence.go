@@ -5,15 +5,19 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/seedqueue/sq/api"
 )
 
 // ErrProducerFenced is wrapped by the error of every record of a Producer
-// (or BatchProducer) after a partition's leader refused one of its
-// batches with INVALID_PRODUCER_EPOCH: a newer epoch of its producer id
+// (or BatchProducer, or GrpcProducer) after a partition's leader refused
+// one of its batches with INVALID_PRODUCER_EPOCH: a newer epoch of its producer id
 // exists, so this producer may not write any more (KIP-98's fencing). Make
 // a new producer to go on.
 var ErrProducerFenced = errors.New("sdk: idempotent producer fenced")
@@ -36,8 +40,9 @@ func (p producerID) zero() bool { return p == producerID{} }
 // moved to another partition) takes a fresh identity of its own, whose
 // sequences start at 0 again. A server that does not serve initProducerId
 // turns idempotence off for the producer's life, with one warning.
+// Producer and GrpcProducer each hold one.
 type idempotence struct {
-	p *Producer
+	logger *slog.Logger
 
 	mu       sync.Mutex
 	shared   producerID
@@ -57,12 +62,19 @@ func (e *producerIDError) Error() string {
 
 func (e *producerIDError) Unwrap() error { return e.err }
 
+// idSource asks one node, the partition's leader, for a new producer id:
+// over Cap'n Proto (Client.initProducerID) or gRPC (InitProducerId).
+type idSource struct {
+	addr string // for the log
+	ask  func(context.Context) (producerID, error)
+}
+
 // identity returns the identity a partition that holds old (zero: none
 // yet) is to stamp from now on: the shared one for a partition without
-// one, else a fresh one, asked of c (the partition's leader). ok is false
+// one, else a fresh one, asked of src (the partition's leader). ok is false
 // when idempotence is off (the server does not serve initProducerId). The
 // error is that of the request (a *producerIDError), or the fencing error.
-func (m *idempotence) identity(ctx context.Context, old producerID, c *Client) (producerID, bool, error) {
+func (m *idempotence) identity(ctx context.Context, old producerID, src idSource) (producerID, bool, error) {
 	for {
 		m.mu.Lock()
 		switch {
@@ -75,7 +87,7 @@ func (m *idempotence) identity(ctx context.Context, old producerID, c *Client) (
 			return producerID{}, false, nil
 		case !old.zero():
 			m.mu.Unlock()
-			return m.request(ctx, c)
+			return m.request(ctx, src)
 		case !m.shared.zero():
 			id := m.shared
 			m.mu.Unlock()
@@ -92,7 +104,7 @@ func (m *idempotence) identity(ctx context.Context, old producerID, c *Client) (
 		}
 		m.pending = make(chan struct{})
 		m.mu.Unlock()
-		id, ok, err := m.request(ctx, c)
+		id, ok, err := m.request(ctx, src)
 		m.mu.Lock()
 		if err == nil && ok {
 			m.shared = id
@@ -104,26 +116,26 @@ func (m *idempotence) identity(ctx context.Context, old producerID, c *Client) (
 	}
 }
 
-// request asks c's server for a new producer id. A server that does not
-// know the request (INVALID_REQUEST, UNSUPPORTED_VERSION) turns
-// idempotence off.
-func (m *idempotence) request(ctx context.Context, c *Client) (producerID, bool, error) {
-	id, err := c.initProducerID(ctx)
-	if errors.Is(err, api.ErrInvalidRequest) || errors.Is(err, api.ErrUnsupportedVersion) {
+// request asks src's server for a new producer id. A server that does not
+// know the request (INVALID_REQUEST, UNSUPPORTED_VERSION, or gRPC's
+// Unimplemented) turns idempotence off.
+func (m *idempotence) request(ctx context.Context, src idSource) (producerID, bool, error) {
+	id, err := src.ask(ctx)
+	if errors.Is(err, api.ErrInvalidRequest) || errors.Is(err, api.ErrUnsupportedVersion) || status.Code(err) == codes.Unimplemented {
 		m.mu.Lock()
 		first := !m.disabled
 		m.disabled = true
 		m.mu.Unlock()
 		if first {
-			m.p.cfg.Logger.Warn("sdk: the server does not grant idempotent producer ids; producing without idempotence (a retried batch may be stored twice)",
-				"addr", c.cfg.Addr, "err", err)
+			m.logger.Warn("sdk: the server does not grant idempotent producer ids; producing without idempotence (a retried batch may be stored twice)",
+				"addr", src.addr, "err", err)
 		}
 		return producerID{}, false, nil
 	}
 	if err != nil {
 		return producerID{}, false, &producerIDError{err: err}
 	}
-	m.p.cfg.Logger.Debug("sdk: idempotent producer id granted", "producerId", id.id, "epoch", id.epoch, "addr", c.cfg.Addr)
+	m.logger.Debug("sdk: idempotent producer id granted", "producerId", id.id, "epoch", id.epoch, "addr", src.addr)
 	return id, true, nil
 }
 
@@ -134,9 +146,24 @@ func (m *idempotence) fence(err error) error {
 	defer m.mu.Unlock()
 	if m.fenced == nil {
 		m.fenced = fmt.Errorf("%w: a partition's leader refused its epoch (a newer producer with its id exists): %w", ErrProducerFenced, err)
-		m.p.cfg.Logger.Error("sdk: idempotent producer fenced; every later record fails", "err", err)
+		m.logger.Error("sdk: idempotent producer fenced; every later record fails", "err", err)
 	}
 	return m.fenced
+}
+
+// InitProducerID asks the server for a new idempotent producer id and its
+// epoch (KIP-98; docs/cluster.md, Producer ids), for a caller that stamps
+// its own batches (batch.Builder.SetProducer) and sends them with
+// Publish: it counts a sequence per partition from 0 (a batch of n
+// records at s is followed by one at s+n, wrapping from 2^31-1 to 0) and
+// retries a batch whose outcome is unknown with the same bytes, which the
+// partition's leader then stores once. Errors: INVALID_REQUEST or
+// UNSUPPORTED_VERSION from a server that does not grant ids, NO_QUORUM
+// (retriable) from a cluster that cannot allocate them now, a connection
+// error.
+func (c *Client) InitProducerID(ctx context.Context) (id int64, epoch int16, err error) {
+	p, err := c.initProducerID(ctx)
+	return p.id, p.epoch, err
 }
 
 // initProducerID asks the server for a new idempotent producer id.
@@ -187,10 +214,7 @@ func (w *window) stamp(ctx context.Context, f *flight, c *Client) error {
 	if m == nil {
 		return nil
 	}
-	m.mu.Lock()
-	fenced := m.fenced
-	m.mu.Unlock()
-	if fenced != nil {
+	if fenced := m.fencedErr(); fenced != nil {
 		return fenced
 	}
 	ps := &w.pp.seq
@@ -198,7 +222,7 @@ func (w *window) stamp(ctx context.Context, f *flight, c *Client) error {
 		return nil
 	}
 	if ps.id.zero() || ps.broken {
-		id, ok, err := m.identity(ctx, ps.id, c)
+		id, ok, err := m.identity(ctx, ps.id, idSource{addr: c.cfg.Addr, ask: c.initProducerID})
 		if err != nil || !ok {
 			return err
 		}
@@ -243,9 +267,7 @@ func setProducer(b []byte, id producerID, seq int32) {
 // broke notes that f, which failed for good or moved to another
 // partition, leaves a hole in its partition's run of sequences when it
 // carried the run's identity: the partition's next batch starts a fresh
-// identity. A batch refused with INVALID_PRODUCER_EPOCH fences the
-// producer; the error returned is err, made explicit for the refusals of
-// idempotence.
+// identity. The error returned is refusal's.
 func (w *window) broke(f *flight, err error) error {
 	m := w.pl.p.idem
 	if m == nil || f.pid.zero() {
@@ -255,18 +277,34 @@ func (w *window) broke(f *flight, err error) error {
 	if f.pid == ps.id {
 		ps.broken = true
 	}
-	tp := w.pp.tp
+	return m.refusal(w.pp.tp, f.pid, f.seq, err)
+}
+
+// refusal returns err, the failure of a batch of tp stamped with pid at
+// seq, made explicit for the refusals of idempotence:
+// INVALID_PRODUCER_EPOCH fences the producer (the fencing error), and
+// OUT_OF_ORDER_SEQUENCE and UNKNOWN_PRODUCER_ID say that the batch was not
+// stored and the partition goes on with a new producer id (logged).
+func (m *idempotence) refusal(tp topicPartition, pid producerID, seq int32, err error) error {
 	switch {
 	case err == nil:
 	case errors.Is(err, api.ErrInvalidProducerEpoch):
 		return m.fence(err)
 	case errors.Is(err, api.ErrOutOfOrderSequence), errors.Is(err, api.ErrUnknownProducerID):
-		w.pl.p.cfg.Logger.Warn("sdk: a partition's leader refused an idempotent batch; it fails, and the partition goes on with a new producer id",
-			"topic", tp.topic, "partition", tp.partition, "producerId", f.pid.id, "sequence", f.seq, "err", err)
+		m.logger.Warn("sdk: a partition's leader refused an idempotent batch; it fails, and the partition goes on with a new producer id",
+			"topic", tp.topic, "partition", tp.partition, "producerId", pid.id, "sequence", seq, "err", err)
 		return fmt.Errorf("sdk: batch of producer %d (epoch %d) at sequence %d to %s/%d refused: an earlier batch of its run is missing from the partition (lost or failed), so it was not stored, and the producer goes on with a new producer id: %w",
-			f.pid.id, f.pid.epoch, f.seq, tp.topic, tp.partition, err)
+			pid.id, pid.epoch, seq, tp.topic, tp.partition, err)
 	}
 	return err
+}
+
+// fencedErr returns the fencing error once a leader fenced the producer,
+// else nil.
+func (m *idempotence) fencedErr() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fenced
 }
 
 // outcomeUnknown reports whether a publish that failed with err may

@@ -270,7 +270,7 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 	cfg.Logger = c.cfg.Logger
 	p := &Producer{client: c, core: newCapnpCluster(c, cfg.MetadataMaxAge, cfg.Partitioner), cfg: cfg}
 	if !cfg.DisableIdempotence {
-		p.idem = &idempotence{p: p}
+		p.idem = &idempotence{logger: p.cfg.Logger}
 	}
 	// Every request of a connection may be one of the partitions' batches
 	// in flight, as when each SendBatch call sent its own.

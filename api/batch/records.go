@@ -261,6 +261,24 @@ type Builder struct {
 	bytes   int
 	firstTs int64
 	maxTs   int64
+	prod    producerFields // stamped by Build when set
+}
+
+// producerFields are an idempotent producer's header fields.
+type producerFields struct {
+	set   bool
+	id    int64
+	epoch int16
+	seq   int32
+}
+
+// SetProducer makes Build stamp the batch as one of an idempotent producer
+// (KIP-98; docs/architecture.md §3.3.1): id (>= 0; a negative id means no
+// producer, as -1 in the header), its epoch, and baseSequence, the
+// sequence of the batch's first record. The CRC covers them. Reset clears
+// them.
+func (b *Builder) SetProducer(id int64, epoch int16, baseSequence int32) {
+	b.prod = producerFields{set: id >= 0, id: id, epoch: epoch, seq: baseSequence}
 }
 
 type pending struct {
@@ -323,10 +341,12 @@ func (b *Builder) Reset() {
 	clear(b.recs)
 	b.recs = b.recs[:0]
 	b.bytes = 0
+	b.prod = producerFields{}
 }
 
 // Build encodes the added records as one batch with baseOffset 0, leader
-// epoch 0, producerId -1, and a valid CRC. It fails with no records.
+// epoch 0, producerId -1 (or the fields given to SetProducer), and a valid
+// CRC. It fails with no records.
 //
 // The records are encoded in place in the returned buffer, sized by
 // EstimatedSize (an upper bound), so the batch is neither copied out of an
@@ -372,6 +392,9 @@ func (b *Builder) Build() ([]byte, error) {
 		ProducerEpoch:   -1,
 		BaseSequence:    -1,
 		RecordCount:     uint32(len(b.recs)),
+	}
+	if b.prod.set {
+		h.ProducerID, h.ProducerEpoch, h.BaseSequence = b.prod.id, b.prod.epoch, b.prod.seq
 	}
 	putHeader(out, h)
 	binary.LittleEndian.PutUint32(out[offCRC:], Checksum(out))

@@ -2945,7 +2945,40 @@ type PublishRequest struct {
 	// 1 or more records, appended as one batch.
 	Records []*Record `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
 	// When the server acknowledges the batch; ACKS_ALL by default.
-	Acks          Acks `protobuf:"varint,4,opt,name=acks,proto3,enum=sq.v1.Acks" json:"acks,omitempty"`
+	Acks Acks `protobuf:"varint,4,opt,name=acks,proto3,enum=sq.v1.Acks" json:"acks,omitempty"`
+	// Idempotent producers (KIP-98; docs/architecture.md §3.3.1). With
+	// idempotent set, the batch carries producer_id, producer_epoch and
+	// base_sequence in its header, exactly as a Cap'n Proto batch of an
+	// idempotent producer does, and the partition's leader applies the same
+	// checks: a retry of one of the producer's last 5 batches (same epoch,
+	// same first and last sequence) is not stored again and is answered
+	// with the original's offsets; a gap in the sequence is refused with
+	// FAILED_PRECONDITION (OUT_OF_ORDER_SEQUENCE, or UNKNOWN_PRODUCER_ID for
+	// an id the partition holds nothing of and a sequence other than 0), an
+	// epoch older than the producer's with FAILED_PRECONDITION
+	// (INVALID_PRODUCER_EPOCH). Get the id and epoch from InitProducerId,
+	// count the sequence per partition from 0 (a batch of n records at
+	// sequence s is followed by one at s+n, wrapping from 2^31-1 to 0), and
+	// retry a batch whose outcome is unknown with the same records and the
+	// same three fields.
+	//
+	// The flag is explicit because no producer field has a free zero: a
+	// cluster grants producer ids from 0 (a single node from 2^48), and
+	// epoch and sequence start at 0. Without it (false, as every client from
+	// before these fields sends) the batch is not idempotent and the three
+	// fields must be 0; otherwise the request is INVALID_ARGUMENT
+	// (INVALID_REQUEST). An idempotent request must name its partition
+	// (partition >= 0): sequences are counted per partition, and a retry
+	// placed by the server could land on another one.
+	Idempotent bool `protobuf:"varint,5,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
+	// The producer id InitProducerId granted, >= 0.
+	ProducerId int64 `protobuf:"varint,6,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The producer epoch InitProducerId granted, 0 to 32767 (an int16 in the
+	// batch header).
+	ProducerEpoch int32 `protobuf:"varint,7,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The sequence of the batch's first record in this partition, 0 to
+	// 2^31-1.
+	BaseSequence  int32 `protobuf:"varint,8,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3006,6 +3039,34 @@ func (x *PublishRequest) GetAcks() Acks {
 		return x.Acks
 	}
 	return Acks_ACKS_ALL
+}
+
+func (x *PublishRequest) GetIdempotent() bool {
+	if x != nil {
+		return x.Idempotent
+	}
+	return false
+}
+
+func (x *PublishRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *PublishRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *PublishRequest) GetBaseSequence() int32 {
+	if x != nil {
+		return x.BaseSequence
+	}
+	return 0
 }
 
 type PublishResponse struct {
@@ -4561,12 +4622,19 @@ const file_sq_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12-\n" +
 	"\aheaders\x18\x03 \x03(\v2\x13.sq.v1.RecordHeaderR\aheaders\x12!\n" +
 	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMsB\x06\n" +
-	"\x04_key\"\x8e\x01\n" +
+	"\x04_key\"\x9b\x02\n" +
 	"\x0ePublishRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12'\n" +
 	"\arecords\x18\x03 \x03(\v2\r.sq.v1.RecordR\arecords\x12\x1f\n" +
-	"\x04acks\x18\x04 \x01(\x0e2\v.sq.v1.AcksR\x04acks\"\x85\x02\n" +
+	"\x04acks\x18\x04 \x01(\x0e2\v.sq.v1.AcksR\x04acks\x12\x1e\n" +
+	"\n" +
+	"idempotent\x18\x05 \x01(\bR\n" +
+	"idempotent\x12\x1f\n" +
+	"\vproducer_id\x18\x06 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\a \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rbase_sequence\x18\b \x01(\x05R\fbaseSequence\"\x85\x02\n" +
 	"\x0fPublishResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +

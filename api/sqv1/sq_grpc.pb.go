@@ -1139,9 +1139,10 @@ type MessagingClient interface {
 	// FetchOffsets returns a group's committed offsets.
 	FetchOffsets(ctx context.Context, in *FetchOffsetsRequest, opts ...grpc.CallOption) (*FetchOffsetsResponse, error)
 	// InitProducerId grants a new idempotent producer id and epoch (KIP-98):
-	// the producer stamps them and a per-partition sequence on every batch,
-	// and the partition leaders drop duplicates of a retried batch
-	// (docs/cluster.md). In a cluster the controller allocates the ids;
+	// the producer stamps them and a per-partition sequence on every batch
+	// (a Cap'n Proto batch header, or PublishRequest.idempotent and the
+	// fields after it), and the partition leaders drop duplicates of a
+	// retried batch (docs/cluster.md). In a cluster the controller allocates the ids;
 	// Unavailable (NO_QUORUM) while it cannot.
 	InitProducerId(ctx context.Context, in *InitProducerIdRequest, opts ...grpc.CallOption) (*InitProducerIdResponse, error)
 }
@@ -1257,9 +1258,10 @@ type MessagingServer interface {
 	// FetchOffsets returns a group's committed offsets.
 	FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error)
 	// InitProducerId grants a new idempotent producer id and epoch (KIP-98):
-	// the producer stamps them and a per-partition sequence on every batch,
-	// and the partition leaders drop duplicates of a retried batch
-	// (docs/cluster.md). In a cluster the controller allocates the ids;
+	// the producer stamps them and a per-partition sequence on every batch
+	// (a Cap'n Proto batch header, or PublishRequest.idempotent and the
+	// fields after it), and the partition leaders drop duplicates of a
+	// retried batch (docs/cluster.md). In a cluster the controller allocates the ids;
 	// Unavailable (NO_QUORUM) while it cannot.
 	InitProducerId(context.Context, *InitProducerIdRequest) (*InitProducerIdResponse, error)
 	mustEmbedUnimplementedMessagingServer()

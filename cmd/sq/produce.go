@@ -79,9 +79,9 @@ every in-sync replica of its partition holds it (at least the topic's
 min.insync.replicas of them; on a single node, once the node stored it
 under the topic's sync policy); with --acks leader, once the partition's
 leader stored it (a failover before the followers copy it loses it).
-Records are sent by an idempotent producer: a batch retried after a lost
-acknowledgement is stored once (with -p/--partition N the batches carry no
-producer id, and such a retry may store them twice).
+Records are sent by an idempotent producer, with -p/--partition N too: a
+batch retried after a lost acknowledgement is stored once (against a server
+that grants no producer ids sq warns, and such a retry may store it twice).
 
 When every record is acknowledged sq prints how many, with the offset
 ranges per partition. When records fail (the server cannot be reached
@@ -342,6 +342,8 @@ type produceSession struct {
 	firstErr error        // the first record's failure
 	failedAt offsetRanges // record numbers of the failures
 	ranges   map[uint32]*offsetRanges
+
+	pinned partitionRun // -p: the batches' producer id and sequence
 }
 
 // recordSource yields the input's records: a lineReader, or a wholeFile.
@@ -618,6 +620,9 @@ func (s *produceSession) notAcked() error {
 // under the server's batch limit, one after the other, retrying retriable
 // failures as the SDK producer does: sdk.DefaultRetries times, with the
 // SDK's doubling backoff, within sdk.DefaultDeliveryTimeout per chunk.
+// Each batch carries the run's producer id and next sequence (s.pinned), and
+// a retry sends the same bytes, so a leader that stored an earlier attempt
+// answers with its offsets and stores it once.
 func (s *produceSession) sendToPartition(ctx context.Context, msgs []sdk.ProducerMessage, p uint32) []sdk.Ack {
 	acks := make([]sdk.Ack, len(msgs))
 	var b batch.Builder
@@ -633,7 +638,11 @@ func (s *produceSession) sendToPartition(ctx context.Context, msgs []sdk.Produce
 	send := func(from, to int) {
 		defer b.Reset()
 		if failed == nil {
-			data, err := b.Build()
+			err := s.pinned.stamp(dctx, s.p.LeaderClient(dctx, s.topic, p), &b, s.stderr)
+			var data []byte
+			if err == nil {
+				data, err = b.Build()
+			}
 			var res sdk.PublishResult
 			if err == nil {
 				res, err = s.publishRetrying(ctx, dctx, p, data)
