@@ -498,7 +498,11 @@ func (e *Engine) enqueueBatch(ctx context.Context, topicName string, partition i
 	if err := p.replicatedAppendCheck(AcksFrom(ctx)); err != nil {
 		return nil, nil, 0, err
 	}
-	if err := e.disk.admit(len(b), p.spare); err != nil {
+	if IsInternalTopic(p.topic) {
+		// Group commits (OffsetsTopic) keep working below the free-space
+		// floor, as commits do on a single node: they are small, and the
+		// floor keeps room for them.
+	} else if err := e.disk.admit(len(b), p.spare); err != nil {
 		// Other partitions' preallocated space may hold the room: give
 		// it back and try once more.
 		if !e.reclaimSpare(ctx, p) {

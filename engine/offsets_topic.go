@@ -486,11 +486,14 @@ func (t *offsetsLog) append(part *offsetsPart, buf []byte) (uint64, error) {
 	if err == nil {
 		return res.BaseOffset, nil
 	}
-	if e := api.AsError(err); e != nil && !e.Retriable() {
-		return 0, api.WrapError(api.CodeStorageError, err, "store the commit in %s/%d", OffsetsTopic, part.id)
-	}
-	if e := api.AsError(err); e != nil && e.Code == api.CodeNotEnoughReplicas {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// Not replicated in time (a follower of the in-sync set is down
+		// until it leaves the set), or the leadership moved.
+	case errors.Is(err, api.ErrNotEnoughReplicas):
 		return 0, err
+	case errors.Is(err, api.ErrStorageError), errors.Is(err, api.ErrPartitionFailed):
+		return 0, api.WrapError(api.CodeStorageError, err, "store the commit in %s/%d", OffsetsTopic, part.id)
 	}
 	return 0, api.WrapError(api.CodeCoordinatorNotAvailable, err, "store the commit in %s/%d (it may or may not be stored; commit again)", OffsetsTopic, part.id)
 }

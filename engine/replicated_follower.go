@@ -77,7 +77,7 @@ func (e *Engine) AppendReplica(ctx context.Context, topic string, id api.TopicID
 	if err := ctx.Err(); err != nil {
 		return ReplicaState{}, err
 	}
-	if size > 0 {
+	if size > 0 && !IsInternalTopic(p.topic) { // group commits pass the floor, as on the leader
 		if err := e.disk.admit(size, p.spare); err != nil {
 			return ReplicaState{}, err
 		}

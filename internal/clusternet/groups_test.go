@@ -146,7 +146,9 @@ func TestConsumerGroupAcrossNodes(t *testing.T) {
 // data directory before the next is killed.
 func TestGroupOffsetsSurviveCoordinatorFailover(t *testing.T) {
 	c := newCluster(t, 3)
-	startCluster(t, c)
+	// A commit, like any acks-all append, waits for a killed follower to
+	// leave the in-sync set: after 3 s here, 30 s by default.
+	startCluster(t, c, "--replica-lag-time-max-ms", "3000")
 	n1 := c.Node(1)
 	sqOK(t, c.Client(), n1.Addr, "", "--control", grpcAddr(n1), "topic", "create", "kept", "--partitions", "3", "--replication-factor", "3")
 	waitAgree(t, c, 1, 2, 3)
