@@ -52,6 +52,9 @@ type Engine struct {
 
 	producerIDs producerIDs // InitProducerID (producers_ids.go)
 
+	// remoteLog is the tiered storage, nil without (SetRemoteLog).
+	remoteLog atomic.Pointer[RemoteLog]
+
 	closeOnce sync.Once
 	closing   chan struct{}
 	closeErr  error
@@ -531,10 +534,20 @@ func (e *Engine) fetch(ctx context.Context, topicName string, id api.TopicID, pa
 	if maxBytes < 1 {
 		maxBytes = 1
 	}
+	if res, ok, err := e.fetchRemote(ctx, t, p, offset, maxBytes); ok {
+		return res, err
+	}
 	if !t.refs.acquire() {
 		return nil, goneTopic(topicName, id)
 	}
 	res, err := holdTopic(t, p, topicName)(p.fetch(ctx, offset, maxBytes, maxWait, e.closing))
+	if err != nil && errors.Is(err, api.ErrOffsetOutOfRange) && e.remote() != nil {
+		// The local log start passed offset meanwhile (local retention):
+		// the remote log has it now.
+		if rres, ok, rerr := e.fetchRemote(ctx, t, p, offset, maxBytes); ok {
+			return rres, rerr
+		}
+	}
 	if res != nil {
 		res.TopicID = t.meta().ID
 	}

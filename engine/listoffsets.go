@@ -21,7 +21,7 @@ const (
 // as found. Errors: UNKNOWN_TOPIC, UNKNOWN_PARTITION, INVALID_REQUEST (a
 // negative timestamp other than -1 and -2), PARTITION_FAILED.
 func (e *Engine) ListOffsets(topicName string, partition int, timestamp int64) (offset uint64, ts int64, err error) {
-	_, p, err := e.partition(topicName, partition)
+	t, p, err := e.partition(topicName, partition)
 	if err != nil {
 		return 0, -1, err
 	}
@@ -34,6 +34,12 @@ func (e *Engine) ListOffsets(topicName string, partition int, timestamp int64) (
 		offset, ts = hw, -1
 	case timestamp == OffsetEarliest:
 		offset, ts = p.log.LogStartOffset(), -1
+		if r := e.remote(); r != nil && !IsInternalTopic(topicName) {
+			// With tiered storage the log starts in the remote log.
+			if start, _, ok := r.Bounds(topicName, t.meta().ID, partition); ok && start < offset {
+				offset = start
+			}
+		}
 	case timestamp < 0:
 		return 0, -1, api.NewError(api.CodeInvalidRequest, "timestamp %d: want Unix ms, -1 (latest) or -2 (earliest)", timestamp)
 	default:

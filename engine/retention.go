@@ -57,7 +57,9 @@ func (e *Engine) EnforceRetention() error {
 	var errs []error
 	for _, t := range topics {
 		for _, p := range t.parts() {
-			if err := p.enforceRetention(t.meta().Config, now); err != nil {
+			if err := p.enforceRetention(t.meta().Config, now, func(segs []segment.SegmentInfo) (uint64, bool) {
+				return e.localRetentionCut(p, t.meta().Config, segs, now)
+			}); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -65,8 +67,10 @@ func (e *Engine) EnforceRetention() error {
 	return errors.Join(errs...)
 }
 
-// enforceRetention is one partition's part of EnforceRetention.
-func (p *partition) enforceRetention(cfg TopicConfig, now int64) error {
+// enforceRetention is one partition's part of EnforceRetention. local,
+// with tiered storage, returns the cut of local retention (only below what
+// the remote log confirmed); without, ok is false.
+func (p *partition) enforceRetention(cfg TopicConfig, now int64, local func([]segment.SegmentInfo) (uint64, bool)) error {
 	if p.log == nil || p.failed.Load() != nil || p.deleted.Load() {
 		return nil
 	}
@@ -90,6 +94,9 @@ func (p *partition) enforceRetention(cfg TopicConfig, now int64) error {
 		}
 	}
 	cut, n := retainFrom(segs, cfg, now)
+	if lc, ok := local(segs); ok && lc > cut {
+		cut, n = lc, 1
+	}
 	if n == 0 {
 		return nil
 	}

@@ -26,6 +26,14 @@ var callerFiles = map[string]bool{
 	"producer-state":                true,
 }
 
+// FileNames returns the names of the files of the segment with base
+// offset base in its partition directory: the batches (.log), the offset
+// index (.index) and the time index (.timeindex).
+func FileNames(base uint64) (log, index, timeIndex string) {
+	b := baseName(base)
+	return b + logSuffix, b + indexSuffix, b + timeIndexSuffix
+}
+
 // baseName returns the 20-digit file name stem of base offset base.
 func baseName(base uint64) string { return fmt.Sprintf("%020d", base) }
 

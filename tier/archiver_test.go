@@ -1,0 +1,197 @@
+package tier_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/seedqueue/sq/api/batch"
+	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/tier"
+)
+
+// tieredEngine opens a single-node engine with topic "t" (one partition,
+// 16 KiB segments) and returns it with its topic's partition key.
+func tieredEngine(t *testing.T, cfg engine.TopicConfig) (*engine.Engine, tier.Partition) {
+	t.Helper()
+	e, err := engine.Open(engine.Options{DataDir: t.TempDir(), SegmentBytes: 16 << 10, MaxBatchBytes: 8 << 10, PreallocBytes: 4 << 10,
+		RetentionCheckInterval: -1, ScrubBytesPerSec: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if cfg.SegmentBytes == 0 {
+		cfg.SegmentBytes = 16 << 10
+	}
+	ti, err := e.CreateTopic("t", 1, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, tier.Partition{Topic: "t", TopicID: ti.ID, Partition: 0}
+}
+
+// fill appends n batches of 10 records of 100 bytes to t/0.
+func fill(t *testing.T, e *engine.Engine, n int) {
+	t.Helper()
+	for i := range n {
+		var b batch.Builder
+		for j := range 10 {
+			b.Add(nil, bytes.Repeat([]byte{byte('a' + (i+j)%26)}, 100), nil, time.Now().UnixMilli())
+		}
+		buf, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Append(context.Background(), "t", 0, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestArchiverUploadsSealedSegments: every sealed segment goes to the
+// store once, with its indexes, in a manifest whose entries match the
+// local segments; the active segment stays local; a pass with nothing new
+// writes nothing.
+func TestArchiverUploadsSealedSegments(t *testing.T) {
+	e, p := tieredEngine(t, engine.TopicConfig{})
+	fill(t, e, 60) // ~60 KiB: 3 sealed 16 KiB segments and an active one
+	store := &tier.MemStore{}
+	var events []tier.UploadEvent
+	a, err := tier.NewArchiver(tier.ArchiverOptions{Store: store, Storage: e, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Observe: func(ev tier.UploadEvent) { events = append(events, ev) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Pass(context.Background())
+	parts := e.TieredPartitions()
+	if len(parts) != 1 || len(parts[0].Sealed) < 2 {
+		t.Fatalf("sealed segments: %+v", parts)
+	}
+	m := a.Manifest("t", p.TopicID, 0)
+	if m == nil || len(m.Segments) != len(parts[0].Sealed) {
+		t.Fatalf("manifest %+v for %d sealed segments", m, len(parts[0].Sealed))
+	}
+	for i, s := range parts[0].Sealed {
+		got := m.Segments[i]
+		if got.BaseOffset != s.BaseOffset || got.LastOffset != s.NextOffset-1 || got.Log.Size != s.Bytes {
+			t.Fatalf("segment %d: manifest %+v, local %+v", i, got, s)
+		}
+		if err := tier.Verify(context.Background(), store, got.Log.Key, got.Log.Size, got.Log.CRC32C); err != nil {
+			t.Fatal(err)
+		}
+		for _, ref := range []tier.ObjectRef{got.Index, got.TimeIndex} {
+			if _, err := store.Head(context.Background(), ref.Key); err != nil {
+				t.Fatalf("index object %s: %v", ref.Key, err)
+			}
+		}
+	}
+	for _, ev := range events {
+		if ev.Err != nil {
+			t.Fatalf("upload event %+v", ev)
+		}
+	}
+	if start, end, ok := a.Bounds("t", p.TopicID, 0); !ok || start != 0 || end != parts[0].Sealed[len(parts[0].Sealed)-1].NextOffset {
+		t.Fatalf("bounds %d %d %v", start, end, ok)
+	}
+	version := m.Version
+	a.Pass(context.Background())
+	if m2 := a.Manifest("t", p.TopicID, 0); m2.Version != version {
+		t.Fatalf("a pass with nothing new wrote manifest version %d (was %d)", m2.Version, version)
+	}
+	// A new archiver (a restart) reads the manifest and uploads nothing again.
+	events = nil
+	b, _ := tier.NewArchiver(tier.ArchiverOptions{Store: store, Storage: e, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Observe: func(ev tier.UploadEvent) { events = append(events, ev) }})
+	b.Pass(context.Background())
+	if len(events) != 0 {
+		t.Fatalf("a restarted archiver uploaded %d segments again", len(events))
+	}
+	for _, l := range a.Lags() {
+		if l.Segments != 0 || l.Bytes != 0 {
+			t.Fatalf("lag after the pass: %+v", l)
+		}
+	}
+}
+
+// putFailStore fails every Put of a key with the given suffix while fail
+// is set.
+type putFailStore struct {
+	tier.ObjectStore
+	fail   bool
+	suffix string
+}
+
+func (f *putFailStore) Put(ctx context.Context, key string, body io.ReaderAt, size int64, o tier.PutOptions) (tier.ObjectInfo, error) {
+	if f.fail && bytes.HasSuffix([]byte(key), []byte(f.suffix)) {
+		return tier.ObjectInfo{}, fmt.Errorf("injected failure of %s", key)
+	}
+	return f.ObjectStore.Put(ctx, key, body, size, o)
+}
+
+// TestArchiverFailedUploadRetried: a failed upload leaves the manifest
+// as it was (the segment does not count as uploaded), backs off, and is
+// retried once the store works again.
+func TestArchiverFailedUploadRetried(t *testing.T) {
+	e, p := tieredEngine(t, engine.TopicConfig{})
+	fill(t, e, 40)
+	store := &putFailStore{ObjectStore: &tier.MemStore{}, fail: true, suffix: ".timeindex"}
+	now := time.Now()
+	a, _ := tier.NewArchiver(tier.ArchiverOptions{Store: store, Storage: e, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now: func() time.Time { return now }, RetryBase: time.Second, RetryMax: 4 * time.Second})
+	a.Pass(context.Background())
+	if _, _, ok := a.Bounds("t", p.TopicID, 0); ok {
+		t.Fatal("a segment whose time index failed to upload counts as uploaded")
+	}
+	store.fail = false
+	a.Pass(context.Background()) // within the backoff: skipped
+	if _, _, ok := a.Bounds("t", p.TopicID, 0); ok {
+		t.Fatal("a pass within the backoff ran")
+	}
+	now = now.Add(5 * time.Second)
+	a.Pass(context.Background())
+	if _, end, ok := a.Bounds("t", p.TopicID, 0); !ok || end == 0 {
+		t.Fatal("the retried upload did not land")
+	}
+}
+
+// TestArchiverRemoteRetention: retention.bytes over the whole log deletes
+// the oldest remote segments, manifest first, then their objects.
+func TestArchiverRemoteRetention(t *testing.T) {
+	e, p := tieredEngine(t, engine.TopicConfig{RetentionBytes: 40 << 10})
+	store := &tier.MemStore{}
+	a, _ := tier.NewArchiver(tier.ArchiverOptions{Store: store, Storage: e, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	for range 6 {
+		fill(t, e, 20)
+		a.Pass(context.Background())
+	}
+	m := a.Manifest("t", p.TopicID, 0)
+	if m == nil || m.LogStartOffset == 0 {
+		t.Fatalf("remote log start not moved by retention.bytes: %+v", m)
+	}
+	var remote int64
+	for _, s := range m.Segments {
+		remote += s.Log.Size
+	}
+	if remote > 40<<10 {
+		t.Fatalf("remote log holds %d bytes, retention.bytes is %d", remote, 40<<10)
+	}
+	objs, err := store.List(context.Background(), p.Prefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if bytes.HasSuffix([]byte(o.Key), []byte(".log")) {
+			found := false
+			for _, s := range m.Segments {
+				found = found || s.Log.Key == o.Key
+			}
+			if !found {
+				t.Fatalf("object %s of a deleted segment still stored", o.Key)
+			}
+		}
+	}
+}
