@@ -31,10 +31,10 @@ type tieredLog struct {
 	segs []segment.SegmentInfo // the uploaded (sealed) segments
 }
 
-// segOptions make small segments with a dense index: 24 KiB segments,
+// segOptions make small segments with a dense index: 48 KiB segments,
 // an index entry every 1 KiB.
 func segOptions() segment.Options {
-	return segment.Options{SegmentBytes: 24 << 10, IndexIntervalBytes: 1 << 10, PreallocBytes: 24 << 10, MaxBatchBytes: 1 << 20}
+	return segment.Options{SegmentBytes: 48 << 10, IndexIntervalBytes: 1 << 10, PreallocBytes: 48 << 10, MaxBatchBytes: 1 << 20}
 }
 
 // readbackPartition returns partition n of topic "events" with a fixed id.
