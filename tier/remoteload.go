@@ -77,14 +77,15 @@ func (r *RemoteReader) index(ctx context.Context, seg *SegmentEntry) (OffsetInde
 	if ref.Key == "" || ref.Size == 0 {
 		return OffsetIndex{}, nil
 	}
+	name := indexName(ref)
 	r.mu.Lock()
-	if el, ok := r.indexes[ref.Key]; ok {
+	if el, ok := r.indexes[name]; ok {
 		r.indexLRU.MoveToFront(el)
 		r.mu.Unlock()
 		return el.Value.(*indexEntry).index, nil
 	}
 	r.mu.Unlock()
-	ch := r.idxGroup.DoChan(ref.Key, func() (any, error) {
+	ch := r.idxGroup.DoChan(name, func() (any, error) {
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()
@@ -127,11 +128,15 @@ func (r *RemoteReader) loadIndex(seg *SegmentEntry) (OffsetIndex, error) {
 			"index", ref.Key, "err", err)
 		idx = OffsetIndex{}
 	}
-	r.rememberIndex(ref.Key, idx)
+	r.rememberIndex(indexName(ref), idx)
 	return idx, nil
 }
 
-// rememberIndex keeps idx under key, dropping the least recently used
+// indexName is the name an index object is remembered under: its key
+// and CRC-32C, so that a key that ever held other bytes is not mixed up.
+func indexName(ref ObjectRef) string { return fmt.Sprintf("%s#%08x", ref.Key, ref.CRC32C) }
+
+// rememberIndex keeps idx under key (an indexName), dropping the least recently used
 // indexes beyond IndexCacheBytes (an index larger than that is used once
 // and not kept).
 func (r *RemoteReader) rememberIndex(key string, idx OffsetIndex) {
@@ -162,7 +167,7 @@ func (r *RemoteReader) dropIndex(seg *SegmentEntry, why string) {
 	r.indexFallbacks.Add(1)
 	r.opts.Logger.Warn("tier: offset index disagrees with its log; reads of its segment scan from the start",
 		"index", seg.Index.Key, "why", why)
-	r.rememberIndex(seg.Index.Key, OffsetIndex{})
+	r.rememberIndex(indexName(seg.Index), OffsetIndex{})
 }
 
 // prefetch loads chunk id into the cache in the background, unless

@@ -179,7 +179,7 @@ type RemoteReader struct {
 	closed      bool
 	running     sync.WaitGroup // prefetches and index loads; Add under mu while !closed
 	prefetching map[string]bool
-	indexes     map[string]*list.Element // of *indexEntry, by index object key
+	indexes     map[string]*list.Element // of *indexEntry, by indexName
 	indexLRU    *list.List
 	indexBytes  int64
 
@@ -236,9 +236,10 @@ func (r *RemoteReader) Stats() ReaderStats {
 // ctx bounds the whole Read; each GET is bounded by RemoteTimeout too.
 // Errors: ErrOffsetBeyondRemote (offset after the remote log);
 // ErrCorrupt, naming the object and byte position, when the object is
-// shorter than the manifest says or a batch fails its checks (nothing of
-// a corrupt object is served, and the chunks involved are dropped from
-// the cache); ErrRemoteTimeout; ErrReaderClosed; ctx's error; or the
+// shorter than the manifest says or a batch fails its checks twice (a
+// failing batch is read once more with its chunks loaded anew; nothing
+// failing is served, and its chunks are dropped from the cache);
+// ErrRemoteTimeout; ErrReaderClosed; ctx's error; or the
 // store's.
 func (r *RemoteReader) Read(ctx context.Context, m *Manifest, offset uint64, maxBytes int) (*RemoteRead, error) {
 	res, err := r.read(ctx, m, offset, maxBytes)
