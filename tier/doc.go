@@ -1,7 +1,8 @@
 // Package tier is SQ's seam to object storage for tiered storage
 // (docs/architecture.md §8): the ObjectStore interface, the
-// object keys of a partition's uploaded segments, and the manifest that
-// records which uploads were verified. The S3 implementation is in
+// object keys of a partition's uploaded segments, the manifest that
+// records which uploads were verified, and the read-back of uploaded
+// segments (RemoteReader, ChunkCache). The S3 implementation is in
 // tier/s3 (the only package besides cmd that imports the AWS SDK);
 // MemStore is an in-memory one for tests, and tiertest the conformance
 // test both pass.
@@ -87,8 +88,64 @@
 // like the latest), and its NextVersion is above every version stored,
 // valid or not, so a corrupt version is never overwritten.
 //
+// # Read-back
+//
+// A fetch below the local log start is served from the remote log by a
+// RemoteReader (one per server, shared by every partition) through a
+// ChunkCache on local disk (sq-server --tier-cache-bytes bounds it).
+// RemoteReader.Read(ctx, manifest, offset, maxBytes):
+//
+//  1. The offset is raised to the manifest's LogStartOffset, and the
+//     segment is the first whose LastOffset is at or after it (binary
+//     search). An offset in a gap between segments, or before the first,
+//     is served from that segment's base offset, and RemoteRead.Offset
+//     says so: a consumer never reads an empty answer forever
+//     (KAFKA-15388). An offset after the last segment is
+//     ErrOffsetBeyondRemote: the caller reads its local log.
+//  2. The segment's .index object is read whole once, checked against
+//     the manifest's size and CRC-32C and parsed (ParseOffsetIndex, the
+//     format of package segment), and kept in memory (least recently used
+//     first out past RemoteReaderOptions.IndexCacheBytes). Its last entry
+//     at or below the offset gives a byte position in the .log object. An
+//     index that is missing, corrupt or disagrees with the log (its entry
+//     does not point at a batch of its offset) is replaced by an empty
+//     one, with a warning: reads of that segment scan from its start.
+//  3. From there batch headers are read forward (each must continue the
+//     previous batch's offsets, lie inside the object and be at most
+//     MaxBatchBytes) to the batch holding the offset.
+//  4. Whole batches are taken from it while they total at most maxBytes,
+//     but at least one (KIP-74), never beyond the segment's last offset:
+//     a Read serves one segment, the next Read continues at NextOffset.
+//     Each batch passes batch.CheckHeader (length, magic, CRC-32C, record
+//     count); one that fails is read again with its chunks dropped from
+//     the cache and loaded anew, and failing again the Read fails with
+//     ErrCorrupt naming the object and byte position. Bad bytes are
+//     never served.
+//  5. The bytes come from chunks of the .log object: ChunkBytes-aligned
+//     ranges (4 MiB by default; the last may be shorter), each loaded by
+//     one ranged GET bounded by RemoteTimeout (10 s by default; separate
+//     from the caller's context, which bounds only its own wait:
+//     ErrRemoteTimeout) and kept in the cache. Concurrent reads of one
+//     chunk share one GET.
+//  6. After the Read, the chunk after the last one it used is loaded in
+//     the background if it is not cached (at most one prefetch per
+//     segment and MaxPrefetches per reader), so a consumer reading on
+//     finds it there.
+//
+// The cache keeps one file per chunk in its directory,
+// chunk-<SHA-256 of the object key, size, CRC-32C, chunk size and chunk
+// number, in hex>.sqchunk, holding the chunk's bytes and their CRC-32C
+// (4 bytes, little-endian). Files are written as .sqtmp and renamed, not
+// synced: a file torn by a crash, cut or damaged fails its length or
+// checksum when read and is dropped and loaded again. Temporary files
+// are deleted at OpenChunkCache; the chunk files found there are kept.
+// Past MaxBytes, least recently used files are removed. Both types count
+// their work (CacheStats, ReaderStats) for the caller's metrics.
+//
 // # Errors
 //
 // Stores wrap the sentinel errors ErrNotFound, ErrExists, ErrCorrupt,
-// ErrInvalidRange and ErrBucket with %w; test them with errors.Is.
+// ErrInvalidRange and ErrBucket with %w; the read-back adds
+// ErrOffsetBeyondRemote, ErrRemoteTimeout, ErrReaderClosed and
+// ErrCacheClosed. Test them with errors.Is.
 package tier
