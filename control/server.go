@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"errors"
+	"go.opentelemetry.io/otel/trace"
 	"net"
 	"net/http"
 	"sync"
@@ -135,6 +136,9 @@ func (s *Server) Observer() engine.Observer { return s.metrics }
 // Registry returns the Prometheus registry behind /metrics, for extra
 // collectors.
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+
+// Tracer returns the tracer of Options.Tracer, nil when spans are off.
+func (s *Server) Tracer() trace.Tracer { return s.opts.Tracer }
 
 // GRPCServer returns the underlying gRPC server (for tests and extra
 // services).

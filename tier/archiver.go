@@ -27,6 +27,9 @@ type ArchiverOptions struct {
 	Store ObjectStore
 	// Storage lists the partitions (required).
 	Storage Storage
+	// Reader serves the fetches of the remote log (Fetch); required for
+	// Fetch to serve anything.
+	Reader *RemoteReader
 	// Interval is the period of the upload pass (default 5 s; the server's
 	// segments roll far less often).
 	Interval time.Duration

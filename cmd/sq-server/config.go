@@ -57,19 +57,24 @@ type config struct {
 	OffsetsTopicPartitions        int
 	OffsetsTopicReplicationFactor int
 
-	SyncPolicy   string
-	S3Bucket     string
-	S3Endpoint   string
-	S3Region     string
-	MaxRecord    int
-	MaxBatch     int
-	MaxFrame     int
-	SegmentBytes int64
-	IOBackend    string
-	MinFreeBytes int64
-	MaxSegFiles  int
-	LogLevel     string
-	LogFormat    string
+	SyncPolicy string
+	S3Bucket   string
+	S3Endpoint string
+	S3Region   string
+	// TierMultipartBytes, TierCacheBytes and TierUploadInterval tune
+	// tiered storage (docs/tiering.md).
+	TierMultipartBytes int64
+	TierCacheBytes     int64
+	TierUploadInterval time.Duration
+	MaxRecord          int
+	MaxBatch           int
+	MaxFrame           int
+	SegmentBytes       int64
+	IOBackend          string
+	MinFreeBytes       int64
+	MaxSegFiles        int
+	LogLevel           string
+	LogFormat          string
 
 	// MaxInflightRequestBytes, FrameReadTimeout and MaxConnections bound
 	// the data plane's memory (dataplane.Options of the same names).
@@ -144,9 +149,12 @@ var flagSpecs = []flagSpec{
 	{"offsets-topic-num-partitions", "SQ_OFFSETS_TOPIC_NUM_PARTITIONS", "offsets.topic.num.partitions: partitions of the internal topic __sq_offsets that holds consumer groups' committed offsets in a cluster (fixed once the topic exists: it decides each group's coordinator)"},
 	{"offsets-topic-replication-factor", "SQ_OFFSETS_TOPIC_REPLICATION_FACTOR", "offsets.topic.replication.factor: replicas of each partition of __sq_offsets (lowered to the live nodes when fewer at its creation)"},
 	{"sync-policy", "SQ_SYNC_POLICY", "default sync policy of topics: every-batch, none, or an interval in ms (N or Nms)"},
-	{"s3-bucket", "SQ_S3_BUCKET", "S3 bucket for tiered storage (tiered storage not in this build)"},
-	{"s3-endpoint", "SQ_S3_ENDPOINT", "S3 endpoint, for MinIO etc. (tiered storage not in this build)"},
-	{"s3-region", "SQ_S3_REGION", "S3 region (tiered storage not in this build)"},
+	{"s3-bucket", "SQ_S3_BUCKET", "S3 bucket for tiered storage: sealed segments are uploaded to it and read back below the local log start (empty: tiered storage off); credentials from the AWS chain (AWS_ACCESS_KEY_ID..., shared files, IMDS)"},
+	{"s3-endpoint", "SQ_S3_ENDPOINT", "S3 endpoint URL for S3-compatible stores such as MinIO (path-style addressing; empty: AWS)"},
+	{"s3-region", "SQ_S3_REGION", "S3 region (empty: the AWS configuration's, or us-east-1 with --s3-endpoint)"},
+	{"tier-multipart-bytes", "SQ_TIER_MULTIPART_BYTES", "segment objects larger than this are uploaded in parts of this size (at least 5 MiB)"},
+	{"tier-cache-bytes", "SQ_TIER_CACHE_BYTES", "bound of the on-disk cache of chunks read back from the object store, in <data-dir>/tier-cache"},
+	{"tier-upload-interval", "SQ_TIER_UPLOAD_INTERVAL", "period of the upload pass over the partitions (a Go duration)"},
 	{"max-record-bytes", "SQ_MAX_RECORD_BYTES", "largest record (key+value+headers) in bytes"},
 	{"max-batch-bytes", "SQ_MAX_BATCH_BYTES", "largest batch in bytes"},
 	{"max-frame-bytes", "SQ_MAX_FRAME_BYTES", "largest Cap'n Proto frame (without records) in bytes"},
@@ -181,6 +189,9 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.S3Bucket, "s3-bucket", "", "")
 	fs.StringVar(&c.S3Endpoint, "s3-endpoint", "", "")
 	fs.StringVar(&c.S3Region, "s3-region", "", "")
+	fs.Int64Var(&c.TierMultipartBytes, "tier-multipart-bytes", DefaultTierMultipartBytes, "")
+	fs.Int64Var(&c.TierCacheBytes, "tier-cache-bytes", DefaultTierCacheBytes, "")
+	fs.DurationVar(&c.TierUploadInterval, "tier-upload-interval", DefaultTierUploadInterval, "")
 	fs.IntVar(&c.MaxRecord, "max-record-bytes", api.DefaultMaxRecordBytes, "")
 	fs.IntVar(&c.MaxBatch, "max-batch-bytes", api.DefaultMaxBatchBytes, "")
 	fs.IntVar(&c.MaxFrame, "max-frame-bytes", api.DefaultMaxFrameBytes, "")
@@ -259,6 +270,7 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("--max-connections %d must be at least 1", c.MaxConnections))
 	}
 	errs = append(errs, c.validateCluster()...)
+	errs = append(errs, c.validateTier()...)
 	switch c.IOBackend {
 	case ring.ModeAuto, ring.ModeUring, ring.ModePortable:
 	default:

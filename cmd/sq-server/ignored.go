@@ -11,12 +11,19 @@ type ignoredFlag struct {
 	part      string // what the flag configures
 }
 
-// ignoredFlags are every accepted-and-ignored flag: tiered storage is not
-// built yet (docs/architecture.md §8).
+// ignoredFlags are every accepted-and-ignored flag: --s3-endpoint and
+// --s3-region without --s3-bucket, which turns tiered storage on.
 var ignoredFlags = []ignoredFlag{
-	{"--s3-bucket", "SQ_S3_BUCKET", func(c *config) string { return c.S3Bucket }, "tiered storage"},
-	{"--s3-endpoint", "SQ_S3_ENDPOINT", func(c *config) string { return c.S3Endpoint }, "tiered storage"},
-	{"--s3-region", "SQ_S3_REGION", func(c *config) string { return c.S3Region }, "tiered storage"},
+	{"--s3-endpoint", "SQ_S3_ENDPOINT", func(c *config) string { return ifNoBucket(c, c.S3Endpoint) }, "tiered storage (needs --s3-bucket)"},
+	{"--s3-region", "SQ_S3_REGION", func(c *config) string { return ifNoBucket(c, c.S3Region) }, "tiered storage (needs --s3-bucket)"},
+}
+
+// ifNoBucket returns v when --s3-bucket is not set, else "".
+func ifNoBucket(c *config, v string) string {
+	if c.S3Bucket != "" {
+		return ""
+	}
+	return v
 }
 
 // logIgnored logs one INFO line for each ignored flag that is set (by its

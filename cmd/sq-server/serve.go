@@ -117,6 +117,12 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 			log.Warn("closing the I/O backend", "err", err)
 		}
 	}()
+	tiered, err := startTiering(ctx, c, log, cp, eng)
+	if err != nil {
+		eng.Close()
+		return err
+	}
+	defer tiered.close()
 	ln, err := net.Listen("tcp", c.CapnpHost)
 	if err != nil {
 		eng.Close()
