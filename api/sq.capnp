@@ -120,6 +120,16 @@ struct TopicConfig {
   # any alive replica (acknowledged records may be lost). false: the
   # partition stays without a leader until an in-sync replica returns.
   uncleanLeaderElection @7 :Bool;
+  # localRetentionMs and localRetentionBytes are the topic settings
+  # local.retention.ms and local.retention.bytes (KIP-405): with tiered
+  # storage, how long and how much of a partition stays on local disk;
+  # retentionMs and retentionBytes still bound the whole log. -2: the same
+  # as the whole log's (the default); -1 unlimited (only when the whole
+  # log's is unlimited too); else ms or bytes, at most the whole log's.
+  # 0 in a create request: the server default. Take effect with tiered
+  # storage.
+  localRetentionMs    @8 :Int64;
+  localRetentionBytes @9 :Int64;
 }
 
 struct PartitionInfo {

@@ -26,6 +26,7 @@ func topicConfigFrom(c *sqv1.TopicConfig) engine.TopicConfig {
 		SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
 		RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs,
 		MinInsyncReplicas: c.MinInsyncReplicas, UncleanLeaderElection: c.UncleanLeaderElection,
+		LocalRetentionMs: c.LocalRetentionMs, LocalRetentionBytes: c.LocalRetentionBytes,
 	}
 }
 
@@ -34,6 +35,7 @@ func topicConfigTo(c engine.TopicConfig) *sqv1.TopicConfig {
 		SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
 		RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs,
 		MinInsyncReplicas: c.MinInsyncReplicas, UncleanLeaderElection: c.UncleanLeaderElection,
+		LocalRetentionMs: c.LocalRetentionMs, LocalRetentionBytes: c.LocalRetentionBytes,
 	}
 }
 
@@ -116,7 +118,9 @@ func checkBareMinInsync(eng any, n int32) error {
 
 // checkConfig refuses negative values the engine would read as "unset"
 // or "unlimited" only where that is not their meaning: -1 is unlimited for
-// the retentions, anything lower is invalid.
+// the retentions, anything lower is invalid, except -2 for the local
+// retentions (the same as the whole log's). The engine checks the local
+// retentions against the whole log's.
 func checkConfig(c engine.TopicConfig) error {
 	switch {
 	case c.RetentionMs < -1:
@@ -131,6 +135,10 @@ func checkConfig(c engine.TopicConfig) error {
 		return api.NewError(api.CodeInvalidConfig, "max_record_bytes %d: want 0 (default) or a positive size", c.MaxRecordBytes)
 	case c.MinInsyncReplicas < 0:
 		return api.NewError(api.CodeInvalidConfig, "min_insync_replicas %d: want 0 (default) or 1 to the replication factor", c.MinInsyncReplicas)
+	case c.LocalRetentionMs < engine.LocalRetentionDefault:
+		return api.NewError(api.CodeInvalidConfig, "local_retention_ms %d: want -2 (the same as retention_ms), -1 (unlimited), 0 (default) or a positive duration in ms", c.LocalRetentionMs)
+	case c.LocalRetentionBytes < engine.LocalRetentionDefault:
+		return api.NewError(api.CodeInvalidConfig, "local_retention_bytes %d: want -2 (the same as retention_bytes), -1 (unlimited), 0 (default) or a positive size", c.LocalRetentionBytes)
 	}
 	return nil
 }

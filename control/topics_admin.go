@@ -32,7 +32,7 @@ func (t *topicsService) AlterTopicConfig(_ context.Context, req *sqv1.AlterTopic
 	}
 	cfg := engine.TopicConfig{SyncPolicy: req.GetSyncPolicy(), SegmentBytes: req.GetSegmentBytes(), RetentionBytes: req.GetRetentionBytes(),
 		RetentionMs: req.GetRetentionMs(), MaxRecordBytes: req.GetMaxRecordBytes(), SegmentMs: req.GetSegmentMs(),
-		MinInsyncReplicas: req.GetMinInsyncReplicas()}
+		MinInsyncReplicas: req.GetMinInsyncReplicas(), LocalRetentionMs: req.GetLocalRetentionMs(), LocalRetentionBytes: req.GetLocalRetentionBytes()}
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -53,7 +53,8 @@ func (t *topicsService) AlterTopicConfig(_ context.Context, req *sqv1.AlterTopic
 	}
 	ti, err := a.AlterTopicConfig(req.Name, engine.TopicConfigChange{SyncPolicy: req.SyncPolicy, SegmentBytes: req.SegmentBytes,
 		RetentionBytes: req.RetentionBytes, RetentionMs: req.RetentionMs, MaxRecordBytes: req.MaxRecordBytes, SegmentMs: req.SegmentMs,
-		MinInsyncReplicas: req.MinInsyncReplicas, UncleanLeaderElection: req.UncleanLeaderElection})
+		MinInsyncReplicas: req.MinInsyncReplicas, UncleanLeaderElection: req.UncleanLeaderElection,
+		LocalRetentionMs: req.LocalRetentionMs, LocalRetentionBytes: req.LocalRetentionBytes})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,12 @@ type TopicConfigChange struct {
 	MinInsyncReplicas *int32
 	// UncleanLeaderElection is unclean.leader.election.enable.
 	UncleanLeaderElection *bool
+	// LocalRetentionMs and LocalRetentionBytes are local.retention.ms and
+	// local.retention.bytes (TopicConfig): -2 the same as retention.ms /
+	// retention.bytes, -1 unlimited, or a positive value (0: the server's
+	// default).
+	LocalRetentionMs    *int64
+	LocalRetentionBytes *int64
 }
 
 // AlterTopicConfig changes settings of an existing topic, persists them
@@ -62,7 +68,8 @@ func (e *Engine) AlterTopicConfig(name string, change TopicConfigChange) (TopicI
 		}
 	}
 	e.log.Info("topic config changed", "topic", name, "sync_policy", cfg.SyncPolicy,
-		"retention_ms", cfg.RetentionMs, "retention_bytes", cfg.RetentionBytes, "segment_ms", cfg.SegmentMs, "max_record_bytes", cfg.MaxRecordBytes)
+		"retention_ms", cfg.RetentionMs, "retention_bytes", cfg.RetentionBytes, "segment_ms", cfg.SegmentMs, "max_record_bytes", cfg.MaxRecordBytes,
+		"local_retention_ms", cfg.LocalRetentionMs, "local_retention_bytes", cfg.LocalRetentionBytes)
 	return t.info(true), nil
 }
 
@@ -85,6 +92,8 @@ func (e *Engine) ResolveConfigChange(name string, cur TopicConfig, change TopicC
 	set(&cfg.SegmentMs, change.SegmentMs)
 	set(&cfg.MinInsyncReplicas, change.MinInsyncReplicas)
 	set(&cfg.UncleanLeaderElection, change.UncleanLeaderElection)
+	set(&cfg.LocalRetentionMs, change.LocalRetentionMs)
+	set(&cfg.LocalRetentionBytes, change.LocalRetentionBytes)
 	return e.resolveConfig(cfg, &cur)
 }
 

@@ -28,6 +28,25 @@ type topicMeta struct {
 	ID api.TopicID `json:"id,omitzero"`
 }
 
+// UnmarshalJSON implements json.Unmarshaler: as json.Unmarshal, unknown
+// keys are ignored, in the config too (a file written by a later version
+// still loads; TopicConfig.UnmarshalJSON alone is strict).
+func (m *topicMeta) UnmarshalJSON(b []byte) error {
+	type fields topicMeta
+	var f struct {
+		fields
+		Config json.RawMessage `json:"config"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	*m = topicMeta(f.fields)
+	if len(f.Config) == 0 {
+		f.Config = []byte("{}")
+	}
+	return m.Config.decode(f.Config, false)
+}
+
 // resolveConfig fills the zero fields of c from the engine defaults and
 // checks every field, returning an INVALID_CONFIG *api.Error naming the
 // first bad one. At an alter, prev is the topic's stored config: a field
@@ -80,6 +99,9 @@ func (e *Engine) resolveConfig(c TopicConfig, prev *TopicConfig) (TopicConfig, e
 		c.MaxRecordBytes = int32(o.MaxRecordBytes)
 	case c.MaxRecordBytes < 0 || int(c.MaxRecordBytes) > o.MaxRecordBytes && (prev == nil || prev.MaxRecordBytes != c.MaxRecordBytes):
 		return c, api.NewError(api.CodeInvalidConfig, "max.record.bytes %d out of range [1, %d]", c.MaxRecordBytes, o.MaxRecordBytes)
+	}
+	if err := resolveLocalRetention(&c, o); err != nil {
+		return c, err
 	}
 	if c.ReplicationFactor < 0 {
 		return c, api.NewError(api.CodeInvalidConfig, "replication.factor %d: want at least 1", c.ReplicationFactor)

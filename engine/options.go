@@ -49,6 +49,16 @@ type Options struct {
 	// RetentionMs and SegmentMs are the defaults of new topics (7 days).
 	RetentionMs int64
 	SegmentMs   int64
+	// LocalRetentionMs and LocalRetentionBytes are the defaults of
+	// local.retention.ms and local.retention.bytes of new topics
+	// (TopicConfig): -2 (LocalRetentionDefault, the default: the same as
+	// the topic's retention.ms / retention.bytes), -1 unlimited, or a
+	// positive duration in ms / size in bytes. LocalRetentionMs may not
+	// exceed RetentionMs, nor be -1 while RetentionMs is limited (a
+	// topic's retention.bytes defaults to unlimited, so any
+	// LocalRetentionBytes fits it). They take effect with tiered storage.
+	LocalRetentionMs    int64
+	LocalRetentionBytes int64
 	// FS and Backend are the file-system seam and write backend
 	// (default: the OS and the portable pwrite/fdatasync backend).
 	FS      ring.FS
@@ -150,6 +160,12 @@ func (o *Options) Defaults() {
 	if o.SegmentMs == 0 {
 		o.SegmentMs = DefaultSegmentMs
 	}
+	if o.LocalRetentionMs == 0 {
+		o.LocalRetentionMs = LocalRetentionDefault
+	}
+	if o.LocalRetentionBytes == 0 {
+		o.LocalRetentionBytes = LocalRetentionDefault
+	}
 	if o.FS == nil {
 		o.FS = ring.OS
 	}
@@ -216,6 +232,13 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxOpenSegmentFiles < 1 {
 		errs = append(errs, fmt.Errorf("max open segment files %d must be positive", o.MaxOpenSegmentFiles))
+	}
+	if err := checkLocalLimit(o.LocalRetentionMs, o.RetentionMs, localMsNames); err != nil {
+		errs = append(errs, fmt.Errorf("default local.retention.ms %d: %w", o.LocalRetentionMs, err))
+	}
+	// A topic's retention.bytes defaults to -1 (unlimited).
+	if err := checkLocalLimit(o.LocalRetentionBytes, -1, localBytesNames); err != nil {
+		errs = append(errs, fmt.Errorf("default local.retention.bytes %d: %w", o.LocalRetentionBytes, err))
 	}
 	return errors.Join(errs...)
 }

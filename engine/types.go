@@ -43,6 +43,27 @@ type TopicConfig struct {
 	// in-sync set is alive, the controller may make another replica the
 	// leader, losing what only the in-sync set held. Default false.
 	UncleanLeaderElection bool `json:"unclean_leader_election,omitempty"`
+	// LocalRetentionMs is the topic setting local.retention.ms (Kafka
+	// KIP-405): with tiered storage, how long a partition's records stay
+	// on local disk, by broker append time, once their segment is
+	// uploaded; RetentionMs still bounds the whole log, remote included.
+	// LocalRetentionDefault (-2, the default) means the same as
+	// RetentionMs; -1 unlimited, allowed only when RetentionMs is -1
+	// too; otherwise a positive duration in ms, at most RetentionMs when
+	// that is limited. 0 in a create request or a change: the server's
+	// default (Options.LocalRetentionMs). Stored and described only: it
+	// takes effect with tiered storage (docs/architecture.md §8). Its
+	// JSON key local_retention_ms is left out at -2 (MarshalJSON).
+	LocalRetentionMs int64 `json:"-"`
+	// LocalRetentionBytes is the topic setting local.retention.bytes
+	// (KIP-405): with tiered storage, the local disk bound of each
+	// partition; RetentionBytes still bounds the whole log. -2 (the
+	// default) means the same as RetentionBytes, -1 unlimited (only when
+	// RetentionBytes is -1), otherwise a positive size in bytes, at most
+	// RetentionBytes when that is limited. 0 in a create request or a
+	// change: the server's default (Options.LocalRetentionBytes). Its
+	// JSON key local_retention_bytes is left out at -2.
+	LocalRetentionBytes int64 `json:"-"`
 }
 
 // PartitionInfo describes one partition's offsets and size.

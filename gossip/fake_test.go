@@ -273,7 +273,8 @@ func newTestNode(t *testing.T, m *fakeMeta, id, dir string, hooked bool) *testNo
 func placed(name string, replica string, leaders ...string) meta.Command {
 	t := &meta.Topic{Name: name, ID: api.NewTopicID(), CreatedMs: 777}
 	t.Config = engine.TopicConfig{SyncPolicy: "none", SegmentBytes: 64 << 10, RetentionBytes: -1, RetentionMs: 86400000,
-		MaxRecordBytes: 1 << 20, SegmentMs: 86400000, ReplicationFactor: 1}
+		MaxRecordBytes: 1 << 20, SegmentMs: 86400000, ReplicationFactor: 1,
+		LocalRetentionMs: engine.LocalRetentionDefault, LocalRetentionBytes: engine.LocalRetentionDefault}
 	for _, l := range leaders {
 		r := l
 		if r == "" {

@@ -259,7 +259,8 @@ func (r *Reconciler) syncTopic(mt *meta.Topic, have map[string]engine.TopicInfo,
 	if want != got {
 		c := mt.Config
 		change := engine.TopicConfigChange{SyncPolicy: &c.SyncPolicy, SegmentBytes: &c.SegmentBytes, RetentionBytes: &c.RetentionBytes,
-			RetentionMs: &c.RetentionMs, MaxRecordBytes: &c.MaxRecordBytes, SegmentMs: &c.SegmentMs}
+			RetentionMs: &c.RetentionMs, MaxRecordBytes: &c.MaxRecordBytes, SegmentMs: &c.SegmentMs,
+			LocalRetentionMs: &c.LocalRetentionMs, LocalRetentionBytes: &c.LocalRetentionBytes}
 		if _, err := r.s.AlterTopicConfig(mt.Name, change); err != nil {
 			fail(mt.Name, "change the config", err)
 			return

@@ -35,7 +35,28 @@ type TopicConfig struct {
 	// unclean.leader.election.enable: when no in-sync replica is alive,
 	// another replica may lead, losing what only the in-sync set held.
 	UncleanLeaderElection bool
+	// LocalRetentionMs is the topic setting local.retention.ms (Kafka
+	// KIP-405): with tiered storage, how long records stay on the
+	// broker's local disk once uploaded; RetentionMs still bounds the
+	// whole log. LocalRetentionDefault (-2) means the same as RetentionMs
+	// (the default); -1 unlimited (only when RetentionMs is -1); else
+	// milliseconds, at most RetentionMs. 0 in CreateTopic: the server's
+	// default (sq-server --local-retention-ms); 0 in an answer: a server
+	// that does not know the setting. It takes effect with tiered storage;
+	// api.ErrInvalidConfig when it does not fit RetentionMs.
+	LocalRetentionMs int64
+	// LocalRetentionBytes is the topic setting local.retention.bytes
+	// (KIP-405): with tiered storage, the local disk bound of each
+	// partition; RetentionBytes still bounds the whole log. -2 the same as
+	// RetentionBytes (the default), -1 unlimited (only when RetentionBytes
+	// is -1), else bytes, at most RetentionBytes; 0 as LocalRetentionMs.
+	LocalRetentionBytes int64
 }
+
+// LocalRetentionDefault is the value of TopicConfig.LocalRetentionMs and
+// LocalRetentionBytes that means "the same as RetentionMs /
+// RetentionBytes" (Kafka's -2).
+const LocalRetentionDefault = -2
 
 // PartitionInfo describes one partition of a topic (DescribeTopic only).
 type PartitionInfo struct {
@@ -274,6 +295,8 @@ func topicConfigToWire(w api.TopicConfig, cfg TopicConfig) error {
 	w.SetSegmentMs(cfg.SegmentMs)
 	w.SetMinInsyncReplicas(cfg.MinInsyncReplicas)
 	w.SetUncleanLeaderElection(cfg.UncleanLeaderElection)
+	w.SetLocalRetentionMs(cfg.LocalRetentionMs)
+	w.SetLocalRetentionBytes(cfg.LocalRetentionBytes)
 	if cfg.SyncPolicy == "" {
 		return nil
 	}
@@ -317,6 +340,8 @@ func topicFromWire(t api.TopicInfo) (TopicInfo, error) {
 		ti.Config.SegmentMs = wc.SegmentMs()
 		ti.Config.MinInsyncReplicas = wc.MinInsyncReplicas()
 		ti.Config.UncleanLeaderElection = wc.UncleanLeaderElection()
+		ti.Config.LocalRetentionMs = wc.LocalRetentionMs()
+		ti.Config.LocalRetentionBytes = wc.LocalRetentionBytes()
 	}
 	if !t.HasPartitionInfos() {
 		return ti, nil

@@ -131,6 +131,11 @@ type TopicConfigChange struct {
 	// MinInsyncReplicas: 1 to the topic's replication factor.
 	MinInsyncReplicas     *int32
 	UncleanLeaderElection *bool
+	// LocalRetentionMs and LocalRetentionBytes: -2 the same as the whole
+	// log's retention, -1 unlimited, or a positive value at most the whole
+	// log's (TopicConfig); 0 the server's default.
+	LocalRetentionMs    *int64
+	LocalRetentionBytes *int64
 }
 
 // AlterTopicConfig changes the set fields of a topic's config and returns
@@ -139,7 +144,8 @@ func (a *Admin) AlterTopicConfig(ctx context.Context, name string, ch TopicConfi
 	r, err := unary(ctx, a.cfg.RequestTimeout, a.topics.AlterTopicConfig, &sqv1.AlterTopicConfigRequest{
 		Name: name, SyncPolicy: ch.SyncPolicy, SegmentBytes: ch.SegmentBytes, RetentionBytes: ch.RetentionBytes,
 		RetentionMs: ch.RetentionMs, MaxRecordBytes: ch.MaxRecordBytes, SegmentMs: ch.SegmentMs,
-		MinInsyncReplicas: ch.MinInsyncReplicas, UncleanLeaderElection: ch.UncleanLeaderElection})
+		MinInsyncReplicas: ch.MinInsyncReplicas, UncleanLeaderElection: ch.UncleanLeaderElection,
+		LocalRetentionMs: ch.LocalRetentionMs, LocalRetentionBytes: ch.LocalRetentionBytes})
 	if err != nil {
 		return TopicInfo{}, err
 	}
@@ -257,7 +263,8 @@ func (a *Admin) Members(ctx context.Context) ([]ClusterMember, error) {
 func topicConfigToProto(c TopicConfig) *sqv1.TopicConfig {
 	return &sqv1.TopicConfig{SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
 		RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs,
-		MinInsyncReplicas: c.MinInsyncReplicas, UncleanLeaderElection: c.UncleanLeaderElection}
+		MinInsyncReplicas: c.MinInsyncReplicas, UncleanLeaderElection: c.UncleanLeaderElection,
+		LocalRetentionMs: c.LocalRetentionMs, LocalRetentionBytes: c.LocalRetentionBytes}
 }
 
 func topicFromProto(t *sqv1.TopicInfo) TopicInfo {
@@ -269,7 +276,8 @@ func topicFromProto(t *sqv1.TopicInfo) TopicInfo {
 	if c := t.Config; c != nil {
 		out.Config = TopicConfig{SyncPolicy: c.SyncPolicy, SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes,
 			RetentionMs: c.RetentionMs, MaxRecordBytes: c.MaxRecordBytes, SegmentMs: c.SegmentMs,
-			MinInsyncReplicas: c.MinInsyncReplicas, UncleanLeaderElection: c.UncleanLeaderElection}
+			MinInsyncReplicas: c.MinInsyncReplicas, UncleanLeaderElection: c.UncleanLeaderElection,
+			LocalRetentionMs: c.LocalRetentionMs, LocalRetentionBytes: c.LocalRetentionBytes}
 	}
 	out.Config.ReplicationFactor = out.ReplicationFactor
 	for _, p := range t.Partitions {

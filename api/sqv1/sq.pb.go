@@ -220,8 +220,21 @@ type TopicConfig struct {
 	// any alive replica (acknowledged records may be lost). false: the
 	// partition stays without a leader until an in-sync replica returns.
 	UncleanLeaderElection bool `protobuf:"varint,8,opt,name=unclean_leader_election,json=uncleanLeaderElection,proto3" json:"unclean_leader_election,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// local.retention.ms (KIP-405): with tiered storage, how long records
+	// stay on local disk once uploaded; retention_ms still bounds the whole
+	// log. -2: the same as retention_ms (the default); -1 unlimited (only
+	// when retention_ms is -1); else milliseconds, at most retention_ms.
+	// 0 in CreateTopic: the server default (--local-retention-ms). Takes
+	// effect with tiered storage.
+	LocalRetentionMs int64 `protobuf:"varint,9,opt,name=local_retention_ms,json=localRetentionMs,proto3" json:"local_retention_ms,omitempty"`
+	// local.retention.bytes (KIP-405): with tiered storage, the local disk
+	// bound of each partition; retention_bytes still bounds the whole log.
+	// -2: the same as retention_bytes (the default); -1 unlimited (only
+	// when retention_bytes is -1); else bytes, at most retention_bytes.
+	// 0 in CreateTopic: the server default (--local-retention-bytes).
+	LocalRetentionBytes int64 `protobuf:"varint,10,opt,name=local_retention_bytes,json=localRetentionBytes,proto3" json:"local_retention_bytes,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *TopicConfig) Reset() {
@@ -308,6 +321,20 @@ func (x *TopicConfig) GetUncleanLeaderElection() bool {
 		return x.UncleanLeaderElection
 	}
 	return false
+}
+
+func (x *TopicConfig) GetLocalRetentionMs() int64 {
+	if x != nil {
+		return x.LocalRetentionMs
+	}
+	return 0
+}
+
+func (x *TopicConfig) GetLocalRetentionBytes() int64 {
+	if x != nil {
+		return x.LocalRetentionBytes
+	}
+	return 0
 }
 
 // PartitionInfo describes one partition.
@@ -662,8 +689,12 @@ type AlterTopicConfigRequest struct {
 	// 1 to the topic's replication factor.
 	MinInsyncReplicas     *int32 `protobuf:"varint,8,opt,name=min_insync_replicas,json=minInsyncReplicas,proto3,oneof" json:"min_insync_replicas,omitempty"`
 	UncleanLeaderElection *bool  `protobuf:"varint,9,opt,name=unclean_leader_election,json=uncleanLeaderElection,proto3,oneof" json:"unclean_leader_election,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// -2 (the same as retention), -1 (unlimited) or a positive value;
+	// 0: the server default.
+	LocalRetentionMs    *int64 `protobuf:"varint,10,opt,name=local_retention_ms,json=localRetentionMs,proto3,oneof" json:"local_retention_ms,omitempty"`
+	LocalRetentionBytes *int64 `protobuf:"varint,11,opt,name=local_retention_bytes,json=localRetentionBytes,proto3,oneof" json:"local_retention_bytes,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *AlterTopicConfigRequest) Reset() {
@@ -757,6 +788,20 @@ func (x *AlterTopicConfigRequest) GetUncleanLeaderElection() bool {
 		return *x.UncleanLeaderElection
 	}
 	return false
+}
+
+func (x *AlterTopicConfigRequest) GetLocalRetentionMs() int64 {
+	if x != nil && x.LocalRetentionMs != nil {
+		return *x.LocalRetentionMs
+	}
+	return 0
+}
+
+func (x *AlterTopicConfigRequest) GetLocalRetentionBytes() int64 {
+	if x != nil && x.LocalRetentionBytes != nil {
+		return *x.LocalRetentionBytes
+	}
+	return 0
 }
 
 type AlterTopicConfigResponse struct {
@@ -4396,7 +4441,7 @@ var File_sq_proto protoreflect.FileDescriptor
 
 const file_sq_proto_rawDesc = "" +
 	"\n" +
-	"\bsq.proto\x12\x05sq.v1\"\xd0\x02\n" +
+	"\bsq.proto\x12\x05sq.v1\"\xb2\x03\n" +
 	"\vTopicConfig\x12\x1f\n" +
 	"\vsync_policy\x18\x01 \x01(\tR\n" +
 	"syncPolicy\x12#\n" +
@@ -4407,7 +4452,10 @@ const file_sq_proto_rawDesc = "" +
 	"\n" +
 	"segment_ms\x18\x06 \x01(\x03R\tsegmentMs\x12.\n" +
 	"\x13min_insync_replicas\x18\a \x01(\x05R\x11minInsyncReplicas\x126\n" +
-	"\x17unclean_leader_election\x18\b \x01(\bR\x15uncleanLeaderElection\"\xe7\x02\n" +
+	"\x17unclean_leader_election\x18\b \x01(\bR\x15uncleanLeaderElection\x12,\n" +
+	"\x12local_retention_ms\x18\t \x01(\x03R\x10localRetentionMs\x122\n" +
+	"\x15local_retention_bytes\x18\n" +
+	" \x01(\x03R\x13localRetentionBytes\"\xe7\x02\n" +
 	"\rPartitionInfo\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12$\n" +
 	"\x0elog_end_offset\x18\x02 \x01(\x04R\flogEndOffset\x12%\n" +
@@ -4439,7 +4487,7 @@ const file_sq_proto_rawDesc = "" +
 	"\x06config\x18\x03 \x01(\v2\x12.sq.v1.TopicConfigR\x06config\x12-\n" +
 	"\x12replication_factor\x18\x04 \x01(\x05R\x11replicationFactor\"=\n" +
 	"\x13CreateTopicResponse\x12&\n" +
-	"\x05topic\x18\x01 \x01(\v2\x10.sq.v1.TopicInfoR\x05topic\"\xb7\x04\n" +
+	"\x05topic\x18\x01 \x01(\v2\x10.sq.v1.TopicInfoR\x05topic\"\xd4\x05\n" +
 	"\x17AlterTopicConfigRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12$\n" +
 	"\vsync_policy\x18\x02 \x01(\tH\x00R\n" +
@@ -4451,7 +4499,10 @@ const file_sq_proto_rawDesc = "" +
 	"\n" +
 	"segment_ms\x18\a \x01(\x03H\x05R\tsegmentMs\x88\x01\x01\x123\n" +
 	"\x13min_insync_replicas\x18\b \x01(\x05H\x06R\x11minInsyncReplicas\x88\x01\x01\x12;\n" +
-	"\x17unclean_leader_election\x18\t \x01(\bH\aR\x15uncleanLeaderElection\x88\x01\x01B\x0e\n" +
+	"\x17unclean_leader_election\x18\t \x01(\bH\aR\x15uncleanLeaderElection\x88\x01\x01\x121\n" +
+	"\x12local_retention_ms\x18\n" +
+	" \x01(\x03H\bR\x10localRetentionMs\x88\x01\x01\x127\n" +
+	"\x15local_retention_bytes\x18\v \x01(\x03H\tR\x13localRetentionBytes\x88\x01\x01B\x0e\n" +
 	"\f_sync_policyB\x10\n" +
 	"\x0e_segment_bytesB\x12\n" +
 	"\x10_retention_bytesB\x0f\n" +
@@ -4459,7 +4510,9 @@ const file_sq_proto_rawDesc = "" +
 	"\x11_max_record_bytesB\r\n" +
 	"\v_segment_msB\x16\n" +
 	"\x14_min_insync_replicasB\x1a\n" +
-	"\x18_unclean_leader_election\"B\n" +
+	"\x18_unclean_leader_electionB\x15\n" +
+	"\x13_local_retention_msB\x18\n" +
+	"\x16_local_retention_bytes\"B\n" +
 	"\x18AlterTopicConfigResponse\x12&\n" +
 	"\x05topic\x18\x01 \x01(\v2\x10.sq.v1.TopicInfoR\x05topic\"N\n" +
 	"\x17CreatePartitionsRequest\x12\x12\n" +

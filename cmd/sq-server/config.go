@@ -76,6 +76,13 @@ type config struct {
 	LogLevel           string
 	LogFormat          string
 
+	// LocalRetentionMs and LocalRetentionBytes are the local.retention.ms
+	// and local.retention.bytes of topics created without them
+	// (engine.Options of the same names): -2 the same as the topic's
+	// retention.ms / retention.bytes, -1 unlimited, else positive.
+	LocalRetentionMs    int64
+	LocalRetentionBytes int64
+
 	// MaxInflightRequestBytes, FrameReadTimeout and MaxConnections bound
 	// the data plane's memory (dataplane.Options of the same names).
 	MaxInflightRequestBytes int64
@@ -159,6 +166,8 @@ var flagSpecs = []flagSpec{
 	{"max-batch-bytes", "SQ_MAX_BATCH_BYTES", "largest batch in bytes"},
 	{"max-frame-bytes", "SQ_MAX_FRAME_BYTES", "largest Cap'n Proto frame (without records) in bytes"},
 	{"segment-bytes", "SQ_SEGMENT_BYTES", "default segment size of topics in bytes"},
+	{"local-retention-ms", "SQ_LOCAL_RETENTION_MS", "default local.retention.ms of topics: with tiered storage, how long records stay on local disk (ms), at most the topic's retention.ms (default 7 days); -2 the same as retention.ms; -1 unlimited (refused while the default retention.ms is limited); takes effect with tiered storage"},
+	{"local-retention-bytes", "SQ_LOCAL_RETENTION_BYTES", "default local.retention.bytes of topics: with tiered storage, the local disk bound of each partition in bytes, at most the topic's retention.bytes; -2 the same as retention.bytes; -1 unlimited; takes effect with tiered storage"},
 	{"io-backend", "SQ_IO_BACKEND", "write-path I/O backend: auto, uring (io_uring; fails if the kernel refuses it) or portable (pwritev + fdatasync)"},
 	{"min-free-bytes", "SQ_MIN_FREE_BYTES", "free-space floor of the data directory's file system: publishes get DISK_FULL below it; auto = 5% of the file system's size, at most 256 MiB (computed at start), or a byte count (0 disables)"},
 	{"max-open-segment-files", "SQ_MAX_OPEN_SEGMENT_FILES", "bound of the file descriptors and memory mappings held by segments, server-wide: idle sealed segments are closed past it, least recently read first; active segments (4 each) count but stay open"},
@@ -196,6 +205,8 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.IntVar(&c.MaxBatch, "max-batch-bytes", api.DefaultMaxBatchBytes, "")
 	fs.IntVar(&c.MaxFrame, "max-frame-bytes", api.DefaultMaxFrameBytes, "")
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", engine.DefaultSegmentBytes, "")
+	fs.Int64Var(&c.LocalRetentionMs, "local-retention-ms", engine.LocalRetentionDefault, "")
+	fs.Int64Var(&c.LocalRetentionBytes, "local-retention-bytes", engine.LocalRetentionDefault, "")
 	fs.StringVar(&c.IOBackend, "io-backend", ring.ModeAuto, "")
 	c.MinFreeBytes = engine.MinFreeAuto
 	fs.Var(minFreeFlag{&c.MinFreeBytes}, "min-free-bytes", "")
@@ -240,6 +251,7 @@ func (c *config) validate() error {
 	if c.MaxSegFiles < 1 {
 		errs = append(errs, fmt.Errorf("--max-open-segment-files %d must be positive", c.MaxSegFiles))
 	}
+	errs = append(errs, c.validateLocalRetention()...)
 	if c.NodeID == "" {
 		errs = append(errs, errors.New("--node-id must not be empty"))
 	}
@@ -283,6 +295,34 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// validateLocalRetention checks --local-retention-ms and
+// --local-retention-bytes: -2, -1 or positive (0 is refused: in a topic
+// request it means "the server's default", which these flags set), and
+// --local-retention-ms within the default retention.ms of topics
+// (engine.DefaultRetentionMs), as Kafka checks log.local.retention.ms
+// against log.retention.ms. A topic's retention.bytes defaults to
+// unlimited, so any --local-retention-bytes fits it.
+func (c *config) validateLocalRetention() []error {
+	var errs []error
+	for _, f := range []struct {
+		flag, total string
+		v           int64
+	}{
+		{"--local-retention-ms", "retention.ms", c.LocalRetentionMs},
+		{"--local-retention-bytes", "retention.bytes", c.LocalRetentionBytes},
+	} {
+		if f.v < engine.LocalRetentionDefault || f.v == 0 {
+			errs = append(errs, fmt.Errorf("%s %d: want -2 (the same as the topic's %s), -1 (unlimited) or a positive value", f.flag, f.v, f.total))
+		}
+	}
+	const total = engine.DefaultRetentionMs
+	if ms := c.LocalRetentionMs; ms == -1 || ms > total {
+		errs = append(errs, fmt.Errorf("--local-retention-ms %d: the default retention.ms of topics is %d (7 days), and the local part of a log cannot outlast the whole log: want -2 (the same as retention.ms) or at most %d",
+			ms, total, total))
+	}
+	return errs
 }
 
 func parseLevel(s string) (slog.Level, error) {

@@ -95,6 +95,8 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		DataDir:             c.DataDir,
 		SyncPolicy:          c.SyncPolicy,
 		SegmentBytes:        c.SegmentBytes,
+		LocalRetentionMs:    c.LocalRetentionMs,
+		LocalRetentionBytes: c.LocalRetentionBytes,
 		MaxRecordBytes:      c.MaxRecord,
 		MaxBatchBytes:       c.MaxBatch,
 		Backend:             backend,

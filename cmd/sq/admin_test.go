@@ -65,7 +65,7 @@ func TestAdminCommandsJSON(t *testing.T) {
 	data, _ := startData(t, false)
 	ctl := startControl(t)
 	topicKeys := []string{"config", "name", "partition_count", "topic_id"}
-	configKeys := []string{"max_record_bytes", "min_insync_replicas", "retention_bytes", "retention_ms", "segment_bytes", "segment_ms",
+	configKeys := []string{"local_retention_bytes", "local_retention_ms", "max_record_bytes", "min_insync_replicas", "retention_bytes", "retention_ms", "segment_bytes", "segment_ms",
 		"sync_policy", "unclean_leader_election"}
 
 	out, err := runSQ(t, nil, "--server", data, "topic", "list", "-f", "json")

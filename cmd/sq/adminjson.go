@@ -71,6 +71,11 @@ type topicConfigJSON struct {
 	// (the cluster's default applies).
 	MinInsyncReplicas     int32 `json:"min_insync_replicas"`
 	UncleanLeaderElection bool  `json:"unclean_leader_election"`
+	// LocalRetentionMs and LocalRetentionBytes are local.retention.ms and
+	// local.retention.bytes: -2 the same as retention_ms /
+	// retention_bytes, -1 unlimited; 0: a server that does not know them.
+	LocalRetentionMs    int64 `json:"local_retention_ms"`
+	LocalRetentionBytes int64 `json:"local_retention_bytes"`
 }
 
 // partitionJSON is one partition in topic describe; a partition that is
@@ -116,7 +121,8 @@ func toTopicJSON(t sdk.TopicInfo) topicJSON {
 	out := topicJSON{Name: t.Name, PartitionCount: t.Partitions, Config: topicConfigJSON{
 		SyncPolicy: t.Config.SyncPolicy, RetentionMs: t.Config.RetentionMs, RetentionBytes: t.Config.RetentionBytes,
 		SegmentBytes: t.Config.SegmentBytes, SegmentMs: t.Config.SegmentMs, MaxRecordBytes: t.Config.MaxRecordBytes,
-		MinInsyncReplicas: t.Config.MinInsyncReplicas, UncleanLeaderElection: t.Config.UncleanLeaderElection}}
+		MinInsyncReplicas: t.Config.MinInsyncReplicas, UncleanLeaderElection: t.Config.UncleanLeaderElection,
+		LocalRetentionMs: t.Config.LocalRetentionMs, LocalRetentionBytes: t.Config.LocalRetentionBytes}}
 	if !t.ID.IsZero() {
 		out.TopicID = t.ID.String()
 	}

@@ -92,12 +92,16 @@ type topicAlterFlags struct {
 	minInsync      int32
 	unclean        bool
 	partitions     int64 // the new total with --partitions
+	// localRetentionMs and localRetentionBytes: -2 the same as the whole
+	// log's retention, -1 unlimited, 0 back to the server's default.
+	localRetentionMs    int64
+	localRetentionBytes int64
 }
 
 // alterableSettings are the flags of `sq topic alter`: the settings the
 // server changes on a live topic (engine.AlterTopicConfig). segment.bytes
 // is fixed when the topic is created.
-const alterableSettings = "--sync-policy, --retention-ms, --retention-bytes, --segment-ms, --max-record-bytes, --min-insync-replicas, --unclean-leader-election"
+const alterableSettings = "--sync-policy, --retention-ms, --retention-bytes, --segment-ms, --max-record-bytes, --min-insync-replicas, --unclean-leader-election, --local-retention-ms, --local-retention-bytes"
 
 // runTopicAddPartitions grows topic name to total partitions
 // (engine.CreatePartitions), refusing --partitions beside a config flag:
@@ -152,7 +156,8 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 		Example: "  sq topic alter orders --retention-ms 86400000\n" +
 			"  sq topic alter audit --sync-policy every-batch --retention-bytes -1\n" +
 			"  sq topic alter orders --partitions 6\n" +
-			"  sq topic alter payments --min-insync-replicas 2 --unclean-leader-election=false",
+			"  sq topic alter payments --min-insync-replicas 2 --unclean-leader-election=false\n" +
+			"  sq topic alter orders --local-retention-ms 3600000 --local-retention-bytes -2",
 		Args: oneTopicName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ch := sdk.TopicConfigChange{}
@@ -184,6 +189,15 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 			if fl.Changed("unclean-leader-election") {
 				ch.UncleanLeaderElection = &f.unclean
 			}
+			if err := checkLocalRetentionFlags(f.localRetentionMs, f.localRetentionBytes); err != nil {
+				return err
+			}
+			if fl.Changed("local-retention-ms") {
+				ch.LocalRetentionMs = &f.localRetentionMs
+			}
+			if fl.Changed("local-retention-bytes") {
+				ch.LocalRetentionBytes = &f.localRetentionBytes
+			}
 			if ch == (sdk.TopicConfigChange{}) {
 				return errors.New("nothing to change: give at least one of " + alterableSettings + ", or --partitions N to grow the topic to N partitions")
 			}
@@ -207,6 +221,8 @@ func newTopicAlterCommand(g *globals) *cobra.Command {
 	fl.Int32Var(&f.maxRecordBytes, "max-record-bytes", 0, "largest record (key+value+headers) in bytes")
 	fl.Int32Var(&f.minInsync, "min-insync-replicas", 0, "in-sync replicas a publish with acks all needs (1 to the replication factor)")
 	fl.BoolVar(&f.unclean, "unclean-leader-election", false, "when no in-sync replica is alive, let another replica lead (acknowledged records may be lost); =false turns it off")
+	fl.Int64Var(&f.localRetentionMs, "local-retention-ms", 0, "with tiered storage, keep records on local disk this many milliseconds, at most retention.ms (-2: the same as retention.ms; -1: unlimited, only with unlimited retention.ms)")
+	fl.Int64Var(&f.localRetentionBytes, "local-retention-bytes", 0, "with tiered storage, keep at most this many bytes per partition on local disk, at most retention.bytes (-2: the same as retention.bytes; -1: unlimited, only with unlimited retention.bytes)")
 	fl.Int64Var(&f.partitions, "partitions", 0, "grow the topic to this many partitions in all (more than it has; given alone)")
 	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		err = flagError(cmd, err)

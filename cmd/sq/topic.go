@@ -70,6 +70,11 @@ type topicCreateFlags struct {
 	minInsync int32
 	// unclean is --unclean-leader-election.
 	unclean bool
+	// localRetentionMs and localRetentionBytes are --local-retention-ms
+	// and --local-retention-bytes: -2 the same as the whole log's
+	// retention, -1 unlimited, 0 the server's default.
+	localRetentionMs    int64
+	localRetentionBytes int64
 }
 
 func newTopicCreateCommand(g *globals) *cobra.Command {
@@ -88,7 +93,13 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 			"the replication factor; 0: 2 when the factor is 3 or more, else 1).\n" +
 			"--unclean-leader-election lets a replica that is not in sync lead when no in-sync\n" +
 			"replica is alive: the partition stays available, and acknowledged records may be\n" +
-			"lost (docs/cluster.md).",
+			"lost (docs/cluster.md).\n" +
+			"--local-retention-ms and --local-retention-bytes (local.retention.ms and\n" +
+			"local.retention.bytes, Kafka KIP-405) bound what stays on local disk with tiered\n" +
+			"storage; --retention-ms and --retention-bytes still bound the whole log, remote\n" +
+			"included. -2 (the default): the same as the whole log's; -1 unlimited (only with\n" +
+			"an unlimited whole log); else at most the whole log's. They take effect with\n" +
+			"tiered storage.",
 		Example: "  sq topic create orders --partitions 3\n" +
 			"  sq topic create payments --partitions 6 --replication-factor 3 --min-insync-replicas 2\n" +
 			"  sq topic create audit --sync-policy every-batch --retention-ms 86400000 --segment-bytes 268435456",
@@ -107,6 +118,8 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 	fl.Int32Var(&f.replicationFactor, "replication-factor", 0, "replicas of each partition, on distinct nodes (at most the cluster's node count); 0: the server's --default-replication-factor")
 	fl.Int32Var(&f.minInsync, "min-insync-replicas", 0, "in-sync replicas a publish with acks all needs (1 to the replication factor); 0: server default (2 when the replication factor is 3 or more, else 1)")
 	fl.BoolVar(&f.unclean, "unclean-leader-election", false, "when no in-sync replica is alive, let another replica lead (available, but acknowledged records may be lost)")
+	fl.Int64Var(&f.localRetentionMs, "local-retention-ms", 0, "with tiered storage, keep records on local disk this many milliseconds, at most --retention-ms; -2 the same as --retention-ms; -1 unlimited (only with --retention-ms -1); 0: server default (--local-retention-ms of sq-server, -2)")
+	fl.Int64Var(&f.localRetentionBytes, "local-retention-bytes", 0, "with tiered storage, keep at most this many bytes per partition on local disk, at most --retention-bytes; -2 the same as --retention-bytes; -1 unlimited (only with --retention-bytes -1); 0: server default (--local-retention-bytes of sq-server, -2)")
 	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		err = flagError(cmd, err)
 		if strings.Contains(err.Error(), "'p' in -p") {
@@ -137,6 +150,9 @@ func runTopicCreate(cmd *cobra.Command, g *globals, name string, f topicCreateFl
 	if f.minInsync < 0 {
 		return fmt.Errorf("--min-insync-replicas %d: want 1 to the replication factor, or 0 for the server's default", f.minInsync)
 	}
+	if err := checkLocalRetentionFlags(f.localRetentionMs, f.localRetentionBytes); err != nil {
+		return err
+	}
 	cfg := sdk.TopicConfig{
 		SyncPolicy:     f.syncPolicy,
 		RetentionMs:    f.retentionMs,
@@ -147,6 +163,8 @@ func runTopicCreate(cmd *cobra.Command, g *globals, name string, f topicCreateFl
 		ReplicationFactor:     uint32(f.replicationFactor),
 		MinInsyncReplicas:     f.minInsync,
 		UncleanLeaderElection: f.unclean,
+		LocalRetentionMs:      f.localRetentionMs,
+		LocalRetentionBytes:   f.localRetentionBytes,
 	}
 	c, err := g.dial(cmd)
 	if err != nil {
@@ -283,6 +301,8 @@ func printTopicDescription(out io.Writer, t topicView) error {
 	// 0: not set on the topic; the cluster applies its default.
 	fmt.Fprintf(w, "Min in-sync:\t%s\n", orDash(formatCount(cfg.MinInsyncReplicas)))
 	fmt.Fprintf(w, "Unclean election:\t%t\n", cfg.UncleanLeaderElection)
+	fmt.Fprintf(w, "Local retention:\t%s\n", formatLocalRetention(cfg.LocalRetentionMs, "retention.ms", formatMs))
+	fmt.Fprintf(w, "Local retention bytes:\t%s\n", formatLocalRetention(cfg.LocalRetentionBytes, "retention.bytes", formatLimitBytes))
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -400,6 +420,29 @@ func humanMs(ms int64) string {
 }
 
 // formatLimitBytes formats a size setting: -1 is unlimited, 0 unset.
+// formatLocalRetention formats local.retention.ms or local.retention.bytes
+// (v) with format: -2 is "same as " the whole log's setting (total), 0
+// (a server that does not know the setting) "-".
+func formatLocalRetention(v int64, total string, format func(int64) string) string {
+	if v == sdk.LocalRetentionDefault {
+		return "same as " + total
+	}
+	return format(v)
+}
+
+// checkLocalRetentionFlags refuses --local-retention-ms and
+// --local-retention-bytes below -2 before the server is asked; the server
+// checks them against the whole log's retention.
+func checkLocalRetentionFlags(ms, bytes int64) error {
+	if ms < sdk.LocalRetentionDefault {
+		return fmt.Errorf("--local-retention-ms %d: want -2 (the same as --retention-ms), -1 (unlimited), a duration in ms, or 0 for the server's default", ms)
+	}
+	if bytes < sdk.LocalRetentionDefault {
+		return fmt.Errorf("--local-retention-bytes %d: want -2 (the same as --retention-bytes), -1 (unlimited), a size in bytes, or 0 for the server's default", bytes)
+	}
+	return nil
+}
+
 func formatLimitBytes(n int64) string {
 	switch {
 	case n < 0:

@@ -115,7 +115,7 @@ func TestCLIAdminJSON(t *testing.T) {
 	sqOK(t, srv.addr, nil, "group", "reset-offsets", "billing", "-t", "orders", "--to", "earliest")
 
 	topicKeys := []string{"config", "name", "partition_count", "topic_id"}
-	configKeys := []string{"max_record_bytes", "min_insync_replicas", "retention_bytes", "retention_ms", "segment_bytes", "segment_ms",
+	configKeys := []string{"local_retention_bytes", "local_retention_ms", "max_record_bytes", "min_insync_replicas", "retention_bytes", "retention_ms", "segment_bytes", "segment_ms",
 		"sync_policy", "unclean_leader_election"}
 
 	var list map[string][]map[string]any

@@ -375,6 +375,8 @@ func (s *Server) encodeTopic(t api.TopicInfo, info engine.TopicInfo, withPartiti
 	cfg.SetSegmentMs(info.Config.SegmentMs)
 	cfg.SetMinInsyncReplicas(info.Config.MinInsyncReplicas)
 	cfg.SetUncleanLeaderElection(info.Config.UncleanLeaderElection)
+	cfg.SetLocalRetentionMs(info.Config.LocalRetentionMs)
+	cfg.SetLocalRetentionBytes(info.Config.LocalRetentionBytes)
 	t.SetReplicationFactor(uint32(max(info.Config.ReplicationFactor, 1)))
 	if !withPartitions || len(info.Partitions) == 0 {
 		return nil

@@ -213,6 +213,9 @@ func parseCreateTopic(f api.Frame, req *request) error {
 		// Negative: refused by the broker (INVALID_CONFIG).
 		MinInsyncReplicas:     c.MinInsyncReplicas(),
 		UncleanLeaderElection: c.UncleanLeaderElection(),
+		// 0: the server default; checked by the engine.
+		LocalRetentionMs:    c.LocalRetentionMs(),
+		LocalRetentionBytes: c.LocalRetentionBytes(),
 	}
 	req.config.SyncPolicy, err = c.SyncPolicy()
 	return err
