@@ -221,7 +221,15 @@ func (e *Engine) localRetentionCut(p *partition, cfg TopicConfig, segs []segment
 }
 
 // localRetention returns the retention of the local log: local.retention.ms
-// and local.retention.bytes, each the whole log's value when not set.
+// and local.retention.bytes, each the whole log's value when not set
+// (LocalRetentionDefault, or 0 from a config that predates them).
 func (c TopicConfig) localRetention() (ms, bytes int64) {
-	return c.RetentionMs, c.RetentionBytes
+	ms, bytes = c.LocalRetentionMs, c.LocalRetentionBytes
+	if ms == LocalRetentionDefault || ms == 0 {
+		ms = c.RetentionMs
+	}
+	if bytes == LocalRetentionDefault || bytes == 0 {
+		bytes = c.RetentionBytes
+	}
+	return ms, bytes
 }
