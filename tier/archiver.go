@@ -135,8 +135,6 @@ type archived struct {
 	// may run.
 	failures int
 	retryAt  time.Time
-	// straddle is the base offset of the last straddling segment logged.
-	straddle uint64
 
 	// manifest is the latest valid manifest; nil before the first.
 	manifest atomic.Pointer[Manifest]
@@ -264,19 +262,11 @@ func (a *Archiver) partitionPass(ctx context.Context, p Partition, st *archived,
 		if s.NextOffset <= end {
 			continue
 		}
-		if s.BaseOffset < end {
-			// Segment boundaries differ between replicas: after a change
-			// of leader a sealed segment can hold both records the
-			// manifest has and records it lacks. It is left local.
-			if st.straddle == s.BaseOffset+1 {
-				continue
-			}
-			st.straddle = s.BaseOffset + 1
-			a.o.Logger.Warn("tiered storage: a sealed segment straddles the end of the remote log and is not uploaded", "topic", p.Topic,
-				"partition", p.Partition, "segment", s.BaseOffset, "next_offset", s.NextOffset, "remote_end", end)
-			continue
-		}
-		if err := a.upload(ctx, p, st, tp, s); err != nil {
+		// Segment boundaries differ between replicas: after a change of
+		// leader a sealed segment can hold both records the manifest has
+		// and records it lacks. It is uploaded whole and served from the
+		// remote log's end on (upload: SegmentEntry.FileBaseOffset).
+		if err := a.upload(ctx, p, st, tp, s, max(s.BaseOffset, end)); err != nil {
 			return err
 		}
 		end = s.NextOffset
@@ -295,17 +285,23 @@ func manifestEnd(m *Manifest) uint64 {
 	return m.Segments[len(m.Segments)-1].LastOffset + 1
 }
 
-// upload uploads segment s and writes the manifest that adds it; st.mu
-// is held.
-func (a *Archiver) upload(ctx context.Context, p Partition, st *archived, tp engine.TieredPartition, s engine.SealedSegment) (err error) {
+// upload uploads segment s and writes the manifest that adds it, serving
+// it from offset from (s.BaseOffset, or the remote log's end when s holds
+// records before it); st.mu is held.
+func (a *Archiver) upload(ctx context.Context, p Partition, st *archived, tp engine.TieredPartition, s engine.SealedSegment, from uint64) (err error) {
 	start := a.o.Now()
 	defer func() {
 		if a.o.Observe != nil {
 			a.o.Observe(UploadEvent{Partition: p, BaseOffset: s.BaseOffset, Bytes: s.Bytes, Start: start, Duration: a.o.Now().Sub(start), Err: err})
 		}
 	}()
-	keys := p.SegmentKeys(s.BaseOffset, tp.LeaderEpoch)
-	entry := SegmentEntry{BaseOffset: s.BaseOffset, LastOffset: s.NextOffset - 1, MaxTimestampMs: s.MaxAppendTime, LeaderEpoch: tp.LeaderEpoch}
+	// Keyed by the offset it is served from: unique in the manifest.
+	keys := p.SegmentKeys(from, tp.LeaderEpoch)
+	entry := SegmentEntry{BaseOffset: from, LastOffset: s.NextOffset - 1, MaxTimestampMs: s.MaxAppendTime, LeaderEpoch: tp.LeaderEpoch}
+	if from != s.BaseOffset {
+		fb := s.BaseOffset
+		entry.FileBaseOffset = &fb
+	}
 	for _, f := range []struct {
 		path, key string
 		size      int64 // -1: the whole file

@@ -326,3 +326,90 @@ func TestTieredReadBack(t *testing.T) {
 		t.Fatalf("no read went to the remote log: %+v", st)
 	}
 }
+
+// TestArchiverStraddlingSegment: a second leader whose segment holds both
+// records the remote log has and records it lacks (segment boundaries
+// differ between replicas) uploads it whole, served from the remote log's
+// end; reading from offset 0 returns every record once, in order.
+func TestArchiverStraddlingSegment(t *testing.T) {
+	store := &tier.MemStore{}
+	cache, err := tier.OpenChunkCache(tier.ChunkCacheOptions{Dir: t.TempDir(), MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	reader, err := tier.NewRemoteReader(store, cache, tier.RemoteReaderOptions{ChunkBytes: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// The first leader: 16 KiB segments, 45 batches of ~1 KiB.
+	first, p := tieredEngine(t, engine.TopicConfig{})
+	var want [][]byte
+	appendTo := func(e *engine.Engine, from, to int) {
+		for i := from; i < to; i++ {
+			var b batch.Builder
+			for j := range 10 {
+				b.Add(nil, fmt.Appendf(nil, "r%d.%d %s", i, j, bytes.Repeat([]byte{'x'}, 90)), nil, time.Now().UnixMilli())
+			}
+			buf, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Append(context.Background(), "t", 0, buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendTo(first, 0, 45)
+	a1, _ := tier.NewArchiver(tier.ArchiverOptions{Store: store, Storage: first, Logger: quiet})
+	a1.Pass(context.Background())
+	_, end1, ok := a1.Bounds("t", p.TopicID, 0)
+	if !ok || end1 == 0 {
+		t.Fatal("the first leader uploaded nothing")
+	}
+	// The second leader: the same records (same topic id) in 40 KiB
+	// segments, so its first sealed segment runs past end1.
+	second, err := engine.Open(engine.Options{DataDir: t.TempDir(), SegmentBytes: 40 << 10, MaxBatchBytes: 8 << 10, PreallocBytes: 4 << 10,
+		RetentionCheckInterval: -1, ScrubBytesPerSec: -1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if _, err := second.CreateTopicSpec(engine.TopicSpec{Name: "t", ID: p.TopicID, Partitions: 1, Config: engine.TopicConfig{SegmentBytes: 40 << 10, LocalRetentionBytes: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	appendTo(second, 0, 150)
+	for i := range 150 {
+		for j := range 10 {
+			want = append(want, fmt.Appendf(nil, "r%d.%d %s", i, j, bytes.Repeat([]byte{'x'}, 90)))
+		}
+	}
+	a2, _ := tier.NewArchiver(tier.ArchiverOptions{Store: store, Storage: second, Reader: reader, Logger: quiet})
+	second.SetRemoteLog(a2)
+	a2.Pass(context.Background())
+	m := a2.Manifest("t", p.TopicID, 0)
+	straddled := false
+	for _, s := range m.Segments {
+		straddled = straddled || s.FileBaseOffset != nil
+	}
+	if !straddled {
+		t.Fatalf("no straddling upload in %+v (first leader's end %d)", m.Segments, end1)
+	}
+	if err := second.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if ti, _ := second.DescribeTopic("t"); ti.Partitions[0].LogStartOffset == 0 {
+		t.Fatal("local retention deleted nothing")
+	}
+	got := readAll(t, second)
+	if len(got) != len(want) {
+		t.Fatalf("read %d records, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("record %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+}

@@ -53,6 +53,13 @@ type SegmentEntry struct {
 	BaseOffset uint64 `json:"base_offset"`
 	// LastOffset is the offset of its last record (>= BaseOffset).
 	LastOffset uint64 `json:"last_offset"`
+	// FileBaseOffset, when set, is the base offset of the segment file
+	// uploaded, below BaseOffset: a leader whose sealed segment holds
+	// records before the remote log's end (replicas' segment boundaries
+	// differ) uploads the whole file and the manifest serves it from
+	// BaseOffset on. The .index's relative offsets and the first batch of
+	// the .log are the file's. Absent: the file starts at BaseOffset.
+	FileBaseOffset *uint64 `json:"file_base_offset,omitempty"`
 	// MaxTimestampMs is the segment's latest time, Unix ms, that
 	// time-based remote retention compares with retention.ms (the
 	// uploader's choice: its last broker append time).
@@ -69,6 +76,15 @@ type SegmentEntry struct {
 	Log       ObjectRef `json:"log"`
 	Index     ObjectRef `json:"index"`
 	TimeIndex ObjectRef `json:"time_index"`
+}
+
+// FileBase returns the base offset of the uploaded file: FileBaseOffset
+// when set, else BaseOffset.
+func (s *SegmentEntry) FileBase() uint64 {
+	if s.FileBaseOffset != nil {
+		return *s.FileBaseOffset
+	}
+	return s.BaseOffset
 }
 
 // EpochStart is one leader epoch of a segment and its first offset there.
@@ -119,6 +135,9 @@ func (m *Manifest) Check() error {
 	for i, s := range m.Segments {
 		if s.LastOffset < s.BaseOffset {
 			bad("segment %d: last offset %d below base offset %d", i, s.LastOffset, s.BaseOffset)
+		}
+		if s.FileBaseOffset != nil && *s.FileBaseOffset > s.BaseOffset {
+			bad("segment %d: file base offset %d above base offset %d", i, *s.FileBaseOffset, s.BaseOffset)
 		}
 		if i > 0 && s.BaseOffset <= m.Segments[i-1].LastOffset {
 			bad("segment %d: base offset %d not after the previous segment's last offset %d", i, s.BaseOffset, m.Segments[i-1].LastOffset)

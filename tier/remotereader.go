@@ -296,8 +296,9 @@ func (r *RemoteReader) locate(ctx context.Context, sr *segmentReader, from uint6
 	if err != nil {
 		return 0, err
 	}
-	rel, pos := idx.Lookup(from - seg.BaseOffset)
-	sr.expect = seg.BaseOffset + uint64(rel)
+	base := seg.FileBase() // the index is relative to the file's base
+	rel, pos := idx.Lookup(from - base)
+	sr.expect = base + uint64(rel)
 	if pos > 0 {
 		h, err := sr.header(ctx, pos)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
@@ -305,7 +306,7 @@ func (r *RemoteReader) locate(ctx context.Context, sr *segmentReader, from uint6
 		}
 		if err != nil || h.BaseOffset != sr.expect {
 			r.dropIndex(seg, fmt.Sprintf("entry (%d, %d) does not point at the batch of offset %d", rel, pos, sr.expect))
-			pos, sr.expect = 0, seg.BaseOffset
+			pos, sr.expect = 0, base
 		}
 	}
 	for {
