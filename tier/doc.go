@@ -68,6 +68,8 @@
 //	    {
 //	      "base_offset": 4096,           first offset of the segment
 //	      "last_offset": 8191,           last offset (>= base_offset)
+//	      "file_base_offset": 4000,      optional: the uploaded file's base, below base_offset
+//	                                     (a leader's segment that straddled the remote end)
 //	      "max_timestamp_ms": 1700000000000,   Unix ms, compared with retention.ms
 //	      "leader_epoch": 7,             epoch of the uploading leader (as in the keys)
 //	      "epochs": [{"epoch": 7, "start_offset": 4096}],  optional: epochs of its batches
