@@ -50,10 +50,12 @@ const grpcFramingBytes = 1 << 20
 // /readyz and /metrics. Create it with New; it is not ready (503, health
 // NOT_SERVING) until SetReady(true).
 type Server struct {
-	engine  atomic.Pointer[Engine]         // nil until SetEngine
-	cluster atomic.Pointer[ClusterBackend] // nil outside a cluster (SetCluster)
-	opts    Options
-	started time.Time
+	engine atomic.Pointer[Engine] // nil until SetEngine
+	// restorer serves RestoreTopic; nil: tiered storage is off.
+	restorer atomic.Pointer[TopicRestorer]
+	cluster  atomic.Pointer[ClusterBackend] // nil outside a cluster (SetCluster)
+	opts     Options
+	started  time.Time
 
 	grpc    *grpc.Server
 	health  *health.Server

@@ -126,6 +126,14 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 			_, err := topics.DeleteTopic(ctx, &sqv1.DeleteTopicRequest{Name: "every2"})
 			return err
 		},
+		"Topics.RestoreTopic": func() error {
+			// Without tiered storage: FailedPrecondition, saying so.
+			_, err := topics.RestoreTopic(ctx, &sqv1.RestoreTopicRequest{Name: "every3"})
+			if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--s3-bucket") {
+				return fmt.Errorf("RestoreTopic without tiered storage: %v", err)
+			}
+			return nil
+		},
 		"Topics.ListTopics": func() error {
 			r, err := topics.ListTopics(ctx, &sqv1.ListTopicsRequest{})
 			if err == nil && (len(r.Topics) == 0 || r.Topics[0].Name != "every") {

@@ -76,6 +76,44 @@ func (t *topicsService) DeleteTopic(_ context.Context, req *sqv1.DeleteTopicRequ
 	return &sqv1.DeleteTopicResponse{}, nil
 }
 
+// TopicRestorer serves a topic's history from tiered storage on a node
+// that does not hold it (sq-server sets it with --s3-bucket;
+// docs/tiering.md). id is zero when the request names none.
+type TopicRestorer func(ctx context.Context, name string, id api.TopicID) (engine.TopicInfo, error)
+
+// SetTopicRestorer installs r as RestoreTopic's implementation (nil: the
+// RPC answers FailedPrecondition, tiered storage is off).
+func (s *Server) SetTopicRestorer(r TopicRestorer) {
+	if r == nil {
+		s.restorer.Store(nil)
+		return
+	}
+	s.restorer.Store(&r)
+}
+
+// RestoreTopic implements sq.v1.Topics.
+func (t *topicsService) RestoreTopic(ctx context.Context, req *sqv1.RestoreTopicRequest) (*sqv1.RestoreTopicResponse, error) {
+	if err := engine.ValidateTopicName(req.Name); err != nil {
+		return nil, err
+	}
+	var id api.TopicID
+	if req.TopicId != "" {
+		var err error
+		if id, err = api.ParseTopicID(req.TopicId); err != nil {
+			return nil, api.NewError(api.CodeInvalidRequest, "topic_id %q: %v", req.TopicId, err)
+		}
+	}
+	r := t.s.restorer.Load()
+	if r == nil {
+		return nil, status.Error(codes.FailedPrecondition, "RestoreTopic: tiered storage is off on this node (start sq-server with --s3-bucket)")
+	}
+	ti, err := (*r)(ctx, req.Name, id)
+	if err != nil {
+		return nil, err
+	}
+	return &sqv1.RestoreTopicResponse{Topic: t.s.topicInfoTo(ti)}, nil
+}
+
 // TopicPartitioner is implemented by engines that add partitions to a
 // topic (*engine.Engine does).
 type TopicPartitioner interface {

@@ -337,7 +337,11 @@ func (e *Engine) CreateTopic(name string, partitions int, cfg TopicConfig) (Topi
 
 // createTopic creates the topic m describes (name and partition count
 // checked, config resolved) with m's id and creation time.
-func (e *Engine) createTopic(m topicMeta) (TopicInfo, error) {
+func (e *Engine) createTopic(m topicMeta) (TopicInfo, error) { return e.createTopicAt(m, nil) }
+
+// createTopicAt is createTopic with partition i's log starting at
+// starts[i] (nil: every log at 0).
+func (e *Engine) createTopicAt(m topicMeta, starts []uint64) (TopicInfo, error) {
 	name, partitions, cfg := m.Name, m.Partitions, m.Config
 	e.createMu.Lock()
 	defer e.createMu.Unlock()
@@ -389,6 +393,9 @@ func (e *Engine) createTopic(m topicMeta) (TopicInfo, error) {
 			}
 		}
 	}
+	if err == nil && starts != nil {
+		err = startPartitionsAt(t, starts)
+	}
 	if err == nil {
 		err = syncDir(e.opts.FS, filepath.Join(e.opts.DataDir, "topics"))
 	}
@@ -414,6 +421,36 @@ func (e *Engine) createTopic(m topicMeta) (TopicInfo, error) {
 	e.mu.Unlock()
 	e.log.Info("topic created", "topic", name, "topic_id", m.ID, "partitions", partitions, "sync_policy", cfg.SyncPolicy)
 	return t.info(true), nil
+}
+
+// startPartitionsAt empties each new partition of t whose starts entry is
+// above 0 and starts its log there (RestoreTopic).
+func startPartitionsAt(t *topic, starts []uint64) error {
+	for i, p := range t.parts() {
+		off := starts[i]
+		if off == 0 {
+			continue
+		}
+		err := p.onAppend(func() error {
+			if err := p.log.TruncateFullyAndStartAt(off); err != nil {
+				return err
+			}
+			p.hw.Store(off)
+			if r := p.repl; r != nil {
+				// Recovery made what the log holds durable; it holds
+				// nothing now, from off on.
+				r.mu.Lock()
+				r.durable = off
+				r.mu.Unlock()
+			}
+			p.wake()
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("start partition %d at offset %d: %w", i, off, err)
+		}
+	}
+	return nil
 }
 
 func (t *topic) info(withPartitions bool) TopicInfo {

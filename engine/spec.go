@@ -27,6 +27,29 @@ type TopicSpec struct {
 // INVALID_TOPIC_NAME, INVALID_REQUEST (zero id), INVALID_CONFIG,
 // TOPIC_EXISTS, SHUTTING_DOWN, STORAGE_ERROR.
 func (e *Engine) CreateTopicSpec(spec TopicSpec) (TopicInfo, error) {
+	return e.createTopicSpec(spec, nil)
+}
+
+// RestoreTopic creates the topic spec describes, as CreateTopicSpec does,
+// with the log of partition i starting at starts[i] rather than 0: a
+// topic whose history is in a remote log (tiered storage, docs/tiering.md)
+// served again on a node without it, new records continuing after the
+// remote log's end. The partitions start there before the topic's
+// metadata is written (the create's commit point), so a crash leaves no
+// topic whose log overlaps its remote log. In a cluster the caller then
+// makes the metadata's topic of it (gossip.Broker.RestoreTopic). Errors:
+// those of CreateTopicSpec; INVALID_REQUEST when len(starts) is not the
+// partition count.
+func (e *Engine) RestoreTopic(spec TopicSpec, starts []uint64) (TopicInfo, error) {
+	if len(starts) != spec.Partitions {
+		return TopicInfo{}, api.NewError(api.CodeInvalidRequest, "topic %q: %d start offsets for %d partitions", spec.Name, len(starts), spec.Partitions)
+	}
+	return e.createTopicSpec(spec, starts)
+}
+
+// createTopicSpec is CreateTopicSpec with the partitions' start offsets
+// (nil: 0).
+func (e *Engine) createTopicSpec(spec TopicSpec, starts []uint64) (TopicInfo, error) {
 	if err := ValidateStoredTopicName(spec.Name); err != nil {
 		return TopicInfo{}, err
 	}
@@ -46,7 +69,7 @@ func (e *Engine) CreateTopicSpec(spec TopicSpec) (TopicInfo, error) {
 	if created <= 0 {
 		created = e.opts.Now().UnixMilli()
 	}
-	return e.createTopic(topicMeta{Name: spec.Name, Partitions: spec.Partitions, Config: cfg, CreatedMs: created, ID: spec.ID})
+	return e.createTopicAt(topicMeta{Name: spec.Name, Partitions: spec.Partitions, Config: cfg, CreatedMs: created, ID: spec.ID}, starts)
 }
 
 // ResolveConfig returns cfg as CreateTopic would store it: zero fields

@@ -175,6 +175,23 @@ func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
 	return err
 }
 
+// RestoreTopic serves topic name's history from the server's tiered
+// storage bucket on a server that does not hold the topic
+// (docs/tiering.md): the server creates it with the id and partitions
+// the bucket holds, each partition continuing after its remote log.
+// topicID ("" for the only one) picks among several topics of that name
+// in the bucket. Errors: api.ErrUnknownTopic when the bucket holds none,
+// api.ErrTopicExists, api.ErrInvalidRequest (several topics of the name,
+// or a server in a cluster), or a FailedPrecondition status when tiered
+// storage is off.
+func (a *Admin) RestoreTopic(ctx context.Context, name, topicID string) (TopicInfo, error) {
+	r, err := unary(ctx, a.cfg.RequestTimeout, a.topics.RestoreTopic, &sqv1.RestoreTopicRequest{Name: name, TopicId: topicID})
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return topicFromProto(r.Topic), nil
+}
+
 // ListTopics returns every topic, sorted by name, without partition
 // details.
 func (a *Admin) ListTopics(ctx context.Context) ([]TopicInfo, error) {

@@ -121,6 +121,8 @@ type Archiver struct {
 
 	mu    sync.Mutex
 	parts map[Partition]*archived
+	// topics are the topic objects written or read (syncTopicObjects).
+	topics map[api.TopicID]TopicObject
 }
 
 // archived is the archiver's state of one partition. mu is held by the
@@ -150,7 +152,7 @@ func NewArchiver(o ArchiverOptions) (*Archiver, error) {
 	if o.Store == nil || o.Storage == nil {
 		return nil, errors.New("tier: an archiver needs a store and a storage")
 	}
-	return &Archiver{o: o, parts: map[Partition]*archived{}}, nil
+	return &Archiver{o: o, parts: map[Partition]*archived{}, topics: map[api.TopicID]TopicObject{}}, nil
 }
 
 // Run runs upload passes every Interval until ctx ends.
@@ -171,7 +173,15 @@ func (a *Archiver) Run(ctx context.Context) {
 // it directly).
 func (a *Archiver) Pass(ctx context.Context) {
 	now := a.o.Now()
-	for _, tp := range a.o.Storage.TieredPartitions() {
+	parts := a.o.Storage.TieredPartitions()
+	var led []engine.TieredPartition
+	for _, tp := range parts {
+		if tp.Leader {
+			led = append(led, tp)
+		}
+	}
+	a.syncTopicObjects(ctx, led)
+	for _, tp := range parts {
 		if ctx.Err() != nil {
 			return
 		}

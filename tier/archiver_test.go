@@ -3,12 +3,14 @@ package tier_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/tier"
@@ -411,5 +413,45 @@ func TestArchiverStraddlingSegment(t *testing.T) {
 		if !bytes.Equal(got[i], want[i]) {
 			t.Fatalf("record %d: %q, want %q", i, got[i], want[i])
 		}
+	}
+}
+
+// TestDiscover: the bucket's topic object gives the partition count (one
+// without uploads included) and config; several topics of a name need an
+// id; a name without objects is ErrNoRemoteTopic.
+func TestDiscover(t *testing.T) {
+	e, p := tieredEngine(t, engine.TopicConfig{RetentionMs: 3_600_000})
+	fill(t, e, 40)
+	store := &tier.MemStore{}
+	a, _ := tier.NewArchiver(tier.ArchiverOptions{Store: store, Storage: e, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	a.Pass(context.Background())
+	plan, err := tier.Discover(context.Background(), store, "t", api.TopicID{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, end, _ := a.Bounds("t", p.TopicID, 0)
+	if plan.TopicID != p.TopicID || plan.Partitions != 1 || plan.Ends[0] != end || !plan.HasConfig || plan.Config.RetentionMs != 3_600_000 {
+		t.Fatalf("plan %+v (remote end %d)", plan, end)
+	}
+	// A topic object saying 3 partitions: the two without uploads count.
+	to := tier.TopicObject{Topic: "t", TopicID: p.TopicID, Partitions: 3, Config: plan.Config}
+	if err := tier.PutTopicObject(context.Background(), store, to); err != nil {
+		t.Fatal(err)
+	}
+	if plan, err = tier.Discover(context.Background(), store, "t", api.TopicID{}); err != nil || plan.Partitions != 3 || plan.Ends[2] != 0 {
+		t.Fatalf("plan %+v, %v; want 3 partitions", plan, err)
+	}
+	other := api.NewTopicID()
+	if err := tier.PutTopicObject(context.Background(), store, tier.TopicObject{Topic: "t", TopicID: other, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tier.Discover(context.Background(), store, "t", api.TopicID{}); !errors.Is(err, tier.ErrAmbiguousTopic) {
+		t.Fatalf("two topics named t: %v", err)
+	}
+	if plan, err := tier.Discover(context.Background(), store, "t", p.TopicID); err != nil || plan.TopicID != p.TopicID {
+		t.Fatalf("with the id: %+v, %v", plan, err)
+	}
+	if _, err := tier.Discover(context.Background(), store, "nothing", api.TopicID{}); !errors.Is(err, tier.ErrNoRemoteTopic) {
+		t.Fatalf("unknown topic: %v", err)
 	}
 }

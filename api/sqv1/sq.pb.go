@@ -1027,6 +1027,104 @@ func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
 	return file_sq_proto_rawDescGZIP(), []int{10}
 }
 
+type RestoreTopicRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The topic id (UUID) to restore when the bucket holds several topics of
+	// this name (one deleted and created again); empty: the only one.
+	TopicId       string `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreTopicRequest) Reset() {
+	*x = RestoreTopicRequest{}
+	mi := &file_sq_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreTopicRequest) ProtoMessage() {}
+
+func (x *RestoreTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreTopicRequest.ProtoReflect.Descriptor instead.
+func (*RestoreTopicRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RestoreTopicRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RestoreTopicRequest) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+type RestoreTopicResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         *TopicInfo             `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreTopicResponse) Reset() {
+	*x = RestoreTopicResponse{}
+	mi := &file_sq_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreTopicResponse) ProtoMessage() {}
+
+func (x *RestoreTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreTopicResponse.ProtoReflect.Descriptor instead.
+func (*RestoreTopicResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RestoreTopicResponse) GetTopic() *TopicInfo {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
 type ListTopicsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1035,7 +1133,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_sq_proto_msgTypes[11]
+	mi := &file_sq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1145,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[11]
+	mi := &file_sq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1158,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{11}
+	return file_sq_proto_rawDescGZIP(), []int{13}
 }
 
 type ListTopicsResponse struct {
@@ -1072,7 +1170,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_sq_proto_msgTypes[12]
+	mi := &file_sq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1182,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[12]
+	mi := &file_sq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1195,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{12}
+	return file_sq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicInfo {
@@ -1116,7 +1214,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_sq_proto_msgTypes[13]
+	mi := &file_sq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1226,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[13]
+	mi := &file_sq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1239,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{13}
+	return file_sq_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DescribeTopicRequest) GetName() string {
@@ -1160,7 +1258,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_sq_proto_msgTypes[14]
+	mi := &file_sq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1270,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[14]
+	mi := &file_sq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1283,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{14}
+	return file_sq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *TopicInfo {
@@ -1203,7 +1301,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_sq_proto_msgTypes[15]
+	mi := &file_sq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1313,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[15]
+	mi := &file_sq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1326,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{15}
+	return file_sq_proto_rawDescGZIP(), []int{17}
 }
 
 // GroupSummary names a group and its state.
@@ -1245,7 +1343,7 @@ type GroupSummary struct {
 
 func (x *GroupSummary) Reset() {
 	*x = GroupSummary{}
-	mi := &file_sq_proto_msgTypes[16]
+	mi := &file_sq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1355,7 @@ func (x *GroupSummary) String() string {
 func (*GroupSummary) ProtoMessage() {}
 
 func (x *GroupSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[16]
+	mi := &file_sq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1368,7 @@ func (x *GroupSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSummary.ProtoReflect.Descriptor instead.
 func (*GroupSummary) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{16}
+	return file_sq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GroupSummary) GetGroup() string {
@@ -1310,7 +1408,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_sq_proto_msgTypes[17]
+	mi := &file_sq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1420,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[17]
+	mi := &file_sq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1433,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{17}
+	return file_sq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupSummary {
@@ -1354,7 +1452,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_sq_proto_msgTypes[18]
+	mi := &file_sq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1464,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[18]
+	mi := &file_sq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1477,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{18}
+	return file_sq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -1401,7 +1499,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_sq_proto_msgTypes[19]
+	mi := &file_sq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1511,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[19]
+	mi := &file_sq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1524,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{19}
+	return file_sq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -1461,7 +1559,7 @@ type TopicPartition struct {
 
 func (x *TopicPartition) Reset() {
 	*x = TopicPartition{}
-	mi := &file_sq_proto_msgTypes[20]
+	mi := &file_sq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1571,7 @@ func (x *TopicPartition) String() string {
 func (*TopicPartition) ProtoMessage() {}
 
 func (x *TopicPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[20]
+	mi := &file_sq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1584,7 @@ func (x *TopicPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartition.ProtoReflect.Descriptor instead.
 func (*TopicPartition) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{20}
+	return file_sq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TopicPartition) GetTopic() string {
@@ -1527,7 +1625,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_sq_proto_msgTypes[21]
+	mi := &file_sq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1637,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[21]
+	mi := &file_sq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1650,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{21}
+	return file_sq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -1631,7 +1729,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_sq_proto_msgTypes[22]
+	mi := &file_sq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1643,7 +1741,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[22]
+	mi := &file_sq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1656,7 +1754,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{22}
+	return file_sq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -1708,7 +1806,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[23]
+	mi := &file_sq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1818,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[23]
+	mi := &file_sq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1831,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{23}
+	return file_sq_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -1773,7 +1871,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[24]
+	mi := &file_sq_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +1883,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[24]
+	mi := &file_sq_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +1896,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{24}
+	return file_sq_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*GroupOffset {
@@ -1817,7 +1915,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_sq_proto_msgTypes[25]
+	mi := &file_sq_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +1927,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[25]
+	mi := &file_sq_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +1940,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{25}
+	return file_sq_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -1860,7 +1958,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_sq_proto_msgTypes[26]
+	mi := &file_sq_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1970,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[26]
+	mi := &file_sq_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1983,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{26}
+	return file_sq_proto_rawDescGZIP(), []int{28}
 }
 
 type NodeInfoRequest struct {
@@ -1896,7 +1994,7 @@ type NodeInfoRequest struct {
 
 func (x *NodeInfoRequest) Reset() {
 	*x = NodeInfoRequest{}
-	mi := &file_sq_proto_msgTypes[27]
+	mi := &file_sq_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2006,7 @@ func (x *NodeInfoRequest) String() string {
 func (*NodeInfoRequest) ProtoMessage() {}
 
 func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[27]
+	mi := &file_sq_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2019,7 @@ func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoRequest.ProtoReflect.Descriptor instead.
 func (*NodeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{27}
+	return file_sq_proto_rawDescGZIP(), []int{29}
 }
 
 type NodeInfoResponse struct {
@@ -1954,7 +2052,7 @@ type NodeInfoResponse struct {
 
 func (x *NodeInfoResponse) Reset() {
 	*x = NodeInfoResponse{}
-	mi := &file_sq_proto_msgTypes[28]
+	mi := &file_sq_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2064,7 @@ func (x *NodeInfoResponse) String() string {
 func (*NodeInfoResponse) ProtoMessage() {}
 
 func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[28]
+	mi := &file_sq_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2077,7 @@ func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoResponse.ProtoReflect.Descriptor instead.
 func (*NodeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{28}
+	return file_sq_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeInfoResponse) GetNodeId() string {
@@ -2088,7 +2186,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_sq_proto_msgTypes[29]
+	mi := &file_sq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2198,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[29]
+	mi := &file_sq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2211,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{29}
+	return file_sq_proto_rawDescGZIP(), []int{31}
 }
 
 // Member is one cluster node.
@@ -2141,7 +2239,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_sq_proto_msgTypes[30]
+	mi := &file_sq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2251,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[30]
+	mi := &file_sq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2264,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{30}
+	return file_sq_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Member) GetNodeId() string {
@@ -2249,7 +2347,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_sq_proto_msgTypes[31]
+	mi := &file_sq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2359,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[31]
+	mi := &file_sq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2372,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{31}
+	return file_sq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MembersResponse) GetClusterId() string {
@@ -2299,7 +2397,7 @@ type ClusterInfoRequest struct {
 
 func (x *ClusterInfoRequest) Reset() {
 	*x = ClusterInfoRequest{}
-	mi := &file_sq_proto_msgTypes[32]
+	mi := &file_sq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2409,7 @@ func (x *ClusterInfoRequest) String() string {
 func (*ClusterInfoRequest) ProtoMessage() {}
 
 func (x *ClusterInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[32]
+	mi := &file_sq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2422,7 @@ func (x *ClusterInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfoRequest.ProtoReflect.Descriptor instead.
 func (*ClusterInfoRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{32}
+	return file_sq_proto_rawDescGZIP(), []int{34}
 }
 
 type ClusterInfoResponse struct {
@@ -2363,7 +2461,7 @@ type ClusterInfoResponse struct {
 
 func (x *ClusterInfoResponse) Reset() {
 	*x = ClusterInfoResponse{}
-	mi := &file_sq_proto_msgTypes[33]
+	mi := &file_sq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2473,7 @@ func (x *ClusterInfoResponse) String() string {
 func (*ClusterInfoResponse) ProtoMessage() {}
 
 func (x *ClusterInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[33]
+	mi := &file_sq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2486,7 @@ func (x *ClusterInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfoResponse.ProtoReflect.Descriptor instead.
 func (*ClusterInfoResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{33}
+	return file_sq_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ClusterInfoResponse) GetClusterId() string {
@@ -2512,7 +2610,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_sq_proto_msgTypes[34]
+	mi := &file_sq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2622,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[34]
+	mi := &file_sq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2635,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{34}
+	return file_sq_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -2557,7 +2655,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_sq_proto_msgTypes[35]
+	mi := &file_sq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2667,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[35]
+	mi := &file_sq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2680,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{35}
+	return file_sq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RemoveNodeResponse) GetMovedPartitions() int32 {
@@ -2610,7 +2708,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_sq_proto_msgTypes[36]
+	mi := &file_sq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2720,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[36]
+	mi := &file_sq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2733,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{36}
+	return file_sq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JoinRequest) GetClusterId() string {
@@ -2706,7 +2804,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_sq_proto_msgTypes[37]
+	mi := &file_sq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +2816,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[37]
+	mi := &file_sq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +2829,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{37}
+	return file_sq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *JoinResponse) GetClusterId() string {
@@ -2765,7 +2863,7 @@ type ProposeRequest struct {
 
 func (x *ProposeRequest) Reset() {
 	*x = ProposeRequest{}
-	mi := &file_sq_proto_msgTypes[38]
+	mi := &file_sq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2777,7 +2875,7 @@ func (x *ProposeRequest) String() string {
 func (*ProposeRequest) ProtoMessage() {}
 
 func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[38]
+	mi := &file_sq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2790,7 +2888,7 @@ func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeRequest.ProtoReflect.Descriptor instead.
 func (*ProposeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{38}
+	return file_sq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ProposeRequest) GetCommand() []byte {
@@ -2812,7 +2910,7 @@ type ProposeResponse struct {
 
 func (x *ProposeResponse) Reset() {
 	*x = ProposeResponse{}
-	mi := &file_sq_proto_msgTypes[39]
+	mi := &file_sq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2824,7 +2922,7 @@ func (x *ProposeResponse) String() string {
 func (*ProposeResponse) ProtoMessage() {}
 
 func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[39]
+	mi := &file_sq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2837,7 +2935,7 @@ func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeResponse.ProtoReflect.Descriptor instead.
 func (*ProposeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{39}
+	return file_sq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ProposeResponse) GetIndex() uint64 {
@@ -2867,7 +2965,7 @@ type RecordHeader struct {
 
 func (x *RecordHeader) Reset() {
 	*x = RecordHeader{}
-	mi := &file_sq_proto_msgTypes[40]
+	mi := &file_sq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2879,7 +2977,7 @@ func (x *RecordHeader) String() string {
 func (*RecordHeader) ProtoMessage() {}
 
 func (x *RecordHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[40]
+	mi := &file_sq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2892,7 +2990,7 @@ func (x *RecordHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordHeader.ProtoReflect.Descriptor instead.
 func (*RecordHeader) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{40}
+	return file_sq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RecordHeader) GetKey() []byte {
@@ -2924,7 +3022,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_sq_proto_msgTypes[41]
+	mi := &file_sq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3034,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[41]
+	mi := &file_sq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3047,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{41}
+	return file_sq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Record) GetKey() []byte {
@@ -3030,7 +3128,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_sq_proto_msgTypes[42]
+	mi := &file_sq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3140,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[42]
+	mi := &file_sq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3153,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{42}
+	return file_sq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PublishRequest) GetTopic() string {
@@ -3133,7 +3231,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_sq_proto_msgTypes[43]
+	mi := &file_sq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3243,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[43]
+	mi := &file_sq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3256,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{43}
+	return file_sq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PublishResponse) GetTopic() string {
@@ -3218,7 +3316,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3328,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3341,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{44}
+	return file_sq_proto_rawDescGZIP(), []int{46}
 }
 
 type InitProducerIdResponse struct {
@@ -3258,7 +3356,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3270,7 +3368,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3283,7 +3381,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{45}
+	return file_sq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *InitProducerIdResponse) GetProducerId() int64 {
@@ -3310,7 +3408,7 @@ type PublishStreamResponse struct {
 
 func (x *PublishStreamResponse) Reset() {
 	*x = PublishStreamResponse{}
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3322,7 +3420,7 @@ func (x *PublishStreamResponse) String() string {
 func (*PublishStreamResponse) ProtoMessage() {}
 
 func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3335,7 +3433,7 @@ func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishStreamResponse.ProtoReflect.Descriptor instead.
 func (*PublishStreamResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{46}
+	return file_sq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PublishStreamResponse) GetResults() []*PublishResponse {
@@ -3369,7 +3467,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3479,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3492,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{47}
+	return file_sq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SubscribeRequest) GetTopic() string {
@@ -3461,7 +3559,7 @@ type ConsumedRecord struct {
 
 func (x *ConsumedRecord) Reset() {
 	*x = ConsumedRecord{}
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3473,7 +3571,7 @@ func (x *ConsumedRecord) String() string {
 func (*ConsumedRecord) ProtoMessage() {}
 
 func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3486,7 +3584,7 @@ func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumedRecord.ProtoReflect.Descriptor instead.
 func (*ConsumedRecord) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{48}
+	return file_sq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ConsumedRecord) GetOffset() uint64 {
@@ -3539,7 +3637,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3551,7 +3649,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3564,7 +3662,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{49}
+	return file_sq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SubscribeResponse) GetTopic() string {
@@ -3628,7 +3726,7 @@ type OffsetEntry struct {
 
 func (x *OffsetEntry) Reset() {
 	*x = OffsetEntry{}
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3640,7 +3738,7 @@ func (x *OffsetEntry) String() string {
 func (*OffsetEntry) ProtoMessage() {}
 
 func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3653,7 +3751,7 @@ func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetEntry.ProtoReflect.Descriptor instead.
 func (*OffsetEntry) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{50}
+	return file_sq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *OffsetEntry) GetTopic() string {
@@ -3708,7 +3806,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +3818,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +3831,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{51}
+	return file_sq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -3759,7 +3857,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[52]
+	mi := &file_sq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3771,7 +3869,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[52]
+	mi := &file_sq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3784,7 +3882,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{52}
+	return file_sq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CommitOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -3805,7 +3903,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[53]
+	mi := &file_sq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3817,7 +3915,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[53]
+	mi := &file_sq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3830,7 +3928,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{53}
+	return file_sq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -3856,7 +3954,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[54]
+	mi := &file_sq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3868,7 +3966,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[54]
+	mi := &file_sq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3881,7 +3979,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{54}
+	return file_sq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -3902,7 +4000,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sq_proto_msgTypes[55]
+	mi := &file_sq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3914,7 +4012,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[55]
+	mi := &file_sq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3927,7 +4025,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{55}
+	return file_sq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -3962,7 +4060,7 @@ type JoinGroupRequest struct {
 
 func (x *JoinGroupRequest) Reset() {
 	*x = JoinGroupRequest{}
-	mi := &file_sq_proto_msgTypes[56]
+	mi := &file_sq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3974,7 +4072,7 @@ func (x *JoinGroupRequest) String() string {
 func (*JoinGroupRequest) ProtoMessage() {}
 
 func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[56]
+	mi := &file_sq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3987,7 +4085,7 @@ func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupRequest.ProtoReflect.Descriptor instead.
 func (*JoinGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{56}
+	return file_sq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *JoinGroupRequest) GetGroup() string {
@@ -4041,7 +4139,7 @@ type JoinGroupResponse struct {
 
 func (x *JoinGroupResponse) Reset() {
 	*x = JoinGroupResponse{}
-	mi := &file_sq_proto_msgTypes[57]
+	mi := &file_sq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4053,7 +4151,7 @@ func (x *JoinGroupResponse) String() string {
 func (*JoinGroupResponse) ProtoMessage() {}
 
 func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[57]
+	mi := &file_sq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4066,7 +4164,7 @@ func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupResponse.ProtoReflect.Descriptor instead.
 func (*JoinGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{57}
+	return file_sq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *JoinGroupResponse) GetMemberId() string {
@@ -4120,7 +4218,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sq_proto_msgTypes[58]
+	mi := &file_sq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4132,7 +4230,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[58]
+	mi := &file_sq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4145,7 +4243,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{58}
+	return file_sq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HeartbeatRequest) GetGroup() string {
@@ -4187,7 +4285,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sq_proto_msgTypes[59]
+	mi := &file_sq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4199,7 +4297,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[59]
+	mi := &file_sq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4212,7 +4310,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{59}
+	return file_sq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *HeartbeatResponse) GetGeneration() int32 {
@@ -4246,7 +4344,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_sq_proto_msgTypes[60]
+	mi := &file_sq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4258,7 +4356,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[60]
+	mi := &file_sq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4271,7 +4369,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{60}
+	return file_sq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -4296,7 +4394,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_sq_proto_msgTypes[61]
+	mi := &file_sq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4308,7 +4406,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[61]
+	mi := &file_sq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4321,7 +4419,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{61}
+	return file_sq_proto_rawDescGZIP(), []int{63}
 }
 
 type CommitGroupOffsetsRequest struct {
@@ -4337,7 +4435,7 @@ type CommitGroupOffsetsRequest struct {
 
 func (x *CommitGroupOffsetsRequest) Reset() {
 	*x = CommitGroupOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[62]
+	mi := &file_sq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4349,7 +4447,7 @@ func (x *CommitGroupOffsetsRequest) String() string {
 func (*CommitGroupOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[62]
+	mi := &file_sq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4362,7 +4460,7 @@ func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{62}
+	return file_sq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CommitGroupOffsetsRequest) GetGroup() string {
@@ -4402,7 +4500,7 @@ type CommitGroupOffsetsResponse struct {
 
 func (x *CommitGroupOffsetsResponse) Reset() {
 	*x = CommitGroupOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[63]
+	mi := &file_sq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4414,7 +4512,7 @@ func (x *CommitGroupOffsetsResponse) String() string {
 func (*CommitGroupOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[63]
+	mi := &file_sq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4427,7 +4525,7 @@ func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{63}
+	return file_sq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CommitGroupOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -4523,7 +4621,12 @@ const file_sq_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\v2\x10.sq.v1.TopicInfoR\x05topic\"(\n" +
 	"\x12DeleteTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
-	"\x13DeleteTopicResponse\"\x13\n" +
+	"\x13DeleteTopicResponse\"D\n" +
+	"\x13RestoreTopicRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\tR\atopicId\">\n" +
+	"\x14RestoreTopicResponse\x12&\n" +
+	"\x05topic\x18\x01 \x01(\v2\x10.sq.v1.TopicInfoR\x05topic\"\x13\n" +
 	"\x11ListTopicsRequest\">\n" +
 	"\x12ListTopicsResponse\x12(\n" +
 	"\x06topics\x18\x01 \x03(\v2\x10.sq.v1.TopicInfoR\x06topics\"*\n" +
@@ -4806,12 +4909,13 @@ const file_sq_proto_rawDesc = "" +
 	"\tStartFrom\x12\x17\n" +
 	"\x13START_FROM_EARLIEST\x10\x00\x12\x15\n" +
 	"\x11START_FROM_LATEST\x10\x01\x12\x15\n" +
-	"\x11START_FROM_OFFSET\x10\x022\xcd\x03\n" +
+	"\x11START_FROM_OFFSET\x10\x022\x96\x04\n" +
 	"\x06Topics\x12D\n" +
 	"\vCreateTopic\x12\x19.sq.v1.CreateTopicRequest\x1a\x1a.sq.v1.CreateTopicResponse\x12S\n" +
 	"\x10AlterTopicConfig\x12\x1e.sq.v1.AlterTopicConfigRequest\x1a\x1f.sq.v1.AlterTopicConfigResponse\x12S\n" +
 	"\x10CreatePartitions\x12\x1e.sq.v1.CreatePartitionsRequest\x1a\x1f.sq.v1.CreatePartitionsResponse\x12D\n" +
-	"\vDeleteTopic\x12\x19.sq.v1.DeleteTopicRequest\x1a\x1a.sq.v1.DeleteTopicResponse\x12A\n" +
+	"\vDeleteTopic\x12\x19.sq.v1.DeleteTopicRequest\x1a\x1a.sq.v1.DeleteTopicResponse\x12G\n" +
+	"\fRestoreTopic\x12\x1a.sq.v1.RestoreTopicRequest\x1a\x1b.sq.v1.RestoreTopicResponse\x12A\n" +
 	"\n" +
 	"ListTopics\x12\x18.sq.v1.ListTopicsRequest\x1a\x19.sq.v1.ListTopicsResponse\x12J\n" +
 	"\rDescribeTopic\x12\x1b.sq.v1.DescribeTopicRequest\x1a\x1c.sq.v1.DescribeTopicResponse2\xc4\x04\n" +
@@ -4855,7 +4959,7 @@ func file_sq_proto_rawDescGZIP() []byte {
 }
 
 var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_sq_proto_goTypes = []any{
 	(Durability)(0),                    // 0: sq.v1.Durability
 	(Acks)(0),                          // 1: sq.v1.Acks
@@ -4871,59 +4975,61 @@ var file_sq_proto_goTypes = []any{
 	(*CreatePartitionsResponse)(nil),   // 11: sq.v1.CreatePartitionsResponse
 	(*DeleteTopicRequest)(nil),         // 12: sq.v1.DeleteTopicRequest
 	(*DeleteTopicResponse)(nil),        // 13: sq.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),          // 14: sq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),         // 15: sq.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),       // 16: sq.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),      // 17: sq.v1.DescribeTopicResponse
-	(*ListGroupsRequest)(nil),          // 18: sq.v1.ListGroupsRequest
-	(*GroupSummary)(nil),               // 19: sq.v1.GroupSummary
-	(*ListGroupsResponse)(nil),         // 20: sq.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),       // 21: sq.v1.DescribeGroupRequest
-	(*GroupMember)(nil),                // 22: sq.v1.GroupMember
-	(*TopicPartition)(nil),             // 23: sq.v1.TopicPartition
-	(*GroupOffset)(nil),                // 24: sq.v1.GroupOffset
-	(*DescribeGroupResponse)(nil),      // 25: sq.v1.DescribeGroupResponse
-	(*ResetOffsetsRequest)(nil),        // 26: sq.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),       // 27: sq.v1.ResetOffsetsResponse
-	(*DeleteGroupRequest)(nil),         // 28: sq.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 29: sq.v1.DeleteGroupResponse
-	(*NodeInfoRequest)(nil),            // 30: sq.v1.NodeInfoRequest
-	(*NodeInfoResponse)(nil),           // 31: sq.v1.NodeInfoResponse
-	(*MembersRequest)(nil),             // 32: sq.v1.MembersRequest
-	(*Member)(nil),                     // 33: sq.v1.Member
-	(*MembersResponse)(nil),            // 34: sq.v1.MembersResponse
-	(*ClusterInfoRequest)(nil),         // 35: sq.v1.ClusterInfoRequest
-	(*ClusterInfoResponse)(nil),        // 36: sq.v1.ClusterInfoResponse
-	(*RemoveNodeRequest)(nil),          // 37: sq.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),         // 38: sq.v1.RemoveNodeResponse
-	(*JoinRequest)(nil),                // 39: sq.v1.JoinRequest
-	(*JoinResponse)(nil),               // 40: sq.v1.JoinResponse
-	(*ProposeRequest)(nil),             // 41: sq.v1.ProposeRequest
-	(*ProposeResponse)(nil),            // 42: sq.v1.ProposeResponse
-	(*RecordHeader)(nil),               // 43: sq.v1.RecordHeader
-	(*Record)(nil),                     // 44: sq.v1.Record
-	(*PublishRequest)(nil),             // 45: sq.v1.PublishRequest
-	(*PublishResponse)(nil),            // 46: sq.v1.PublishResponse
-	(*InitProducerIdRequest)(nil),      // 47: sq.v1.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),     // 48: sq.v1.InitProducerIdResponse
-	(*PublishStreamResponse)(nil),      // 49: sq.v1.PublishStreamResponse
-	(*SubscribeRequest)(nil),           // 50: sq.v1.SubscribeRequest
-	(*ConsumedRecord)(nil),             // 51: sq.v1.ConsumedRecord
-	(*SubscribeResponse)(nil),          // 52: sq.v1.SubscribeResponse
-	(*OffsetEntry)(nil),                // 53: sq.v1.OffsetEntry
-	(*CommitOffsetsRequest)(nil),       // 54: sq.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),      // 55: sq.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),        // 56: sq.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),       // 57: sq.v1.FetchOffsetsResponse
-	(*TopicPartitions)(nil),            // 58: sq.v1.TopicPartitions
-	(*JoinGroupRequest)(nil),           // 59: sq.v1.JoinGroupRequest
-	(*JoinGroupResponse)(nil),          // 60: sq.v1.JoinGroupResponse
-	(*HeartbeatRequest)(nil),           // 61: sq.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),          // 62: sq.v1.HeartbeatResponse
-	(*LeaveGroupRequest)(nil),          // 63: sq.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),         // 64: sq.v1.LeaveGroupResponse
-	(*CommitGroupOffsetsRequest)(nil),  // 65: sq.v1.CommitGroupOffsetsRequest
-	(*CommitGroupOffsetsResponse)(nil), // 66: sq.v1.CommitGroupOffsetsResponse
+	(*RestoreTopicRequest)(nil),        // 14: sq.v1.RestoreTopicRequest
+	(*RestoreTopicResponse)(nil),       // 15: sq.v1.RestoreTopicResponse
+	(*ListTopicsRequest)(nil),          // 16: sq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),         // 17: sq.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),       // 18: sq.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),      // 19: sq.v1.DescribeTopicResponse
+	(*ListGroupsRequest)(nil),          // 20: sq.v1.ListGroupsRequest
+	(*GroupSummary)(nil),               // 21: sq.v1.GroupSummary
+	(*ListGroupsResponse)(nil),         // 22: sq.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),       // 23: sq.v1.DescribeGroupRequest
+	(*GroupMember)(nil),                // 24: sq.v1.GroupMember
+	(*TopicPartition)(nil),             // 25: sq.v1.TopicPartition
+	(*GroupOffset)(nil),                // 26: sq.v1.GroupOffset
+	(*DescribeGroupResponse)(nil),      // 27: sq.v1.DescribeGroupResponse
+	(*ResetOffsetsRequest)(nil),        // 28: sq.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),       // 29: sq.v1.ResetOffsetsResponse
+	(*DeleteGroupRequest)(nil),         // 30: sq.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 31: sq.v1.DeleteGroupResponse
+	(*NodeInfoRequest)(nil),            // 32: sq.v1.NodeInfoRequest
+	(*NodeInfoResponse)(nil),           // 33: sq.v1.NodeInfoResponse
+	(*MembersRequest)(nil),             // 34: sq.v1.MembersRequest
+	(*Member)(nil),                     // 35: sq.v1.Member
+	(*MembersResponse)(nil),            // 36: sq.v1.MembersResponse
+	(*ClusterInfoRequest)(nil),         // 37: sq.v1.ClusterInfoRequest
+	(*ClusterInfoResponse)(nil),        // 38: sq.v1.ClusterInfoResponse
+	(*RemoveNodeRequest)(nil),          // 39: sq.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),         // 40: sq.v1.RemoveNodeResponse
+	(*JoinRequest)(nil),                // 41: sq.v1.JoinRequest
+	(*JoinResponse)(nil),               // 42: sq.v1.JoinResponse
+	(*ProposeRequest)(nil),             // 43: sq.v1.ProposeRequest
+	(*ProposeResponse)(nil),            // 44: sq.v1.ProposeResponse
+	(*RecordHeader)(nil),               // 45: sq.v1.RecordHeader
+	(*Record)(nil),                     // 46: sq.v1.Record
+	(*PublishRequest)(nil),             // 47: sq.v1.PublishRequest
+	(*PublishResponse)(nil),            // 48: sq.v1.PublishResponse
+	(*InitProducerIdRequest)(nil),      // 49: sq.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),     // 50: sq.v1.InitProducerIdResponse
+	(*PublishStreamResponse)(nil),      // 51: sq.v1.PublishStreamResponse
+	(*SubscribeRequest)(nil),           // 52: sq.v1.SubscribeRequest
+	(*ConsumedRecord)(nil),             // 53: sq.v1.ConsumedRecord
+	(*SubscribeResponse)(nil),          // 54: sq.v1.SubscribeResponse
+	(*OffsetEntry)(nil),                // 55: sq.v1.OffsetEntry
+	(*CommitOffsetsRequest)(nil),       // 56: sq.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),      // 57: sq.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),        // 58: sq.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),       // 59: sq.v1.FetchOffsetsResponse
+	(*TopicPartitions)(nil),            // 60: sq.v1.TopicPartitions
+	(*JoinGroupRequest)(nil),           // 61: sq.v1.JoinGroupRequest
+	(*JoinGroupResponse)(nil),          // 62: sq.v1.JoinGroupResponse
+	(*HeartbeatRequest)(nil),           // 63: sq.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),          // 64: sq.v1.HeartbeatResponse
+	(*LeaveGroupRequest)(nil),          // 65: sq.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),         // 66: sq.v1.LeaveGroupResponse
+	(*CommitGroupOffsetsRequest)(nil),  // 67: sq.v1.CommitGroupOffsetsRequest
+	(*CommitGroupOffsetsResponse)(nil), // 68: sq.v1.CommitGroupOffsetsResponse
 }
 var file_sq_proto_depIdxs = []int32{
 	3,  // 0: sq.v1.TopicInfo.config:type_name -> sq.v1.TopicConfig
@@ -4932,87 +5038,90 @@ var file_sq_proto_depIdxs = []int32{
 	5,  // 3: sq.v1.CreateTopicResponse.topic:type_name -> sq.v1.TopicInfo
 	5,  // 4: sq.v1.AlterTopicConfigResponse.topic:type_name -> sq.v1.TopicInfo
 	5,  // 5: sq.v1.CreatePartitionsResponse.topic:type_name -> sq.v1.TopicInfo
-	5,  // 6: sq.v1.ListTopicsResponse.topics:type_name -> sq.v1.TopicInfo
-	5,  // 7: sq.v1.DescribeTopicResponse.topic:type_name -> sq.v1.TopicInfo
-	19, // 8: sq.v1.ListGroupsResponse.groups:type_name -> sq.v1.GroupSummary
-	23, // 9: sq.v1.GroupMember.assignment:type_name -> sq.v1.TopicPartition
-	22, // 10: sq.v1.DescribeGroupResponse.members:type_name -> sq.v1.GroupMember
-	24, // 11: sq.v1.DescribeGroupResponse.offsets:type_name -> sq.v1.GroupOffset
-	24, // 12: sq.v1.ResetOffsetsResponse.offsets:type_name -> sq.v1.GroupOffset
-	33, // 13: sq.v1.MembersResponse.members:type_name -> sq.v1.Member
-	43, // 14: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
-	44, // 15: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
-	1,  // 16: sq.v1.PublishRequest.acks:type_name -> sq.v1.Acks
-	0,  // 17: sq.v1.PublishResponse.durability:type_name -> sq.v1.Durability
-	46, // 18: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
-	2,  // 19: sq.v1.SubscribeRequest.from:type_name -> sq.v1.StartFrom
-	43, // 20: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
-	51, // 21: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
-	53, // 22: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	53, // 23: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	53, // 24: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	58, // 25: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
-	58, // 26: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
-	58, // 27: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
-	53, // 28: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	53, // 29: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	6,  // 30: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
-	8,  // 31: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
-	10, // 32: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
-	12, // 33: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
-	14, // 34: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
-	16, // 35: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
-	18, // 36: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
-	21, // 37: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
-	26, // 38: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
-	28, // 39: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
-	59, // 40: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
-	61, // 41: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
-	63, // 42: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
-	65, // 43: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
-	30, // 44: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
-	32, // 45: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
-	35, // 46: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
-	37, // 47: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
-	39, // 48: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
-	41, // 49: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
-	45, // 50: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
-	45, // 51: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
-	50, // 52: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
-	54, // 53: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
-	56, // 54: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
-	47, // 55: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
-	7,  // 56: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
-	9,  // 57: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
-	11, // 58: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
-	13, // 59: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
-	15, // 60: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
-	17, // 61: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
-	20, // 62: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
-	25, // 63: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
-	27, // 64: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
-	29, // 65: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
-	60, // 66: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
-	62, // 67: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
-	64, // 68: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
-	66, // 69: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
-	31, // 70: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
-	34, // 71: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
-	36, // 72: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
-	38, // 73: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
-	40, // 74: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
-	42, // 75: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
-	46, // 76: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
-	49, // 77: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
-	52, // 78: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
-	55, // 79: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
-	57, // 80: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
-	48, // 81: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
-	56, // [56:82] is the sub-list for method output_type
-	30, // [30:56] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	5,  // 6: sq.v1.RestoreTopicResponse.topic:type_name -> sq.v1.TopicInfo
+	5,  // 7: sq.v1.ListTopicsResponse.topics:type_name -> sq.v1.TopicInfo
+	5,  // 8: sq.v1.DescribeTopicResponse.topic:type_name -> sq.v1.TopicInfo
+	21, // 9: sq.v1.ListGroupsResponse.groups:type_name -> sq.v1.GroupSummary
+	25, // 10: sq.v1.GroupMember.assignment:type_name -> sq.v1.TopicPartition
+	24, // 11: sq.v1.DescribeGroupResponse.members:type_name -> sq.v1.GroupMember
+	26, // 12: sq.v1.DescribeGroupResponse.offsets:type_name -> sq.v1.GroupOffset
+	26, // 13: sq.v1.ResetOffsetsResponse.offsets:type_name -> sq.v1.GroupOffset
+	35, // 14: sq.v1.MembersResponse.members:type_name -> sq.v1.Member
+	45, // 15: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
+	46, // 16: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
+	1,  // 17: sq.v1.PublishRequest.acks:type_name -> sq.v1.Acks
+	0,  // 18: sq.v1.PublishResponse.durability:type_name -> sq.v1.Durability
+	48, // 19: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
+	2,  // 20: sq.v1.SubscribeRequest.from:type_name -> sq.v1.StartFrom
+	45, // 21: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
+	53, // 22: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
+	55, // 23: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	55, // 24: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	55, // 25: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	60, // 26: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
+	60, // 27: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
+	60, // 28: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
+	55, // 29: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	55, // 30: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	6,  // 31: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
+	8,  // 32: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
+	10, // 33: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
+	12, // 34: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
+	14, // 35: sq.v1.Topics.RestoreTopic:input_type -> sq.v1.RestoreTopicRequest
+	16, // 36: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
+	18, // 37: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
+	20, // 38: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
+	23, // 39: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
+	28, // 40: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
+	30, // 41: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
+	61, // 42: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
+	63, // 43: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
+	65, // 44: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
+	67, // 45: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
+	32, // 46: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
+	34, // 47: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
+	37, // 48: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
+	39, // 49: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
+	41, // 50: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
+	43, // 51: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
+	47, // 52: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
+	47, // 53: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
+	52, // 54: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
+	56, // 55: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
+	58, // 56: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
+	49, // 57: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
+	7,  // 58: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
+	9,  // 59: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
+	11, // 60: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
+	13, // 61: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
+	15, // 62: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
+	17, // 63: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
+	19, // 64: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
+	22, // 65: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
+	27, // 66: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
+	29, // 67: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
+	31, // 68: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
+	62, // 69: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
+	64, // 70: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
+	66, // 71: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
+	68, // 72: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
+	33, // 73: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
+	36, // 74: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
+	38, // 75: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
+	40, // 76: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
+	42, // 77: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
+	44, // 78: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
+	48, // 79: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
+	51, // 80: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
+	54, // 81: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
+	57, // 82: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
+	59, // 83: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
+	50, // 84: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
+	58, // [58:85] is the sub-list for method output_type
+	31, // [31:58] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_sq_proto_init() }
@@ -5021,15 +5130,15 @@ func file_sq_proto_init() {
 		return
 	}
 	file_sq_proto_msgTypes[5].OneofWrappers = []any{}
-	file_sq_proto_msgTypes[41].OneofWrappers = []any{}
-	file_sq_proto_msgTypes[48].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[43].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[50].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sq_proto_rawDesc), len(file_sq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   64,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -34,6 +34,7 @@ const (
 	Topics_AlterTopicConfig_FullMethodName = "/sq.v1.Topics/AlterTopicConfig"
 	Topics_CreatePartitions_FullMethodName = "/sq.v1.Topics/CreatePartitions"
 	Topics_DeleteTopic_FullMethodName      = "/sq.v1.Topics/DeleteTopic"
+	Topics_RestoreTopic_FullMethodName     = "/sq.v1.Topics/RestoreTopic"
 	Topics_ListTopics_FullMethodName       = "/sq.v1.Topics/ListTopics"
 	Topics_DescribeTopic_FullMethodName    = "/sq.v1.Topics/DescribeTopic"
 )
@@ -56,6 +57,16 @@ type TopicsClient interface {
 	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
 	// DeleteTopic deletes a topic and its data.
 	DeleteTopic(ctx context.Context, in *DeleteTopicRequest, opts ...grpc.CallOption) (*DeleteTopicResponse, error)
+	// RestoreTopic serves a topic's history from the tiered storage bucket on
+	// a node that does not hold the topic (docs/tiering.md): the topic is
+	// created with the id and partition count found in the bucket, each
+	// partition's local log starting at the end of its remote log.
+	// FailedPrecondition when tiered storage is off (no --s3-bucket) or the
+	// node is part of a cluster; NotFound when the bucket holds no manifest
+	// of the topic; AlreadyExists when the node has the topic;
+	// InvalidArgument when the bucket holds several topics of that name and
+	// no topic_id says which.
+	RestoreTopic(ctx context.Context, in *RestoreTopicRequest, opts ...grpc.CallOption) (*RestoreTopicResponse, error)
 	// ListTopics lists every topic (without partition details).
 	ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error)
 	// DescribeTopic returns a topic's config and per-partition state.
@@ -110,6 +121,16 @@ func (c *topicsClient) DeleteTopic(ctx context.Context, in *DeleteTopicRequest, 
 	return out, nil
 }
 
+func (c *topicsClient) RestoreTopic(ctx context.Context, in *RestoreTopicRequest, opts ...grpc.CallOption) (*RestoreTopicResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreTopicResponse)
+	err := c.cc.Invoke(ctx, Topics_RestoreTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *topicsClient) ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListTopicsResponse)
@@ -148,6 +169,16 @@ type TopicsServer interface {
 	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
 	// DeleteTopic deletes a topic and its data.
 	DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error)
+	// RestoreTopic serves a topic's history from the tiered storage bucket on
+	// a node that does not hold the topic (docs/tiering.md): the topic is
+	// created with the id and partition count found in the bucket, each
+	// partition's local log starting at the end of its remote log.
+	// FailedPrecondition when tiered storage is off (no --s3-bucket) or the
+	// node is part of a cluster; NotFound when the bucket holds no manifest
+	// of the topic; AlreadyExists when the node has the topic;
+	// InvalidArgument when the bucket holds several topics of that name and
+	// no topic_id says which.
+	RestoreTopic(context.Context, *RestoreTopicRequest) (*RestoreTopicResponse, error)
 	// ListTopics lists every topic (without partition details).
 	ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error)
 	// DescribeTopic returns a topic's config and per-partition state.
@@ -173,6 +204,9 @@ func (UnimplementedTopicsServer) CreatePartitions(context.Context, *CreatePartit
 }
 func (UnimplementedTopicsServer) DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteTopic not implemented")
+}
+func (UnimplementedTopicsServer) RestoreTopic(context.Context, *RestoreTopicRequest) (*RestoreTopicResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestoreTopic not implemented")
 }
 func (UnimplementedTopicsServer) ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTopics not implemented")
@@ -273,6 +307,24 @@ func _Topics_DeleteTopic_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Topics_RestoreTopic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TopicsServer).RestoreTopic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Topics_RestoreTopic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TopicsServer).RestoreTopic(ctx, req.(*RestoreTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Topics_ListTopics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListTopicsRequest)
 	if err := dec(in); err != nil {
@@ -331,6 +383,10 @@ var Topics_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteTopic",
 			Handler:    _Topics_DeleteTopic_Handler,
+		},
+		{
+			MethodName: "RestoreTopic",
+			Handler:    _Topics_RestoreTopic_Handler,
 		},
 		{
 			MethodName: "ListTopics",

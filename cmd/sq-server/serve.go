@@ -186,6 +186,11 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		return err
 	}
 	registerDataPlaneMetrics(cp.srv.Registry(), srv)
+	if cl != nil {
+		tiered.enableRestore(cp, log, cl.broker)
+	} else {
+		tiered.enableRestore(cp, log, eng)
+	}
 	// gRPC serves first: peers join and forward metadata changes through
 	// it. The data plane serves once the node has caught up with the
 	// metadata log, so that no client is told a topic is unknown by a node

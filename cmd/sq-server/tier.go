@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/tier"
 	"github.com/seedqueue/sq/tier/s3"
@@ -38,6 +40,7 @@ type tiering struct {
 	archiver *tier.Archiver
 	reader   *tier.RemoteReader
 	cache    *tier.ChunkCache
+	store    tier.ObjectStore
 	cancel   context.CancelFunc
 	done     chan struct{}
 }
@@ -121,8 +124,9 @@ func startTiering(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 	}
 	m.archiver.Store(a)
 	eng.SetRemoteLog(a)
+
 	rctx, cancel := context.WithCancel(ctx)
-	t := &tiering{archiver: a, reader: reader, cache: cache, cancel: cancel, done: make(chan struct{})}
+	t := &tiering{archiver: a, reader: reader, cache: cache, store: store, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(t.done)
 		go a.Run(rctx)
@@ -140,6 +144,64 @@ func startTiering(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 	log.Info("tiered storage on", "bucket", c.S3Bucket, "endpoint", c.S3Endpoint, "region", c.S3Region,
 		"multipart_bytes", c.TierMultipartBytes, "cache_bytes", c.TierCacheBytes, "upload_interval", c.TierUploadInterval)
 	return t, nil
+}
+
+// restorer creates a topic whose partitions start at the given offsets:
+// the engine's RestoreTopic on a single node, the Broker's in a cluster.
+type restorer interface {
+	RestoreTopic(spec engine.TopicSpec, starts []uint64) (engine.TopicInfo, error)
+	DescribeTopic(name string) (engine.TopicInfo, error)
+}
+
+// enableRestore makes the control plane's RestoreTopic serve topics from
+// the bucket through r (sq topic restore; docs/tiering.md).
+func (t *tiering) enableRestore(cp *controlPlane, log *slog.Logger, r restorer) {
+	if t == nil {
+		return
+	}
+	cp.srv.SetTopicRestorer(func(ctx context.Context, name string, id api.TopicID) (engine.TopicInfo, error) {
+		return restoreTopic(ctx, log, t.store, t.archiver, r, name, id)
+	})
+}
+
+// restoreTopic serves topic name's history from the bucket on this node
+// (sq topic restore; docs/tiering.md): the topic is created with the id
+// and partitions the bucket holds, each partition's local log starting
+// at its remote log's end, and the archiver reads the manifests at once.
+func restoreTopic(ctx context.Context, log *slog.Logger, store tier.ObjectStore, a *tier.Archiver, eng restorer, name string, id api.TopicID) (engine.TopicInfo, error) {
+	if _, err := eng.DescribeTopic(name); err == nil {
+		return engine.TopicInfo{}, api.NewError(api.CodeTopicExists, "topic %q exists on this node; restore serves a topic's history on a node without it", name)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	plan, err := tier.Discover(cctx, store, name, id)
+	switch {
+	case errors.Is(err, tier.ErrNoRemoteTopic):
+		return engine.TopicInfo{}, api.NewError(api.CodeUnknownTopic, "%v", err)
+	case errors.Is(err, tier.ErrAmbiguousTopic):
+		return engine.TopicInfo{}, api.NewError(api.CodeInvalidRequest, "%v (sq topic restore --topic-id)", err)
+	case err != nil:
+		return engine.TopicInfo{}, api.WrapError(api.CodeStorageError, err, "read the bucket's manifests of topic %q", name)
+	}
+	// The topic's own config, as its topic object in the bucket has it
+	// (replication settings left to this node's defaults); without one,
+	// unlimited retention: the bucket may hold history older than any
+	// default, and sq topic alter sets retention afterwards.
+	cfg := engine.TopicConfig{RetentionMs: -1, RetentionBytes: -1}
+	if plan.HasConfig {
+		cfg = plan.Config
+		cfg.ReplicationFactor, cfg.MinInsyncReplicas = 0, 0
+	}
+	if _, err := eng.RestoreTopic(engine.TopicSpec{Name: name, ID: plan.TopicID, Partitions: plan.Partitions, Config: cfg}, plan.Ends); err != nil {
+		return engine.TopicInfo{}, err
+	}
+	for i := range plan.Partitions {
+		if err := a.Refresh(cctx, tier.Partition{Topic: name, TopicID: plan.TopicID, Partition: i}); err != nil {
+			log.Warn("tiered storage: reading a restored partition's manifest failed; the next pass reads it", "topic", name, "partition", i, "err", err)
+		}
+	}
+	log.Info("topic restored from the bucket", "topic", name, "topic_id", plan.TopicID, "partitions", plan.Partitions, "remote_ends", plan.Ends)
+	return eng.DescribeTopic(name)
 }
 
 // close stops the archiver and closes the reader and the cache.

@@ -23,7 +23,7 @@ func newTopicCommand(g *globals) *cobra.Command {
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g), newTopicDeleteCommand(g), newTopicAlterCommand(g))
+	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g), newTopicDeleteCommand(g), newTopicAlterCommand(g), newTopicRestoreCommand(g))
 	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		// rpk's `topic add-partitions T --num N` fails on --num before
 		// the arguments are checked.
