@@ -21,7 +21,7 @@ CAPNP_GO_VERSION := v3.1.0-alpha.2
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build run test fuzz check fmt vet generate tools clean bench bench-peers bench-cluster sim jepsen
+.PHONY: all build run test fuzz check fmt vet generate tools clean bench bench-peers bench-cluster sim jepsen tier-test
 
 all: check build
 
@@ -114,6 +114,16 @@ PEERS_DURATION ?= 10s
 
 bench-peers: build
 	cd benchmarks/peers && $(GO) run . -sq-bin ../../$(BIN) -duration $(PEERS_DURATION)
+
+# The tiered storage test at full size (docs/tiering.md): 500 MiB of
+# numbered README lines through sq-server with --s3-bucket against an
+# in-process S3 (gofakes3 over HTTP), 4 MiB segments, 16 MiB of local
+# retention, read back from offset 0 byte for byte. `make test` runs it
+# with 12 MiB.
+TIER_TEST_BYTES ?= 524288000
+
+tier-test:
+	SQ_TIER_TEST_BYTES=$(TIER_TEST_BYTES) $(GO) test -timeout 30m -count=1 -v -run '^TestTieredStorageServer$$' ./cmd/sq-server/
 
 # The Jepsen-style test (internal/clusternet/jepsen_test.go,
 # docs/architecture.md §9.1): JEPSEN_ROUNDS rounds of faults on 3 nodes,
