@@ -357,8 +357,11 @@ type PartitionInfo struct {
 	// Leader epoch: bumped on every leadership change.
 	LeaderEpoch uint32 `protobuf:"varint,9,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	// Replica set (node ids; first: preferred leader) and in-sync set.
-	Replicas      []string `protobuf:"bytes,10,rep,name=replicas,proto3" json:"replicas,omitempty"`
-	Isr           []string `protobuf:"bytes,11,rep,name=isr,proto3" json:"isr,omitempty"`
+	Replicas []string `protobuf:"bytes,10,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	Isr      []string `protobuf:"bytes,11,rep,name=isr,proto3" json:"isr,omitempty"`
+	// The partition's remote log and upload lag; set only when tiered storage
+	// is on (docs/tiering.md), from the partition's leader in a cluster.
+	Remote        *RemoteLogStats `protobuf:"bytes,12,opt,name=remote,proto3" json:"remote,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -470,6 +473,104 @@ func (x *PartitionInfo) GetIsr() []string {
 	return nil
 }
 
+func (x *PartitionInfo) GetRemote() *RemoteLogStats {
+	if x != nil {
+		return x.Remote
+	}
+	return nil
+}
+
+// RemoteLogStats describes a partition's remote log (tiered storage) and
+// what is not uploaded yet.
+type RemoteLogStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// First offset of the remote log; 0 while it holds no segment.
+	LogStartOffset uint64 `protobuf:"varint,1,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	// Offset after the last uploaded segment; 0 while it holds none.
+	EndOffset uint64 `protobuf:"varint,2,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	// Uploaded segments and their bytes (the batches; indexes not counted).
+	Segments int32 `protobuf:"varint,3,opt,name=segments,proto3" json:"segments,omitempty"`
+	Bytes    int64 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Sealed local segments below the high watermark not uploaded yet, and
+	// their bytes, as of the last upload pass.
+	LagSegments   int32 `protobuf:"varint,5,opt,name=lag_segments,json=lagSegments,proto3" json:"lag_segments,omitempty"`
+	LagBytes      int64 `protobuf:"varint,6,opt,name=lag_bytes,json=lagBytes,proto3" json:"lag_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteLogStats) Reset() {
+	*x = RemoteLogStats{}
+	mi := &file_sq_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteLogStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteLogStats) ProtoMessage() {}
+
+func (x *RemoteLogStats) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteLogStats.ProtoReflect.Descriptor instead.
+func (*RemoteLogStats) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RemoteLogStats) GetLogStartOffset() uint64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *RemoteLogStats) GetEndOffset() uint64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+func (x *RemoteLogStats) GetSegments() int32 {
+	if x != nil {
+		return x.Segments
+	}
+	return 0
+}
+
+func (x *RemoteLogStats) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *RemoteLogStats) GetLagSegments() int32 {
+	if x != nil {
+		return x.LagSegments
+	}
+	return 0
+}
+
+func (x *RemoteLogStats) GetLagBytes() int64 {
+	if x != nil {
+		return x.LagBytes
+	}
+	return 0
+}
+
 // TopicInfo describes a topic.
 type TopicInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -490,7 +591,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_sq_proto_msgTypes[2]
+	mi := &file_sq_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +603,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[2]
+	mi := &file_sq_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +616,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{2}
+	return file_sq_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TopicInfo) GetName() string {
@@ -576,7 +677,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_sq_proto_msgTypes[3]
+	mi := &file_sq_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +689,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[3]
+	mi := &file_sq_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +702,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{3}
+	return file_sq_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -641,7 +742,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_sq_proto_msgTypes[4]
+	mi := &file_sq_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +754,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[4]
+	mi := &file_sq_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +767,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{4}
+	return file_sq_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicInfo {
@@ -699,7 +800,7 @@ type AlterTopicConfigRequest struct {
 
 func (x *AlterTopicConfigRequest) Reset() {
 	*x = AlterTopicConfigRequest{}
-	mi := &file_sq_proto_msgTypes[5]
+	mi := &file_sq_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +812,7 @@ func (x *AlterTopicConfigRequest) String() string {
 func (*AlterTopicConfigRequest) ProtoMessage() {}
 
 func (x *AlterTopicConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[5]
+	mi := &file_sq_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +825,7 @@ func (x *AlterTopicConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigRequest.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{5}
+	return file_sq_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AlterTopicConfigRequest) GetName() string {
@@ -813,7 +914,7 @@ type AlterTopicConfigResponse struct {
 
 func (x *AlterTopicConfigResponse) Reset() {
 	*x = AlterTopicConfigResponse{}
-	mi := &file_sq_proto_msgTypes[6]
+	mi := &file_sq_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +926,7 @@ func (x *AlterTopicConfigResponse) String() string {
 func (*AlterTopicConfigResponse) ProtoMessage() {}
 
 func (x *AlterTopicConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[6]
+	mi := &file_sq_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +939,7 @@ func (x *AlterTopicConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigResponse.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{6}
+	return file_sq_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AlterTopicConfigResponse) GetTopic() *TopicInfo {
@@ -860,7 +961,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_sq_proto_msgTypes[7]
+	mi := &file_sq_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +973,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[7]
+	mi := &file_sq_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +986,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{7}
+	return file_sq_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreatePartitionsRequest) GetName() string {
@@ -912,7 +1013,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_sq_proto_msgTypes[8]
+	mi := &file_sq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1025,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[8]
+	mi := &file_sq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1038,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{8}
+	return file_sq_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *TopicInfo {
@@ -956,7 +1057,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_sq_proto_msgTypes[9]
+	mi := &file_sq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1069,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[9]
+	mi := &file_sq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1082,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{9}
+	return file_sq_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -999,7 +1100,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_sq_proto_msgTypes[10]
+	mi := &file_sq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1112,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[10]
+	mi := &file_sq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1125,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{10}
+	return file_sq_proto_rawDescGZIP(), []int{11}
 }
 
 type ListTopicsRequest struct {
@@ -1035,7 +1136,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_sq_proto_msgTypes[11]
+	mi := &file_sq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1148,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[11]
+	mi := &file_sq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1161,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{11}
+	return file_sq_proto_rawDescGZIP(), []int{12}
 }
 
 type ListTopicsResponse struct {
@@ -1072,7 +1173,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_sq_proto_msgTypes[12]
+	mi := &file_sq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1185,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[12]
+	mi := &file_sq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1198,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{12}
+	return file_sq_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicInfo {
@@ -1116,7 +1217,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_sq_proto_msgTypes[13]
+	mi := &file_sq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1229,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[13]
+	mi := &file_sq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1242,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{13}
+	return file_sq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DescribeTopicRequest) GetName() string {
@@ -1160,7 +1261,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_sq_proto_msgTypes[14]
+	mi := &file_sq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1273,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[14]
+	mi := &file_sq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1286,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{14}
+	return file_sq_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *TopicInfo {
@@ -1203,7 +1304,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_sq_proto_msgTypes[15]
+	mi := &file_sq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1316,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[15]
+	mi := &file_sq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1329,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{15}
+	return file_sq_proto_rawDescGZIP(), []int{16}
 }
 
 // GroupSummary names a group and its state.
@@ -1245,7 +1346,7 @@ type GroupSummary struct {
 
 func (x *GroupSummary) Reset() {
 	*x = GroupSummary{}
-	mi := &file_sq_proto_msgTypes[16]
+	mi := &file_sq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1358,7 @@ func (x *GroupSummary) String() string {
 func (*GroupSummary) ProtoMessage() {}
 
 func (x *GroupSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[16]
+	mi := &file_sq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1371,7 @@ func (x *GroupSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSummary.ProtoReflect.Descriptor instead.
 func (*GroupSummary) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{16}
+	return file_sq_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GroupSummary) GetGroup() string {
@@ -1310,7 +1411,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_sq_proto_msgTypes[17]
+	mi := &file_sq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1423,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[17]
+	mi := &file_sq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1436,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{17}
+	return file_sq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupSummary {
@@ -1354,7 +1455,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_sq_proto_msgTypes[18]
+	mi := &file_sq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1467,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[18]
+	mi := &file_sq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1480,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{18}
+	return file_sq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -1401,7 +1502,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_sq_proto_msgTypes[19]
+	mi := &file_sq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1514,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[19]
+	mi := &file_sq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1527,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{19}
+	return file_sq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -1461,7 +1562,7 @@ type TopicPartition struct {
 
 func (x *TopicPartition) Reset() {
 	*x = TopicPartition{}
-	mi := &file_sq_proto_msgTypes[20]
+	mi := &file_sq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1574,7 @@ func (x *TopicPartition) String() string {
 func (*TopicPartition) ProtoMessage() {}
 
 func (x *TopicPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[20]
+	mi := &file_sq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1587,7 @@ func (x *TopicPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartition.ProtoReflect.Descriptor instead.
 func (*TopicPartition) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{20}
+	return file_sq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TopicPartition) GetTopic() string {
@@ -1527,7 +1628,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_sq_proto_msgTypes[21]
+	mi := &file_sq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1640,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[21]
+	mi := &file_sq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1653,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{21}
+	return file_sq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -1631,7 +1732,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_sq_proto_msgTypes[22]
+	mi := &file_sq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1643,7 +1744,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[22]
+	mi := &file_sq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1656,7 +1757,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{22}
+	return file_sq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -1708,7 +1809,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[23]
+	mi := &file_sq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1821,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[23]
+	mi := &file_sq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1834,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{23}
+	return file_sq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -1773,7 +1874,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[24]
+	mi := &file_sq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +1886,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[24]
+	mi := &file_sq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +1899,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{24}
+	return file_sq_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*GroupOffset {
@@ -1817,7 +1918,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_sq_proto_msgTypes[25]
+	mi := &file_sq_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +1930,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[25]
+	mi := &file_sq_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +1943,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{25}
+	return file_sq_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -1860,7 +1961,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_sq_proto_msgTypes[26]
+	mi := &file_sq_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1973,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[26]
+	mi := &file_sq_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1986,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{26}
+	return file_sq_proto_rawDescGZIP(), []int{27}
 }
 
 type NodeInfoRequest struct {
@@ -1896,7 +1997,7 @@ type NodeInfoRequest struct {
 
 func (x *NodeInfoRequest) Reset() {
 	*x = NodeInfoRequest{}
-	mi := &file_sq_proto_msgTypes[27]
+	mi := &file_sq_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2009,7 @@ func (x *NodeInfoRequest) String() string {
 func (*NodeInfoRequest) ProtoMessage() {}
 
 func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[27]
+	mi := &file_sq_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2022,7 @@ func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoRequest.ProtoReflect.Descriptor instead.
 func (*NodeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{27}
+	return file_sq_proto_rawDescGZIP(), []int{28}
 }
 
 type NodeInfoResponse struct {
@@ -1954,7 +2055,7 @@ type NodeInfoResponse struct {
 
 func (x *NodeInfoResponse) Reset() {
 	*x = NodeInfoResponse{}
-	mi := &file_sq_proto_msgTypes[28]
+	mi := &file_sq_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2067,7 @@ func (x *NodeInfoResponse) String() string {
 func (*NodeInfoResponse) ProtoMessage() {}
 
 func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[28]
+	mi := &file_sq_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2080,7 @@ func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoResponse.ProtoReflect.Descriptor instead.
 func (*NodeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{28}
+	return file_sq_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeInfoResponse) GetNodeId() string {
@@ -2088,7 +2189,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_sq_proto_msgTypes[29]
+	mi := &file_sq_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2201,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[29]
+	mi := &file_sq_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2214,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{29}
+	return file_sq_proto_rawDescGZIP(), []int{30}
 }
 
 // Member is one cluster node.
@@ -2141,7 +2242,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_sq_proto_msgTypes[30]
+	mi := &file_sq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2254,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[30]
+	mi := &file_sq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2267,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{30}
+	return file_sq_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Member) GetNodeId() string {
@@ -2249,7 +2350,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_sq_proto_msgTypes[31]
+	mi := &file_sq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2362,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[31]
+	mi := &file_sq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2375,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{31}
+	return file_sq_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MembersResponse) GetClusterId() string {
@@ -2299,7 +2400,7 @@ type ClusterInfoRequest struct {
 
 func (x *ClusterInfoRequest) Reset() {
 	*x = ClusterInfoRequest{}
-	mi := &file_sq_proto_msgTypes[32]
+	mi := &file_sq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2412,7 @@ func (x *ClusterInfoRequest) String() string {
 func (*ClusterInfoRequest) ProtoMessage() {}
 
 func (x *ClusterInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[32]
+	mi := &file_sq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2425,7 @@ func (x *ClusterInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfoRequest.ProtoReflect.Descriptor instead.
 func (*ClusterInfoRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{32}
+	return file_sq_proto_rawDescGZIP(), []int{33}
 }
 
 type ClusterInfoResponse struct {
@@ -2363,7 +2464,7 @@ type ClusterInfoResponse struct {
 
 func (x *ClusterInfoResponse) Reset() {
 	*x = ClusterInfoResponse{}
-	mi := &file_sq_proto_msgTypes[33]
+	mi := &file_sq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2476,7 @@ func (x *ClusterInfoResponse) String() string {
 func (*ClusterInfoResponse) ProtoMessage() {}
 
 func (x *ClusterInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[33]
+	mi := &file_sq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2489,7 @@ func (x *ClusterInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfoResponse.ProtoReflect.Descriptor instead.
 func (*ClusterInfoResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{33}
+	return file_sq_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ClusterInfoResponse) GetClusterId() string {
@@ -2512,7 +2613,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_sq_proto_msgTypes[34]
+	mi := &file_sq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2625,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[34]
+	mi := &file_sq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2638,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{34}
+	return file_sq_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -2557,7 +2658,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_sq_proto_msgTypes[35]
+	mi := &file_sq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2670,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[35]
+	mi := &file_sq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2683,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{35}
+	return file_sq_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RemoveNodeResponse) GetMovedPartitions() int32 {
@@ -2610,7 +2711,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_sq_proto_msgTypes[36]
+	mi := &file_sq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2723,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[36]
+	mi := &file_sq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2736,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{36}
+	return file_sq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *JoinRequest) GetClusterId() string {
@@ -2706,7 +2807,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_sq_proto_msgTypes[37]
+	mi := &file_sq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +2819,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[37]
+	mi := &file_sq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +2832,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{37}
+	return file_sq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JoinResponse) GetClusterId() string {
@@ -2765,7 +2866,7 @@ type ProposeRequest struct {
 
 func (x *ProposeRequest) Reset() {
 	*x = ProposeRequest{}
-	mi := &file_sq_proto_msgTypes[38]
+	mi := &file_sq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2777,7 +2878,7 @@ func (x *ProposeRequest) String() string {
 func (*ProposeRequest) ProtoMessage() {}
 
 func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[38]
+	mi := &file_sq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2790,7 +2891,7 @@ func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeRequest.ProtoReflect.Descriptor instead.
 func (*ProposeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{38}
+	return file_sq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ProposeRequest) GetCommand() []byte {
@@ -2812,7 +2913,7 @@ type ProposeResponse struct {
 
 func (x *ProposeResponse) Reset() {
 	*x = ProposeResponse{}
-	mi := &file_sq_proto_msgTypes[39]
+	mi := &file_sq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2824,7 +2925,7 @@ func (x *ProposeResponse) String() string {
 func (*ProposeResponse) ProtoMessage() {}
 
 func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[39]
+	mi := &file_sq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2837,7 +2938,7 @@ func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeResponse.ProtoReflect.Descriptor instead.
 func (*ProposeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{39}
+	return file_sq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ProposeResponse) GetIndex() uint64 {
@@ -2867,7 +2968,7 @@ type RecordHeader struct {
 
 func (x *RecordHeader) Reset() {
 	*x = RecordHeader{}
-	mi := &file_sq_proto_msgTypes[40]
+	mi := &file_sq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2879,7 +2980,7 @@ func (x *RecordHeader) String() string {
 func (*RecordHeader) ProtoMessage() {}
 
 func (x *RecordHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[40]
+	mi := &file_sq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2892,7 +2993,7 @@ func (x *RecordHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordHeader.ProtoReflect.Descriptor instead.
 func (*RecordHeader) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{40}
+	return file_sq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RecordHeader) GetKey() []byte {
@@ -2924,7 +3025,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_sq_proto_msgTypes[41]
+	mi := &file_sq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3037,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[41]
+	mi := &file_sq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3050,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{41}
+	return file_sq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Record) GetKey() []byte {
@@ -3030,7 +3131,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_sq_proto_msgTypes[42]
+	mi := &file_sq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3143,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[42]
+	mi := &file_sq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3156,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{42}
+	return file_sq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PublishRequest) GetTopic() string {
@@ -3133,7 +3234,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_sq_proto_msgTypes[43]
+	mi := &file_sq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3246,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[43]
+	mi := &file_sq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3259,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{43}
+	return file_sq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PublishResponse) GetTopic() string {
@@ -3218,7 +3319,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3331,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3344,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{44}
+	return file_sq_proto_rawDescGZIP(), []int{45}
 }
 
 type InitProducerIdResponse struct {
@@ -3258,7 +3359,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3270,7 +3371,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3283,7 +3384,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{45}
+	return file_sq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *InitProducerIdResponse) GetProducerId() int64 {
@@ -3310,7 +3411,7 @@ type PublishStreamResponse struct {
 
 func (x *PublishStreamResponse) Reset() {
 	*x = PublishStreamResponse{}
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3322,7 +3423,7 @@ func (x *PublishStreamResponse) String() string {
 func (*PublishStreamResponse) ProtoMessage() {}
 
 func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3335,7 +3436,7 @@ func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishStreamResponse.ProtoReflect.Descriptor instead.
 func (*PublishStreamResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{46}
+	return file_sq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PublishStreamResponse) GetResults() []*PublishResponse {
@@ -3369,7 +3470,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3482,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3495,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{47}
+	return file_sq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SubscribeRequest) GetTopic() string {
@@ -3461,7 +3562,7 @@ type ConsumedRecord struct {
 
 func (x *ConsumedRecord) Reset() {
 	*x = ConsumedRecord{}
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3473,7 +3574,7 @@ func (x *ConsumedRecord) String() string {
 func (*ConsumedRecord) ProtoMessage() {}
 
 func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3486,7 +3587,7 @@ func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumedRecord.ProtoReflect.Descriptor instead.
 func (*ConsumedRecord) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{48}
+	return file_sq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ConsumedRecord) GetOffset() uint64 {
@@ -3539,7 +3640,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3551,7 +3652,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3564,7 +3665,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{49}
+	return file_sq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SubscribeResponse) GetTopic() string {
@@ -3628,7 +3729,7 @@ type OffsetEntry struct {
 
 func (x *OffsetEntry) Reset() {
 	*x = OffsetEntry{}
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3640,7 +3741,7 @@ func (x *OffsetEntry) String() string {
 func (*OffsetEntry) ProtoMessage() {}
 
 func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3653,7 +3754,7 @@ func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetEntry.ProtoReflect.Descriptor instead.
 func (*OffsetEntry) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{50}
+	return file_sq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *OffsetEntry) GetTopic() string {
@@ -3708,7 +3809,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +3821,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +3834,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{51}
+	return file_sq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -3759,7 +3860,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[52]
+	mi := &file_sq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3771,7 +3872,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[52]
+	mi := &file_sq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3784,7 +3885,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{52}
+	return file_sq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CommitOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -3805,7 +3906,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[53]
+	mi := &file_sq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3817,7 +3918,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[53]
+	mi := &file_sq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3830,7 +3931,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{53}
+	return file_sq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -3856,7 +3957,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[54]
+	mi := &file_sq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3868,7 +3969,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[54]
+	mi := &file_sq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3881,7 +3982,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{54}
+	return file_sq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -3902,7 +4003,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sq_proto_msgTypes[55]
+	mi := &file_sq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3914,7 +4015,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[55]
+	mi := &file_sq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3927,7 +4028,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{55}
+	return file_sq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -3962,7 +4063,7 @@ type JoinGroupRequest struct {
 
 func (x *JoinGroupRequest) Reset() {
 	*x = JoinGroupRequest{}
-	mi := &file_sq_proto_msgTypes[56]
+	mi := &file_sq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3974,7 +4075,7 @@ func (x *JoinGroupRequest) String() string {
 func (*JoinGroupRequest) ProtoMessage() {}
 
 func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[56]
+	mi := &file_sq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3987,7 +4088,7 @@ func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupRequest.ProtoReflect.Descriptor instead.
 func (*JoinGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{56}
+	return file_sq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *JoinGroupRequest) GetGroup() string {
@@ -4041,7 +4142,7 @@ type JoinGroupResponse struct {
 
 func (x *JoinGroupResponse) Reset() {
 	*x = JoinGroupResponse{}
-	mi := &file_sq_proto_msgTypes[57]
+	mi := &file_sq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4053,7 +4154,7 @@ func (x *JoinGroupResponse) String() string {
 func (*JoinGroupResponse) ProtoMessage() {}
 
 func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[57]
+	mi := &file_sq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4066,7 +4167,7 @@ func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupResponse.ProtoReflect.Descriptor instead.
 func (*JoinGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{57}
+	return file_sq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *JoinGroupResponse) GetMemberId() string {
@@ -4120,7 +4221,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sq_proto_msgTypes[58]
+	mi := &file_sq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4132,7 +4233,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[58]
+	mi := &file_sq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4145,7 +4246,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{58}
+	return file_sq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *HeartbeatRequest) GetGroup() string {
@@ -4187,7 +4288,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sq_proto_msgTypes[59]
+	mi := &file_sq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4199,7 +4300,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[59]
+	mi := &file_sq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4212,7 +4313,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{59}
+	return file_sq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HeartbeatResponse) GetGeneration() int32 {
@@ -4246,7 +4347,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_sq_proto_msgTypes[60]
+	mi := &file_sq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4258,7 +4359,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[60]
+	mi := &file_sq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4271,7 +4372,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{60}
+	return file_sq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -4296,7 +4397,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_sq_proto_msgTypes[61]
+	mi := &file_sq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4308,7 +4409,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[61]
+	mi := &file_sq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4321,7 +4422,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{61}
+	return file_sq_proto_rawDescGZIP(), []int{62}
 }
 
 type CommitGroupOffsetsRequest struct {
@@ -4337,7 +4438,7 @@ type CommitGroupOffsetsRequest struct {
 
 func (x *CommitGroupOffsetsRequest) Reset() {
 	*x = CommitGroupOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[62]
+	mi := &file_sq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4349,7 +4450,7 @@ func (x *CommitGroupOffsetsRequest) String() string {
 func (*CommitGroupOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[62]
+	mi := &file_sq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4362,7 +4463,7 @@ func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{62}
+	return file_sq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CommitGroupOffsetsRequest) GetGroup() string {
@@ -4402,7 +4503,7 @@ type CommitGroupOffsetsResponse struct {
 
 func (x *CommitGroupOffsetsResponse) Reset() {
 	*x = CommitGroupOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[63]
+	mi := &file_sq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4414,7 +4515,7 @@ func (x *CommitGroupOffsetsResponse) String() string {
 func (*CommitGroupOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[63]
+	mi := &file_sq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4427,7 +4528,7 @@ func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{63}
+	return file_sq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CommitGroupOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -4455,7 +4556,7 @@ const file_sq_proto_rawDesc = "" +
 	"\x17unclean_leader_election\x18\b \x01(\bR\x15uncleanLeaderElection\x12,\n" +
 	"\x12local_retention_ms\x18\t \x01(\x03R\x10localRetentionMs\x122\n" +
 	"\x15local_retention_bytes\x18\n" +
-	" \x01(\x03R\x13localRetentionBytes\"\xe7\x02\n" +
+	" \x01(\x03R\x13localRetentionBytes\"\x96\x03\n" +
 	"\rPartitionInfo\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12$\n" +
 	"\x0elog_end_offset\x18\x02 \x01(\x04R\flogEndOffset\x12%\n" +
@@ -4469,7 +4570,16 @@ const file_sq_proto_rawDesc = "" +
 	"\fleader_epoch\x18\t \x01(\rR\vleaderEpoch\x12\x1a\n" +
 	"\breplicas\x18\n" +
 	" \x03(\tR\breplicas\x12\x10\n" +
-	"\x03isr\x18\v \x03(\tR\x03isr\"\xf4\x01\n" +
+	"\x03isr\x18\v \x03(\tR\x03isr\x12-\n" +
+	"\x06remote\x18\f \x01(\v2\x15.sq.v1.RemoteLogStatsR\x06remote\"\xcb\x01\n" +
+	"\x0eRemoteLogStats\x12(\n" +
+	"\x10log_start_offset\x18\x01 \x01(\x04R\x0elogStartOffset\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x02 \x01(\x04R\tendOffset\x12\x1a\n" +
+	"\bsegments\x18\x03 \x01(\x05R\bsegments\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x03R\x05bytes\x12!\n" +
+	"\flag_segments\x18\x05 \x01(\x05R\vlagSegments\x12\x1b\n" +
+	"\tlag_bytes\x18\x06 \x01(\x03R\blagBytes\"\xf4\x01\n" +
 	"\tTopicInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fpartition_count\x18\x02 \x01(\x05R\x0epartitionCount\x12*\n" +
@@ -4855,164 +4965,166 @@ func file_sq_proto_rawDescGZIP() []byte {
 }
 
 var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_sq_proto_goTypes = []any{
 	(Durability)(0),                    // 0: sq.v1.Durability
 	(Acks)(0),                          // 1: sq.v1.Acks
 	(StartFrom)(0),                     // 2: sq.v1.StartFrom
 	(*TopicConfig)(nil),                // 3: sq.v1.TopicConfig
 	(*PartitionInfo)(nil),              // 4: sq.v1.PartitionInfo
-	(*TopicInfo)(nil),                  // 5: sq.v1.TopicInfo
-	(*CreateTopicRequest)(nil),         // 6: sq.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),        // 7: sq.v1.CreateTopicResponse
-	(*AlterTopicConfigRequest)(nil),    // 8: sq.v1.AlterTopicConfigRequest
-	(*AlterTopicConfigResponse)(nil),   // 9: sq.v1.AlterTopicConfigResponse
-	(*CreatePartitionsRequest)(nil),    // 10: sq.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),   // 11: sq.v1.CreatePartitionsResponse
-	(*DeleteTopicRequest)(nil),         // 12: sq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 13: sq.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),          // 14: sq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),         // 15: sq.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),       // 16: sq.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),      // 17: sq.v1.DescribeTopicResponse
-	(*ListGroupsRequest)(nil),          // 18: sq.v1.ListGroupsRequest
-	(*GroupSummary)(nil),               // 19: sq.v1.GroupSummary
-	(*ListGroupsResponse)(nil),         // 20: sq.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),       // 21: sq.v1.DescribeGroupRequest
-	(*GroupMember)(nil),                // 22: sq.v1.GroupMember
-	(*TopicPartition)(nil),             // 23: sq.v1.TopicPartition
-	(*GroupOffset)(nil),                // 24: sq.v1.GroupOffset
-	(*DescribeGroupResponse)(nil),      // 25: sq.v1.DescribeGroupResponse
-	(*ResetOffsetsRequest)(nil),        // 26: sq.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),       // 27: sq.v1.ResetOffsetsResponse
-	(*DeleteGroupRequest)(nil),         // 28: sq.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 29: sq.v1.DeleteGroupResponse
-	(*NodeInfoRequest)(nil),            // 30: sq.v1.NodeInfoRequest
-	(*NodeInfoResponse)(nil),           // 31: sq.v1.NodeInfoResponse
-	(*MembersRequest)(nil),             // 32: sq.v1.MembersRequest
-	(*Member)(nil),                     // 33: sq.v1.Member
-	(*MembersResponse)(nil),            // 34: sq.v1.MembersResponse
-	(*ClusterInfoRequest)(nil),         // 35: sq.v1.ClusterInfoRequest
-	(*ClusterInfoResponse)(nil),        // 36: sq.v1.ClusterInfoResponse
-	(*RemoveNodeRequest)(nil),          // 37: sq.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),         // 38: sq.v1.RemoveNodeResponse
-	(*JoinRequest)(nil),                // 39: sq.v1.JoinRequest
-	(*JoinResponse)(nil),               // 40: sq.v1.JoinResponse
-	(*ProposeRequest)(nil),             // 41: sq.v1.ProposeRequest
-	(*ProposeResponse)(nil),            // 42: sq.v1.ProposeResponse
-	(*RecordHeader)(nil),               // 43: sq.v1.RecordHeader
-	(*Record)(nil),                     // 44: sq.v1.Record
-	(*PublishRequest)(nil),             // 45: sq.v1.PublishRequest
-	(*PublishResponse)(nil),            // 46: sq.v1.PublishResponse
-	(*InitProducerIdRequest)(nil),      // 47: sq.v1.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),     // 48: sq.v1.InitProducerIdResponse
-	(*PublishStreamResponse)(nil),      // 49: sq.v1.PublishStreamResponse
-	(*SubscribeRequest)(nil),           // 50: sq.v1.SubscribeRequest
-	(*ConsumedRecord)(nil),             // 51: sq.v1.ConsumedRecord
-	(*SubscribeResponse)(nil),          // 52: sq.v1.SubscribeResponse
-	(*OffsetEntry)(nil),                // 53: sq.v1.OffsetEntry
-	(*CommitOffsetsRequest)(nil),       // 54: sq.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),      // 55: sq.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),        // 56: sq.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),       // 57: sq.v1.FetchOffsetsResponse
-	(*TopicPartitions)(nil),            // 58: sq.v1.TopicPartitions
-	(*JoinGroupRequest)(nil),           // 59: sq.v1.JoinGroupRequest
-	(*JoinGroupResponse)(nil),          // 60: sq.v1.JoinGroupResponse
-	(*HeartbeatRequest)(nil),           // 61: sq.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),          // 62: sq.v1.HeartbeatResponse
-	(*LeaveGroupRequest)(nil),          // 63: sq.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),         // 64: sq.v1.LeaveGroupResponse
-	(*CommitGroupOffsetsRequest)(nil),  // 65: sq.v1.CommitGroupOffsetsRequest
-	(*CommitGroupOffsetsResponse)(nil), // 66: sq.v1.CommitGroupOffsetsResponse
+	(*RemoteLogStats)(nil),             // 5: sq.v1.RemoteLogStats
+	(*TopicInfo)(nil),                  // 6: sq.v1.TopicInfo
+	(*CreateTopicRequest)(nil),         // 7: sq.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),        // 8: sq.v1.CreateTopicResponse
+	(*AlterTopicConfigRequest)(nil),    // 9: sq.v1.AlterTopicConfigRequest
+	(*AlterTopicConfigResponse)(nil),   // 10: sq.v1.AlterTopicConfigResponse
+	(*CreatePartitionsRequest)(nil),    // 11: sq.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),   // 12: sq.v1.CreatePartitionsResponse
+	(*DeleteTopicRequest)(nil),         // 13: sq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 14: sq.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),          // 15: sq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),         // 16: sq.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),       // 17: sq.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),      // 18: sq.v1.DescribeTopicResponse
+	(*ListGroupsRequest)(nil),          // 19: sq.v1.ListGroupsRequest
+	(*GroupSummary)(nil),               // 20: sq.v1.GroupSummary
+	(*ListGroupsResponse)(nil),         // 21: sq.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),       // 22: sq.v1.DescribeGroupRequest
+	(*GroupMember)(nil),                // 23: sq.v1.GroupMember
+	(*TopicPartition)(nil),             // 24: sq.v1.TopicPartition
+	(*GroupOffset)(nil),                // 25: sq.v1.GroupOffset
+	(*DescribeGroupResponse)(nil),      // 26: sq.v1.DescribeGroupResponse
+	(*ResetOffsetsRequest)(nil),        // 27: sq.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),       // 28: sq.v1.ResetOffsetsResponse
+	(*DeleteGroupRequest)(nil),         // 29: sq.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 30: sq.v1.DeleteGroupResponse
+	(*NodeInfoRequest)(nil),            // 31: sq.v1.NodeInfoRequest
+	(*NodeInfoResponse)(nil),           // 32: sq.v1.NodeInfoResponse
+	(*MembersRequest)(nil),             // 33: sq.v1.MembersRequest
+	(*Member)(nil),                     // 34: sq.v1.Member
+	(*MembersResponse)(nil),            // 35: sq.v1.MembersResponse
+	(*ClusterInfoRequest)(nil),         // 36: sq.v1.ClusterInfoRequest
+	(*ClusterInfoResponse)(nil),        // 37: sq.v1.ClusterInfoResponse
+	(*RemoveNodeRequest)(nil),          // 38: sq.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),         // 39: sq.v1.RemoveNodeResponse
+	(*JoinRequest)(nil),                // 40: sq.v1.JoinRequest
+	(*JoinResponse)(nil),               // 41: sq.v1.JoinResponse
+	(*ProposeRequest)(nil),             // 42: sq.v1.ProposeRequest
+	(*ProposeResponse)(nil),            // 43: sq.v1.ProposeResponse
+	(*RecordHeader)(nil),               // 44: sq.v1.RecordHeader
+	(*Record)(nil),                     // 45: sq.v1.Record
+	(*PublishRequest)(nil),             // 46: sq.v1.PublishRequest
+	(*PublishResponse)(nil),            // 47: sq.v1.PublishResponse
+	(*InitProducerIdRequest)(nil),      // 48: sq.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),     // 49: sq.v1.InitProducerIdResponse
+	(*PublishStreamResponse)(nil),      // 50: sq.v1.PublishStreamResponse
+	(*SubscribeRequest)(nil),           // 51: sq.v1.SubscribeRequest
+	(*ConsumedRecord)(nil),             // 52: sq.v1.ConsumedRecord
+	(*SubscribeResponse)(nil),          // 53: sq.v1.SubscribeResponse
+	(*OffsetEntry)(nil),                // 54: sq.v1.OffsetEntry
+	(*CommitOffsetsRequest)(nil),       // 55: sq.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),      // 56: sq.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),        // 57: sq.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),       // 58: sq.v1.FetchOffsetsResponse
+	(*TopicPartitions)(nil),            // 59: sq.v1.TopicPartitions
+	(*JoinGroupRequest)(nil),           // 60: sq.v1.JoinGroupRequest
+	(*JoinGroupResponse)(nil),          // 61: sq.v1.JoinGroupResponse
+	(*HeartbeatRequest)(nil),           // 62: sq.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),          // 63: sq.v1.HeartbeatResponse
+	(*LeaveGroupRequest)(nil),          // 64: sq.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),         // 65: sq.v1.LeaveGroupResponse
+	(*CommitGroupOffsetsRequest)(nil),  // 66: sq.v1.CommitGroupOffsetsRequest
+	(*CommitGroupOffsetsResponse)(nil), // 67: sq.v1.CommitGroupOffsetsResponse
 }
 var file_sq_proto_depIdxs = []int32{
-	3,  // 0: sq.v1.TopicInfo.config:type_name -> sq.v1.TopicConfig
-	4,  // 1: sq.v1.TopicInfo.partitions:type_name -> sq.v1.PartitionInfo
-	3,  // 2: sq.v1.CreateTopicRequest.config:type_name -> sq.v1.TopicConfig
-	5,  // 3: sq.v1.CreateTopicResponse.topic:type_name -> sq.v1.TopicInfo
-	5,  // 4: sq.v1.AlterTopicConfigResponse.topic:type_name -> sq.v1.TopicInfo
-	5,  // 5: sq.v1.CreatePartitionsResponse.topic:type_name -> sq.v1.TopicInfo
-	5,  // 6: sq.v1.ListTopicsResponse.topics:type_name -> sq.v1.TopicInfo
-	5,  // 7: sq.v1.DescribeTopicResponse.topic:type_name -> sq.v1.TopicInfo
-	19, // 8: sq.v1.ListGroupsResponse.groups:type_name -> sq.v1.GroupSummary
-	23, // 9: sq.v1.GroupMember.assignment:type_name -> sq.v1.TopicPartition
-	22, // 10: sq.v1.DescribeGroupResponse.members:type_name -> sq.v1.GroupMember
-	24, // 11: sq.v1.DescribeGroupResponse.offsets:type_name -> sq.v1.GroupOffset
-	24, // 12: sq.v1.ResetOffsetsResponse.offsets:type_name -> sq.v1.GroupOffset
-	33, // 13: sq.v1.MembersResponse.members:type_name -> sq.v1.Member
-	43, // 14: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
-	44, // 15: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
-	1,  // 16: sq.v1.PublishRequest.acks:type_name -> sq.v1.Acks
-	0,  // 17: sq.v1.PublishResponse.durability:type_name -> sq.v1.Durability
-	46, // 18: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
-	2,  // 19: sq.v1.SubscribeRequest.from:type_name -> sq.v1.StartFrom
-	43, // 20: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
-	51, // 21: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
-	53, // 22: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	53, // 23: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	53, // 24: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	58, // 25: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
-	58, // 26: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
-	58, // 27: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
-	53, // 28: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	53, // 29: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	6,  // 30: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
-	8,  // 31: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
-	10, // 32: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
-	12, // 33: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
-	14, // 34: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
-	16, // 35: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
-	18, // 36: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
-	21, // 37: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
-	26, // 38: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
-	28, // 39: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
-	59, // 40: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
-	61, // 41: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
-	63, // 42: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
-	65, // 43: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
-	30, // 44: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
-	32, // 45: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
-	35, // 46: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
-	37, // 47: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
-	39, // 48: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
-	41, // 49: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
-	45, // 50: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
-	45, // 51: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
-	50, // 52: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
-	54, // 53: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
-	56, // 54: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
-	47, // 55: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
-	7,  // 56: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
-	9,  // 57: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
-	11, // 58: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
-	13, // 59: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
-	15, // 60: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
-	17, // 61: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
-	20, // 62: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
-	25, // 63: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
-	27, // 64: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
-	29, // 65: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
-	60, // 66: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
-	62, // 67: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
-	64, // 68: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
-	66, // 69: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
-	31, // 70: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
-	34, // 71: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
-	36, // 72: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
-	38, // 73: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
-	40, // 74: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
-	42, // 75: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
-	46, // 76: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
-	49, // 77: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
-	52, // 78: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
-	55, // 79: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
-	57, // 80: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
-	48, // 81: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
-	56, // [56:82] is the sub-list for method output_type
-	30, // [30:56] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	5,  // 0: sq.v1.PartitionInfo.remote:type_name -> sq.v1.RemoteLogStats
+	3,  // 1: sq.v1.TopicInfo.config:type_name -> sq.v1.TopicConfig
+	4,  // 2: sq.v1.TopicInfo.partitions:type_name -> sq.v1.PartitionInfo
+	3,  // 3: sq.v1.CreateTopicRequest.config:type_name -> sq.v1.TopicConfig
+	6,  // 4: sq.v1.CreateTopicResponse.topic:type_name -> sq.v1.TopicInfo
+	6,  // 5: sq.v1.AlterTopicConfigResponse.topic:type_name -> sq.v1.TopicInfo
+	6,  // 6: sq.v1.CreatePartitionsResponse.topic:type_name -> sq.v1.TopicInfo
+	6,  // 7: sq.v1.ListTopicsResponse.topics:type_name -> sq.v1.TopicInfo
+	6,  // 8: sq.v1.DescribeTopicResponse.topic:type_name -> sq.v1.TopicInfo
+	20, // 9: sq.v1.ListGroupsResponse.groups:type_name -> sq.v1.GroupSummary
+	24, // 10: sq.v1.GroupMember.assignment:type_name -> sq.v1.TopicPartition
+	23, // 11: sq.v1.DescribeGroupResponse.members:type_name -> sq.v1.GroupMember
+	25, // 12: sq.v1.DescribeGroupResponse.offsets:type_name -> sq.v1.GroupOffset
+	25, // 13: sq.v1.ResetOffsetsResponse.offsets:type_name -> sq.v1.GroupOffset
+	34, // 14: sq.v1.MembersResponse.members:type_name -> sq.v1.Member
+	44, // 15: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
+	45, // 16: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
+	1,  // 17: sq.v1.PublishRequest.acks:type_name -> sq.v1.Acks
+	0,  // 18: sq.v1.PublishResponse.durability:type_name -> sq.v1.Durability
+	47, // 19: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
+	2,  // 20: sq.v1.SubscribeRequest.from:type_name -> sq.v1.StartFrom
+	44, // 21: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
+	52, // 22: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
+	54, // 23: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	54, // 24: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	54, // 25: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	59, // 26: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
+	59, // 27: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
+	59, // 28: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
+	54, // 29: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	54, // 30: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	7,  // 31: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
+	9,  // 32: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
+	11, // 33: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
+	13, // 34: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
+	15, // 35: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
+	17, // 36: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
+	19, // 37: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
+	22, // 38: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
+	27, // 39: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
+	29, // 40: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
+	60, // 41: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
+	62, // 42: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
+	64, // 43: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
+	66, // 44: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
+	31, // 45: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
+	33, // 46: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
+	36, // 47: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
+	38, // 48: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
+	40, // 49: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
+	42, // 50: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
+	46, // 51: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
+	46, // 52: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
+	51, // 53: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
+	55, // 54: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
+	57, // 55: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
+	48, // 56: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
+	8,  // 57: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
+	10, // 58: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
+	12, // 59: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
+	14, // 60: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
+	16, // 61: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
+	18, // 62: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
+	21, // 63: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
+	26, // 64: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
+	28, // 65: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
+	30, // 66: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
+	61, // 67: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
+	63, // 68: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
+	65, // 69: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
+	67, // 70: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
+	32, // 71: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
+	35, // 72: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
+	37, // 73: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
+	39, // 74: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
+	41, // 75: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
+	43, // 76: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
+	47, // 77: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
+	50, // 78: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
+	53, // 79: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
+	56, // 80: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
+	58, // 81: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
+	49, // 82: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
+	57, // [57:83] is the sub-list for method output_type
+	31, // [31:57] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_sq_proto_init() }
@@ -5020,16 +5132,16 @@ func file_sq_proto_init() {
 	if File_sq_proto != nil {
 		return
 	}
-	file_sq_proto_msgTypes[5].OneofWrappers = []any{}
-	file_sq_proto_msgTypes[41].OneofWrappers = []any{}
-	file_sq_proto_msgTypes[48].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[6].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[42].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[49].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sq_proto_rawDesc), len(file_sq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   64,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
