@@ -74,7 +74,8 @@ func realLines(t *testing.T, n int) [][]byte {
 // published to a topic with a small local retention leave the local disk
 // once uploaded, and a consumer reading from offset 0 gets every one,
 // byte for byte and in order; the tier metrics say the bucket is
-// reachable and nothing is left to upload.
+// reachable, and they and the topic's describe that nothing is left to
+// upload.
 func TestTieredStorageServer(t *testing.T) {
 	endpoint := fakeS3(t)
 	dir := t.TempDir()
@@ -186,5 +187,16 @@ func TestTieredStorageServer(t *testing.T) {
 	}
 	if strings.Contains(string(body), "sq_tier_remote_reads_total 0\n") {
 		t.Error("no fetch was served from the bucket")
+	}
+	// The describe shows the remote log: it starts at 0, reaches the
+	// local log start, and nothing is left to upload.
+	ti, err := cl.DescribeTopic(tctx, "archive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ti.PartitionInfos[0]
+	if r := p.Remote; r == nil || r.Segments == 0 || r.Bytes == 0 || r.LogStartOffset != 0 || r.EndOffset < p.LogStartOffset ||
+		r.LagSegments != 0 || r.LagBytes != 0 {
+		t.Errorf("describe: remote %+v, local log start %d", r, p.LogStartOffset)
 	}
 }
