@@ -148,6 +148,21 @@ struct PartitionInfo {
   leaderEpoch    @8 :UInt32;
   replicas       @9 :List(Text);
   isr            @10 :List(Text);
+  # The partition's remote log and upload lag; set only when tiered
+  # storage is on (docs/tiering.md), from the partition's leader in a
+  # cluster.
+  remote         @11 :RemoteLogStats;
+}
+
+# RemoteLogStats describes a partition's remote log (tiered storage) and
+# what is not uploaded yet.
+struct RemoteLogStats {
+  logStartOffset @0 :UInt64;   # first offset of the remote log; 0 while it holds no segment
+  endOffset      @1 :UInt64;   # offset after the last uploaded segment; 0 while none
+  segments       @2 :UInt32;   # uploaded segments
+  bytes          @3 :Int64;    # their bytes (the batches; indexes not counted)
+  lagSegments    @4 :UInt32;   # sealed local segments below the high watermark not uploaded yet
+  lagBytes       @5 :Int64;    # their bytes, as of the last upload pass
 }
 
 struct TopicInfo {

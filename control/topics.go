@@ -53,6 +53,10 @@ func (s *Server) topicInfoTo(t engine.TopicInfo) *sqv1.TopicInfo {
 			LogStartOffset: p.LogStartOffset, SizeBytes: p.SizeBytes, SegmentCount: int32(p.SegmentCount),
 			Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, Isr: p.ISR,
 		}
+		if r := p.Remote; r != nil {
+			pi.Remote = &sqv1.RemoteLogStats{LogStartOffset: r.LogStartOffset, EndOffset: r.EndOffset, Segments: int32(r.Segments),
+				Bytes: r.Bytes, LagSegments: int32(r.LagSegments), LagBytes: r.LagBytes}
+		}
 		if pi.Leader == "" && len(p.Replicas) == 0 {
 			pi.Leader, pi.Replicas, pi.Isr = s.opts.NodeID, []string{s.opts.NodeID}, []string{s.opts.NodeID}
 		}

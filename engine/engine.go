@@ -489,14 +489,17 @@ func (e *Engine) partition(topicName string, p int) (*topic, *partition, error) 
 }
 
 // DescribeTopic returns the topic's config and, per partition, log start,
-// high watermark, log end, size and segment count. Errors: UNKNOWN_TOPIC,
-// INVALID_TOPIC_NAME.
+// high watermark, log end, size and segment count, and with a remote log
+// (SetRemoteLog) its remote log and upload lag (PartitionInfo.Remote).
+// Errors: UNKNOWN_TOPIC, INVALID_TOPIC_NAME.
 func (e *Engine) DescribeTopic(name string) (TopicInfo, error) {
 	t, err := e.topic(name)
 	if err != nil {
 		return TopicInfo{}, err
 	}
-	return t.info(true), nil
+	ti := t.info(true)
+	e.fillRemoteStats(&ti)
+	return ti, nil
 }
 
 // ListTopics returns every topic sorted by name, without partition details.

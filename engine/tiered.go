@@ -31,6 +31,32 @@ type RemoteLog interface {
 	// the remote log's end. Errors: OFFSET_OUT_OF_RANGE when offset is
 	// outside Bounds, or the store's errors.
 	Fetch(ctx context.Context, topic string, id api.TopicID, partition int, offset uint64, maxBytes int) ([][]byte, error)
+	// Stats returns what DescribeTopic shows of the partition's remote
+	// log and its upload lag; ok is false while the remote log knows
+	// nothing of the partition yet (before its first upload pass). It
+	// must not wait for an upload in progress.
+	Stats(topic string, id api.TopicID, partition int) (s RemoteStats, ok bool)
+}
+
+// RemoteStats describes a partition's remote log and its upload lag, as
+// its remote log knows them (on a cluster node, the partition's leader
+// is the one that uploads; a follower's lag counts its own sealed
+// segments against the leader's manifest).
+type RemoteStats struct {
+	// LogStartOffset and EndOffset bound the remote log: [start, end),
+	// end being the offset after the last uploaded, confirmed segment.
+	// Both are 0 while Segments is 0.
+	LogStartOffset, EndOffset uint64
+	// Segments is the number of uploaded segments the manifest lists, and
+	// Bytes their size in bytes (their batches, the .log objects; the
+	// indexes are not counted).
+	Segments int
+	Bytes    int64
+	// LagSegments is the number of sealed local segments below the high
+	// watermark not uploaded yet, and LagBytes their size in bytes, as of
+	// the last upload pass.
+	LagSegments int
+	LagBytes    int64
 }
 
 // SetRemoteLog makes r the engine's remote log (nil: none, the default):
@@ -50,6 +76,21 @@ func (e *Engine) remote() RemoteLog {
 		return *r
 	}
 	return nil
+}
+
+// fillRemoteStats sets ti's partitions' Remote from the remote log: left
+// nil without one and for the internal topics (never tiered); zero stats
+// for a partition the remote log has not seen yet.
+func (e *Engine) fillRemoteStats(ti *TopicInfo) {
+	r := e.remote()
+	if r == nil || IsInternalTopic(ti.Name) {
+		return
+	}
+	for i := range ti.Partitions {
+		p := &ti.Partitions[i]
+		s, _ := r.Stats(ti.Name, ti.ID, p.Partition)
+		p.Remote = &s
+	}
 }
 
 // TieredPartition is one local partition as a remote log sees it: what

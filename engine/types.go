@@ -85,6 +85,10 @@ type PartitionInfo struct {
 	LeaderEpoch uint32
 	Replicas    []string
 	ISR         []string
+	// Remote is the partition's remote log and upload lag when tiered
+	// storage is on (docs/tiering.md), nil when it is off and for the
+	// internal topics.
+	Remote *RemoteStats
 }
 
 // TopicInfo describes a topic. Partitions holds one PartitionInfo per

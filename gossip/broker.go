@@ -602,6 +602,11 @@ func (b *Broker) DescribeLocal(name string) (engine.TopicInfo, error) {
 func copyStats(dst *engine.PartitionInfo, src engine.PartitionInfo) {
 	dst.LogStartOffset, dst.HighWatermark, dst.LogEndOffset = src.LogStartOffset, src.HighWatermark, src.LogEndOffset
 	dst.SizeBytes, dst.SegmentCount, dst.Err = src.SizeBytes, src.SegmentCount, src.Err
+	dst.Remote = nil
+	if src.Remote != nil {
+		r := *src.Remote
+		dst.Remote = &r
+	}
 }
 
 // DescribeTopic returns topic name as the metadata places it, each

@@ -75,6 +75,10 @@ func topicInfoFrom(t *sqv1.TopicInfo) (engine.TopicInfo, error) {
 	for _, p := range t.GetPartitions() {
 		pi := engine.PartitionInfo{Partition: int(p.Partition), LogStartOffset: p.LogStartOffset,
 			HighWatermark: p.HighWatermark, LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes, SegmentCount: int(p.SegmentCount)}
+		if r := p.GetRemote(); r != nil {
+			pi.Remote = &engine.RemoteStats{LogStartOffset: r.LogStartOffset, EndOffset: r.EndOffset, Segments: int(r.Segments),
+				Bytes: r.Bytes, LagSegments: int(r.LagSegments), LagBytes: r.LagBytes}
+		}
 		if p.Error != "" {
 			pi.Err = api.NewError(api.CodePartitionFailed, "%s", p.Error)
 		}

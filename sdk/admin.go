@@ -61,7 +61,7 @@ const LocalRetentionDefault = -2
 // PartitionInfo describes one partition of a topic (DescribeTopic only).
 type PartitionInfo struct {
 	Partition      uint32
-	LogStartOffset uint64 // first offset still stored
+	LogStartOffset uint64 // first offset still stored on the leader's disk (older ones may be in Remote)
 	HighWatermark  uint64 // first offset not yet readable
 	LogEndOffset   uint64 // offset the next appended record gets
 	SizeBytes      int64  // bytes on disk
@@ -80,6 +80,29 @@ type PartitionInfo struct {
 	// leader) and ISR the in-sync replica set.
 	Replicas []string
 	ISR      []string
+	// Remote is the partition's remote log and upload lag when the server
+	// runs with tiered storage (docs/tiering.md), the leader's in a
+	// cluster; nil when tiered storage is off, for a failed partition
+	// whose leader did not answer, or from a server that predates it.
+	Remote *RemoteStats
+}
+
+// RemoteStats describes a partition's remote log (tiered storage) and
+// what is not uploaded yet.
+type RemoteStats struct {
+	// LogStartOffset is the first offset of the remote log and EndOffset
+	// the offset after its last uploaded segment; both 0 while Segments
+	// is 0.
+	LogStartOffset, EndOffset uint64
+	// Segments is the number of uploaded segments and Bytes their size in
+	// bytes (their batches; the indexes are not counted).
+	Segments uint32
+	Bytes    int64
+	// LagSegments is the number of sealed segments below the high
+	// watermark not uploaded yet and LagBytes their size in bytes, as of
+	// the leader's last upload pass.
+	LagSegments uint32
+	LagBytes    int64
 }
 
 // TopicInfo describes one topic. PartitionInfos is filled by DescribeTopic
@@ -370,6 +393,14 @@ func topicFromWire(t api.TopicInfo) (TopicInfo, error) {
 		}
 		if pi.ISR, err = textList(p.Isr()); err != nil {
 			return TopicInfo{}, err
+		}
+		if p.HasRemote() {
+			r, err := p.Remote()
+			if err != nil {
+				return TopicInfo{}, err
+			}
+			pi.Remote = &RemoteStats{LogStartOffset: r.LogStartOffset(), EndOffset: r.EndOffset(), Segments: r.Segments(),
+				Bytes: r.Bytes(), LagSegments: r.LagSegments(), LagBytes: r.LagBytes()}
 		}
 	}
 	return ti, nil

@@ -301,6 +301,10 @@ func topicFromProto(t *sqv1.TopicInfo) TopicInfo {
 		pi := PartitionInfo{Partition: uint32(p.Partition), LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark,
 			LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes, SegmentCount: uint32(p.SegmentCount),
 			Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.Isr}
+		if r := p.Remote; r != nil {
+			pi.Remote = &RemoteStats{LogStartOffset: r.LogStartOffset, EndOffset: r.EndOffset, Segments: uint32(max(r.Segments, 0)),
+				Bytes: r.Bytes, LagSegments: uint32(max(r.LagSegments, 0)), LagBytes: r.LagBytes}
+		}
 		if p.Error != "" {
 			pi.Err = textError(p.Error, api.CodePartitionFailed)
 		}

@@ -504,3 +504,23 @@ func (a *Archiver) Lags() []Lag {
 	}
 	return out
 }
+
+// Stats implements engine.RemoteLog: the partition's remote log from its
+// latest manifest and its upload lag at the last pass. ok is false before
+// the archiver's first pass over the partition. Like Bounds it reads the
+// atomics only, never waiting for a pass.
+func (a *Archiver) Stats(topic string, id api.TopicID, partition int) (s engine.RemoteStats, ok bool) {
+	st := a.lookup(Partition{Topic: topic, TopicID: id, Partition: partition})
+	if st == nil {
+		return engine.RemoteStats{}, false
+	}
+	s.LagSegments, s.LagBytes = int(st.lagSegments.Load()), st.lagBytes.Load()
+	if m := st.manifest.Load(); m != nil && len(m.Segments) > 0 {
+		s.LogStartOffset, s.EndOffset = max(m.LogStartOffset, m.Segments[0].BaseOffset), manifestEnd(m)
+		s.Segments = len(m.Segments)
+		for _, e := range m.Segments {
+			s.Bytes += e.Log.Size
+		}
+	}
+	return s, true
+}

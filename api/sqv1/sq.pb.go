@@ -357,8 +357,11 @@ type PartitionInfo struct {
 	// Leader epoch: bumped on every leadership change.
 	LeaderEpoch uint32 `protobuf:"varint,9,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	// Replica set (node ids; first: preferred leader) and in-sync set.
-	Replicas      []string `protobuf:"bytes,10,rep,name=replicas,proto3" json:"replicas,omitempty"`
-	Isr           []string `protobuf:"bytes,11,rep,name=isr,proto3" json:"isr,omitempty"`
+	Replicas []string `protobuf:"bytes,10,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	Isr      []string `protobuf:"bytes,11,rep,name=isr,proto3" json:"isr,omitempty"`
+	// The partition's remote log and upload lag; set only when tiered storage
+	// is on (docs/tiering.md), from the partition's leader in a cluster.
+	Remote        *RemoteLogStats `protobuf:"bytes,12,opt,name=remote,proto3" json:"remote,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -470,6 +473,104 @@ func (x *PartitionInfo) GetIsr() []string {
 	return nil
 }
 
+func (x *PartitionInfo) GetRemote() *RemoteLogStats {
+	if x != nil {
+		return x.Remote
+	}
+	return nil
+}
+
+// RemoteLogStats describes a partition's remote log (tiered storage) and
+// what is not uploaded yet.
+type RemoteLogStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// First offset of the remote log; 0 while it holds no segment.
+	LogStartOffset uint64 `protobuf:"varint,1,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	// Offset after the last uploaded segment; 0 while it holds none.
+	EndOffset uint64 `protobuf:"varint,2,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	// Uploaded segments and their bytes (the batches; indexes not counted).
+	Segments int32 `protobuf:"varint,3,opt,name=segments,proto3" json:"segments,omitempty"`
+	Bytes    int64 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Sealed local segments below the high watermark not uploaded yet, and
+	// their bytes, as of the last upload pass.
+	LagSegments   int32 `protobuf:"varint,5,opt,name=lag_segments,json=lagSegments,proto3" json:"lag_segments,omitempty"`
+	LagBytes      int64 `protobuf:"varint,6,opt,name=lag_bytes,json=lagBytes,proto3" json:"lag_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteLogStats) Reset() {
+	*x = RemoteLogStats{}
+	mi := &file_sq_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteLogStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteLogStats) ProtoMessage() {}
+
+func (x *RemoteLogStats) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteLogStats.ProtoReflect.Descriptor instead.
+func (*RemoteLogStats) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RemoteLogStats) GetLogStartOffset() uint64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *RemoteLogStats) GetEndOffset() uint64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+func (x *RemoteLogStats) GetSegments() int32 {
+	if x != nil {
+		return x.Segments
+	}
+	return 0
+}
+
+func (x *RemoteLogStats) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *RemoteLogStats) GetLagSegments() int32 {
+	if x != nil {
+		return x.LagSegments
+	}
+	return 0
+}
+
+func (x *RemoteLogStats) GetLagBytes() int64 {
+	if x != nil {
+		return x.LagBytes
+	}
+	return 0
+}
+
 // TopicInfo describes a topic.
 type TopicInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -490,7 +591,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_sq_proto_msgTypes[2]
+	mi := &file_sq_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +603,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[2]
+	mi := &file_sq_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +616,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{2}
+	return file_sq_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TopicInfo) GetName() string {
@@ -576,7 +677,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_sq_proto_msgTypes[3]
+	mi := &file_sq_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +689,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[3]
+	mi := &file_sq_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +702,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{3}
+	return file_sq_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -641,7 +742,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_sq_proto_msgTypes[4]
+	mi := &file_sq_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +754,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[4]
+	mi := &file_sq_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +767,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{4}
+	return file_sq_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicInfo {
@@ -699,7 +800,7 @@ type AlterTopicConfigRequest struct {
 
 func (x *AlterTopicConfigRequest) Reset() {
 	*x = AlterTopicConfigRequest{}
-	mi := &file_sq_proto_msgTypes[5]
+	mi := &file_sq_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +812,7 @@ func (x *AlterTopicConfigRequest) String() string {
 func (*AlterTopicConfigRequest) ProtoMessage() {}
 
 func (x *AlterTopicConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[5]
+	mi := &file_sq_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +825,7 @@ func (x *AlterTopicConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigRequest.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{5}
+	return file_sq_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AlterTopicConfigRequest) GetName() string {
@@ -813,7 +914,7 @@ type AlterTopicConfigResponse struct {
 
 func (x *AlterTopicConfigResponse) Reset() {
 	*x = AlterTopicConfigResponse{}
-	mi := &file_sq_proto_msgTypes[6]
+	mi := &file_sq_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +926,7 @@ func (x *AlterTopicConfigResponse) String() string {
 func (*AlterTopicConfigResponse) ProtoMessage() {}
 
 func (x *AlterTopicConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[6]
+	mi := &file_sq_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +939,7 @@ func (x *AlterTopicConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigResponse.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{6}
+	return file_sq_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AlterTopicConfigResponse) GetTopic() *TopicInfo {
@@ -860,7 +961,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_sq_proto_msgTypes[7]
+	mi := &file_sq_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +973,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[7]
+	mi := &file_sq_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +986,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{7}
+	return file_sq_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreatePartitionsRequest) GetName() string {
@@ -912,7 +1013,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_sq_proto_msgTypes[8]
+	mi := &file_sq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1025,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[8]
+	mi := &file_sq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1038,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{8}
+	return file_sq_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *TopicInfo {
@@ -956,7 +1057,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_sq_proto_msgTypes[9]
+	mi := &file_sq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1069,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[9]
+	mi := &file_sq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1082,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{9}
+	return file_sq_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -999,7 +1100,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_sq_proto_msgTypes[10]
+	mi := &file_sq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1112,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[10]
+	mi := &file_sq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1125,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{10}
+	return file_sq_proto_rawDescGZIP(), []int{11}
 }
 
 type RestoreTopicRequest struct {
@@ -1039,7 +1140,7 @@ type RestoreTopicRequest struct {
 
 func (x *RestoreTopicRequest) Reset() {
 	*x = RestoreTopicRequest{}
-	mi := &file_sq_proto_msgTypes[11]
+	mi := &file_sq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1152,7 @@ func (x *RestoreTopicRequest) String() string {
 func (*RestoreTopicRequest) ProtoMessage() {}
 
 func (x *RestoreTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[11]
+	mi := &file_sq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1165,7 @@ func (x *RestoreTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreTopicRequest.ProtoReflect.Descriptor instead.
 func (*RestoreTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{11}
+	return file_sq_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RestoreTopicRequest) GetName() string {
@@ -1090,7 +1191,7 @@ type RestoreTopicResponse struct {
 
 func (x *RestoreTopicResponse) Reset() {
 	*x = RestoreTopicResponse{}
-	mi := &file_sq_proto_msgTypes[12]
+	mi := &file_sq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1203,7 @@ func (x *RestoreTopicResponse) String() string {
 func (*RestoreTopicResponse) ProtoMessage() {}
 
 func (x *RestoreTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[12]
+	mi := &file_sq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1216,7 @@ func (x *RestoreTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreTopicResponse.ProtoReflect.Descriptor instead.
 func (*RestoreTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{12}
+	return file_sq_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RestoreTopicResponse) GetTopic() *TopicInfo {
@@ -1133,7 +1234,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_sq_proto_msgTypes[13]
+	mi := &file_sq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1246,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[13]
+	mi := &file_sq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1259,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{13}
+	return file_sq_proto_rawDescGZIP(), []int{14}
 }
 
 type ListTopicsResponse struct {
@@ -1170,7 +1271,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_sq_proto_msgTypes[14]
+	mi := &file_sq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1283,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[14]
+	mi := &file_sq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1296,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{14}
+	return file_sq_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicInfo {
@@ -1214,7 +1315,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_sq_proto_msgTypes[15]
+	mi := &file_sq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1327,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[15]
+	mi := &file_sq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1340,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{15}
+	return file_sq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DescribeTopicRequest) GetName() string {
@@ -1258,7 +1359,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_sq_proto_msgTypes[16]
+	mi := &file_sq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1371,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[16]
+	mi := &file_sq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1384,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{16}
+	return file_sq_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *TopicInfo {
@@ -1301,7 +1402,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_sq_proto_msgTypes[17]
+	mi := &file_sq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1414,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[17]
+	mi := &file_sq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1427,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{17}
+	return file_sq_proto_rawDescGZIP(), []int{18}
 }
 
 // GroupSummary names a group and its state.
@@ -1343,7 +1444,7 @@ type GroupSummary struct {
 
 func (x *GroupSummary) Reset() {
 	*x = GroupSummary{}
-	mi := &file_sq_proto_msgTypes[18]
+	mi := &file_sq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1456,7 @@ func (x *GroupSummary) String() string {
 func (*GroupSummary) ProtoMessage() {}
 
 func (x *GroupSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[18]
+	mi := &file_sq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1469,7 @@ func (x *GroupSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSummary.ProtoReflect.Descriptor instead.
 func (*GroupSummary) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{18}
+	return file_sq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GroupSummary) GetGroup() string {
@@ -1408,7 +1509,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_sq_proto_msgTypes[19]
+	mi := &file_sq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1521,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[19]
+	mi := &file_sq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1534,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{19}
+	return file_sq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupSummary {
@@ -1452,7 +1553,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_sq_proto_msgTypes[20]
+	mi := &file_sq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1565,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[20]
+	mi := &file_sq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1578,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{20}
+	return file_sq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -1499,7 +1600,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_sq_proto_msgTypes[21]
+	mi := &file_sq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1511,7 +1612,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[21]
+	mi := &file_sq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1524,7 +1625,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{21}
+	return file_sq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -1559,7 +1660,7 @@ type TopicPartition struct {
 
 func (x *TopicPartition) Reset() {
 	*x = TopicPartition{}
-	mi := &file_sq_proto_msgTypes[22]
+	mi := &file_sq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1672,7 @@ func (x *TopicPartition) String() string {
 func (*TopicPartition) ProtoMessage() {}
 
 func (x *TopicPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[22]
+	mi := &file_sq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1685,7 @@ func (x *TopicPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartition.ProtoReflect.Descriptor instead.
 func (*TopicPartition) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{22}
+	return file_sq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TopicPartition) GetTopic() string {
@@ -1625,7 +1726,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_sq_proto_msgTypes[23]
+	mi := &file_sq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1738,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[23]
+	mi := &file_sq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +1751,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{23}
+	return file_sq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -1729,7 +1830,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_sq_proto_msgTypes[24]
+	mi := &file_sq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1842,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[24]
+	mi := &file_sq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1855,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{24}
+	return file_sq_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -1806,7 +1907,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[25]
+	mi := &file_sq_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1919,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[25]
+	mi := &file_sq_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1932,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{25}
+	return file_sq_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -1871,7 +1972,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[26]
+	mi := &file_sq_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +1984,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[26]
+	mi := &file_sq_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +1997,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{26}
+	return file_sq_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*GroupOffset {
@@ -1915,7 +2016,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_sq_proto_msgTypes[27]
+	mi := &file_sq_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2028,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[27]
+	mi := &file_sq_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2041,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{27}
+	return file_sq_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -1958,7 +2059,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_sq_proto_msgTypes[28]
+	mi := &file_sq_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2071,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[28]
+	mi := &file_sq_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2084,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{28}
+	return file_sq_proto_rawDescGZIP(), []int{29}
 }
 
 type NodeInfoRequest struct {
@@ -1994,7 +2095,7 @@ type NodeInfoRequest struct {
 
 func (x *NodeInfoRequest) Reset() {
 	*x = NodeInfoRequest{}
-	mi := &file_sq_proto_msgTypes[29]
+	mi := &file_sq_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2107,7 @@ func (x *NodeInfoRequest) String() string {
 func (*NodeInfoRequest) ProtoMessage() {}
 
 func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[29]
+	mi := &file_sq_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2120,7 @@ func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoRequest.ProtoReflect.Descriptor instead.
 func (*NodeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{29}
+	return file_sq_proto_rawDescGZIP(), []int{30}
 }
 
 type NodeInfoResponse struct {
@@ -2052,7 +2153,7 @@ type NodeInfoResponse struct {
 
 func (x *NodeInfoResponse) Reset() {
 	*x = NodeInfoResponse{}
-	mi := &file_sq_proto_msgTypes[30]
+	mi := &file_sq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2165,7 @@ func (x *NodeInfoResponse) String() string {
 func (*NodeInfoResponse) ProtoMessage() {}
 
 func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[30]
+	mi := &file_sq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2178,7 @@ func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoResponse.ProtoReflect.Descriptor instead.
 func (*NodeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{30}
+	return file_sq_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeInfoResponse) GetNodeId() string {
@@ -2186,7 +2287,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_sq_proto_msgTypes[31]
+	mi := &file_sq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2299,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[31]
+	mi := &file_sq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2312,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{31}
+	return file_sq_proto_rawDescGZIP(), []int{32}
 }
 
 // Member is one cluster node.
@@ -2239,7 +2340,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_sq_proto_msgTypes[32]
+	mi := &file_sq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2352,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[32]
+	mi := &file_sq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2365,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{32}
+	return file_sq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Member) GetNodeId() string {
@@ -2347,7 +2448,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_sq_proto_msgTypes[33]
+	mi := &file_sq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2359,7 +2460,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[33]
+	mi := &file_sq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2372,7 +2473,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{33}
+	return file_sq_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MembersResponse) GetClusterId() string {
@@ -2397,7 +2498,7 @@ type ClusterInfoRequest struct {
 
 func (x *ClusterInfoRequest) Reset() {
 	*x = ClusterInfoRequest{}
-	mi := &file_sq_proto_msgTypes[34]
+	mi := &file_sq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2510,7 @@ func (x *ClusterInfoRequest) String() string {
 func (*ClusterInfoRequest) ProtoMessage() {}
 
 func (x *ClusterInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[34]
+	mi := &file_sq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2523,7 @@ func (x *ClusterInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfoRequest.ProtoReflect.Descriptor instead.
 func (*ClusterInfoRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{34}
+	return file_sq_proto_rawDescGZIP(), []int{35}
 }
 
 type ClusterInfoResponse struct {
@@ -2461,7 +2562,7 @@ type ClusterInfoResponse struct {
 
 func (x *ClusterInfoResponse) Reset() {
 	*x = ClusterInfoResponse{}
-	mi := &file_sq_proto_msgTypes[35]
+	mi := &file_sq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2473,7 +2574,7 @@ func (x *ClusterInfoResponse) String() string {
 func (*ClusterInfoResponse) ProtoMessage() {}
 
 func (x *ClusterInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[35]
+	mi := &file_sq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2486,7 +2587,7 @@ func (x *ClusterInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfoResponse.ProtoReflect.Descriptor instead.
 func (*ClusterInfoResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{35}
+	return file_sq_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ClusterInfoResponse) GetClusterId() string {
@@ -2610,7 +2711,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_sq_proto_msgTypes[36]
+	mi := &file_sq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2723,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[36]
+	mi := &file_sq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2736,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{36}
+	return file_sq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -2655,7 +2756,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_sq_proto_msgTypes[37]
+	mi := &file_sq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2768,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[37]
+	mi := &file_sq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2781,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{37}
+	return file_sq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RemoveNodeResponse) GetMovedPartitions() int32 {
@@ -2708,7 +2809,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_sq_proto_msgTypes[38]
+	mi := &file_sq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2821,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[38]
+	mi := &file_sq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2834,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{38}
+	return file_sq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *JoinRequest) GetClusterId() string {
@@ -2804,7 +2905,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_sq_proto_msgTypes[39]
+	mi := &file_sq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +2917,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[39]
+	mi := &file_sq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +2930,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{39}
+	return file_sq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *JoinResponse) GetClusterId() string {
@@ -2863,7 +2964,7 @@ type ProposeRequest struct {
 
 func (x *ProposeRequest) Reset() {
 	*x = ProposeRequest{}
-	mi := &file_sq_proto_msgTypes[40]
+	mi := &file_sq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +2976,7 @@ func (x *ProposeRequest) String() string {
 func (*ProposeRequest) ProtoMessage() {}
 
 func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[40]
+	mi := &file_sq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +2989,7 @@ func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeRequest.ProtoReflect.Descriptor instead.
 func (*ProposeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{40}
+	return file_sq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ProposeRequest) GetCommand() []byte {
@@ -2910,7 +3011,7 @@ type ProposeResponse struct {
 
 func (x *ProposeResponse) Reset() {
 	*x = ProposeResponse{}
-	mi := &file_sq_proto_msgTypes[41]
+	mi := &file_sq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2922,7 +3023,7 @@ func (x *ProposeResponse) String() string {
 func (*ProposeResponse) ProtoMessage() {}
 
 func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[41]
+	mi := &file_sq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2935,7 +3036,7 @@ func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeResponse.ProtoReflect.Descriptor instead.
 func (*ProposeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{41}
+	return file_sq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ProposeResponse) GetIndex() uint64 {
@@ -2965,7 +3066,7 @@ type RecordHeader struct {
 
 func (x *RecordHeader) Reset() {
 	*x = RecordHeader{}
-	mi := &file_sq_proto_msgTypes[42]
+	mi := &file_sq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3078,7 @@ func (x *RecordHeader) String() string {
 func (*RecordHeader) ProtoMessage() {}
 
 func (x *RecordHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[42]
+	mi := &file_sq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3091,7 @@ func (x *RecordHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordHeader.ProtoReflect.Descriptor instead.
 func (*RecordHeader) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{42}
+	return file_sq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RecordHeader) GetKey() []byte {
@@ -3022,7 +3123,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_sq_proto_msgTypes[43]
+	mi := &file_sq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3034,7 +3135,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[43]
+	mi := &file_sq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3047,7 +3148,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{43}
+	return file_sq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Record) GetKey() []byte {
@@ -3128,7 +3229,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3140,7 +3241,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3153,7 +3254,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{44}
+	return file_sq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PublishRequest) GetTopic() string {
@@ -3231,7 +3332,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3243,7 +3344,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3256,7 +3357,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{45}
+	return file_sq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PublishResponse) GetTopic() string {
@@ -3316,7 +3417,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3328,7 +3429,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3341,7 +3442,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{46}
+	return file_sq_proto_rawDescGZIP(), []int{47}
 }
 
 type InitProducerIdResponse struct {
@@ -3356,7 +3457,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3368,7 +3469,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3381,7 +3482,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{47}
+	return file_sq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *InitProducerIdResponse) GetProducerId() int64 {
@@ -3408,7 +3509,7 @@ type PublishStreamResponse struct {
 
 func (x *PublishStreamResponse) Reset() {
 	*x = PublishStreamResponse{}
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3420,7 +3521,7 @@ func (x *PublishStreamResponse) String() string {
 func (*PublishStreamResponse) ProtoMessage() {}
 
 func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3433,7 +3534,7 @@ func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishStreamResponse.ProtoReflect.Descriptor instead.
 func (*PublishStreamResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{48}
+	return file_sq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PublishStreamResponse) GetResults() []*PublishResponse {
@@ -3467,7 +3568,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3479,7 +3580,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3492,7 +3593,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{49}
+	return file_sq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SubscribeRequest) GetTopic() string {
@@ -3559,7 +3660,7 @@ type ConsumedRecord struct {
 
 func (x *ConsumedRecord) Reset() {
 	*x = ConsumedRecord{}
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3571,7 +3672,7 @@ func (x *ConsumedRecord) String() string {
 func (*ConsumedRecord) ProtoMessage() {}
 
 func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3584,7 +3685,7 @@ func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumedRecord.ProtoReflect.Descriptor instead.
 func (*ConsumedRecord) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{50}
+	return file_sq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ConsumedRecord) GetOffset() uint64 {
@@ -3637,7 +3738,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3649,7 +3750,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3662,7 +3763,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{51}
+	return file_sq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SubscribeResponse) GetTopic() string {
@@ -3726,7 +3827,7 @@ type OffsetEntry struct {
 
 func (x *OffsetEntry) Reset() {
 	*x = OffsetEntry{}
-	mi := &file_sq_proto_msgTypes[52]
+	mi := &file_sq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3738,7 +3839,7 @@ func (x *OffsetEntry) String() string {
 func (*OffsetEntry) ProtoMessage() {}
 
 func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[52]
+	mi := &file_sq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3751,7 +3852,7 @@ func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetEntry.ProtoReflect.Descriptor instead.
 func (*OffsetEntry) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{52}
+	return file_sq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *OffsetEntry) GetTopic() string {
@@ -3806,7 +3907,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[53]
+	mi := &file_sq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +3919,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[53]
+	mi := &file_sq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,7 +3932,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{53}
+	return file_sq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -3857,7 +3958,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[54]
+	mi := &file_sq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3869,7 +3970,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[54]
+	mi := &file_sq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3882,7 +3983,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{54}
+	return file_sq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CommitOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -3903,7 +4004,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[55]
+	mi := &file_sq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3915,7 +4016,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[55]
+	mi := &file_sq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3928,7 +4029,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{55}
+	return file_sq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -3954,7 +4055,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[56]
+	mi := &file_sq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3966,7 +4067,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[56]
+	mi := &file_sq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3979,7 +4080,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{56}
+	return file_sq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -4000,7 +4101,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sq_proto_msgTypes[57]
+	mi := &file_sq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4012,7 +4113,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[57]
+	mi := &file_sq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4025,7 +4126,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{57}
+	return file_sq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -4060,7 +4161,7 @@ type JoinGroupRequest struct {
 
 func (x *JoinGroupRequest) Reset() {
 	*x = JoinGroupRequest{}
-	mi := &file_sq_proto_msgTypes[58]
+	mi := &file_sq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4072,7 +4173,7 @@ func (x *JoinGroupRequest) String() string {
 func (*JoinGroupRequest) ProtoMessage() {}
 
 func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[58]
+	mi := &file_sq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4085,7 +4186,7 @@ func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupRequest.ProtoReflect.Descriptor instead.
 func (*JoinGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{58}
+	return file_sq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *JoinGroupRequest) GetGroup() string {
@@ -4139,7 +4240,7 @@ type JoinGroupResponse struct {
 
 func (x *JoinGroupResponse) Reset() {
 	*x = JoinGroupResponse{}
-	mi := &file_sq_proto_msgTypes[59]
+	mi := &file_sq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4151,7 +4252,7 @@ func (x *JoinGroupResponse) String() string {
 func (*JoinGroupResponse) ProtoMessage() {}
 
 func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[59]
+	mi := &file_sq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4164,7 +4265,7 @@ func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupResponse.ProtoReflect.Descriptor instead.
 func (*JoinGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{59}
+	return file_sq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *JoinGroupResponse) GetMemberId() string {
@@ -4218,7 +4319,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sq_proto_msgTypes[60]
+	mi := &file_sq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4230,7 +4331,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[60]
+	mi := &file_sq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4243,7 +4344,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{60}
+	return file_sq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *HeartbeatRequest) GetGroup() string {
@@ -4285,7 +4386,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sq_proto_msgTypes[61]
+	mi := &file_sq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4297,7 +4398,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[61]
+	mi := &file_sq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4310,7 +4411,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{61}
+	return file_sq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *HeartbeatResponse) GetGeneration() int32 {
@@ -4344,7 +4445,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_sq_proto_msgTypes[62]
+	mi := &file_sq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4356,7 +4457,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[62]
+	mi := &file_sq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4369,7 +4470,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{62}
+	return file_sq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -4394,7 +4495,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_sq_proto_msgTypes[63]
+	mi := &file_sq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4406,7 +4507,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[63]
+	mi := &file_sq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4419,7 +4520,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{63}
+	return file_sq_proto_rawDescGZIP(), []int{64}
 }
 
 type CommitGroupOffsetsRequest struct {
@@ -4435,7 +4536,7 @@ type CommitGroupOffsetsRequest struct {
 
 func (x *CommitGroupOffsetsRequest) Reset() {
 	*x = CommitGroupOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[64]
+	mi := &file_sq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4447,7 +4548,7 @@ func (x *CommitGroupOffsetsRequest) String() string {
 func (*CommitGroupOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[64]
+	mi := &file_sq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4460,7 +4561,7 @@ func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{64}
+	return file_sq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CommitGroupOffsetsRequest) GetGroup() string {
@@ -4500,7 +4601,7 @@ type CommitGroupOffsetsResponse struct {
 
 func (x *CommitGroupOffsetsResponse) Reset() {
 	*x = CommitGroupOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[65]
+	mi := &file_sq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4512,7 +4613,7 @@ func (x *CommitGroupOffsetsResponse) String() string {
 func (*CommitGroupOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[65]
+	mi := &file_sq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4525,7 +4626,7 @@ func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{65}
+	return file_sq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CommitGroupOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -4553,7 +4654,7 @@ const file_sq_proto_rawDesc = "" +
 	"\x17unclean_leader_election\x18\b \x01(\bR\x15uncleanLeaderElection\x12,\n" +
 	"\x12local_retention_ms\x18\t \x01(\x03R\x10localRetentionMs\x122\n" +
 	"\x15local_retention_bytes\x18\n" +
-	" \x01(\x03R\x13localRetentionBytes\"\xe7\x02\n" +
+	" \x01(\x03R\x13localRetentionBytes\"\x96\x03\n" +
 	"\rPartitionInfo\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12$\n" +
 	"\x0elog_end_offset\x18\x02 \x01(\x04R\flogEndOffset\x12%\n" +
@@ -4567,7 +4668,16 @@ const file_sq_proto_rawDesc = "" +
 	"\fleader_epoch\x18\t \x01(\rR\vleaderEpoch\x12\x1a\n" +
 	"\breplicas\x18\n" +
 	" \x03(\tR\breplicas\x12\x10\n" +
-	"\x03isr\x18\v \x03(\tR\x03isr\"\xf4\x01\n" +
+	"\x03isr\x18\v \x03(\tR\x03isr\x12-\n" +
+	"\x06remote\x18\f \x01(\v2\x15.sq.v1.RemoteLogStatsR\x06remote\"\xcb\x01\n" +
+	"\x0eRemoteLogStats\x12(\n" +
+	"\x10log_start_offset\x18\x01 \x01(\x04R\x0elogStartOffset\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x02 \x01(\x04R\tendOffset\x12\x1a\n" +
+	"\bsegments\x18\x03 \x01(\x05R\bsegments\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x03R\x05bytes\x12!\n" +
+	"\flag_segments\x18\x05 \x01(\x05R\vlagSegments\x12\x1b\n" +
+	"\tlag_bytes\x18\x06 \x01(\x03R\blagBytes\"\xf4\x01\n" +
 	"\tTopicInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fpartition_count\x18\x02 \x01(\x05R\x0epartitionCount\x12*\n" +
@@ -4959,169 +5069,171 @@ func file_sq_proto_rawDescGZIP() []byte {
 }
 
 var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_sq_proto_goTypes = []any{
 	(Durability)(0),                    // 0: sq.v1.Durability
 	(Acks)(0),                          // 1: sq.v1.Acks
 	(StartFrom)(0),                     // 2: sq.v1.StartFrom
 	(*TopicConfig)(nil),                // 3: sq.v1.TopicConfig
 	(*PartitionInfo)(nil),              // 4: sq.v1.PartitionInfo
-	(*TopicInfo)(nil),                  // 5: sq.v1.TopicInfo
-	(*CreateTopicRequest)(nil),         // 6: sq.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),        // 7: sq.v1.CreateTopicResponse
-	(*AlterTopicConfigRequest)(nil),    // 8: sq.v1.AlterTopicConfigRequest
-	(*AlterTopicConfigResponse)(nil),   // 9: sq.v1.AlterTopicConfigResponse
-	(*CreatePartitionsRequest)(nil),    // 10: sq.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),   // 11: sq.v1.CreatePartitionsResponse
-	(*DeleteTopicRequest)(nil),         // 12: sq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 13: sq.v1.DeleteTopicResponse
-	(*RestoreTopicRequest)(nil),        // 14: sq.v1.RestoreTopicRequest
-	(*RestoreTopicResponse)(nil),       // 15: sq.v1.RestoreTopicResponse
-	(*ListTopicsRequest)(nil),          // 16: sq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),         // 17: sq.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),       // 18: sq.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),      // 19: sq.v1.DescribeTopicResponse
-	(*ListGroupsRequest)(nil),          // 20: sq.v1.ListGroupsRequest
-	(*GroupSummary)(nil),               // 21: sq.v1.GroupSummary
-	(*ListGroupsResponse)(nil),         // 22: sq.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),       // 23: sq.v1.DescribeGroupRequest
-	(*GroupMember)(nil),                // 24: sq.v1.GroupMember
-	(*TopicPartition)(nil),             // 25: sq.v1.TopicPartition
-	(*GroupOffset)(nil),                // 26: sq.v1.GroupOffset
-	(*DescribeGroupResponse)(nil),      // 27: sq.v1.DescribeGroupResponse
-	(*ResetOffsetsRequest)(nil),        // 28: sq.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),       // 29: sq.v1.ResetOffsetsResponse
-	(*DeleteGroupRequest)(nil),         // 30: sq.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 31: sq.v1.DeleteGroupResponse
-	(*NodeInfoRequest)(nil),            // 32: sq.v1.NodeInfoRequest
-	(*NodeInfoResponse)(nil),           // 33: sq.v1.NodeInfoResponse
-	(*MembersRequest)(nil),             // 34: sq.v1.MembersRequest
-	(*Member)(nil),                     // 35: sq.v1.Member
-	(*MembersResponse)(nil),            // 36: sq.v1.MembersResponse
-	(*ClusterInfoRequest)(nil),         // 37: sq.v1.ClusterInfoRequest
-	(*ClusterInfoResponse)(nil),        // 38: sq.v1.ClusterInfoResponse
-	(*RemoveNodeRequest)(nil),          // 39: sq.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),         // 40: sq.v1.RemoveNodeResponse
-	(*JoinRequest)(nil),                // 41: sq.v1.JoinRequest
-	(*JoinResponse)(nil),               // 42: sq.v1.JoinResponse
-	(*ProposeRequest)(nil),             // 43: sq.v1.ProposeRequest
-	(*ProposeResponse)(nil),            // 44: sq.v1.ProposeResponse
-	(*RecordHeader)(nil),               // 45: sq.v1.RecordHeader
-	(*Record)(nil),                     // 46: sq.v1.Record
-	(*PublishRequest)(nil),             // 47: sq.v1.PublishRequest
-	(*PublishResponse)(nil),            // 48: sq.v1.PublishResponse
-	(*InitProducerIdRequest)(nil),      // 49: sq.v1.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),     // 50: sq.v1.InitProducerIdResponse
-	(*PublishStreamResponse)(nil),      // 51: sq.v1.PublishStreamResponse
-	(*SubscribeRequest)(nil),           // 52: sq.v1.SubscribeRequest
-	(*ConsumedRecord)(nil),             // 53: sq.v1.ConsumedRecord
-	(*SubscribeResponse)(nil),          // 54: sq.v1.SubscribeResponse
-	(*OffsetEntry)(nil),                // 55: sq.v1.OffsetEntry
-	(*CommitOffsetsRequest)(nil),       // 56: sq.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),      // 57: sq.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),        // 58: sq.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),       // 59: sq.v1.FetchOffsetsResponse
-	(*TopicPartitions)(nil),            // 60: sq.v1.TopicPartitions
-	(*JoinGroupRequest)(nil),           // 61: sq.v1.JoinGroupRequest
-	(*JoinGroupResponse)(nil),          // 62: sq.v1.JoinGroupResponse
-	(*HeartbeatRequest)(nil),           // 63: sq.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),          // 64: sq.v1.HeartbeatResponse
-	(*LeaveGroupRequest)(nil),          // 65: sq.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),         // 66: sq.v1.LeaveGroupResponse
-	(*CommitGroupOffsetsRequest)(nil),  // 67: sq.v1.CommitGroupOffsetsRequest
-	(*CommitGroupOffsetsResponse)(nil), // 68: sq.v1.CommitGroupOffsetsResponse
+	(*RemoteLogStats)(nil),             // 5: sq.v1.RemoteLogStats
+	(*TopicInfo)(nil),                  // 6: sq.v1.TopicInfo
+	(*CreateTopicRequest)(nil),         // 7: sq.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),        // 8: sq.v1.CreateTopicResponse
+	(*AlterTopicConfigRequest)(nil),    // 9: sq.v1.AlterTopicConfigRequest
+	(*AlterTopicConfigResponse)(nil),   // 10: sq.v1.AlterTopicConfigResponse
+	(*CreatePartitionsRequest)(nil),    // 11: sq.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),   // 12: sq.v1.CreatePartitionsResponse
+	(*DeleteTopicRequest)(nil),         // 13: sq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 14: sq.v1.DeleteTopicResponse
+	(*RestoreTopicRequest)(nil),        // 15: sq.v1.RestoreTopicRequest
+	(*RestoreTopicResponse)(nil),       // 16: sq.v1.RestoreTopicResponse
+	(*ListTopicsRequest)(nil),          // 17: sq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),         // 18: sq.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),       // 19: sq.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),      // 20: sq.v1.DescribeTopicResponse
+	(*ListGroupsRequest)(nil),          // 21: sq.v1.ListGroupsRequest
+	(*GroupSummary)(nil),               // 22: sq.v1.GroupSummary
+	(*ListGroupsResponse)(nil),         // 23: sq.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),       // 24: sq.v1.DescribeGroupRequest
+	(*GroupMember)(nil),                // 25: sq.v1.GroupMember
+	(*TopicPartition)(nil),             // 26: sq.v1.TopicPartition
+	(*GroupOffset)(nil),                // 27: sq.v1.GroupOffset
+	(*DescribeGroupResponse)(nil),      // 28: sq.v1.DescribeGroupResponse
+	(*ResetOffsetsRequest)(nil),        // 29: sq.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),       // 30: sq.v1.ResetOffsetsResponse
+	(*DeleteGroupRequest)(nil),         // 31: sq.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 32: sq.v1.DeleteGroupResponse
+	(*NodeInfoRequest)(nil),            // 33: sq.v1.NodeInfoRequest
+	(*NodeInfoResponse)(nil),           // 34: sq.v1.NodeInfoResponse
+	(*MembersRequest)(nil),             // 35: sq.v1.MembersRequest
+	(*Member)(nil),                     // 36: sq.v1.Member
+	(*MembersResponse)(nil),            // 37: sq.v1.MembersResponse
+	(*ClusterInfoRequest)(nil),         // 38: sq.v1.ClusterInfoRequest
+	(*ClusterInfoResponse)(nil),        // 39: sq.v1.ClusterInfoResponse
+	(*RemoveNodeRequest)(nil),          // 40: sq.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),         // 41: sq.v1.RemoveNodeResponse
+	(*JoinRequest)(nil),                // 42: sq.v1.JoinRequest
+	(*JoinResponse)(nil),               // 43: sq.v1.JoinResponse
+	(*ProposeRequest)(nil),             // 44: sq.v1.ProposeRequest
+	(*ProposeResponse)(nil),            // 45: sq.v1.ProposeResponse
+	(*RecordHeader)(nil),               // 46: sq.v1.RecordHeader
+	(*Record)(nil),                     // 47: sq.v1.Record
+	(*PublishRequest)(nil),             // 48: sq.v1.PublishRequest
+	(*PublishResponse)(nil),            // 49: sq.v1.PublishResponse
+	(*InitProducerIdRequest)(nil),      // 50: sq.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),     // 51: sq.v1.InitProducerIdResponse
+	(*PublishStreamResponse)(nil),      // 52: sq.v1.PublishStreamResponse
+	(*SubscribeRequest)(nil),           // 53: sq.v1.SubscribeRequest
+	(*ConsumedRecord)(nil),             // 54: sq.v1.ConsumedRecord
+	(*SubscribeResponse)(nil),          // 55: sq.v1.SubscribeResponse
+	(*OffsetEntry)(nil),                // 56: sq.v1.OffsetEntry
+	(*CommitOffsetsRequest)(nil),       // 57: sq.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),      // 58: sq.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),        // 59: sq.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),       // 60: sq.v1.FetchOffsetsResponse
+	(*TopicPartitions)(nil),            // 61: sq.v1.TopicPartitions
+	(*JoinGroupRequest)(nil),           // 62: sq.v1.JoinGroupRequest
+	(*JoinGroupResponse)(nil),          // 63: sq.v1.JoinGroupResponse
+	(*HeartbeatRequest)(nil),           // 64: sq.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),          // 65: sq.v1.HeartbeatResponse
+	(*LeaveGroupRequest)(nil),          // 66: sq.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),         // 67: sq.v1.LeaveGroupResponse
+	(*CommitGroupOffsetsRequest)(nil),  // 68: sq.v1.CommitGroupOffsetsRequest
+	(*CommitGroupOffsetsResponse)(nil), // 69: sq.v1.CommitGroupOffsetsResponse
 }
 var file_sq_proto_depIdxs = []int32{
-	3,  // 0: sq.v1.TopicInfo.config:type_name -> sq.v1.TopicConfig
-	4,  // 1: sq.v1.TopicInfo.partitions:type_name -> sq.v1.PartitionInfo
-	3,  // 2: sq.v1.CreateTopicRequest.config:type_name -> sq.v1.TopicConfig
-	5,  // 3: sq.v1.CreateTopicResponse.topic:type_name -> sq.v1.TopicInfo
-	5,  // 4: sq.v1.AlterTopicConfigResponse.topic:type_name -> sq.v1.TopicInfo
-	5,  // 5: sq.v1.CreatePartitionsResponse.topic:type_name -> sq.v1.TopicInfo
-	5,  // 6: sq.v1.RestoreTopicResponse.topic:type_name -> sq.v1.TopicInfo
-	5,  // 7: sq.v1.ListTopicsResponse.topics:type_name -> sq.v1.TopicInfo
-	5,  // 8: sq.v1.DescribeTopicResponse.topic:type_name -> sq.v1.TopicInfo
-	21, // 9: sq.v1.ListGroupsResponse.groups:type_name -> sq.v1.GroupSummary
-	25, // 10: sq.v1.GroupMember.assignment:type_name -> sq.v1.TopicPartition
-	24, // 11: sq.v1.DescribeGroupResponse.members:type_name -> sq.v1.GroupMember
-	26, // 12: sq.v1.DescribeGroupResponse.offsets:type_name -> sq.v1.GroupOffset
-	26, // 13: sq.v1.ResetOffsetsResponse.offsets:type_name -> sq.v1.GroupOffset
-	35, // 14: sq.v1.MembersResponse.members:type_name -> sq.v1.Member
-	45, // 15: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
-	46, // 16: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
-	1,  // 17: sq.v1.PublishRequest.acks:type_name -> sq.v1.Acks
-	0,  // 18: sq.v1.PublishResponse.durability:type_name -> sq.v1.Durability
-	48, // 19: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
-	2,  // 20: sq.v1.SubscribeRequest.from:type_name -> sq.v1.StartFrom
-	45, // 21: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
-	53, // 22: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
-	55, // 23: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	55, // 24: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	55, // 25: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	60, // 26: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
-	60, // 27: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
-	60, // 28: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
-	55, // 29: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	55, // 30: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	6,  // 31: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
-	8,  // 32: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
-	10, // 33: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
-	12, // 34: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
-	14, // 35: sq.v1.Topics.RestoreTopic:input_type -> sq.v1.RestoreTopicRequest
-	16, // 36: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
-	18, // 37: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
-	20, // 38: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
-	23, // 39: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
-	28, // 40: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
-	30, // 41: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
-	61, // 42: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
-	63, // 43: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
-	65, // 44: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
-	67, // 45: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
-	32, // 46: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
-	34, // 47: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
-	37, // 48: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
-	39, // 49: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
-	41, // 50: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
-	43, // 51: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
-	47, // 52: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
-	47, // 53: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
-	52, // 54: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
-	56, // 55: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
-	58, // 56: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
-	49, // 57: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
-	7,  // 58: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
-	9,  // 59: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
-	11, // 60: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
-	13, // 61: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
-	15, // 62: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
-	17, // 63: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
-	19, // 64: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
-	22, // 65: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
-	27, // 66: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
-	29, // 67: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
-	31, // 68: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
-	62, // 69: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
-	64, // 70: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
-	66, // 71: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
-	68, // 72: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
-	33, // 73: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
-	36, // 74: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
-	38, // 75: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
-	40, // 76: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
-	42, // 77: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
-	44, // 78: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
-	48, // 79: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
-	51, // 80: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
-	54, // 81: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
-	57, // 82: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
-	59, // 83: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
-	50, // 84: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
-	58, // [58:85] is the sub-list for method output_type
-	31, // [31:58] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	5,  // 0: sq.v1.PartitionInfo.remote:type_name -> sq.v1.RemoteLogStats
+	3,  // 1: sq.v1.TopicInfo.config:type_name -> sq.v1.TopicConfig
+	4,  // 2: sq.v1.TopicInfo.partitions:type_name -> sq.v1.PartitionInfo
+	3,  // 3: sq.v1.CreateTopicRequest.config:type_name -> sq.v1.TopicConfig
+	6,  // 4: sq.v1.CreateTopicResponse.topic:type_name -> sq.v1.TopicInfo
+	6,  // 5: sq.v1.AlterTopicConfigResponse.topic:type_name -> sq.v1.TopicInfo
+	6,  // 6: sq.v1.CreatePartitionsResponse.topic:type_name -> sq.v1.TopicInfo
+	6,  // 7: sq.v1.RestoreTopicResponse.topic:type_name -> sq.v1.TopicInfo
+	6,  // 8: sq.v1.ListTopicsResponse.topics:type_name -> sq.v1.TopicInfo
+	6,  // 9: sq.v1.DescribeTopicResponse.topic:type_name -> sq.v1.TopicInfo
+	22, // 10: sq.v1.ListGroupsResponse.groups:type_name -> sq.v1.GroupSummary
+	26, // 11: sq.v1.GroupMember.assignment:type_name -> sq.v1.TopicPartition
+	25, // 12: sq.v1.DescribeGroupResponse.members:type_name -> sq.v1.GroupMember
+	27, // 13: sq.v1.DescribeGroupResponse.offsets:type_name -> sq.v1.GroupOffset
+	27, // 14: sq.v1.ResetOffsetsResponse.offsets:type_name -> sq.v1.GroupOffset
+	36, // 15: sq.v1.MembersResponse.members:type_name -> sq.v1.Member
+	46, // 16: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
+	47, // 17: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
+	1,  // 18: sq.v1.PublishRequest.acks:type_name -> sq.v1.Acks
+	0,  // 19: sq.v1.PublishResponse.durability:type_name -> sq.v1.Durability
+	49, // 20: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
+	2,  // 21: sq.v1.SubscribeRequest.from:type_name -> sq.v1.StartFrom
+	46, // 22: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
+	54, // 23: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
+	56, // 24: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	56, // 25: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	56, // 26: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	61, // 27: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
+	61, // 28: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
+	61, // 29: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
+	56, // 30: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	56, // 31: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	7,  // 32: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
+	9,  // 33: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
+	11, // 34: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
+	13, // 35: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
+	15, // 36: sq.v1.Topics.RestoreTopic:input_type -> sq.v1.RestoreTopicRequest
+	17, // 37: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
+	19, // 38: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
+	21, // 39: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
+	24, // 40: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
+	29, // 41: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
+	31, // 42: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
+	62, // 43: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
+	64, // 44: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
+	66, // 45: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
+	68, // 46: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
+	33, // 47: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
+	35, // 48: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
+	38, // 49: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
+	40, // 50: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
+	42, // 51: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
+	44, // 52: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
+	48, // 53: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
+	48, // 54: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
+	53, // 55: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
+	57, // 56: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
+	59, // 57: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
+	50, // 58: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
+	8,  // 59: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
+	10, // 60: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
+	12, // 61: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
+	14, // 62: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
+	16, // 63: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
+	18, // 64: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
+	20, // 65: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
+	23, // 66: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
+	28, // 67: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
+	30, // 68: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
+	32, // 69: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
+	63, // 70: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
+	65, // 71: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
+	67, // 72: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
+	69, // 73: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
+	34, // 74: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
+	37, // 75: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
+	39, // 76: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
+	41, // 77: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
+	43, // 78: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
+	45, // 79: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
+	49, // 80: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
+	52, // 81: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
+	55, // 82: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
+	58, // 83: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
+	60, // 84: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
+	51, // 85: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
+	59, // [59:86] is the sub-list for method output_type
+	32, // [32:59] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_sq_proto_init() }
@@ -5129,16 +5241,16 @@ func file_sq_proto_init() {
 	if File_sq_proto != nil {
 		return
 	}
-	file_sq_proto_msgTypes[5].OneofWrappers = []any{}
-	file_sq_proto_msgTypes[43].OneofWrappers = []any{}
-	file_sq_proto_msgTypes[50].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[6].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[44].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[51].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sq_proto_rawDesc), len(file_sq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   66,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -228,6 +228,17 @@ func TestTieredStorageServer(t *testing.T) {
 	if strings.Contains(string(body), "sq_tier_remote_reads_total 0\n") {
 		t.Error("no fetch was served from the bucket")
 	}
+	// The describe shows the remote log: it starts at 0, reaches the
+	// local log start, and nothing is left to upload.
+	ti, err := cl.DescribeTopic(tctx, "archive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ti.PartitionInfos[0]
+	if r := p.Remote; r == nil || r.Segments == 0 || r.Bytes == 0 || r.LogStartOffset != 0 || r.EndOffset < p.LogStartOffset ||
+		r.LagSegments != 0 || r.LagBytes != 0 {
+		t.Errorf("describe: remote %+v, local log start %d", r, p.LogStartOffset)
+	}
 	t.Logf("%d records (%d bytes) in %d-byte segments, local retention %d bytes: read back from offset 0", n, total, seg, localRet)
 }
 

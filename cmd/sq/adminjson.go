@@ -92,6 +92,35 @@ type partitionJSON struct {
 	// The placement, from topic describe: leader (node id), leader_epoch,
 	// replicas (first: preferred leader) and isr (in-sync replicas).
 	*placementJSON
+	// The remote log, present only with tiered storage on (and left out
+	// with the statistics of a partition that has error set).
+	*remoteJSON
+}
+
+// remoteJSON is one partition's remote log (tiered storage) and upload
+// lag. The remote log offsets are null while it holds no segment;
+// remote_bytes and upload_lag_bytes count the segments' batches, in
+// bytes; the lag is as of the leader's last upload pass.
+type remoteJSON struct {
+	RemoteLogStartOffset *uint64 `json:"remote_log_start_offset"`
+	RemoteLogEndOffset   *uint64 `json:"remote_log_end_offset"`
+	RemoteSegments       uint32  `json:"remote_segments"`
+	RemoteBytes          int64   `json:"remote_bytes"`
+	UploadLagSegments    uint32  `json:"upload_lag_segments"`
+	UploadLagBytes       int64   `json:"upload_lag_bytes"`
+}
+
+// toRemoteJSON converts r (nil: nil).
+func toRemoteJSON(r *sdk.RemoteStats) *remoteJSON {
+	if r == nil {
+		return nil
+	}
+	out := &remoteJSON{RemoteSegments: r.Segments, RemoteBytes: r.Bytes, UploadLagSegments: r.LagSegments, UploadLagBytes: r.LagBytes}
+	if r.Segments > 0 {
+		start, end := r.LogStartOffset, r.EndOffset
+		out.RemoteLogStartOffset, out.RemoteLogEndOffset = &start, &end
+	}
+	return out
 }
 
 // placementJSON is one partition's placement in the cluster.
@@ -128,7 +157,7 @@ func toTopicJSON(t sdk.TopicInfo) topicJSON {
 	}
 	for _, p := range t.PartitionInfos {
 		pj := partitionJSON{Partition: p.Partition, LogStartOffset: &p.LogStartOffset, HighWatermark: &p.HighWatermark,
-			LogEndOffset: &p.LogEndOffset, SizeBytes: &p.SizeBytes, SegmentCount: &p.SegmentCount}
+			LogEndOffset: &p.LogEndOffset, SizeBytes: &p.SizeBytes, SegmentCount: &p.SegmentCount, remoteJSON: toRemoteJSON(p.Remote)}
 		if p.Err != nil {
 			pj = partitionJSON{Partition: p.Partition, Error: p.Err.Error()}
 		}

@@ -282,7 +282,9 @@ type topicView struct {
 
 // printTopicDescription prints the topic's settings and its partitions;
 // the replication factor and the LEADER, EPOCH, REPLICAS and ISR columns
-// when t carries its placement.
+// when t carries its placement; with tiered storage (a partition carries
+// remote stats) LOG START reads LOCAL START and the REMOTE START, REMOTE
+// SEGS, REMOTE SIZE and UPLOAD LAG columns follow SEGMENTS.
 func printTopicDescription(out io.Writer, t topicView) error {
 	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
 	cfg := t.Config
@@ -308,8 +310,11 @@ func printTopicDescription(out io.Writer, t topicView) error {
 	}
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 8, 2, ' ', tabwriter.AlignRight)
-	placed := t.placed
+	placed, tiered := t.placed, isTiered(t.TopicInfo)
 	header := "PARTITION\tLOG START\tHIGH WATERMARK\tLOG END\tSIZE\tSEGMENTS\tSTATUS\t"
+	if tiered {
+		header = "PARTITION\tLOCAL START\tHIGH WATERMARK\tLOG END\tSIZE\tSEGMENTS\tREMOTE START\tREMOTE SEGS\tREMOTE SIZE\tUPLOAD LAG\tSTATUS\t"
+	}
 	if placed {
 		header += "LEADER\tEPOCH\tREPLICAS\tISR\t"
 	}
@@ -317,10 +322,18 @@ func printTopicDescription(out io.Writer, t topicView) error {
 	var errs []string
 	for _, p := range t.PartitionInfos {
 		if p.Err != nil {
-			fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\t%s\t", p.Partition, partitionStatus(p.Err))
+			fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\t", p.Partition)
+			if tiered {
+				fmt.Fprint(w, "-\t-\t-\t-\t")
+			}
+			fmt.Fprintf(w, "%s\t", partitionStatus(p.Err))
 			errs = append(errs, fmt.Sprintf("partition %d: %v", p.Partition, p.Err))
 		} else {
-			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%d\tok\t", p.Partition, p.LogStartOffset, p.HighWatermark, p.LogEndOffset, formatBytes(p.SizeBytes), p.SegmentCount)
+			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%d\t", p.Partition, p.LogStartOffset, p.HighWatermark, p.LogEndOffset, formatBytes(p.SizeBytes), p.SegmentCount)
+			if tiered {
+				fmt.Fprint(w, remoteColumns(p.Remote))
+			}
+			fmt.Fprint(w, "ok\t")
 		}
 		if placed {
 			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t", orDash(p.Leader), p.LeaderEpoch, nodeList(p.Replicas), nodeList(p.ISR))
@@ -334,6 +347,37 @@ func printTopicDescription(out io.Writer, t topicView) error {
 		fmt.Fprintln(out, e)
 	}
 	return nil
+}
+
+// isTiered reports whether t was described by a server with tiered
+// storage on: a partition carries remote stats.
+func isTiered(t sdk.TopicInfo) bool {
+	for _, p := range t.PartitionInfos {
+		if p.Remote != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteColumns formats the REMOTE START, REMOTE SEGS, REMOTE SIZE and
+// UPLOAD LAG cells of a partition (tab-terminated): REMOTE START is "-"
+// while the remote log holds no segment; UPLOAD LAG is the sealed
+// segments not uploaded yet and their size ("0" when none). r nil (a
+// partition without stats): "-" in each.
+func remoteColumns(r *sdk.RemoteStats) string {
+	if r == nil {
+		return "-\t-\t-\t-\t"
+	}
+	start := "-"
+	if r.Segments > 0 {
+		start = strconv.FormatUint(r.LogStartOffset, 10)
+	}
+	lag := "0"
+	if r.LagSegments > 0 || r.LagBytes > 0 {
+		lag = fmt.Sprintf("%d (%s)", r.LagSegments, formatBytes(r.LagBytes))
+	}
+	return fmt.Sprintf("%s\t%d\t%s\t%s\t", start, r.Segments, formatBytes(r.Bytes), lag)
 }
 
 // partitionStatus is the STATUS of a partition whose statistics came with

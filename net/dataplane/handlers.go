@@ -396,10 +396,32 @@ func (s *Server) encodeTopic(t api.TopicInfo, info engine.TopicInfo, withPartiti
 		if err := s.encodePlacement(pi, p); err != nil {
 			return err
 		}
+		if err := encodeRemote(pi, p.Remote); err != nil {
+			return err
+		}
 		if err := setErr(p.Err, pi.NewError); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// encodeRemote sets pi's remote log stats; nil (tiered storage off) sets
+// nothing.
+func encodeRemote(pi api.PartitionInfo, r *engine.RemoteStats) error {
+	if r == nil {
+		return nil
+	}
+	w, err := pi.NewRemote()
+	if err != nil {
+		return err
+	}
+	w.SetLogStartOffset(r.LogStartOffset)
+	w.SetEndOffset(r.EndOffset)
+	w.SetSegments(clampU32(r.Segments))
+	w.SetBytes(r.Bytes)
+	w.SetLagSegments(clampU32(r.LagSegments))
+	w.SetLagBytes(r.LagBytes)
 	return nil
 }
 
