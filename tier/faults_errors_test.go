@@ -22,7 +22,7 @@ import (
 func TestTierFaultsServerErrors(t *testing.T) {
 	e, p := openFaultEngine(t, 16<<10, 8<<10, engine.TopicConfig{LocalRetentionBytes: 32 << 10})
 	f := newFaultS3(t)
-	r := newRig(t, e, p, f, f.store(t, nil), nil)
+	r := newRig(t, e, p, f, f.store(t, nil), 0, nil)
 	for k := range 32 {
 		for _, kind := range []fault{refuse, lose} {
 			r.recs.append(t, e, 2, 10, 500) // ~10 KiB: a segment every other round

@@ -9,7 +9,6 @@ package tier_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -125,9 +124,12 @@ const (
 	// stallAfter passes the request on, then holds the answer until the
 	// client gives up.
 	stallAfter
+	// cut reads 1 MiB of the request's body, then closes the connection:
+	// a connection dropped mid-upload.
+	cut
 )
 
-func (k fault) String() string { return [...]string{"refuse", "lose", "stall", "stall-after"}[k] }
+func (k fault) String() string { return [...]string{"refuse", "lose", "stall", "stall-after", "cut"}[k] }
 
 // serverError answers 500 InternalError, as S3 does.
 func serverError(w http.ResponseWriter) {
@@ -139,6 +141,13 @@ func serverError(w http.ResponseWriter) {
 // apply does k to the request (the hook answers it).
 func (f *faultS3) apply(k fault, w http.ResponseWriter, r *http.Request) {
 	switch k {
+	case cut:
+		io.CopyN(io.Discard, r.Body, 1<<20)
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+		panic(http.ErrAbortHandler) // net/http closes the connection
 	case lose, stallAfter:
 		f.inner.ServeHTTP(httptest.NewRecorder(), r)
 	default:
@@ -262,15 +271,17 @@ type rig struct {
 	aopts   tier.ArchiverOptions
 	events  []tier.UploadEvent // of every archiver of the rig
 	sealed  map[uint64]uint64  // base offset -> next offset of every sealed segment seen
-	logSink *bytes.Buffer      // the archivers' log lines (JSON), when captured
+	// chunkBytes is the read chunk of the archivers' readers (default 8
+	// KiB, small segments).
+	chunkBytes int64
 }
 
 // newRig opens the engine and the fake and starts the first archiver
 // (edit changes its options; Store, Storage, Reader, Now and Observe are
 // the rig's).
-func newRig(t *testing.T, e *engine.Engine, p tier.Partition, f *faultS3, store *s3.Store, edit func(*tier.ArchiverOptions)) *rig {
+func newRig(t *testing.T, e *engine.Engine, p tier.Partition, f *faultS3, store *s3.Store, chunkBytes int64, edit func(*tier.ArchiverOptions)) *rig {
 	t.Helper()
-	r := &rig{t: t, e: e, p: p, f: f, store: store, now: time.Now(), sealed: map[uint64]uint64{}}
+	r := &rig{t: t, e: e, p: p, f: f, store: store, now: time.Now(), sealed: map[uint64]uint64{}, chunkBytes: chunkBytes}
 	r.aopts = tier.ArchiverOptions{RetryBase: time.Second, RetryMax: 2 * time.Second, Logger: discardLogger()}
 	if edit != nil {
 		edit(&r.aopts)
@@ -290,12 +301,15 @@ func (r *rig) clock() time.Time {
 // restarted server makes them: nothing of the old one's state is kept.
 func (r *rig) restart() {
 	r.t.Helper()
-	cache, err := tier.OpenChunkCache(tier.ChunkCacheOptions{Dir: r.t.TempDir(), MaxBytes: 1 << 20})
+	if r.chunkBytes == 0 {
+		r.chunkBytes = 8 << 10
+	}
+	cache, err := tier.OpenChunkCache(tier.ChunkCacheOptions{Dir: r.t.TempDir(), MaxBytes: 4 * max(r.chunkBytes, 256<<10)})
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	r.t.Cleanup(cache.Close)
-	ro := tier.RemoteReaderOptions{ChunkBytes: 8 << 10, RemoteTimeout: 2 * time.Second}
+	ro := tier.RemoteReaderOptions{ChunkBytes: r.chunkBytes, RemoteTimeout: 10 * time.Second}
 	if r.aopts.Timeout > 0 {
 		ro.RemoteTimeout = r.aopts.Timeout
 	}
@@ -514,5 +528,3 @@ func errorLines(log *bytes.Buffer) []string {
 	}
 	return out
 }
-
-var _ = errors.Is

@@ -21,7 +21,7 @@ import (
 func TestTierFaultsSlowResponses(t *testing.T) {
 	e, p := openFaultEngine(t, 16<<10, 8<<10, engine.TopicConfig{LocalRetentionBytes: 32 << 10})
 	f := newFaultS3(t)
-	r := newRig(t, e, p, f, f.store(t, nil), func(o *tier.ArchiverOptions) { o.Timeout = 200 * time.Millisecond })
+	r := newRig(t, e, p, f, f.store(t, nil), 0, func(o *tier.ArchiverOptions) { o.Timeout = 200 * time.Millisecond })
 	r.recs.append(t, e, 4, 10, 500) // a sealed segment
 	r.pass()
 	r.check("first pass")
