@@ -129,7 +129,9 @@ const (
 	cut
 )
 
-func (k fault) String() string { return [...]string{"refuse", "lose", "stall", "stall-after", "cut"}[k] }
+func (k fault) String() string {
+	return [...]string{"refuse", "lose", "stall", "stall-after", "cut"}[k]
+}
 
 // serverError answers 500 InternalError, as S3 does.
 func serverError(w http.ResponseWriter) {
@@ -266,11 +268,11 @@ type rig struct {
 	mu  sync.Mutex
 	now time.Time
 
-	a       *tier.Archiver
-	reader  *tier.RemoteReader
-	aopts   tier.ArchiverOptions
-	events  []tier.UploadEvent // of every archiver of the rig
-	sealed  map[uint64]uint64  // base offset -> next offset of every sealed segment seen
+	a      *tier.Archiver
+	reader *tier.RemoteReader
+	aopts  tier.ArchiverOptions
+	events []tier.UploadEvent // of every archiver of the rig
+	sealed map[uint64]uint64  // base offset -> next offset of every sealed segment seen
 	// chunkBytes is the read chunk of the archivers' readers (default 8
 	// KiB, small segments).
 	chunkBytes int64
@@ -519,7 +521,7 @@ func (r *rig) readBack(maxBytes, retries int) {
 func isManifest(r *http.Request) bool { return strings.Contains(r.URL.Path, "/manifest-") }
 
 // errorLines returns the ERROR lines of a JSON log.
-func errorLines(log *bytes.Buffer) []string {
+func errorLines(log fmt.Stringer) []string {
 	var out []string
 	for _, l := range strings.Split(log.String(), "\n") {
 		if strings.Contains(l, `"level":"ERROR"`) {
