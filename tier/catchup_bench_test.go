@@ -31,7 +31,9 @@ const (
 //     but the active segment come from the bucket, through a RemoteReader
 //     (4 MiB ranged GETs, the next chunk prefetched) and a chunk cache
 //     that is new, empty, each iteration, as is the archiver (it reads
-//     the manifest before the timer starts).
+//     the manifest before the timer starts). gets/op counts the GETs
+//     sent to the bucket, cache-hits/op the chunks read back from the
+//     cache's files.
 //
 // One op is the whole partition, its bytes copied once (catchUp); MB/s
 // is of the batches read.
@@ -72,6 +74,7 @@ func BenchmarkTieredCatchUp(b *testing.B) {
 			b.Fatalf("local log start %d: local retention did not remove the uploaded segments", ti.Partitions[0].LogStartOffset)
 		}
 		b.SetBytes(logBytes)
+		var gets, hits uint64
 		b.ResetTimer()
 		for range b.N {
 			b.StopTimer()
@@ -95,10 +98,16 @@ func BenchmarkTieredCatchUp(b *testing.B) {
 			if st := reader.Stats(); st.Reads == 0 {
 				b.Fatalf("no read from the bucket: %+v", st)
 			}
+			gets += reader.Stats().RemoteGets
+			hits += cache.Stats().Hits
 			reader.Close()
 			cache.Close()
 			b.StartTimer()
 		}
+		// GETs sent to the bucket, and chunks read back from the cache's
+		// files (a prefetched chunk, or one already used by a fetch).
+		b.ReportMetric(float64(gets)/float64(b.N), "gets/op")
+		b.ReportMetric(float64(hits)/float64(b.N), "cache-hits/op")
 	})
 }
 
