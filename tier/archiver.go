@@ -365,8 +365,8 @@ func (a *Archiver) put(ctx context.Context, path, key string, size int64) (Objec
 
 // writeManifest writes m (version st.next) and makes it st's manifest; a
 // version taken meanwhile makes it read the latest again and fail (the
-// next pass goes on from there). Older versions than the previous one are
-// deleted. st.mu is held.
+// next pass goes on from there). The versions older than the one m was
+// made from (st's manifest) are deleted. st.mu is held.
 func (a *Archiver) writeManifest(ctx context.Context, p Partition, st *archived, m *Manifest) error {
 	cctx, cancel := context.WithTimeout(ctx, a.o.Timeout)
 	defer cancel()
@@ -378,7 +378,14 @@ func (a *Archiver) writeManifest(ctx context.Context, p Partition, st *archived,
 		}
 		return err
 	}
-	prev := m.Version - 1
+	// The fallback kept is the version m was made from, the previous
+	// valid one: not m.Version-1, which is a damaged version when the load
+	// passed over one, and deleting below it would leave no valid version
+	// behind m.
+	var prev uint64
+	if base := st.manifest.Load(); base != nil {
+		prev = base.Version
+	}
 	st.manifest.Store(m)
 	st.next = m.Version + 1
 	if prev > 1 {
