@@ -57,8 +57,8 @@ func (e *Engine) EnforceRetention() error {
 	var errs []error
 	for _, t := range topics {
 		for _, p := range t.parts() {
-			if err := p.enforceRetention(t.meta().Config, now, func(segs []segment.SegmentInfo) (uint64, bool) {
-				return e.localRetentionCut(p, t.meta().Config, segs, now)
+			if err := p.enforceRetention(t.meta().Config, now, func(segs []segment.SegmentInfo, total uint64) (uint64, bool) {
+				return e.localRetentionCut(p, t.meta().Config, segs, total, now)
 			}); err != nil {
 				errs = append(errs, err)
 			}
@@ -68,9 +68,9 @@ func (e *Engine) EnforceRetention() error {
 }
 
 // enforceRetention is one partition's part of EnforceRetention. local,
-// with tiered storage, returns the cut of local retention (only below what
-// the remote log confirmed); without, ok is false.
-func (p *partition) enforceRetention(cfg TopicConfig, now int64, local func([]segment.SegmentInfo) (uint64, bool)) error {
+// with tiered storage, returns the cut that replaces total, the whole
+// log's (only below what the remote log confirmed); without, ok is false.
+func (p *partition) enforceRetention(cfg TopicConfig, now int64, local func(segs []segment.SegmentInfo, total uint64) (uint64, bool)) error {
 	if p.log == nil || p.failed.Load() != nil || p.deleted.Load() {
 		return nil
 	}
@@ -94,8 +94,11 @@ func (p *partition) enforceRetention(cfg TopicConfig, now int64, local func([]se
 		}
 	}
 	cut, n := retainFrom(segs, cfg, now)
-	if lc, ok := local(segs); ok && lc > cut {
-		cut, n = lc, 1
+	if lc, ok := local(segs, cut); ok {
+		cut, n = lc, 0
+		if lc > segs[0].BaseOffset {
+			n = 1
+		}
 	}
 	if n == 0 {
 		return nil

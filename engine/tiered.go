@@ -225,19 +225,20 @@ func (e *Engine) fetchRemote(ctx context.Context, t *topic, p *partition, offset
 	return &FetchResult{TopicID: m.ID, HighWatermark: hw, LogStartOffset: start, Bufs: bufs}, true, nil
 }
 
-// localRetentionCut returns the offset below which local retention
+// localRetentionCut returns, with tiered storage, the offset below which
+// p's sealed segments are deleted: those that local retention
 // (local.retention.ms / local.retention.bytes, each defaulting to the
-// whole log's setting) may delete p's sealed segments: those confirmed by
-// the remote log only. ok is false without a remote log.
-func (e *Engine) localRetentionCut(p *partition, cfg TopicConfig, segs []segment.SegmentInfo, now int64) (cut uint64, ok bool) {
-	if IsInternalTopic(p.topic) {
+// whole log's setting) or the whole log's retention (cut total) lets go,
+// but only those the remote log confirmed, as Kafka deletes a local
+// segment only once it is copied to remote storage (KIP-405): a bucket
+// that is down makes the local log grow, never lose records. ok is false
+// without a remote log (total applies alone).
+func (e *Engine) localRetentionCut(p *partition, cfg TopicConfig, segs []segment.SegmentInfo, total uint64, now int64) (cut uint64, ok bool) {
+	if IsInternalTopic(p.topic) || e.remote() == nil {
 		return 0, false
 	}
 	t, err := e.topic(p.topic)
 	if err != nil {
-		return 0, false
-	}
-	if e.remote() == nil {
 		return 0, false
 	}
 	end, has := e.remoteEnd(p.topic, t.meta().ID, p.id)
@@ -247,16 +248,13 @@ func (e *Engine) localRetentionCut(p *partition, cfg TopicConfig, segs []segment
 	local := cfg
 	local.RetentionMs, local.RetentionBytes = cfg.localRetention()
 	_, n := retainFrom(segs, local, now)
-	if n == 0 {
-		return segs[0].BaseOffset, true
+	for n < len(segs)-1 && segs[n].NextOffset <= total {
+		n++ // expired for the whole log
 	}
 	// Only whole segments confirmed remote: the last one cut must end at
 	// or below the remote log's end.
 	for n > 0 && segs[n-1].NextOffset > end {
 		n--
-	}
-	if n == 0 {
-		return segs[0].BaseOffset, true
 	}
 	return segs[n].BaseOffset, true
 }

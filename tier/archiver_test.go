@@ -455,3 +455,35 @@ func TestDiscover(t *testing.T) {
 		t.Fatalf("unknown topic: %v", err)
 	}
 }
+
+// TestWholeLogRetentionWaitsForUpload: with tiered storage, even the whole
+// log's retention deletes a local segment only once the remote log has
+// it (KIP-405): while uploads fail, nothing goes; once they succeed, the
+// expired segments go locally and remotely.
+func TestWholeLogRetentionWaitsForUpload(t *testing.T) {
+	e, p := tieredEngine(t, engine.TopicConfig{RetentionBytes: 20 << 10})
+	fill(t, e, 60)
+	store := &putFailStore{ObjectStore: &tier.MemStore{}, fail: true, suffix: ".log"}
+	now := time.Now()
+	a, _ := tier.NewArchiver(tier.ArchiverOptions{Store: store, Storage: e, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now: func() time.Time { return now }})
+	e.SetRemoteLog(a)
+	a.Pass(context.Background())
+	if err := e.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if ti, _ := e.DescribeTopic("t"); ti.Partitions[0].LogStartOffset != 0 {
+		t.Fatalf("retention.bytes deleted local segments that were never uploaded: log start %d", ti.Partitions[0].LogStartOffset)
+	}
+	store.fail = false
+	now = now.Add(10 * time.Minute)
+	a.Pass(context.Background())
+	if err := e.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	ti, _ := e.DescribeTopic("t")
+	_, end, ok := a.Bounds("t", p.TopicID, 0)
+	if start := ti.Partitions[0].LogStartOffset; start == 0 || !ok || start > end {
+		t.Fatalf("after the uploads: local log start %d, remote end %d (%v)", start, end, ok)
+	}
+}
