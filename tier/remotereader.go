@@ -71,6 +71,11 @@ type RemoteReaderOptions struct {
 	// kept (least recently used dropped first). Default
 	// DefaultIndexCacheBytes.
 	IndexCacheBytes int64
+	// HotChunks is how many of the chunks used last are kept in memory
+	// besides the ChunkCache's files, so that a catch-up reading a chunk
+	// in several fetches reads its file once. Default DefaultHotChunks;
+	// negative: none.
+	HotChunks int
 	// MaxBatchBytes is the largest batch a Read accepts (header
 	// included); a longer length field is corruption. Set it to at least
 	// the server's batch limit. Default DefaultRemoteMaxBatchBytes.
@@ -96,6 +101,9 @@ func (o *RemoteReaderOptions) Defaults() {
 	}
 	if o.MaxBatchBytes == 0 {
 		o.MaxBatchBytes = DefaultRemoteMaxBatchBytes
+	}
+	if o.HotChunks == 0 {
+		o.HotChunks = DefaultHotChunks
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -174,6 +182,7 @@ type RemoteReader struct {
 	cancel context.CancelFunc
 
 	idxGroup singleflight.Group
+	hot      *hotChunks // the chunks used last (HotChunks)
 
 	mu          sync.Mutex
 	closed      bool
@@ -198,7 +207,7 @@ func NewRemoteReader(store ObjectStore, cache *ChunkCache, opts RemoteReaderOpti
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &RemoteReader{
-		store: store, cache: cache, opts: opts, ctx: ctx, cancel: cancel,
+		store: store, cache: cache, opts: opts, ctx: ctx, cancel: cancel, hot: newHotChunks(opts.HotChunks),
 		prefetching: make(map[string]bool), indexes: make(map[string]*list.Element), indexLRU: list.New(),
 	}, nil
 }

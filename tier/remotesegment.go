@@ -38,9 +38,14 @@ func (sr *segmentReader) chunk(ctx context.Context, k int64) ([]byte, error) {
 	if k == sr.curIdx {
 		return sr.cur, nil
 	}
-	b, err := sr.r.cache.Get(ctx, sr.chunkID(k), sr.r.loadChunk)
-	if err != nil {
-		return nil, err
+	id := sr.chunkID(k)
+	b, ok := sr.r.hot.get(id)
+	if !ok {
+		var err error
+		if b, err = sr.r.cache.Get(ctx, id, sr.r.loadChunk); err != nil {
+			return nil, err
+		}
+		sr.r.hot.put(id, b)
 	}
 	sr.cur, sr.curIdx = b, k
 	sr.lastIdx = max(sr.lastIdx, k)
@@ -165,6 +170,7 @@ func (sr *segmentReader) dropChunks(pos, size int64) {
 	cb := sr.r.opts.ChunkBytes
 	for k := pos / cb; k <= (pos+size-1)/cb; k++ {
 		sr.r.cache.Drop(sr.chunkID(k))
+		sr.r.hot.drop(sr.chunkID(k))
 	}
 	sr.cur, sr.curIdx = nil, -1
 }
