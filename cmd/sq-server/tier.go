@@ -79,7 +79,7 @@ func startTiering(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 		return nil, fmt.Errorf("tiered storage: %w", err)
 	}
 	var reachable atomic.Bool
-	check := func() {
+	check := func(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		err := store.Check(cctx)
@@ -91,7 +91,6 @@ func startTiering(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 			log.Info("tiered storage: the bucket is reachable", "bucket", c.S3Bucket, "endpoint", c.S3Endpoint, "region", c.S3Region)
 		}
 	}
-	check()
 	cache, err := tier.OpenChunkCache(tier.ChunkCacheOptions{Dir: filepath.Join(c.DataDir, tierCacheDir), MaxBytes: c.TierCacheBytes, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("tiered storage: %w", err)
@@ -129,6 +128,9 @@ func startTiering(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 	t := &tiering{archiver: a, reader: reader, cache: cache, store: store, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(t.done)
+		// The first check runs here, not before the server serves: a
+		// bucket that does not answer must not hold the start back.
+		check(rctx)
 		go a.Run(rctx)
 		tk := time.NewTicker(bucketCheckEvery)
 		defer tk.Stop()
@@ -137,7 +139,7 @@ func startTiering(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 			case <-rctx.Done():
 				return
 			case <-tk.C:
-				check()
+				check(rctx)
 			}
 		}
 	}()
