@@ -133,6 +133,11 @@ type archived struct {
 	next     uint64 // the version the next write uses
 	loaded   bool   // manifest read from the store
 	loadedAt time.Time
+	// leading and epoch are tp.Leader and tp.LeaderEpoch at the last
+	// pass: a node that takes the lead (or a new epoch of it) reads the
+	// manifest again before it uploads.
+	leading bool
+	epoch   uint32
 	// failures counts consecutive failed passes; retryAt is when the next
 	// may run.
 	failures int
@@ -244,11 +249,19 @@ func (a *Archiver) load(ctx context.Context, p Partition, st *archived, now time
 
 // partitionPass is one partition's part of a pass; st.mu is held.
 func (a *Archiver) partitionPass(ctx context.Context, p Partition, st *archived, tp engine.TieredPartition, now time.Time) error {
-	if !st.loaded || !tp.Leader && now.Sub(st.loadedAt) >= a.o.FollowerRefresh {
+	// A follower's manifest is up to FollowerRefresh old. A node that
+	// has just taken the lead must not upload from it: it would upload
+	// again segments the previous leader uploaded since, under its own
+	// epoch's keys (orphans), and write manifest versions that the old
+	// leader's cleanup had deleted, a stale chain beside the real one,
+	// until a taken version sent it back to the latest.
+	takeOver := tp.Leader && (!st.leading || st.epoch != tp.LeaderEpoch)
+	if !st.loaded || takeOver || !tp.Leader && now.Sub(st.loadedAt) >= a.o.FollowerRefresh {
 		if err := a.load(ctx, p, st, now); err != nil {
 			return err
 		}
 	}
+	st.leading, st.epoch = tp.Leader, tp.LeaderEpoch
 	m := st.manifest.Load()
 	end := manifestEnd(m)
 	var lagSegs, lagBytes int64

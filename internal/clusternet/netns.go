@@ -66,6 +66,28 @@ func (ns *Namespace) DialContext(ctx context.Context, network, addr string) (net
 	return c, err
 }
 
+// Listen listens on addr inside the namespace, as net.Listen does: the
+// socket belongs to the namespace for its whole life, so a server run by
+// the test process itself (a fake S3, say) serves the processes of the
+// namespaces, which reach it at the namespace's IP. Only IP literals are
+// accepted in addr, as in DialContext. The caller closes the listener.
+func (ns *Namespace) Listen(network, addr string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("clusternet: listen %q: %w", addr, err)
+	}
+	if net.ParseIP(host) == nil {
+		return nil, fmt.Errorf("clusternet: listen %q: the host must be an IP address", addr)
+	}
+	var l net.Listener
+	err = inNetns(netnsDir+"/"+ns.Name, func() error {
+		var lerr error
+		l, lerr = net.Listen(network, addr)
+		return lerr
+	})
+	return l, err
+}
+
 // cleanEnv is the environment without SQ_* variables, so a developer's
 // settings do not leak into the processes under test.
 func cleanEnv(extra ...string) []string {
