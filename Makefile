@@ -115,12 +115,12 @@ PEERS_DURATION ?= 10s
 bench-peers: build
 	cd benchmarks/peers && $(GO) run . -sq-bin ../../$(BIN) -duration $(PEERS_DURATION)
 
-# The tiered storage test at full size (docs/tiering.md): 500 MiB of
+# The tiered storage test at full size (docs/tiering.md): 512 MiB of
 # numbered README lines through sq-server with --s3-bucket against an
 # in-process S3 (gofakes3 over HTTP), 4 MiB segments, 16 MiB of local
 # retention, read back from offset 0 byte for byte. `make test` runs it
 # with 12 MiB.
-TIER_TEST_BYTES ?= 524288000
+TIER_TEST_BYTES ?= 536870912
 
 tier-test:
 	SQ_TIER_TEST_BYTES=$(TIER_TEST_BYTES) $(GO) test -timeout 30m -count=1 -v -run '^TestTieredStorageServer$$' ./cmd/sq-server/

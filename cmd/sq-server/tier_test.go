@@ -82,7 +82,7 @@ func realLines(t *testing.T, n int) [][]byte {
 }
 
 // tierTestBytes is how much TestTieredStorageServer publishes:
-// SQ_TIER_TEST_BYTES, or 12 MiB (`make tier-test` runs 500 MiB).
+// SQ_TIER_TEST_BYTES, or 12 MiB (`make tier-test` runs 512 MiB: 4 MiB segments).
 func tierTestBytes(t *testing.T) int {
 	if v := os.Getenv("SQ_TIER_TEST_BYTES"); v != "" {
 		n, err := strconv.Atoi(v)
