@@ -105,7 +105,7 @@ func (t *topicsService) RestoreTopic(ctx context.Context, req *sqv1.RestoreTopic
 	}
 	r := t.s.restorer.Load()
 	if r == nil {
-		return nil, status.Error(codes.FailedPrecondition, "RestoreTopic: tiered storage is off on this node (start sq-server with --s3-bucket)")
+		return nil, status.Error(codes.FailedPrecondition, "tiered storage is off on this node (start sq-server with --s3-bucket)")
 	}
 	ti, err := (*r)(ctx, req.Name, id)
 	if err != nil {
