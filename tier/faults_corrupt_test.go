@@ -80,7 +80,7 @@ func TestTierFaultsCorruptManifest(t *testing.T) {
 	for round, damaged := range []uint64{good.Version, good.Version + 1} {
 		corruptObject(t, r.store, p.ManifestKey(damaged))
 		r.restart()
-		f.requests()
+		f.Requests()
 		r.pass()
 		r.check(fmt.Sprintf("round %d, after the restart", round))
 		errs := errorLines(&logs)
@@ -100,7 +100,7 @@ func TestTierFaultsCorruptManifest(t *testing.T) {
 				t.Fatalf("round %d: segment %d is %+v, was %+v", round, i, s, g)
 			}
 		}
-		if countRequests(f.requests(), "PUT /"+faultBucket+"/", ".log") == 0 {
+		if countRequests(f.Requests(), "PUT /"+faultBucket+"/", ".log") == 0 {
 			t.Fatalf("round %d: nothing uploaded again from the previous valid version", round)
 		}
 		r.checkStored()

@@ -61,12 +61,12 @@ func TestTierFaultsCrashBeforeManifest(t *testing.T) {
 			}
 
 			isManifestPut := func(req *http.Request) bool { return req.Method == http.MethodPut && isManifest(req) }
-			f.setHook(f.nth(tc.kind, 0, 1<<30, isManifestPut))
-			f.requests()
+			f.SetHook(f.nth(tc.kind, 0, 1<<30, isManifestPut))
+			f.Requests()
 			r.pass()
-			f.setHook(nil)
+			f.SetHook(nil)
 			key := p.SegmentKeys(seg.BaseOffset, 0).Log
-			if n := countRequests(f.requests(), "PUT /"+faultBucket+"/"+key); n != 1 {
+			if n := countRequests(f.Requests(), "PUT /"+faultBucket+"/"+key); n != 1 {
 				t.Fatalf("%d PUTs of %s, want 1", n, key)
 			}
 			if got := len(r.manifest().Segments); got != listed {
@@ -91,7 +91,7 @@ func TestTierFaultsCrashBeforeManifest(t *testing.T) {
 					before.Partitions[0].LogStartOffset, after.Partitions[0].LogStartOffset)
 			}
 			r.pass()
-			log := f.requests()
+			log := f.Requests()
 			if n := countRequests(log, "PUT /"+faultBucket+"/"+key); (n == 1) != tc.uploadAgain || n > 1 {
 				t.Fatalf("the new archiver PUT %s %d times; uploaded again: want %v", key, n, tc.uploadAgain)
 			}

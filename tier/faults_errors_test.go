@@ -26,9 +26,9 @@ func TestTierFaultsServerErrors(t *testing.T) {
 	for k := range 32 {
 		for _, kind := range []fault{refuse, lose} {
 			r.recs.append(t, e, 2, 10, 500) // ~10 KiB: a segment every other round
-			f.setHook(f.nth(kind, k, 2, nil))
+			f.SetHook(f.nth(kind, k, 2, nil))
 			r.pass()
-			f.setHook(nil)
+			f.SetHook(nil)
 			r.check(fmt.Sprintf("%s at request %d", kind, k))
 		}
 	}
@@ -54,7 +54,7 @@ func TestTierFaultsServerErrors(t *testing.T) {
 	// and then); the consumer retries a failed fetch.
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(14, 5))
-	f.setHook(func(w http.ResponseWriter, req *http.Request) bool {
+	f.SetHook(func(w http.ResponseWriter, req *http.Request) bool {
 		mu.Lock()
 		fail := req.Method == http.MethodGet && rng.IntN(3) == 0
 		mu.Unlock()
@@ -64,7 +64,7 @@ func TestTierFaultsServerErrors(t *testing.T) {
 		return fail
 	})
 	r.readBack(64<<10, 50)
-	f.setHook(nil)
+	f.SetHook(nil)
 	st := r.reader.Stats()
 	if st.Reads == 0 || st.ReadErrors == 0 {
 		t.Fatalf("the remote reads met no failure: %+v", st)

@@ -20,11 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-
 	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/s3fake"
 	"github.com/seedqueue/sq/tier"
 	"github.com/seedqueue/sq/tier/s3"
 )
@@ -35,60 +33,19 @@ const faultBucket = "sq-faults"
 // faultTestTimeout bounds each fault test's store calls and reads.
 const faultTestTimeout = 2 * time.Minute
 
-// faultS3 is gofakes3 (in memory) over HTTP on 127.0.0.1 with a hook in
-// front of it.
+// faultS3 is gofakes3 (in memory, internal/s3fake) over HTTP on
+// 127.0.0.1 with a hook in front of it.
 type faultS3 struct {
-	srv   *httptest.Server
-	inner http.Handler // gofakes3, behind the hook
-
-	mu   sync.Mutex
-	hook func(w http.ResponseWriter, r *http.Request) bool // true: answered
-	log  []string                                          // "METHOD path?query" of every request
+	*s3fake.Server
+	url string // its endpoint
 }
 
 // newFaultS3 starts the fake with faultBucket and gives the AWS SDK static
 // credentials, kept away from the machine's AWS files and from IMDS.
 func newFaultS3(t testing.TB) *faultS3 {
 	t.Helper()
-	dir := t.TempDir()
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "sqtestkey", "AWS_SECRET_ACCESS_KEY": "sqtestsecret", "AWS_SESSION_TOKEN": "",
-		"AWS_REGION": "us-east-1", "AWS_PROFILE": "", "AWS_CONFIG_FILE": dir + "/config", "AWS_SHARED_CREDENTIALS_FILE": dir + "/credentials",
-		"AWS_EC2_METADATA_DISABLED": "true"} {
-		t.Setenv(k, v)
-	}
-	backend := s3mem.New()
-	if err := backend.CreateBucket(faultBucket); err != nil {
-		t.Fatal(err)
-	}
-	f := &faultS3{inner: gofakes3.New(backend).Server()}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		f.log = append(f.log, r.Method+" "+r.URL.RequestURI())
-		hook := f.hook
-		f.mu.Unlock()
-		if hook != nil && hook(w, r) {
-			return
-		}
-		f.inner.ServeHTTP(w, r)
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-// setHook installs h (nil: none).
-func (f *faultS3) setHook(h func(w http.ResponseWriter, r *http.Request) bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.hook = h
-}
-
-// requests returns the requests seen since the last call.
-func (f *faultS3) requests() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := f.log
-	f.log = nil
-	return out
+	s, url := s3fake.Start(t, faultBucket)
+	return &faultS3{Server: s, url: url}
 }
 
 // store returns a tier/s3 Store on the fake: two attempts per request
@@ -96,7 +53,7 @@ func (f *faultS3) requests() []string {
 // call) and millisecond backoffs; edit changes the options first.
 func (f *faultS3) store(t testing.TB, edit func(*s3.Options)) *s3.Store {
 	t.Helper()
-	o := s3.Options{Bucket: faultBucket, Endpoint: f.srv.URL, MaxAttempts: 2, BaseDelay: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
+	o := s3.Options{Bucket: faultBucket, Endpoint: f.url, MaxAttempts: 2, BaseDelay: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
 	if edit != nil {
 		edit(&o)
 	}
@@ -151,7 +108,7 @@ func (f *faultS3) apply(k fault, w http.ResponseWriter, r *http.Request) {
 		}
 		panic(http.ErrAbortHandler) // net/http closes the connection
 	case lose, stallAfter:
-		f.inner.ServeHTTP(httptest.NewRecorder(), r)
+		f.Inner.ServeHTTP(httptest.NewRecorder(), r)
 	default:
 		io.Copy(io.Discard, r.Body)
 	}
@@ -433,7 +390,7 @@ func (r *rig) failedUploads() int {
 // manifest, at most tries passes.
 func (r *rig) drain(tries int) {
 	r.t.Helper()
-	r.f.setHook(nil)
+	r.f.SetHook(nil)
 	for range tries {
 		r.pass()
 		r.check("drain")

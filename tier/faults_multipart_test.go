@@ -37,11 +37,11 @@ func TestTierFaultsDroppedConnectionMultipart(t *testing.T) {
 	isPart2 := func(req *http.Request) bool {
 		return req.Method == http.MethodPut && req.URL.Query().Get("partNumber") == "2"
 	}
-	f.setHook(f.nth(cut, 1, 2, isPart2)) // the second segment's part 2, and its retry
-	f.requests()
+	f.SetHook(f.nth(cut, 1, 2, isPart2)) // the second segment's part 2, and its retry
+	f.Requests()
 	r.pass()
-	f.setHook(nil)
-	log := f.requests()
+	f.SetHook(nil)
+	log := f.Requests()
 	tp := e.TieredPartitions()[0]
 	first, second := tp.Sealed[0], tp.Sealed[1]
 	m := r.manifest()
@@ -69,7 +69,7 @@ func TestTierFaultsDroppedConnectionMultipart(t *testing.T) {
 	}
 
 	r.pass()
-	log = f.requests()
+	log = f.Requests()
 	if n := countRequests(log, "POST "+secondKey+"?uploads"); n != 1 {
 		t.Fatalf("the retry made %d multipart uploads, want 1: %v", n, log)
 	}
@@ -104,7 +104,7 @@ func pendingUploads(t *testing.T, f *faultS3) int {
 		t.Fatal(err)
 	}
 	client := awss3.NewFromConfig(cfg, func(o *awss3.Options) {
-		o.BaseEndpoint = aws.String(f.srv.URL)
+		o.BaseEndpoint = aws.String(f.url)
 		o.UsePathStyle = true
 	})
 	out, err := client.ListMultipartUploads(ctx, &awss3.ListMultipartUploadsInput{Bucket: aws.String(faultBucket)})

@@ -28,9 +28,9 @@ func TestTierFaultsSlowResponses(t *testing.T) {
 	for k := range 14 {
 		for _, kind := range []fault{stall, stallAfter} {
 			r.recs.append(t, e, 3, 10, 500) // about a segment
-			f.setHook(f.nth(kind, k, 1, nil))
+			f.SetHook(f.nth(kind, k, 1, nil))
 			r.pass()
-			f.setHook(nil)
+			f.SetHook(nil)
 			r.check(fmt.Sprintf("%s at request %d", kind, k))
 		}
 	}
@@ -49,7 +49,7 @@ func TestTierFaultsSlowResponses(t *testing.T) {
 	r.checkStored()
 
 	var gets atomic.Int64
-	f.setHook(func(w http.ResponseWriter, req *http.Request) bool {
+	f.SetHook(func(w http.ResponseWriter, req *http.Request) bool {
 		if req.Method != http.MethodGet || gets.Add(1)%7 != 0 {
 			return false
 		}
@@ -57,7 +57,7 @@ func TestTierFaultsSlowResponses(t *testing.T) {
 		return true
 	})
 	r.readBack(64<<10, 20)
-	f.setHook(nil)
+	f.SetHook(nil)
 	st := r.reader.Stats()
 	if st.Reads == 0 || st.RemoteTimeouts == 0 {
 		t.Fatalf("the remote reads met no timeout: %+v", st)

@@ -8,38 +8,25 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/spf13/pflag"
 
+	"github.com/seedqueue/sq/internal/s3fake"
 	"github.com/seedqueue/sq/sdk"
 )
 
-// fakeS3 starts gofakes3 (in memory) over HTTP on 127.0.0.1 with the
-// bucket "sq-test", and gives the AWS SDK static credentials, kept away
-// from the machine's AWS files and IMDS.
+// fakeS3 starts an S3 server (internal/s3fake: gofakes3 in memory over
+// HTTP on 127.0.0.1) with the bucket "sq-test", gives the AWS SDK static
+// credentials, and returns its endpoint.
 func fakeS3(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "sqtestkey", "AWS_SECRET_ACCESS_KEY": "sqtestsecret", "AWS_SESSION_TOKEN": "",
-		"AWS_REGION": "us-east-1", "AWS_PROFILE": "", "AWS_CONFIG_FILE": dir + "/config", "AWS_SHARED_CREDENTIALS_FILE": dir + "/credentials",
-		"AWS_EC2_METADATA_DISABLED": "true"} {
-		t.Setenv(k, v)
-	}
-	backend := s3mem.New()
-	if err := backend.CreateBucket("sq-test"); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gofakes3.New(backend).Server())
-	t.Cleanup(srv.Close)
-	return srv.URL
+	_, url := s3fake.Start(t, "sq-test")
+	return url
 }
 
 // readmeLines returns the non-empty lines of the repository's README:

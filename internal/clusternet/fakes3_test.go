@@ -12,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-
 	"github.com/seedqueue/sq/internal/clusternet"
+	"github.com/seedqueue/sq/internal/s3fake"
 	"github.com/seedqueue/sq/tier"
 	"github.com/seedqueue/sq/tier/s3"
 )
@@ -54,18 +52,9 @@ type fakeS3 struct {
 // SQ_* variables): static credentials, no shared files, no IMDS.
 func startFakeS3(t *testing.T, c *clusternet.Cluster) *fakeS3 {
 	t.Helper()
-	dir := t.TempDir()
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "sqtestkey", "AWS_SECRET_ACCESS_KEY": "sqtestsecret", "AWS_SESSION_TOKEN": "",
-		"AWS_REGION": "us-east-1", "AWS_PROFILE": "", "AWS_CONFIG_FILE": dir + "/config", "AWS_SHARED_CREDENTIALS_FILE": dir + "/credentials",
-		"AWS_EC2_METADATA_DISABLED": "true"} {
-		t.Setenv(k, v)
-	}
-	backend := s3mem.New()
-	if err := backend.CreateBucket(fakeS3Bucket); err != nil {
-		t.Fatal(err)
-	}
+	s3fake.SetAWSEnv(t)
 	f := &fakeS3{release: make(chan struct{}), held: make(chan string, 16)}
-	inner := gofakes3.New(backend).Server()
+	inner := s3fake.New(t, fakeS3Bucket)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.serve(inner, w, r) })
 	addr := net.JoinHostPort(clusternet.ClientIP, strconv.Itoa(fakeS3Port))
 	l, err := c.Client().Listen("tcp", addr)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/tier"
+
+	"github.com/seedqueue/sq/internal/s3fake"
 )
 
 func TestCheckBucket(t *testing.T) {
@@ -21,7 +23,7 @@ func TestCheckBucket(t *testing.T) {
 	missing := f.store(t, func(o *Options) { o.Bucket = "no-such-bucket" })
 	err := missing.Check(testCtx(t))
 	if !errors.Is(err, tier.ErrBucket) || !errors.Is(err, tier.ErrNotFound) ||
-		!strings.Contains(err.Error(), `"no-such-bucket"`) || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), f.srv.URL) {
+		!strings.Contains(err.Error(), `"no-such-bucket"`) || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), f.url) {
 		t.Fatalf("Check of a missing bucket: %v; want ErrBucket and ErrNotFound, naming the bucket and endpoint", err)
 	}
 	t.Logf("missing bucket: %v", err)
@@ -29,7 +31,7 @@ func TestCheckBucket(t *testing.T) {
 		t.Fatalf("Get from a missing bucket: %v; want ErrBucket, not ErrNotFound (the object is not known to be gone)", err)
 	}
 
-	f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+	f.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		w.WriteHeader(http.StatusForbidden)
 		return true
 	})
@@ -40,7 +42,7 @@ func TestCheckBucket(t *testing.T) {
 }
 
 func TestCheckUnreachableEndpoint(t *testing.T) {
-	setAWSEnv(t)
+	s3fake.SetAWSEnv(t)
 	// A port that was just free: connections are refused.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -103,7 +105,7 @@ func TestOptions(t *testing.T) {
 }
 
 func TestNewNeedsRegionWithoutEndpoint(t *testing.T) {
-	setAWSEnv(t)
+	s3fake.SetAWSEnv(t)
 	t.Setenv("AWS_REGION", "")
 	t.Setenv("AWS_DEFAULT_REGION", "")
 	if _, err := New(testCtx(t), Options{Bucket: "b"}); err == nil || !strings.Contains(err.Error(), "region") {

@@ -67,7 +67,7 @@ func TestManifestOnS3(t *testing.T) {
 	if _, err := tier.PutManifest(testCtx(t), s, m); err != nil {
 		t.Fatal(err)
 	}
-	obj, err := f.backend.GetObject(testBucket, p.ManifestKey(4), nil)
+	obj, err := f.Backend.GetObject(testBucket, p.ManifestKey(4), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestManifestOnS3(t *testing.T) {
 	b := buf.Bytes()
 	i := bytes.Index(b, []byte(`"last_offset":3999`))
 	b[i+len(`"last_offset":`)] = '4' // 4999: valid JSON, wrong checksum
-	if _, err := f.backend.PutObject(testBucket, p.ManifestKey(4), obj.Metadata, bytes.NewReader(b), int64(len(b)), nil); err != nil {
+	if _, err := f.Backend.PutObject(testBucket, p.ManifestKey(4), obj.Metadata, bytes.NewReader(b), int64(len(b)), nil); err != nil {
 		t.Fatal(err)
 	}
 	scan, err = tier.LatestManifest(testCtx(t), s, p)
@@ -96,14 +96,14 @@ func TestPutManifestAnswerLost(t *testing.T) {
 	p := tier.Partition{Topic: "orders", TopicID: api.NewTopicID(), Partition: 0}
 	m := &tier.Manifest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Partition, Version: 1, LeaderEpoch: 3}
 	m.Segments = append(m.Segments, uploadSegment(t, s, p, 0, 99, 3))
-	f.setHook(f.loseAnswer(func(r *http.Request) bool {
+	f.SetHook(f.loseAnswer(func(r *http.Request) bool {
 		return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, p.ManifestKey(1))
 	}))
-	f.requests()
+	f.Requests()
 	if _, err := tier.PutManifest(testCtx(t), s, m); err != nil {
 		t.Fatalf("PutManifest whose first answer was lost: %v, want success", err)
 	}
-	if n := countRequests(f.requests(), "PUT /sq-test/"+p.ManifestKey(1)); n != 2 {
+	if n := countRequests(f.Requests(), "PUT /sq-test/"+p.ManifestKey(1)); n != 2 {
 		t.Fatalf("%d PUTs of the manifest, want 2 (the SDK retried the lost one)", n)
 	}
 	scan, err := tier.LatestManifest(testCtx(t), s, p)

@@ -35,9 +35,9 @@ func TestMultipartUpload(t *testing.T) {
 	f := newFake(t)
 	s := f.store(t, func(o *Options) { o.MultipartBytes = MinPartBytes })
 	data := tiertest.Data(11 << 20) // parts of 5, 5 and 1 MiB
-	f.requests()
+	f.Requests()
 	tiertest.MustPut(t, s, "seg/big.log", data)
-	log := f.requests()
+	log := f.Requests()
 	if n := countRequests(log, "POST /sq-test/seg/big.log?uploads"); n != 1 {
 		t.Errorf("%d CreateMultipartUpload requests, want 1: %v", n, log)
 	}
@@ -55,7 +55,7 @@ func TestMultipartUpload(t *testing.T) {
 	}
 	// At the threshold exactly, one PutObject.
 	tiertest.MustPut(t, s, "seg/small.log", data[:MinPartBytes])
-	if log := f.requests(); countRequests(log, "?uploads") != 0 {
+	if log := f.Requests(); countRequests(log, "?uploads") != 0 {
 		t.Errorf("an object of MultipartBytes went multipart: %v", log)
 	}
 }
@@ -77,7 +77,7 @@ func TestPartBytes(t *testing.T) {
 func TestMultipartAbortedOnFailure(t *testing.T) {
 	f := newFake(t)
 	s := f.store(t, func(o *Options) { o.MultipartBytes = MinPartBytes; o.MaxAttempts = 2 })
-	f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+	f.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "2" {
 			io.Copy(io.Discard, r.Body)
 			http.Error(w, "<Error><Code>InternalError</Code></Error>", http.StatusInternalServerError)
@@ -85,13 +85,13 @@ func TestMultipartAbortedOnFailure(t *testing.T) {
 		}
 		return false
 	})
-	f.requests()
+	f.Requests()
 	data := tiertest.Data(11 << 20)
 	_, err := s.Put(testCtx(t), "seg/failed.log", bytes.NewReader(data), int64(len(data)), tier.PutOptions{})
 	if err == nil {
 		t.Fatal("Put with part 2 failing: nil error")
 	}
-	log := f.requests()
+	log := f.Requests()
 	if n := countRequests(log, "partNumber=2"); n != 2 {
 		t.Errorf("part 2 tried %d times, want MaxAttempts = 2: %v", n, log)
 	}
@@ -115,7 +115,7 @@ func TestRetriesTransientFailures(t *testing.T) {
 	s := f.store(t, func(o *Options) { o.MaxAttempts = 4 })
 	var failures atomic.Int32 // requests still to fail
 	failures.Store(2)
-	f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+	f.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodPut && failures.Add(-1) >= 0 {
 			io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/xml")
@@ -125,9 +125,9 @@ func TestRetriesTransientFailures(t *testing.T) {
 		}
 		return false
 	})
-	f.requests()
+	f.Requests()
 	tiertest.MustPut(t, s, "seg/retried.log", tiertest.Data(1000))
-	if n := countRequests(f.requests(), "PUT /sq-test/seg/retried.log"); n != 3 {
+	if n := countRequests(f.Requests(), "PUT /sq-test/seg/retried.log"); n != 3 {
 		t.Fatalf("%d PUT attempts, want 3 (two 503s, then success)", n)
 	}
 
@@ -137,7 +137,7 @@ func TestRetriesTransientFailures(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Put with every attempt failing: %v, want the 503", err)
 	}
-	if n := countRequests(f.requests(), "PUT /sq-test/seg/retried2.log"); n != 4 {
+	if n := countRequests(f.Requests(), "PUT /sq-test/seg/retried2.log"); n != 4 {
 		t.Fatalf("%d PUT attempts, want MaxAttempts = 4", n)
 	}
 }
@@ -167,14 +167,14 @@ func TestPutDetectsCorruptUpload(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := f.store(t, func(o *Options) { o.MultipartBytes = MinPartBytes })
 			key := "seg/corrupt-" + tc.name + ".log"
-			f.setHook(flipUploadedByte(key))
+			f.SetHook(flipUploadedByte(key))
 			data := tiertest.Data(tc.size)
 			_, err := s.Put(testCtx(t), key, bytes.NewReader(data), int64(len(data)), tier.PutOptions{})
 			if !errors.Is(err, tier.ErrCorrupt) {
 				t.Fatalf("Put whose bytes were changed in transit: %v, want ErrCorrupt", err)
 			}
 			// A retried Put, with the transport healthy again, replaces the object.
-			f.setHook(nil)
+			f.SetHook(nil)
 			tiertest.MustPut(t, s, key, data)
 		})
 	}
@@ -183,13 +183,13 @@ func TestPutDetectsCorruptUpload(t *testing.T) {
 func TestVerifyHeadTrustsTheStore(t *testing.T) {
 	f := newFake(t)
 	s := f.store(t, func(o *Options) { o.Verify = VerifyHead })
-	f.setHook(flipUploadedByte("seg/head.log"))
-	f.requests()
+	f.SetHook(flipUploadedByte("seg/head.log"))
+	f.Requests()
 	data := tiertest.Data(4096)
 	if _, err := s.Put(testCtx(t), "seg/head.log", bytes.NewReader(data), int64(len(data)), tier.PutOptions{}); err != nil {
 		t.Fatalf("Put with VerifyHead: %v", err)
 	}
-	if n := countRequests(f.requests(), "GET /sq-test/seg/head.log"); n != 0 {
+	if n := countRequests(f.Requests(), "GET /sq-test/seg/head.log"); n != 0 {
 		t.Fatalf("VerifyHead read the object back %d times", n)
 	}
 	// The damage shows when the object is verified against the manifest's CRC.
@@ -204,14 +204,14 @@ func TestVerifyDetectsDamageAtRest(t *testing.T) {
 	data := tiertest.Data(100_000)
 	info := tiertest.MustPut(t, s, "seg/rest.log", data)
 	// Damage the stored bytes behind the server's back, keeping the metadata.
-	obj, err := f.backend.HeadObject(testBucket, "seg/rest.log")
+	obj, err := f.Backend.HeadObject(testBucket, "seg/rest.log")
 	if err != nil {
 		t.Fatal(err)
 	}
 	obj.Contents.Close()
 	bad := bytes.Clone(data)
 	bad[12345] ^= 0x04
-	if _, err := f.backend.PutObject(testBucket, "seg/rest.log", obj.Metadata, bytes.NewReader(bad), int64(len(bad)), nil); err != nil {
+	if _, err := f.Backend.PutObject(testBucket, "seg/rest.log", obj.Metadata, bytes.NewReader(bad), int64(len(bad)), nil); err != nil {
 		t.Fatal(err)
 	}
 	head, err := s.Head(testCtx(t), "seg/rest.log")
@@ -227,12 +227,12 @@ func TestVerifyDetectsDamageAtRest(t *testing.T) {
 func TestMultipartCompleteAnswerLost(t *testing.T) {
 	f := newFake(t)
 	s := f.store(t, func(o *Options) { o.MultipartBytes = MinPartBytes })
-	f.setHook(f.loseAnswer(func(r *http.Request) bool {
+	f.SetHook(f.loseAnswer(func(r *http.Request) bool {
 		return r.Method == http.MethodPost && r.URL.Query().Has("uploadId")
 	}))
-	f.requests()
+	f.Requests()
 	tiertest.MustPut(t, s, "seg/lost.log", tiertest.Data(11<<20))
-	if n := countRequests(f.requests(), "POST /sq-test/seg/lost.log?uploadId="); n != 2 {
+	if n := countRequests(f.Requests(), "POST /sq-test/seg/lost.log?uploadId="); n != 2 {
 		t.Fatalf("%d CompleteMultipartUpload requests, want 2 (the lost one retried)", n)
 	}
 }
@@ -241,7 +241,7 @@ func TestGetConnectionBrokenMidBody(t *testing.T) {
 	f := newFake(t)
 	s := f.store(t, nil)
 	tiertest.MustPut(t, s, "seg/cut.log", tiertest.Data(100_000))
-	f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+	f.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/seg/cut.log") {
 			return false
 		}
