@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -214,7 +215,14 @@ func (c *Cluster) cleanup() {
 	if c.t.Failed() {
 		for _, n := range c.nodes {
 			if p := n.current(); p != nil {
-				c.t.Logf("clusternet: node %d (%s) log:\n%s", n.Index, n.IP, tail(p.Log(), 8<<10))
+				// The whole log in a file that outlives the test (its
+				// tail is printed): the start of a failure is often far
+				// back.
+				keep := filepath.Join(os.TempDir(), fmt.Sprintf("sq-clusternet-%s-node-%d.log", strings.ReplaceAll(c.t.Name(), "/", "_"), n.Index))
+				if err := os.WriteFile(keep, []byte(p.Log()), 0o644); err != nil {
+					keep = "not kept: " + err.Error()
+				}
+				c.t.Logf("clusternet: node %d (%s) log (whole: %s):\n%s", n.Index, n.IP, keep, tail(p.Log(), 8<<10))
 			}
 		}
 	}
