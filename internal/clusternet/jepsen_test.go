@@ -95,6 +95,12 @@ func TestJepsen(t *testing.T) {
 		// within it, so the rounds exercise ISR changes too.
 		extra = append(extra, "--replica-lag-time-max-ms", "1500")
 	}
+	if serverHasFlag(t, "--offsets-topic-num-partitions") {
+		// The group's coordinator needs one partition of __sq_offsets;
+		// the default 16, 3 replicas each, would add 32 idle replica
+		// fetchers to the three servers sharing the test machine.
+		extra = append(extra, "--offsets-topic-num-partitions", "3")
+	}
 	startCluster(t, c, extra...)
 	n1 := c.Node(1)
 	sqOK(t, c.Client(), n1.Addr, "", "--control", grpcAddr(n1), "topic", "create", jepsenTopic,

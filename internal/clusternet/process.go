@@ -110,7 +110,8 @@ func (p *Process) signalState(sig syscall.Signal, stopped bool) error {
 }
 
 // terminate resumes the process if stopped, sends SIGTERM and waits up to
-// d; a process still running then is killed. It returns the exit status
+// d; a process still running then gets SIGQUIT (the Go runtime writes its
+// goroutines' stacks into the log) and, 5 s later, is killed. It returns the exit status
 // (-1 when a signal ended it) and whether SIGTERM sufficed.
 func (p *Process) terminate(d time.Duration) (code int, graceful bool) {
 	if !p.running() {
@@ -121,6 +122,12 @@ func (p *Process) terminate(d time.Duration) (code int, graceful bool) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if c, _, ok := p.ExitStatus(d); ok {
 		return c, true
+	}
+	// Stuck: SIGQUIT makes the Go runtime write every goroutine's stack
+	// to stderr (into the log) before it exits, so the log says where.
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	if _, _, ok := p.ExitStatus(5 * time.Second); ok {
+		return -1, false
 	}
 	p.Kill()
 	return -1, false
