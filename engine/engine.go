@@ -180,7 +180,7 @@ func (e *Engine) open() error {
 		s := e.offsets
 		s.legacy, s.groups = s.groups, map[string]map[tp]committed{}
 		s.maxRecord = min(s.maxRecord, min(e.opts.MaxRecordBytes, e.opts.MaxBatchBytes-1024)-MaxGroupIDBytes)
-		s.topic = &offsetsLog{e: e, s: s, snapshotBytes: offsetsSnapshotBytes, parts: map[int]*offsetsPart{}}
+		s.topic = &offsetsLog{e: e, s: s, snapshotBytes: offsetsSnapshotBytes, loadWait: offsetsLoadWait, parts: map[int]*offsetsPart{}}
 	} else if !e.opts.DeferOffsetClamp {
 		e.clampOffsets(e.topics, nil)
 	}

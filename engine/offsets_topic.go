@@ -64,6 +64,10 @@ const (
 	offsetsSnapshotBytes = 8 << 20
 	// offsetsAppendTimeout bounds the wait for a commit's replication.
 	offsetsAppendTimeout = 10 * time.Second
+	// offsetsLoadWait bounds how long a group call waits for its
+	// partition's load on a new leader before it answers
+	// COORDINATOR_NOT_AVAILABLE.
+	offsetsLoadWait = 5 * time.Second
 	// offsetsReadBytes is the size of one read of a load.
 	offsetsReadBytes = 4 << 20
 )
@@ -74,6 +78,8 @@ type offsetsLog struct {
 	s *offsetStore
 	// snapshotBytes is offsetsSnapshotBytes unless a test lowers it.
 	snapshotBytes int64
+	// loadWait is offsetsLoadWait unless a test changes it.
+	loadWait time.Duration
 
 	mu    sync.Mutex
 	parts map[int]*offsetsPart // the partitions this node leads
@@ -119,7 +125,9 @@ func (t *offsetsLog) partitions() (int, error) {
 }
 
 // serving returns the partition that holds group when this node leads it
-// and has loaded it; otherwise COORDINATOR_NOT_AVAILABLE.
+// and has loaded it, waiting up to loadWait (offsetsLoadWait) for a load in
+// progress; otherwise COORDINATOR_NOT_AVAILABLE (SHUTTING_DOWN when the
+// engine closes meanwhile).
 func (t *offsetsLog) serving(group string) (*offsetsPart, error) {
 	n, err := t.partitions()
 	if err != nil {
@@ -136,6 +144,20 @@ func (t *offsetsLog) serving(group string) (*offsetsPart, error) {
 	case <-part.ready:
 		return part, nil
 	default:
+	}
+	// A load takes milliseconds unless a replica is behind: a call that
+	// comes just after the topic's creation or a failover waits for it
+	// rather than failing.
+	timer := time.NewTimer(t.loadWait)
+	defer timer.Stop()
+	select {
+	case <-part.ready:
+		return part, nil
+	case <-part.gone:
+		return nil, api.NewError(api.CodeCoordinatorNotAvailable, "group %q: this node stopped leading partition %d of %s", group, id, OffsetsTopic)
+	case <-t.e.closing:
+		return nil, api.NewError(api.CodeShuttingDown, "server is shutting down")
+	case <-timer.C:
 		return nil, api.NewError(api.CodeCoordinatorNotAvailable, "group %q: partition %d of %s is still loading on its new leader", group, id, OffsetsTopic)
 	}
 }

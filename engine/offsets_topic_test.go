@@ -391,3 +391,100 @@ func TestLegacyGroupOffsetsImport(t *testing.T) {
 		t.Fatalf("imported file kept: %v", m)
 	}
 }
+
+// TestOffsetsTopicCallWaitsForLoad: a group call that reaches a new
+// coordinator while it loads waits for the load (here, for the high
+// watermark to reach the log end, which takes a follower's fetch) and
+// succeeds; one that waits past the bound answers
+// COORDINATOR_NOT_AVAILABLE.
+func TestOffsetsTopicCallWaitsForLoad(t *testing.T) {
+	clock := &testClock{now: time.Unix(1_700_000_000, 0)}
+	a := newOffsetsNode(t, "a", 1, clock)
+	b := newOffsetsNode(t, "b", 1, clock)
+	both := []string{"a", "b"}
+	for _, n := range []*replNode{a, b} {
+		for p := 0; p < 4; p++ {
+			if err := n.e.BecomeLeader(replTopic, replTopicID, p, 1, []string{n.id}, []string{n.id}, 1); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := n.e.Append(context.Background(), replTopic, p, mkBatch(t, "x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// a leads alone and stores a commit.
+	if err := a.e.BecomeLeader(OffsetsTopic, offsetsTopicID, 0, 1, []string{"a"}, []string{"a"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.e.BecomeFollower(OffsetsTopic, offsetsTopicID, 0, 1, "a"); err != nil {
+		t.Fatal(err)
+	}
+	awaitServing(t, a, "g")
+	commitStandalone(t, a.e, "g", 0, 1)
+	// b copies a's log but learns no high watermark.
+	res, err := a.e.FetchReplica(context.Background(), ReplicaFetch{Topic: OffsetsTopic, TopicID: offsetsTopicID, Partition: 0, FollowerID: "b",
+		LeaderEpoch: 1, MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batches [][]byte
+	for _, buf := range res.Bufs {
+		for len(buf) > 0 {
+			bt, rest, _, err := batch.Split(buf, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batches = append(batches, bytes.Clone(bt))
+			buf = rest
+		}
+	}
+	res.Release()
+	if len(batches) == 0 {
+		t.Fatal("no batch fetched from the leader")
+	}
+	if _, err := b.e.AppendReplica(context.Background(), OffsetsTopic, offsetsTopicID, 0, batches, 0); err != nil {
+		t.Fatal(err)
+	}
+	// b leads epoch 2 with a in sync: its load waits for a's fetch.
+	if err := a.e.BecomeFollower(OffsetsTopic, offsetsTopicID, 0, 2, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.e.BecomeLeader(OffsetsTopic, offsetsTopicID, 0, 2, both, both, 1); err != nil {
+		t.Fatal(err)
+	}
+	b.e.offsets.topic.loadWait = 50 * time.Millisecond
+	if _, err := b.e.FetchOffsets("g", ""); !errors.Is(err, api.ErrCoordinatorNotAvailable) {
+		t.Fatalf("fetch offsets while the load cannot finish: %v, want COORDINATOR_NOT_AVAILABLE", err)
+	}
+	b.e.offsets.topic.loadWait = time.Minute
+	type result struct {
+		offs []OffsetCommit
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		offs, err := b.e.FetchOffsets("g", replTopic)
+		done <- result{offs, err}
+	}()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := pumpTopic(t, b, a, OffsetsTopic, offsetsTopicID, 0, 2); err != nil {
+				t.Errorf("pump: %v", err)
+				return
+			}
+		}
+	})
+	r := <-done
+	close(stop)
+	wg.Wait()
+	if r.err != nil || len(r.offs) != 1 || r.offs[0].Offset != 1 {
+		t.Fatalf("fetch offsets during the load: %+v %v, want partition 0 at 1", r.offs, r.err)
+	}
+}

@@ -230,7 +230,7 @@ func (c *Consumer) sendCommits(ctx context.Context, g groupState, offs []OffsetC
 	err = retryCoordinator(ctx, c.client.cfg.RequestTimeout, func() error {
 		var err error
 		if g.memberID == "" {
-			res, err = c.client.CommitOffsets(ctx, c.cfg.ConsumerGroup, offs)
+			res, err = c.client.commitOffsets(ctx, c.cfg.ConsumerGroup, "", -1, offs)
 		} else {
 			res, err = c.client.CommitGroupOffsets(ctx, c.cfg.ConsumerGroup, g.memberID, g.generation, offs)
 		}

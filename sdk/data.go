@@ -316,9 +316,18 @@ type OffsetCommit struct {
 // (no member id, generation -1: accepted only while the group has no
 // members, docs/architecture.md §6). It returns one entry per input with its Err set when
 // that offset was refused (for example OFFSET_OUT_OF_RANGE beyond the high
-// watermark); the error return is for the request as a whole.
+// watermark); the error return is for the request as a whole. A
+// coordinator that is moving or still loading (COORDINATOR_NOT_AVAILABLE,
+// NO_QUORUM) is retried with backoff within the request timeout; a
+// commit is idempotent, so a retry after an unknown outcome is safe.
 func (c *Client) CommitOffsets(ctx context.Context, group string, offsets []OffsetCommit) ([]OffsetCommit, error) {
-	return c.commitOffsets(ctx, group, "", -1, offsets)
+	var res []OffsetCommit
+	err := retryCoordinator(ctx, c.cfg.RequestTimeout, func() error {
+		var err error
+		res, err = c.commitOffsets(ctx, group, "", -1, offsets)
+		return err
+	})
+	return res, err
 }
 
 func (c *Client) commitOffsets(ctx context.Context, group, memberID string, generation int32, offsets []OffsetCommit) ([]OffsetCommit, error) {
@@ -380,8 +389,19 @@ func (c *Client) commitOffsets(ctx context.Context, group, memberID string, gene
 
 // FetchOffsets returns the committed offsets of group for topic (every
 // topic when topic is empty). A partition without a committed offset is
-// absent from the result.
+// absent from the result. A coordinator that is moving or still loading
+// is retried as in CommitOffsets.
 func (c *Client) FetchOffsets(ctx context.Context, group, topic string) ([]OffsetCommit, error) {
+	var res []OffsetCommit
+	err := retryCoordinator(ctx, c.cfg.RequestTimeout, func() error {
+		var err error
+		res, err = c.fetchOffsets(ctx, group, topic)
+		return err
+	})
+	return res, err
+}
+
+func (c *Client) fetchOffsets(ctx context.Context, group, topic string) ([]OffsetCommit, error) {
 	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
 		req, err := f.NewFetchOffsetsRequest()
 		if err != nil {

@@ -63,8 +63,20 @@ func summaryFromWire(w api.GroupSummary) GroupSummary {
 	return s
 }
 
-// ListGroups returns every group with members or committed offsets.
+// ListGroups returns every group with members or committed offsets. A
+// coordinator that is moving or still loading is retried with backoff
+// within the request timeout.
 func (c *Client) ListGroups(ctx context.Context) ([]GroupSummary, error) {
+	var res []GroupSummary
+	err := retryCoordinator(ctx, c.cfg.RequestTimeout, func() error {
+		var err error
+		res, err = c.listGroups(ctx)
+		return err
+	})
+	return res, err
+}
+
+func (c *Client) listGroups(ctx context.Context) ([]GroupSummary, error) {
 	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
 		_, err := f.NewListGroupsRequest()
 		return err
@@ -96,7 +108,19 @@ func (c *Client) ListGroups(ctx context.Context) ([]GroupSummary, error) {
 // DescribeGroup returns the group's members with their partitions and,
 // per partition, the committed offset, log end, high watermark and lag.
 // api.ErrUnknownGroup: the group has no members and no committed offsets.
+// A coordinator that is moving or still loading is retried with backoff
+// within the request timeout.
 func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescription, error) {
+	var res GroupDescription
+	err := retryCoordinator(ctx, c.cfg.RequestTimeout, func() error {
+		var err error
+		res, err = c.describeGroup(ctx, group)
+		return err
+	})
+	return res, err
+}
+
+func (c *Client) describeGroup(ctx context.Context, group string) (GroupDescription, error) {
 	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
 		req, err := f.NewDescribeGroupRequest()
 		if err != nil {
@@ -191,7 +215,13 @@ func (c *Client) ResetOffsets(ctx context.Context, group, topic string, mode Res
 // DeleteGroup deletes a group and its committed offsets; refused with
 // api.ErrInvalidRequest while the group has members, and
 // api.ErrUnknownGroup for a group with no members and no committed offsets.
+// A coordinator that is moving or still loading is retried with backoff
+// within the request timeout.
 func (c *Client) DeleteGroup(ctx context.Context, group string) error {
+	return retryCoordinator(ctx, c.cfg.RequestTimeout, func() error { return c.deleteGroup(ctx, group) })
+}
+
+func (c *Client) deleteGroup(ctx context.Context, group string) error {
 	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
 		req, err := f.NewDeleteGroupRequest()
 		if err != nil {

@@ -415,7 +415,7 @@ func (c *GrpcConsumer) startOffsets(ctx context.Context, parts []uint32) (api.To
 	}
 	committed := map[uint32]uint64{}
 	if c.cfg.ConsumerGroup != "" {
-		r, err := unary(ctx, c.cfg.RequestTimeout, c.msg.FetchOffsets, &sqv1.FetchOffsetsRequest{Group: c.cfg.ConsumerGroup, Topic: c.cfg.Topic})
+		r, err := retryUnary(ctx, c.cfg.RequestTimeout, c.msg.FetchOffsets, &sqv1.FetchOffsetsRequest{Group: c.cfg.ConsumerGroup, Topic: c.cfg.Topic})
 		if err != nil {
 			return api.TopicID{}, nil, nil, err
 		}
