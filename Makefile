@@ -31,8 +31,14 @@ build:
 run: build
 	./$(BIN)/sq-server serve $(ARGS)
 
+# benchmarks/peers is a module of its own (the peers' clients and servers
+# stay out of SQ's go.mod): `go ... ./...` at the root skips it, so check
+# and test go into it too.
+PEERS_DIR := benchmarks/peers
+
 test: check
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+	cd $(PEERS_DIR) && $(GO) test -count=1 ./...
 
 # FUZZTIME bounds each fuzz target of `make fuzz`. The targets are those
 # `go test -list '^Fuzz' ./...` finds, run one at a time (go test -fuzz
@@ -76,6 +82,7 @@ fmt:
 
 vet:
 	$(GO) vet ./...
+	cd $(PEERS_DIR) && $(GO) vet ./...
 
 tools:
 	@command -v capnp >/dev/null || { echo "capnp missing: apt-get install capnproto"; exit 1; }

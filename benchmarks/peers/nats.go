@@ -11,10 +11,36 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
 // natsMaxPending bounds the asynchronous publishes awaiting an ack.
 const natsMaxPending = 4096
+
+// natsFastFlow is the flow of the fast batch publisher: the server acks
+// every natsFastFlow messages (what `nats bench js pub fast --batch 500`
+// asks for).
+const natsFastFlow = 500
+
+// natsFastMaxAcks is how many flow acks the fast batch publisher lets be
+// outstanding before it stalls: up to natsFastFlow x natsFastMaxAcks
+// messages unacknowledged.
+const natsFastMaxAcks = 2
+
+// natsAckTimeout bounds the wait for any JetStream ack.
+const natsAckTimeout = 30 * time.Second
+
+// natsMode is one way of publishing into JetStream.
+type natsMode struct {
+	name string // the table's mode column
+	fast bool   // fast batch publish (jetstreamext.FastPublisher), else PublishAsync
+}
+
+var (
+	natsAsync = natsMode{name: "JetStream async", fast: false}
+	natsFast  = natsMode{name: fmt.Sprintf("JetStream fast batch %d", natsFastFlow), fast: true}
+)
 
 // natsVersion returns the version the nats-server binary at bin reports.
 func natsVersion(ctx context.Context, bin string) string {
@@ -39,7 +65,8 @@ func buildNATS(ctx context.Context, work string) (string, error) {
 	return bin, nil
 }
 
-// runNATS measures JetStream file storage with sync always and default.
+// runNATS measures JetStream file storage with sync_interval always and
+// default, each with PublishAsync and with fast batch publish.
 func runNATS(ctx context.Context, w workload, work string) ([]row, error) {
 	bin, err := buildNATS(ctx, work)
 	if err != nil {
@@ -47,17 +74,22 @@ func runNATS(ctx context.Context, w workload, work string) ([]row, error) {
 	}
 	var rows []row
 	for _, sync := range []string{"always", "default"} {
-		r, err := runNATSOnce(ctx, w, work, bin, sync)
-		if err != nil {
-			return rows, err
+		for _, mode := range []natsMode{natsAsync, natsFast} {
+			r, err := runNATSOnce(ctx, w, work, bin, sync, mode)
+			if err != nil {
+				return rows, fmt.Errorf("%s, sync %s: %w", mode.name, sync, err)
+			}
+			r.system = "NATS " + natsVersion(ctx, bin)
+			if sync == "default" {
+				r.role = roleJetStreamDefault
+			}
+			rows = append(rows, r)
 		}
-		r.system = "NATS JetStream " + natsVersion(ctx, bin)
-		rows = append(rows, r)
 	}
 	return rows, nil
 }
 
-func runNATSOnce(ctx context.Context, w workload, work, bin, sync string) (row, error) {
+func runNATSOnce(ctx context.Context, w workload, work, bin, sync string, mode natsMode) (row, error) {
 	dir, err := mustTempDir(work, "nats-"+sync)
 	if err != nil {
 		return row{}, err
@@ -89,14 +121,53 @@ func runNATSOnce(ctx context.Context, w workload, work, bin, sync string) (row, 
 		return row{}, err
 	}
 	defer nc.Close()
-	js, err := nc.JetStream(nats.PublishAsyncMaxPending(natsMaxPending))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(natsMaxPending),
+		jetstream.WithPublishAsyncTimeout(natsAckTimeout), jetstream.WithDefaultTimeout(natsAckTimeout))
 	if err != nil {
 		return row{}, err
 	}
-	if _, err := js.AddStream(&nats.StreamConfig{Name: "BENCH", Subjects: []string{"bench"}, Storage: nats.FileStorage}); err != nil {
+	cfg := jetstream.StreamConfig{Name: "BENCH", Subjects: []string{"bench"}, Storage: jetstream.FileStorage,
+		AllowBatchPublish: mode.fast}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		return row{}, err
 	}
-	lat := newLatencies()
+	config := "file, sync_interval always (fsync per write)"
+	if sync == "default" {
+		config = "file, default sync (every 2 min; not durable at ack)"
+	}
+	var m natsMeasure
+	if mode.fast {
+		m, err = natsPublishFast(ctx, w, js)
+		config += fmt.Sprintf(", flow ack every %d, <= %d acks outstanding", natsFastFlow, natsFastMaxAcks)
+	} else {
+		m, err = natsPublishAsync(ctx, w, js)
+		config += fmt.Sprintf(", <= %d pending", natsMaxPending)
+	}
+	if err != nil {
+		return row{}, err
+	}
+	if m.failed > 0 {
+		config += fmt.Sprintf(" [%d failed]", m.failed)
+	}
+	r := row{mode: mode.name, config: config, load: m.load,
+		recordsPerSec: float64(m.acked) / m.elapsed.Seconds()}
+	r.mbPerSec = r.recordsPerSec * float64(w.recordSize) / 1e6
+	r.p50, r.p99 = m.lat.percentiles()
+	return r, nil
+}
+
+// natsMeasure is what one JetStream publishing loop measured.
+type natsMeasure struct {
+	acked, failed int64
+	elapsed       time.Duration
+	lat           *latencies
+	load          loadWindow
+}
+
+// natsPublishAsync publishes with PublishAsync, up to natsMaxPending
+// unacknowledged, for w.duration.
+func natsPublishAsync(ctx context.Context, w workload, js jetstream.JetStream) (natsMeasure, error) {
+	m := natsMeasure{lat: newLatencies()}
 	futures := make(chan pending, natsMaxPending)
 	var acked, failed atomic.Int64
 	done := make(chan struct{})
@@ -105,7 +176,7 @@ func runNATSOnce(ctx context.Context, w workload, work, bin, sync string) (row, 
 		for p := range futures {
 			select {
 			case <-p.f.Ok():
-				lat.add(time.Since(p.sent))
+				m.lat.add(time.Since(p.sent))
 				acked.Add(1)
 			case <-p.f.Err():
 				failed.Add(1)
@@ -113,6 +184,7 @@ func runNATSOnce(ctx context.Context, w workload, work, bin, sync string) (row, 
 		}
 	}()
 	payload := make([]byte, w.recordSize)
+	m.load.before = readLoadAvg()
 	startT := time.Now()
 	deadline := startT.Add(w.duration)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -126,23 +198,89 @@ func runNATSOnce(ctx context.Context, w workload, work, bin, sync string) (row, 
 	}
 	close(futures)
 	<-done
-	elapsed := time.Since(startT)
-	cfg := "file, sync_interval always (fsync per write)"
-	if sync == "default" {
-		cfg = "file, default sync (every 2 min; not durable at ack)"
+	m.elapsed = time.Since(startT)
+	m.load.after = readLoadAvg()
+	m.acked, m.failed = acked.Load(), failed.Load()
+	return m, nil
+}
+
+// natsPublishFast publishes one fast batch (jetstreamext.FastPublisher)
+// for w.duration and commits it. A record counts as acked when a flow ack
+// or the commit ack covers it (gap: fail, so an ack of sequence n means
+// every message up to n was stored); its latency runs from its publish to
+// the Add or commit call that saw that ack.
+func natsPublishFast(ctx context.Context, w workload, js jetstream.JetStream) (natsMeasure, error) {
+	m := natsMeasure{lat: newLatencies()}
+	var asyncErr atomic.Pointer[error]
+	fp, err := jetstreamext.NewFastPublisher(js,
+		jetstreamext.FastPublishFlowControl{Flow: natsFastFlow, MaxOutstandingAcks: natsFastMaxAcks, AckTimeout: natsAckTimeout},
+		jetstreamext.WithFastPublisherErrorHandler(func(err error) { asyncErr.CompareAndSwap(nil, &err) }))
+	if err != nil {
+		return m, err
 	}
-	if n := failed.Load(); n > 0 {
-		cfg += fmt.Sprintf(" [%d failed]", n)
+	var q sentQueue
+	payload := make([]byte, w.recordSize)
+	m.load.before = readLoadAvg()
+	startT := time.Now()
+	deadline := startT.Add(w.duration)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		q.push(time.Now())
+		ack, err := fp.Add("bench", payload)
+		if err != nil {
+			return m, fmt.Errorf("fast batch add: %w", err)
+		}
+		q.ack(ack.AckSequence, time.Now(), m.lat)
 	}
-	r := row{config: cfg + ", PublishAsync <= 4096 pending",
-		recordsPerSec: float64(acked.Load()) / elapsed.Seconds()}
-	r.mbPerSec = r.recordsPerSec * float64(w.recordSize) / 1e6
-	r.p50, r.p99 = lat.percentiles()
-	return r, nil
+	commitCtx, cancel := context.WithTimeout(context.Background(), natsAckTimeout)
+	defer cancel()
+	batch, err := fp.Close(commitCtx)
+	if err != nil {
+		return m, fmt.Errorf("fast batch commit: %w", err)
+	}
+	q.ack(batch.BatchSize, time.Now(), m.lat)
+	m.elapsed = time.Since(startT)
+	m.load.after = readLoadAvg()
+	m.acked = int64(batch.BatchSize)
+	m.failed = int64(q.sent) - m.acked
+	if p := asyncErr.Load(); p != nil {
+		return m, fmt.Errorf("fast batch: %w", *p)
+	}
+	return m, nil
+}
+
+// sentQueue holds the send times of the messages of one fast batch that
+// are not acknowledged yet; batch sequences start at 1 and are consecutive.
+type sentQueue struct {
+	times []time.Time // times[head:] are sequences acked+1 .. sent
+	head  int
+	acked uint64 // highest sequence acknowledged
+	sent  uint64 // highest sequence sent
+}
+
+// push records the send time of the next sequence.
+func (q *sentQueue) push(t time.Time) {
+	if q.head > 0 && q.head >= len(q.times)/2 {
+		n := copy(q.times, q.times[q.head:])
+		q.times = q.times[:n]
+		q.head = 0
+	}
+	q.times = append(q.times, t)
+	q.sent++
+}
+
+// ack marks every sequence up to seq acknowledged at now and adds their
+// latencies to lat; a seq at or below the last one acked, or beyond the
+// last one sent, adds nothing more than the sequences sent.
+func (q *sentQueue) ack(seq uint64, now time.Time, lat *latencies) {
+	seq = min(seq, q.sent)
+	for ; q.acked < seq; q.acked++ {
+		lat.add(now.Sub(q.times[q.head]))
+		q.head++
+	}
 }
 
 // pending is one asynchronous publish awaiting its ack.
 type pending struct {
-	f    nats.PubAckFuture
+	f    jetstream.PubAckFuture
 	sent time.Time
 }

@@ -52,7 +52,10 @@ func runRedis(ctx context.Context, w workload, work string) ([]row, error) {
 		if err != nil {
 			return rows, err
 		}
-		r.system = "Redis " + version + " Streams"
+		r.system = "Redis " + version
+		if fsync == "always" {
+			r.role = roleRedisAlways
+		}
 		rows = append(rows, r)
 	}
 	return rows, nil
@@ -82,6 +85,8 @@ func runRedisOnce(ctx context.Context, w workload, work, bin, fsync string) (row
 	payload := string(make([]byte, w.recordSize))
 	lat := newLatencies()
 	var acked int64
+	var load loadWindow
+	load.before = readLoadAvg()
 	startT := time.Now()
 	deadline := startT.Add(w.duration)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -100,8 +105,10 @@ func runRedisOnce(ctx context.Context, w workload, work, bin, fsync string) (row
 		acked += redisPipeline
 	}
 	elapsed := time.Since(startT)
-	r := row{config: fmt.Sprintf("appendonly yes, appendfsync %s, XADD pipeline %d", fsync, redisPipeline),
-		recordsPerSec: float64(acked) / elapsed.Seconds()}
+	load.after = readLoadAvg()
+	r := row{mode: fmt.Sprintf("Redis Streams, XADD pipeline %d", redisPipeline),
+		config:        fmt.Sprintf("appendonly yes, appendfsync %s", fsync),
+		recordsPerSec: float64(acked) / elapsed.Seconds(), load: load}
 	r.mbPerSec = r.recordsPerSec * float64(w.recordSize) / 1e6
 	r.p50, r.p99 = lat.percentiles()
 	return r, nil

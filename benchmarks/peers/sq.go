@@ -56,7 +56,11 @@ func runSQ(ctx context.Context, w workload, binDir, work string) ([]row, error) 
 			"--record-size", fmt.Sprint(w.recordSize), "--partitions", "1", "--producers", "1",
 			"--sync-policy", policy, "--buffer-bytes", fmt.Sprint(sqBufferBytes), "--json", out}
 		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "sq"), args...)
-		if b, err := cmd.CombinedOutput(); err != nil {
+		var load loadWindow
+		load.before = readLoadAvg()
+		b, err := cmd.CombinedOutput()
+		load.after = readLoadAvg()
+		if err != nil {
 			return rows, fmt.Errorf("sq bench (%s): %v\n%s", policy, err, b)
 		}
 		data, err := os.ReadFile(out)
@@ -75,8 +79,12 @@ func runSQ(ctx context.Context, w workload, binDir, work string) ([]row, error) 
 		if policy == "none" {
 			durability = "none (page cache, not durable at ack)"
 		}
-		rr := row{system: fmt.Sprintf("SQ %s (%s backend)", r.ServerVersion, backend), config: durability,
-			recordsPerSec: r.RecordsPerSec, mbPerSec: r.MBPerSec, sq: policy == "every-batch"}
+		rr := row{system: fmt.Sprintf("SQ %s (%s backend)", r.ServerVersion, backend),
+			mode: fmt.Sprintf("sq bench produce, %d MiB buffer", sqBufferBytes>>20), config: durability,
+			recordsPerSec: r.RecordsPerSec, mbPerSec: r.MBPerSec, load: load}
+		if policy == "every-batch" {
+			rr.role = roleSQ
+		}
 		if r.Ack != nil {
 			rr.p50, rr.p99 = r.Ack.P50, r.Ack.P99
 		}
