@@ -116,7 +116,8 @@ bench:
 	if echo BenchmarkConsumeCatchUp | grep -Eq '$(BENCH)'; then \
 		$(GO) test -run '^$$' -bench '^BenchmarkConsumeCatchUp$$' -benchmem -benchtime $(CATCHUP_BENCHTIME) ./benchmarks; fi
 
-# PEERS_DURATION is how long each system is measured by `make bench-peers`.
+# PEERS_DURATION is how long each configuration of `make bench-peers` (system,
+# mode, sync setting: docs/performance.md lists them) is measured.
 PEERS_DURATION ?= 10s
 
 bench-peers: build
