@@ -2,7 +2,6 @@ package clusternet_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -53,33 +52,40 @@ func (j *jepsenRun) finalRead() map[uint32]jepsen.FinalRead {
 }
 
 // readAll reads partition p from offset 0 to its high watermark on its
-// leader, once the leader reports the high watermark at the log end.
+// leader, once every node names the same leader and leader epoch for it
+// and the leader reports the high watermark at the log end. A node that
+// was cut off and has not caught up with the metadata yet may still name
+// itself the leader of an older epoch and describe its own stale log
+// (its high watermark at its log end, both below the current leader's):
+// a read that believed the first node to answer would read a prefix of
+// the log and take the rest for lost.
 func (j *jepsenRun) readAll(p uint32) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var pi sdk.PartitionInfo
-	var errs []error
-	for _, n := range j.c.Nodes() {
+	for k, n := range j.c.Nodes() {
 		ti, err := j.describe(ctx, n.Addr)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("describe on node %d: %w", n.Index, err))
-			continue
+			return nil, fmt.Errorf("describe on node %d: %w", n.Index, err)
 		}
 		if int(p) >= len(ti.PartitionInfos) {
 			return nil, fmt.Errorf("describe on node %d: %d partitions", n.Index, len(ti.PartitionInfos))
 		}
-		pi = ti.PartitionInfos[p]
-		errs = nil
-		break
+		got := ti.PartitionInfos[p]
+		if got.Err != nil {
+			return nil, fmt.Errorf("partition %d on node %d: %w", p, n.Index, got.Err)
+		}
+		if got.HighWatermark != got.LogEndOffset {
+			return nil, fmt.Errorf("partition %d described on node %d: high watermark %d below the log end %d (leader %s, epoch %d, replicas %v, in-sync %v)",
+				p, n.Index, got.HighWatermark, got.LogEndOffset, got.Leader, got.LeaderEpoch, got.Replicas, got.ISR)
+		}
+		if k > 0 && (got.Leader != pi.Leader || got.LeaderEpoch != pi.LeaderEpoch || got.HighWatermark != pi.HighWatermark) {
+			return nil, fmt.Errorf("partition %d: the nodes disagree: leader %s at epoch %d with high watermark %d, and on node %d %s at epoch %d with %d",
+				p, pi.Leader, pi.LeaderEpoch, pi.HighWatermark, n.Index, got.Leader, got.LeaderEpoch, got.HighWatermark)
+		}
+		pi = got
 	}
 	switch {
-	case errs != nil:
-		return nil, errors.Join(errs...)
-	case pi.Err != nil:
-		return nil, fmt.Errorf("partition %d: %w", p, pi.Err)
-	case pi.HighWatermark != pi.LogEndOffset:
-		return nil, fmt.Errorf("partition %d: high watermark %d below the log end %d (leader %s, epoch %d, replicas %v, in-sync %v)",
-			p, pi.HighWatermark, pi.LogEndOffset, pi.Leader, pi.LeaderEpoch, pi.Replicas, pi.ISR)
 	case !strings.HasPrefix(pi.Leader, "node-"):
 		return nil, fmt.Errorf("partition %d: leader %q", p, pi.Leader)
 	}
