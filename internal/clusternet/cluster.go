@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,11 +216,20 @@ func (c *Cluster) cleanup() {
 	if c.t.Failed() {
 		for _, n := range c.nodes {
 			if p := n.current(); p != nil {
-				// The whole log in a file that outlives the test (its
-				// tail is printed): the start of a failure is often far
-				// back.
+				// The whole log of every process the node ran, in a file
+				// that outlives the test (the last one's tail is
+				// printed): the start of a failure is often far back,
+				// before a restart.
+				n.mu.Lock()
+				procs := slices.Clone(n.procs)
+				n.mu.Unlock()
+				var all strings.Builder
+				for k, q := range procs {
+					fmt.Fprintf(&all, "=== clusternet: node %d process %d of %d (pid %d) ===\n", n.Index, k+1, len(procs), q.Pid())
+					all.WriteString(q.Log())
+				}
 				keep := filepath.Join(os.TempDir(), fmt.Sprintf("sq-clusternet-%s-node-%d.log", strings.ReplaceAll(c.t.Name(), "/", "_"), n.Index))
-				if err := os.WriteFile(keep, []byte(p.Log()), 0o644); err != nil {
+				if err := os.WriteFile(keep, []byte(all.String()), 0o644); err != nil {
 					keep = "not kept: " + err.Error()
 				}
 				c.t.Logf("clusternet: node %d (%s) log (whole: %s):\n%s", n.Index, n.IP, keep, tail(p.Log(), 8<<10))
