@@ -41,8 +41,10 @@ func NewUring() (Backend, error) { return NewUringWith(UringOptions{}) }
 
 // NewUringWith returns the io_uring backend driven as o says (see
 // UringOptions); everything else is as for NewUring. It fails with the
-// kernel's error where it refuses the setup flags (EINVAL before Linux 6.1
-// for DeferTaskrun) or lacks IORING_OP_READ (before 5.6).
+// kernel's error where io_uring_setup(2) refuses the flags (EINVAL before
+// Linux 6.1 for DeferTaskrun), or where the kernel lacks IORING_OP_READ
+// (before 5.6), which the issuer needs for its eventfd; DeferTaskrun with
+// SQPoll is refused without asking the kernel.
 func NewUringWith(o UringOptions) (Backend, error) {
 	if !o.DeferTaskrun && !o.SQPoll {
 		r, err := newRing(uringEntries)
