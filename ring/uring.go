@@ -21,8 +21,11 @@ const (
 // AutoPrefersUring records the result of the committed append benchmark
 // (benchmarks/, figures and machine in docs/performance.md): whether the
 // io_uring backend was ahead of the portable one for every-batch appends.
-// ModeAuto selects io_uring only when it is true. Re-run the benchmark and
-// update this constant (and the document) when the write path changes.
+// ModeAuto selects io_uring only when it is true. It was not, in either
+// round: the shared ring, the SINGLE_ISSUER|DEFER_TASKRUN and SQPOLL
+// drivers (UringOptions) and RWF_DSYNC writes were each no faster than
+// pwritev + fdatasync, and some significantly slower. Re-run the benchmark
+// and update this constant (and the document) when the write path changes.
 const AutoPrefersUring = false
 
 // WriteSyncer is implemented by backends that can submit a write and the
