@@ -14,25 +14,41 @@ import (
 // recordsPerBatch is the number of records in each committed batch.
 const recordsPerBatch = 10
 
-// backends returns the backends to compare: portable always, io_uring
-// when the probe passes (otherwise its sub-benchmarks skip with the
-// reason).
-func backends() []string { return []string{ring.ModePortable, ring.ModeUring} }
+// The io_uring variants besides ring.ModeUring (the shared ring) that
+// openBackend knows.
+const (
+	uringDefer  = "uring-defer"  // ring.UringOptions{DeferTaskrun: true}
+	uringSQPoll = "uring-sqpoll" // ring.UringOptions{SQPoll: true}
+)
 
-// openBackend returns the backend of mode, or skips b.
+// backends returns the backends to compare: portable always, the io_uring
+// variants when the probe passes (otherwise their sub-benchmarks skip with
+// the reason).
+func backends() []string {
+	return []string{ring.ModePortable, ring.ModeUring, uringDefer, uringSQPoll}
+}
+
+// openBackend returns the backend named mode (ring.ModePortable,
+// ring.ModeUring, uringDefer, uringSQPoll), or skips b.
 func openBackend(b *testing.B, mode string) ring.Backend {
 	b.Helper()
-	if mode == ring.ModeUring {
-		if ok, why := ring.Probe(); !ok {
-			b.Skip("io_uring unavailable: " + why)
-		}
-		be, err := ring.NewUring()
-		if err != nil {
-			b.Fatal(err)
-		}
-		return be
+	var o ring.UringOptions
+	switch mode {
+	case ring.ModePortable:
+		return ring.NewPortable()
+	case uringDefer:
+		o.DeferTaskrun = true
+	case uringSQPoll:
+		o.SQPoll = true
 	}
-	return ring.NewPortable()
+	if ok, why := ring.Probe(); !ok {
+		b.Skip("io_uring unavailable: " + why)
+	}
+	be, err := ring.NewUringWith(o)
+	if err != nil {
+		b.Skipf("io_uring %s: %v", mode, err)
+	}
+	return be
 }
 
 // makeBatch builds one batch of n records with values of size bytes.
@@ -56,26 +72,34 @@ func makeBatch(b *testing.B, n, size int) []byte {
 // BenchmarkAppendEveryBatch measures commits (Append of one batch of 10
 // records, then Sync) on 1, 8 and 64 partitions written concurrently, one
 // goroutine per partition, with 100 B and 1 KiB record values, on each
-// backend. One op is one commit; recs/s counts records acknowledged per
-// second across all partitions.
+// backend but SQPOLL (which BenchmarkWriteSync shows behind on 2 vCPUs),
+// with the data made durable by Sync's fdatasync ("write=fdatasync") or
+// by the append's own RWF_DSYNC write (segment.Options.DsyncWrites,
+// "write=dsync"). One op is one commit; recs/s counts records
+// acknowledged per second across all partitions.
 func BenchmarkAppendEveryBatch(b *testing.B) {
 	for _, mode := range backends() {
-		for _, parts := range []int{1, 8, 64} {
-			for _, size := range []int{100, 1024} {
-				name := fmt.Sprintf("backend=%s/partitions=%d/record=%dB", mode, parts, size)
-				b.Run(name, func(b *testing.B) { benchAppend(b, mode, parts, size) })
+		if mode == uringSQPoll {
+			continue
+		}
+		for _, write := range []string{"fdatasync", "dsync"} {
+			for _, parts := range []int{1, 8, 64} {
+				for _, size := range []int{100, 1024} {
+					name := fmt.Sprintf("backend=%s/write=%s/partitions=%d/record=%dB", mode, write, parts, size)
+					b.Run(name, func(b *testing.B) { benchAppend(b, mode, write == "dsync", parts, size) })
+				}
 			}
 		}
 	}
 }
 
-func benchAppend(b *testing.B, mode string, parts, size int) {
+func benchAppend(b *testing.B, mode string, dsync bool, parts, size int) {
 	be := openBackend(b, mode)
 	defer be.Close()
 	dir := b.TempDir()
 	logs := make([]*segment.Log, parts)
 	for i := range logs {
-		l, err := segment.Open(filepath.Join(dir, fmt.Sprint(i)), ring.OS, be, segment.Options{SegmentBytes: 256 << 20, PreallocBytes: 16 << 20})
+		l, err := segment.Open(filepath.Join(dir, fmt.Sprint(i)), ring.OS, be, segment.Options{SegmentBytes: 256 << 20, PreallocBytes: 16 << 20, DsyncWrites: dsync})
 		if err != nil {
 			b.Fatal(err)
 		}

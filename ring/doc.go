@@ -16,7 +16,10 @@
 //     built on pwritev(2), fdatasync(2), fallocate(2) and ftruncate(2).
 //     NewUring returns the io_uring backend (Linux): writes as WRITEV, syncs
 //     as FSYNC(DATASYNC), the syncs of several files in one
-//     io_uring_enter(2). Probe says whether io_uring can run here and why;
+//     io_uring_enter(2); NewUringWith drives its ring from one thread with
+//     IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN, or with SQPOLL
+//     (UringOptions). Both backends also write with RWF_DSYNC
+//     (DsyncWriter). Probe says whether io_uring can run here and why;
 //     Select picks a backend for --io-backend auto|uring|portable.
 //
 // Errors are the operating system's, wrapped with the operation and file

@@ -17,6 +17,16 @@ func (*Portable) WriteAt(f File, bufs [][]byte, off int64) (int64, error) {
 	return total, nil
 }
 
+// WriteAtDsync is WriteAt followed by File.Sync (fsync(2)): RWF_DSYNC is
+// Linux-only.
+func (p *Portable) WriteAtDsync(f File, bufs [][]byte, off int64) (int64, error) {
+	n, err := p.WriteAt(f, bufs, off)
+	if err == nil {
+		err = f.Sync()
+	}
+	return n, err
+}
+
 // Sync calls File.Sync on every file (fsync(2): fdatasync is Linux-only).
 func (*Portable) Sync(files ...File) error {
 	var first error

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,29 +25,39 @@ func TestPortableWriteAt(t *testing.T) {
 		t.Fatalf("Name() = %q", b.Name())
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "f")
-			f, err := OS.Create(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			n, err := b.WriteAt(f, tc.bufs, tc.off)
-			want := bytes.Join(tc.bufs, nil)
-			if err != nil || n != int64(len(want)) {
-				t.Fatalf("WriteAt = %d, %v; want %d, nil", n, err, len(want))
-			}
-			if err := b.Sync(f); err != nil {
-				t.Fatal(err)
-			}
-			got := make([]byte, len(want))
-			if _, err := f.ReadAt(got, tc.off); len(want) > 0 && err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("read back %q, want %q", got, want)
-			}
-		})
+		for _, dsync := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/dsync=%v", tc.name, dsync), func(t *testing.T) {
+				testPortableWrite(t, b, tc.bufs, tc.off, dsync)
+			})
+		}
+	}
+}
+
+// testPortableWrite writes bufs at off of a new file with b, with WriteAt
+// and Sync or with WriteAtDsync, and reads them back.
+func testPortableWrite(t *testing.T, b *Portable, bufs [][]byte, off int64, dsync bool) {
+	path := filepath.Join(t.TempDir(), "f")
+	f, err := OS.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var n int64
+	if dsync {
+		n, err = b.WriteAtDsync(f, bufs, off)
+	} else if n, err = b.WriteAt(f, bufs, off); err == nil {
+		err = b.Sync(f)
+	}
+	want := bytes.Join(bufs, nil)
+	if err != nil || n != int64(len(want)) {
+		t.Fatalf("write = %d, %v; want %d, nil", n, err, len(want))
+	}
+	got := make([]byte, len(want))
+	if _, err := f.ReadAt(got, off); len(want) > 0 && err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read back %q, want %q", got, want)
 	}
 }
 

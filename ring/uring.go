@@ -21,8 +21,11 @@ const (
 // AutoPrefersUring records the result of the committed append benchmark
 // (benchmarks/, figures and machine in docs/performance.md): whether the
 // io_uring backend was ahead of the portable one for every-batch appends.
-// ModeAuto selects io_uring only when it is true. Re-run the benchmark and
-// update this constant (and the document) when the write path changes.
+// ModeAuto selects io_uring only when it is true. It was not, in either
+// round: the shared ring, the SINGLE_ISSUER|DEFER_TASKRUN and SQPOLL
+// drivers (UringOptions) and RWF_DSYNC writes were each no faster than
+// pwritev + fdatasync, and some significantly slower. Re-run the benchmark
+// and update this constant (and the document) when the write path changes.
 const AutoPrefersUring = false
 
 // WriteSyncer is implemented by backends that can submit a write and the
@@ -36,6 +39,44 @@ type WriteSyncer interface {
 	// error with n equal to the total means the sync failed, and the data
 	// must then be treated as lost (see Backend.Sync).
 	WriteAndSync(f File, bufs [][]byte, off int64) (n int64, err error)
+}
+
+// DsyncWriter is implemented by backends that can write with RWF_DSYNC
+// (pwritev2(2), io_uring's WRITEV rw_flags): the write returns once its
+// data, and the metadata needed to read it back (the file size, the
+// conversion of preallocated unwritten extents), are durable, as if each
+// write were followed by fdatasync(2) of its range, in one call. Both
+// backends implement it. Callers that sync after every write may
+// type-assert a Backend to it.
+type DsyncWriter interface {
+	// WriteAtDsync writes bufs back to back at byte offset off of f, like
+	// Backend.WriteAt, each completed write durable before it returns. It
+	// returns the number of bytes written, and durable; on error the rest
+	// may be partly written and not durable, and, as after a failed
+	// Backend.Sync, the caller must not trust a later sync of the same
+	// data.
+	WriteAtDsync(f File, bufs [][]byte, off int64) (n int64, err error)
+}
+
+// UringOptions selects how the io_uring backend drives its ring
+// (NewUringWith). The zero value is NewUring's shared ring: every caller
+// submits under a lock and the waiting caller reaps completions.
+type UringOptions struct {
+	// DeferTaskrun sets up the ring with IORING_SETUP_SINGLE_ISSUER and
+	// IORING_SETUP_DEFER_TASKRUN (Linux 6.1; io_uring_setup(2)): one
+	// goroutine locked to its OS thread submits every request and waits
+	// for the completions, which the kernel posts only while it waits.
+	// Callers hand their operations to it and are woken by it.
+	DeferTaskrun bool
+	// SQPoll sets up the ring with IORING_SETUP_SQPOLL: a kernel thread
+	// polls the submission queue, so submitting costs no system call while
+	// it is awake (it spins for SQPollIdleMs after the last submission, a
+	// CPU's worth of time). Driven by one goroutine as for DeferTaskrun,
+	// which it excludes.
+	SQPoll bool
+	// SQPollIdleMs is the time in ms the SQPOLL thread spins before it
+	// sleeps; 0 means 10.
+	SQPollIdleMs int
 }
 
 // closeUserData is a user_data that operation ids never reach.

@@ -26,13 +26,24 @@ const (
 	ioringFeatSingleMmap = 1 << 0 // SQ and CQ rings share one mapping (5.4)
 	ioringFeatNoDrop     = 1 << 1 // completions are never dropped (5.5)
 
+	// io_uring_params.flags (IORING_SETUP_*), from include/uapi/linux/io_uring.h
+	// and io_uring_setup(2).
+	ioringSetupSQPoll       = 1 << 1  // a kernel thread polls the SQ (5.1; unprivileged since 5.11)
+	ioringSetupSingleIssuer = 1 << 12 // only the creating task submits (6.0)
+	ioringSetupDeferTaskrun = 1 << 13 // task work runs only in io_uring_enter(GETEVENTS) (6.1)
+
+	// io_uring_sqring flags word (IORING_SQ_*): the SQPOLL thread sleeps.
+	ioringSQNeedWakeup = 1 << 0
+
 	// io_uring_enter(2) flags.
 	ioringEnterGetEvents = 1 << 0
+	ioringEnterSQWakeup  = 1 << 1 // wake the SQPOLL thread
 
 	// Opcodes (enum io_uring_op).
 	ioringOpNop    = 0
 	ioringOpWritev = 2
 	ioringOpFsync  = 3
+	ioringOpRead   = 22 // IORING_OP_READ (5.6)
 
 	// io_uring_sqe.flags: the next SQE starts only after this one
 	// succeeds; a failure or short read/write cancels it with -ECANCELED.
@@ -127,6 +138,8 @@ type uring struct {
 	cqHead, cqTail     *uint32
 	cqMask             uint32
 	cqes               unsafe.Pointer // [cqEntries]uringCQE
+	sqFlags            *uint32        // IORING_SQ_* flags word of the SQ ring
+	cqEntries          uint32
 
 	sqMu   sync.Mutex
 	closed bool          // guarded by sqMu
@@ -138,8 +151,12 @@ type uring struct {
 }
 
 // newRing sets up a ring of entries SQEs and maps it (io_uring_setup(2)).
-func newRing(entries uint32) (*uring, error) {
-	var p uringParams
+func newRing(entries uint32) (*uring, error) { return newRingFlags(entries, 0, 0) }
+
+// newRingFlags is newRing with io_uring_params.flags (IORING_SETUP_*) and,
+// for IORING_SETUP_SQPOLL, the poll thread's idle time in ms.
+func newRingFlags(entries, flags, sqIdleMs uint32) (*uring, error) {
+	p := uringParams{flags: flags, sqThreadIdle: sqIdleMs}
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if errno != 0 {
 		return nil, os.NewSyscallError("io_uring_setup", errno)
@@ -188,6 +205,8 @@ func (u *uring) mapRings(p *uringParams) error {
 	u.cqTail = (*uint32)(unsafe.Pointer(&u.cqMem[p.cqOff.tail]))
 	u.cqMask = *(*uint32)(unsafe.Pointer(&u.cqMem[p.cqOff.ringMask]))
 	u.cqes = unsafe.Pointer(&u.cqMem[p.cqOff.cqes])
+	u.sqFlags = (*uint32)(unsafe.Pointer(&u.sqMem[p.sqOff.flags]))
+	u.cqEntries = p.cqEntries
 	return nil
 }
 
@@ -385,21 +404,8 @@ func probe() (bool, string) {
 	if p.features&ioringFeatNoDrop == 0 {
 		return false, "kernel lacks IORING_FEAT_NODROP (older than 5.5)"
 	}
-	// struct io_uring_probe (16 bytes) then 256 io_uring_probe_op (8 bytes).
-	var buf [16 + 256*8]byte
-	_, _, errno = unix.Syscall6(unix.SYS_IO_URING_REGISTER, fd, ioringRegisterProbe, uintptr(unsafe.Pointer(&buf[0])), 256, 0, 0)
-	if errno != 0 {
-		return false, "IORING_REGISTER_PROBE: " + errno.Error() + " (kernel older than 5.6)"
-	}
-	lastOp := buf[0]
-	for _, o := range []struct {
-		code uint8
-		name string
-	}{{ioringOpNop, "NOP"}, {ioringOpWritev, "WRITEV"}, {ioringOpFsync, "FSYNC"}} {
-		flags := uint16(buf[16+int(o.code)*8+2]) | uint16(buf[16+int(o.code)*8+3])<<8
-		if o.code > lastOp || flags&ioUringOpSupported == 0 {
-			return false, "opcode IORING_OP_" + o.name + " not supported"
-		}
+	if ok, why := opsSupported(int(fd), opName{ioringOpNop, "NOP"}, opName{ioringOpWritev, "WRITEV"}, opName{ioringOpFsync, "FSYNC"}); !ok {
+		return false, why
 	}
 	r, err := newRing(8)
 	if err != nil {
@@ -411,4 +417,30 @@ func probe() (bool, string) {
 		return false, fmt.Sprintf("NOP round trip failed: res %v, err %v", res, err)
 	}
 	return true, fmt.Sprintf("io_uring available (features %#x)", p.features)
+}
+
+// opName is an opcode and its name without the IORING_OP_ prefix.
+type opName struct {
+	code uint8
+	name string
+}
+
+// opsSupported asks the ring fd whether the kernel supports every opcode
+// in ops (IORING_REGISTER_PROBE, io_uring_register(2), 5.6) and, if not,
+// says which one is missing.
+func opsSupported(fd int, ops ...opName) (bool, string) {
+	// struct io_uring_probe (16 bytes) then 256 io_uring_probe_op (8 bytes).
+	var buf [16 + 256*8]byte
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(fd), ioringRegisterProbe, uintptr(unsafe.Pointer(&buf[0])), 256, 0, 0)
+	if errno != 0 {
+		return false, "IORING_REGISTER_PROBE: " + errno.Error() + " (kernel older than 5.6)"
+	}
+	lastOp := buf[0]
+	for _, o := range ops {
+		flags := uint16(buf[16+int(o.code)*8+2]) | uint16(buf[16+int(o.code)*8+3])<<8
+		if o.code > lastOp || flags&ioUringOpSupported == 0 {
+			return false, "opcode IORING_OP_" + o.name + " not supported"
+		}
+	}
+	return true, ""
 }

@@ -28,50 +28,93 @@ func Probe() (ok bool, reason string) {
 // NewUring returns the io_uring backend ("uring"): one ring of 256 SQEs
 // shared by every caller, writes as IORING_OP_WRITEV, syncs as
 // IORING_OP_FSYNC with IORING_FSYNC_DATASYNC, the syncs of many files in
-// one io_uring_enter(2). It also implements WriteSyncer. Allocate and
-// Truncate are the portable calls. Call Probe first: NewUring fails where
-// the kernel refuses io_uring. Close it after its last use; Close waits for
-// the operations in flight.
+// one io_uring_enter(2). It also implements WriteSyncer and DsyncWriter.
+// Allocate and Truncate are the portable calls. Call Probe first: NewUring
+// fails where the kernel refuses io_uring. Close it after its last use;
+// Close waits for the operations in flight. It is NewUringWith with the
+// zero UringOptions.
 //
 // The kernel runs a request on behalf of the thread that submitted it and
 // cancels it if that thread exits, so callers must not submit from a
 // goroutine that ends while locked to its thread (runtime.LockOSThread).
-func NewUring() (Backend, error) {
-	r, err := newRing(uringEntries)
+func NewUring() (Backend, error) { return NewUringWith(UringOptions{}) }
+
+// NewUringWith returns the io_uring backend driven as o says (see
+// UringOptions); everything else is as for NewUring. It fails with the
+// kernel's error where io_uring_setup(2) refuses the flags (EINVAL before
+// Linux 6.1 for DeferTaskrun), or where the kernel lacks IORING_OP_READ
+// (before 5.6), which the issuer needs for its eventfd; DeferTaskrun with
+// SQPoll is refused without asking the kernel.
+func NewUringWith(o UringOptions) (Backend, error) {
+	if !o.DeferTaskrun && !o.SQPoll {
+		r, err := newRing(uringEntries)
+		if err != nil {
+			return nil, err
+		}
+		return &uringBackend{r: r, submit: r.submit, per: int(r.sqEntries), close: r.close}, nil
+	}
+	var flags, idle uint32
+	switch {
+	case o.DeferTaskrun && o.SQPoll:
+		return nil, fmt.Errorf("ring: io_uring: DeferTaskrun and SQPoll exclude each other (io_uring_setup(2) refuses IORING_SETUP_DEFER_TASKRUN with IORING_SETUP_SQPOLL)")
+	case o.DeferTaskrun:
+		flags = ioringSetupSingleIssuer | ioringSetupDeferTaskrun
+	default:
+		flags = ioringSetupSQPoll
+		idle = uint32(o.SQPollIdleMs)
+		if idle == 0 {
+			idle = defaultSQPollIdleMs
+		}
+	}
+	i, err := newIssuer(flags, idle)
 	if err != nil {
 		return nil, err
 	}
-	return &uringBackend{r: r}, nil
+	return &uringBackend{submit: i.submit, per: i.limit, close: i.close}, nil
 }
 
-// uringBackend is the Backend over one ring.
+// defaultSQPollIdleMs is UringOptions.SQPollIdleMs when it is 0.
+const defaultSQPollIdleMs = 10
+
+// uringBackend is the Backend over one ring, shared by its callers (r set)
+// or driven by an issuer goroutine.
 type uringBackend struct {
-	Portable // Allocate and Truncate
-	r        *uring
+	Portable        // Allocate and Truncate
+	r        *uring // nil when an issuer drives the ring
+	submit   submitFunc
+	per      int // operations per submission at most
+	close    func() error
 }
 
 // Name returns "uring".
 func (*uringBackend) Name() string { return "uring" }
 
 // Close waits for the operations in flight, then releases the ring.
-func (b *uringBackend) Close() error { return b.r.close() }
+func (b *uringBackend) Close() error { return b.close() }
 
 // WriteAt writes bufs at off with IORING_OP_WRITEV, resubmitting the rest
 // after a short write.
 func (b *uringBackend) WriteAt(f File, bufs [][]byte, off int64) (int64, error) {
-	return writeSync(b.r.submit, f, bufs, off, false)
+	return writeSync(b.submit, f, bufs, off, false, 0)
 }
 
 // WriteAndSync writes bufs at off and fdatasyncs f: IORING_OP_WRITEV linked
 // (IOSQE_IO_LINK) to IORING_OP_FSYNC in one io_uring_enter(2).
 func (b *uringBackend) WriteAndSync(f File, bufs [][]byte, off int64) (int64, error) {
-	return writeSync(b.r.submit, f, bufs, off, true)
+	return writeSync(b.submit, f, bufs, off, true, 0)
 }
 
-// Sync fdatasyncs every file, submitting up to 256 syncs per
+// WriteAtDsync writes bufs at off with IORING_OP_WRITEV and rw_flags
+// RWF_DSYNC: each completed WRITEV is durable like a write followed by
+// fdatasync(2) of its range.
+func (b *uringBackend) WriteAtDsync(f File, bufs [][]byte, off int64) (int64, error) {
+	return writeSync(b.submit, f, bufs, off, false, unix.RWF_DSYNC)
+}
+
+// Sync fdatasyncs every file, submitting up to 255 or 256 syncs per
 // io_uring_enter(2); they run concurrently in the kernel.
 func (b *uringBackend) Sync(files ...File) error {
-	return syncFiles(b.r.submit, int(b.r.sqEntries), files)
+	return syncFiles(b.submit, b.per, files)
 }
 
 // submitFunc submits ops in one enter and returns each one's cqe.res.
@@ -88,11 +131,12 @@ func iovecs(bufs [][]byte) []unix.Iovec {
 }
 
 // writeSync writes bufs back to back at off of f, at most iovMax buffers
-// per WRITEV, and if sync links an FSYNC(DATASYNC) to the last WRITEV. A
+// per WRITEV with rw_flags rwFlags (0 or RWF_DSYNC), and if sync links an
+// FSYNC(DATASYNC) to the last WRITEV. A
 // short write cancels its linked sync (-ECANCELED); the rest of the data is
 // then resubmitted together with the sync. -EINTR and -EAGAIN results are
 // resubmitted as they are.
-func writeSync(submit submitFunc, f File, bufs [][]byte, off int64, sync bool) (int64, error) {
+func writeSync(submit submitFunc, f File, bufs [][]byte, off int64, sync bool, rwFlags uint32) (int64, error) {
 	fd := int32(f.Fd())
 	bufs = skipEmpty(bufs)
 	var total int64
@@ -104,7 +148,7 @@ func writeSync(submit submitFunc, f File, bufs [][]byte, off int64, sync bool) (
 		last := len(chunk) == len(bufs)
 		var ops []op
 		if len(chunk) > 0 {
-			ops = append(ops, op{opcode: ioringOpWritev, fd: fd, off: uint64(off + total), iov: iovecs(chunk)})
+			ops = append(ops, op{opcode: ioringOpWritev, fd: fd, off: uint64(off + total), iov: iovecs(chunk), opFlags: rwFlags})
 		}
 		if sync && last {
 			if len(ops) > 0 {

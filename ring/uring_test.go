@@ -14,14 +14,35 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// newUringOrSkip returns an io_uring backend, or skips the test with the
-// probe's reason where the kernel refuses io_uring.
-func newUringOrSkip(t testing.TB) *uringBackend {
+// uringVariants are the ways NewUringWith drives a ring, by name.
+var uringVariants = []struct {
+	name string
+	o    UringOptions
+}{
+	{"shared", UringOptions{}},
+	{"defer", UringOptions{DeferTaskrun: true}},
+	{"sqpoll", UringOptions{SQPoll: true, SQPollIdleMs: 1}},
+}
+
+// forEachUring runs fn as a subtest on each io_uring variant.
+func forEachUring(t *testing.T, fn func(t *testing.T, b *uringBackend)) {
+	for _, v := range uringVariants {
+		t.Run(v.name, func(t *testing.T) { fn(t, newUringOrSkip(t, v.o)) })
+	}
+}
+
+// newUringOrSkip returns an io_uring backend driven as o says, or skips the
+// test with the probe's reason where the kernel refuses io_uring (or, for
+// a variant other than the shared ring, its setup flags).
+func newUringOrSkip(t testing.TB, o UringOptions) *uringBackend {
 	t.Helper()
 	if ok, why := Probe(); !ok {
 		t.Skip("io_uring unavailable: " + why)
 	}
-	be, err := NewUring()
+	be, err := NewUringWith(o)
+	if err != nil && o != (UringOptions{}) && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM)) {
+		t.Skipf("io_uring with %+v refused: %v", o, err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,8 +64,9 @@ func createFile(t testing.TB, name string) File {
 	return f
 }
 
-func TestUringWriteReadBack(t *testing.T) {
-	b := newUringOrSkip(t)
+func TestUringWriteReadBack(t *testing.T) { forEachUring(t, testUringWriteReadBack) }
+
+func testUringWriteReadBack(t *testing.T, b *uringBackend) {
 	if b.Name() != "uring" {
 		t.Fatalf("Name() = %q", b.Name())
 	}
@@ -60,15 +82,20 @@ func TestUringWriteReadBack(t *testing.T) {
 		{"nothing", nil, 0},
 	}
 	for _, tc := range tests {
-		for _, linked := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/linked=%v", tc.name, linked), func(t *testing.T) {
+		for _, call := range []string{"separate", "linked", "dsync"} {
+			t.Run(fmt.Sprintf("%s/%s", tc.name, call), func(t *testing.T) {
 				f := createFile(t, "f")
 				var n int64
 				var err error
-				if linked {
+				switch call {
+				case "linked":
 					n, err = b.WriteAndSync(f, tc.bufs, tc.off)
-				} else if n, err = b.WriteAt(f, tc.bufs, tc.off); err == nil {
-					err = b.Sync(f)
+				case "dsync":
+					n, err = b.WriteAtDsync(f, tc.bufs, tc.off)
+				default:
+					if n, err = b.WriteAt(f, tc.bufs, tc.off); err == nil {
+						err = b.Sync(f)
+					}
 				}
 				want := bytes.Join(tc.bufs, nil)
 				if err != nil || n != int64(len(want)) {
@@ -86,8 +113,9 @@ func TestUringWriteReadBack(t *testing.T) {
 	}
 }
 
-func TestUringConcurrentWriters(t *testing.T) {
-	b := newUringOrSkip(t)
+func TestUringConcurrentWriters(t *testing.T) { forEachUring(t, testUringConcurrentWriters) }
+
+func testUringConcurrentWriters(t *testing.T, b *uringBackend) {
 	const writers, writes, size = 16, 40, 300
 	shared := createFile(t, "shared")
 	var wg sync.WaitGroup
@@ -140,13 +168,16 @@ func TestUringConcurrentWriters(t *testing.T) {
 			}
 		}
 	}
-	if n := b.r.pend.size(); n != 0 {
-		t.Fatalf("%d operations still pending", n)
+	if b.r != nil {
+		if n := b.r.pend.size(); n != 0 {
+			t.Fatalf("%d operations still pending", n)
+		}
 	}
 }
 
-func TestUringSyncManyFilesAndErrors(t *testing.T) {
-	b := newUringOrSkip(t)
+func TestUringSyncManyFilesAndErrors(t *testing.T) { forEachUring(t, testUringSyncManyFilesAndErrors) }
+
+func testUringSyncManyFilesAndErrors(t *testing.T, b *uringBackend) {
 	var files []File
 	for i := range 300 { // more than one submission queue's worth
 		f := createFile(t, fmt.Sprintf("f%d", i))
@@ -212,7 +243,7 @@ func TestWriteSyncShortWrite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &fakeSubmit{results: tc.results}
 			bufs := [][]byte{[]byte("abcde"), []byte("fghij")}
-			n, err := writeSync(s.submit, f, bufs, 100, tc.sync)
+			n, err := writeSync(s.submit, f, bufs, 100, tc.sync, 0)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("writeSync = %d, %v; want error %v", n, err, tc.wantErr)
 			}
@@ -293,10 +324,19 @@ func TestPendingTableOutOfOrder(t *testing.T) {
 }
 
 func TestUringClose(t *testing.T) {
+	for _, v := range uringVariants {
+		t.Run(v.name, func(t *testing.T) { testUringClose(t, v.o) })
+	}
+}
+
+func testUringClose(t *testing.T, o UringOptions) {
 	if ok, why := Probe(); !ok {
 		t.Skip("io_uring unavailable: " + why)
 	}
-	be, err := NewUring()
+	be, err := NewUringWith(o)
+	if err != nil && o != (UringOptions{}) && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM)) {
+		t.Skipf("io_uring with %+v refused: %v", o, err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,4 +447,41 @@ func TestUringSmallRingManyWaiters(t *testing.T) {
 	if _, err := r.submit([]op{{opcode: ioringOpNop}, {opcode: ioringOpNop}, {opcode: ioringOpNop}, {opcode: ioringOpNop}, {opcode: ioringOpNop}}); err == nil {
 		t.Fatal("submit after close succeeded")
 	}
+}
+
+// TestUringManyConcurrentCallers has more callers in flight at once than
+// the ring has SQEs, so the single-issuer and SQPOLL drivers hold requests
+// back until completions make room, and the shared ring waits for
+// completion slots; every write must land and every call return.
+func TestUringManyConcurrentCallers(t *testing.T) {
+	forEachUring(t, func(t *testing.T, b *uringBackend) {
+		const callers = 400 // > uringEntries, and each call is 2 operations
+		f := createFile(t, "f")
+		var wg sync.WaitGroup
+		errs := make(chan error, callers)
+		for c := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rec := bytes.Repeat([]byte{byte(c)}, 16)
+				if _, err := b.WriteAndSync(f, [][]byte{rec}, int64(c)*16); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		got := make([]byte, callers*16)
+		if _, err := f.ReadAt(got, 0); err != nil {
+			t.Fatal(err)
+		}
+		for c := range callers {
+			if !bytes.Equal(got[c*16:c*16+16], bytes.Repeat([]byte{byte(c)}, 16)) {
+				t.Fatalf("caller %d: wrong data", c)
+			}
+		}
+	})
 }

@@ -138,7 +138,7 @@ func (l *Log) appendBatches(batches [][]byte, appendMs int64, stamp func(b []byt
 		bufs = append(bufs[:len(bufs):len(bufs)], make([]byte, act.dirty-act.end-total))
 	}
 	pos := act.end
-	if n, err := l.be.WriteAt(act.file, bufs, pos); err != nil {
+	if n, err := l.writeData(act.file, bufs, pos); err != nil {
 		act.dirty = max(act.dirty, pos+n)
 		return AppendInfo{}, fmt.Errorf("segment: append to %s at byte %d: wrote %d of %d bytes: %w", act.logPath, pos, n, total, err)
 	}

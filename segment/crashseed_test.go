@@ -69,11 +69,15 @@ func TestCrashSeeds(t *testing.T) {
 }
 
 func crashOnce(t *testing.T, be ring.Backend, seed uint64) {
+	crashOnceWith(t, be, seed, smallOptions())
+}
+
+// crashOnceWith is crashOnce with the Log's options.
+func crashOnceWith(t *testing.T, be ring.Backend, seed uint64, opts Options) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "p")
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	fs := faultfs.New(root, be)
-	opts := smallOptions()
 	l, err := Open(dir, fs, fs.Backend(), opts)
 	if err != nil {
 		t.Fatalf("seed %d: Open: %v", seed, err)

@@ -98,6 +98,14 @@ type Options struct {
 	// the recovery point. The zero value, DurableEveryBatch, is the
 	// strictest: such a hole is reported as corruption.
 	Durability Durability
+	// DsyncWrites: append the batches with RWF_DSYNC writes, each durable
+	// when it returns, when the backend is a ring.DsyncWriter (both of
+	// ring's are; otherwise this has no effect), so that Sync has no data
+	// left to fdatasync and returns at once. For logs that sync after
+	// every append (sync policy every-batch): under an interval policy it
+	// would sync each append instead of one per interval. A failed dsync
+	// write puts the Log in the failed state, as a failed Sync does.
+	DsyncWrites bool
 	// MinAppendTime is the earliest plausible broker append time (Unix
 	// ms), such as the creation time of the log's topic; 0: none. At Open
 	// a time index entry before it is damage (the index is rebuilt, dating

@@ -42,6 +42,21 @@ func (b backendOf) WriteAt(f ring.File, bufs [][]byte, off int64) (int64, error)
 	return fs.be.WriteAt(ff.f, bufs, off)
 }
 
+// WriteAtDsync is WriteAt (OpWrite) followed, if the write succeeded, by
+// Sync of f (OpSync), so that an injected fault or the crash can hit
+// either half; it makes faultfs a ring.DsyncWriter. The durable image
+// taken is the whole file's, as Sync takes it: stronger than RWF_DSYNC,
+// which covers only the bytes written, so a caller mixing plain and dsync
+// writes in one file is not modelled exactly (segment's DsyncWrites writes
+// all of a segment's data with it).
+func (b backendOf) WriteAtDsync(f ring.File, bufs [][]byte, off int64) (int64, error) {
+	n, err := b.WriteAt(f, bufs, off)
+	if err != nil {
+		return n, err
+	}
+	return n, b.Sync(f)
+}
+
 // prefix returns the first n bytes of bufs.
 func prefix(bufs [][]byte, n int64) [][]byte {
 	var out [][]byte
