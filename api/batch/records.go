@@ -52,7 +52,16 @@ type Limits struct {
 // timestampDelta) is negative and every record is within MaxRecordBytes.
 // Integrity failures (a negative timestamp included) wrap ErrCorrupt, size
 // failures ErrTooLarge.
-func Validate(b []byte, lim Limits) (Header, error) {
+//
+// A list in the plain shape every SQ encoder writes is walked directly by
+// its offsets (rawRecords.valid), without allocating; that walk accepts
+// only what the generated Cap'n Proto accessors accept, and leaves anything
+// else (other pointer kinds, headers, any failure) to them.
+func Validate(b []byte, lim Limits) (Header, error) { return validate(b, lim, true) }
+
+// validate is Validate, with the direct walk of the record list when direct
+// is set and through the generated accessors only otherwise.
+func validate(b []byte, lim Limits, direct bool) (Header, error) {
 	if lim.MaxBatchBytes > 0 && len(b) > lim.MaxBatchBytes {
 		return Header{}, fmt.Errorf("%w: batch of %d bytes, limit %d", ErrTooLarge, len(b), lim.MaxBatchBytes)
 	}
@@ -70,23 +79,38 @@ func Validate(b []byte, lim Limits) (Header, error) {
 	if uint32(list.Len()) != h.RecordCount {
 		return h, fmt.Errorf("%w: %d records in the list, header says %d", ErrCorrupt, list.Len(), h.RecordCount)
 	}
+	// The direct walk only ever accepts; any doubt, and every failure, is
+	// left to the accessors, which give the verdict and its error.
+	if !direct {
+		return h, validateRecords(list, h, lim)
+	}
+	if raw, ok := rawList(b[HeaderSize+8:], list.Len()); ok && raw.valid(&h, lim.MaxRecordBytes, readLimit(b)) {
+		return h, nil
+	}
+	return h, validateRecords(list, h, lim)
+}
+
+// validateRecords is Validate's walk of the record list through the
+// generated accessors: the reference for the direct walk (rawRecords.valid),
+// and the walk that finds and describes every failure.
+func validateRecords(list api.Record_List, h Header, lim Limits) error {
 	for i := 0; i < list.Len(); i++ {
 		r := list.At(i)
 		if r.OffsetDelta() != uint32(i) {
-			return h, fmt.Errorf("%w: record %d has offsetDelta %d", ErrCorrupt, i, r.OffsetDelta())
+			return fmt.Errorf("%w: record %d has offsetDelta %d", ErrCorrupt, i, r.OffsetDelta())
 		}
 		if ts := h.FirstTimestamp + r.TimestampDelta(); ts < 0 {
-			return h, fmt.Errorf("%w: record %d has the negative timestamp %d ms", ErrCorrupt, i, ts)
+			return fmt.Errorf("%w: record %d has the negative timestamp %d ms", ErrCorrupt, i, ts)
 		}
 		size, err := wireRecordSize(r)
 		if err != nil {
-			return h, fmt.Errorf("%w: record %d: %w", ErrCorrupt, i, err)
+			return fmt.Errorf("%w: record %d: %w", ErrCorrupt, i, err)
 		}
 		if lim.MaxRecordBytes > 0 && size > lim.MaxRecordBytes {
-			return h, fmt.Errorf("%w: record %d is %d bytes (key+value+headers), limit %d", ErrTooLarge, i, size, lim.MaxRecordBytes)
+			return fmt.Errorf("%w: record %d is %d bytes (key+value+headers), limit %d", ErrTooLarge, i, size, lim.MaxRecordBytes)
 		}
 	}
-	return h, nil
+	return nil
 }
 
 func wireRecordSize(r api.Record) (int, error) {
@@ -120,6 +144,11 @@ func wireRecordSize(r api.Record) (int, error) {
 	return n, nil
 }
 
+// readLimit is the Cap'n Proto read limit of the record list of batch b, in
+// bytes: each record is read a bounded number of times, and 4x the list's
+// bytes rejects pointer-loop amplification without limiting real batches.
+func readLimit(b []byte) uint64 { return uint64(len(b)-HeaderSize) * 4 }
+
 // recordList decodes the Cap'n Proto record list of batch b in place.
 func recordList(b []byte) (api.Record_List, *capnp.Message, error) {
 	if len(b) < HeaderSize+8 {
@@ -135,9 +164,7 @@ func recordList(b []byte) (api.Record_List, *capnp.Message, error) {
 		return api.Record_List{}, nil, fmt.Errorf("%w: record list of %d words in %d bytes", ErrCorrupt, words, len(body)-8)
 	}
 	msg := &capnp.Message{Arena: capnp.SingleSegment(body[8:])}
-	// Each record is read a bounded number of times; 4x the data in words
-	// rejects pointer-loop amplification without limiting real batches.
-	msg.ResetReadLimit(uint64(len(body)) * 4)
+	msg.ResetReadLimit(readLimit(b))
 	rs, err := api.ReadRootRecordSet(msg)
 	if err != nil {
 		return api.Record_List{}, nil, fmt.Errorf("%w: record list root: %w", ErrCorrupt, err)
