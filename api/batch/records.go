@@ -289,6 +289,8 @@ type Builder struct {
 	firstTs int64
 	maxTs   int64
 	prod    producerFields // stamped by Build when set
+	// oversize: a key, value or header list added is over maxListLen.
+	oversize bool
 }
 
 // producerFields are an idempotent producer's header fields.
@@ -329,6 +331,9 @@ func (b *Builder) Add(key, value []byte, headers []RecordHeader, timestampMs int
 		b.maxTs = timestampMs
 	}
 	b.recs = append(b.recs, pending{key: key, value: value, headers: headers, ts: timestampMs})
+	if len(key) > maxListLen || len(value) > maxListLen || len(headers) > 0 && headersTooLong(headers) {
+		b.oversize = true
+	}
 	b.bytes += EncodedRecordBound(key, value, headers)
 }
 
@@ -369,46 +374,32 @@ func (b *Builder) Reset() {
 	b.recs = b.recs[:0]
 	b.bytes = 0
 	b.prod = producerFields{}
+	b.oversize = false
 }
 
 // Build encodes the added records as one batch with baseOffset 0, leader
 // epoch 0, producerId -1 (or the fields given to SetProducer), and a valid
-// CRC. It fails with no records.
+// CRC. It fails with no records, and with a key, value, header list or
+// record list over what a Cap'n Proto list can hold (2^29 - 1 elements, or
+// words for the record list).
 //
-// The records are encoded in place in the returned buffer, sized by
-// EstimatedSize (an upper bound), so the batch is neither copied out of an
-// arena nor grown while it is built. Should the bound ever be short, the
-// encoding falls back to a pooled, growable arena and one copy.
+// The records are written straight into the returned buffer in the
+// Cap'n Proto layout (encodeRecords), in one pass, without an arena. The
+// buffer is at least EstimatedSize bytes (an upper bound) and comes from a
+// pool: give it back with ReleaseBuffer once nothing reads it, or let the
+// garbage collector have it.
 func (b *Builder) Build() ([]byte, error) {
 	if len(b.recs) == 0 {
 		return nil, fmt.Errorf("batch: build: no records")
 	}
-	out := make([]byte, b.EstimatedSize())
-	body := out[HeaderSize+8 : HeaderSize+8 : len(out)]
-	_, seg, err := capnp.NewMessage(capnp.SingleSegment(body))
-	if err == nil {
-		err = b.encode(seg)
+	if err := b.checkListSizes(); err != nil {
+		return nil, err
 	}
-	var data []byte
-	if err == nil {
-		data = seg.Data()
-		out = out[:HeaderSize+8+len(data)]
-	} else {
-		// The in-place arena cannot grow: encode again in a growable one.
-		pm, pseg, perr := capnp.NewMessage(capnp.SingleSegment(nil))
-		if perr != nil {
-			return nil, perr
-		}
-		defer pm.Release()
-		if err := b.encode(pseg); err != nil {
-			return nil, err
-		}
-		data = pseg.Data()
-		out = make([]byte, HeaderSize+8+len(data))
-		copy(out[HeaderSize+8:], data)
-	}
+	out := getBuffer(b.EstimatedSize())
+	n := b.encodeRecords(out[HeaderSize+8:])
+	out = out[:HeaderSize+8+n]
 	binary.LittleEndian.PutUint32(out[HeaderSize:], 0)
-	binary.LittleEndian.PutUint32(out[HeaderSize+4:], uint32(len(data)/8))
+	binary.LittleEndian.PutUint32(out[HeaderSize+4:], uint32(n/8))
 	h := Header{
 		BatchLength:     uint32(len(out) - LengthFieldEnd),
 		Magic:           Magic,
@@ -426,53 +417,4 @@ func (b *Builder) Build() ([]byte, error) {
 	putHeader(out, h)
 	binary.LittleEndian.PutUint32(out[offCRC:], Checksum(out))
 	return out, nil
-}
-
-// encode writes the added records as a RecordSet rooted in seg's message.
-func (b *Builder) encode(seg *capnp.Segment) error {
-	rs, err := api.NewRootRecordSet(seg)
-	if err != nil {
-		return err
-	}
-	list, err := rs.NewRecords(int32(len(b.recs)))
-	if err != nil {
-		return err
-	}
-	for i, p := range b.recs {
-		r := list.At(i)
-		r.SetOffsetDelta(uint32(i))
-		r.SetTimestampDelta(p.ts - b.firstTs)
-		if p.key != nil {
-			if err := r.SetKey(p.key); err != nil {
-				return err
-			}
-		}
-		if err := r.SetValue(nonNil(p.value)); err != nil {
-			return err
-		}
-		if len(p.headers) > 0 {
-			hl, err := r.NewHeaders(int32(len(p.headers)))
-			if err != nil {
-				return err
-			}
-			for j, h := range p.headers {
-				if err := hl.At(j).SetKey(h.Key); err != nil {
-					return err
-				}
-				if err := hl.At(j).SetValue(nonNil(h.Value)); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// nonNil returns b, or an empty non-nil slice so capnp stores an empty
-// (not null) Data: an empty value is a value.
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
 }
