@@ -71,6 +71,7 @@ func (b *Builder) encodeRecords(seg []byte) int {
 	le.PutUint64(seg[16:], uint64(n)<<2|2<<32|3<<48)
 	at := 24 + 40*n
 	_ = seg[at-1]
+	hdrs := b.hdrs
 	for i := range b.recs {
 		p := &b.recs[i]
 		r := seg[24+40*i : 24+40*i+40]
@@ -82,10 +83,11 @@ func (b *Builder) encodeRecords(seg []byte) int {
 			at = putData(seg, 24+40*i+16, at, p.key)
 		}
 		at = putData(seg, 24+40*i+24, at, p.value)
-		if len(p.headers) == 0 {
+		if len(hdrs) == 0 || hdrs[0].rec != i {
 			le.PutUint64(r[32:], 0)
 		} else {
-			at = putHeaders(seg, 24+40*i+32, at, p.headers)
+			at = putHeaders(seg, 24+40*i+32, at, hdrs[0].headers)
+			hdrs = hdrs[1:]
 		}
 	}
 	return at
@@ -104,8 +106,10 @@ func putList(seg []byte, ptrAt, at int, elem uint64, count int) {
 func putData(seg []byte, ptrAt, at int, v []byte) int {
 	putList(seg, ptrAt, at, 2, len(v))
 	end := at + pad8(len(v))
-	d := seg[at:end]
-	clear(d[copy(d, v):])
+	if end > at {
+		binary.LittleEndian.PutUint64(seg[end-8:], 0) // the padding
+	}
+	copy(seg[at:end], v)
 	return end
 }
 
@@ -125,8 +129,8 @@ func putHeaders(seg []byte, ptrAt, at int, hs []RecordHeader) int {
 		} else {
 			putList(seg, e, at, 2, len(h.Key)+1)
 			end := at + pad8(len(h.Key)+1)
-			d := seg[at:end]
-			clear(d[copy(d, h.Key):])
+			binary.LittleEndian.PutUint64(seg[end-8:], 0) // NUL and padding
+			copy(seg[at:end], h.Key)
 			at = end
 		}
 		at = putData(seg, e+8, at, h.Value)

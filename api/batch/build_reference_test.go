@@ -31,6 +31,10 @@ func (b *Builder) encode(seg *capnp.Segment) error {
 	if err != nil {
 		return err
 	}
+	headers := make([][]RecordHeader, len(b.recs))
+	for _, h := range b.hdrs {
+		headers[h.rec] = h.headers
+	}
 	for i, p := range b.recs {
 		r := list.At(i)
 		r.SetOffsetDelta(uint32(i))
@@ -43,12 +47,12 @@ func (b *Builder) encode(seg *capnp.Segment) error {
 		if err := r.SetValue(nonNil(p.value)); err != nil {
 			return err
 		}
-		if len(p.headers) > 0 {
-			hl, err := r.NewHeaders(int32(len(p.headers)))
+		if len(headers[i]) > 0 {
+			hl, err := r.NewHeaders(int32(len(headers[i])))
 			if err != nil {
 				return err
 			}
-			for j, h := range p.headers {
+			for j, h := range headers[i] {
 				if err := hl.At(j).SetKey(h.Key); err != nil {
 					return err
 				}

@@ -144,6 +144,30 @@ func (l *rawRecords) valid(h *Header, maxRecord int, readLimit uint64) bool {
 	}
 	read := uint64(l.rootBytes) + uint64(l.n)*uint64(elem)
 	seg := l.seg
+	if l.dataBytes == 16 && l.ptrs == 3 {
+		// The shape of every SQ encoder: one 40-byte element after the
+		// other, fixed offsets, one bounds check per element.
+		recs := seg[l.first : l.first+40*l.n]
+		for i := int64(0); len(recs) >= 40; i++ {
+			r := recs[:40]
+			if int64(binary.LittleEndian.Uint32(r[0:])) != i || h.FirstTimestamp+int64(binary.LittleEndian.Uint64(r[8:])) < 0 ||
+				binary.LittleEndian.Uint64(r[32:]) != 0 {
+				return false
+			}
+			at := l.first + 40*i
+			k, ok := l.dataLen(at + 16)
+			if !ok {
+				return false
+			}
+			v, ok := l.dataLen(at + 24)
+			if !ok || maxRecord > 0 && k+v > int64(maxRecord) {
+				return false
+			}
+			read += uint64(k + v)
+			recs = recs[40:]
+		}
+		return read <= readLimit
+	}
 	for i := int64(0); i < l.n; i++ {
 		at := l.first + i*l.stride
 		var offDelta uint32

@@ -285,6 +285,7 @@ func (it *Iter) Err() error {
 // Build: do not modify them in between.
 type Builder struct {
 	recs    []pending
+	hdrs    []pendingHeaders // of the records that have headers, in order
 	bytes   int
 	firstTs int64
 	maxTs   int64
@@ -310,10 +311,17 @@ func (b *Builder) SetProducer(id int64, epoch int16, baseSequence int32) {
 	b.prod = producerFields{set: id >= 0, id: id, epoch: epoch, seq: baseSequence}
 }
 
+// pending is one added record. Headers, which few records have, are kept
+// apart (pendingHeaders), so that the common record takes 56 bytes.
 type pending struct {
 	key, value []byte
-	headers    []RecordHeader
 	ts         int64
+}
+
+// pendingHeaders are the headers of record rec.
+type pendingHeaders struct {
+	rec     int
+	headers []RecordHeader
 }
 
 // Add appends a record. key nil means no key; timestampMs 0 means now.
@@ -330,8 +338,12 @@ func (b *Builder) Add(key, value []byte, headers []RecordHeader, timestampMs int
 	if timestampMs > b.maxTs {
 		b.maxTs = timestampMs
 	}
-	b.recs = append(b.recs, pending{key: key, value: value, headers: headers, ts: timestampMs})
-	if len(key) > maxListLen || len(value) > maxListLen || len(headers) > 0 && headersTooLong(headers) {
+	if len(headers) > 0 {
+		b.hdrs = append(b.hdrs, pendingHeaders{rec: len(b.recs), headers: headers})
+		b.oversize = b.oversize || headersTooLong(headers)
+	}
+	b.recs = append(b.recs, pending{key: key, value: value, ts: timestampMs})
+	if len(key) > maxListLen || len(value) > maxListLen {
 		b.oversize = true
 	}
 	b.bytes += EncodedRecordBound(key, value, headers)
@@ -372,6 +384,8 @@ func (b *Builder) EstimatedSize() int {
 func (b *Builder) Reset() {
 	clear(b.recs)
 	b.recs = b.recs[:0]
+	clear(b.hdrs)
+	b.hdrs = b.hdrs[:0]
 	b.bytes = 0
 	b.prod = producerFields{}
 	b.oversize = false
