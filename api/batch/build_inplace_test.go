@@ -188,3 +188,26 @@ func TestBufferClass(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildKeepsNilAndEmptyKeys checks that a nil key is encoded as no
+// key and an empty one, however it was sliced, as an empty key.
+func TestBuildKeepsNilAndEmptyKeys(t *testing.T) {
+	buf := make([]byte, 5)
+	keys := [][]byte{nil, {}, buf[5:], buf[2:2], make([]byte, 0, 8), []byte("k")}
+	var b Builder
+	for _, k := range keys {
+		b.Add(k, nil, nil, 1)
+	}
+	out := mustBuild(t, &b)
+	for _, direct := range []bool{true, false} {
+		recs, err := iterAll(t, out, direct)
+		if err != nil || len(recs) != len(keys) {
+			t.Fatalf("read %d records, err %v", len(recs), err)
+		}
+		for i, r := range recs {
+			if (r.Key == nil) != (keys[i] == nil) || !bytes.Equal(r.Key, keys[i]) || r.Value == nil || len(r.Value) != 0 {
+				t.Fatalf("record %d (direct %v): key %q (nil %v), value %q; added key %q (nil %v)", i, direct, r.Key, r.Key == nil, r.Value, keys[i], keys[i] == nil)
+			}
+		}
+	}
+}
