@@ -189,6 +189,7 @@ func ReleaseBuffer(b []byte) {
 	if !ok || size != cap(b) {
 		return
 	}
-	b = b[:0]
-	bufferPools[idx].Put(&b)
+	p := new([]byte) // the pool holds pointers: a slice would be boxed anyway
+	*p = b[:0]
+	bufferPools[idx].Put(p)
 }
