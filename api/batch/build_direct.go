@@ -45,23 +45,37 @@ func headersTooLong(hs []RecordHeader) bool {
 	return false
 }
 
-// checkListSizes fails when the added records do not fit the format: a
-// key, value or header list over maxListLen, a record list over maxListLen
-// words, or a batch over 4 GiB (batchLength is a u32).
-func (b *Builder) checkListSizes() error {
-	switch {
-	case b.oversize:
-		return fmt.Errorf("batch: build: a key, value or header list over %d bytes or elements", maxListLen)
-	case 5*len(b.recs) > maxListLen:
-		return fmt.Errorf("batch: build: %d records, at most %d", len(b.recs), maxListLen/5)
-	case b.EstimatedSize() > math.MaxUint32:
-		return fmt.Errorf("batch: build: %d bytes, over the format's 4 GiB", b.EstimatedSize())
+// buildSize returns the size of the buffer Build encodes into: an upper
+// bound of the batch, EstimatedSize, raised should a header list have
+// grown since Add (a caller that breaks Add's rule can make it grow: the
+// length of a key or value slice is fixed, the elements of a
+// []RecordHeader are not). It fails when the records do
+// not fit the format: a key, value or header list over maxListLen, a
+// record list over maxListLen words, or a batch over 4 GiB (batchLength
+// is a u32).
+func (b *Builder) buildSize() (int, error) {
+	size := b.EstimatedSize()
+	oversize := b.oversize
+	for i := range b.hdrs {
+		h := &b.hdrs[i]
+		if n := headersBound(h.headers); n > h.bound {
+			size += n - h.bound
+		}
+		oversize = oversize || headersTooLong(h.headers)
 	}
-	return nil
+	switch {
+	case oversize:
+		return 0, fmt.Errorf("batch: build: a key, value or header list over %d bytes or elements", maxListLen)
+	case 5*len(b.recs) > maxListLen:
+		return 0, fmt.Errorf("batch: build: %d records, at most %d", len(b.recs), maxListLen/5)
+	case size > math.MaxUint32:
+		return 0, fmt.Errorf("batch: build: %d bytes, over the format's 4 GiB", size)
+	}
+	return size, nil
 }
 
 // encodeRecords writes the record list of the added records at the start
-// of seg, which holds at least EstimatedSize - HeaderSize - 8 bytes, and
+// of seg, which holds at least buildSize - HeaderSize - 8 bytes, and
 // returns its length in bytes (a multiple of 8).
 func (b *Builder) encodeRecords(seg []byte) int {
 	le := binary.LittleEndian

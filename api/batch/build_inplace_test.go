@@ -211,3 +211,19 @@ func TestBuildKeepsNilAndEmptyKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildHeadersChangedAfterAdd checks that Build still encodes, in a
+// buffer large enough, a record whose header strings were replaced by
+// longer ones after Add (only the contents of the slices given to Add may
+// not change; a []RecordHeader's strings can).
+func TestBuildHeadersChangedAfterAdd(t *testing.T) {
+	hs := []RecordHeader{{Key: "", Value: nil}}
+	var b Builder
+	b.Add(nil, []byte("v"), hs, 1)
+	hs[0] = RecordHeader{Key: string(bytes.Repeat([]byte("k"), 300)), Value: bytes.Repeat([]byte("x"), 300)}
+	out := mustBuild(t, &b)
+	recs, err := iterAll(t, out, true)
+	if err != nil || len(recs) != 1 || len(recs[0].Headers) != 1 || len(recs[0].Headers[0].Key) != 300 {
+		t.Fatalf("records %+v, err %v", recs, err)
+	}
+}

@@ -318,10 +318,12 @@ type pending struct {
 	ts         int64
 }
 
-// pendingHeaders are the headers of record rec.
+// pendingHeaders are the headers of record rec, and their share of
+// EncodedRecordBound when added.
 type pendingHeaders struct {
 	rec     int
 	headers []RecordHeader
+	bound   int
 }
 
 // Add appends a record. key nil means no key; timestampMs 0 means now.
@@ -339,7 +341,7 @@ func (b *Builder) Add(key, value []byte, headers []RecordHeader, timestampMs int
 		b.maxTs = timestampMs
 	}
 	if len(headers) > 0 {
-		b.hdrs = append(b.hdrs, pendingHeaders{rec: len(b.recs), headers: headers})
+		b.hdrs = append(b.hdrs, pendingHeaders{rec: len(b.recs), headers: headers, bound: headersBound(headers)})
 		b.oversize = b.oversize || headersTooLong(headers)
 	}
 	b.recs = append(b.recs, pending{key: key, value: value, ts: timestampMs})
@@ -359,12 +361,17 @@ const Overhead = HeaderSize + 8 + 24
 // padded to words, and the header list with each header's struct (2
 // pointers), NUL-terminated key and value, padded.
 func EncodedRecordBound(key, value []byte, headers []RecordHeader) int {
-	n := 40 + pad8(len(key)) + pad8(len(value))
-	if len(headers) > 0 {
-		n += 8
-		for _, h := range headers {
-			n += 16 + pad8(len(h.Key)+1) + pad8(len(h.Value))
-		}
+	return 40 + pad8(len(key)) + pad8(len(value)) + headersBound(headers)
+}
+
+// headersBound is the header list's share of EncodedRecordBound.
+func headersBound(headers []RecordHeader) int {
+	if len(headers) == 0 {
+		return 0
+	}
+	n := 8
+	for _, h := range headers {
+		n += 16 + pad8(len(h.Key)+1) + pad8(len(h.Value))
 	}
 	return n
 }
@@ -406,10 +413,11 @@ func (b *Builder) Build() ([]byte, error) {
 	if len(b.recs) == 0 {
 		return nil, fmt.Errorf("batch: build: no records")
 	}
-	if err := b.checkListSizes(); err != nil {
+	size, err := b.buildSize()
+	if err != nil {
 		return nil, err
 	}
-	out := getBuffer(b.EstimatedSize())
+	out := getBuffer(size)
 	n := b.encodeRecords(out[HeaderSize+8:])
 	out = out[:HeaderSize+8+n]
 	binary.LittleEndian.PutUint32(out[HeaderSize:], 0)
