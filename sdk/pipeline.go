@@ -627,6 +627,15 @@ func (w *window) finish(f *flight, res PublishResult, err error) {
 	tp := f.b.tp
 	if err == nil {
 		w.pl.p.core.noteDelivered(tp.topic, tp.partition)
+		if f.attempt == 0 && f.last == nil {
+			// Sent once, on one connection, and acknowledged: the server
+			// read every byte before it answered, so the connection's
+			// writer is done with them. A batch sent more than once is
+			// left to the garbage collector (an earlier attempt's write
+			// may still be under way).
+			batch.ReleaseBuffer(f.data)
+			f.data = nil
+		}
 	} else {
 		err = w.broke(f, err)
 		leader := f.leader

@@ -52,7 +52,16 @@ type Limits struct {
 // timestampDelta) is negative and every record is within MaxRecordBytes.
 // Integrity failures (a negative timestamp included) wrap ErrCorrupt, size
 // failures ErrTooLarge.
-func Validate(b []byte, lim Limits) (Header, error) {
+//
+// A list in the plain shape every SQ encoder writes is walked directly by
+// its offsets (rawRecords.valid), without allocating; that walk accepts
+// only what the generated Cap'n Proto accessors accept, and leaves anything
+// else (other pointer kinds, headers, any failure) to them.
+func Validate(b []byte, lim Limits) (Header, error) { return validate(b, lim, true) }
+
+// validate is Validate, with the direct walk of the record list when direct
+// is set and through the generated accessors only otherwise.
+func validate(b []byte, lim Limits, direct bool) (Header, error) {
 	if lim.MaxBatchBytes > 0 && len(b) > lim.MaxBatchBytes {
 		return Header{}, fmt.Errorf("%w: batch of %d bytes, limit %d", ErrTooLarge, len(b), lim.MaxBatchBytes)
 	}
@@ -70,23 +79,38 @@ func Validate(b []byte, lim Limits) (Header, error) {
 	if uint32(list.Len()) != h.RecordCount {
 		return h, fmt.Errorf("%w: %d records in the list, header says %d", ErrCorrupt, list.Len(), h.RecordCount)
 	}
+	// The direct walk only ever accepts; any doubt, and every failure, is
+	// left to the accessors, which give the verdict and its error.
+	if !direct {
+		return h, validateRecords(list, h, lim)
+	}
+	if raw, ok := rawList(b[HeaderSize+8:], list.Len()); ok && raw.valid(&h, lim.MaxRecordBytes, readLimit(b)) {
+		return h, nil
+	}
+	return h, validateRecords(list, h, lim)
+}
+
+// validateRecords is Validate's walk of the record list through the
+// generated accessors: the reference for the direct walk (rawRecords.valid),
+// and the walk that finds and describes every failure.
+func validateRecords(list api.Record_List, h Header, lim Limits) error {
 	for i := 0; i < list.Len(); i++ {
 		r := list.At(i)
 		if r.OffsetDelta() != uint32(i) {
-			return h, fmt.Errorf("%w: record %d has offsetDelta %d", ErrCorrupt, i, r.OffsetDelta())
+			return fmt.Errorf("%w: record %d has offsetDelta %d", ErrCorrupt, i, r.OffsetDelta())
 		}
 		if ts := h.FirstTimestamp + r.TimestampDelta(); ts < 0 {
-			return h, fmt.Errorf("%w: record %d has the negative timestamp %d ms", ErrCorrupt, i, ts)
+			return fmt.Errorf("%w: record %d has the negative timestamp %d ms", ErrCorrupt, i, ts)
 		}
 		size, err := wireRecordSize(r)
 		if err != nil {
-			return h, fmt.Errorf("%w: record %d: %w", ErrCorrupt, i, err)
+			return fmt.Errorf("%w: record %d: %w", ErrCorrupt, i, err)
 		}
 		if lim.MaxRecordBytes > 0 && size > lim.MaxRecordBytes {
-			return h, fmt.Errorf("%w: record %d is %d bytes (key+value+headers), limit %d", ErrTooLarge, i, size, lim.MaxRecordBytes)
+			return fmt.Errorf("%w: record %d is %d bytes (key+value+headers), limit %d", ErrTooLarge, i, size, lim.MaxRecordBytes)
 		}
 	}
-	return h, nil
+	return nil
 }
 
 func wireRecordSize(r api.Record) (int, error) {
@@ -120,6 +144,11 @@ func wireRecordSize(r api.Record) (int, error) {
 	return n, nil
 }
 
+// readLimit is the Cap'n Proto read limit of the record list of batch b, in
+// bytes: each record is read a bounded number of times, and 4x the list's
+// bytes rejects pointer-loop amplification without limiting real batches.
+func readLimit(b []byte) uint64 { return uint64(len(b)-HeaderSize) * 4 }
+
 // recordList decodes the Cap'n Proto record list of batch b in place.
 func recordList(b []byte) (api.Record_List, *capnp.Message, error) {
 	if len(b) < HeaderSize+8 {
@@ -135,9 +164,7 @@ func recordList(b []byte) (api.Record_List, *capnp.Message, error) {
 		return api.Record_List{}, nil, fmt.Errorf("%w: record list of %d words in %d bytes", ErrCorrupt, words, len(body)-8)
 	}
 	msg := &capnp.Message{Arena: capnp.SingleSegment(body[8:])}
-	// Each record is read a bounded number of times; 4x the data in words
-	// rejects pointer-loop amplification without limiting real batches.
-	msg.ResetReadLimit(uint64(len(body)) * 4)
+	msg.ResetReadLimit(readLimit(b))
 	rs, err := api.ReadRootRecordSet(msg)
 	if err != nil {
 		return api.Record_List{}, nil, fmt.Errorf("%w: record list root: %w", ErrCorrupt, err)
@@ -258,10 +285,13 @@ func (it *Iter) Err() error {
 // Build: do not modify them in between.
 type Builder struct {
 	recs    []pending
+	hdrs    []pendingHeaders // of the records that have headers, in order
 	bytes   int
 	firstTs int64
 	maxTs   int64
 	prod    producerFields // stamped by Build when set
+	// oversize: a key, value or header list added is over maxListLen.
+	oversize bool
 }
 
 // producerFields are an idempotent producer's header fields.
@@ -281,10 +311,19 @@ func (b *Builder) SetProducer(id int64, epoch int16, baseSequence int32) {
 	b.prod = producerFields{set: id >= 0, id: id, epoch: epoch, seq: baseSequence}
 }
 
+// pending is one added record. Headers, which few records have, are kept
+// apart (pendingHeaders), so that the common record takes 56 bytes.
 type pending struct {
 	key, value []byte
-	headers    []RecordHeader
 	ts         int64
+}
+
+// pendingHeaders are the headers of record rec, and their share of
+// EncodedRecordBound when added.
+type pendingHeaders struct {
+	rec     int
+	headers []RecordHeader
+	bound   int
 }
 
 // Add appends a record. key nil means no key; timestampMs 0 means now.
@@ -301,7 +340,14 @@ func (b *Builder) Add(key, value []byte, headers []RecordHeader, timestampMs int
 	if timestampMs > b.maxTs {
 		b.maxTs = timestampMs
 	}
-	b.recs = append(b.recs, pending{key: key, value: value, headers: headers, ts: timestampMs})
+	if len(headers) > 0 {
+		b.hdrs = append(b.hdrs, pendingHeaders{rec: len(b.recs), headers: headers, bound: headersBound(headers)})
+		b.oversize = b.oversize || headersTooLong(headers)
+	}
+	b.recs = append(b.recs, pending{key: key, value: value, ts: timestampMs})
+	if len(key) > maxListLen || len(value) > maxListLen {
+		b.oversize = true
+	}
 	b.bytes += EncodedRecordBound(key, value, headers)
 }
 
@@ -315,12 +361,17 @@ const Overhead = HeaderSize + 8 + 24
 // padded to words, and the header list with each header's struct (2
 // pointers), NUL-terminated key and value, padded.
 func EncodedRecordBound(key, value []byte, headers []RecordHeader) int {
-	n := 40 + pad8(len(key)) + pad8(len(value))
-	if len(headers) > 0 {
-		n += 8
-		for _, h := range headers {
-			n += 16 + pad8(len(h.Key)+1) + pad8(len(h.Value))
-		}
+	return 40 + pad8(len(key)) + pad8(len(value)) + headersBound(headers)
+}
+
+// headersBound is the header list's share of EncodedRecordBound.
+func headersBound(headers []RecordHeader) int {
+	if len(headers) == 0 {
+		return 0
+	}
+	n := 8
+	for _, h := range headers {
+		n += 16 + pad8(len(h.Key)+1) + pad8(len(h.Value))
 	}
 	return n
 }
@@ -340,48 +391,37 @@ func (b *Builder) EstimatedSize() int {
 func (b *Builder) Reset() {
 	clear(b.recs)
 	b.recs = b.recs[:0]
+	clear(b.hdrs)
+	b.hdrs = b.hdrs[:0]
 	b.bytes = 0
 	b.prod = producerFields{}
+	b.oversize = false
 }
 
 // Build encodes the added records as one batch with baseOffset 0, leader
 // epoch 0, producerId -1 (or the fields given to SetProducer), and a valid
-// CRC. It fails with no records.
+// CRC. It fails with no records, and with a key, value, header list or
+// record list over what a Cap'n Proto list can hold (2^29 - 1 elements, or
+// words for the record list).
 //
-// The records are encoded in place in the returned buffer, sized by
-// EstimatedSize (an upper bound), so the batch is neither copied out of an
-// arena nor grown while it is built. Should the bound ever be short, the
-// encoding falls back to a pooled, growable arena and one copy.
+// The records are written straight into the returned buffer in the
+// Cap'n Proto layout (encodeRecords), in one pass, without an arena. The
+// buffer is at least EstimatedSize bytes (an upper bound) and comes from a
+// pool: give it back with ReleaseBuffer once nothing reads it, or let the
+// garbage collector have it.
 func (b *Builder) Build() ([]byte, error) {
 	if len(b.recs) == 0 {
 		return nil, fmt.Errorf("batch: build: no records")
 	}
-	out := make([]byte, b.EstimatedSize())
-	body := out[HeaderSize+8 : HeaderSize+8 : len(out)]
-	_, seg, err := capnp.NewMessage(capnp.SingleSegment(body))
-	if err == nil {
-		err = b.encode(seg)
+	size, err := b.buildSize()
+	if err != nil {
+		return nil, err
 	}
-	var data []byte
-	if err == nil {
-		data = seg.Data()
-		out = out[:HeaderSize+8+len(data)]
-	} else {
-		// The in-place arena cannot grow: encode again in a growable one.
-		pm, pseg, perr := capnp.NewMessage(capnp.SingleSegment(nil))
-		if perr != nil {
-			return nil, perr
-		}
-		defer pm.Release()
-		if err := b.encode(pseg); err != nil {
-			return nil, err
-		}
-		data = pseg.Data()
-		out = make([]byte, HeaderSize+8+len(data))
-		copy(out[HeaderSize+8:], data)
-	}
+	out := getBuffer(size)
+	n := b.encodeRecords(out[HeaderSize+8:])
+	out = out[:HeaderSize+8+n]
 	binary.LittleEndian.PutUint32(out[HeaderSize:], 0)
-	binary.LittleEndian.PutUint32(out[HeaderSize+4:], uint32(len(data)/8))
+	binary.LittleEndian.PutUint32(out[HeaderSize+4:], uint32(n/8))
 	h := Header{
 		BatchLength:     uint32(len(out) - LengthFieldEnd),
 		Magic:           Magic,
@@ -399,53 +439,4 @@ func (b *Builder) Build() ([]byte, error) {
 	putHeader(out, h)
 	binary.LittleEndian.PutUint32(out[offCRC:], Checksum(out))
 	return out, nil
-}
-
-// encode writes the added records as a RecordSet rooted in seg's message.
-func (b *Builder) encode(seg *capnp.Segment) error {
-	rs, err := api.NewRootRecordSet(seg)
-	if err != nil {
-		return err
-	}
-	list, err := rs.NewRecords(int32(len(b.recs)))
-	if err != nil {
-		return err
-	}
-	for i, p := range b.recs {
-		r := list.At(i)
-		r.SetOffsetDelta(uint32(i))
-		r.SetTimestampDelta(p.ts - b.firstTs)
-		if p.key != nil {
-			if err := r.SetKey(p.key); err != nil {
-				return err
-			}
-		}
-		if err := r.SetValue(nonNil(p.value)); err != nil {
-			return err
-		}
-		if len(p.headers) > 0 {
-			hl, err := r.NewHeaders(int32(len(p.headers)))
-			if err != nil {
-				return err
-			}
-			for j, h := range p.headers {
-				if err := hl.At(j).SetKey(h.Key); err != nil {
-					return err
-				}
-				if err := hl.At(j).SetValue(nonNil(h.Value)); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// nonNil returns b, or an empty non-nil slice so capnp stores an empty
-// (not null) Data: an empty value is a value.
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
 }
