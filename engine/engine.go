@@ -630,9 +630,19 @@ func (e *Engine) closeTopics() error {
 func closeParts(parts []*partition) error {
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
+	// A partition parked by the segment-file bound reopens its active
+	// .log to trim and sync it: bound how many do at once.
+	sem := make(chan struct{}, closeParallelism)
 	for i, p := range parts {
-		wg.Go(func() { errs[i] = p.close() })
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = p.close()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// closeParallelism is how many partitions closeParts closes at once.
+const closeParallelism = 32

@@ -116,6 +116,9 @@ func newPartition(topic string, id int, dir string, log *segment.Log, policy Syn
 				p.fail(api.WrapError(api.CodeStorageError, err, "partition %s/%d: replication state", topic, id))
 			}
 		}
+		// Over --max-open-segment-files (many partitions): give the
+		// active segment's files back until the first append.
+		log.ParkIfOver()
 		go p.run()
 	} else {
 		close(p.done)
@@ -345,6 +348,9 @@ func (p *partition) commit(pending []*appendReq) {
 		r.batch = nil
 		close(r.done)
 	}
+	if durability == DurabilitySynced {
+		p.log.ParkIfOver() // many partitions: stay near --max-open-segment-files
+	}
 }
 
 // dropChained fails, without writing them, the requests whose predecessor
@@ -396,9 +402,11 @@ func (p *partition) syncDirty() {
 	if p.repl != nil {
 		p.localAdvanced(p.log.NextOffset(), true)
 	}
+	p.log.ParkIfOver()
 }
 
 func (p *partition) checkpoint() {
+	defer p.log.ParkIfOver()            // idle partitions too (--max-open-segment-files)
 	p.snapshotProducers(snapCheckpoint) // producers.go
 	if p.failed.Load() != nil || !p.syncedSinceCkp && p.log.PendingIndexWrites() == 0 {
 		return
