@@ -414,9 +414,10 @@ func (p *partition) syncDirty() {
 // moved, it is written only if the engine's checkpoint budget allows one
 // now (checkpointBudget); otherwise this tick writes the producer-state
 // snapshot alone and the next tick tries again. The recovery point only
-// shortens recovery: every acknowledged batch is already durable under
-// every-batch (synced before its ack), and under the other policies the
-// recovery point follows the syncs, not the ticks.
+// shortens recovery: a checkpoint skipped leaves more of the log above it,
+// which the next Open scans (and where it cuts a torn write instead of
+// failing the partition); what was synced stays synced. A change of sync
+// policy checkpoints at once, outside the budget (run).
 func (p *partition) checkpointTick() {
 	if p.syncedSinceCkp && p.failed.Load() == nil && p.log.PendingIndexWrites() == 0 && !p.ckpBudget.take() {
 		p.snapshotProducers(snapCheckpoint) // producers.go
