@@ -21,7 +21,7 @@ CAPNP_GO_VERSION := v3.1.0-alpha.2
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build run test fuzz check fmt vet generate tools clean bench bench-peers bench-cluster sim jepsen tier-test
+.PHONY: all build run test fuzz check fmt vet generate tools clean bench bench-partitions bench-peers bench-cluster sim jepsen tier-test
 
 all: check build
 
@@ -112,9 +112,16 @@ CATCHUP_BENCHTIME ?= 1000000x
 BENCH ?= .
 
 bench:
-	$(GO) test -run '^$$' -bench '$(BENCH)' -skip '^BenchmarkConsumeCatchUp$$' -benchmem -benchtime $(BENCHTIME) ./benchmarks
+	$(GO) test -run '^$$' -bench '$(BENCH)' -skip '^(BenchmarkConsumeCatchUp|BenchmarkManyPartitions)$$' -benchmem -benchtime $(BENCHTIME) ./benchmarks
 	if echo BenchmarkConsumeCatchUp | grep -Eq '$(BENCH)'; then \
 		$(GO) test -run '^$$' -bench '^BenchmarkConsumeCatchUp$$' -benchmem -benchtime $(CATCHUP_BENCHTIME) ./benchmarks; fi
+
+# `make bench-partitions` runs BenchmarkManyPartitions (P8, minutes per
+# run at 10,000 partitions) once per case; PARTS_BENCH picks the cases,
+# for example PARTS_BENCH='ManyPartitions/partitions=1000$$/'.
+PARTS_BENCH ?= ^BenchmarkManyPartitions$$
+bench-partitions:
+	$(GO) test -run '^$$' -bench '$(PARTS_BENCH)' -benchtime 1x -timeout 60m ./benchmarks
 
 # PEERS_DURATION is how long each configuration of `make bench-peers` (system,
 # mode, sync setting: docs/performance.md lists them) is measured.

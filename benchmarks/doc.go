@@ -14,6 +14,11 @@
 // path over loopback TCP with an in-process server: BatchProducer publish
 // throughput, consume catch-up through sdk.Client.Fetch, and the ack
 // latency at a fixed offered load (HdrHistogram, from intended send times).
+// BenchmarkManyPartitions (manyparts_test.go, make bench-partitions)
+// measures one node with up to 10,000 partitions: create time, publish
+// rate from one BatchProducer, RSS, open files, mappings, disk and
+// restart time.
+//
 // The side-by-side comparison with NATS JetStream and Redis Streams is the
 // separate module in peers/ (make bench-peers).
 package benchmarks

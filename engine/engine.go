@@ -35,7 +35,8 @@ type Engine struct {
 
 	obs observing
 
-	files *segment.FileCache // open segment files and mappings of every partition
+	files     *segment.FileCache // open segment files and mappings of every partition
+	ckpBudget *checkpointBudget  // periodic recovery-point checkpoints of every partition
 
 	disk      *diskFloor    // nil: no free-space floor
 	reclaim   reclaimer     // gives back preallocated space for refused publishes
@@ -111,7 +112,8 @@ func Open(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{opts: opts, log: opts.Logger, lock: lock, topics: map[string]*topic{}, closing: make(chan struct{}),
-		openSem: make(chan struct{}, openParallelism()), files: segment.NewFileCache(opts.MaxOpenSegmentFiles)}
+		openSem: make(chan struct{}, openParallelism()), files: segment.NewFileCache(opts.MaxOpenSegmentFiles),
+		ckpBudget: newCheckpointBudget(checkpointsPerSec)}
 	// The floor comes first: partitions bound their preallocation by it.
 	e.disk = newDiskFloor(opts)
 	if err := e.open(); err != nil {
@@ -252,7 +254,7 @@ func (e *Engine) openParts(m topicMeta, policy SyncPolicy, from, to int) []*part
 			defer func() { <-e.openSem }()
 			dir := filepath.Join(e.topicDir(m.Name), strconv.Itoa(i))
 			lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config, policy, m.CreatedMs))
-			p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log, e.opts.FS, e.opts.Replication)
+			p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log, e.opts.FS, e.opts.Replication, e.ckpBudget)
 			p.obs = e.opts.Observer
 			if err != nil {
 				code := api.CodeStorageError
@@ -630,9 +632,19 @@ func (e *Engine) closeTopics() error {
 func closeParts(parts []*partition) error {
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
+	// A partition parked by the segment-file bound reopens its active
+	// .log to trim and sync it: bound how many do at once.
+	sem := make(chan struct{}, closeParallelism)
 	for i, p := range parts {
-		wg.Go(func() { errs[i] = p.close() })
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = p.close()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// closeParallelism is how many partitions closeParts closes at once.
+const closeParallelism = 32

@@ -106,7 +106,9 @@ type Options struct {
 	// that the partitions' segments hold, server-wide (segment.FileCache):
 	// sealed segments are mapped when read and the least recently read
 	// idle ones unmapped past the bound. Active segments (3 files and 1
-	// mapping each) count but are never closed. Default
+	// mapping each) count; past the bound, a partition whose log is
+	// synced closes its active segment's (segment.Log.ParkIfOver) and
+	// reopens the .log at its next append. Default
 	// segment.DefaultMaxOpenSegmentFiles (4096).
 	MaxOpenSegmentFiles int
 	// Replication, when set, makes the engine a replica of its partitions

@@ -68,6 +68,10 @@ type partition struct {
 	// with commits (replication: role changes, replica appends, truncation).
 	ops chan func()
 
+	// ckpBudget bounds the periodic recovery-point checkpoints of all the
+	// engine's partitions (nil: unbounded).
+	ckpBudget *checkpointBudget
+
 	// Owned by the append goroutine.
 	dirty          bool // written since the last sync
 	syncedSinceCkp bool // synced since the last checkpoint
@@ -90,10 +94,11 @@ type appendReq struct {
 
 // newPartition returns the partition of log (nil: it failed to open) and
 // starts its append goroutine. With rep set, it loads the replication
-// state (openReplication); a failure to do so fails the partition.
-func newPartition(topic string, id int, dir string, log *segment.Log, policy SyncPolicy, now func() time.Time, logger *slog.Logger, fsys ring.FS, rep *ReplicationOptions) *partition {
+// state (openReplication); a failure to do so fails the partition. ckp is
+// the engine's budget of periodic checkpoints (nil: unbounded).
+func newPartition(topic string, id int, dir string, log *segment.Log, policy SyncPolicy, now func() time.Time, logger *slog.Logger, fsys ring.FS, rep *ReplicationOptions, ckp *checkpointBudget) *partition {
 	p := &partition{
-		topic: topic, id: id, dir: dir, log: log, now: now, fs: fsys,
+		topic: topic, id: id, dir: dir, log: log, now: now, fs: fsys, ckpBudget: ckp,
 		policyChanged: make(chan struct{}, 1),
 		logger:        logger.With("topic", topic, "partition", id),
 		reqs:          make(chan *appendReq, appendQueueLen),
@@ -116,6 +121,9 @@ func newPartition(topic string, id int, dir string, log *segment.Log, policy Syn
 				p.fail(api.WrapError(api.CodeStorageError, err, "partition %s/%d: replication state", topic, id))
 			}
 		}
+		// Over --max-open-segment-files (many partitions): give the
+		// active segment's files back until the first append.
+		log.ParkIfOver()
 		go p.run()
 	} else {
 		close(p.done)
@@ -228,7 +236,7 @@ func (p *partition) run() {
 			// policy from the metadata, judges it below the recovery point.
 			p.checkpoint()
 		case <-ckp.C:
-			p.checkpoint()
+			p.checkpointTick()
 			p.checkpointHW()
 		case <-p.stop:
 			// closed is set: no new request can arrive; commit the rest.
@@ -345,6 +353,9 @@ func (p *partition) commit(pending []*appendReq) {
 		r.batch = nil
 		close(r.done)
 	}
+	if durability == DurabilitySynced {
+		p.log.ParkIfOver() // many partitions: stay near --max-open-segment-files
+	}
 }
 
 // dropChained fails, without writing them, the requests whose predecessor
@@ -396,9 +407,28 @@ func (p *partition) syncDirty() {
 	if p.repl != nil {
 		p.localAdvanced(p.log.NextOffset(), true)
 	}
+	p.log.ParkIfOver()
+}
+
+// checkpointTick is the periodic checkpoint: when the recovery point
+// moved, it is written only if the engine's checkpoint budget allows one
+// now (checkpointBudget); otherwise this tick writes the producer-state
+// snapshot alone and the next tick tries again. The recovery point only
+// shortens recovery: a checkpoint skipped leaves more of the log above it,
+// which the next Open scans (and where it cuts a torn write instead of
+// failing the partition); what was synced stays synced. A change of sync
+// policy checkpoints at once, outside the budget (run).
+func (p *partition) checkpointTick() {
+	if p.syncedSinceCkp && p.failed.Load() == nil && p.log.PendingIndexWrites() == 0 && !p.ckpBudget.take() {
+		p.snapshotProducers(snapCheckpoint) // producers.go
+		p.log.ParkIfOver()
+		return
+	}
+	p.checkpoint()
 }
 
 func (p *partition) checkpoint() {
+	defer p.log.ParkIfOver()            // idle partitions too (--max-open-segment-files)
 	p.snapshotProducers(snapCheckpoint) // producers.go
 	if p.failed.Load() != nil || !p.syncedSinceCkp && p.log.PendingIndexWrites() == 0 {
 		return

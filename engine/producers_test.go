@@ -219,7 +219,7 @@ func testPartition(t *testing.T, dir string) *partition {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPartition("t", 0, dir, nil, SyncPolicy{Mode: SyncNone}, time.Now, logger, ring.OS, nil)
+	p := newPartition("t", 0, dir, nil, SyncPolicy{Mode: SyncNone}, time.Now, logger, ring.OS, nil, nil)
 	p.log = lg
 	p.prod.Store(openProducers(ring.OS, dir, lg, logger))
 	t.Cleanup(func() {

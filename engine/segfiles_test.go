@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -144,5 +146,82 @@ func TestHealthReportsFailedPartitions(t *testing.T) {
 	}
 	if err := e.Health(); err != nil {
 		t.Fatalf("Health with one failed partition = %v, want nil: the other partitions serve", err)
+	}
+}
+
+// TestManyPartitionsWithinSegmentFileBound: a topic of 300 partitions
+// under sync policy every-batch and a bound of 32 segment files and
+// mappings is created, published to (every partition, twice, from 16
+// concurrent publishers), read back and restarted with RLIMIT_NOFILE 128
+// descriptors above those open at the start; 300 active segments holding
+// their .log, .index and .timeindex open would need 900. Each partition
+// gives its active segment's files back after a synced commit while the
+// bound is passed (segment.Log.ParkIfOver) and reopens the .log at its
+// next append, so the files and mappings held stay near the bound.
+func TestManyPartitionsWithinSegmentFileBound(t *testing.T) {
+	const parts, bound = 300, 32
+	opts := testOptions(t.TempDir())
+	opts.MaxOpenSegmentFiles = bound
+	opts.ScrubBytesPerSec = -1
+	opts.RetentionCheckInterval = -1
+	slack := bound + 96 // the engine's own files, partitions being opened or closed
+	restore := testutil.LimitOpenFiles(t, testutil.OpenFDs(t)+slack)
+	defer restore()
+	e, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { e.Close() }()
+	if _, err := e.CreateTopic("t", parts, TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	publishAll := func(round int) {
+		// 16 publishers: a partition with a commit in progress holds its
+		// .log open until the commit is synced, whatever the bound.
+		const publishers = 16
+		errs := make(chan error, publishers)
+		for w := range publishers {
+			go func() {
+				for p := w; p < parts; p += publishers {
+					if _, err := e.Append(context.Background(), "t", p, mkBatch(t, fmt.Sprintf("r%d-p%d", round, p))); err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range publishers {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+	publishAll(0)
+	publishAll(1)
+	if st := e.SegmentFiles(); st.Files+st.Mappings > bound+3 || st.Err != nil {
+		t.Fatalf("segment files after publishing to %d partitions: %+v, want within the bound %d", parts, st, bound)
+	}
+	check := func(when string) {
+		for p := range parts {
+			got := readAll(t, e, "t", p)
+			if want := []string{fmt.Sprintf("r0-p%d", p), fmt.Sprintf("r1-p%d", p)}; !slices.Equal(got, want) {
+				t.Fatalf("%s: partition %d holds %q, want %q", when, p, got, want)
+			}
+		}
+		if st := e.SegmentFiles(); st.Files+st.Mappings > bound+3 || st.Err != nil {
+			t.Fatalf("%s: segment files after reading %d partitions: %+v, want within the bound %d", when, parts, st, bound)
+		}
+	}
+	check("before the restart")
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if e, err = Open(opts); err != nil {
+		t.Fatal(err)
+	}
+	check("after the restart")
+	if err := e.Health(); err != nil {
+		t.Fatalf("Health: %v", err)
 	}
 }

@@ -91,6 +91,9 @@ func (l *Log) appendBatches(batches [][]byte, appendMs int64, stamp func(b []byt
 	case len(batches) == 0:
 		return AppendInfo{BaseOffset: next, NextOffset: next, Segment: act.base, Position: act.end}, nil
 	}
+	if err := l.unpark(act); err != nil {
+		return AppendInfo{}, err
+	}
 	if l.lastAppend > appendMs+MaxClockAhead.Milliseconds() {
 		// An earlier append was dated while the clock was ahead: bound it
 		// rather than date this one (and every later one) after it.
@@ -191,7 +194,10 @@ func (l *Log) indexBatches(s *segment, batches [][]byte, pos int64, off uint64) 
 		return nil
 	}
 	if s.idx == nil {
-		return add // not opened for lack of space (openActiveIndexes): the roll writes it
+		// Not opened for lack of space (openActiveIndexes), or closed by
+		// ParkIfOver: the roll writes it.
+		s.idxFailed = true
+		return add
 	}
 	at := int64(len(s.index)) * indexEntrySize
 	if _, err := l.be.WriteAt(s.idx, [][]byte{encodeIndex(add)}, at); err != nil {
@@ -256,7 +262,10 @@ func fitStep(alloc, need, size, room int64) int64 {
 // or mapped while need is 0: readers skip an empty segment. Readers holding
 // the old mapping keep it until they release it.
 func (l *Log) grow(s *segment, need int64) error {
-	if need <= s.alloc && (s.m != nil || need == 0) {
+	s.mapMu.Lock()
+	mapped := s.m != nil // a read may map a parked segment (ParkIfOver)
+	s.mapMu.Unlock()
+	if need <= s.alloc && (mapped || need == 0) {
 		return nil
 	}
 	size := growSize(s.alloc, need, l.opts.PreallocBytes, l.opts.SegmentBytes)
@@ -327,9 +336,12 @@ func (l *Log) roll(old *segment, base uint64) (*segment, error) {
 	}
 	dropIndex := false
 	old.mapMu.Lock()
-	if old.m != nil && old.m.refs.Load() == 1 {
-		old.m.release()
-		old.m = nil
+	if old.m == nil || old.m.refs.Load() == 1 {
+		// (Unmapped: parked, ParkIfOver, and reopened by this append.)
+		if old.m != nil {
+			old.m.release()
+			old.m = nil
+		}
 		if err := l.be.Truncate(old.file, old.end); err != nil {
 			l.opts.Logger.Warn("segment: trimming a sealed segment failed", "file", old.logPath, "err", err)
 		}

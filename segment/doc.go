@@ -109,10 +109,12 @@
 // cache, not heap. Mappings are reference
 // counted: a View keeps the mappings it uses alive until Release. A
 // FileCache, shared by the Logs of a server, counts the file descriptors
-// and mappings held (each active segment's 3 files and 1 mapping, which
-// are never evicted, and each mapped sealed segment's 2 mappings) and,
-// past its bound, unmaps the least recently read sealed segments that no
-// View uses; they are mapped again when read. Running out of descriptors
+// and mappings held (each active segment's 3 files and 1 mapping, and
+// each mapped sealed segment's 2 mappings) and, past its bound, unmaps the
+// least recently read sealed segments that no View uses; they are mapped
+// again when read. Past the bound, a Log whose appends are all synced
+// gives back its active segment's files and mapping too (ParkIfOver,
+// called by its owner) and reopens the .log at its next Append. Running out of descriptors
 // or mappings (EMFILE, ENFILE, ENOMEM) fails the Append or Read with an
 // error wrapping ErrResources and is recorded in FileStats.Err. A reader
 // never touches bytes at or after the published end of the data, nor after

@@ -34,9 +34,12 @@ const DefaultMaxOpenSegmentFiles = 4096
 // recently read sealed segments that no reader is using are unmapped.
 // Eviction only drops the segment's own reference: a View keeps its
 // mappings alive until Release (mappings are reference counted), and a
-// segment in use is skipped. Active segments count but are never evicted:
-// a server whose active segments alone reach Max keeps each sealed segment
-// mapped only for the duration of a read.
+// segment in use is skipped. Active segments count but are not evicted
+// here: their owner calls Log.ParkIfOver once everything appended is
+// synced, which closes them while the count is over Max (a commit in
+// progress holds its .log whatever the bound). A server whose active
+// segments alone reach Max keeps each sealed segment mapped only for the
+// duration of a read.
 //
 // Files opened and closed within one call (reading an index at Open,
 // mapping a segment, the background scrub) are not counted.

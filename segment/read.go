@@ -135,10 +135,10 @@ func (l *Log) snapshot(offset uint64, maxBytes int, limit uint64) ([]readSeg, ui
 // Called with Log.mu read-locked, so Close and retention cannot release
 // the segment's own reference meanwhile.
 func (l *Log) acquire(s *segment, active bool) (*mapping, error) {
-	m, err := l.acquireMapping(s)
+	m, err := l.acquireMapping(s, active)
 	if errors.Is(err, syscall.ENOMEM) {
 		l.files.trimAll()
-		m, err = l.acquireMapping(s)
+		m, err = l.acquireMapping(s, active)
 	}
 	if err != nil {
 		return nil, err
@@ -149,10 +149,16 @@ func (l *Log) acquire(s *segment, active bool) (*mapping, error) {
 	return m, nil
 }
 
-// acquireMapping is acquire under s.mapMu.
-func (l *Log) acquireMapping(s *segment) (*mapping, error) {
+// acquireMapping is acquire under s.mapMu. An active segment without a
+// mapping (parked: ParkIfOver) is mapped for this read only: the View's
+// reference is the mapping's only one, so the segment holds nothing once
+// the read is released.
+func (l *Log) acquireMapping(s *segment, active bool) (*mapping, error) {
 	s.mapMu.Lock()
 	defer s.mapMu.Unlock()
+	if s.m == nil && active {
+		return l.mapForRead(s)
+	}
 	if s.m == nil {
 		f, err := l.fs.Open(s.logPath)
 		if err != nil {
@@ -286,4 +292,23 @@ func headerAt(rs readSeg, pos int64) (batch.Header, error) {
 		return h, &CorruptError{File: rs.s.logPath, Position: pos, Err: err}
 	}
 	return h, nil
+}
+
+// mapForRead maps the .log of s, which ParkIfOver left unmapped, with one
+// reference for the caller; the in-memory index of the active segment
+// serves the lookups. s.mapMu is held.
+func (l *Log) mapForRead(s *segment) (*mapping, error) {
+	f, err := l.fs.Open(s.logPath)
+	if err != nil {
+		return nil, l.files.observe(fmt.Errorf("segment: read: %w", err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("segment: read: %w", err)
+	}
+	if fi.Size() < s.end {
+		return nil, &CorruptError{File: s.logPath, Position: fi.Size(), Err: fmt.Errorf("file is %d bytes, data ends at %d", fi.Size(), s.end)}
+	}
+	return newMapping(f, fi.Size(), l.files)
 }

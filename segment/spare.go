@@ -27,6 +27,9 @@ func (l *Log) ReleaseSpare() (int64, error) {
 	if spare <= 0 && act.dirty <= act.end {
 		return 0, nil
 	}
+	if err := l.unpark(act); err != nil {
+		return 0, err
+	}
 	if err := l.be.Truncate(act.file, act.end); err != nil {
 		return 0, fmt.Errorf("segment: release preallocated space of %s: %w", act.logPath, err)
 	}

@@ -41,6 +41,9 @@ func (l *Log) syncLocked() error {
 		l.synced = rp // every append was durable when it returned (dsync.go)
 		return nil
 	}
+	if err := l.unpark(act); err != nil {
+		return err
+	}
 	if err := l.be.Sync(act.file); err != nil {
 		err = fmt.Errorf("%w: sync: %w", ErrFailed, err)
 		l.mu.Lock()
@@ -125,6 +128,9 @@ func (l *Log) Close() error {
 		l.dropMapping(s)
 	}
 	act := segs[len(segs)-1]
+	if err == nil {
+		err = l.unpark(act)
+	}
 	if err == nil {
 		err = l.be.Truncate(act.file, act.end)
 		if err == nil {

@@ -126,7 +126,9 @@ func (l *Log) timeBatches(s *segment, appendMs int64, off uint64) []timeEntry {
 		return nil
 	}
 	add := []timeEntry{{ts: ts, rel: uint32(off - s.base)}}
-	if s.tidx != nil {
+	if s.tidx == nil {
+		s.tidxFailed = true // closed by ParkIfOver or for lack of space: the roll writes it
+	} else {
 		at := int64(len(s.times)) * timeEntrySize
 		if _, err := l.be.WriteAt(s.tidx, [][]byte{encodeTimeIndex(add)}, at); err != nil {
 			l.opts.Logger.Warn("segment: time index write failed; it is rewritten at the roll or repaired by recovery", "file", s.tidxPath, "err", err)
