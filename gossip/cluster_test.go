@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -372,5 +373,16 @@ func checkMembersAndInfo(t *testing.T, nodes []*clusterNode) {
 			info.LeaderlessPartitions != 0 || info.RaftTerm == 0 || info.CommitIndex < info.AppliedIndex || info.NodeId != n.ID() {
 			t.Errorf("%s: info %v", n.ID(), info)
 		}
+	}
+}
+
+// TestRaftTransportDoesNotPipeline: the Raft transport sends a follower
+// one AppendEntries at a time (raftMaxRPCsInFlight): hashicorp/raft's
+// pipeline can deadlock after a follower refuses an append, leaving that
+// follower without log entries and the node unable to shut down.
+func TestRaftTransportDoesNotPipeline(t *testing.T) {
+	n := mustStart(t, testOptions(t, "n1", t.TempDir()))
+	if _, err := n.trans.AppendEntriesPipeline("n2", "127.0.0.1:1"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		t.Fatalf("AppendEntriesPipeline: %v, want raft.ErrPipelineReplicationNotSupported", err)
 	}
 }

@@ -162,6 +162,7 @@ func (n *Node) startRaft(dir string) (bool, error) {
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: sl, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl.Named("transport"),
 		ServerAddressProvider: gossipRaftAddrs{n},
+		MaxRPCsInFlight:       raftMaxRPCsInFlight,
 	})
 	hasState, err := raft.HasExistingState(stores.bolt, stores.bolt, stores.snaps)
 	if err != nil {
@@ -179,6 +180,18 @@ func (n *Node) startRaft(dir string) (bool, error) {
 	}
 	return hasState, nil
 }
+
+// raftMaxRPCsInFlight is 1: the Raft leader sends a follower one
+// AppendEntries at a time, without hashicorp/raft's pipelining. Its
+// pipeline can deadlock (raft v1.8.0 replication.go and net_transport.go):
+// when a follower answers Success=false, pipelineDecode returns and
+// nobody reads the pipeline's responses any more, while the send loop may
+// start one more send that then waits forever for room. That follower
+// gets heartbeats but never another log entry (so it never calls an
+// election that would heal it), and Raft's Shutdown waits for the stuck
+// goroutine: sq-server did not stop after SIGTERM. The metadata log is
+// small and low-rate, so pipelining gains nothing here.
+const raftMaxRPCsInFlight = 1
 
 // gossipRaftAddrs is the Raft transport's raft.ServerAddressProvider: the
 // Raft address a live member gossips wins over the one of the Raft
