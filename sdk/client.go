@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -87,6 +88,21 @@ func (c ClientConfig) withDefaults() ClientConfig {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c.TLSConfig = withMinTLS(c.TLSConfig)
+	return c
+}
+
+// withServerName returns cfg, or a clone of it with ServerName set to
+// addr's host when cfg has none, as crypto/tls.Dial does.
+func withServerName(cfg *tls.Config, addr string) *tls.Config {
+	if cfg.ServerName != "" {
+		return cfg
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	c := cfg.Clone()
+	c.ServerName = host
 	return c
 }
 

@@ -16,7 +16,6 @@ import (
 	"capnproto.org/go/capnp/v3"
 
 	"github.com/seedqueue/sq/api"
-	"github.com/seedqueue/sq/internal/tlsconf"
 )
 
 // defaultMaxInFlight bounds the requests in flight on one connection when
@@ -151,7 +150,7 @@ func dialHandshake(ctx context.Context, dial DialFunc, tlsCfg *tls.Config, addr,
 	if tlsCfg != nil {
 		hctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
-		tc := tls.Client(nc, tlsconf.WithServerName(tlsCfg, addr))
+		tc := tls.Client(nc, withServerName(tlsCfg, addr))
 		if err := tc.HandshakeContext(hctx); err != nil {
 			nc.Close()
 			if ctx.Err() != nil {
