@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/internal/buildinfo"
+	"github.com/seedqueue/sq/internal/tlsconf"
 	"github.com/seedqueue/sq/net/dataplane"
 	"github.com/seedqueue/sq/ring"
 )
@@ -230,8 +230,9 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	dataLn := cp.srv.CountConns(ln, "capnp")
 	if tlsr != nil {
 		// Each connection's handshake runs on its first read, on the
-		// connection's own goroutine, never in the accept loop.
-		dataLn = tls.NewListener(dataLn, tlsr.ServerConfig())
+		// connection's own goroutine, never in the accept loop, and
+		// within --frame-read-timeout.
+		dataLn = tlsconf.NewListener(dataLn, tlsr.ServerConfig(), c.FrameReadTimeout)
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(dataLn) }()

@@ -293,3 +293,65 @@ func Dialer(cfg *tls.Config, dial func(ctx context.Context, network, addr string
 		return tc, nil
 	}
 }
+
+// NewListener returns a listener that serves TLS with cfg over inner's
+// connections, as tls.NewListener does, except that each connection's
+// handshake, run at its first Read or Write, must finish within timeout
+// (0: no bound) or the connection is closed: a client that starts a
+// handshake and stalls does not hold its connection beyond it.
+func NewListener(inner net.Listener, cfg *tls.Config, timeout time.Duration) net.Listener {
+	return &listener{Listener: inner, cfg: cfg, timeout: timeout}
+}
+
+type listener struct {
+	net.Listener
+	cfg     *tls.Config
+	timeout time.Duration
+}
+
+// Accept implements net.Listener.
+func (l *listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &boundedConn{Conn: tls.Server(c, l.cfg), timeout: l.timeout}, nil
+}
+
+// boundedConn runs its handshake within timeout before its first Read or
+// Write.
+type boundedConn struct {
+	*tls.Conn
+	timeout time.Duration
+	once    sync.Once
+	err     error
+}
+
+func (c *boundedConn) handshake() error {
+	c.once.Do(func() {
+		ctx := context.Background()
+		if c.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.timeout)
+			defer cancel()
+		}
+		c.err = c.Conn.HandshakeContext(ctx)
+	})
+	return c.err
+}
+
+// Read implements net.Conn.
+func (c *boundedConn) Read(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+
+// Write implements net.Conn.
+func (c *boundedConn) Write(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}

@@ -2,10 +2,13 @@ package tlsconf
 
 import (
 	"bytes"
+	"crypto/tls"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seedqueue/sq/internal/tlstest"
 )
@@ -68,5 +71,65 @@ func TestReloadKeepsThePairOnFailure(t *testing.T) {
 	}
 	if got := r.Certificate().Leaf.SerialNumber; got.Cmp(second.Cert.SerialNumber) != 0 {
 		t.Fatalf("serial %v after the reload, want %v", got, second.Cert.SerialNumber)
+	}
+}
+
+// TestListenerBoundsTheHandshake: a connection that never completes its
+// handshake fails its first Read once the handshake bound has passed,
+// and a client that completes it is served.
+func TestListenerBoundsTheHandshake(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "test CA")
+	certFile, keyFile := ca.Issue(t, tlstest.Options{}).Write(t, dir)
+	r, err := New(Files{CertFile: certFile, KeyFile: keyFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := NewListener(inner, r.ServerConfig(), 50*time.Millisecond)
+	defer ln.Close()
+
+	silent, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := sc.Read(make([]byte, 1))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Read of a connection without a handshake succeeded")
+		}
+	case <-time.After(time.Minute): // guards against a hang only
+		t.Fatal("Read of a connection without a handshake did not return")
+	}
+
+	go func() {
+		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: ca.Pool()})
+		if err == nil {
+			c.Write([]byte("x"))
+			c.Close()
+		}
+	}()
+	sc2, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc2.Close()
+	b := make([]byte, 1)
+	if _, err := sc2.Read(b); err != nil || b[0] != 'x' {
+		t.Fatalf("Read after a handshake: %q, %v", b, err)
 	}
 }
