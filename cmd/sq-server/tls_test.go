@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,6 +38,13 @@ type tlsServer struct {
 // listens. The test's cleanup stops it.
 func startServer(t *testing.T, extra ...string) *tlsServer {
 	t.Helper()
+	return startServerPoll(t, 20*time.Millisecond, extra...)
+}
+
+// startServerPoll is startServer with the TLS files checked for changes
+// every poll.
+func startServerPoll(t *testing.T, poll time.Duration, extra ...string) *tlsServer {
+	t.Helper()
 	var c config
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	bindFlags(fs, &c)
@@ -51,7 +60,7 @@ func startServer(t *testing.T, extra ...string) *tlsServer {
 	s := &tlsServer{addrs: map[string]string{}}
 	var loaded atomic.Pointer[tlsconf.Reloader]
 	c.hooks = &hooks{listening: func(plane, addr string) { addrs <- [2]string{plane, addr} },
-		tls: func(r *tlsconf.Reloader) { loaded.Store(r) }, tlsPoll: 20 * time.Millisecond}
+		tls: func(r *tlsconf.Reloader) { loaded.Store(r) }, tlsPoll: poll}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, &c, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
@@ -498,4 +507,82 @@ func TestTLSCluster(t *testing.T) {
 		}
 	}
 	t.Logf("partition leaders: %v", leaders)
+}
+
+// TestTLSReloadOnSIGHUP: with the change check far off, a SIGHUP to the
+// process reloads the replaced files.
+func TestTLSReloadOnSIGHUP(t *testing.T) {
+	ca := tlstest.NewCA(t, "SQ test CA")
+	dir := t.TempDir()
+	_, flags := tlsFiles(t, ca, dir, tlstest.Options{})
+	s := startServerPoll(t, time.Hour, flags...)
+	next, _ := tlsFiles(t, ca, dir, tlstest.Options{})
+	// The server's handler is registered (watchTLS runs before the
+	// planes listen), so the signal does not end the test process.
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "the certificate reloaded on SIGHUP", func() bool {
+		return servedSerial(t, s.addrs["capnp"], ca.Pool()).Cmp(next.Cert.SerialNumber) == 0
+	})
+}
+
+// TestTLSEveryClientType: BatchProducer, Consumer, GrpcProducer and
+// GrpcConsumer reach a TLS server through their TLSConfig.
+func TestTLSEveryClientType(t *testing.T) {
+	ca := tlstest.NewCA(t, "SQ test CA")
+	_, flags := tlsFiles(t, ca, t.TempDir(), tlstest.Options{})
+	s := startServer(t, flags...)
+	tc := &tls.Config{RootCAs: ca.Pool()}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	bp, err := sdk.NewBatchProducer(ctx, sdk.BatchProducerConfig{ProducerConfig: sdk.ProducerConfig{Addr: s.addrs["capnp"], TLSConfig: tc}})
+	if err != nil {
+		t.Fatalf("BatchProducer over TLS: %v", err)
+	}
+	defer bp.Close()
+	if _, err := bp.Client().CreateTopic(ctx, "clients", 1, sdk.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bp.Send(ctx, "clients", nil, []byte("batch")); err != nil {
+		t.Fatal(err)
+	}
+	if err := bp.Flush(ctx); err != nil {
+		t.Fatalf("BatchProducer flush over TLS: %v", err)
+	}
+	gp, err := sdk.NewGrpcProducer(sdk.GrpcProducerConfig{GrpcConfig: sdk.GrpcConfig{Addr: s.addrs["grpc"], TLSConfig: tc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gp.Close()
+	if _, err := gp.Send(ctx, "clients", nil, []byte("grpc")); err != nil {
+		t.Fatalf("GrpcProducer over TLS: %v", err)
+	}
+
+	c, err := sdk.NewConsumer(ctx, sdk.ConsumerConfig{Addr: s.addrs["capnp"], TLSConfig: tc, Topic: "clients", StartFrom: sdk.StartEarliest})
+	if err != nil {
+		t.Fatalf("Consumer over TLS: %v", err)
+	}
+	defer c.Close()
+	gc, err := sdk.NewGrpcConsumer(ctx, sdk.GrpcConsumerConfig{GrpcConfig: sdk.GrpcConfig{Addr: s.addrs["grpc"], TLSConfig: tc}, Topic: "clients", StartFrom: sdk.StartEarliest})
+	if err != nil {
+		t.Fatalf("GrpcConsumer over TLS: %v", err)
+	}
+	defer gc.Close()
+	for name, pollFn := range map[string]func(context.Context) ([]sdk.Message, error){"Consumer": c.Poll, "GrpcConsumer": gc.Poll} {
+		var got []string
+		for len(got) < 2 {
+			msgs, err := pollFn(ctx)
+			if err != nil {
+				t.Fatalf("%s.Poll over TLS: %v", name, err)
+			}
+			for _, m := range msgs {
+				got = append(got, string(m.Value))
+			}
+		}
+		if strings.Join(got, ",") != "batch,grpc" {
+			t.Errorf("%s read %v, want batch, grpc", name, got)
+		}
+	}
 }
