@@ -15,8 +15,9 @@ import (
 	"github.com/seedqueue/sq/internal/tlsconf"
 )
 
-// validateTLS checks that --tls-cert and --tls-key come together and that
-// --tls-client-ca comes with them. The files are read at start (loadTLS).
+// validateTLS checks that --tls-cert and --tls-key come together, that
+// --tls-client-ca comes with them, and that --gossip-key-file comes with
+// --grpc-host. The files are read at start (loadTLS, gossipKey).
 func (c *config) validateTLS() []error {
 	var errs []error
 	if (c.TLSCert == "") != (c.TLSKey == "") {
@@ -24,6 +25,9 @@ func (c *config) validateTLS() []error {
 	}
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		errs = append(errs, errors.New("--tls-client-ca needs --tls-cert and --tls-key: mutual TLS is TLS first"))
+	}
+	if c.GossipKeyFile != "" && !c.clustered() {
+		errs = append(errs, errors.New("--gossip-key-file needs --grpc-host: without it the node runs alone and gossips with no one"))
 	}
 	return errs
 }

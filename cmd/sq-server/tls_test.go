@@ -410,13 +410,15 @@ func TestTLSStartErrors(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		env  map[string]string
+		args []string
 		want string
 	}{
-		{map[string]string{"SQ_TLS_CERT": flags[1]}, "--tls-cert and --tls-key must be given together"},
-		{map[string]string{"SQ_TLS_CLIENT_CA": flags[1]}, "--tls-client-ca needs --tls-cert"},
+		{map[string]string{"SQ_TLS_CERT": flags[1]}, nil, "--tls-cert and --tls-key must be given together"},
+		{map[string]string{"SQ_TLS_CLIENT_CA": flags[1]}, nil, "--tls-client-ca needs --tls-cert"},
+		{map[string]string{"SQ_GOSSIP_KEY_FILE": flags[1]}, []string{"--grpc-host", ""}, "--gossip-key-file needs --grpc-host"},
 	} {
-		if _, err := parseConfig(t, tc.env); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("config with %v: %v, want %q", tc.env, err, tc.want)
+		if _, err := parseConfig(t, tc.env, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("config with %v %v: %v, want %q", tc.env, tc.args, err, tc.want)
 		}
 	}
 }
