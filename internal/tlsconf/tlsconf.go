@@ -239,19 +239,45 @@ func (r *Reloader) ServerConfig(nextProtos ...string) *tls.Config {
 
 // PeerConfig returns the client tls.Config a node dials other nodes with:
 // it presents the current certificate pair as its client certificate and
-// verifies the peer's certificate against the client CAs when a client CA
-// file is configured (a cluster's nodes share one CA), else against the
-// system roots. The peer's name is checked against ServerName, which
-// the dial sets from the address (see Dialer); its certificate needs the
-// address's IP or name among its SANs, and both serverAuth and clientAuth
-// extended key usages with mutual TLS. nextProtos are its ALPN protocols.
+// verifies the peer's certificate against the current client CAs when a
+// client CA file is configured (a cluster's nodes share one CA), else
+// against the system roots; both follow reloads. The peer's name is
+// checked against ServerName, which the dial sets from the address (see
+// Dialer); its certificate needs the address's IP or name among its SANs,
+// and both serverAuth and clientAuth extended key usages with mutual TLS.
+// nextProtos are its ALPN protocols.
 func (r *Reloader) PeerConfig(nextProtos ...string) *tls.Config {
 	c := &tls.Config{MinVersion: MinVersion, NextProtos: slices.Clone(nextProtos)}
 	c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return r.Certificate(), nil }
-	if m := r.cur.Load(); m.clientCA != nil {
-		c.RootCAs = m.clientCA
+	if r.files.ClientCAFile != "" {
+		// crypto/tls verifies against a fixed RootCAs; the client CAs
+		// change with reloads, so VerifyConnection does the whole
+		// verification (chain and name) against the current ones, as the
+		// crypto/tls documentation's example of VerifyConnection does.
+		c.InsecureSkipVerify = true // #nosec G402 -- verified in VerifyConnection
+		c.VerifyConnection = func(cs tls.ConnectionState) error { return r.verifyPeer(cs) }
 	}
 	return c
+}
+
+// verifyPeer verifies a peer's certificate chain against the current
+// client CAs and its name against cs.ServerName.
+func (r *Reloader) verifyPeer(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("tlsconf: the peer sent no certificate")
+	}
+	opts := x509.VerifyOptions{
+		Roots:         r.cur.Load().clientCA,
+		DNSName:       cs.ServerName,
+		Intermediates: x509.NewCertPool(),
+	}
+	for _, c := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+	}
+	return nil
 }
 
 // WithServerName returns cfg, or a clone of it with ServerName set to

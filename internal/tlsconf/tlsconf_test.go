@@ -2,6 +2,7 @@ package tlsconf
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"log/slog"
 	"net"
@@ -131,5 +132,59 @@ func TestListenerBoundsTheHandshake(t *testing.T) {
 	b := make([]byte, 1)
 	if _, err := sc2.Read(b); err != nil || b[0] != 'x' {
 		t.Fatalf("Read after a handshake: %q, %v", b, err)
+	}
+}
+
+// TestPeerConfigFollowsTheClientCA: a node's dial verifies the peer
+// against the client CAs of the latest reload, names included.
+func TestPeerConfigFollowsTheClientCA(t *testing.T) {
+	dir := t.TempDir()
+	oldCA, newCA := tlstest.NewCA(t, "old CA"), tlstest.NewCA(t, "new CA")
+	certFile, keyFile := oldCA.Issue(t, tlstest.Options{}).Write(t, dir)
+	caFile := dir + "/ca.pem"
+	tlstest.WriteFile(t, caFile, oldCA.PEM)
+	r, err := New(Files{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A peer serving a certificate of the new CA, and asking for none.
+	peer := newCA.Issue(t, tlstest.Options{})
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{peer.TLS(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { c.(*tls.Conn).Handshake(); c.Close() }()
+		}
+	}()
+	dial := func(cfg *tls.Config) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := Dialer(cfg, nil)(ctx, "tcp", ln.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := dial(r.PeerConfig()); err == nil {
+		t.Fatal("a peer of another CA was accepted")
+	}
+	tlstest.WriteFile(t, caFile, newCA.PEM)
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(r.PeerConfig()); err != nil {
+		t.Fatalf("a peer of the reloaded CA: %v", err)
+	}
+	named := r.PeerConfig()
+	named.ServerName = "elsewhere.example"
+	if err := dial(named); err == nil {
+		t.Fatal("a peer whose certificate does not hold the name dialed was accepted")
 	}
 }
