@@ -1,6 +1,7 @@
 package control
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,13 @@ type Options struct {
 	// MaxBatchBytes is the engine's batch limit; gRPC messages up to it
 	// plus 1 MiB of framing are accepted. Default api.DefaultMaxBatchBytes.
 	MaxBatchBytes int
+	// TLS, when set, is the server TLS configuration of both the gRPC
+	// plane (through credentials.NewTLS, which adds the "h2" ALPN
+	// protocol) and the HTTP endpoints (ServeHTTP): each then accepts TLS
+	// connections only. Nil (the default): plaintext. Build it with
+	// certificates that may change between handshakes (GetCertificate,
+	// GetConfigForClient) to rotate them without a restart.
+	TLS *tls.Config
 	// Tracer makes the spans of publish, fetch and commit. Nil (the
 	// default) makes none and costs nothing on the hot path.
 	Tracer trace.Tracer

@@ -2,8 +2,10 @@ package control
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"go.opentelemetry.io/otel/trace"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -92,7 +95,11 @@ func New(opts Options) (*Server, error) {
 	s.recv = &recvBudget{max: opts.MaxInflightRequestBytes,
 		charge: recvCharge(opts.MaxBatchBytes), timeout: opts.RecvTimeout}
 	s.metrics = newMetrics(s)
-	s.grpc = grpc.NewServer(
+	var creds []grpc.ServerOption
+	if opts.TLS != nil {
+		creds = append(creds, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	}
+	s.grpc = grpc.NewServer(append(creds,
 		// A publish carries up to one batch of records plus their framing.
 		grpc.MaxRecvMsgSize(opts.MaxBatchBytes+grpcFramingBytes),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
@@ -106,7 +113,7 @@ func New(opts Options) (*Server, error) {
 		grpc.ForceServerCodecV2(budgetCodec{s: s, base: encoding.GetCodecV2("proto")}),
 		grpc.ChainUnaryInterceptor(s.decodeUnary, s.metrics.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.decodeStream, s.metrics.streamInterceptor),
-	)
+	)...)
 	s.health = health.NewServer()
 	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -115,7 +122,10 @@ func New(opts Options) (*Server, error) {
 	sqv1.RegisterClusterServer(s.grpc, &clusterService{s: s})
 	sqv1.RegisterMessagingServer(s.grpc, &messagingService{s: s})
 	reflection.Register(s.grpc)
-	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		// Failed TLS handshakes and the like go to the server's log, at
+		// DEBUG: any client can cause them.
+		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)}
 	return s, nil
 }
 
@@ -223,10 +233,14 @@ func (s *Server) ServeGRPC(ln net.Listener) error {
 	return s.grpc.Serve(s.limitConns(s.metrics.countConns(ln, "grpc")))
 }
 
-// ServeHTTP serves /healthz, /readyz and /metrics on ln until Shutdown. It
-// returns nil after Shutdown, or the accept error.
+// ServeHTTP serves /healthz, /readyz and /metrics on ln until Shutdown,
+// over TLS when Options.TLS is set (HTTP/1.1). It returns nil after
+// Shutdown, or the accept error.
 func (s *Server) ServeHTTP(ln net.Listener) error {
 	s.setAddr("http", ln)
+	if s.opts.TLS != nil {
+		ln = tls.NewListener(ln, s.opts.TLS)
+	}
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -30,14 +32,15 @@ import (
 // close.
 type connPool struct {
 	dial func(ctx context.Context, addr string) (net.Conn, error)
+	tls  *tls.Config // nil: plaintext
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	closed bool
 }
 
-func newConnPool(dial func(ctx context.Context, addr string) (net.Conn, error)) *connPool {
-	return &connPool{dial: dial, conns: map[string]*grpc.ClientConn{}}
+func newConnPool(dial func(ctx context.Context, addr string) (net.Conn, error), tlsCfg *tls.Config) *connPool {
+	return &connPool{dial: dial, tls: tlsCfg, conns: map[string]*grpc.ClientConn{}}
 }
 
 // cluster returns a Cluster client of addr.
@@ -60,6 +63,10 @@ func (p *connPool) conn(addr string) (*grpc.ClientConn, error) {
 		return c, nil
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if p.tls != nil {
+		// ServerName defaults to the host of addr (gRPC's authority).
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(p.tls))}
+	}
 	if p.dial != nil {
 		opts = append(opts, grpc.WithContextDialer(p.dial))
 	}

@@ -131,6 +131,9 @@ func startMembership(o Options, raftAddr string) (*membership, error) {
 	c.Merge = m
 	c.Ping = m
 	c.Logger = log.New(newMemberlistWriter(o.Logger.With("component", "memberlist")), "", 0)
+	if len(o.GossipKey) != 0 {
+		c.SecretKey = o.GossipKey
+	}
 	if o.Memberlist != nil {
 		o.Memberlist(c)
 	}

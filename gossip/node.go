@@ -81,7 +81,7 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{opts: o, ident: id, log: o.Logger.With("component", "cluster"), conns: newConnPool(o.Dial), removedCh: make(chan struct{})}
+	n := &Node{opts: o, ident: id, log: o.Logger.With("component", "cluster"), conns: newConnPool(o.Dial, o.TLSClient), removedCh: make(chan struct{})}
 	hasState, err := n.startRaft(dir)
 	if err != nil {
 		n.shutdown(ctx, false)
@@ -154,7 +154,7 @@ func (n *Node) startRaft(dir string) (bool, error) {
 		return false, err
 	}
 	n.stores = stores
-	sl, err := listenRaft(n.opts.RaftBind, n.opts.RaftAdvertise)
+	sl, err := listenRaft(n.opts.RaftBind, n.opts.RaftAdvertise, n.opts.TLSServer, n.opts.TLSClient)
 	if err != nil {
 		return false, err
 	}

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,6 +87,20 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Dial dials the gRPC addresses of other nodes (nil: net.Dialer).
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+
+	// TLSServer, when set, is the server TLS configuration of the Raft
+	// transport's listener: it then accepts TLS connections only. Set it
+	// with TLSClient.
+	TLSServer *tls.Config
+	// TLSClient, when set, is the client TLS configuration this node dials
+	// other nodes with: their gRPC planes (joins, forwarded proposals and
+	// group calls, describes) and Raft transports. ServerName, when empty,
+	// is the dialed address's host. Nil: plaintext.
+	TLSClient *tls.Config
+	// GossipKey, when set, encrypts memberlist's traffic (TCP and UDP)
+	// with AES-GCM (memberlist.Config.SecretKey): 16, 24 or 32 bytes, the
+	// same on every node. Nil: plaintext gossip.
+	GossipKey []byte
 
 	// OnApply is called synchronously, in log order, after each applied
 	// command that changed the state and after a snapshot restore (prev
@@ -191,6 +206,12 @@ func (o Options) Validate() error {
 	}
 	if o.LeaderLeaseTimeout > o.HeartbeatTimeout {
 		errs = append(errs, fmt.Errorf("gossip: leader lease timeout %v must not exceed the heartbeat timeout %v", o.LeaderLeaseTimeout, o.HeartbeatTimeout))
+	}
+	if k := len(o.GossipKey); k != 0 && k != 16 && k != 24 && k != 32 {
+		errs = append(errs, fmt.Errorf("gossip: gossip key of %d bytes: want 16, 24 or 32 (AES-128, -192 or -256)", k))
+	}
+	if (o.TLSServer == nil) != (o.TLSClient == nil) {
+		errs = append(errs, errors.New("gossip: TLSServer and TLSClient must be set together"))
 	}
 	if o.MaxVoters < 1 {
 		errs = append(errs, fmt.Errorf("gossip: max voters %d must be at least 1", o.MaxVoters))

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/gossip/meta"
+	"github.com/seedqueue/sq/internal/tlsconf"
 )
 
 // applied is one published state: the metadata and the index of the last
@@ -209,6 +211,9 @@ func (snapshot) Release() {}
 type streamLayer struct {
 	net.Listener
 	advertise net.Addr
+	// tlsClient, when set, is the configuration of dials (the listener
+	// is then a TLS one).
+	tlsClient *tls.Config
 
 	mu       sync.Mutex
 	accepted map[net.Conn]struct{} // closed by Close: raft leaves them blocked in reads
@@ -259,6 +264,11 @@ func (c *trackedConn) Close() error {
 
 // Dial implements raft.StreamLayer.
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if s.tlsClient != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return tlsconf.Dialer(s.tlsClient, nil)(ctx, "tcp", string(addr))
+	}
 	return net.DialTimeout("tcp", string(addr), timeout)
 }
 
@@ -268,7 +278,8 @@ func (s *streamLayer) Addr() net.Addr { return s.advertise }
 // listenRaft listens on bind and resolves the advertised address: the
 // host of advertise (else the bound IP), the port of advertise (0 or
 // absent: the bound port). An unspecified advertised IP is an error.
-func listenRaft(bind, advertise string) (*streamLayer, error) {
+// With serverTLS (and clientTLS) it accepts and dials TLS connections.
+func listenRaft(bind, advertise string, serverTLS, clientTLS *tls.Config) (*streamLayer, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: raft listen on %s: %w", bind, err)
@@ -279,7 +290,11 @@ func listenRaft(bind, advertise string) (*streamLayer, error) {
 		ln.Close()
 		return nil, fmt.Errorf("gossip: raft: %w", err)
 	}
-	return &streamLayer{Listener: ln, advertise: addr, accepted: map[net.Conn]struct{}{}}, nil
+	sl := &streamLayer{Listener: ln, advertise: addr, accepted: map[net.Conn]struct{}{}}
+	if serverTLS != nil {
+		sl.Listener, sl.tlsClient = tls.NewListener(ln, serverTLS), clientTLS
+	}
+	return sl, nil
 }
 
 // advertised resolves an advertise address "host:port" against the bound

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -72,6 +73,9 @@ func (a *Admin) Close() error { return a.conn.Close() }
 //     Speaks says which (the data plane's Cap'n Proto, HTTP/1.x, TLS, or
 //     gRPC without SQ's services), found by connecting again within what
 //     is left of ConnectTimeout;
+//   - *TLSError (ErrTLS) with TLSConfig set: the TLS handshake failed (a
+//     certificate that does not verify, a client certificate refused, a
+//     server without TLS);
 //   - ErrConnection: nothing listens there, or the connection failed for
 //     a reason the probe could not name;
 //   - ctx's error when ctx ends first.
@@ -89,6 +93,10 @@ func (a *Admin) Connect(ctx context.Context) error {
 		return &WrongProtocolError{Addr: addr, Plane: "control", Speaks: SpeaksGRPC}
 	case code == codes.DeadlineExceeded && cctx.Err() != nil:
 		return &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "first call"}
+	case code == codes.Unavailable && a.cfg.TLSConfig != nil && strings.Contains(err.Error(), "authentication handshake failed"):
+		// gRPC reports a failed TLS handshake in the status text only.
+		return &TLSError{Addr: addr, Err: err,
+			Plaintext: strings.Contains(err.Error(), "first record does not look like a TLS handshake")}
 	case code == codes.Unavailable:
 		speaks, dialErr := identifyAddr(cctx, a.cfg.Dialer, addr)
 		if speaks != "" {

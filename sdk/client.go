@@ -2,10 +2,12 @@ package sdk
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -52,6 +54,15 @@ type ClientConfig struct {
 	Logger *slog.Logger
 	// Dialer opens the TCP connections (DialFunc). Default: net.Dialer.
 	Dialer DialFunc
+	// TLSConfig, when set, makes every connection TLS (tls.Client over
+	// the dialed connection; 1.2 at least unless MinVersion says more):
+	// to the bootstrap node and to partition leaders. Its ServerName,
+	// when empty, is the host of the address dialed, and its RootCAs
+	// (nil: the system roots) verify the server's certificate; set
+	// Certificates (or GetClientCertificate) for a server that requires
+	// client certificates (--tls-client-ca). A failed TLS handshake is a
+	// *TLSError (ErrTLS). Nil: plaintext.
+	TLSConfig *tls.Config
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {
@@ -76,6 +87,33 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	c.TLSConfig = withMinTLS(c.TLSConfig)
+	return c
+}
+
+// withServerName returns cfg, or a clone of it with ServerName set to
+// addr's host when cfg has none, as crypto/tls.Dial does.
+func withServerName(cfg *tls.Config, addr string) *tls.Config {
+	if cfg.ServerName != "" {
+		return cfg
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	c := cfg.Clone()
+	c.ServerName = host
+	return c
+}
+
+// withMinTLS returns cfg, or a clone of it with MinVersion TLS 1.2 when
+// it allows less; nil stays nil.
+func withMinTLS(cfg *tls.Config) *tls.Config {
+	if cfg == nil || cfg.MinVersion >= tls.VersionTLS12 {
+		return cfg
+	}
+	c := cfg.Clone()
+	c.MinVersion = tls.VersionTLS12
 	return c
 }
 
@@ -259,7 +297,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 		}
 		return nil, err
 	}
-	cn, err := dialConn(ctx, c.cfg.Dialer, c.cfg.Addr, c.cfg.ClientID, c.cfg.DialTimeout, c.cfg.Logger)
+	cn, err := dialConn(ctx, c.cfg.Dialer, c.cfg.TLSConfig, c.cfg.Addr, c.cfg.ClientID, c.cfg.DialTimeout, c.cfg.Logger)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {

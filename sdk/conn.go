@@ -3,6 +3,7 @@ package sdk
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,10 +88,11 @@ type conn struct {
 	issued, written atomic.Uint64
 }
 
-// dialConn connects to addr and performs the handshake. The dial plus
-// handshake is bounded by ctx and by timeout.
-func dialConn(ctx context.Context, dial DialFunc, addr, clientID string, timeout time.Duration, log *slog.Logger) (*conn, error) {
-	nc, br, limits, err := dialHandshake(ctx, dial, addr, clientID, timeout)
+// dialConn connects to addr (over TLS with tlsCfg when not nil) and
+// performs the handshake. The dial plus handshake is bounded by ctx and
+// by timeout.
+func dialConn(ctx context.Context, dial DialFunc, tlsCfg *tls.Config, addr, clientID string, timeout time.Duration, log *slog.Logger) (*conn, error) {
+	nc, br, limits, err := dialHandshake(ctx, dial, tlsCfg, addr, clientID, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -118,14 +120,16 @@ func startConn(nc net.Conn, br *bufio.Reader, limits Limits, log *slog.Logger) *
 	return c
 }
 
-// dialHandshake connects to addr with dial and performs the handshake, both bounded
-// by ctx and by timeout. It returns the connection, with its deadline
+// dialHandshake connects to addr with dial, sets up TLS with tlsCfg when
+// it is not nil (its ServerName, when empty, is addr's host), and
+// performs the handshake, all bounded by ctx and by timeout. It returns the connection, with its deadline
 // cleared, and the buffered reader holding whatever the server sent after
 // the handshake response. Errors: *ConnectTimeoutError when nothing answered
 // in time, permanent{*WrongProtocolError} when another protocol answered,
 // permanent{*AddrError} when addr is not host:port,
-// permanent{...} for a refused handshake, or the dial's or read's error.
-func dialHandshake(ctx context.Context, dial DialFunc, addr, clientID string, timeout time.Duration) (net.Conn, *bufio.Reader, Limits, error) {
+// permanent{...} for a refused handshake, a *TLSError (most of them
+// permanent) for a failed TLS handshake, or the dial's or read's error.
+func dialHandshake(ctx context.Context, dial DialFunc, tlsCfg *tls.Config, addr, clientID string, timeout time.Duration) (net.Conn, *bufio.Reader, Limits, error) {
 	if err := checkAddr(addr, defaultDataPort); err != nil {
 		return nil, nil, Limits{}, permanent{err}
 	}
@@ -142,6 +146,22 @@ func dialHandshake(ctx context.Context, dial DialFunc, addr, clientID string, ti
 			return nil, nil, Limits{}, &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "dial"}
 		}
 		return nil, nil, Limits{}, err
+	}
+	if tlsCfg != nil {
+		hctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		tc := tls.Client(nc, withServerName(tlsCfg, addr))
+		if err := tc.HandshakeContext(hctx); err != nil {
+			nc.Close()
+			if ctx.Err() != nil {
+				return nil, nil, Limits{}, ctx.Err()
+			}
+			if isTimeout(err) || errors.Is(err, context.DeadlineExceeded) {
+				return nil, nil, Limits{}, &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "TLS handshake"}
+			}
+			return nil, nil, Limits{}, tlsError(hctx, dial, addr, err)
+		}
+		nc = tc
 	}
 	_ = nc.SetDeadline(deadline)
 	// Ctrl-C (a cancelled ctx) ends a handshake in progress at once.

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"math"
 	"sort"
@@ -202,6 +203,9 @@ type ConsumerConfig struct {
 	// Dialer opens every connection, to Addr and to partition leaders
 	// (DialFunc). Default: net.Dialer.
 	Dialer DialFunc
+	// TLSConfig, when set, makes every connection TLS, as
+	// ClientConfig.TLSConfig. Nil: plaintext.
+	TLSConfig *tls.Config
 	// CloseTimeout bounds Close as a whole, as the timeout of Kafka's
 	// consumer close (KIP-102): the final commit (with AutoCommit) and
 	// leaving the group share it, so against a server that stopped
@@ -413,6 +417,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		ReconnectBackoffMax: cfg.ReconnectBackoffMax,
 		Logger:              cfg.Logger,
 		Dialer:              cfg.Dialer,
+		TLSConfig:           cfg.TLSConfig,
 	})
 	if err != nil {
 		return nil, err

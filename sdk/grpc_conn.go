@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -48,6 +50,14 @@ type GrpcConfig struct {
 	// and to partition leaders, through grpc.WithContextDialer, added
 	// after DialOptions. Default: gRPC's own dialer.
 	Dialer DialFunc
+	// TLSConfig, when set, makes every connection TLS (gRPC transport
+	// credentials from credentials.NewTLS, TLS 1.2 at least), to the
+	// configured node and to partition leaders, in place of the default
+	// plaintext transport; DialOptions that set their own transport
+	// credentials conflict with it. ServerName, when empty, is the host
+	// of the address dialed; RootCAs nil: the system roots; Certificates
+	// for a server with --tls-client-ca. Nil: plaintext.
+	TLSConfig *tls.Config
 }
 
 func (c *GrpcConfig) defaults() {
@@ -66,9 +76,15 @@ func (c *GrpcConfig) defaults() {
 // connects on the first call).
 func dialGrpc(c GrpcConfig) (*grpc.ClientConn, error) {
 	opts := c.DialOptions
+	creds := insecure.NewCredentials()
+	if c.TLSConfig != nil {
+		creds = credentials.NewTLS(withMinTLS(c.TLSConfig))
+	}
 	if len(opts) == 0 {
-		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(creds),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcMaxRecvBytes))}
+	} else if c.TLSConfig != nil {
+		opts = append(slices.Clip(opts), grpc.WithTransportCredentials(creds))
 	}
 	if c.Dialer != nil {
 		dial := c.Dialer

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -125,6 +126,9 @@ type ProducerConfig struct {
 	// Dialer opens every connection, to Addr and to partition leaders
 	// (DialFunc). Default: net.Dialer.
 	Dialer DialFunc
+	// TLSConfig, when set, makes every connection TLS, as
+	// ClientConfig.TLSConfig. Nil: plaintext.
+	TLSConfig *tls.Config
 }
 
 // ProducerMessage is one record to send. Build it with NewProducerMessage
@@ -263,6 +267,7 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 		ReconnectBackoffMax: cfg.ReconnectBackoffMax,
 		Logger:              cfg.Logger,
 		Dialer:              cfg.Dialer,
+		TLSConfig:           cfg.TLSConfig,
 	})
 	if err != nil {
 		return nil, err

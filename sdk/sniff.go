@@ -70,11 +70,19 @@ type WrongProtocolError struct {
 // Message is the error text without the "sdk: " prefix, for example
 // "127.0.0.1:6060 is not an SQ data plane (it speaks HTTP/2; the data plane
 // is on port 6064 by default)".
+//
+// For Speaks SpeaksTLS the text also says how to connect with TLS: a
+// server started with --tls-cert serves TLS only, and the client needs
+// TLSConfig (the sq CLI: --tls-ca or --tls).
 func (e *WrongProtocolError) Message() string {
-	if e.Plane == "control" {
-		return fmt.Sprintf("%s is not an SQ control plane (it speaks %s; the gRPC control plane is on port %s by default)", e.Addr, e.Speaks, defaultControlPort)
+	hint := ""
+	if e.Speaks == SpeaksTLS {
+		hint = tlsHint
 	}
-	return fmt.Sprintf("%s is not an SQ data plane (it speaks %s; the data plane is on port %s by default)", e.Addr, e.Speaks, defaultDataPort)
+	if e.Plane == "control" {
+		return fmt.Sprintf("%s is not an SQ control plane (it speaks %s%s; the gRPC control plane is on port %s by default)", e.Addr, e.Speaks, hint, defaultControlPort)
+	}
+	return fmt.Sprintf("%s is not an SQ data plane (it speaks %s%s; the data plane is on port %s by default)", e.Addr, e.Speaks, hint, defaultDataPort)
 }
 
 func (e *WrongProtocolError) Error() string { return "sdk: " + e.Message() }
@@ -194,6 +202,85 @@ func probeTLS(ctx context.Context, dial DialFunc, addr string) string {
 	return ""
 }
 
+// tlsHint follows "it speaks TLS" in a WrongProtocolError's text.
+const tlsHint = "; a server with TLS on needs TLSConfig in the client's config, or sq's --tls-ca or --tls"
+
+// ErrTLS is matched by a *TLSError: a TLS connection (the config's
+// TLSConfig set) could not be set up.
+var ErrTLS = errors.New("sdk: TLS failed")
+
+// TLSError reports a data-plane TLS handshake that failed: the server's
+// certificate did not verify (unknown CA, expired, another name), the
+// server refused this client (mutual TLS without an accepted client
+// certificate), or the server does not speak TLS. It matches ErrTLS and
+// Err (errors.Is, errors.As: *tls.CertificateVerificationError,
+// x509.CertificateInvalidError, tls.RecordHeaderError...). Every kind but
+// Closed is permanent: redialing does not help.
+type TLSError struct {
+	Addr string // host:port dialed
+	// Plaintext is true when the server does not speak TLS: it answered
+	// the ClientHello with bytes that are not TLS, or it closed the
+	// connection and answers an SQ handshake without TLS (a server
+	// without --tls-cert).
+	Plaintext bool
+	// Refused is true when the server ended the handshake with a TLS
+	// alert, such as "certificate required" or "bad certificate" from a
+	// server with --tls-client-ca.
+	Refused bool
+	// Closed is true when the server closed the connection during the
+	// handshake without a TLS alert, and is not known to be a plaintext
+	// SQ server.
+	Closed bool
+	Err    error
+}
+
+func (e *TLSError) Error() string {
+	switch {
+	case e.Plaintext:
+		return fmt.Sprintf("sdk: %s: TLS handshake failed: the server does not speak TLS (a server without --tls-cert: connect without TLSConfig): %v", e.Addr, e.Err)
+	case e.Refused:
+		return fmt.Sprintf("sdk: %s: TLS handshake failed: the server refused it (a server with --tls-client-ca needs a client certificate signed by that CA in TLSConfig.Certificates): %v", e.Addr, e.Err)
+	case e.Closed:
+		return fmt.Sprintf("sdk: %s: TLS handshake failed: the server closed the connection: %v", e.Addr, e.Err)
+	}
+	return fmt.Sprintf("sdk: %s: TLS handshake failed: %v", e.Addr, e.Err)
+}
+
+// Unwrap makes the error match ErrTLS and Err.
+func (e *TLSError) Unwrap() []error { return []error{ErrTLS, e.Err} }
+
+// tlsError classifies err, the failure of a TLS handshake (or of the
+// first read after it: TLS 1.3 servers refuse a client certificate then)
+// with addr: a permanent *TLSError, or a retriable one when the server
+// closed the connection without saying why and does not answer an SQ
+// handshake without TLS either (probed on a new connection with dial
+// within ctx).
+func tlsError(ctx context.Context, dial DialFunc, addr string, err error) error {
+	var rh tls.RecordHeaderError
+	if errors.As(err, &rh) {
+		return permanent{&TLSError{Addr: addr, Plaintext: true, Err: err}}
+	}
+	var ne *net.OpError
+	if errors.As(err, &ne) && ne.Op == "remote error" {
+		// crypto/tls reports an alert from the server so.
+		return permanent{&TLSError{Addr: addr, Refused: true, Err: err}}
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || (ne != nil && !ne.Timeout()) {
+		timeout := DefaultDialTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+		}
+		if timeout > 0 {
+			if nc, _, _, perr := dialHandshake(ctx, dial, nil, addr, "sq-go-probe", timeout); perr == nil {
+				nc.Close()
+				return permanent{&TLSError{Addr: addr, Plaintext: true, Err: err}}
+			}
+		}
+		return &TLSError{Addr: addr, Closed: true, Err: err}
+	}
+	return permanent{&TLSError{Addr: addr, Err: err}}
+}
+
 // awaitAnswer waits for the first bytes of the answer to the handshake on
 // br (read from nc), until deadline. Past probeAt with nothing read, it
 // also runs probeHTTP1 on a second connection; so it does when the server
@@ -226,6 +313,13 @@ func awaitAnswer(ctx context.Context, dial DialFunc, nc net.Conn, peek func(int)
 		if len(b) == 0 && speaks != "" {
 			return nil, permanent{&WrongProtocolError{Addr: addr, Plane: "data", Speaks: speaks}}
 		}
+	}
+	if _, isTLS := nc.(*tls.Conn); isTLS && len(b) == 0 && err != nil && !isTimeout(err) && ctx.Err() == nil {
+		// A TLS server that refuses this client's certificate says so
+		// with an alert read here (TLS 1.3).
+		pctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		return nil, tlsError(pctx, dial, addr, err)
 	}
 	if len(b) == 0 && !isTimeout(err) && ctx.Err() == nil {
 		// Closed without a byte: Go's TLS servers do that to a first
@@ -282,7 +376,7 @@ func identifyAddr(ctx context.Context, dial DialFunc, addr string) (speaks strin
 	if timeout <= 0 {
 		return "", nil
 	}
-	nc, _, _, err := dialHandshake(ctx, dial, addr, "sq-go-probe", timeout)
+	nc, _, _, err := dialHandshake(ctx, dial, nil, addr, "sq-go-probe", timeout)
 	if err == nil {
 		nc.Close()
 		return SpeaksDataPlane, nil

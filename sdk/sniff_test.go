@@ -135,7 +135,11 @@ func TestDialNamesTheProtocolThatAnswers(t *testing.T) {
 			if wp.Speaks != tc.wants || wp.Addr != addr {
 				t.Errorf("Dial: Speaks %q Addr %q, want %q %q", wp.Speaks, wp.Addr, tc.wants, addr)
 			}
-			want := addr + " is not an SQ data plane (it speaks " + tc.wants + "; the data plane is on port 6064 by default)"
+			hint := ""
+			if tc.wants == SpeaksTLS {
+				hint = tlsHint
+			}
+			want := addr + " is not an SQ data plane (it speaks " + tc.wants + hint + "; the data plane is on port 6064 by default)"
 			if err.Error() != "sdk: "+want {
 				t.Errorf("error %q, want %q", err, "sdk: "+want)
 			}
@@ -218,7 +222,11 @@ func TestAdminConnectNamesWhatAnswers(t *testing.T) {
 			if !errors.As(err, &wp) || !errors.Is(err, ErrNotControlPlane) || errors.Is(err, ErrNotDataPlane) {
 				t.Fatalf("Connect(%s): %v, want a *WrongProtocolError matching ErrNotControlPlane", addr, err)
 			}
-			want := "sdk: " + addr + " is not an SQ control plane (it speaks " + tc.wants + "; the gRPC control plane is on port 6060 by default)"
+			hint := ""
+			if tc.wants == SpeaksTLS {
+				hint = tlsHint
+			}
+			want := "sdk: " + addr + " is not an SQ control plane (it speaks " + tc.wants + hint + "; the gRPC control plane is on port 6060 by default)"
 			if err.Error() != want {
 				t.Errorf("error %q, want %q", err, want)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/gossip"
 	"github.com/seedqueue/sq/gossip/meta"
+	"github.com/seedqueue/sq/internal/tlsconf"
 )
 
 // Port offsets of the cluster listeners from the gRPC port when
@@ -255,9 +256,15 @@ type clusterNode struct {
 // planes' bound addresses l, attaches it to the control plane (which
 // answers Join and Propose from then on, and is not ready until the node
 // has joined and caught up), and returns the broker the planes serve.
-func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlPlane, eng *engine.Engine, l listeners) (*clusterNode, error) {
+func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlPlane, eng *engine.Engine, l listeners, tlsr *tlsconf.Reloader) (*clusterNode, error) {
 	o, err := c.gossipOptions(l)
 	if err != nil {
+		return nil, err
+	}
+	if tlsr != nil {
+		o.TLSServer, o.TLSClient = tlsr.ServerConfig(), tlsr.PeerConfig()
+	}
+	if o.GossipKey, err = c.gossipKey(); err != nil {
 		return nil, err
 	}
 	rec := gossip.NewReconciler(eng, gossip.ReconcilerOptions{NodeID: c.NodeID, Logger: log})
@@ -279,7 +286,7 @@ func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 	cp.srv.SetCluster(node)
 	b := gossip.NewBroker(cp.srv.Traced(eng), node.BrokerCluster(), rec, gossip.BrokerOptions{Logger: log,
 		OffsetsTopicPartitions: c.OffsetsTopicPartitions, OffsetsTopicReplicationFactor: c.OffsetsTopicReplicationFactor})
-	r := gossip.NewReplicator(eng, node.BrokerCluster(), gossip.ReplicatorOptions{NodeID: c.NodeID, Logger: log, Dial: replicaDialer(c.NodeID)})
+	r := gossip.NewReplicator(eng, node.BrokerCluster(), gossip.ReplicatorOptions{NodeID: c.NodeID, Logger: log, Dial: replicaDialer(c.NodeID, tlsr)})
 	repl.Store(r)
 	rec.Start()
 	return &clusterNode{node: node, rec: rec, repl: r, broker: b}, nil

@@ -89,6 +89,15 @@ type config struct {
 	FrameReadTimeout        time.Duration
 	MaxConnections          int
 
+	// TLSCert and TLSKey are the PEM certificate chain and key all three
+	// planes serve TLS with (empty: plaintext); TLSClientCA the PEM CA
+	// bundle client certificates must chain to (empty: none asked for).
+	// GossipKeyFile holds memberlist's encryption key (empty: none).
+	TLSCert       string
+	TLSKey        string
+	TLSClientCA   string
+	GossipKeyFile string
+
 	hooks *hooks // tests only
 }
 
@@ -174,6 +183,10 @@ var flagSpecs = []flagSpec{
 	{"max-inflight-request-bytes", "SQ_MAX_INFLIGHT_REQUEST_BYTES", "request bytes all data-plane connections together may hold in memory (frames being read or served, publish batches until appended); when spent, connections stop being read until requests are answered"},
 	{"frame-read-timeout", "SQ_FRAME_READ_TIMEOUT", "longest read of one data-plane frame and its records, from its first byte (e.g. 30s); a slower connection is closed"},
 	{"max-connections", "SQ_MAX_CONNECTIONS", "most open connections of the data plane, and of the gRPC control plane; one more is accepted and closed at once"},
+	{"tls-cert", "SQ_TLS_CERT", "PEM certificate chain (leaf first) of the node: with --tls-key, the data plane, the gRPC control plane and HTTP serve TLS (1.2 or later), and nodes dial each other with TLS; reloaded on SIGHUP and when the file changes"},
+	{"tls-key", "SQ_TLS_KEY", "PEM private key of --tls-cert"},
+	{"tls-client-ca", "SQ_TLS_CLIENT_CA", "PEM CA bundle for mutual TLS: every client of every plane must present a certificate it signed, and nodes verify each other against it (empty: no client certificate asked for); needs --tls-cert"},
+	{"gossip-key-file", "SQ_GOSSIP_KEY_FILE", "file holding the AES key (16, 24 or 32 bytes, raw or base64) that encrypts gossip (memberlist) traffic; every node of the cluster needs the same key (empty: gossip in plaintext)"},
 	{"log-level", "SQ_LOG_LEVEL", "log level: debug, info, warn, error"},
 	{"log-format", "SQ_LOG_FORMAT", "log format: text or json"},
 }
@@ -214,6 +227,10 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.Int64Var(&c.MaxInflightRequestBytes, "max-inflight-request-bytes", dataplane.DefaultMaxInFlightRequestBytes, "")
 	fs.DurationVar(&c.FrameReadTimeout, "frame-read-timeout", dataplane.DefaultFrameReadTimeout, "")
 	fs.IntVar(&c.MaxConnections, "max-connections", dataplane.DefaultMaxConnections, "")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "")
+	fs.StringVar(&c.TLSClientCA, "tls-client-ca", "", "")
+	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "")
 	for _, s := range flagSpecs {
@@ -283,6 +300,7 @@ func (c *config) validate() error {
 	}
 	errs = append(errs, c.validateCluster()...)
 	errs = append(errs, c.validateTier()...)
+	errs = append(errs, c.validateTLS()...)
 	switch c.IOBackend {
 	case ring.ModeAuto, ring.ModeUring, ring.ModePortable:
 	default:

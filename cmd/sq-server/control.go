@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/control/telemetry"
+	"github.com/seedqueue/sq/internal/tlsconf"
 )
 
 // hooks let tests observe and pace the start of run; nil fields are
@@ -26,6 +28,24 @@ type hooks struct {
 	// listening is called with each plane ("http", "grpc", "capnp") and
 	// its bound address.
 	listening func(plane, addr string)
+	// tls is called with the TLS reloader once it is loaded (TLS on).
+	tls func(*tlsconf.Reloader)
+	// tlsPoll is the period of the TLS files' change check; 0: the
+	// default (tlsconf.DefaultPollInterval).
+	tlsPoll time.Duration
+}
+
+func (h *hooks) tlsLoaded(r *tlsconf.Reloader) {
+	if h != nil && h.tls != nil {
+		h.tls(r)
+	}
+}
+
+func (h *hooks) tlsPollInterval() time.Duration {
+	if h == nil {
+		return 0
+	}
+	return h.tlsPoll
 }
 
 func (h *hooks) listened(plane string, ln net.Listener) {
@@ -51,7 +71,9 @@ type controlPlane struct {
 // when OTEL_EXPORTER_OTLP_ENDPOINT is set, and serves HTTP at once, so
 // /healthz answers and /readyz says 503 during recovery. An empty
 // --http-host serves no HTTP.
-func startControl(ctx context.Context, c *config, log *slog.Logger) (*controlPlane, error) {
+//
+// With tlsr (--tls-cert) both gRPC and HTTP serve TLS only.
+func startControl(ctx context.Context, c *config, log *slog.Logger, tlsr *tlsconf.Reloader) (*controlPlane, error) {
 	cp := &controlPlane{log: log, errs: make(chan error, 2), grpcH: c.GRPCHost, hooks: c.hooks}
 	opts := control.Options{NodeID: c.NodeID, ClusterID: c.ClusterID, Version: version,
 		GRPCAddr: c.GRPCHost, CapnpAddr: c.CapnpHost, HTTPAddr: c.HTTPHost, MaxBatchBytes: c.MaxBatch, Logger: log,
@@ -77,6 +99,9 @@ func startControl(ctx context.Context, c *config, log *slog.Logger) (*controlPla
 		log.Info("OpenTelemetry export on", "service_name", tel.ServiceName)
 	}
 	opts.Tracer = tel.Tracer
+	if tlsr != nil {
+		opts.TLS = tlsr.ServerConfig()
+	}
 	srv, err := control.New(opts)
 	if err != nil {
 		tel.Shutdown(ctx)
@@ -93,7 +118,7 @@ func startControl(ctx context.Context, c *config, log *slog.Logger) (*controlPla
 		return nil, listenError("http", "--http-host", "SQ_HTTP_HOST", c.HTTPHost, err)
 	}
 	cp.httpAddr = ln.Addr().String()
-	log.Info("HTTP listening", "addr", ln.Addr().String(), "endpoints", "/healthz /readyz /metrics")
+	log.Info("HTTP listening", "addr", ln.Addr().String(), "endpoints", "/healthz /readyz /metrics", "tls", tlsr != nil)
 	cp.hooks.listened("http", ln)
 	go func() { cp.errs <- fmt.Errorf("http server stopped: %w", errOrClosed(srv.ServeHTTP(ln))) }()
 	return cp, nil

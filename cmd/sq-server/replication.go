@@ -6,6 +6,7 @@ import (
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/gossip"
+	"github.com/seedqueue/sq/internal/tlsconf"
 	"github.com/seedqueue/sq/net/dataplane"
 )
 
@@ -31,10 +32,16 @@ func (r replicaConn) EndOffsetForEpoch(ctx context.Context, topic string, id api
 func (r replicaConn) Close() error { return r.c.Close() }
 
 // replicaDialer returns the Replicator's dialer of leaders' data planes:
-// a dataplane.ReplicaClient that introduces itself as node nodeID.
-func replicaDialer(nodeID string) func(ctx context.Context, addr string) (gossip.ReplicaConn, error) {
+// a dataplane.ReplicaClient that introduces itself as node nodeID, over
+// TLS with tlsr's peer configuration when tlsr is not nil (the node's
+// certificate as client certificate).
+func replicaDialer(nodeID string, tlsr *tlsconf.Reloader) func(ctx context.Context, addr string) (gossip.ReplicaConn, error) {
+	var ro dataplane.ReplicaClientOptions
+	if tlsr != nil {
+		ro.Dialer = tlsconf.Dialer(tlsr.PeerConfig(), nil)
+	}
 	return func(ctx context.Context, addr string) (gossip.ReplicaConn, error) {
-		c, err := dataplane.Dial(ctx, addr, nodeID, dataplane.ReplicaClientOptions{})
+		c, err := dataplane.Dial(ctx, addr, nodeID, ro)
 		if err != nil {
 			return nil, err
 		}

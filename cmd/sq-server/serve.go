@@ -18,6 +18,7 @@ import (
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/internal/buildinfo"
+	"github.com/seedqueue/sq/internal/tlsconf"
 	"github.com/seedqueue/sq/net/dataplane"
 	"github.com/seedqueue/sq/ring"
 )
@@ -82,7 +83,18 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cp, err := startControl(ctx, c, log)
+	tlsr, err := c.loadTLS(log)
+	if err != nil {
+		backend.Close()
+		return err
+	}
+	if tlsr != nil {
+		wctx, wcancel := context.WithCancel(ctx)
+		defer wcancel()
+		watchTLS(wctx, tlsr, c.hooks.tlsPollInterval(), log)
+		c.hooks.tlsLoaded(tlsr)
+	}
+	cp, err := startControl(ctx, c, log, tlsr)
 	if err != nil {
 		backend.Close()
 		return err
@@ -149,7 +161,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		} else {
 			cp.srv.SetPhase("starting the cluster node")
 		}
-		cl, err = startCluster(ctx, c, log, cp, eng, listeners{GRPC: grpcLn.Addr().String(), Data: ln.Addr().String(), HTTP: cp.httpAddr})
+		cl, err = startCluster(ctx, c, log, cp, eng, listeners{GRPC: grpcLn.Addr().String(), Data: ln.Addr().String(), HTTP: cp.httpAddr}, tlsr)
 		cp.srv.SetPhase("")
 		if err != nil {
 			grpcLn.Close()
@@ -213,10 +225,17 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		cl.startReplication()
 		cl.adoptGroups(ctx, log)
 	}
-	log.Info("data plane listening", "addr", ln.Addr().String())
+	log.Info("data plane listening", "addr", ln.Addr().String(), "tls", tlsr != nil)
 	c.hooks.listened("capnp", ln)
+	dataLn := cp.srv.CountConns(ln, "capnp")
+	if tlsr != nil {
+		// Each connection's handshake runs on its first read, on the
+		// connection's own goroutine, never in the accept loop, and
+		// within --frame-read-timeout.
+		dataLn = tlsconf.NewListener(dataLn, tlsr.ServerConfig(), c.FrameReadTimeout)
+	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(cp.srv.CountConns(ln, "capnp")) }()
+	go func() { serveErr <- srv.Serve(dataLn) }()
 	cp.srv.SetReady(true)
 
 	select {

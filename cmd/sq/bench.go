@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -289,7 +290,7 @@ func benchIOBackends(ctx context.Context, g *globals, cmd *cobra.Command, admin 
 	for i, id := range ids {
 		wg.Go(func() {
 			if addr := grpcOf[id]; addr != "" {
-				per[i] = nodeIOBackend(ctx, addr)
+				per[i] = nodeIOBackend(ctx, addr, g.tlsConf)
 			} else {
 				per[i] = benchIOBackend(ctx, g, cmd)
 			}
@@ -320,8 +321,8 @@ func adminIOBackend(ctx context.Context, a *sdk.Admin) string {
 
 // nodeIOBackend asks the control plane at addr for its node's I/O
 // backend; "unknown" when it does not answer within a few seconds.
-func nodeIOBackend(ctx context.Context, addr string) string {
-	a, err := sdk.NewAdmin(sdk.AdminConfig{GrpcConfig: sdk.GrpcConfig{Addr: addr, RequestTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second}})
+func nodeIOBackend(ctx context.Context, addr string, tc *tls.Config) string {
+	a, err := sdk.NewAdmin(sdk.AdminConfig{GrpcConfig: sdk.GrpcConfig{Addr: addr, RequestTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second, TLSConfig: tc}})
 	if err != nil {
 		return "unknown"
 	}
@@ -370,6 +371,7 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 		lines = g.stderr
 	}
 	b := newBenchRun(addr, f, bar, lines)
+	b.tls = g.tlsConf
 	if b.timeout, err = g.connectTimeout(cmd); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -157,6 +158,7 @@ type consumeSession struct {
 	fromMs  int64 // --from-time in Unix ms, when given
 	addr    string
 	timeout time.Duration // --timeout: the consumer's dial
+	tls     *tls.Config   // the TLS flags' configuration; nil: plaintext
 	out     *recordWriter
 	stderr  io.Writer
 	probe   serverProbe
@@ -215,7 +217,7 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 		return err
 	}
 	stderr := &syncWriter{w: g.stderr}
-	s := &consumeSession{r: r, f: f, start: start, fromMs: fromMs, addr: g.addr(cmd), timeout: timeout, out: out, stderr: stderr,
+	s := &consumeSession{r: r, f: f, start: start, fromMs: fromMs, addr: g.addr(cmd), timeout: timeout, tls: g.tlsConf, out: out, stderr: stderr,
 		probe: serverProbe{addr: g.addr(cmd), topic: f.topic, follow: f.follow, timeout: timeout, stderr: stderr, reading: "reading " + f.topic},
 		pos:   map[uint32]uint64{}, end: map[uint32]uint64{}, cut: map[uint32]bool{}}
 	ctx := cmd.Context()
@@ -439,7 +441,7 @@ func (s *consumeSession) readToEnd(ctx context.Context) error {
 // from its position; bounded by the high watermarks at start when toEnd.
 // Records lost to retention while reading are said on stderr.
 func (s *consumeSession) consumerConfig(parts []uint32, toEnd bool) sdk.ConsumerConfig {
-	cfg := consumerBase(s.addr, s.f.topic, s.timeout)
+	cfg := consumerBase(s.addr, s.f.topic, s.timeout, s.tls)
 	// Fetched, not pushed: at most one response per partition is read
 	// ahead of what was printed.
 	cfg.UseFetch = true

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,7 @@ type groupSession struct {
 	end     map[uint32]uint64
 	next    map[uint32]uint64 // offset after the last record printed
 	timeout time.Duration     // --timeout: each dial plus handshake, and each probe
+	tls     *tls.Config       // the TLS flags' configuration; nil: plaintext
 	probe   serverProbe
 	stalls  fetchStalls // partitions that cannot be read for now
 	printed int64
@@ -132,7 +134,7 @@ func newGroupSession(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 		return nil, err
 	}
 	stderr := &syncWriter{w: g.stderr}
-	return &groupSession{f: f, addr: g.addr(cmd), timeout: timeout, out: out, stderr: stderr,
+	return &groupSession{f: f, addr: g.addr(cmd), timeout: timeout, tls: g.tlsConf, out: out, stderr: stderr,
 		end: map[uint32]uint64{}, next: map[uint32]uint64{},
 		probe: serverProbe{addr: g.addr(cmd), topic: f.topic, follow: f.follow, timeout: timeout, stderr: stderr,
 			reading: fmt.Sprintf("reading %s as group %s", f.topic, f.group)}}, nil
@@ -142,7 +144,7 @@ func newGroupSession(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 // partitions without a committed offset start at from; dials are bounded
 // by --timeout, as every other connection of sq.
 func (s *groupSession) consumerConfig(from sdk.StartPosition) sdk.ConsumerConfig {
-	cfg := consumerBase(s.addr, s.f.topic, s.timeout)
+	cfg := consumerBase(s.addr, s.f.topic, s.timeout, s.tls)
 	cfg.ConsumerGroup = s.f.group
 	cfg.AutoCommitMarked = true
 	cfg.AutoCommitInterval = commitInterval

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,9 +25,11 @@ var newConsumer = sdk.NewConsumer
 // consumerBase is the configuration every consumer of `sq consume` starts
 // from: the server at addr reached within timeout (--timeout), topic,
 // long polls of followMaxWait, each request bounded by consumeRequestTimeout
-// and reconnections at most consumeReconnectBackoffMax apart.
-func consumerBase(addr, topic string, timeout time.Duration) sdk.ConsumerConfig {
+// and reconnections at most consumeReconnectBackoffMax apart, over TLS
+// with tc when it is not nil.
+func consumerBase(addr, topic string, timeout time.Duration, tc *tls.Config) sdk.ConsumerConfig {
 	return sdk.ConsumerConfig{
+		TLSConfig:           tc,
 		Addr:                addr,
 		ClientID:            "sq-cli",
 		Topic:               topic,

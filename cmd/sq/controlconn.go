@@ -11,6 +11,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -47,7 +48,11 @@ func (g *globals) controlConn(cmd *cobra.Command) (*controlConn, error) {
 		return nil, err
 	}
 	addr := g.controlAddr(cmd)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if g.tlsConf != nil {
+		creds = credentials.NewTLS(g.tlsConf)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		a.Close()
 		return nil, controlError(addr, err)

@@ -54,6 +54,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -189,6 +190,10 @@ type globals struct {
 	server  string
 	control string        // gRPC control-plane address (control.go)
 	timeout time.Duration // --timeout; read it with connectTimeout
+	tls     tlsFlags      // --tls, --tls-ca, ... (tls.go)
+	// tlsConfig is the TLS configuration of every connection, set before
+	// each command runs from the TLS flags; nil: plaintext.
+	tlsConf *tls.Config
 	getenv  func(string) string
 	stdin   io.Reader
 	stdout  io.Writer
@@ -275,10 +280,17 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 			"The broker's data-plane address comes from --server, else from the " + serverEnv + "\n" +
 			"environment variable, else " + defaultServer + ". --timeout (else " + timeoutEnv + ") bounds\n" +
 			"connecting to either plane.",
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		Version:           buildinfo.Version,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkEmptyAddrs(cmd) },
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       buildinfo.Version,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkEmptyAddrs(cmd); err != nil {
+				return err
+			}
+			var err error
+			g.tlsConf, err = g.tlsConfig(cmd)
+			return err
+		},
 	}
 	root.SetFlagErrorFunc(flagError)
 	root.SetVersionTemplate(buildinfo.String("sq") + "\n")
@@ -292,6 +304,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 	g.timeout = defaultTimeout
 	root.PersistentFlags().Var((*durationFlag)(&g.timeout), "timeout",
 		"bound on connecting to the server plus its handshake (data plane) or first call (control plane), e.g. 2s (env "+timeoutEnv+"; the flag wins)")
+	bindTLSFlags(root, &g.tls)
 	root.AddCommand(newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g))
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newClusterCommand(g))
@@ -321,7 +334,7 @@ func (g *globals) dial(cmd *cobra.Command) (*sdk.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := sdk.Dial(cmd.Context(), sdk.ClientConfig{Addr: addr, ClientID: "sq-cli", DialTimeout: timeout})
+	c, err := sdk.Dial(cmd.Context(), sdk.ClientConfig{Addr: addr, ClientID: "sq-cli", DialTimeout: timeout, TLSConfig: g.tlsConf})
 	if err != nil {
 		return nil, connectError(addr, err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"time"
 
@@ -48,9 +49,10 @@ func onLeader[T any](ctx context.Context, r *sdk.Producer, topic string, p uint3
 
 // dialRouter connects to addr within timeout and returns the routing
 // core for requests sent on a Client: an sdk.Producer through which no
-// record is sent (onLeader). clientID names it to the server.
-func dialRouter(ctx context.Context, addr, clientID string, timeout time.Duration) (*sdk.Producer, error) {
-	return sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: addr, ClientID: clientID, DialTimeout: timeout})
+// record is sent (onLeader). clientID names it to the server; tc, when
+// not nil, makes its connections TLS.
+func dialRouter(ctx context.Context, addr, clientID string, timeout time.Duration, tc *tls.Config) (*sdk.Producer, error) {
+	return sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: addr, ClientID: clientID, DialTimeout: timeout, TLSConfig: tc})
 }
 
 // dialRouter is g.dial for commands that send partition requests on a
@@ -62,7 +64,7 @@ func (g *globals) dialRouter(cmd *cobra.Command) (*sdk.Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := dialRouter(cmd.Context(), addr, "sq-cli", timeout)
+	r, err := dialRouter(cmd.Context(), addr, "sq-cli", timeout, g.tlsConf)
 	if err != nil {
 		return nil, connectError(addr, err)
 	}

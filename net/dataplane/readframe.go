@@ -159,6 +159,11 @@ func (c *conn) readFrame(t *frameTimer) (msg *capnp.Message, f api.Frame, held i
 	nseg := uint64(binary.LittleEndian.Uint32(word[:4])) + 1
 	limit := uint64(c.srv.opts.MaxFrameBytes)
 	if nseg > maxFrameSegments {
+		if word[0] == 0x16 && word[1] == 0x03 {
+			// A TLS handshake record (RFC 8446 §5.1): a client with TLS
+			// on, and this data plane without (no --tls-cert).
+			return nil, f, 0, fmt.Errorf("dataplane: read frame: %w: the client sent a TLS ClientHello to the plaintext data plane (start sq-server with --tls-cert, or connect without TLS)", api.ErrFrameTooLarge)
+		}
 		return nil, f, 0, fmt.Errorf("dataplane: read frame: %w: %d segments, at most %d", api.ErrFrameTooLarge, nseg, maxFrameSegments)
 	}
 	hdrLen := (4 + 4*nseg + 7) &^ 7
