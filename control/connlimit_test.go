@@ -82,3 +82,56 @@ func TestGRPCMaxConcurrentStreams(t *testing.T) {
 		t.Fatal("the server's SETTINGS state no SETTINGS_MAX_CONCURRENT_STREAMS")
 	}
 }
+
+// dialGRPCFrom dials addr from the local IP address from (127.0.0.0/8 is
+// all loopback on Linux), skipping the test where that cannot be done.
+func dialGRPCFrom(t *testing.T, addr, from string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Skipf("dial from %s: %v (no such loopback address here)", from, err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	return nc
+}
+
+// served reports whether the server speaks HTTP/2 on nc: it answers the
+// client preface with a frame (its SETTINGS) rather than closing.
+func served(t *testing.T, nc net.Conn) bool {
+	t.Helper()
+	if _, err := nc.Write(append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 4, 0, 0, 0, 0, 0)); err != nil {
+		return false
+	}
+	var hdr [9]byte
+	_, err := io.ReadFull(nc, hdr[:])
+	return err == nil
+}
+
+// Beyond MaxConnectionsPerIP a gRPC connection from that address is
+// closed as soon as it is accepted and counted, while other addresses are
+// served.
+func TestGRPCMaxConnectionsPerIP(t *testing.T) {
+	n := startNode(t, control.Options{MaxConnectionsPerIP: 2})
+	for i := range 2 {
+		if !served(t, dialGRPCFrom(t, n.grpcAddr, "127.0.0.2")) {
+			t.Fatalf("connection %d of 127.0.0.2 not served with a bound of 2", i)
+		}
+	}
+	for i := range 3 {
+		if served(t, dialGRPCFrom(t, n.grpcAddr, "127.0.0.2")) {
+			t.Fatalf("connection %d beyond the bound of 127.0.0.2 served", i)
+		}
+	}
+	if !served(t, dialGRPCFrom(t, n.grpcAddr, "127.0.0.3")) {
+		t.Fatal("another address not served")
+	}
+	m := scrape(t, n)
+	if v := value(m, "sq_grpc_rejected_connections_per_ip_total", nil); v != 3 {
+		t.Fatalf("sq_grpc_rejected_connections_per_ip_total = %v, want 3", v)
+	}
+	if v := value(m, "sq_grpc_rejected_connections_total", nil); v != 3 {
+		t.Fatalf("sq_grpc_rejected_connections_total = %v, want 3", v)
+	}
+}

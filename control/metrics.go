@@ -48,6 +48,7 @@ type metrics struct {
 	grpcInFlight                     prometheus.Gauge
 	grpcThrottled                    prometheus.Counter
 	grpcRejected                     prometheus.Counter
+	grpcRejectedPerIP                prometheus.Counter
 	grpcRejectedCount                atomic.Uint64 // grpcRejected, for the log line
 }
 
@@ -70,10 +71,11 @@ func newMetrics(s *Server) *metrics {
 	m.connections = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sq_connections", Help: "Open client connections, per plane (capnp, grpc)."}, []string{"plane"})
 	m.grpcInFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "sq_grpc_inflight_requests", Help: "gRPC calls in progress (streams included)."})
 	m.grpcThrottled = prometheus.NewCounter(prometheus.CounterOpts{Name: "sq_grpc_throttled_calls_total", Help: "gRPC calls refused with THROTTLED because the request budget was spent."})
-	m.grpcRejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "sq_grpc_rejected_connections_total", Help: "gRPC connections closed at accept because --max-connections were open."})
+	m.grpcRejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "sq_grpc_rejected_connections_total", Help: "gRPC connections closed at accept because --max-connections were open (or --max-connections-per-ip of their address)."})
+	m.grpcRejectedPerIP = prometheus.NewCounter(prometheus.CounterOpts{Name: "sq_grpc_rejected_connections_per_ip_total", Help: "gRPC connections closed at accept because --max-connections-per-ip of their client IP address were open."})
 	m.reg.MustRegister(&topicCounters{s: s, vecs: []*prometheus.CounterVec{m.publishedRecords, m.publishedBytes, m.fetchedRecords, m.fetchedBytes}},
 		m.publishErrors, m.fetchErrors, m.publishCanceled, m.fetchCanceled, m.publishLatency, m.fetchLatency, m.fsyncLatency, m.fsyncBatches,
-		m.fsyncErrors, m.connections, m.grpcInFlight, m.grpcRejected, m.grpcThrottled,
+		m.fsyncErrors, m.connections, m.grpcInFlight, m.grpcRejected, m.grpcRejectedPerIP, m.grpcThrottled,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_grpc_request_budget_used_bytes", Help: "Bytes of the gRPC request budget (--max-inflight-request-bytes) held by requests being received and Subscribe responses being sent."},
 			func() float64 { all, _ := s.recv.inUse(); return float64(all) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sq_grpc_subscribe_response_bytes", Help: "Bytes of the gRPC request budget held by Subscribe responses being sent (at most half the budget)."},

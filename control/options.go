@@ -70,6 +70,12 @@ type Options struct {
 	// counted in sq_grpc_rejected_connections_total; a WARN line says so at
 	// most once per second. Default DefaultMaxConnections.
 	MaxConnections int
+	// MaxConnectionsPerIP bounds the open gRPC connections of one client
+	// IP address (Kafka's max.connections.per.ip): one more is closed at
+	// once as beyond MaxConnections, counted in
+	// sq_grpc_rejected_connections_per_ip_total. 0 (the default) sets no
+	// bound.
+	MaxConnectionsPerIP int
 	// MaxConcurrentStreams bounds the calls in progress on one gRPC
 	// connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; grpc-go's default
 	// is unlimited). With MaxConnections and MaxBatchBytes it bounds what
@@ -158,6 +164,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxConnections < 1 {
 		errs = append(errs, errors.New("control: MaxConnections must be positive"))
+	}
+	if o.MaxConnectionsPerIP < 0 {
+		errs = append(errs, errors.New("control: MaxConnectionsPerIP must not be negative"))
 	}
 	if need := recvCharge(o.MaxBatchBytes); o.MaxInflightRequestBytes < need {
 		errs = append(errs, fmt.Errorf("control: MaxInflightRequestBytes %d must hold one request's charge, 2 × (MaxBatchBytes + 1 MiB) = %d", o.MaxInflightRequestBytes, need))

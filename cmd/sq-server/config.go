@@ -88,6 +88,10 @@ type config struct {
 	MaxInflightRequestBytes int64
 	FrameReadTimeout        time.Duration
 	MaxConnections          int
+	// MaxConnectionsPerIP bounds the open connections of one client IP
+	// address on the data plane and, apart, on the gRPC control plane
+	// (0: no bound).
+	MaxConnectionsPerIP int
 
 	// TLSCert and TLSKey are the PEM certificate chain and key all three
 	// planes serve TLS with (empty: plaintext); TLSClientCA the PEM CA
@@ -183,6 +187,7 @@ var flagSpecs = []flagSpec{
 	{"max-inflight-request-bytes", "SQ_MAX_INFLIGHT_REQUEST_BYTES", "request bytes all data-plane connections together may hold in memory (frames being read or served, publish batches until appended); when spent, connections stop being read until requests are answered"},
 	{"frame-read-timeout", "SQ_FRAME_READ_TIMEOUT", "longest read of one data-plane frame and its records, from its first byte (e.g. 30s); a slower connection is closed"},
 	{"max-connections", "SQ_MAX_CONNECTIONS", "most open connections of the data plane, and of the gRPC control plane; one more is accepted and closed at once"},
+	{"max-connections-per-ip", "SQ_MAX_CONNECTIONS_PER_IP", "most open connections of one client IP address on the data plane, and apart on the gRPC control plane; one more from it is accepted and closed at once (0: no bound)"},
 	{"tls-cert", "SQ_TLS_CERT", "PEM certificate chain (leaf first) of the node: with --tls-key, the data plane, the gRPC control plane and HTTP serve TLS (1.2 or later), and nodes dial each other with TLS; reloaded on SIGHUP and when the file changes"},
 	{"tls-key", "SQ_TLS_KEY", "PEM private key of --tls-cert"},
 	{"tls-client-ca", "SQ_TLS_CLIENT_CA", "PEM CA bundle for mutual TLS: every client of every plane must present a certificate it signed, and nodes verify each other against it (empty: no client certificate asked for); needs --tls-cert"},
@@ -227,6 +232,7 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.Int64Var(&c.MaxInflightRequestBytes, "max-inflight-request-bytes", dataplane.DefaultMaxInFlightRequestBytes, "")
 	fs.DurationVar(&c.FrameReadTimeout, "frame-read-timeout", dataplane.DefaultFrameReadTimeout, "")
 	fs.IntVar(&c.MaxConnections, "max-connections", dataplane.DefaultMaxConnections, "")
+	fs.IntVar(&c.MaxConnectionsPerIP, "max-connections-per-ip", 0, "")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "")
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", "", "")
@@ -297,6 +303,9 @@ func (c *config) validate() error {
 	}
 	if c.MaxConnections < 1 {
 		errs = append(errs, fmt.Errorf("--max-connections %d must be at least 1", c.MaxConnections))
+	}
+	if c.MaxConnectionsPerIP < 0 {
+		errs = append(errs, fmt.Errorf("--max-connections-per-ip %d must be 0 (no bound) or more", c.MaxConnectionsPerIP))
 	}
 	errs = append(errs, c.validateCluster()...)
 	errs = append(errs, c.validateTier()...)

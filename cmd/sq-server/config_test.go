@@ -124,6 +124,13 @@ func TestMemoryBoundFlags(t *testing.T) {
 	if err != nil || c.MaxConnections != 7 {
 		t.Errorf("flag over env: %d, %v; want 7", c.MaxConnections, err)
 	}
+	if c.MaxConnectionsPerIP != 0 {
+		t.Errorf("--max-connections-per-ip default %d, want 0 (no bound)", c.MaxConnectionsPerIP)
+	}
+	c, err = parseConfig(t, map[string]string{"SQ_MAX_CONNECTIONS_PER_IP": "50"})
+	if err != nil || c.MaxConnectionsPerIP != 50 {
+		t.Errorf("SQ_MAX_CONNECTIONS_PER_IP: %d, %v; want 50", c.MaxConnectionsPerIP, err)
+	}
 
 	bad := []struct {
 		name string
@@ -141,6 +148,7 @@ func TestMemoryBoundFlags(t *testing.T) {
 		{"timeout without unit", map[string]string{"SQ_FRAME_READ_TIMEOUT": "30"}, nil, []string{"SQ_FRAME_READ_TIMEOUT", `"30"`}},
 		{"connections zero", nil, []string{"--max-connections", "0"}, []string{"--max-connections 0 must be at least 1"}},
 		{"connections negative", map[string]string{"SQ_MAX_CONNECTIONS": "-1"}, nil, []string{"--max-connections -1"}},
+		{"connections per IP negative", nil, []string{"--max-connections-per-ip", "-1"}, []string{"--max-connections-per-ip -1"}},
 		{"all at once", nil, []string{"--max-connections", "0", "--frame-read-timeout", "0s", "--max-inflight-request-bytes", "0"},
 			[]string{"--max-connections", "--frame-read-timeout", "--max-inflight-request-bytes"}},
 	}

@@ -77,7 +77,7 @@ func startControl(ctx context.Context, c *config, log *slog.Logger, tlsr *tlscon
 	cp := &controlPlane{log: log, errs: make(chan error, 2), grpcH: c.GRPCHost, hooks: c.hooks}
 	opts := control.Options{NodeID: c.NodeID, ClusterID: c.ClusterID, Version: version,
 		GRPCAddr: c.GRPCHost, CapnpAddr: c.CapnpHost, HTTPAddr: c.HTTPHost, MaxBatchBytes: c.MaxBatch, Logger: log,
-		MaxConnections: c.MaxConnections, MaxInflightRequestBytes: c.MaxInflightRequestBytes, RecvTimeout: c.FrameReadTimeout}
+		MaxConnections: c.MaxConnections, MaxConnectionsPerIP: c.MaxConnectionsPerIP, MaxInflightRequestBytes: c.MaxInflightRequestBytes, RecvTimeout: c.FrameReadTimeout}
 	// The exporter reads the registry of the server it is built before.
 	var registry atomic.Pointer[prometheus.Registry]
 	gather := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {

@@ -27,7 +27,10 @@ func registerDataPlaneMetrics(reg *prometheus.Registry, srv *dataplane.Server) {
 			Help: "The most open data-plane connections (--max-connections)."},
 			stat(func(s dataplane.Stats) float64 { return float64(s.MaxConnections) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sq_dataplane_rejected_connections_total",
-			Help: "Data-plane connections closed at accept because --max-connections were open."},
+			Help: "Data-plane connections closed at accept because --max-connections were open (or --max-connections-per-ip of their address)."},
 			stat(func(s dataplane.Stats) float64 { return float64(s.RejectedConnections) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sq_dataplane_rejected_connections_per_ip_total",
+			Help: "Data-plane connections closed at accept because --max-connections-per-ip of their client IP address were open."},
+			stat(func(s dataplane.Stats) float64 { return float64(s.RejectedConnectionsPerIP) })),
 	)
 }

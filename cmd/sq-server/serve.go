@@ -188,6 +188,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		MaxInFlightRequestBytes: c.MaxInflightRequestBytes,
 		FrameReadTimeout:        c.FrameReadTimeout,
 		MaxConnections:          c.MaxConnections,
+		MaxConnectionsPerIP:     c.MaxConnectionsPerIP,
 	})
 	if err != nil {
 		if grpcLn != nil {

@@ -63,7 +63,7 @@ func startPipeConn(t *testing.T, b Broker) *pipeConn {
 	}
 	client, server := net.Pipe()
 	p := &pipeConn{t: t, srv: srv, client: client, served: make(chan struct{}), read: make(chan struct{}), finals: map[uint64]bool{}}
-	p.c, _ = srv.newConn(server)
+	p.c, _, _ = srv.newConn(server)
 	go func() {
 		defer close(p.served)
 		defer srv.connWG.Done()

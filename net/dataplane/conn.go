@@ -28,6 +28,9 @@ type conn struct {
 	srv    *Server
 	nc     net.Conn
 	remote string
+	// releaseIP gives the connection's place in the server's per-IP count
+	// back (removeConn).
+	releaseIP func()
 	// br reads the connection through a small read-ahead buffer; frames
 	// and tails are read from it by readRequest (readframe.go).
 	br *bufio.Reader

@@ -125,7 +125,7 @@ func FuzzServerFrame(f *testing.F) {
 		if withHandshake {
 			stream = append(append([]byte{}, hs...), stream...)
 		}
-		c, _ := srv.newConn(&memConn{r: bytes.NewReader(stream)})
+		c, _, _ := srv.newConn(&memConn{r: bytes.NewReader(stream)})
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -470,4 +471,50 @@ func TestHandshakeWaitsForBudgetWithinItsTimeout(t *testing.T) {
 		return len(h.logs.lines("connection closed", "no handshake within")) == 1
 	})
 	budgetIs(t, h, "the late connection gone", MinInFlightRequestBytes(frameMax, batchMax), 0)
+}
+
+// dialFrom dials addr from the local IP address from (127.0.0.0/8 is all
+// loopback on Linux) and completes the handshake.
+func dialFrom(t *testing.T, addr, from string) *testClient {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Skipf("dial from %s: %v (no such loopback address here)", from, err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &testClient{t: t, nc: nc, fr: api.NewFrameReader(nc, 16<<20, 64<<20), next: 1}
+}
+
+// Beyond MaxConnectionsPerIP a connection from that address is accepted
+// and closed at once, while other addresses are served; the refusals are
+// counted apart and logged; a slot freed is reused.
+func TestMaxConnectionsPerIP(t *testing.T) {
+	h := startServer(t, newMemBroker(), Options{MaxConnectionsPerIP: 2}, func(s *Server) { s.rejectLogEvery = time.Hour })
+	a := dialFrom(t, h.addr, "127.0.0.2")
+	a.handshake(api.ProtocolVersion)
+	dialFrom(t, h.addr, "127.0.0.2").handshake(api.ProtocolVersion)
+	const refused = 3
+	for range refused {
+		dialFrom(t, h.addr, "127.0.0.2").expectClosed()
+	}
+	other := dialFrom(t, h.addr, "127.0.0.3")
+	other.handshake(api.ProtocolVersion)
+	if r := other.call(listTopicsReq, nil); r.f.Which() != api.Frame_Which_listTopicsResponse {
+		t.Fatalf("another address answered %v", r.f.Which())
+	}
+	st := h.srv.Stats()
+	if st.RejectedConnections != refused || st.RejectedConnectionsPerIP != refused || st.Connections != 3 {
+		t.Fatalf("stats %+v: want %d refused per IP, 3 open", st, refused)
+	}
+	if n := len(h.logs.lines("too many connections from one IP address")); n != 1 {
+		t.Fatalf("%d refusal lines, want 1 per interval:\n%s", n, h.logs)
+	}
+	a.nc.Close()
+	waitFor(t, "a slot of 127.0.0.2 freed", func() bool { return h.srv.Stats().Connections == 2 })
+	c := dialFrom(t, h.addr, "127.0.0.2")
+	c.handshake(api.ProtocolVersion)
+	if r := c.call(listTopicsReq, nil); r.f.Which() != api.Frame_Which_listTopicsResponse {
+		t.Fatalf("answered %v", r.f.Which())
+	}
 }

@@ -119,6 +119,11 @@ type Options struct {
 	// Stats; a WARN line says so at most once per second. Default
 	// DefaultMaxConnections (10,000).
 	MaxConnections int
+	// MaxConnectionsPerIP bounds the open connections of one client IP
+	// address (Kafka's max.connections.per.ip): one more from that
+	// address is closed at once, as beyond MaxConnections, and counted in
+	// Stats.RejectedConnectionsPerIP. 0 (the default) sets no bound.
+	MaxConnectionsPerIP int
 	// Logger receives one line per closed connection and per unexpected
 	// error. Default slog.Default().
 	Logger *slog.Logger
@@ -195,6 +200,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxConnections < 1 {
 		errs = append(errs, fmt.Errorf("dataplane: MaxConnections %d is below 1", o.MaxConnections))
+	}
+	if o.MaxConnectionsPerIP < 0 {
+		errs = append(errs, fmt.Errorf("dataplane: MaxConnectionsPerIP %d is negative", o.MaxConnectionsPerIP))
 	}
 	if o.Logger == nil {
 		errs = append(errs, errors.New("dataplane: Logger is nil"))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/connlimit"
 	"github.com/seedqueue/sq/internal/ratelog"
 )
 
@@ -93,6 +94,11 @@ type Server struct {
 	rejected       atomic.Uint64
 	lastRejectLog  atomic.Int64
 	loggedRejected atomic.Uint64
+	// perIP counts the open connections of each client IP address
+	// (Options.MaxConnectionsPerIP; nil without a bound), and
+	// rejectedPerIP the connections closed at accept by it.
+	perIP         *connlimit.PerIP
+	rejectedPerIP atomic.Uint64
 	// rejectLogEvery is the least time between two such lines
 	// (rejectLogInterval; tests lengthen it).
 	rejectLogEvery time.Duration
@@ -144,6 +150,7 @@ func New(broker Broker, opts Options) (*Server, error) {
 		drain:          cancel,
 		listeners:      make(map[net.Listener]struct{}),
 		conns:          make(map[*conn]struct{}),
+		perIP:          connlimit.NewPerIP(opts.MaxConnectionsPerIP),
 	}, nil
 }
 
@@ -183,9 +190,9 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
-		c, full := s.newConn(nc)
-		if full {
-			s.reject(nc)
+		c, full, perIP := s.newConn(nc)
+		if full || perIP {
+			s.reject(nc, perIP)
 			continue
 		}
 		if c == nil {
@@ -240,32 +247,42 @@ func (s *Server) untrackListener(ln net.Listener) {
 }
 
 // newConn registers a connection, or returns nil when the server is
-// closed, or full when MaxConnections are open. The caller runs c.serve
-// and then calls connWG.Done.
-func (s *Server) newConn(nc net.Conn) (c *conn, full bool) {
+// closed, full when MaxConnections are open, or perIP when its client's
+// IP address has MaxConnectionsPerIP open. The caller runs c.serve and
+// then calls connWG.Done.
+func (s *Server) newConn(nc net.Conn) (c *conn, full, perIP bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, false
+		return nil, false, false
 	}
 	if len(s.conns) >= s.opts.MaxConnections {
-		return nil, true
+		return nil, true, false
+	}
+	release, ok := s.perIP.Acquire(nc.RemoteAddr())
+	if !ok {
+		return nil, false, true
 	}
 	c = newConn(s, nc)
+	c.releaseIP = release
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
-	return c, false
+	return c, false, false
 }
 
 // rejectLogInterval is the least time between two WARN lines about
 // connections refused by MaxConnections.
 const rejectLogInterval = time.Second
 
-// reject closes a connection accepted beyond MaxConnections at once, with
-// no read and no reply, and logs at most one line per rejectLogInterval
-// with the number refused since the previous line.
-func (s *Server) reject(nc net.Conn) {
+// reject closes a connection accepted beyond MaxConnections (or, with
+// perIP, beyond MaxConnectionsPerIP of its address) at once, with no read
+// and no reply, and logs at most one line per rejectLogInterval with the
+// number refused since the previous line.
+func (s *Server) reject(nc net.Conn, perIP bool) {
 	defer nc.Close()
+	if perIP {
+		s.rejectedPerIP.Add(1)
+	}
 	total := s.rejected.Add(1)
 	now := time.Now().UnixNano()
 	last := s.lastRejectLog.Load()
@@ -275,6 +292,11 @@ func (s *Server) reject(nc net.Conn) {
 	since := total - s.loggedRejected.Swap(total)
 	// Limited here, once a second with the count since the last line: the
 	// server's log limiter must not drop lines in between.
+	if perIP {
+		s.opts.Logger.Log(ratelog.Unlimited(context.Background()), slog.LevelWarn, "dataplane: connection refused: too many connections from one IP address",
+			"remote", remoteAddr(nc), "max_connections_per_ip", s.opts.MaxConnectionsPerIP, "refused_since_last_log", since, "refused_total", total)
+		return
+	}
 	s.opts.Logger.Log(ratelog.Unlimited(context.Background()), slog.LevelWarn, "dataplane: connection refused: too many connections",
 		"remote", remoteAddr(nc), "max_connections", s.opts.MaxConnections, "refused_since_last_log", since, "refused_total", total)
 }
@@ -287,8 +309,12 @@ type Stats struct {
 	// MaxConnections is Options.MaxConnections.
 	MaxConnections int
 	// RejectedConnections counts connections closed at accept because
-	// MaxConnections were open, since New.
+	// MaxConnections were open, or MaxConnectionsPerIP of their address,
+	// since New.
 	RejectedConnections uint64
+	// RejectedConnectionsPerIP counts those of RejectedConnections closed
+	// because of MaxConnectionsPerIP.
+	RejectedConnectionsPerIP uint64
 	// InFlightRequestBytes is the part of MaxInFlightRequestBytes held by
 	// requests now, in bytes.
 	InFlightRequestBytes int64
@@ -306,12 +332,13 @@ func (s *Server) Stats() Stats {
 	s.mu.Unlock()
 	used, waiting := s.budget.stats()
 	return Stats{
-		Connections:             n,
-		MaxConnections:          s.opts.MaxConnections,
-		RejectedConnections:     s.rejected.Load(),
-		InFlightRequestBytes:    used,
-		MaxInFlightRequestBytes: s.opts.MaxInFlightRequestBytes,
-		BudgetWaiters:           waiting,
+		Connections:              n,
+		MaxConnections:           s.opts.MaxConnections,
+		RejectedConnections:      s.rejected.Load(),
+		RejectedConnectionsPerIP: s.rejectedPerIP.Load(),
+		InFlightRequestBytes:     used,
+		MaxInFlightRequestBytes:  s.opts.MaxInFlightRequestBytes,
+		BudgetWaiters:            waiting,
 	}
 }
 
@@ -319,6 +346,9 @@ func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	if c.releaseIP != nil {
+		c.releaseIP()
+	}
 }
 
 func (s *Server) isClosing() bool {
