@@ -111,7 +111,7 @@ func New(opts Options) (*Server, error) {
 		grpc.InitialConnWindowSize(streamWindowBytes),
 		grpc.StatsHandler(recvStats{s}),
 		grpc.ForceServerCodecV2(budgetCodec{s: s, base: encoding.GetCodecV2("proto")}),
-		grpc.ChainUnaryInterceptor(s.decodeUnary, s.metrics.unaryInterceptor),
+		grpc.ChainUnaryInterceptor(s.decodeUnary, s.metrics.unaryInterceptor, s.auditUnary),
 		grpc.ChainStreamInterceptor(s.decodeStream, s.metrics.streamInterceptor),
 	)...)
 	s.health = health.NewServer()

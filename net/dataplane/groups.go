@@ -236,6 +236,7 @@ func (c *conn) dispatchExt(req request) (r *response, ok bool, err error) {
 		})
 	case api.Frame_Which_deleteGroupRequest:
 		berr := gb.DeleteGroup(g.group)
+		c.audit("group.delete", g.group, berr)
 		r, err = simpleResponse(req, berr, func(f api.Frame) (func() (api.WireError, error), error) {
 			x, err := f.NewDeleteGroupResponse()
 			return x.NewError, err
@@ -247,6 +248,7 @@ func (c *conn) dispatchExt(req request) (r *response, ok bool, err error) {
 		r, err = c.describeGroupResponse(req, d, berr)
 	case api.Frame_Which_resetOffsetsRequest:
 		out, berr := gb.ResetOffsets(g.group, g.topic, g.mode, g.value)
+		c.audit("group.reset-offsets", g.group+" "+g.topic, berr)
 		r, err = c.resetOffsetsResponse(req, out, berr)
 	}
 	return r, true, err

@@ -286,6 +286,7 @@ func (c *conn) createTopic(req request) (*response, error) {
 	if berr == nil {
 		info, berr = c.srv.broker.CreateTopic(req.name, int(req.partitions), req.config)
 	}
+	c.audit("topic.create", req.name, berr)
 	r, f, err := newResponse(req)
 	if err != nil {
 		return nil, err

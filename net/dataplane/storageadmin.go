@@ -51,6 +51,7 @@ func parseStorageAdmin(f api.Frame, req *request) error {
 // deleteTopic answers a deleteTopicRequest.
 func (c *conn) deleteTopic(req request) (*response, error) {
 	berr := c.srv.broker.DeleteTopic(req.name)
+	c.audit("topic.delete", req.name, berr)
 	r, f, err := newResponse(req)
 	if err != nil {
 		return nil, err
@@ -71,6 +72,7 @@ func (c *conn) createPartitions(req request) (*response, error) {
 		return c.buildError(req, api.NewError(api.CodeInvalidRequest, "this server does not add partitions to topics")), nil
 	}
 	info, berr := pc.CreatePartitions(req.name, int(min(req.partitions, math.MaxInt32)))
+	c.audit("partitions.create", req.name, berr)
 	r, f, err := newResponse(req)
 	if err != nil {
 		return nil, err
