@@ -88,10 +88,12 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		backend.Close()
 		return err
 	}
+	// SIGHUP is handled with TLS or without: its default action would
+	// end the process.
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	watchTLS(wctx, tlsr, c.hooks.tlsPollInterval(), log)
 	if tlsr != nil {
-		wctx, wcancel := context.WithCancel(ctx)
-		defer wcancel()
-		watchTLS(wctx, tlsr, c.hooks.tlsPollInterval(), log)
 		c.hooks.tlsLoaded(tlsr)
 	}
 	cp, err := startControl(ctx, c, log, tlsr)

@@ -54,7 +54,8 @@ func (c *config) loadTLS(log *slog.Logger) (*tlsconf.Reloader, error) {
 // watchTLS reloads the certificate pair and client CAs until ctx ends: on
 // SIGHUP (through r.Reload) and when a file's size or modification time
 // changes (polled every interval). A failed reload keeps the current
-// pair and logs an ERROR.
+// pair and logs an ERROR. Without TLS (r nil) a SIGHUP is logged and
+// otherwise ignored: SIGHUP's default action would end the process.
 func watchTLS(ctx context.Context, r *tlsconf.Reloader, interval time.Duration, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -65,12 +66,18 @@ func watchTLS(ctx context.Context, r *tlsconf.Reloader, interval time.Duration, 
 			case <-ctx.Done():
 				return
 			case <-hup:
+				if r == nil {
+					log.Info("SIGHUP: nothing to reload (no --tls-cert)")
+					continue
+				}
 				log.Info("SIGHUP: reloading the TLS certificate")
 				r.Reload() // logs its outcome
 			}
 		}
 	}()
-	go r.Watch(ctx, interval)
+	if r != nil {
+		go r.Watch(ctx, interval)
+	}
 }
 
 // gossipKey reads --gossip-key-file: an AES key of 16, 24 or 32 bytes,

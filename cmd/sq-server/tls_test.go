@@ -31,6 +31,25 @@ type tlsServer struct {
 	addrs map[string]string // plane -> bound address
 	tls   *tlsconf.Reloader // nil without --tls-cert
 	stop  func()
+	logs  *logSink // the server's log
+}
+
+// logSink collects a server's log lines; safe for concurrent use.
+type logSink struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logSink) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startServer runs sq-server on a temporary data directory with all three
@@ -57,13 +76,13 @@ func startServerPoll(t *testing.T, poll time.Duration, extra ...string) *tlsServ
 		t.Fatal(err)
 	}
 	addrs := make(chan [2]string, 3)
-	s := &tlsServer{addrs: map[string]string{}}
+	s := &tlsServer{addrs: map[string]string{}, logs: &logSink{}}
 	var loaded atomic.Pointer[tlsconf.Reloader]
 	c.hooks = &hooks{listening: func(plane, addr string) { addrs <- [2]string{plane, addr} },
 		tls: func(r *tlsconf.Reloader) { loaded.Store(r) }, tlsPoll: poll}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, &c, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() { done <- run(ctx, &c, slog.New(slog.NewTextHandler(s.logs, nil))) }()
 	var once sync.Once
 	s.stop = func() {
 		once.Do(func() {
@@ -527,6 +546,20 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 	poll(t, 30*time.Second, "the certificate reloaded on SIGHUP", func() bool {
 		return servedSerial(t, s.addrs["capnp"], ca.Pool()).Cmp(next.Cert.SerialNumber) == 0
 	})
+}
+
+// TestSIGHUPWithoutTLS: a server without TLS handles SIGHUP too (its
+// default action would end the process): it logs that there is nothing
+// to reload and keeps serving.
+func TestSIGHUPWithoutTLS(t *testing.T) {
+	s := startServer(t)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "the SIGHUP logged", func() bool {
+		return strings.Contains(s.logs.String(), "SIGHUP: nothing to reload")
+	})
+	publishFetch(t, s.addrs["capnp"], nil, "after-hup", "still served")
 }
 
 // TestTLSEveryClientType: BatchProducer, Consumer, GrpcProducer and
