@@ -97,6 +97,18 @@ func (a *Admin) Connect(ctx context.Context) error {
 		// gRPC reports a failed TLS handshake in the status text only.
 		return &TLSError{Addr: addr, Err: err,
 			Plaintext: strings.Contains(err.Error(), "first record does not look like a TLS handshake")}
+	case code == codes.Unavailable && a.cfg.TLSConfig != nil && strings.Contains(err.Error(), "remote error: tls:"):
+		// A TLS 1.3 server refuses a client certificate (missing, or
+		// of another CA) after the client finished its side of the
+		// handshake: gRPC sees the alert at its first read.
+		return &TLSError{Addr: addr, Refused: true, Err: err}
+	case code == codes.Unavailable && a.cfg.TLSConfig != nil:
+		// gRPC may have seen the refusal only as a closed connection:
+		// a handshake of our own tells.
+		if terr := probeTLSRefusal(cctx, a.cfg.Dialer, addr, a.cfg.TLSConfig); terr != nil {
+			return terr
+		}
+		fallthrough
 	case code == codes.Unavailable:
 		speaks, dialErr := identifyAddr(cctx, a.cfg.Dialer, addr)
 		if speaks != "" {

@@ -237,9 +237,9 @@ type TLSError struct {
 func (e *TLSError) Error() string {
 	switch {
 	case e.Plaintext:
-		return fmt.Sprintf("sdk: %s: TLS handshake failed: the server does not speak TLS (a server without --tls-cert: connect without TLSConfig): %v", e.Addr, e.Err)
+		return fmt.Sprintf("sdk: %s: TLS handshake failed: the server does not speak TLS (a server without --tls-cert: connect without TLSConfig; sq: without --tls and --tls-ca): %v", e.Addr, e.Err)
 	case e.Refused:
-		return fmt.Sprintf("sdk: %s: TLS handshake failed: the server refused it (a server with --tls-client-ca needs a client certificate signed by that CA in TLSConfig.Certificates): %v", e.Addr, e.Err)
+		return fmt.Sprintf("sdk: %s: TLS handshake failed: the server refused it (a server with --tls-client-ca needs a client certificate signed by that CA in TLSConfig.Certificates; sq: --tls-cert and --tls-key): %v", e.Addr, e.Err)
 	case e.Closed:
 		return fmt.Sprintf("sdk: %s: TLS handshake failed: the server closed the connection: %v", e.Addr, e.Err)
 	}
@@ -390,4 +390,40 @@ func identifyAddr(ctx context.Context, dial DialFunc, addr string) (speaks strin
 		return "", err
 	}
 	return "", nil
+}
+
+// probeTLSRefusal dials addr and runs a TLS handshake with cfg (ServerName
+// defaulting to addr's host), then waits briefly for the server's first
+// bytes: a TLS 1.3 server refuses a client certificate with an alert
+// after the client's side of the handshake is done. It returns a
+// *TLSError with Refused when the server sent an alert, nil otherwise (the
+// handshake passed and the server waits for the client, or the dial or
+// handshake failed for a reason the caller names itself).
+func probeTLSRefusal(ctx context.Context, dial DialFunc, addr string, cfg *tls.Config) error {
+	nc, err := dial.dialContext(ctx, addr)
+	if err != nil {
+		return nil
+	}
+	defer nc.Close()
+	wait := 500 * time.Millisecond
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl))
+	}
+	if wait <= 0 {
+		return nil
+	}
+	nc.SetDeadline(time.Now().Add(wait))
+	c := withServerName(cfg, addr).Clone()
+	c.NextProtos = []string{"h2"}
+	tc := tls.Client(nc, c)
+	err = tc.HandshakeContext(ctx)
+	if err == nil {
+		var b [1]byte
+		_, err = tc.Read(b[:])
+	}
+	var ne *net.OpError
+	if errors.As(err, &ne) && ne.Op == "remote error" {
+		return &TLSError{Addr: addr, Refused: true, Err: err}
+	}
+	return nil
 }

@@ -281,8 +281,8 @@ func TestMutualTLS(t *testing.T) {
 	if !errors.As(err, &te) || !te.Refused {
 		t.Errorf("data plane without a client certificate: %v, want a *sdk.TLSError with Refused", err)
 	}
-	if _, err := adminTopics(s.addrs["grpc"], anon); err == nil {
-		t.Error("gRPC without a client certificate was served")
+	if _, err := adminTopics(s.addrs["grpc"], anon); !errors.As(err, &te) || !te.Refused {
+		t.Errorf("gRPC without a client certificate: %v, want a *sdk.TLSError with Refused", err)
 	}
 	if _, err := healthz(s.addrs["http"], anon); err == nil {
 		t.Error("HTTP without a client certificate was served")
@@ -291,6 +291,9 @@ func TestMutualTLS(t *testing.T) {
 	foreign := &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{stranger.TLS(t)}}
 	if err := dialData(s.addrs["capnp"], foreign); !errors.Is(err, sdk.ErrTLS) {
 		t.Errorf("data plane with a client certificate of another CA: %v, want ErrTLS", err)
+	}
+	if _, err := adminTopics(s.addrs["grpc"], foreign); !errors.As(err, &te) || !te.Refused {
+		t.Errorf("gRPC with a client certificate of another CA: %v, want a *sdk.TLSError with Refused", err)
 	}
 
 	client := ca.Issue(t, tlstest.Options{CommonName: "client"})
