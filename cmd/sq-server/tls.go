@@ -46,8 +46,9 @@ func (c *config) loadTLS(log *slog.Logger) (*tlsconf.Reloader, error) {
 		return nil, fmt.Errorf("TLS: %w", err)
 	}
 	cert := r.Certificate()
-	log.Info("TLS on for every plane", "cert", c.TLSCert, "serial", cert.Leaf.SerialNumber.String(),
+	log.Info("TLS on for every plane", "cert", c.TLSCert, "serial", fmt.Sprintf("%X", cert.Leaf.SerialNumber),
 		"not_after", cert.Leaf.NotAfter.UTC().Format(time.RFC3339), "mutual_tls", r.MutualTLS())
+	tlsconf.WarnValidity(log, cert.Leaf, time.Now())
 	return r, nil
 }
 

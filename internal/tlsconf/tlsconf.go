@@ -151,10 +151,36 @@ func (r *Reloader) reloadLocked() error {
 	r.reloads.Add(1)
 	attrs := []any{"cert", r.files.CertFile}
 	if leaf := m.cert.Leaf; leaf != nil {
-		attrs = append(attrs, "serial", leaf.SerialNumber.String(), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+		attrs = append(attrs, "serial", fmt.Sprintf("%X", leaf.SerialNumber), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	r.log.Info("TLS certificate reloaded", attrs...)
+	WarnValidity(r.log, m.cert.Leaf, time.Now())
 	return nil
+}
+
+// expirySoon is how close to its NotAfter a certificate gets a WARN at
+// load.
+const expirySoon = 14 * 24 * time.Hour
+
+// WarnValidity logs a WARN when leaf (nil: nothing) is expired, not valid
+// yet, or expires within 14 days at now: clients refuse such a
+// certificate, and the server starts or reloads anyway.
+func WarnValidity(log *slog.Logger, leaf *x509.Certificate, now time.Time) {
+	if leaf == nil {
+		return
+	}
+	serial := fmt.Sprintf("%X", leaf.SerialNumber)
+	switch {
+	case now.After(leaf.NotAfter):
+		log.Warn("the TLS certificate has expired: clients refuse it; replace the files (they are reloaded)",
+			"serial", serial, "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(leaf.NotBefore):
+		log.Warn("the TLS certificate is not valid yet: clients refuse it until then (is the clock right?)",
+			"serial", serial, "not_before", leaf.NotBefore.UTC().Format(time.RFC3339))
+	case leaf.NotAfter.Sub(now) < expirySoon:
+		log.Warn("the TLS certificate expires soon: replace the files before then (they are reloaded)",
+			"serial", serial, "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
 }
 
 func (r *Reloader) statAll() map[string]stamp {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
+	"math/big"
 	"net"
 	"path/filepath"
 	"strings"
@@ -186,5 +188,37 @@ func TestPeerConfigFollowsTheClientCA(t *testing.T) {
 	named.ServerName = "elsewhere.example"
 	if err := dial(named); err == nil {
 		t.Fatal("a peer whose certificate does not hold the name dialed was accepted")
+	}
+}
+
+// TestWarnValidity: an expired, not yet valid or soon expiring
+// certificate gets one WARN naming it; a valid one none.
+func TestWarnValidity(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	cert := func(from, to time.Time) *x509.Certificate {
+		return &x509.Certificate{SerialNumber: big.NewInt(0xBEEF), NotBefore: from, NotAfter: to}
+	}
+	for _, tc := range []struct {
+		name string
+		leaf *x509.Certificate
+		want string // "" for no line
+	}{
+		{"valid", cert(now.AddDate(0, -1, 0), now.AddDate(1, 0, 0)), ""},
+		{"expired", cert(now.AddDate(-1, 0, 0), now.Add(-time.Hour)), "has expired"},
+		{"not yet valid", cert(now.Add(time.Hour), now.AddDate(1, 0, 0)), "not valid yet"},
+		{"expires soon", cert(now.AddDate(0, -1, 0), now.AddDate(0, 0, 3)), "expires soon"},
+		{"none", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			WarnValidity(slog.New(slog.NewTextHandler(&buf, nil)), tc.leaf, now)
+			out := buf.String()
+			switch {
+			case tc.want == "" && out != "":
+				t.Errorf("logged %q", out)
+			case tc.want != "" && (!strings.Contains(out, "level=WARN") || !strings.Contains(out, tc.want) || !strings.Contains(out, "serial=BEEF")):
+				t.Errorf("logged %q, want a WARN with %q and serial=BEEF", out, tc.want)
+			}
+		})
 	}
 }
