@@ -176,9 +176,18 @@ func peerName(v any) string {
 }
 
 // printable turns raft's values into what slog prints well: errors and
-// Stringers as text, raft.Server as peerName.
+// Stringers as text, raft.Server as peerName, hclog.Fmt's format and
+// arguments formatted.
 func printable(v any) any {
 	switch x := v.(type) {
+	case hclog.Format:
+		if len(x) == 0 {
+			return ""
+		}
+		if f, ok := x[0].(string); ok {
+			return fmt.Sprintf(f, x[1:]...)
+		}
+		return fmt.Sprint(x...)
 	case error:
 		return x.Error()
 	case raft.Server, *raft.Server:

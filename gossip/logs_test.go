@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -115,5 +116,17 @@ func TestMemberlistInvalidMsgType(t *testing.T) {
 	}
 	if errs := buf.lines("level=ERROR"); len(errs) != 0 {
 		t.Fatalf("ERROR lines: %q", errs)
+	}
+}
+
+// An hclog.Fmt argument (raft logs its configuration so) is formatted,
+// not printed as its format and arguments.
+func TestRaftLogFormatsHclogFmt(t *testing.T) {
+	var buf lockedBuf
+	l := raftLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+	l.Info("initial configuration", "servers", hclog.Fmt("%+v", []int{1, 2}), "empty", hclog.Format{})
+	got := buf.lines("initial configuration")
+	if len(got) != 1 || !strings.Contains(got[0], `servers="[1 2]"`) || strings.Contains(got[0], "%+v") {
+		t.Fatalf("logged %q, want servers=\"[1 2]\"", got)
 	}
 }
