@@ -267,6 +267,9 @@ func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 	if o.GossipKey, err = c.gossipKey(); err != nil {
 		return nil, err
 	}
+	if o.GossipKey != nil {
+		log.Info("gossip encrypted", "key_file", c.GossipKeyFile, "key_bits", 8*len(o.GossipKey))
+	}
 	rec := gossip.NewReconciler(eng, gossip.ReconcilerOptions{NodeID: c.NodeID, Logger: log})
 	// The replicator exists once the node does; applied states before
 	// that are picked up by its first pass (startReplication).
