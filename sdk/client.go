@@ -357,7 +357,7 @@ func (c *Client) roundTrip(parent context.Context, extra time.Duration, build fu
 	defer cancel()
 	cn, err := c.conn(ctx)
 	if err != nil {
-		return response{}, err
+		return response{}, connectTimedOut(parent, err, timeout)
 	}
 	r, err := cn.roundTrip(ctx, build, tail, maxTailBytes)
 	if err != nil {
@@ -377,6 +377,19 @@ func (c *Client) roundTrip(parent context.Context, extra time.Duration, build fu
 		return response{}, wireErr(we)
 	}
 	return r, nil
+}
+
+// connectTimedOut returns err, the failure of a request's wait for a
+// connection, as a connection failure when the request's own timeout (and
+// not the caller's context, parent) cut the wait short: the server could
+// not be reached within timeout (a dial in progress or backing off held
+// the request), which a caller retries or routes around as any other
+// ErrConnection, not a context error of its own.
+func connectTimedOut(parent context.Context, err error, timeout time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil {
+		return fmt.Errorf("%w: no connection within %v", ErrConnection, timeout)
+	}
+	return err
 }
 
 // expect checks that a response frame is of the wanted kind.

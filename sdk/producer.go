@@ -407,7 +407,12 @@ func (p *Producer) assign(ctx context.Context, msgs []ProducerMessage, acks []Ac
 
 // meta returns topic's metadata (partition count, record limit) from the
 // core (cached, or read from the server), retrying retriable failures
-// until deadline. A topic absent from the metadata is UNKNOWN_TOPIC.
+// until deadline. A topic absent from the metadata is UNKNOWN_TOPIC. When
+// no node answers (a connection failure, or no answer by deadline) and
+// the topic was known before, it returns the last known metadata: the
+// records are then placed as before and fail, through their own delivery
+// timeout, where the caller reports a record's failure (SendBatch's acks,
+// BatchProducer's OnError), rather than failing the call that places them.
 func (p *Producer) meta(ctx context.Context, topic string, deadline time.Time) (topicMeta, error) {
 	if tm, ok := p.core.cached(topic); ok {
 		return tm, nil // without the deadline's timer: BatchProducer.Send's fast path
@@ -418,10 +423,11 @@ func (p *Producer) meta(ctx context.Context, topic string, deadline time.Time) (
 		if err == nil {
 			return tm, nil
 		}
-		if old, ok := p.core.lastKnown(topic); ok && leaderGone(err) {
+		if old, ok := p.core.lastKnown(topic); ok && (leaderGone(err) || errors.Is(err, ErrDeliveryTimeout)) {
 			// No node answers (the metadata was marked stale by a
-			// leader's connection failure): place with what was known;
-			// the sends fail or move on their own.
+			// leader's connection failure), or none answered before the
+			// delivery deadline: place with what was known; the sends
+			// fail or move on their own, within their delivery timeout.
 			return old, nil
 		}
 		if rerr := p.retry(ctx, err, attempt, deadline, "metadata "+topic); rerr != nil {

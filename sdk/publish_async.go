@@ -34,11 +34,12 @@ func (c *Client) startPublish(ctx context.Context, want *conn, topic string, par
 	if lim := c.Limits(); len(data) > int(lim.MaxBatchBytes) {
 		return nil, api.NewError(api.CodeMessageTooLarge, "batch of %d bytes over the server's maxBatchBytes %d", len(data), lim.MaxBatchBytes)
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
 	cn, err := c.conn(ctx)
 	if err != nil {
-		return nil, err
+		return nil, connectTimedOut(parent, err, c.cfg.RequestTimeout)
 	}
 	if want != nil && cn != want {
 		return nil, errConnSwitched
