@@ -121,7 +121,17 @@ func controllerOf(t *testing.T, c *clusternet.Cluster, nodes ...int) (int, error
 	t.Helper()
 	var id string
 	for _, i := range nodes {
-		ci, err := info(t, c, c.Node(i))
+		// A node's first control-plane connection from the client's
+		// namespace is sometimes not answered within the CLI's 5 s
+		// (seen on a loaded machine); the next one is: up to 3 tries.
+		var ci clusterInfo
+		var err error
+		for try := 0; try < 3; try++ {
+			if ci, err = info(t, c, c.Node(i)); err == nil {
+				break
+			}
+			t.Logf("controller: %v (try %d of 3)", err, try+1)
+		}
 		if err != nil {
 			return 0, err
 		}
