@@ -84,6 +84,15 @@ const (
 	// the one this node knows for the partition (its metadata lags).
 	// Retriable: the node catches up with the metadata log.
 	CodeUnknownLeaderEpoch Code = 31
+	// CodeAuthenticationFailed: the client gave no credentials where the
+	// server requires them (--auth-required), or credentials it could not
+	// verify (unknown user, wrong password, failed SCRAM exchange). Not
+	// retriable with the same credentials.
+	CodeAuthenticationFailed Code = 32
+	// CodeAuthorizationFailed: the client's principal is authenticated
+	// but no ACL allows the operation on the resource, or one denies it
+	// (--authorization). Not retriable until an ACL changes.
+	CodeAuthorizationFailed Code = 33
 )
 
 // CatalogEntry describes one code: its NAME as printed in logs and by the
@@ -130,6 +139,8 @@ var Catalog = [...]CatalogEntry{
 	CodeUnknownProducerID:       {CodeUnknownProducerID, "UNKNOWN_PRODUCER_ID", false, "no state for this producer id; ask for a new one"},
 	CodeFencedLeaderEpoch:       {CodeFencedLeaderEpoch, "FENCED_LEADER_EPOCH", true, "leader epoch older than the partition's current one"},
 	CodeUnknownLeaderEpoch:      {CodeUnknownLeaderEpoch, "UNKNOWN_LEADER_EPOCH", true, "leader epoch newer than this node knows"},
+	CodeAuthenticationFailed:    {CodeAuthenticationFailed, "AUTHENTICATION_FAILED", false, "authentication required or failed"},
+	CodeAuthorizationFailed:     {CodeAuthorizationFailed, "AUTHORIZATION_FAILED", false, "not authorized for this operation on this resource"},
 }
 
 // Entry returns the catalog entry of c, or the UNKNOWN entry for a code this
@@ -345,6 +356,8 @@ var (
 	ErrUnknownProducerID       = &Error{Code: CodeUnknownProducerID}
 	ErrFencedLeaderEpoch       = &Error{Code: CodeFencedLeaderEpoch}
 	ErrUnknownLeaderEpoch      = &Error{Code: CodeUnknownLeaderEpoch}
+	ErrAuthenticationFailed    = &Error{Code: CodeAuthenticationFailed}
+	ErrAuthorizationFailed     = &Error{Code: CodeAuthorizationFailed}
 )
 
 // AsError converts err into an *Error: an *Error anywhere in its chain is

@@ -37,6 +37,10 @@ func grpcCode(c api.Code) codes.Code {
 	case api.CodeGroupRebalancing, api.CodeFencedGeneration, api.CodePartitionFailed,
 		api.CodeOutOfOrderSequence, api.CodeInvalidProducerEpoch, api.CodeUnknownProducerID:
 		return codes.FailedPrecondition
+	case api.CodeAuthenticationFailed:
+		return codes.Unauthenticated
+	case api.CodeAuthorizationFailed:
+		return codes.PermissionDenied
 	default:
 		return codes.Internal
 	}
