@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -46,7 +45,7 @@ func (s *Server) auditUnary(ctx context.Context, req any, info *grpc.UnaryServer
 	if !ok || headerSet(ctx, groupForwardedHeader) {
 		return resp, err
 	}
-	e := audit.Event{Plane: "grpc", Action: m.action, Principal: audit.Anonymous, Err: err}
+	e := audit.Event{Plane: "grpc", Action: m.action, Principal: requestPrincipal(ctx), Err: err}
 	if _, isStatus := status.FromError(err); err != nil && isStatus {
 		e.Result = statusResult(err)
 	}
@@ -54,13 +53,8 @@ func (s *Server) auditUnary(ctx context.Context, req any, info *grpc.UnaryServer
 		defer func() { _ = recover() }() // a request of another type: no resource
 		e.Resource = m.resource(req)
 	}()
-	if p, ok := peer.FromContext(ctx); ok {
-		if p.Addr != nil {
-			e.Remote = p.Addr.String()
-		}
-		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
-			e.Principal = audit.Principal(&ti.State)
-		}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		e.Remote = p.Addr.String()
 	}
 	audit.Log(s.opts.Logger, e)
 	return resp, err

@@ -1,0 +1,23 @@
+package control
+
+import (
+	"context"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+
+	"github.com/seedqueue/sq/internal/audit"
+)
+
+// requestPrincipal is the principal of the gRPC call ctx belongs to, in
+// Kafka's form: "User:" and the subject of the client's verified
+// certificate under mutual TLS, else audit.Anonymous. Every check that
+// depends on who asked (audit) takes the principal from here.
+func requestPrincipal(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			return audit.Principal(&ti.State)
+		}
+	}
+	return audit.Anonymous
+}
