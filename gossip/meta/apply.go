@@ -50,6 +50,10 @@ func (s *State) Apply(c Command) Result {
 		return s.applySetISR(c)
 	case OpAllocateProducerIDs:
 		return s.applyAllocateProducerIDs(c)
+	case OpDrainNode:
+		return s.applyDrainNode(c)
+	case OpUndrainNode:
+		return s.applyUndrainNode(c)
 	}
 	return refused(api.CodeInvalidRequest, "unknown metadata op %q", c.Op)
 }
@@ -65,6 +69,7 @@ func (s *State) applyRegisterNode(c Command) Result {
 		return refused(api.CodeInvalidRequest, "node %q cannot register: it is registered with another data directory (id %s, not %s), which holds its partitions' records", c.Node.ID, old.DataDirID, c.Node.DataDirID)
 	}
 	s.Nodes[c.Node.ID] = *c.Node
+	s.clearDrain(c.Node.ID, false) // a restart ends a shutdown drain
 	return Result{}
 }
 

@@ -84,6 +84,14 @@
 //	                   ids [NextProducerID, NextProducerID+ProducerIDBlock)
 //	                   for it (Result.ProducerIDStart) and moves
 //	                   NextProducerID past them.
+//	drain-node         NodeID (a registered node), Leaders, Shutdown: lists
+//	                   the node in DrainedNodes and moves the partitions
+//	                   it leads as LeadersForDrain decided (set-leaders
+//	                   rules; only to in-sync replicas for data); with
+//	                   Shutdown it also leaves the ISRs it follows, and
+//	                   set-isr does not add it back until its next
+//	                   register-node, which ends a shutdown drain.
+//	undrain-node       NodeID (a registered node): ends its drain.
 //
 // Commands that name a topic answer UNKNOWN_TOPIC for an unknown name,
 // UNKNOWN_TOPIC_ID when the topic's id is another, and INVALID_REQUEST

@@ -84,6 +84,9 @@ func (s *State) applySetISR(c Command) Result {
 	}
 	isr := make([]string, 0, len(c.ISR))
 	for _, r := range p.Replicas {
+		if s.ShuttingDown(r) && !slices.Contains(p.ISR, r) {
+			continue // a node in controlled shutdown does not join (drain.go)
+		}
 		if slices.Contains(c.ISR, r) {
 			isr = append(isr, r)
 		}

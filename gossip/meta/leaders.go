@@ -16,7 +16,9 @@ import (
 // held data, the alive replica leading the fewest partitions (counting
 // the changes decided so far), ties to the first in replica order. A
 // partition without such a candidate keeps its leader (clients get
-// LEADER_NOT_AVAILABLE until it returns). Topics are visited in name
+// LEADER_NOT_AVAILABLE until it returns). A drained node
+// (State.DrainedNodes) is chosen only when no other node may lead.
+// Topics are visited in name
 // order and partitions in order, so the result depends only on s and
 // alive; it is empty when nothing moves. Each change carries the
 // partition's current epoch, so Apply skips it if the partition changed
@@ -29,7 +31,8 @@ func LeadersAfterDeath(s *State, alive func(nodeID string) bool) []LeaderChange 
 			if p.Leader != "" && alive(p.Leader) {
 				continue
 			}
-			next := electLeader(t, p, load, func(id string) bool { return id != p.Leader && alive(id) })
+			eligible := s.undrainedFirst(p, func(id string) bool { return id != p.Leader && alive(id) })
+			next := electLeader(t, p, load, eligible)
 			if next == "" {
 				continue
 			}
@@ -63,7 +66,8 @@ func electLeader(t *Topic, p Partition, load map[string]int, eligible func(strin
 // any replica). One that never held data takes the least loaded alive
 // replica other than nodeID; failing that (a single replica, or none
 // alive) the least loaded alive registered node, which takes nodeID's
-// place in the replica set; failing that no leader (Leader ""). Errors
+// place in the replica set; failing that no leader (Leader ""). A
+// drained node is chosen only when no other replica may lead. Errors
 // (INVALID_REQUEST): nodeID is not registered, or it leads partitions
 // that hold data and have no other replica that may lead them, all named
 // in the message (removing the node would lose their records).
@@ -87,7 +91,7 @@ func LeadersForRemoval(s *State, nodeID string, alive func(nodeID string) bool) 
 			if p.Leader != nodeID {
 				continue
 			}
-			ok := func(id string) bool { return id != nodeID && alive(id) }
+			ok := s.undrainedFirst(p, func(id string) bool { return id != nodeID && alive(id) })
 			next := electLeader(t, p, load, ok)
 			switch {
 			case next == "" && p.HasData:

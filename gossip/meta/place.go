@@ -71,6 +71,23 @@ func Place(nodes []string, partitions, rf int, topicLoad, leaderLoad map[string]
 	return out, nil
 }
 
+// drainedLoad returns topicLoad (which it may modify; nil for none) with
+// every drained node's count raised past any partition count, so that
+// Place makes a drained node a leader only when every node is drained
+// (its replicas still go on it).
+func (s *State) drainedLoad(topicLoad map[string]int) map[string]int {
+	if len(s.DrainedNodes) == 0 {
+		return topicLoad
+	}
+	if topicLoad == nil {
+		topicLoad = map[string]int{}
+	}
+	for id := range s.DrainedNodes {
+		topicLoad[id] += 2 * engine.MaxPartitions
+	}
+	return topicLoad
+}
+
 // newPartitions turns a placement into partitions led by their first
 // replica, epoch 0, every replica in sync (none holds data yet).
 func newPartitions(placement [][]string) []Partition {
@@ -98,7 +115,8 @@ func (s *State) registered(nodes []string) []string {
 // PrepareCreate builds the create-topic command of topic name with id,
 // partitions partitions and config cfg, created at now (Unix ms), placed
 // by Place over nodes (the live nodes; those not registered in s are
-// ignored) given s's leader counts. cfg is taken as resolved by the
+// ignored) given s's leader counts; a drained node leads none of them
+// unless every node is drained. cfg is taken as resolved by the
 // caller, except a ReplicationFactor of 0, which becomes
 // DefaultReplicationFactor(len(nodes)), and a MinInsyncReplicas of 0,
 // which becomes DefaultMinInsync of the replication factor
@@ -121,7 +139,7 @@ func PrepareCreate(s *State, name string, id api.TopicID, partitions int, cfg en
 	if cfg.ReplicationFactor == 0 {
 		cfg.ReplicationFactor = int32(DefaultReplicationFactor(len(live)))
 	}
-	placement, err := Place(live, partitions, int(cfg.ReplicationFactor), nil, s.LeaderCounts())
+	placement, err := Place(live, partitions, int(cfg.ReplicationFactor), s.drainedLoad(nil), s.LeaderCounts())
 	if err != nil {
 		return Command{}, api.WrapError(api.CodeInvalidConfig, err, "topic %q: cannot place its %d partitions", name, partitions)
 	}
@@ -151,7 +169,7 @@ func PrepareCreatePartitions(s *State, name string, total int, nodes []string) (
 	case total > engine.MaxPartitions:
 		return Command{}, api.NewError(api.CodeInvalidConfig, "topic %q has %d partitions; the new total %d is above the maximum %d partitions of a topic", name, cur, total, engine.MaxPartitions)
 	}
-	placement, err := Place(s.registered(nodes), total-cur, int(t.Config.ReplicationFactor), t.leaderCounts(), s.LeaderCounts())
+	placement, err := Place(s.registered(nodes), total-cur, int(t.Config.ReplicationFactor), s.drainedLoad(t.leaderCounts()), s.LeaderCounts())
 	if err != nil {
 		return Command{}, api.WrapError(api.CodeInvalidConfig, err, "topic %q: cannot place the %d new partitions (%d to %d)", name, total-cur, cur, total-1)
 	}

@@ -39,6 +39,12 @@ func (s *State) Clone() *State {
 	}
 	c.Removed = cloneSlice(s.Removed)
 	c.NextProducerID = s.NextProducerID
+	if len(s.DrainedNodes) > 0 {
+		c.DrainedNodes = make(map[string]Drain, len(s.DrainedNodes))
+		for id, d := range s.DrainedNodes {
+			c.DrainedNodes[id] = d
+		}
+	}
 	return c
 }
 

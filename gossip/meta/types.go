@@ -85,6 +85,11 @@ type State struct {
 	// allocate-producer-ids. Omitted from the encoding when zero, so the
 	// Hash of a cluster that never reserved one does not change.
 	NextProducerID int64 `json:"next_producer_id,omitempty"`
+	// DrainedNodes are the drained nodes by id (drain-node): no candidates
+	// for leadership until undrain-node (or, for a shutdown drain, their
+	// next register-node). Omitted from the encoding when empty, so the
+	// Hash of a cluster that never drained a node does not change.
+	DrainedNodes map[string]Drain `json:"drained,omitempty"`
 }
 
 // RemovedNode is a node removed from the cluster: its id and the id of
@@ -160,6 +165,17 @@ const (
 	// ids for node Command.NodeID (a registered node):
 	// Result.ProducerIDStart is the first (producerids.go).
 	OpAllocateProducerIDs Op = "allocate-producer-ids"
+	// OpDrainNode drains node Command.NodeID (a registered node): it is
+	// listed in State.DrainedNodes (an operator drain, or with
+	// Command.Shutdown its controlled shutdown), the partitions it leads
+	// take the leaders of Command.Leaders (decided by LeadersForDrain;
+	// applied as set-leaders, skipping changes of partitions it no longer
+	// leads), and with Shutdown it leaves the in-sync sets of the
+	// partitions it follows (drain.go).
+	OpDrainNode Op = "drain-node"
+	// OpUndrainNode ends the drain of node Command.NodeID (a registered
+	// node); leadership does not move back by itself.
+	OpUndrainNode Op = "undrain-node"
 )
 
 // LeaderChange is one leadership decision of the controller.
@@ -205,6 +221,8 @@ type Command struct {
 	Epoch uint32 `json:"epoch,omitempty"`
 	// ISR is the in-sync set of a set-isr (node ids).
 	ISR []string `json:"isr,omitempty"`
+	// Shutdown marks a drain-node made by the node's controlled shutdown.
+	Shutdown bool `json:"shutdown,omitempty"`
 }
 
 // Result is the outcome of applying one Command.
