@@ -34,6 +34,10 @@ var auditedMethods = map[string]struct {
 	}},
 	sqv1.Groups_DeleteGroup_FullMethodName: {"group.delete", func(r any) string { return r.(*sqv1.DeleteGroupRequest).GetGroup() }},
 	sqv1.Cluster_RemoveNode_FullMethodName: {"cluster.remove-node", func(r any) string { return r.(*sqv1.RemoveNodeRequest).GetNodeId() }},
+	sqv1.Cluster_DrainNode_FullMethodName:  {"cluster.drain", func(r any) string { return r.(*sqv1.DrainNodeRequest).GetNodeId() }},
+	sqv1.Cluster_UndrainNode_FullMethodName: {"cluster.undrain", func(r any) string {
+		return r.(*sqv1.UndrainNodeRequest).GetNodeId()
+	}},
 }
 
 // auditUnary writes the audit line of each call of auditedMethods once

@@ -172,7 +172,8 @@ func (n *Node) applyLocal(ctx context.Context, cmd meta.Command) (uint64, meta.R
 //     partitions placed (meta.PrepareCreatePartitions);
 //   - alter-topic with a min.insync.replicas of 0: the default of the
 //     topic's replication factor (meta.DefaultMinInsync);
-//   - remove-node without leaders: meta.LeadersForRemoval.
+//   - remove-node without leaders: meta.LeadersForRemoval;
+//   - drain-node without leaders: meta.LeadersForDrain.
 //
 // Other commands are applied as given.
 func (n *Node) prepare(s *meta.State, cmd meta.Command) (meta.Command, error) {
@@ -222,6 +223,11 @@ func (n *Node) prepare(s *meta.State, cmd meta.Command) (meta.Command, error) {
 			return cmd, err
 		}
 		cmd.Leaders = leaders
+		return cmd, nil
+	case meta.OpDrainNode:
+		if cmd.Leaders == nil {
+			cmd.Leaders = meta.LeadersForDrain(s, cmd.NodeID, n.Alive)
+		}
 		return cmd, nil
 	}
 	return cmd, nil
@@ -332,8 +338,9 @@ func (n *Node) controllerLoop(ctx context.Context) {
 
 // tick notices this node's removal, rejoins gossip when it has no peer,
 // and on the controller commits the leadership of partitions whose
-// leader is not alive (meta.LeadersAfterDeath): gossip reports, the
-// controller decides.
+// leader is not alive (meta.LeadersAfterDeath) and of those a drained
+// node still leads that an in-sync follower can take now
+// (meta.LeadersAwayFromDrained): gossip reports, the controller decides.
 func (n *Node) tick(ctx context.Context) {
 	if n.removed.Load() {
 		return
@@ -355,7 +362,9 @@ func (n *Node) tick(ctx context.Context) {
 	if n.raft.State() != raft.Leader {
 		return
 	}
-	changes := meta.LeadersAfterDeath(n.State(), n.aliveForController)
+	st = n.State()
+	changes := meta.LeadersAfterDeath(st, n.aliveForController)
+	changes = append(changes, meta.LeadersAwayFromDrained(st, n.Alive)...)
 	if len(changes) == 0 {
 		return
 	}
@@ -364,10 +373,10 @@ func (n *Node) tick(ctx context.Context) {
 		err = res.Err
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		n.log.Warn("moving the leadership of partitions whose leader is not alive", "partitions", len(changes), "err", err)
+		n.log.Warn("moving the leadership of partitions whose leader is not alive or is drained", "partitions", len(changes), "err", err)
 		return
 	}
-	n.log.Info("moved the leadership of partitions whose leader is not alive", "moved", res.Moved)
+	n.log.Info("moved the leadership of partitions whose leader is not alive or is drained", "moved", res.Moved)
 }
 
 // aliveForController is the liveness the controller moves leaders by: a

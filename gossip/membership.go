@@ -443,6 +443,7 @@ func (n *Node) Members(ctx context.Context) (*sqv1.MembersResponse, error) {
 			NodeId: m.ID, GrpcAddress: m.GRPCAddr, CapnpAddress: m.DataAddr, HttpAddress: m.HTTPAddr,
 			GossipAddress: m.GossipAddr, RaftAddress: m.RaftAddr, State: n.memberState(m.ID),
 			Self: m.ID == n.opts.NodeID, Voter: inRaft && s == raft.Voter, Controller: m.ID == string(leader),
+			Drained: st.Drained(m.ID),
 		})
 	}
 	for id, ml := range n.mem.members() {
@@ -479,7 +480,7 @@ func (n *Node) Info(ctx context.Context) (*sqv1.ClusterInfoResponse, error) {
 		MetadataHash: cur.state.Hash(), MemberCount: int32(len(cur.state.Nodes)), VoterCount: int32(n.voters()),
 		TopicCount: int32(len(cur.state.Topics)), PartitionCount: int32(parts),
 		LeaderlessPartitions: int32(cur.state.Leaderless(n.Alive)), Ready: n.Ready() == nil,
-		OrphanedTopics: n.orphanedTopics(),
+		OrphanedTopics: n.orphanedTopics(), DrainedNodes: drainedIDs(cur.state),
 	}, ctx.Err()
 }
 

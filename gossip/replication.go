@@ -502,16 +502,28 @@ func (r *Replicator) proposeContext() (context.Context, context.CancelFunc) {
 
 // proposeISR commits one in-sync set change and has the next pass give
 // the storage the committed set, whether the change was committed,
-// refused (a newer leader epoch) or not known to be.
+// refused (a newer leader epoch) or not known to be. A change whose only
+// effect is to add followers in controlled shutdown is not proposed (the
+// metadata would not add them: meta.OpDrainNode), so an idle partition
+// does not propose it every ISRInterval until they return.
 func (r *Replicator) proposeISR(ch engine.ISRProposal) {
 	ctx, cancel := r.proposeContext()
 	defer cancel()
 	cmd := meta.Command{Op: meta.OpSetISR, Name: ch.Topic, ID: ch.ID, Partition: ch.Partition, Epoch: ch.Epoch, ISR: ch.ISR}
-	res, err := r.c.Propose(ctx, cmd)
+	var (
+		res meta.Result
+		err error
+	)
+	skip := onlyAddsShuttingDown(r.c.State(), ch)
+	if !skip {
+		res, err = r.c.Propose(ctx, cmd)
+	}
 	if err == nil && res.Err != nil {
 		err = res.Err
 	}
 	switch {
+	case skip:
+		r.log.Debug("replication: a follower in controlled shutdown is not added to the in-sync set", "topic", ch.Topic, "partition", ch.Partition, "isr", ch.ISR)
 	case err == nil:
 		r.log.Info("replication: in-sync set changed", "topic", ch.Topic, "partition", ch.Partition, "leader_epoch", ch.Epoch, "isr", ch.ISR)
 	case errors.Is(err, api.ErrFencedLeaderEpoch), errors.Is(err, context.Canceled):
@@ -557,4 +569,30 @@ func (r *Replicator) leaveISR(topic string, id api.TopicID, partition int, p met
 		return
 	}
 	r.log.Warn("replication: this node's replica is damaged: it left the in-sync set until it has copied the log again", "topic", topic, "partition", partition, "isr", isr)
+}
+
+// onlyAddsShuttingDown reports whether in-sync set change ch, against the
+// committed ISR in s, adds only nodes in controlled shutdown
+// (meta.State.ShuttingDown) and removes none.
+func onlyAddsShuttingDown(s *meta.State, ch engine.ISRProposal) bool {
+	t := s.Topics[ch.Topic]
+	if t == nil || t.ID != ch.ID || ch.Partition >= len(t.Partitions) {
+		return false
+	}
+	cur := t.Partitions[ch.Partition].ISR
+	added := false
+	for _, m := range ch.ISR {
+		if !slices.Contains(cur, m) {
+			if !s.ShuttingDown(m) {
+				return false
+			}
+			added = true
+		}
+	}
+	for _, m := range cur {
+		if !slices.Contains(ch.ISR, m) {
+			return false
+		}
+	}
+	return added
 }

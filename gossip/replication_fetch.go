@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seedqueue/sq/api"
@@ -29,6 +30,9 @@ type fetcher struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	// served is set by the first replica fetch the leader answered at
+	// epoch: the leader serves the partition (Replicator.Serving).
+	served atomic.Bool
 }
 
 // startFetch starts the fetcher of a followed partition.
@@ -134,6 +138,7 @@ func (f *fetcher) step(ctx context.Context, truncated *bool) error {
 	if res.LeaderEpoch != f.epoch {
 		return api.NewError(api.CodeFencedLeaderEpoch, "the leader answered for leader epoch %d, this follower follows %d", res.LeaderEpoch, f.epoch)
 	}
+	f.served.Store(true)
 	if res.LogStartOffset > st.LogStartOffset {
 		// The leader's retention or offsets snapshot moved its log start:
 		// the segments below it go here too (KIP-107).

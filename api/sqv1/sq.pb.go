@@ -2333,7 +2333,10 @@ type Member struct {
 	// A Raft voter (up to 5 per cluster), or a non-voter.
 	Voter bool `protobuf:"varint,9,opt,name=voter,proto3" json:"voter,omitempty"`
 	// The Raft leader, that is the controller.
-	Controller    bool `protobuf:"varint,10,opt,name=controller,proto3" json:"controller,omitempty"`
+	Controller bool `protobuf:"varint,10,opt,name=controller,proto3" json:"controller,omitempty"`
+	// Drained (sq cluster drain, or its own controlled shutdown): the node
+	// leads no partition while another replica can.
+	Drained       bool `protobuf:"varint,11,opt,name=drained,proto3" json:"drained,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2434,6 +2437,13 @@ func (x *Member) GetVoter() bool {
 func (x *Member) GetController() bool {
 	if x != nil {
 		return x.Controller
+	}
+	return false
+}
+
+func (x *Member) GetDrained() bool {
+	if x != nil {
+		return x.Drained
 	}
 	return false
 }
@@ -2556,8 +2566,11 @@ type ClusterInfoResponse struct {
 	// does not know (orphaned topics, sorted): kept, never served, and
 	// logged once; docs/cluster.md says what to do with them.
 	OrphanedTopics []string `protobuf:"bytes,16,rep,name=orphaned_topics,json=orphanedTopics,proto3" json:"orphaned_topics,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Ids of the drained nodes (sq cluster drain, or a controlled shutdown in
+	// progress), sorted.
+	DrainedNodes  []string `protobuf:"bytes,17,rep,name=drained_nodes,json=drainedNodes,proto3" json:"drained_nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterInfoResponse) Reset() {
@@ -2702,6 +2715,13 @@ func (x *ClusterInfoResponse) GetOrphanedTopics() []string {
 	return nil
 }
 
+func (x *ClusterInfoResponse) GetDrainedNodes() []string {
+	if x != nil {
+		return x.DrainedNodes
+	}
+	return nil
+}
+
 type RemoveNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -2791,6 +2811,185 @@ func (x *RemoveNodeResponse) GetMovedPartitions() int32 {
 	return 0
 }
 
+type DrainNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeRequest) Reset() {
+	*x = DrainNodeRequest{}
+	mi := &file_sq_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeRequest) ProtoMessage() {}
+
+func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DrainNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type DrainNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Partitions whose leadership moved to another replica.
+	MovedPartitions int32 `protobuf:"varint,1,opt,name=moved_partitions,json=movedPartitions,proto3" json:"moved_partitions,omitempty"`
+	// Partitions the node still leads ("topic-partition"): no alive in-sync
+	// follower could take them over.
+	RemainingPartitions []string `protobuf:"bytes,2,rep,name=remaining_partitions,json=remainingPartitions,proto3" json:"remaining_partitions,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *DrainNodeResponse) Reset() {
+	*x = DrainNodeResponse{}
+	mi := &file_sq_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeResponse) ProtoMessage() {}
+
+func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
+func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DrainNodeResponse) GetMovedPartitions() int32 {
+	if x != nil {
+		return x.MovedPartitions
+	}
+	return 0
+}
+
+func (x *DrainNodeResponse) GetRemainingPartitions() []string {
+	if x != nil {
+		return x.RemainingPartitions
+	}
+	return nil
+}
+
+type UndrainNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndrainNodeRequest) Reset() {
+	*x = UndrainNodeRequest{}
+	mi := &file_sq_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndrainNodeRequest) ProtoMessage() {}
+
+func (x *UndrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*UndrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *UndrainNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type UndrainNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndrainNodeResponse) Reset() {
+	*x = UndrainNodeResponse{}
+	mi := &file_sq_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndrainNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndrainNodeResponse) ProtoMessage() {}
+
+func (x *UndrainNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndrainNodeResponse.ProtoReflect.Descriptor instead.
+func (*UndrainNodeResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{42}
+}
+
 type JoinRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
@@ -2809,7 +3008,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_sq_proto_msgTypes[39]
+	mi := &file_sq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2821,7 +3020,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[39]
+	mi := &file_sq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2834,7 +3033,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{39}
+	return file_sq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *JoinRequest) GetClusterId() string {
@@ -2905,7 +3104,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_sq_proto_msgTypes[40]
+	mi := &file_sq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2917,7 +3116,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[40]
+	mi := &file_sq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2930,7 +3129,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{40}
+	return file_sq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *JoinResponse) GetClusterId() string {
@@ -2964,7 +3163,7 @@ type ProposeRequest struct {
 
 func (x *ProposeRequest) Reset() {
 	*x = ProposeRequest{}
-	mi := &file_sq_proto_msgTypes[41]
+	mi := &file_sq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2976,7 +3175,7 @@ func (x *ProposeRequest) String() string {
 func (*ProposeRequest) ProtoMessage() {}
 
 func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[41]
+	mi := &file_sq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2989,7 +3188,7 @@ func (x *ProposeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeRequest.ProtoReflect.Descriptor instead.
 func (*ProposeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{41}
+	return file_sq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ProposeRequest) GetCommand() []byte {
@@ -3011,7 +3210,7 @@ type ProposeResponse struct {
 
 func (x *ProposeResponse) Reset() {
 	*x = ProposeResponse{}
-	mi := &file_sq_proto_msgTypes[42]
+	mi := &file_sq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3023,7 +3222,7 @@ func (x *ProposeResponse) String() string {
 func (*ProposeResponse) ProtoMessage() {}
 
 func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[42]
+	mi := &file_sq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3036,7 +3235,7 @@ func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeResponse.ProtoReflect.Descriptor instead.
 func (*ProposeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{42}
+	return file_sq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ProposeResponse) GetIndex() uint64 {
@@ -3066,7 +3265,7 @@ type RecordHeader struct {
 
 func (x *RecordHeader) Reset() {
 	*x = RecordHeader{}
-	mi := &file_sq_proto_msgTypes[43]
+	mi := &file_sq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3078,7 +3277,7 @@ func (x *RecordHeader) String() string {
 func (*RecordHeader) ProtoMessage() {}
 
 func (x *RecordHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[43]
+	mi := &file_sq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3290,7 @@ func (x *RecordHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordHeader.ProtoReflect.Descriptor instead.
 func (*RecordHeader) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{43}
+	return file_sq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RecordHeader) GetKey() []byte {
@@ -3123,7 +3322,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3135,7 +3334,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[44]
+	mi := &file_sq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3148,7 +3347,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{44}
+	return file_sq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Record) GetKey() []byte {
@@ -3229,7 +3428,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3241,7 +3440,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[45]
+	mi := &file_sq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3254,7 +3453,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{45}
+	return file_sq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PublishRequest) GetTopic() string {
@@ -3332,7 +3531,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3344,7 +3543,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[46]
+	mi := &file_sq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3357,7 +3556,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{46}
+	return file_sq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PublishResponse) GetTopic() string {
@@ -3417,7 +3616,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +3628,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[47]
+	mi := &file_sq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +3641,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{47}
+	return file_sq_proto_rawDescGZIP(), []int{51}
 }
 
 type InitProducerIdResponse struct {
@@ -3457,7 +3656,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3469,7 +3668,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[48]
+	mi := &file_sq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3482,7 +3681,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{48}
+	return file_sq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *InitProducerIdResponse) GetProducerId() int64 {
@@ -3509,7 +3708,7 @@ type PublishStreamResponse struct {
 
 func (x *PublishStreamResponse) Reset() {
 	*x = PublishStreamResponse{}
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3521,7 +3720,7 @@ func (x *PublishStreamResponse) String() string {
 func (*PublishStreamResponse) ProtoMessage() {}
 
 func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[49]
+	mi := &file_sq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3534,7 +3733,7 @@ func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishStreamResponse.ProtoReflect.Descriptor instead.
 func (*PublishStreamResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{49}
+	return file_sq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PublishStreamResponse) GetResults() []*PublishResponse {
@@ -3568,7 +3767,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3580,7 +3779,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[50]
+	mi := &file_sq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3593,7 +3792,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{50}
+	return file_sq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SubscribeRequest) GetTopic() string {
@@ -3660,7 +3859,7 @@ type ConsumedRecord struct {
 
 func (x *ConsumedRecord) Reset() {
 	*x = ConsumedRecord{}
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3672,7 +3871,7 @@ func (x *ConsumedRecord) String() string {
 func (*ConsumedRecord) ProtoMessage() {}
 
 func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[51]
+	mi := &file_sq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3685,7 +3884,7 @@ func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumedRecord.ProtoReflect.Descriptor instead.
 func (*ConsumedRecord) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{51}
+	return file_sq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ConsumedRecord) GetOffset() uint64 {
@@ -3738,7 +3937,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_sq_proto_msgTypes[52]
+	mi := &file_sq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3750,7 +3949,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[52]
+	mi := &file_sq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3763,7 +3962,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{52}
+	return file_sq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SubscribeResponse) GetTopic() string {
@@ -3827,7 +4026,7 @@ type OffsetEntry struct {
 
 func (x *OffsetEntry) Reset() {
 	*x = OffsetEntry{}
-	mi := &file_sq_proto_msgTypes[53]
+	mi := &file_sq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3839,7 +4038,7 @@ func (x *OffsetEntry) String() string {
 func (*OffsetEntry) ProtoMessage() {}
 
 func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[53]
+	mi := &file_sq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3852,7 +4051,7 @@ func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetEntry.ProtoReflect.Descriptor instead.
 func (*OffsetEntry) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{53}
+	return file_sq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *OffsetEntry) GetTopic() string {
@@ -3907,7 +4106,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[54]
+	mi := &file_sq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3919,7 +4118,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[54]
+	mi := &file_sq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3932,7 +4131,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{54}
+	return file_sq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -3958,7 +4157,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[55]
+	mi := &file_sq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4169,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[55]
+	mi := &file_sq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4182,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{55}
+	return file_sq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CommitOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -4004,7 +4203,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[56]
+	mi := &file_sq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4016,7 +4215,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[56]
+	mi := &file_sq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4029,7 +4228,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{56}
+	return file_sq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -4055,7 +4254,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[57]
+	mi := &file_sq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4067,7 +4266,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[57]
+	mi := &file_sq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4080,7 +4279,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{57}
+	return file_sq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -4101,7 +4300,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sq_proto_msgTypes[58]
+	mi := &file_sq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4113,7 +4312,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[58]
+	mi := &file_sq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4126,7 +4325,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{58}
+	return file_sq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -4161,7 +4360,7 @@ type JoinGroupRequest struct {
 
 func (x *JoinGroupRequest) Reset() {
 	*x = JoinGroupRequest{}
-	mi := &file_sq_proto_msgTypes[59]
+	mi := &file_sq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4173,7 +4372,7 @@ func (x *JoinGroupRequest) String() string {
 func (*JoinGroupRequest) ProtoMessage() {}
 
 func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[59]
+	mi := &file_sq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4186,7 +4385,7 @@ func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupRequest.ProtoReflect.Descriptor instead.
 func (*JoinGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{59}
+	return file_sq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *JoinGroupRequest) GetGroup() string {
@@ -4240,7 +4439,7 @@ type JoinGroupResponse struct {
 
 func (x *JoinGroupResponse) Reset() {
 	*x = JoinGroupResponse{}
-	mi := &file_sq_proto_msgTypes[60]
+	mi := &file_sq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4252,7 +4451,7 @@ func (x *JoinGroupResponse) String() string {
 func (*JoinGroupResponse) ProtoMessage() {}
 
 func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[60]
+	mi := &file_sq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4265,7 +4464,7 @@ func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupResponse.ProtoReflect.Descriptor instead.
 func (*JoinGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{60}
+	return file_sq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *JoinGroupResponse) GetMemberId() string {
@@ -4319,7 +4518,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sq_proto_msgTypes[61]
+	mi := &file_sq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4331,7 +4530,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[61]
+	mi := &file_sq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4344,7 +4543,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{61}
+	return file_sq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *HeartbeatRequest) GetGroup() string {
@@ -4386,7 +4585,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sq_proto_msgTypes[62]
+	mi := &file_sq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4398,7 +4597,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[62]
+	mi := &file_sq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4411,7 +4610,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{62}
+	return file_sq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *HeartbeatResponse) GetGeneration() int32 {
@@ -4445,7 +4644,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_sq_proto_msgTypes[63]
+	mi := &file_sq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4457,7 +4656,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[63]
+	mi := &file_sq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4470,7 +4669,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{63}
+	return file_sq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -4495,7 +4694,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_sq_proto_msgTypes[64]
+	mi := &file_sq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4507,7 +4706,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[64]
+	mi := &file_sq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4520,7 +4719,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{64}
+	return file_sq_proto_rawDescGZIP(), []int{68}
 }
 
 type CommitGroupOffsetsRequest struct {
@@ -4536,7 +4735,7 @@ type CommitGroupOffsetsRequest struct {
 
 func (x *CommitGroupOffsetsRequest) Reset() {
 	*x = CommitGroupOffsetsRequest{}
-	mi := &file_sq_proto_msgTypes[65]
+	mi := &file_sq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4548,7 +4747,7 @@ func (x *CommitGroupOffsetsRequest) String() string {
 func (*CommitGroupOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[65]
+	mi := &file_sq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4561,7 +4760,7 @@ func (x *CommitGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{65}
+	return file_sq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CommitGroupOffsetsRequest) GetGroup() string {
@@ -4601,7 +4800,7 @@ type CommitGroupOffsetsResponse struct {
 
 func (x *CommitGroupOffsetsResponse) Reset() {
 	*x = CommitGroupOffsetsResponse{}
-	mi := &file_sq_proto_msgTypes[66]
+	mi := &file_sq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4613,7 +4812,7 @@ func (x *CommitGroupOffsetsResponse) String() string {
 func (*CommitGroupOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sq_proto_msgTypes[66]
+	mi := &file_sq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4626,7 +4825,7 @@ func (x *CommitGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitGroupOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitGroupOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sq_proto_rawDescGZIP(), []int{66}
+	return file_sq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CommitGroupOffsetsResponse) GetOffsets() []*OffsetEntry {
@@ -4814,7 +5013,7 @@ const file_sq_proto_rawDesc = "" +
 	"\rcapnp_address\x18\f \x01(\tR\fcapnpAddress\x12!\n" +
 	"\fhttp_address\x18\r \x01(\tR\vhttpAddress\x123\n" +
 	"\x16grpc_max_message_bytes\x18\x0e \x01(\x03R\x13grpcMaxMessageBytes\"\x10\n" +
-	"\x0eMembersRequest\"\xb6\x02\n" +
+	"\x0eMembersRequest\"\xd0\x02\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12#\n" +
@@ -4828,12 +5027,13 @@ const file_sq_proto_rawDesc = "" +
 	"\n" +
 	"controller\x18\n" +
 	" \x01(\bR\n" +
-	"controller\"Y\n" +
+	"controller\x12\x18\n" +
+	"\adrained\x18\v \x01(\bR\adrained\"Y\n" +
 	"\x0fMembersResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12'\n" +
 	"\amembers\x18\x02 \x03(\v2\r.sq.v1.MemberR\amembers\"\x14\n" +
-	"\x12ClusterInfoRequest\"\xc3\x04\n" +
+	"\x12ClusterInfoRequest\"\xe8\x04\n" +
 	"\x13ClusterInfoResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x17\n" +
@@ -4855,11 +5055,20 @@ const file_sq_proto_rawDesc = "" +
 	"\x0fpartition_count\x18\r \x01(\x05R\x0epartitionCount\x123\n" +
 	"\x15leaderless_partitions\x18\x0e \x01(\x05R\x14leaderlessPartitions\x12\x14\n" +
 	"\x05ready\x18\x0f \x01(\bR\x05ready\x12'\n" +
-	"\x0forphaned_topics\x18\x10 \x03(\tR\x0eorphanedTopics\",\n" +
+	"\x0forphaned_topics\x18\x10 \x03(\tR\x0eorphanedTopics\x12#\n" +
+	"\rdrained_nodes\x18\x11 \x03(\tR\fdrainedNodes\",\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"?\n" +
 	"\x12RemoveNodeResponse\x12)\n" +
-	"\x10moved_partitions\x18\x01 \x01(\x05R\x0fmovedPartitions\"\x9a\x02\n" +
+	"\x10moved_partitions\x18\x01 \x01(\x05R\x0fmovedPartitions\"+\n" +
+	"\x10DrainNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"q\n" +
+	"\x11DrainNodeResponse\x12)\n" +
+	"\x10moved_partitions\x18\x01 \x01(\x05R\x0fmovedPartitions\x121\n" +
+	"\x14remaining_partitions\x18\x02 \x03(\tR\x13remainingPartitions\"-\n" +
+	"\x12UndrainNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x15\n" +
+	"\x13UndrainNodeResponse\"\x9a\x02\n" +
 	"\vJoinRequest\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x17\n" +
@@ -5039,13 +5248,15 @@ const file_sq_proto_rawDesc = "" +
 	"\tHeartbeat\x12\x17.sq.v1.HeartbeatRequest\x1a\x18.sq.v1.HeartbeatResponse\x12A\n" +
 	"\n" +
 	"LeaveGroup\x12\x18.sq.v1.LeaveGroupRequest\x1a\x19.sq.v1.LeaveGroupResponse\x12Y\n" +
-	"\x12CommitGroupOffsets\x12 .sq.v1.CommitGroupOffsetsRequest\x1a!.sq.v1.CommitGroupOffsetsResponse2\xed\x02\n" +
+	"\x12CommitGroupOffsets\x12 .sq.v1.CommitGroupOffsetsRequest\x1a!.sq.v1.CommitGroupOffsetsResponse2\xf3\x03\n" +
 	"\aCluster\x12;\n" +
 	"\bNodeInfo\x12\x16.sq.v1.NodeInfoRequest\x1a\x17.sq.v1.NodeInfoResponse\x128\n" +
 	"\aMembers\x12\x15.sq.v1.MembersRequest\x1a\x16.sq.v1.MembersResponse\x12=\n" +
 	"\x04Info\x12\x19.sq.v1.ClusterInfoRequest\x1a\x1a.sq.v1.ClusterInfoResponse\x12A\n" +
 	"\n" +
-	"RemoveNode\x12\x18.sq.v1.RemoveNodeRequest\x1a\x19.sq.v1.RemoveNodeResponse\x12/\n" +
+	"RemoveNode\x12\x18.sq.v1.RemoveNodeRequest\x1a\x19.sq.v1.RemoveNodeResponse\x12>\n" +
+	"\tDrainNode\x12\x17.sq.v1.DrainNodeRequest\x1a\x18.sq.v1.DrainNodeResponse\x12D\n" +
+	"\vUndrainNode\x12\x19.sq.v1.UndrainNodeRequest\x1a\x1a.sq.v1.UndrainNodeResponse\x12/\n" +
 	"\x04Join\x12\x12.sq.v1.JoinRequest\x1a\x13.sq.v1.JoinResponse\x128\n" +
 	"\aPropose\x12\x15.sq.v1.ProposeRequest\x1a\x16.sq.v1.ProposeResponse2\xb3\x03\n" +
 	"\tMessaging\x128\n" +
@@ -5069,7 +5280,7 @@ func file_sq_proto_rawDescGZIP() []byte {
 }
 
 var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_sq_proto_goTypes = []any{
 	(Durability)(0),                    // 0: sq.v1.Durability
 	(Acks)(0),                          // 1: sq.v1.Acks
@@ -5113,34 +5324,38 @@ var file_sq_proto_goTypes = []any{
 	(*ClusterInfoResponse)(nil),        // 39: sq.v1.ClusterInfoResponse
 	(*RemoveNodeRequest)(nil),          // 40: sq.v1.RemoveNodeRequest
 	(*RemoveNodeResponse)(nil),         // 41: sq.v1.RemoveNodeResponse
-	(*JoinRequest)(nil),                // 42: sq.v1.JoinRequest
-	(*JoinResponse)(nil),               // 43: sq.v1.JoinResponse
-	(*ProposeRequest)(nil),             // 44: sq.v1.ProposeRequest
-	(*ProposeResponse)(nil),            // 45: sq.v1.ProposeResponse
-	(*RecordHeader)(nil),               // 46: sq.v1.RecordHeader
-	(*Record)(nil),                     // 47: sq.v1.Record
-	(*PublishRequest)(nil),             // 48: sq.v1.PublishRequest
-	(*PublishResponse)(nil),            // 49: sq.v1.PublishResponse
-	(*InitProducerIdRequest)(nil),      // 50: sq.v1.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),     // 51: sq.v1.InitProducerIdResponse
-	(*PublishStreamResponse)(nil),      // 52: sq.v1.PublishStreamResponse
-	(*SubscribeRequest)(nil),           // 53: sq.v1.SubscribeRequest
-	(*ConsumedRecord)(nil),             // 54: sq.v1.ConsumedRecord
-	(*SubscribeResponse)(nil),          // 55: sq.v1.SubscribeResponse
-	(*OffsetEntry)(nil),                // 56: sq.v1.OffsetEntry
-	(*CommitOffsetsRequest)(nil),       // 57: sq.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),      // 58: sq.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),        // 59: sq.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),       // 60: sq.v1.FetchOffsetsResponse
-	(*TopicPartitions)(nil),            // 61: sq.v1.TopicPartitions
-	(*JoinGroupRequest)(nil),           // 62: sq.v1.JoinGroupRequest
-	(*JoinGroupResponse)(nil),          // 63: sq.v1.JoinGroupResponse
-	(*HeartbeatRequest)(nil),           // 64: sq.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),          // 65: sq.v1.HeartbeatResponse
-	(*LeaveGroupRequest)(nil),          // 66: sq.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),         // 67: sq.v1.LeaveGroupResponse
-	(*CommitGroupOffsetsRequest)(nil),  // 68: sq.v1.CommitGroupOffsetsRequest
-	(*CommitGroupOffsetsResponse)(nil), // 69: sq.v1.CommitGroupOffsetsResponse
+	(*DrainNodeRequest)(nil),           // 42: sq.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),          // 43: sq.v1.DrainNodeResponse
+	(*UndrainNodeRequest)(nil),         // 44: sq.v1.UndrainNodeRequest
+	(*UndrainNodeResponse)(nil),        // 45: sq.v1.UndrainNodeResponse
+	(*JoinRequest)(nil),                // 46: sq.v1.JoinRequest
+	(*JoinResponse)(nil),               // 47: sq.v1.JoinResponse
+	(*ProposeRequest)(nil),             // 48: sq.v1.ProposeRequest
+	(*ProposeResponse)(nil),            // 49: sq.v1.ProposeResponse
+	(*RecordHeader)(nil),               // 50: sq.v1.RecordHeader
+	(*Record)(nil),                     // 51: sq.v1.Record
+	(*PublishRequest)(nil),             // 52: sq.v1.PublishRequest
+	(*PublishResponse)(nil),            // 53: sq.v1.PublishResponse
+	(*InitProducerIdRequest)(nil),      // 54: sq.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),     // 55: sq.v1.InitProducerIdResponse
+	(*PublishStreamResponse)(nil),      // 56: sq.v1.PublishStreamResponse
+	(*SubscribeRequest)(nil),           // 57: sq.v1.SubscribeRequest
+	(*ConsumedRecord)(nil),             // 58: sq.v1.ConsumedRecord
+	(*SubscribeResponse)(nil),          // 59: sq.v1.SubscribeResponse
+	(*OffsetEntry)(nil),                // 60: sq.v1.OffsetEntry
+	(*CommitOffsetsRequest)(nil),       // 61: sq.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),      // 62: sq.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),        // 63: sq.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),       // 64: sq.v1.FetchOffsetsResponse
+	(*TopicPartitions)(nil),            // 65: sq.v1.TopicPartitions
+	(*JoinGroupRequest)(nil),           // 66: sq.v1.JoinGroupRequest
+	(*JoinGroupResponse)(nil),          // 67: sq.v1.JoinGroupResponse
+	(*HeartbeatRequest)(nil),           // 68: sq.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),          // 69: sq.v1.HeartbeatResponse
+	(*LeaveGroupRequest)(nil),          // 70: sq.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),         // 71: sq.v1.LeaveGroupResponse
+	(*CommitGroupOffsetsRequest)(nil),  // 72: sq.v1.CommitGroupOffsetsRequest
+	(*CommitGroupOffsetsResponse)(nil), // 73: sq.v1.CommitGroupOffsetsResponse
 }
 var file_sq_proto_depIdxs = []int32{
 	5,  // 0: sq.v1.PartitionInfo.remote:type_name -> sq.v1.RemoteLogStats
@@ -5159,22 +5374,22 @@ var file_sq_proto_depIdxs = []int32{
 	27, // 13: sq.v1.DescribeGroupResponse.offsets:type_name -> sq.v1.GroupOffset
 	27, // 14: sq.v1.ResetOffsetsResponse.offsets:type_name -> sq.v1.GroupOffset
 	36, // 15: sq.v1.MembersResponse.members:type_name -> sq.v1.Member
-	46, // 16: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
-	47, // 17: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
+	50, // 16: sq.v1.Record.headers:type_name -> sq.v1.RecordHeader
+	51, // 17: sq.v1.PublishRequest.records:type_name -> sq.v1.Record
 	1,  // 18: sq.v1.PublishRequest.acks:type_name -> sq.v1.Acks
 	0,  // 19: sq.v1.PublishResponse.durability:type_name -> sq.v1.Durability
-	49, // 20: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
+	53, // 20: sq.v1.PublishStreamResponse.results:type_name -> sq.v1.PublishResponse
 	2,  // 21: sq.v1.SubscribeRequest.from:type_name -> sq.v1.StartFrom
-	46, // 22: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
-	54, // 23: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
-	56, // 24: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	56, // 25: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	56, // 26: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	61, // 27: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
-	61, // 28: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
-	61, // 29: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
-	56, // 30: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
-	56, // 31: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	50, // 22: sq.v1.ConsumedRecord.headers:type_name -> sq.v1.RecordHeader
+	58, // 23: sq.v1.SubscribeResponse.records:type_name -> sq.v1.ConsumedRecord
+	60, // 24: sq.v1.CommitOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	60, // 25: sq.v1.CommitOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	60, // 26: sq.v1.FetchOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
+	65, // 27: sq.v1.JoinGroupResponse.assignment:type_name -> sq.v1.TopicPartitions
+	65, // 28: sq.v1.HeartbeatRequest.owned:type_name -> sq.v1.TopicPartitions
+	65, // 29: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
+	60, // 30: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
+	60, // 31: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
 	7,  // 32: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
 	9,  // 33: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
 	11, // 34: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
@@ -5186,51 +5401,55 @@ var file_sq_proto_depIdxs = []int32{
 	24, // 40: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
 	29, // 41: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
 	31, // 42: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
-	62, // 43: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
-	64, // 44: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
-	66, // 45: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
-	68, // 46: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
+	66, // 43: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
+	68, // 44: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
+	70, // 45: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
+	72, // 46: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
 	33, // 47: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
 	35, // 48: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
 	38, // 49: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
 	40, // 50: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
-	42, // 51: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
-	44, // 52: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
-	48, // 53: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
-	48, // 54: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
-	53, // 55: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
-	57, // 56: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
-	59, // 57: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
-	50, // 58: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
-	8,  // 59: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
-	10, // 60: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
-	12, // 61: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
-	14, // 62: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
-	16, // 63: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
-	18, // 64: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
-	20, // 65: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
-	23, // 66: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
-	28, // 67: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
-	30, // 68: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
-	32, // 69: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
-	63, // 70: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
-	65, // 71: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
-	67, // 72: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
-	69, // 73: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
-	34, // 74: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
-	37, // 75: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
-	39, // 76: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
-	41, // 77: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
-	43, // 78: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
-	45, // 79: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
-	49, // 80: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
-	52, // 81: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
-	55, // 82: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
-	58, // 83: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
-	60, // 84: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
-	51, // 85: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
-	59, // [59:86] is the sub-list for method output_type
-	32, // [32:59] is the sub-list for method input_type
+	42, // 51: sq.v1.Cluster.DrainNode:input_type -> sq.v1.DrainNodeRequest
+	44, // 52: sq.v1.Cluster.UndrainNode:input_type -> sq.v1.UndrainNodeRequest
+	46, // 53: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
+	48, // 54: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
+	52, // 55: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
+	52, // 56: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
+	57, // 57: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
+	61, // 58: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
+	63, // 59: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
+	54, // 60: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
+	8,  // 61: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
+	10, // 62: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
+	12, // 63: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
+	14, // 64: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
+	16, // 65: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
+	18, // 66: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
+	20, // 67: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
+	23, // 68: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
+	28, // 69: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
+	30, // 70: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
+	32, // 71: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
+	67, // 72: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
+	69, // 73: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
+	71, // 74: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
+	73, // 75: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
+	34, // 76: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
+	37, // 77: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
+	39, // 78: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
+	41, // 79: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
+	43, // 80: sq.v1.Cluster.DrainNode:output_type -> sq.v1.DrainNodeResponse
+	45, // 81: sq.v1.Cluster.UndrainNode:output_type -> sq.v1.UndrainNodeResponse
+	47, // 82: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
+	49, // 83: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
+	53, // 84: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
+	56, // 85: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
+	59, // 86: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
+	62, // 87: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
+	64, // 88: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
+	55, // 89: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
+	61, // [61:90] is the sub-list for method output_type
+	32, // [32:61] is the sub-list for method input_type
 	32, // [32:32] is the sub-list for extension type_name
 	32, // [32:32] is the sub-list for extension extendee
 	0,  // [0:32] is the sub-list for field type_name
@@ -5242,15 +5461,15 @@ func file_sq_proto_init() {
 		return
 	}
 	file_sq_proto_msgTypes[6].OneofWrappers = []any{}
-	file_sq_proto_msgTypes[44].OneofWrappers = []any{}
-	file_sq_proto_msgTypes[51].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[48].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[55].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sq_proto_rawDesc), len(file_sq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   67,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

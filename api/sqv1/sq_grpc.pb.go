@@ -822,12 +822,14 @@ var Groups_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Cluster_NodeInfo_FullMethodName   = "/sq.v1.Cluster/NodeInfo"
-	Cluster_Members_FullMethodName    = "/sq.v1.Cluster/Members"
-	Cluster_Info_FullMethodName       = "/sq.v1.Cluster/Info"
-	Cluster_RemoveNode_FullMethodName = "/sq.v1.Cluster/RemoveNode"
-	Cluster_Join_FullMethodName       = "/sq.v1.Cluster/Join"
-	Cluster_Propose_FullMethodName    = "/sq.v1.Cluster/Propose"
+	Cluster_NodeInfo_FullMethodName    = "/sq.v1.Cluster/NodeInfo"
+	Cluster_Members_FullMethodName     = "/sq.v1.Cluster/Members"
+	Cluster_Info_FullMethodName        = "/sq.v1.Cluster/Info"
+	Cluster_RemoveNode_FullMethodName  = "/sq.v1.Cluster/RemoveNode"
+	Cluster_DrainNode_FullMethodName   = "/sq.v1.Cluster/DrainNode"
+	Cluster_UndrainNode_FullMethodName = "/sq.v1.Cluster/UndrainNode"
+	Cluster_Join_FullMethodName        = "/sq.v1.Cluster/Join"
+	Cluster_Propose_FullMethodName     = "/sq.v1.Cluster/Propose"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -851,6 +853,17 @@ type ClusterClient interface {
 	// FailedPrecondition (it leads partitions that hold data and no other
 	// replica has them), Unavailable (NO_QUORUM).
 	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
+	// DrainNode drains a node without stopping it (Kafka's controlled
+	// shutdown, Redpanda's maintenance mode): the controller moves the
+	// leadership of the partitions it leads to in-sync followers, with new
+	// leader epochs, and it leads nothing more until UndrainNode. Returns
+	// once the change is applied on the node that answered. Errors: NotFound
+	// (unknown node), Unavailable (NO_QUORUM).
+	DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*DrainNodeResponse, error)
+	// UndrainNode ends a node's drain: it may lead again (new topics,
+	// failovers); leadership does not move back by itself. Errors: NotFound
+	// (unknown node), Unavailable (NO_QUORUM).
+	UndrainNode(ctx context.Context, in *UndrainNodeRequest, opts ...grpc.CallOption) (*UndrainNodeResponse, error)
 	// Join is called by a node that starts with --seeds, on a seed: the seed
 	// checks the cluster id and node identity, has the controller add the node
 	// to the metadata and the Raft configuration, and answers with the
@@ -911,6 +924,26 @@ func (c *clusterClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, o
 	return out, nil
 }
 
+func (c *clusterClient) DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*DrainNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrainNodeResponse)
+	err := c.cc.Invoke(ctx, Cluster_DrainNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) UndrainNode(ctx context.Context, in *UndrainNodeRequest, opts ...grpc.CallOption) (*UndrainNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UndrainNodeResponse)
+	err := c.cc.Invoke(ctx, Cluster_UndrainNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *clusterClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(JoinResponse)
@@ -952,6 +985,17 @@ type ClusterServer interface {
 	// FailedPrecondition (it leads partitions that hold data and no other
 	// replica has them), Unavailable (NO_QUORUM).
 	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
+	// DrainNode drains a node without stopping it (Kafka's controlled
+	// shutdown, Redpanda's maintenance mode): the controller moves the
+	// leadership of the partitions it leads to in-sync followers, with new
+	// leader epochs, and it leads nothing more until UndrainNode. Returns
+	// once the change is applied on the node that answered. Errors: NotFound
+	// (unknown node), Unavailable (NO_QUORUM).
+	DrainNode(context.Context, *DrainNodeRequest) (*DrainNodeResponse, error)
+	// UndrainNode ends a node's drain: it may lead again (new topics,
+	// failovers); leadership does not move back by itself. Errors: NotFound
+	// (unknown node), Unavailable (NO_QUORUM).
+	UndrainNode(context.Context, *UndrainNodeRequest) (*UndrainNodeResponse, error)
 	// Join is called by a node that starts with --seeds, on a seed: the seed
 	// checks the cluster id and node identity, has the controller add the node
 	// to the metadata and the Raft configuration, and answers with the
@@ -983,6 +1027,12 @@ func (UnimplementedClusterServer) Info(context.Context, *ClusterInfoRequest) (*C
 }
 func (UnimplementedClusterServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
+}
+func (UnimplementedClusterServer) DrainNode(context.Context, *DrainNodeRequest) (*DrainNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DrainNode not implemented")
+}
+func (UnimplementedClusterServer) UndrainNode(context.Context, *UndrainNodeRequest) (*UndrainNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UndrainNode not implemented")
 }
 func (UnimplementedClusterServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Join not implemented")
@@ -1083,6 +1133,42 @@ func _Cluster_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_DrainNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).DrainNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_DrainNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).DrainNode(ctx, req.(*DrainNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_UndrainNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UndrainNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).UndrainNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_UndrainNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).UndrainNode(ctx, req.(*UndrainNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Cluster_Join_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(JoinRequest)
 	if err := dec(in); err != nil {
@@ -1141,6 +1227,14 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveNode",
 			Handler:    _Cluster_RemoveNode_Handler,
+		},
+		{
+			MethodName: "DrainNode",
+			Handler:    _Cluster_DrainNode_Handler,
+		},
+		{
+			MethodName: "UndrainNode",
+			Handler:    _Cluster_UndrainNode_Handler,
 		},
 		{
 			MethodName: "Join",

@@ -92,6 +92,9 @@ func (c *config) validateCluster() []error {
 	if c.ReplicaLagTimeMaxMs < 1 {
 		errs = append(errs, fmt.Errorf("--replica-lag-time-max-ms %d must be at least 1", c.ReplicaLagTimeMaxMs))
 	}
+	if c.ControlledShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--controlled-shutdown-timeout %v must not be negative (0: no controlled shutdown)", c.ControlledShutdownTimeout))
+	}
 	if c.ScrubInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--scrub-interval %v must be positive", c.ScrubInterval))
 	}

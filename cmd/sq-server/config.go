@@ -51,6 +51,9 @@ type config struct {
 	ReplicaLagTimeMaxMs int64
 	// ScrubInterval is the period of the verification of sealed segments.
 	ScrubInterval time.Duration
+	// ControlledShutdownTimeout bounds the hand-over of the partitions a
+	// clustered node leads when it stops (0: none; drain.go).
+	ControlledShutdownTimeout time.Duration
 	// OffsetsTopicPartitions and OffsetsTopicReplicationFactor shape the
 	// offsets topic __sq_offsets when this node creates it
 	// (docs/cluster.md "Consumer groups").
@@ -166,6 +169,7 @@ var flagSpecs = []flagSpec{
 	{"default-replication-factor", "SQ_DEFAULT_REPLICATION_FACTOR", "replication factor of topics created without one (0: min(3, live nodes))"},
 	{"replica-lag-time-max-ms", "SQ_REPLICA_LAG_TIME_MAX_MS", "replica.lag.time.max.ms: a follower that has not caught up with its partition's leader for this long (ms) leaves the in-sync set, through the metadata log"},
 	{"scrub-interval", "SQ_SCRUB_INTERVAL", "period of the verification of sealed segments' CRCs (a Go duration, e.g. 24h); a replica whose segment fails it is not eligible as leader"},
+	{"controlled-shutdown-timeout", "SQ_CONTROLLED_SHUTDOWN_TIMEOUT", "in a cluster, how long a stopping node (SIGTERM, SIGINT) may spend handing the partitions it leads over to in-sync followers before it stops anyway (a Go duration, e.g. 30s; 0 stops at once)"},
 	{"offsets-topic-num-partitions", "SQ_OFFSETS_TOPIC_NUM_PARTITIONS", "offsets.topic.num.partitions: partitions of the internal topic __sq_offsets that holds consumer groups' committed offsets in a cluster (fixed once the topic exists: it decides each group's coordinator)"},
 	{"offsets-topic-replication-factor", "SQ_OFFSETS_TOPIC_REPLICATION_FACTOR", "offsets.topic.replication.factor: replicas of each partition of __sq_offsets (lowered to the live nodes when fewer at its creation)"},
 	{"sync-policy", "SQ_SYNC_POLICY", "default sync policy of topics: every-batch, none, or an interval in ms (N or Nms)"},
@@ -210,6 +214,7 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.IntVar(&c.DefaultReplicationFactor, "default-replication-factor", 0, "")
 	fs.Int64Var(&c.ReplicaLagTimeMaxMs, "replica-lag-time-max-ms", DefaultReplicaLagTimeMaxMs, "")
 	fs.DurationVar(&c.ScrubInterval, "scrub-interval", DefaultScrubInterval, "")
+	fs.DurationVar(&c.ControlledShutdownTimeout, "controlled-shutdown-timeout", DefaultControlledShutdownTimeout, "")
 	fs.IntVar(&c.OffsetsTopicPartitions, "offsets-topic-num-partitions", gossip.DefaultOffsetsTopicPartitions, "")
 	fs.IntVar(&c.OffsetsTopicReplicationFactor, "offsets-topic-replication-factor", gossip.DefaultOffsetsTopicReplicationFactor, "")
 	fs.StringVar(&c.SyncPolicy, "sync-policy", "every-batch", "")

@@ -251,6 +251,11 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	case <-removed:
 		err = errRemoved
 	}
+	if cl != nil && err == nil {
+		// Both planes still serve: clients are told NOT_LEADER with the
+		// new leaders, and followers fetch from them.
+		cl.controlledShutdown(c.ControlledShutdownTimeout, log)
+	}
 	cp.srv.StartShutdown() // /readyz 503 and health NOT_SERVING from now on
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()

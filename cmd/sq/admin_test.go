@@ -132,14 +132,14 @@ func TestAdminCommandsJSON(t *testing.T) {
 	}
 	doc, keys = jsonKeys(t, out)
 	want := []string{"applied_index", "capnp_address", "cluster_id", "commit_index", "controller_id", "data_bytes", "data_dir",
-		"data_dir_free_bytes", "data_dir_total_bytes", "grpc_address", "http_address", "io_backend", "last_log_index",
+		"data_dir_free_bytes", "drained_nodes", "data_dir_total_bytes", "grpc_address", "http_address", "io_backend", "last_log_index",
 		"leaderless_partitions", "member_count", "members", "metadata_hash", "node_id", "orphaned_topics", "partition_count", "raft_state",
 		"raft_term", "ready", "topic_count", "uptime_ms", "version", "voter_count"}
 	if !slices.Equal(keys, want) || doc["node_id"] != "cli-node" {
 		t.Fatalf("cluster info keys %v, want %v:\n%s", keys, want, out)
 	}
 	members := doc["members"].([]any)
-	if len(members) != 1 || !slices.Equal(sortedKeys(members[0]), []string{"capnp_address", "controller", "gossip_address",
+	if len(members) != 1 || !slices.Equal(sortedKeys(members[0]), []string{"capnp_address", "controller", "drained", "gossip_address",
 		"grpc_address", "http_address", "node_id", "raft_address", "self", "state", "voter"}) {
 		t.Fatalf("cluster info members:\n%s", out)
 	}

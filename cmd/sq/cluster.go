@@ -19,11 +19,12 @@ import (
 func newClusterCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Node and cluster information, members and node removal (control plane)",
+		Short: "Node and cluster information, members, node drain and removal (control plane)",
 		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newClusterInfoCommand(g), newClusterMembersCommand(g), newClusterRemoveNodeCommand(g))
+	cmd.AddCommand(newClusterInfoCommand(g), newClusterMembersCommand(g), newClusterRemoveNodeCommand(g),
+		newClusterDrainCommand(g), newClusterUndrainCommand(g))
 	return cmd
 }
 
@@ -93,6 +94,9 @@ func printClusterInfo(out io.Writer, n sdk.NodeInfo, ci *sqv1.ClusterInfoRespons
 		fmt.Fprintf(w, "Members:\t%d (%d voter%s)\n", ci.MemberCount, ci.VoterCount, plural(int(ci.VoterCount)))
 		fmt.Fprintf(w, "Partitions:\t%d in %d topic%s, %d leaderless\n", ci.PartitionCount, ci.TopicCount, plural(int(ci.TopicCount)), ci.LeaderlessPartitions)
 		fmt.Fprintf(w, "Ready:\t%s\n", yesNo(ci.Ready))
+		if d := ci.GetDrainedNodes(); len(d) > 0 {
+			fmt.Fprintf(w, "Drained nodes:\t%s (lead no partition another replica can lead; sq cluster undrain ID ends it)\n", strings.Join(d, ", "))
+		}
 		if o := ci.GetOrphanedTopics(); len(o) > 0 {
 			fmt.Fprintf(w, "Orphaned topics:\t%s (in this node's data directory, unknown to the cluster metadata: kept, not served; see docs/cluster.md, \"Orphaned topics\")\n", strings.Join(o, ", "))
 		}

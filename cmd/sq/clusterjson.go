@@ -46,6 +46,9 @@ type clusterStateJSON struct {
 	// OrphanedTopics are the topics of this node's data directory that the
 	// metadata does not know, sorted; [] when none.
 	OrphanedTopics []string `json:"orphaned_topics"`
+	// DrainedNodes are the drained nodes (sq cluster drain, or a
+	// controlled shutdown in progress), sorted; [] when none.
+	DrainedNodes []string `json:"drained_nodes"`
 }
 
 // clusterMemberJSON is one node of the cluster; self marks the node that
@@ -61,6 +64,7 @@ type clusterMemberJSON struct {
 	RaftAddress   string `json:"raft_address"`
 	HTTPAddress   string `json:"http_address"`
 	Self          bool   `json:"self"`
+	Drained       bool   `json:"drained"` // leads no partition another replica can lead
 }
 
 // membersJSON is `cluster members --format json`.
@@ -74,7 +78,7 @@ func toMemberListJSON(r *sqv1.MembersResponse) []clusterMemberJSON {
 	for _, m := range sortedMembers(r) {
 		out = append(out, clusterMemberJSON{NodeID: m.NodeId, State: m.State, Voter: m.Voter, Controller: m.Controller,
 			GrpcAddress: m.GrpcAddress, CapnpAddress: m.CapnpAddress, GossipAddress: m.GossipAddress,
-			RaftAddress: m.RaftAddress, HTTPAddress: m.HttpAddress, Self: m.Self})
+			RaftAddress: m.RaftAddress, HTTPAddress: m.HttpAddress, Self: m.Self, Drained: m.Drained})
 	}
 	return out
 }
@@ -92,7 +96,8 @@ func printClusterInfoJSON(out io.Writer, n sdk.NodeInfo, ci *sqv1.ClusterInfoRes
 		doc.clusterStateJSON = &clusterStateJSON{ControllerID: ci.ControllerId, RaftState: ci.RaftState, RaftTerm: ci.RaftTerm,
 			AppliedIndex: ci.AppliedIndex, CommitIndex: ci.CommitIndex, LastLogIndex: ci.LastLogIndex, MetadataHash: ci.MetadataHash,
 			MemberCount: ci.MemberCount, VoterCount: ci.VoterCount, PartitionCount: ci.PartitionCount,
-			LeaderlessPartitions: ci.LeaderlessPartitions, Ready: ci.Ready, OrphanedTopics: append([]string{}, ci.GetOrphanedTopics()...)}
+			LeaderlessPartitions: ci.LeaderlessPartitions, Ready: ci.Ready, OrphanedTopics: append([]string{}, ci.GetOrphanedTopics()...),
+			DrainedNodes: append([]string{}, ci.GetDrainedNodes()...)}
 	}
 	return writeJSON(out, doc)
 }

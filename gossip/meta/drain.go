@@ -69,8 +69,8 @@ func LeadersForDrain(s *State, nodeID string, alive func(nodeID string) bool) []
 	return out
 }
 
-// LeadersAwayFromDrained is LeadersForDrain for every drained node that
-// still leads partitions, in node id order: the controller runs it
+// LeadersAwayFromDrained is LeadersForDrain for every alive drained node
+// that still leads partitions, in node id order: the controller runs it
 // periodically, so a partition whose follower rejoined the ISR after the
 // drain moves too.
 func LeadersAwayFromDrained(s *State, alive func(nodeID string) bool) []LeaderChange {
@@ -81,6 +81,9 @@ func LeadersAwayFromDrained(s *State, alive func(nodeID string) bool) []LeaderCh
 	slices.Sort(ids)
 	var out []LeaderChange
 	for _, id := range ids {
+		if !alive(id) {
+			continue // LeadersAfterDeath moves a dead node's partitions
+		}
 		out = append(out, LeadersForDrain(s, id, alive)...)
 	}
 	return out
