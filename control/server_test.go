@@ -232,6 +232,14 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 			_, err := cluster.RemoveNode(ctx, &sqv1.RemoveNodeRequest{NodeId: "n2"})
 			return notClustered(err)
 		},
+		"Cluster.DrainNode": func() error {
+			_, err := cluster.DrainNode(ctx, &sqv1.DrainNodeRequest{NodeId: "n2"})
+			return notClustered(err)
+		},
+		"Cluster.UndrainNode": func() error {
+			_, err := cluster.UndrainNode(ctx, &sqv1.UndrainNodeRequest{NodeId: "n2"})
+			return notClustered(err)
+		},
 		"Cluster.Join": func() error {
 			_, err := cluster.Join(ctx, &sqv1.JoinRequest{ClusterId: "c1", NodeId: "n2"})
 			return notClustered(err)

@@ -122,7 +122,7 @@ func TestClusterMembers(t *testing.T) {
 	ms := doc["members"].([]any)
 	first := ms[0].(map[string]any)
 	if len(ms) != 3 || first["node_id"] != "a" || first["controller"] != true || first["http_address"] != "10.0.0.1:8080" ||
-		strings.Join(sortedKeys(first), ",") != "capnp_address,controller,gossip_address,grpc_address,http_address,node_id,raft_address,self,state,voter" {
+		strings.Join(sortedKeys(first), ",") != "capnp_address,controller,drained,gossip_address,grpc_address,http_address,node_id,raft_address,self,state,voter" {
 		t.Fatalf("members json:\n%s", out)
 	}
 }
