@@ -33,19 +33,23 @@ func (r *Replicator) Serving(id api.TopicID, partition int, epoch uint32) bool {
 
 // WaitServing waits until the new leader of every change in moved (a
 // drain of this node: the new epoch is Epoch+1) serves its partition
-// (Serving), or ctx ends; it returns the changes not seen served.
+// (Serving), or ctx ends, or the new leaders of all the changes left are
+// no longer alive (gossip: they stopped too, nothing more to wait for);
+// it returns the changes not seen served.
 func (r *Replicator) WaitServing(ctx context.Context, moved []meta.LeaderChange) []meta.LeaderChange {
 	t := time.NewTicker(servingPoll)
 	defer t.Stop()
 	for {
 		var left []meta.LeaderChange
+		waiting := false
 		for _, ch := range moved {
 			if !r.Serving(ch.ID, ch.Partition, ch.Epoch+1) {
 				left = append(left, ch)
+				waiting = waiting || r.c.Alive(ch.Leader)
 			}
 		}
-		if len(left) == 0 {
-			return nil
+		if !waiting {
+			return left
 		}
 		select {
 		case <-ctx.Done():

@@ -21,10 +21,10 @@ const DefaultControlledShutdownTimeout = 30 * time.Second
 // this node leaves the in-sync sets it follows and leads nothing more)
 // and waits until each new leader serves its partition, within timeout
 // (0: no controlled shutdown). What could not move or was not seen
-// served by then is logged, and the stop goes on. A cluster of one has
-// nothing to hand over.
+// served by then is logged, and the stop goes on. A node with no one to
+// hand over to (takeOverPossible) stops at once.
 func (n *clusterNode) controlledShutdown(timeout time.Duration, log *slog.Logger) {
-	if timeout <= 0 || len(n.node.State().Nodes) < 2 {
+	if timeout <= 0 || !n.takeOverPossible() {
 		return
 	}
 	start := time.Now()
@@ -47,6 +47,20 @@ func (n *clusterNode) controlledShutdown(timeout time.Duration, log *slog.Logger
 		return
 	}
 	log.Info("controlled shutdown: leadership handed over", "moved_partitions", len(r.Moved), "took", time.Since(start).Round(time.Millisecond))
+}
+
+// takeOverPossible reports whether another node could take partitions
+// over from this one: a registered node other than this one that gossip
+// holds alive and that is not drained. A cluster of one, or the last node
+// of a cluster that stops as a whole, has no one to hand over to.
+func (n *clusterNode) takeOverPossible() bool {
+	st := n.node.State()
+	for id := range st.Nodes {
+		if id != n.node.ID() && n.node.Alive(id) && !st.Drained(id) {
+			return true
+		}
+	}
+	return false
 }
 
 // changeNames names the partitions of changes as "topic-p leader".
