@@ -130,6 +130,13 @@ func (g *gen) command(s *State) Command {
 		return Command{Op: OpSetISR, Name: name, ID: id, Partition: g.r.IntN(parts + 1), Epoch: uint32(g.r.IntN(3)), ISR: []string{g.pick(genNodes)}}
 	case 8:
 		return Command{Op: OpImport, Topics: []*Topic{newTopic(fmt.Sprintf("t%d", g.r.IntN(6)), byte(g.r.IntN(256)))}}
+	case 11:
+		switch n := g.pick(genNodes); g.r.IntN(3) {
+		case 0:
+			return Command{Op: OpDrainNode, NodeID: n, Shutdown: g.r.IntN(2) == 0, Leaders: LeadersForDrain(s, n, alive(g.alive()...))}
+		case 1:
+			return Command{Op: OpUndrainNode, NodeID: n}
+		}
 	}
 	var changes []LeaderChange
 	for range g.r.IntN(4) {
