@@ -50,6 +50,10 @@ func (s *State) Apply(c Command) Result {
 		return s.applySetISR(c)
 	case OpAllocateProducerIDs:
 		return s.applyAllocateProducerIDs(c)
+	case OpSetQuota:
+		return s.applySetQuota(c)
+	case OpRemoveQuota:
+		return s.applyRemoveQuota(c)
 	}
 	return refused(api.CodeInvalidRequest, "unknown metadata op %q", c.Op)
 }

@@ -69,6 +69,9 @@ func (g *gen) target(s *State) (string, api.TopicID, int) {
 func (g *gen) command(s *State) Command {
 	g.now++
 	name, id, parts := g.target(s)
+	if g.r.IntN(20) == 0 {
+		return g.quotaCommand()
+	}
 	switch g.r.IntN(12) {
 	case 0:
 		n := g.pick(genNodes)

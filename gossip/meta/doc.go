@@ -84,6 +84,13 @@
 //	                   ids [NextProducerID, NextProducerID+ProducerIDBlock)
 //	                   for it (Result.ProducerIDStart) and moves
 //	                   NextProducerID past them.
+//	set-quota          Name (a principal, or DefaultQuotaEntity), Quota:
+//	                   sets the kinds given (produce, fetch bytes per
+//	                   second), keeps the others; INVALID_CONFIG for a
+//	                   negative value, no kind, or a new entity beyond
+//	                   MaxQuotas (State.Quotas; quotas.go).
+//	remove-quota       Name: removes the entity's quotas; INVALID_REQUEST
+//	                   when it has none.
 //
 // Commands that name a topic answer UNKNOWN_TOPIC for an unknown name,
 // UNKNOWN_TOPIC_ID when the topic's id is another, and INVALID_REQUEST

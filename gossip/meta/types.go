@@ -85,6 +85,10 @@ type State struct {
 	// allocate-producer-ids. Omitted from the encoding when zero, so the
 	// Hash of a cluster that never reserved one does not change.
 	NextProducerID int64 `json:"next_producer_id,omitempty"`
+	// Quotas are the client byte-rate quotas by principal, and the default
+	// quota under DefaultQuotaEntity (quotas.go). Omitted from the encoding
+	// when empty, so the Hash of a cluster without quotas does not change.
+	Quotas map[string]Quota `json:"quotas,omitempty"`
 }
 
 // RemovedNode is a node removed from the cluster: its id and the id of
@@ -160,6 +164,13 @@ const (
 	// ids for node Command.NodeID (a registered node):
 	// Result.ProducerIDStart is the first (producerids.go).
 	OpAllocateProducerIDs Op = "allocate-producer-ids"
+	// OpSetQuota sets the byte-rate quotas of principal Command.Name (or
+	// DefaultQuotaEntity) from Command.Quota; a zero kind keeps its value
+	// (quotas.go).
+	OpSetQuota Op = "set-quota"
+	// OpRemoveQuota removes the quotas of principal Command.Name (or
+	// DefaultQuotaEntity).
+	OpRemoveQuota Op = "remove-quota"
 )
 
 // LeaderChange is one leadership decision of the controller.
@@ -205,6 +216,8 @@ type Command struct {
 	Epoch uint32 `json:"epoch,omitempty"`
 	// ISR is the in-sync set of a set-isr (node ids).
 	ISR []string `json:"isr,omitempty"`
+	// Quota is the quotas of a set-quota.
+	Quota *Quota `json:"quota,omitempty"`
 }
 
 // Result is the outcome of applying one Command.
