@@ -34,6 +34,8 @@ var auditedMethods = map[string]struct {
 	}},
 	sqv1.Groups_DeleteGroup_FullMethodName: {"group.delete", func(r any) string { return r.(*sqv1.DeleteGroupRequest).GetGroup() }},
 	sqv1.Cluster_RemoveNode_FullMethodName: {"cluster.remove-node", func(r any) string { return r.(*sqv1.RemoveNodeRequest).GetNodeId() }},
+	sqv1.Quotas_SetQuota_FullMethodName:    {"quota.set", func(r any) string { return quotaResource(r.(*sqv1.SetQuotaRequest)) }},
+	sqv1.Quotas_RemoveQuota_FullMethodName: {"quota.remove", func(r any) string { return quotaResource(r.(*sqv1.RemoveQuotaRequest)) }},
 }
 
 // auditUnary writes the audit line of each call of auditedMethods once

@@ -95,10 +95,6 @@ type Options struct {
 	Window time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
-	// Registerer, when set, registers the Manager's metrics:
-	// sq_throttle_time_seconds{plane,quota} and
-	// sq_quota_bytes_total{plane,quota}.
-	Registerer prometheus.Registerer
 }
 
 // Manager measures and throttles the principals that have a quota. A nil
@@ -142,10 +138,16 @@ func New(o Options) *Manager {
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, labels)
 	m.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sq_quota_bytes_total",
 		Help: "Bytes measured against a byte-rate quota (of principals that have one), by plane and quota."}, labels)
-	if o.Registerer != nil {
-		o.Registerer.MustRegister(m.throttle, m.bytes)
-	}
 	return m
+}
+
+// Collectors returns the Manager's metrics, for a Prometheus registry:
+// sq_throttle_time_seconds{plane,quota}, a histogram of the throttle
+// times returned (zero ones are not observed), and
+// sq_quota_bytes_total{plane,quota}, the bytes measured. They carry no
+// principal label: principals are not a bounded set.
+func (m *Manager) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.throttle, m.bytes}
 }
 
 // MaxThrottle is the longest throttle time the Manager returns: the whole
@@ -160,6 +162,16 @@ func (m *Manager) SetTable(t Table) {
 		return
 	}
 	m.table.Store(&t)
+}
+
+// Active reports whether any quota is set: the planes skip finding a
+// request's principal when none is.
+func (m *Manager) Active() bool {
+	if m == nil {
+		return false
+	}
+	t := m.table.Load()
+	return len(t.Principals) > 0 || t.Default != nil
 }
 
 // Limits returns the quotas that apply to principal.

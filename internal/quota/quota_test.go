@@ -102,7 +102,8 @@ func TestLookup(t *testing.T) {
 func TestSweepAndMetrics(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
 	reg := prometheus.NewRegistry()
-	m := New(Options{Now: clk.now, Samples: 2, Window: 100 * time.Millisecond, Registerer: reg})
+	m := New(Options{Now: clk.now, Samples: 2, Window: 100 * time.Millisecond})
+	reg.MustRegister(m.Collectors()...)
 	m.SetTable(Table{Default: &Limits{ProduceBytesPerSec: 100, FetchBytesPerSec: 100}})
 	if d := m.Record("dataplane", "User:a", Produce, 1000); d != 200*time.Millisecond {
 		t.Fatalf("throttle %v, want the cap of 2 x 100ms", d)
