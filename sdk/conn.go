@@ -86,6 +86,10 @@ type conn struct {
 	// wrote: equal once the writer is idle, as every frame goes through
 	// issue.
 	issued, written atomic.Uint64
+
+	// throttle is the node's quota throttle (its Client's; nil: none
+	// kept): issue waits it out, the reader sets it (throttle.go).
+	throttle atomic.Pointer[throttleState]
 }
 
 // dialConn connects to addr (over TLS with tlsCfg when not nil) and
@@ -268,6 +272,9 @@ func wireErr(we api.WireError) error {
 // writer) has failed.
 func (c *conn) issue(ctx context.Context, cl *call, build func(api.Frame) error, tail []byte) (uint64, error) {
 	if cl != nil {
+		if err := c.waitThrottle(ctx); err != nil {
+			return 0, err
+		}
 		select {
 		case c.sem <- struct{}{}:
 		case <-ctx.Done():
@@ -498,6 +505,7 @@ func (c *conn) readLoop() {
 		}
 		id := f.CorrelationId()
 		n := api.TailLength(f)
+		c.noteThrottle(f)
 		c.mu.Lock()
 		cl := c.pending[id]
 		more := cl != nil && cl.stream != nil && n > 0 && f.Which() == api.Frame_Which_pushBatches
