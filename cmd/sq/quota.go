@@ -205,11 +205,12 @@ type quotaJSON struct {
 	FetchBytesPerSec   int64  `json:"fetch_bytes_per_sec"`
 }
 
-func quotasJSON(qs []*sqv1.QuotaEntry) []quotaJSON {
+// quotasJSON is the document of 'sq quota list -f json': {"quotas": [...]}.
+func quotasJSON(qs []*sqv1.QuotaEntry) map[string][]quotaJSON {
 	out := make([]quotaJSON, 0, len(qs))
 	for _, q := range qs {
 		out = append(out, quotaJSON{Principal: q.GetPrincipal(), Default: q.GetDefaultEntity(),
 			ProduceBytesPerSec: q.GetProduceBytesPerSec(), FetchBytesPerSec: q.GetFetchBytesPerSec()})
 	}
-	return out
+	return map[string][]quotaJSON{"quotas": out}
 }

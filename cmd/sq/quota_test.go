@@ -94,7 +94,7 @@ func TestQuotaCommands(t *testing.T) {
 	}
 	wantLines(t, out, "PRINCIPAL", "PRODUCE", "FETCH", "<default>", "-", "10 B/s", "User:carol", "5 B/s", "-")
 	out, err = runSQ(t, nil, "--control", addr, "quota", "list", "-f", "json")
-	if err != nil || !strings.Contains(out, `"principal": "User:carol"`) || !strings.Contains(out, `"default": true`) {
+	if err != nil || !strings.Contains(out, `"quotas": [`) || !strings.Contains(out, `"principal": "User:carol"`) || !strings.Contains(out, `"default": true`) {
 		t.Fatalf("list json: %v\n%s", err, out)
 	}
 	if _, err := runSQ(t, nil, "--control", addr, "quota", "remove", "--principal", "nobody"); err == nil ||
