@@ -88,7 +88,8 @@ type conn struct {
 	issued, written atomic.Uint64
 
 	// throttle is the node's quota throttle (its Client's; nil: none
-	// kept): issue waits it out, the reader sets it (throttle.go).
+	// kept): the reader sets it, the Client's publishes and fetches wait
+	// it out (throttle.go).
 	throttle atomic.Pointer[throttleState]
 }
 
@@ -272,9 +273,6 @@ func wireErr(we api.WireError) error {
 // writer) has failed.
 func (c *conn) issue(ctx context.Context, cl *call, build func(api.Frame) error, tail []byte) (uint64, error) {
 	if cl != nil {
-		if err := c.waitThrottle(ctx); err != nil {
-			return 0, err
-		}
 		select {
 		case c.sem <- struct{}{}:
 		case <-ctx.Done():

@@ -222,8 +222,9 @@ func TestQuotasOnGrpc(t *testing.T) {
 }
 
 // TestClientWaitsOutThrottle: while a node's throttle lasts the Client
-// sends it nothing (a request ends with its context, unsent); once it has
-// passed, requests go out again.
+// sends it no publish or fetch (one ends with its context, unsent), while
+// the requests the quotas do not cover (metadata here; group heartbeats
+// alike) go out at once; once it has passed, publishes go out again.
 func TestClientWaitsOutThrottle(t *testing.T) {
 	n := startQuotaNode(t, quota.Table{})
 	ctx := testCtx(t)
@@ -237,14 +238,28 @@ func TestClientWaitsOutThrottle(t *testing.T) {
 	}
 	cl := p.Client()
 	cl.throttle.until.Store(time.Now().Add(time.Hour).UnixNano())
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	_, err = cl.ListTopics(short)
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("a request during the throttle: %v, want it held until its deadline", err)
+	for name, send := range map[string]func(context.Context) error{
+		"publish": func(ctx context.Context) error {
+			_, err := p.Send(ctx, "q", nil, []byte("v"))
+			return err
+		},
+		"fetch": func(ctx context.Context) error {
+			_, err := cl.Fetch(ctx, FetchRequest{Topic: "q"})
+			return err
+		},
+	} {
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		err := send(short)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a %s during the throttle: %v, want it held until its deadline", name, err)
+		}
+	}
+	if _, err := cl.ListTopics(ctx); err != nil {
+		t.Fatalf("metadata during the throttle: %v", err)
 	}
 	cl.throttle.until.Store(0)
-	if _, err := cl.ListTopics(ctx); err != nil {
-		t.Fatalf("after the throttle: %v", err)
+	if ack, err := p.Send(ctx, "q", nil, []byte("v")); err != nil || ack.Offset != 0 {
+		t.Fatalf("after the throttle: offset %d, %v (want 0: nothing was sent during it)", ack.Offset, err)
 	}
 }

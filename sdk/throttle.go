@@ -49,9 +49,9 @@ type throttleState struct {
 // ThrottleStats returns the throttled responses this Client and the
 // Clients made from it (the leaders' connections of a Producer, a
 // BatchProducer or a Consumer whose Client this is) received so far.
-// Before its next request to a node that throttled a response, a Client
-// waits out the throttle time (KIP-219: the server does not read the
-// connection meanwhile either).
+// Before its next publish, fetch or subscription to a node that throttled
+// a response, a Client waits out the throttle time (KIP-219); the server
+// holds back such requests for that long anyway.
 func (c *Client) ThrottleStats() ThrottleStats {
 	return c.throttle.stats.snapshot()
 }
@@ -94,15 +94,14 @@ func (c *conn) noteThrottle(f api.Frame) {
 	t.stats.add(d)
 }
 
-// waitThrottle waits until the node's throttle has passed; ctx's error,
-// or the connection's failure, when either comes first.
-func (c *conn) waitThrottle(ctx context.Context) error {
-	t := c.throttle.Load()
-	if t == nil {
-		return nil
-	}
+// waitThrottle waits until the node's throttle has passed: publishes,
+// fetches and subscriptions call it before they send, so that the
+// requests the quotas do not cover (group heartbeats and commits,
+// metadata) still go out at once. ctx's error, or ErrClosed when the
+// Client closes first.
+func (c *Client) waitThrottle(ctx context.Context) error {
 	for {
-		d := time.Until(time.Unix(0, t.until.Load()))
+		d := time.Until(time.Unix(0, c.throttle.until.Load()))
 		if d <= 0 {
 			return nil
 		}
@@ -112,9 +111,9 @@ func (c *conn) waitThrottle(ctx context.Context) error {
 		case <-ctx.Done():
 			tm.Stop()
 			return ctx.Err()
-		case <-c.done:
+		case <-c.closed:
 			tm.Stop()
-			return c.failure()
+			return ErrClosed
 		}
 	}
 }

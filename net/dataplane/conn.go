@@ -69,8 +69,8 @@ type conn struct {
 	// lastActive is the Unix nano time of the last frame read or written.
 	lastActive atomic.Int64
 	// mutedUntil is the Unix nano time until which a byte-rate quota
-	// mutes the connection: the reader takes no request before it
-	// (quota.go).
+	// mutes the connection: publishes, fetches and subscriptions wait for
+	// it before they are served (quota.go).
 	mutedUntil atomic.Int64
 
 	// pubMu guards pubTail: per partition, the link of the last publish
@@ -359,9 +359,6 @@ func (c *conn) readLoop() error {
 	}
 	c.startIdleTimer()
 	for {
-		if err := c.waitMuted(); err != nil {
-			return err
-		}
 		if err := c.acquire(); err != nil {
 			return err
 		}

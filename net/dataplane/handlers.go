@@ -33,6 +33,9 @@ func (c *conn) handle(req request) {
 			c.stopReading(fmt.Errorf("panic serving %v: %v", req.kind, p), slog.LevelError)
 		}
 	}()
+	if quotaKind(req.kind) {
+		c.waitMuted()
+	}
 	r, err := c.dispatch(req)
 	if err != nil {
 		// Building the response failed (an allocation in the Cap'n Proto
