@@ -259,10 +259,10 @@ struct PublishResponse {
   # (the in-sync set's size for durability replicated; 1 otherwise). 0
   # from a server that predates replication: read it as 1.
   replicas      @7 :UInt32;
-  # throttleTimeMs: how long the client must wait before its next request
-  # to this node, because the publish took its principal over its produce
-  # byte-rate quota (KIP-219); the server does not read the connection
-  # meanwhile. 0: not throttled.
+  # throttleTimeMs: how long the client must wait before its next publish,
+  # fetch or subscribe to this node, because the publish took its principal
+  # over its produce byte-rate quota (KIP-219); the server holds such
+  # requests of this connection back meanwhile. 0: not throttled.
   throttleTimeMs @8 :UInt32;
 }
 

@@ -1518,7 +1518,7 @@ type QuotasClient interface {
 	// default, keeping the other kind as it was.
 	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*SetQuotaResponse, error)
 	// RemoveQuota removes every quota of a principal or of the default;
-	// NotFound (INVALID_REQUEST) when it has none.
+	// INVALID_REQUEST (gRPC InvalidArgument) when it has none.
 	RemoveQuota(ctx context.Context, in *RemoveQuotaRequest, opts ...grpc.CallOption) (*RemoveQuotaResponse, error)
 	// ListQuotas lists every quota, the default first.
 	ListQuotas(ctx context.Context, in *ListQuotasRequest, opts ...grpc.CallOption) (*ListQuotasResponse, error)
@@ -1576,7 +1576,7 @@ type QuotasServer interface {
 	// default, keeping the other kind as it was.
 	SetQuota(context.Context, *SetQuotaRequest) (*SetQuotaResponse, error)
 	// RemoveQuota removes every quota of a principal or of the default;
-	// NotFound (INVALID_REQUEST) when it has none.
+	// INVALID_REQUEST (gRPC InvalidArgument) when it has none.
 	RemoveQuota(context.Context, *RemoveQuotaRequest) (*RemoveQuotaResponse, error)
 	// ListQuotas lists every quota, the default first.
 	ListQuotas(context.Context, *ListQuotasRequest) (*ListQuotasResponse, error)
