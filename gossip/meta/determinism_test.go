@@ -147,6 +147,11 @@ func checkInvariants(t *testing.T, s *State) {
 	if len(s.DeletedIDs) > MaxDeletedIDs {
 		t.Fatalf("%d deleted ids", len(s.DeletedIDs))
 	}
+	for e, q := range s.Quotas {
+		if e == "" || q.ProduceBytesPerSec < 0 || q.FetchBytesPerSec < 0 || q == (Quota{}) || len(s.Quotas) > MaxQuotas {
+			t.Fatalf("quota %q: %+v", e, q)
+		}
+	}
 	for group, n := range s.Groups {
 		if _, ok := s.Nodes[n]; !ok {
 			t.Fatalf("group %q coordinated by %q, not a node", group, n)
