@@ -10,7 +10,8 @@
 // request, returns how long the client must wait for its rate to come
 // back under the quota. Data is never dropped: the request is served,
 // and the planes report the throttle time to the client and hold back
-// its next request (the data plane stops reading the connection, gRPC
-// holds the response) for that long, at most the length of the window
+// its next publishes and fetches (the data plane answers at once and
+// holds the connection's next ones, gRPC holds the response or the
+// stream's next read) for that long, at most the length of the window
 // (docs/security.md, "Quotas").
 package quota
