@@ -259,6 +259,11 @@ struct PublishResponse {
   # (the in-sync set's size for durability replicated; 1 otherwise). 0
   # from a server that predates replication: read it as 1.
   replicas      @7 :UInt32;
+  # throttleTimeMs: how long the client must wait before its next publish,
+  # fetch or subscribe to this node, because the publish took its principal
+  # over its produce byte-rate quota (KIP-219); the server holds such
+  # requests of this connection back meanwhile. 0: not throttled.
+  throttleTimeMs @8 :UInt32;
 }
 
 # FetchRequest reads batches from offset. The response holds at least one
@@ -285,6 +290,8 @@ struct FetchResponse {
   logStartOffset @3 :UInt64;
   recordsLength  @4 :UInt32;
   error          @5 :WireError;
+  # throttleTimeMs: as PublishResponse's, for the fetch byte-rate quota.
+  throttleTimeMs @6 :UInt32;
 }
 
 struct OffsetCommit {
@@ -590,6 +597,9 @@ struct PushBatches {
   logStartOffset @3 :UInt64;
   recordsLength  @4 :UInt32;
   error          @5 :WireError;
+  # throttleTimeMs: the push took the principal over its fetch byte-rate
+  # quota; the subscription's next push waits that long. 0: not throttled.
+  throttleTimeMs @6 :UInt32;
 }
 
 # GrantCreditRequest adds creditBytes to the subscription opened by the

@@ -38,6 +38,8 @@ var auditedMethods = map[string]struct {
 	sqv1.Cluster_UndrainNode_FullMethodName: {"cluster.undrain", func(r any) string {
 		return r.(*sqv1.UndrainNodeRequest).GetNodeId()
 	}},
+	sqv1.Quotas_SetQuota_FullMethodName:    {"quota.set", func(r any) string { return quotaResource(r.(*sqv1.SetQuotaRequest)) }},
+	sqv1.Quotas_RemoveQuota_FullMethodName: {"quota.remove", func(r any) string { return quotaResource(r.(*sqv1.RemoveQuotaRequest)) }},
 }
 
 // auditUnary writes the audit line of each call of auditedMethods once

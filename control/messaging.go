@@ -23,6 +23,7 @@ import (
 	"github.com/seedqueue/sq/api/sqv1"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/internal/longpoll"
+	"github.com/seedqueue/sq/internal/quota"
 )
 
 // messagingService implements sq.v1.Messaging.
@@ -32,8 +33,21 @@ type messagingService struct {
 }
 
 // Publish implements sq.v1.Messaging.
+// A publish that takes the caller's principal over its produce byte-rate
+// quota is held back for the throttle time (reported in the response and
+// in ThrottleHeader), once appended.
 func (m *messagingService) Publish(ctx context.Context, req *sqv1.PublishRequest) (*sqv1.PublishResponse, error) {
-	return m.s.publish(ctx, req)
+	res, err := m.s.publish(ctx, req)
+	if d := m.s.recordQuota(ctx, quota.Produce, proto.Size(req)); d > 0 {
+		setThrottleHeader(ctx, d)
+		if res != nil {
+			res.ThrottleTimeMs = throttleMs(d)
+		}
+		// A client gone meanwhile cannot read the answer; an appended
+		// publish is never reported as failed.
+		_ = holdFor(ctx, d)
+	}
+	return res, err
 }
 
 // PublishStream implements sq.v1.Messaging: each request is one batch,
@@ -42,10 +56,12 @@ func (m *messagingService) Publish(ctx context.Context, req *sqv1.PublishRequest
 // The one response holds a result per request and stays below
 // GrpcMaxMessageBytes: a request whose result might not fit any more is
 // refused with MESSAGE_TOO_LARGE before it is appended (the client ends
-// the stream and opens another).
+// the stream and opens another). A request that takes the caller's
+// principal over its produce byte-rate quota holds the reading of the next
+// one back for the throttle time; the response reports the sum.
 func (m *messagingService) PublishStream(stream grpc.ClientStreamingServer[sqv1.PublishRequest, sqv1.PublishStreamResponse]) error {
 	out := &sqv1.PublishStreamResponse{}
-	size := 0
+	size := 11 // out.ThrottleTimeMs with its tag
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -65,15 +81,22 @@ func (m *messagingService) PublishStream(stream grpc.ClientStreamingServer[sqv1.
 		}
 		out.Results = append(out.Results, res)
 		size += protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(res))
+		if d := m.s.recordQuota(stream.Context(), quota.Produce, proto.Size(req)); d > 0 {
+			res.ThrottleTimeMs = throttleMs(d)
+			out.ThrottleTimeMs = int32(min(int64(out.ThrottleTimeMs)+int64(res.ThrottleTimeMs), math.MaxInt32))
+			if err := holdFor(stream.Context(), d); err != nil {
+				return err
+			}
+		}
 	}
 }
 
 // publishResultMaxBytes bounds the encoding of one PublishResponse to
-// topic inside a PublishStreamResponse: the topic, six numeric fields of
+// topic inside a PublishStreamResponse: the topic, seven numeric fields of
 // at most 11 bytes each with their tags, and the field's own tag and
 // length.
 func publishResultMaxBytes(topic string) int {
-	return 3 + len(topic) + 6*11 + 4
+	return 3 + len(topic) + 7*11 + 4
 }
 
 // publish validates req, encodes its records as one batch (stamped with
@@ -261,11 +284,17 @@ func (m *messagingService) Subscribe(req *sqv1.SubscribeRequest, stream grpc.Ser
 			return err
 		}
 		explicit = false // from here on the position is the stream's own
+		// The fetch quota: these records are sent with the throttle time
+		// they cost, and the next read waits it out.
+		throttle := s.recordQuota(stream.Context(), quota.Fetch, r.Bytes())
 		resp := &sqv1.SubscribeResponse{Topic: req.Topic, Partition: req.Partition, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset,
-			TopicId: r.TopicID.Bytes()}
+			TopicId: r.TopicID.Bytes(), ThrottleTimeMs: throttleMs(throttle)}
 		before := off
 		off, err = s.sendRecords(ctx, stream.Send, sc, resp, r.Bufs, off)
 		r.Release()
+		if err == nil {
+			err = holdFor(ctx, throttle)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ended()

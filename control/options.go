@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/internal/quota"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -108,6 +109,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Quotas, when set, measures Publish, PublishStream and Subscribe
+	// against the byte-rate quotas of the caller's principal and holds the
+	// calls that go over back (throttle.go). The server that stores the
+	// quotas fills it (quota.Manager.SetTable). Nil: no quotas.
+	Quotas *quota.Manager
 }
 
 // Defaults fills every zero field with its default.

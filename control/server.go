@@ -121,6 +121,7 @@ func New(opts Options) (*Server, error) {
 	sqv1.RegisterGroupsServer(s.grpc, &groupsService{s: s})
 	sqv1.RegisterClusterServer(s.grpc, &clusterService{s: s})
 	sqv1.RegisterMessagingServer(s.grpc, &messagingService{s: s})
+	sqv1.RegisterQuotasServer(s.grpc, &quotasService{s: s})
 	reflection.Register(s.grpc)
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Failed TLS handshakes and the like go to the server's log, at

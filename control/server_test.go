@@ -100,6 +100,7 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 	groups := sqv1.NewGroupsClient(n.conn)
 	cluster := sqv1.NewClusterClient(n.conn)
 	msg := sqv1.NewMessagingClient(n.conn)
+	quotas := sqv1.NewQuotasClient(n.conn)
 	if _, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "every", Partitions: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -301,6 +302,19 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 				return fmt.Errorf("InitProducerId = %v", r)
 			}
 			return err
+		},
+		// Quotas are cluster metadata: refused outside a cluster.
+		"Quotas.SetQuota": func() error {
+			_, err := quotas.SetQuota(ctx, &sqv1.SetQuotaRequest{Principal: "a", ProduceBytesPerSec: 1})
+			return notClustered(err)
+		},
+		"Quotas.RemoveQuota": func() error {
+			_, err := quotas.RemoveQuota(ctx, &sqv1.RemoveQuotaRequest{Principal: "a"})
+			return notClustered(err)
+		},
+		"Quotas.ListQuotas": func() error {
+			_, err := quotas.ListQuotas(ctx, &sqv1.ListQuotasRequest{})
+			return notClustered(err)
 		},
 	}
 	// The table must cover every RPC of the schema, in schema order.

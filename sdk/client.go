@@ -63,6 +63,10 @@ type ClientConfig struct {
 	// client certificates (--tls-client-ca). A failed TLS handshake is a
 	// *TLSError (ErrTLS). Nil: plaintext.
 	TLSConfig *tls.Config
+
+	// throttleStats are shared by the Clients made from this config
+	// (newClient sets them; Client.ThrottleStats).
+	throttleStats *throttleCounters
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {
@@ -167,6 +171,10 @@ type Client struct {
 	failures  int       // consecutive failed dials
 	nextDial  time.Time // no dial before this
 	closeOnce sync.Once
+
+	// throttle is the quota throttle of the node, kept across its
+	// connections (throttle.go).
+	throttle throttleState
 }
 
 // Dial connects to cfg.Addr and performs the handshake, both within
@@ -198,6 +206,10 @@ func newClient(cfg ClientConfig) *Client {
 		dialSem: make(chan struct{}, 1),
 		limits:  Limits{}.withDefaults(),
 	}
+	if c.cfg.throttleStats == nil {
+		c.cfg.throttleStats = &throttleCounters{}
+	}
+	c.throttle.stats = c.cfg.throttleStats
 	c.closeCtx, c.closeCancel = context.WithCancel(context.Background())
 	c.closed = c.closeCtx.Done()
 	return c
@@ -329,6 +341,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	}
 	c.failures = 0
 	c.nextDial = time.Time{}
+	cn.throttle.Store(&c.throttle)
 	c.cur = cn
 	c.limits = cn.limits
 	return cn, nil

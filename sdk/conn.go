@@ -86,6 +86,11 @@ type conn struct {
 	// wrote: equal once the writer is idle, as every frame goes through
 	// issue.
 	issued, written atomic.Uint64
+
+	// throttle is the node's quota throttle (its Client's; nil: none
+	// kept): the reader sets it, the Client's publishes and fetches wait
+	// it out (throttle.go).
+	throttle atomic.Pointer[throttleState]
 }
 
 // dialConn connects to addr (over TLS with tlsCfg when not nil) and
@@ -498,6 +503,7 @@ func (c *conn) readLoop() {
 		}
 		id := f.CorrelationId()
 		n := api.TailLength(f)
+		c.noteThrottle(f)
 		c.mu.Lock()
 		cl := c.pending[id]
 		more := cl != nil && cl.stream != nil && n > 0 && f.Which() == api.Frame_Which_pushBatches

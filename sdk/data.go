@@ -106,6 +106,9 @@ func (c *Client) PublishAcks(ctx context.Context, topic string, partition uint32
 	if lim := c.Limits(); len(batchBytes) > int(lim.MaxBatchBytes) {
 		return PublishResult{}, api.NewError(api.CodeMessageTooLarge, "batch of %d bytes over the server's maxBatchBytes %d", len(batchBytes), lim.MaxBatchBytes)
 	}
+	if err := c.waitThrottle(ctx); err != nil {
+		return PublishResult{}, err
+	}
 	r, err := c.roundTrip(ctx, 0, func(f api.Frame) error {
 		req, err := f.NewPublishRequest()
 		if err != nil {
@@ -166,6 +169,9 @@ func (c *Client) Fetch(ctx context.Context, req FetchRequest) (FetchResult, erro
 	// The response's tail may hold several batches up to MaxBytes, or one
 	// batch over it of at most maxBatchBytes.
 	maxTail := max(req.MaxBytes, c.Limits().MaxBatchBytes)
+	if err := c.waitThrottle(ctx); err != nil {
+		return FetchResult{}, err
+	}
 	r, err := c.roundTrip(ctx, req.MaxWait, func(f api.Frame) error {
 		fr, err := f.NewFetchRequest()
 		if err != nil {

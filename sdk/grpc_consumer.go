@@ -191,6 +191,9 @@ func (c *GrpcConsumerConfig) defaults() {
 // partitions at the group's committed offsets of the new topic, else at
 // StartFrom), with a log line.
 type GrpcConsumer struct {
+	// throttle counts the responses throttled for the fetch quota.
+	throttle throttleCounters
+
 	cfg    GrpcConsumerConfig
 	admin  *Admin
 	core   *cluster             // the topic's metadata, as for Consumer
@@ -404,6 +407,11 @@ func (c *GrpcConsumer) startOver(ctx context.Context) error {
 // Admin returns the Admin sharing the consumer's connection.
 func (c *GrpcConsumer) Admin() *Admin { return c.admin }
 
+// ThrottleStats returns the Subscribe responses the servers throttled for
+// the principal's fetch byte-rate quota (SubscribeResponse.throttle_time_ms);
+// the server holds the stream's next read back for that long.
+func (c *GrpcConsumer) ThrottleStats() ThrottleStats { return c.throttle.snapshot() }
+
 // startOffsets resolves the topic's id and the first offset of each of
 // parts (nil: every partition): the committed offset of the group (of
 // that topic id), else StartFrom. It returns as well the committed
@@ -535,6 +543,9 @@ func (c *GrpcConsumer) stream(ctx context.Context, r *grpcRun, part *grpcPart, p
 		resp, err := st.Recv()
 		if err != nil {
 			return off, got, fromStatus(err)
+		}
+		if ms := resp.GetThrottleTimeMs(); ms > 0 {
+			c.throttle.add(time.Duration(ms) * time.Millisecond)
 		}
 		msgs := make([]Message, 0, len(resp.Records))
 		for _, rec := range resp.Records {

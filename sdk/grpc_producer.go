@@ -124,7 +124,15 @@ type GrpcProducer struct {
 
 	closeCtx    context.Context // cancelled by Close: ends the retry waits
 	closeCancel context.CancelFunc
+
+	throttle throttleCounters // ThrottleStats
 }
+
+// ThrottleStats returns the publishes the servers throttled for the
+// principal's produce byte-rate quota (PublishResponse.throttle_time_ms).
+// Over gRPC the server itself holds a throttled response back for that
+// long, so the producer does not wait again.
+func (p *GrpcProducer) ThrottleStats() ThrottleStats { return p.throttle.snapshot() }
 
 // NewGrpcProducer returns a producer for cfg.Addr. It does not contact the
 // server: the first send connects. It fails with ErrInvalidConfig when
@@ -373,6 +381,9 @@ func (p *GrpcProducer) publish(ctx context.Context, req *sqv1.PublishRequest, de
 		err := p.stamp(dctx, run, req, msg, p.core.leaderName(req.Topic, uint32(req.Partition), p.cfg.Addr))
 		if err == nil {
 			res, err = unary(dctx, p.cfg.RequestTimeout, msg.Publish, req)
+		}
+		if ms := res.GetThrottleTimeMs(); ms > 0 {
+			p.throttle.add(time.Duration(ms) * time.Millisecond)
 		}
 		if err != nil {
 			p.core.noteProduceError(req.Topic, uint32(req.Partition), err)

@@ -34,6 +34,9 @@ func (c *Client) startPublish(ctx context.Context, want *conn, topic string, par
 	if lim := c.Limits(); len(data) > int(lim.MaxBatchBytes) {
 		return nil, api.NewError(api.CodeMessageTooLarge, "batch of %d bytes over the server's maxBatchBytes %d", len(data), lim.MaxBatchBytes)
 	}
+	if err := c.waitThrottle(ctx); err != nil {
+		return nil, err
+	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()

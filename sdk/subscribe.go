@@ -99,6 +99,9 @@ func (c *Client) Subscribe(ctx context.Context, topic string, partition uint32, 
 // Without an id the server pins the subscription to the id of the topic
 // it finds first, with the same effect.
 func (c *Client) SubscribeID(ctx context.Context, topic string, topicID api.TopicID, partition uint32, offset uint64, creditBytes uint32) (*Subscription, error) {
+	if err := c.waitThrottle(ctx); err != nil {
+		return nil, err
+	}
 	cn, err := c.conn(ctx)
 	if err != nil {
 		return nil, err

@@ -3524,9 +3524,14 @@ type PublishResponse struct {
 	Durability      Durability `protobuf:"varint,6,opt,name=durability,proto3,enum=sq.v1.Durability" json:"durability,omitempty"`
 	// How many replicas held the batch when it was acknowledged (the in-sync
 	// set's size for DURABILITY_REPLICATED, 1 otherwise).
-	Replicas      int32 `protobuf:"varint,7,opt,name=replicas,proto3" json:"replicas,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Replicas int32 `protobuf:"varint,7,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// Milliseconds the server held this response because the publish took the
+	// caller's principal over its produce byte-rate quota (docs/security.md,
+	// "Quotas"); 0 when not throttled. Also sent as the response header
+	// sq-throttle-time-ms.
+	ThrottleTimeMs int32 `protobuf:"varint,8,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PublishResponse) Reset() {
@@ -3604,6 +3609,13 @@ func (x *PublishResponse) GetDurability() Durability {
 func (x *PublishResponse) GetReplicas() int32 {
 	if x != nil {
 		return x.Replicas
+	}
+	return 0
+}
+
+func (x *PublishResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
 	}
 	return 0
 }
@@ -3701,9 +3713,12 @@ func (x *InitProducerIdResponse) GetProducerEpoch() int32 {
 type PublishStreamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per request, in order.
-	Results       []*PublishResponse `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Results []*PublishResponse `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// Milliseconds the server held requests of this stream back for the
+	// produce byte-rate quota, in total; 0 when not throttled.
+	ThrottleTimeMs int32 `protobuf:"varint,2,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PublishStreamResponse) Reset() {
@@ -3741,6 +3756,13 @@ func (x *PublishStreamResponse) GetResults() []*PublishResponse {
 		return x.Results
 	}
 	return nil
+}
+
+func (x *PublishStreamResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
+	}
+	return 0
 }
 
 type SubscribeRequest struct {
@@ -3930,9 +3952,13 @@ type SubscribeResponse struct {
 	HighWatermark  uint64                 `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	LogStartOffset uint64                 `protobuf:"varint,5,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// The id of the topic the records come from (16 bytes).
-	TopicId       []byte `protobuf:"bytes,6,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TopicId []byte `protobuf:"bytes,6,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	// Milliseconds the server will wait before its next read for this stream,
+	// because these records took the caller's principal over its fetch
+	// byte-rate quota; 0 when not throttled.
+	ThrottleTimeMs int32 `protobuf:"varint,7,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SubscribeResponse) Reset() {
@@ -4005,6 +4031,13 @@ func (x *SubscribeResponse) GetTopicId() []byte {
 		return x.TopicId
 	}
 	return nil
+}
+
+func (x *SubscribeResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
+	}
+	return 0
 }
 
 // OffsetEntry is one committed offset: the next offset the group reads.
@@ -4835,6 +4868,362 @@ func (x *CommitGroupOffsetsResponse) GetOffsets() []*OffsetEntry {
 	return nil
 }
 
+// QuotaEntry is the quotas of one principal, or the default.
+type QuotaEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The principal, "User:<name>"; empty for the default.
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The default quota: it applies to every principal without an entry.
+	DefaultEntity bool `protobuf:"varint,2,opt,name=default_entity,json=defaultEntity,proto3" json:"default_entity,omitempty"`
+	// Bytes per second of publish records; 0: no quota.
+	ProduceBytesPerSec int64 `protobuf:"varint,3,opt,name=produce_bytes_per_sec,json=produceBytesPerSec,proto3" json:"produce_bytes_per_sec,omitempty"`
+	// Bytes per second of fetched records; 0: no quota.
+	FetchBytesPerSec int64 `protobuf:"varint,4,opt,name=fetch_bytes_per_sec,json=fetchBytesPerSec,proto3" json:"fetch_bytes_per_sec,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *QuotaEntry) Reset() {
+	*x = QuotaEntry{}
+	mi := &file_sq_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaEntry) ProtoMessage() {}
+
+func (x *QuotaEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaEntry.ProtoReflect.Descriptor instead.
+func (*QuotaEntry) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *QuotaEntry) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *QuotaEntry) GetDefaultEntity() bool {
+	if x != nil {
+		return x.DefaultEntity
+	}
+	return false
+}
+
+func (x *QuotaEntry) GetProduceBytesPerSec() int64 {
+	if x != nil {
+		return x.ProduceBytesPerSec
+	}
+	return 0
+}
+
+func (x *QuotaEntry) GetFetchBytesPerSec() int64 {
+	if x != nil {
+		return x.FetchBytesPerSec
+	}
+	return 0
+}
+
+type SetQuotaRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The principal; "alice" means "User:alice". Empty with default_entity.
+	Principal     string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	DefaultEntity bool   `protobuf:"varint,2,opt,name=default_entity,json=defaultEntity,proto3" json:"default_entity,omitempty"`
+	// Positive to set, 0 to keep; negative is refused.
+	ProduceBytesPerSec int64 `protobuf:"varint,3,opt,name=produce_bytes_per_sec,json=produceBytesPerSec,proto3" json:"produce_bytes_per_sec,omitempty"`
+	FetchBytesPerSec   int64 `protobuf:"varint,4,opt,name=fetch_bytes_per_sec,json=fetchBytesPerSec,proto3" json:"fetch_bytes_per_sec,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *SetQuotaRequest) Reset() {
+	*x = SetQuotaRequest{}
+	mi := &file_sq_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaRequest) ProtoMessage() {}
+
+func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
+func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *SetQuotaRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *SetQuotaRequest) GetDefaultEntity() bool {
+	if x != nil {
+		return x.DefaultEntity
+	}
+	return false
+}
+
+func (x *SetQuotaRequest) GetProduceBytesPerSec() int64 {
+	if x != nil {
+		return x.ProduceBytesPerSec
+	}
+	return 0
+}
+
+func (x *SetQuotaRequest) GetFetchBytesPerSec() int64 {
+	if x != nil {
+		return x.FetchBytesPerSec
+	}
+	return 0
+}
+
+type SetQuotaResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entry after the change.
+	Quota         *QuotaEntry `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaResponse) Reset() {
+	*x = SetQuotaResponse{}
+	mi := &file_sq_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaResponse) ProtoMessage() {}
+
+func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
+func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *SetQuotaResponse) GetQuota() *QuotaEntry {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+type RemoveQuotaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	DefaultEntity bool                   `protobuf:"varint,2,opt,name=default_entity,json=defaultEntity,proto3" json:"default_entity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveQuotaRequest) Reset() {
+	*x = RemoveQuotaRequest{}
+	mi := &file_sq_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveQuotaRequest) ProtoMessage() {}
+
+func (x *RemoveQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveQuotaRequest.ProtoReflect.Descriptor instead.
+func (*RemoveQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *RemoveQuotaRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *RemoveQuotaRequest) GetDefaultEntity() bool {
+	if x != nil {
+		return x.DefaultEntity
+	}
+	return false
+}
+
+type RemoveQuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveQuotaResponse) Reset() {
+	*x = RemoveQuotaResponse{}
+	mi := &file_sq_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveQuotaResponse) ProtoMessage() {}
+
+func (x *RemoveQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveQuotaResponse.ProtoReflect.Descriptor instead.
+func (*RemoveQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{75}
+}
+
+type ListQuotasRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuotasRequest) Reset() {
+	*x = ListQuotasRequest{}
+	mi := &file_sq_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuotasRequest) ProtoMessage() {}
+
+func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
+func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{76}
+}
+
+type ListQuotasResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quotas        []*QuotaEntry          `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuotasResponse) Reset() {
+	*x = ListQuotasResponse{}
+	mi := &file_sq_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuotasResponse) ProtoMessage() {}
+
+func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
+func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *ListQuotasResponse) GetQuotas() []*QuotaEntry {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
 var File_sq_proto protoreflect.FileDescriptor
 
 const file_sq_proto_rawDesc = "" +
@@ -5109,7 +5498,7 @@ const file_sq_proto_rawDesc = "" +
 	"\vproducer_id\x18\x06 \x01(\x03R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\a \x01(\x05R\rproducerEpoch\x12#\n" +
-	"\rbase_sequence\x18\b \x01(\x05R\fbaseSequence\"\x85\x02\n" +
+	"\rbase_sequence\x18\b \x01(\x05R\fbaseSequence\"\xaf\x02\n" +
 	"\x0fPublishResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
@@ -5120,14 +5509,16 @@ const file_sq_proto_rawDesc = "" +
 	"\n" +
 	"durability\x18\x06 \x01(\x0e2\x11.sq.v1.DurabilityR\n" +
 	"durability\x12\x1a\n" +
-	"\breplicas\x18\a \x01(\x05R\breplicas\"\x17\n" +
+	"\breplicas\x18\a \x01(\x05R\breplicas\x12(\n" +
+	"\x10throttle_time_ms\x18\b \x01(\x05R\x0ethrottleTimeMs\"\x17\n" +
 	"\x15InitProducerIdRequest\"`\n" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"I\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"s\n" +
 	"\x15PublishStreamResponse\x120\n" +
-	"\aresults\x18\x01 \x03(\v2\x16.sq.v1.PublishResponseR\aresults\"\xd2\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.sq.v1.PublishResponseR\aresults\x12(\n" +
+	"\x10throttle_time_ms\x18\x02 \x01(\x05R\x0ethrottleTimeMs\"\xd2\x01\n" +
 	"\x10SubscribeRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12$\n" +
@@ -5142,14 +5533,15 @@ const file_sq_proto_rawDesc = "" +
 	"\x03key\x18\x03 \x01(\fH\x00R\x03key\x88\x01\x01\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\fR\x05value\x12-\n" +
 	"\aheaders\x18\x05 \x03(\v2\x13.sq.v1.RecordHeaderR\aheadersB\x06\n" +
-	"\x04_key\"\xe4\x01\n" +
+	"\x04_key\"\x8e\x02\n" +
 	"\x11SubscribeResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12/\n" +
 	"\arecords\x18\x03 \x03(\v2\x15.sq.v1.ConsumedRecordR\arecords\x12%\n" +
 	"\x0ehigh_watermark\x18\x04 \x01(\x04R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x04R\x0elogStartOffset\x12\x19\n" +
-	"\btopic_id\x18\x06 \x01(\fR\atopicId\"\xa6\x01\n" +
+	"\btopic_id\x18\x06 \x01(\fR\atopicId\x12(\n" +
+	"\x10throttle_time_ms\x18\a \x01(\x05R\x0ethrottleTimeMs\"\xa6\x01\n" +
 	"\vOffsetEntry\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -5215,7 +5607,27 @@ const file_sq_proto_rawDesc = "" +
 	"generation\x12,\n" +
 	"\aoffsets\x18\x04 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets\"J\n" +
 	"\x1aCommitGroupOffsetsResponse\x12,\n" +
-	"\aoffsets\x18\x01 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets*r\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets\"\xb3\x01\n" +
+	"\n" +
+	"QuotaEntry\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12%\n" +
+	"\x0edefault_entity\x18\x02 \x01(\bR\rdefaultEntity\x121\n" +
+	"\x15produce_bytes_per_sec\x18\x03 \x01(\x03R\x12produceBytesPerSec\x12-\n" +
+	"\x13fetch_bytes_per_sec\x18\x04 \x01(\x03R\x10fetchBytesPerSec\"\xb8\x01\n" +
+	"\x0fSetQuotaRequest\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12%\n" +
+	"\x0edefault_entity\x18\x02 \x01(\bR\rdefaultEntity\x121\n" +
+	"\x15produce_bytes_per_sec\x18\x03 \x01(\x03R\x12produceBytesPerSec\x12-\n" +
+	"\x13fetch_bytes_per_sec\x18\x04 \x01(\x03R\x10fetchBytesPerSec\";\n" +
+	"\x10SetQuotaResponse\x12'\n" +
+	"\x05quota\x18\x01 \x01(\v2\x11.sq.v1.QuotaEntryR\x05quota\"Y\n" +
+	"\x12RemoveQuotaRequest\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12%\n" +
+	"\x0edefault_entity\x18\x02 \x01(\bR\rdefaultEntity\"\x15\n" +
+	"\x13RemoveQuotaResponse\"\x13\n" +
+	"\x11ListQuotasRequest\"?\n" +
+	"\x12ListQuotasResponse\x12)\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x11.sq.v1.QuotaEntryR\x06quotas*r\n" +
 	"\n" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -5265,7 +5677,12 @@ const file_sq_proto_rawDesc = "" +
 	"\tSubscribe\x12\x17.sq.v1.SubscribeRequest\x1a\x18.sq.v1.SubscribeResponse0\x01\x12J\n" +
 	"\rCommitOffsets\x12\x1b.sq.v1.CommitOffsetsRequest\x1a\x1c.sq.v1.CommitOffsetsResponse\x12G\n" +
 	"\fFetchOffsets\x12\x1a.sq.v1.FetchOffsetsRequest\x1a\x1b.sq.v1.FetchOffsetsResponse\x12M\n" +
-	"\x0eInitProducerId\x12\x1c.sq.v1.InitProducerIdRequest\x1a\x1d.sq.v1.InitProducerIdResponseB'Z%github.com/seedqueue/sq/api/sqv1;sqv1b\x06proto3"
+	"\x0eInitProducerId\x12\x1c.sq.v1.InitProducerIdRequest\x1a\x1d.sq.v1.InitProducerIdResponse2\xce\x01\n" +
+	"\x06Quotas\x12;\n" +
+	"\bSetQuota\x12\x16.sq.v1.SetQuotaRequest\x1a\x17.sq.v1.SetQuotaResponse\x12D\n" +
+	"\vRemoveQuota\x12\x19.sq.v1.RemoveQuotaRequest\x1a\x1a.sq.v1.RemoveQuotaResponse\x12A\n" +
+	"\n" +
+	"ListQuotas\x12\x18.sq.v1.ListQuotasRequest\x1a\x19.sq.v1.ListQuotasResponseB'Z%github.com/seedqueue/sq/api/sqv1;sqv1b\x06proto3"
 
 var (
 	file_sq_proto_rawDescOnce sync.Once
@@ -5280,7 +5697,7 @@ func file_sq_proto_rawDescGZIP() []byte {
 }
 
 var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_sq_proto_goTypes = []any{
 	(Durability)(0),                    // 0: sq.v1.Durability
 	(Acks)(0),                          // 1: sq.v1.Acks
@@ -5356,6 +5773,13 @@ var file_sq_proto_goTypes = []any{
 	(*LeaveGroupResponse)(nil),         // 71: sq.v1.LeaveGroupResponse
 	(*CommitGroupOffsetsRequest)(nil),  // 72: sq.v1.CommitGroupOffsetsRequest
 	(*CommitGroupOffsetsResponse)(nil), // 73: sq.v1.CommitGroupOffsetsResponse
+	(*QuotaEntry)(nil),                 // 74: sq.v1.QuotaEntry
+	(*SetQuotaRequest)(nil),            // 75: sq.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),           // 76: sq.v1.SetQuotaResponse
+	(*RemoveQuotaRequest)(nil),         // 77: sq.v1.RemoveQuotaRequest
+	(*RemoveQuotaResponse)(nil),        // 78: sq.v1.RemoveQuotaResponse
+	(*ListQuotasRequest)(nil),          // 79: sq.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),         // 80: sq.v1.ListQuotasResponse
 }
 var file_sq_proto_depIdxs = []int32{
 	5,  // 0: sq.v1.PartitionInfo.remote:type_name -> sq.v1.RemoteLogStats
@@ -5390,69 +5814,77 @@ var file_sq_proto_depIdxs = []int32{
 	65, // 29: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
 	60, // 30: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
 	60, // 31: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	7,  // 32: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
-	9,  // 33: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
-	11, // 34: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
-	13, // 35: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
-	15, // 36: sq.v1.Topics.RestoreTopic:input_type -> sq.v1.RestoreTopicRequest
-	17, // 37: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
-	19, // 38: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
-	21, // 39: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
-	24, // 40: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
-	29, // 41: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
-	31, // 42: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
-	66, // 43: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
-	68, // 44: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
-	70, // 45: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
-	72, // 46: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
-	33, // 47: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
-	35, // 48: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
-	38, // 49: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
-	40, // 50: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
-	42, // 51: sq.v1.Cluster.DrainNode:input_type -> sq.v1.DrainNodeRequest
-	44, // 52: sq.v1.Cluster.UndrainNode:input_type -> sq.v1.UndrainNodeRequest
-	46, // 53: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
-	48, // 54: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
-	52, // 55: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
-	52, // 56: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
-	57, // 57: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
-	61, // 58: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
-	63, // 59: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
-	54, // 60: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
-	8,  // 61: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
-	10, // 62: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
-	12, // 63: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
-	14, // 64: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
-	16, // 65: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
-	18, // 66: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
-	20, // 67: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
-	23, // 68: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
-	28, // 69: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
-	30, // 70: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
-	32, // 71: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
-	67, // 72: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
-	69, // 73: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
-	71, // 74: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
-	73, // 75: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
-	34, // 76: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
-	37, // 77: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
-	39, // 78: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
-	41, // 79: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
-	43, // 80: sq.v1.Cluster.DrainNode:output_type -> sq.v1.DrainNodeResponse
-	45, // 81: sq.v1.Cluster.UndrainNode:output_type -> sq.v1.UndrainNodeResponse
-	47, // 82: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
-	49, // 83: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
-	53, // 84: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
-	56, // 85: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
-	59, // 86: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
-	62, // 87: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
-	64, // 88: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
-	55, // 89: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
-	61, // [61:90] is the sub-list for method output_type
-	32, // [32:61] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	74, // 32: sq.v1.SetQuotaResponse.quota:type_name -> sq.v1.QuotaEntry
+	74, // 33: sq.v1.ListQuotasResponse.quotas:type_name -> sq.v1.QuotaEntry
+	7,  // 34: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
+	9,  // 35: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
+	11, // 36: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
+	13, // 37: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
+	15, // 38: sq.v1.Topics.RestoreTopic:input_type -> sq.v1.RestoreTopicRequest
+	17, // 39: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
+	19, // 40: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
+	21, // 41: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
+	24, // 42: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
+	29, // 43: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
+	31, // 44: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
+	66, // 45: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
+	68, // 46: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
+	70, // 47: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
+	72, // 48: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
+	33, // 49: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
+	35, // 50: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
+	38, // 51: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
+	40, // 52: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
+	42, // 53: sq.v1.Cluster.DrainNode:input_type -> sq.v1.DrainNodeRequest
+	44, // 54: sq.v1.Cluster.UndrainNode:input_type -> sq.v1.UndrainNodeRequest
+	46, // 55: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
+	48, // 56: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
+	52, // 57: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
+	52, // 58: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
+	57, // 59: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
+	61, // 60: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
+	63, // 61: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
+	54, // 62: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
+	75, // 63: sq.v1.Quotas.SetQuota:input_type -> sq.v1.SetQuotaRequest
+	77, // 64: sq.v1.Quotas.RemoveQuota:input_type -> sq.v1.RemoveQuotaRequest
+	79, // 65: sq.v1.Quotas.ListQuotas:input_type -> sq.v1.ListQuotasRequest
+	8,  // 66: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
+	10, // 67: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
+	12, // 68: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
+	14, // 69: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
+	16, // 70: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
+	18, // 71: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
+	20, // 72: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
+	23, // 73: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
+	28, // 74: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
+	30, // 75: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
+	32, // 76: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
+	67, // 77: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
+	69, // 78: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
+	71, // 79: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
+	73, // 80: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
+	34, // 81: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
+	37, // 82: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
+	39, // 83: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
+	41, // 84: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
+	43, // 85: sq.v1.Cluster.DrainNode:output_type -> sq.v1.DrainNodeResponse
+	45, // 86: sq.v1.Cluster.UndrainNode:output_type -> sq.v1.UndrainNodeResponse
+	47, // 87: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
+	49, // 88: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
+	53, // 89: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
+	56, // 90: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
+	59, // 91: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
+	62, // 92: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
+	64, // 93: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
+	55, // 94: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
+	76, // 95: sq.v1.Quotas.SetQuota:output_type -> sq.v1.SetQuotaResponse
+	78, // 96: sq.v1.Quotas.RemoveQuota:output_type -> sq.v1.RemoveQuotaResponse
+	80, // 97: sq.v1.Quotas.ListQuotas:output_type -> sq.v1.ListQuotasResponse
+	66, // [66:98] is the sub-list for method output_type
+	34, // [34:66] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_sq_proto_init() }
@@ -5469,9 +5901,9 @@ func file_sq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sq_proto_rawDesc), len(file_sq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   71,
+			NumMessages:   78,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_sq_proto_goTypes,
 		DependencyIndexes: file_sq_proto_depIdxs,

@@ -1591,3 +1591,203 @@ var Messaging_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "sq.proto",
 }
+
+const (
+	Quotas_SetQuota_FullMethodName    = "/sq.v1.Quotas/SetQuota"
+	Quotas_RemoveQuota_FullMethodName = "/sq.v1.Quotas/RemoveQuota"
+	Quotas_ListQuotas_FullMethodName  = "/sq.v1.Quotas/ListQuotas"
+)
+
+// QuotasClient is the client API for Quotas service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Quotas manages the client byte-rate quotas (Kafka's client quotas, KIP-13;
+// docs/security.md, "Quotas"): per principal, and a default for principals
+// without their own. They are cluster metadata; every node enforces them on
+// its own traffic. Changes are refused with INVALID_CONFIG (gRPC
+// InvalidArgument) naming the field for a value that is not positive.
+type QuotasClient interface {
+	// SetQuota sets the quotas given (non-zero) of a principal or of the
+	// default, keeping the other kind as it was.
+	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*SetQuotaResponse, error)
+	// RemoveQuota removes every quota of a principal or of the default;
+	// INVALID_REQUEST (gRPC InvalidArgument) when it has none.
+	RemoveQuota(ctx context.Context, in *RemoveQuotaRequest, opts ...grpc.CallOption) (*RemoveQuotaResponse, error)
+	// ListQuotas lists every quota, the default first.
+	ListQuotas(ctx context.Context, in *ListQuotasRequest, opts ...grpc.CallOption) (*ListQuotasResponse, error)
+}
+
+type quotasClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewQuotasClient(cc grpc.ClientConnInterface) QuotasClient {
+	return &quotasClient{cc}
+}
+
+func (c *quotasClient) SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*SetQuotaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetQuotaResponse)
+	err := c.cc.Invoke(ctx, Quotas_SetQuota_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *quotasClient) RemoveQuota(ctx context.Context, in *RemoveQuotaRequest, opts ...grpc.CallOption) (*RemoveQuotaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveQuotaResponse)
+	err := c.cc.Invoke(ctx, Quotas_RemoveQuota_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *quotasClient) ListQuotas(ctx context.Context, in *ListQuotasRequest, opts ...grpc.CallOption) (*ListQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListQuotasResponse)
+	err := c.cc.Invoke(ctx, Quotas_ListQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// QuotasServer is the server API for Quotas service.
+// All implementations must embed UnimplementedQuotasServer
+// for forward compatibility.
+//
+// Quotas manages the client byte-rate quotas (Kafka's client quotas, KIP-13;
+// docs/security.md, "Quotas"): per principal, and a default for principals
+// without their own. They are cluster metadata; every node enforces them on
+// its own traffic. Changes are refused with INVALID_CONFIG (gRPC
+// InvalidArgument) naming the field for a value that is not positive.
+type QuotasServer interface {
+	// SetQuota sets the quotas given (non-zero) of a principal or of the
+	// default, keeping the other kind as it was.
+	SetQuota(context.Context, *SetQuotaRequest) (*SetQuotaResponse, error)
+	// RemoveQuota removes every quota of a principal or of the default;
+	// INVALID_REQUEST (gRPC InvalidArgument) when it has none.
+	RemoveQuota(context.Context, *RemoveQuotaRequest) (*RemoveQuotaResponse, error)
+	// ListQuotas lists every quota, the default first.
+	ListQuotas(context.Context, *ListQuotasRequest) (*ListQuotasResponse, error)
+	mustEmbedUnimplementedQuotasServer()
+}
+
+// UnimplementedQuotasServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedQuotasServer struct{}
+
+func (UnimplementedQuotasServer) SetQuota(context.Context, *SetQuotaRequest) (*SetQuotaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetQuota not implemented")
+}
+func (UnimplementedQuotasServer) RemoveQuota(context.Context, *RemoveQuotaRequest) (*RemoveQuotaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveQuota not implemented")
+}
+func (UnimplementedQuotasServer) ListQuotas(context.Context, *ListQuotasRequest) (*ListQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListQuotas not implemented")
+}
+func (UnimplementedQuotasServer) mustEmbedUnimplementedQuotasServer() {}
+func (UnimplementedQuotasServer) testEmbeddedByValue()                {}
+
+// UnsafeQuotasServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to QuotasServer will
+// result in compilation errors.
+type UnsafeQuotasServer interface {
+	mustEmbedUnimplementedQuotasServer()
+}
+
+func RegisterQuotasServer(s grpc.ServiceRegistrar, srv QuotasServer) {
+	// If the following call panics, it indicates UnimplementedQuotasServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Quotas_ServiceDesc, srv)
+}
+
+func _Quotas_SetQuota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetQuotaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QuotasServer).SetQuota(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Quotas_SetQuota_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QuotasServer).SetQuota(ctx, req.(*SetQuotaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Quotas_RemoveQuota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveQuotaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QuotasServer).RemoveQuota(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Quotas_RemoveQuota_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QuotasServer).RemoveQuota(ctx, req.(*RemoveQuotaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Quotas_ListQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QuotasServer).ListQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Quotas_ListQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QuotasServer).ListQuotas(ctx, req.(*ListQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Quotas_ServiceDesc is the grpc.ServiceDesc for Quotas service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Quotas_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "sq.v1.Quotas",
+	HandlerType: (*QuotasServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "SetQuota",
+			Handler:    _Quotas_SetQuota_Handler,
+		},
+		{
+			MethodName: "RemoveQuota",
+			Handler:    _Quotas_RemoveQuota_Handler,
+		},
+		{
+			MethodName: "ListQuotas",
+			Handler:    _Quotas_ListQuotas_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "sq.proto",
+}

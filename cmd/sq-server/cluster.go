@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/gossip"
 	"github.com/seedqueue/sq/gossip/meta"
@@ -279,6 +281,9 @@ func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 	var repl atomic.Pointer[gossip.Replicator]
 	o.Logger, o.Registerer = log, cp.srv.Registry()
 	o.OnApply = func(prev, next *meta.State) {
+		if prev == nil || !maps.Equal(prev.Quotas, next.Quotas) {
+			cp.quotas.SetTable(gossip.QuotaTable(next))
+		}
 		rec.OnApply(prev, next) // the local topics first: the replicator acts on them
 		if r := repl.Load(); r != nil {
 			r.OnApply(prev, next) // a pass, once the replicator runs
@@ -387,3 +392,6 @@ func (n *clusterNode) adoptGroups(ctx context.Context, log *slog.Logger) {
 		}
 	}()
 }
+
+// The cluster node stores the quotas the Quotas service manages.
+var _ control.QuotaBackend = (*gossip.Node)(nil)

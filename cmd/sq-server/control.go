@@ -16,6 +16,7 @@ import (
 
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/control/telemetry"
+	"github.com/seedqueue/sq/internal/quota"
 	"github.com/seedqueue/sq/internal/tlsconf"
 )
 
@@ -65,6 +66,8 @@ type controlPlane struct {
 	hooks *hooks
 	// httpAddr is the bound HTTP address; empty without --http-host.
 	httpAddr string
+	// quotas are the client byte-rate quotas of both planes.
+	quotas *quota.Manager
 }
 
 // startControl creates the control server, starts OpenTelemetry export
@@ -102,13 +105,17 @@ func startControl(ctx context.Context, c *config, log *slog.Logger, tlsr *tlscon
 	if tlsr != nil {
 		opts.TLS = tlsr.ServerConfig()
 	}
+	// The byte-rate quotas both planes enforce; the cluster metadata
+	// fills them (startCluster).
+	opts.Quotas = quota.New(quota.Options{})
 	srv, err := control.New(opts)
 	if err != nil {
 		tel.Shutdown(ctx)
 		return nil, err
 	}
+	srv.Registry().MustRegister(opts.Quotas.Collectors()...)
 	registry.Store(srv.Registry())
-	cp.srv, cp.tel = srv, tel
+	cp.srv, cp.tel, cp.quotas = srv, tel, opts.Quotas
 	if c.HTTPHost == "" {
 		return cp, nil
 	}

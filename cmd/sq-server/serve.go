@@ -191,6 +191,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		FrameReadTimeout:        c.FrameReadTimeout,
 		MaxConnections:          c.MaxConnections,
 		MaxConnectionsPerIP:     c.MaxConnectionsPerIP,
+		Quotas:                  cp.quotas,
 	})
 	if err != nil {
 		if grpcLn != nil {

@@ -54,6 +54,10 @@ func (s *State) Apply(c Command) Result {
 		return s.applyDrainNode(c)
 	case OpUndrainNode:
 		return s.applyUndrainNode(c)
+	case OpSetQuota:
+		return s.applySetQuota(c)
+	case OpRemoveQuota:
+		return s.applyRemoveQuota(c)
 	}
 	return refused(api.CodeInvalidRequest, "unknown metadata op %q", c.Op)
 }

@@ -69,6 +69,9 @@ func (g *gen) target(s *State) (string, api.TopicID, int) {
 func (g *gen) command(s *State) Command {
 	g.now++
 	name, id, parts := g.target(s)
+	if g.r.IntN(20) == 0 {
+		return g.quotaCommand()
+	}
 	switch g.r.IntN(12) {
 	case 0:
 		n := g.pick(genNodes)
@@ -150,6 +153,11 @@ func checkInvariants(t *testing.T, s *State) {
 	t.Helper()
 	if len(s.DeletedIDs) > MaxDeletedIDs {
 		t.Fatalf("%d deleted ids", len(s.DeletedIDs))
+	}
+	for e, q := range s.Quotas {
+		if e == "" || q.ProduceBytesPerSec < 0 || q.FetchBytesPerSec < 0 || q == (Quota{}) || len(s.Quotas) > MaxQuotas {
+			t.Fatalf("quota %q: %+v", e, q)
+		}
 	}
 	for group, n := range s.Groups {
 		if _, ok := s.Nodes[n]; !ok {

@@ -92,6 +92,13 @@
 //	                   set-isr does not add it back until its next
 //	                   register-node, which ends a shutdown drain.
 //	undrain-node       NodeID (a registered node): ends its drain.
+//	set-quota          Name (a principal, or DefaultQuotaEntity), Quota:
+//	                   sets the kinds given (produce, fetch bytes per
+//	                   second), keeps the others; INVALID_CONFIG for a
+//	                   negative value, no kind, or a new entity beyond
+//	                   MaxQuotas (State.Quotas; quotas.go).
+//	remove-quota       Name: removes the entity's quotas; INVALID_REQUEST
+//	                   when it has none.
 //
 // Commands that name a topic answer UNKNOWN_TOPIC for an unknown name,
 // UNKNOWN_TOPIC_ID when the topic's id is another, and INVALID_REQUEST

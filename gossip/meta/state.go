@@ -45,6 +45,7 @@ func (s *State) Clone() *State {
 			c.DrainedNodes[id] = d
 		}
 	}
+	c.Quotas = cloneQuotas(s.Quotas)
 	return c
 }
 

@@ -90,6 +90,10 @@ type State struct {
 	// next register-node). Omitted from the encoding when empty, so the
 	// Hash of a cluster that never drained a node does not change.
 	DrainedNodes map[string]Drain `json:"drained,omitempty"`
+	// Quotas are the client byte-rate quotas by principal, and the default
+	// quota under DefaultQuotaEntity (quotas.go). Omitted from the encoding
+	// when empty, so the Hash of a cluster without quotas does not change.
+	Quotas map[string]Quota `json:"quotas,omitempty"`
 }
 
 // RemovedNode is a node removed from the cluster: its id and the id of
@@ -176,6 +180,13 @@ const (
 	// OpUndrainNode ends the drain of node Command.NodeID (a registered
 	// node); leadership does not move back by itself.
 	OpUndrainNode Op = "undrain-node"
+	// OpSetQuota sets the byte-rate quotas of principal Command.Name (or
+	// DefaultQuotaEntity) from Command.Quota; a zero kind keeps its value
+	// (quotas.go).
+	OpSetQuota Op = "set-quota"
+	// OpRemoveQuota removes the quotas of principal Command.Name (or
+	// DefaultQuotaEntity).
+	OpRemoveQuota Op = "remove-quota"
 )
 
 // LeaderChange is one leadership decision of the controller.
@@ -223,6 +234,8 @@ type Command struct {
 	ISR []string `json:"isr,omitempty"`
 	// Shutdown marks a drain-node made by the node's controlled shutdown.
 	Shutdown bool `json:"shutdown,omitempty"`
+	// Quota is the quotas of a set-quota.
+	Quota *Quota `json:"quota,omitempty"`
 }
 
 // Result is the outcome of applying one Command.

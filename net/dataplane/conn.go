@@ -68,6 +68,10 @@ type conn struct {
 	inflight atomic.Int64
 	// lastActive is the Unix nano time of the last frame read or written.
 	lastActive atomic.Int64
+	// mutedUntil is the Unix nano time until which a byte-rate quota
+	// mutes the connection: publishes, fetches and subscriptions wait for
+	// it before they are served (quota.go).
+	mutedUntil atomic.Int64
 
 	// pubMu guards pubTail: per partition, the link of the last publish
 	// read on this connection (removed once it succeeded).

@@ -26,6 +26,15 @@
 // budget excluded; at most Options.MaxConnections connections are open. See
 // docs/operations.md, "Memory bounds".
 //
+// # Quotas
+//
+// With Options.Quotas, each publish, fetch and push is measured against
+// the byte-rate quotas of the connection's principal (quota.go): a
+// response over them carries throttleTimeMs, and the connection's next
+// publishes, fetches and subscriptions wait that long in their handler
+// goroutines (KIP-219), within the slots and budget above. Other requests
+// and replica fetches are never held.
+//
 // # Connection lifecycle
 //
 //  1. Accept. Serve starts one reader goroutine per connection; the reader

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/quota"
 )
 
 // handle serves one request on its own goroutine and queues its response.
@@ -32,6 +33,9 @@ func (c *conn) handle(req request) {
 			c.stopReading(fmt.Errorf("panic serving %v: %v", req.kind, p), slog.LevelError)
 		}
 	}()
+	if quotaKind(req.kind) {
+		c.waitMuted()
+	}
 	r, err := c.dispatch(req)
 	if err != nil {
 		// Building the response failed (an allocation in the Cap'n Proto
@@ -449,6 +453,7 @@ func (c *conn) publish(req request) (*response, error) {
 		// leader alone holds the batch.
 		p.SetReplicas(uint32(max(res.Replicas, 1)))
 	}
+	p.SetThrottleTimeMs(throttleMs(c.recordQuota(quota.Produce, len(req.tail))))
 	return r, setErr(berr, p.NewError)
 }
 
@@ -580,6 +585,7 @@ func (c *conn) fetch(req request) (*response, error) {
 		fr.SetHighWatermark(res.HighWatermark)
 		fr.SetLogStartOffset(res.LogStartOffset)
 		fr.SetRecordsLength(uint32(res.Bytes()))
+		fr.SetThrottleTimeMs(throttleMs(c.recordQuota(quota.Fetch, res.Bytes())))
 	}
 	return r, setErr(berr, fr.NewError)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/internal/quota"
 )
 
 // Defaults applied by Options.Defaults to zero fields.
@@ -127,6 +128,11 @@ type Options struct {
 	// Logger receives one line per closed connection and per unexpected
 	// error. Default slog.Default().
 	Logger *slog.Logger
+	// Quotas, when set, measures publishes and fetches (and pushes)
+	// against the byte-rate quotas of the connection's principal and
+	// throttles the connection that goes over (quota.go). Replica fetches
+	// are never measured. Nil: no quotas.
+	Quotas *quota.Manager
 }
 
 // Defaults fills zero fields with their defaults.

@@ -12,6 +12,7 @@ import (
 	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/internal/longpoll"
+	"github.com/seedqueue/sq/internal/quota"
 )
 
 // maxSubscriptionCredit caps the credit a subscription may accumulate, in
@@ -185,12 +186,12 @@ func (c *conn) subscribe(req request, s *subReq) (*response, error) {
 	if !c.srv.budget.tryAcquire(requestOverheadBytes, c.srv.largestCharge) {
 		cancel()
 		return c.pushFrame(req, s, nil, api.NewError(api.CodeThrottled,
-			"the server's request budget has no room for another subscription; subscribe again later"))
+			"the server's request budget has no room for another subscription; subscribe again later"), 0)
 	}
 	if !c.subs.add(req.corrID, sub) {
 		cancel()
 		c.srv.budget.release(requestOverheadBytes)
-		return c.pushFrame(req, s, nil, api.NewError(api.CodeInvalidRequest, "subscription %d already exists", req.corrID))
+		return c.pushFrame(req, s, nil, api.NewError(api.CodeInvalidRequest, "subscription %d already exists", req.corrID), 0)
 	}
 	// handle is counted in c.handlers, so this Add precedes its Wait.
 	c.handlers.Add(1)
@@ -247,21 +248,25 @@ func (c *conn) push(ctx context.Context, req request, s *subReq, sub *subscripti
 			break
 		}
 		sub.spend(n)
-		if !c.sendPush(req, s, res, nil) {
+		throttle := c.recordQuota(quota.Fetch, n)
+		if !c.sendPush(req, s, res, nil, throttle) {
 			return
 		}
 		offset = next
+		if !sleepCtx(ctx, throttle) {
+			break
+		}
 	}
 	if berr == nil && c.srv.shutting.Load() {
 		berr = api.NewError(api.CodeShuttingDown, "server is shutting down")
 	}
-	c.sendPush(req, s, nil, berr)
+	c.sendPush(req, s, nil, berr, 0)
 }
 
 // sendPush queues a push frame for the writer; false when it could not be
 // built (the connection is then closed).
-func (c *conn) sendPush(req request, s *subReq, res *engine.FetchResult, berr error) bool {
-	r, err := c.pushFrame(req, s, res, berr)
+func (c *conn) sendPush(req request, s *subReq, res *engine.FetchResult, berr error, throttle time.Duration) bool {
+	r, err := c.pushFrame(req, s, res, berr, throttle)
 	if err != nil {
 		if r != nil {
 			r.release()
@@ -294,8 +299,8 @@ func nextOffset(bufs [][]byte, from uint64) (uint64, int) {
 }
 
 // pushFrame builds a pushBatches frame carrying res's batches (res may be
-// nil) or berr.
-func (c *conn) pushFrame(req request, s *subReq, res *engine.FetchResult, berr error) (*response, error) {
+// nil) or berr, and the throttle time of a fetch quota.
+func (c *conn) pushFrame(req request, s *subReq, res *engine.FetchResult, berr error, throttle time.Duration) (*response, error) {
 	r, f, err := newResponse(req)
 	if err != nil {
 		if res != nil {
@@ -317,8 +322,24 @@ func (c *conn) pushFrame(req request, s *subReq, res *engine.FetchResult, berr e
 		p.SetLogStartOffset(res.LogStartOffset)
 		p.SetRecordsLength(uint32(res.Bytes()))
 	}
+	p.SetThrottleTimeMs(throttleMs(throttle))
 	if berr != nil && errors.Is(berr, context.Canceled) {
 		berr = nil
 	}
 	return r, setErr(berr, p.NewError)
+}
+
+// sleepCtx waits d (nothing for d <= 0); false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
