@@ -16,7 +16,7 @@ var knownOps = map[Op]bool{
 	OpDeleteTopic: true, OpAlterTopic: true, OpCreatePartitions: true,
 	OpSetLeaders: true, OpMarkData: true, OpImport: true,
 	OpAssignGroup: true, OpUnassignGroup: true, OpSetISR: true,
-	OpAllocateProducerIDs: true,
+	OpAllocateProducerIDs: true, OpCreateACLs: true, OpDeleteACLs: true,
 }
 
 // Encode returns the log entry of c: the byte CommandVersion (1), then

@@ -39,6 +39,7 @@ func (s *State) Clone() *State {
 	}
 	c.Removed = cloneSlice(s.Removed)
 	c.NextProducerID = s.NextProducerID
+	c.ACLs = cloneSlice(s.ACLs)
 	return c
 }
 

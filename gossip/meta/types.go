@@ -3,6 +3,7 @@ package meta
 import (
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/acl"
 )
 
 // Node is a member of the cluster as the metadata log records it: its id
@@ -85,6 +86,10 @@ type State struct {
 	// allocate-producer-ids. Omitted from the encoding when zero, so the
 	// Hash of a cluster that never reserved one does not change.
 	NextProducerID int64 `json:"next_producer_id,omitempty"`
+	// ACLs are the access control bindings (create-acls, delete-acls),
+	// sorted by acl.Compare without duplicates. Omitted from the encoding
+	// when empty, so the Hash of a cluster without ACLs does not change.
+	ACLs []acl.Binding `json:"acls,omitempty"`
 }
 
 // RemovedNode is a node removed from the cluster: its id and the id of
@@ -160,6 +165,12 @@ const (
 	// ids for node Command.NodeID (a registered node):
 	// Result.ProducerIDStart is the first (producerids.go).
 	OpAllocateProducerIDs Op = "allocate-producer-ids"
+	// OpCreateACLs adds Command.ACLs (valid bindings; one already present
+	// is kept once) to State.ACLs (acl.go).
+	OpCreateACLs Op = "create-acls"
+	// OpDeleteACLs removes from State.ACLs every binding one of
+	// Command.ACLFilters selects; Result.ACLs are the bindings removed.
+	OpDeleteACLs Op = "delete-acls"
 )
 
 // LeaderChange is one leadership decision of the controller.
@@ -205,6 +216,10 @@ type Command struct {
 	Epoch uint32 `json:"epoch,omitempty"`
 	// ISR is the in-sync set of a set-isr (node ids).
 	ISR []string `json:"isr,omitempty"`
+	// ACLs are the bindings of a create-acls.
+	ACLs []acl.Binding `json:"acls,omitempty"`
+	// ACLFilters select the bindings a delete-acls removes.
+	ACLFilters []acl.Filter `json:"acl_filters,omitempty"`
 }
 
 // Result is the outcome of applying one Command.
@@ -223,4 +238,6 @@ type Result struct {
 	// allocate-producer-ids reserved: [ProducerIDStart,
 	// ProducerIDStart+ProducerIDBlock).
 	ProducerIDStart int64 `json:"producer_id_start,omitempty"`
+	// ACLs are the bindings a delete-acls removed.
+	ACLs []acl.Binding `json:"acls,omitempty"`
 }
