@@ -34,6 +34,8 @@ var auditedMethods = map[string]struct {
 	}},
 	sqv1.Groups_DeleteGroup_FullMethodName: {"group.delete", func(r any) string { return r.(*sqv1.DeleteGroupRequest).GetGroup() }},
 	sqv1.Cluster_RemoveNode_FullMethodName: {"cluster.remove-node", func(r any) string { return r.(*sqv1.RemoveNodeRequest).GetNodeId() }},
+	sqv1.Acls_CreateAcls_FullMethodName:    {"acl.create", func(r any) string { return aclsText(r.(*sqv1.CreateAclsRequest).GetAcls()) }},
+	sqv1.Acls_DeleteAcls_FullMethodName:    {"acl.delete", func(r any) string { return filtersText(r.(*sqv1.DeleteAclsRequest).GetFilters()) }},
 }
 
 // auditUnary writes the audit line of each call of auditedMethods once

@@ -57,6 +57,7 @@ type Server struct {
 	// restorer serves RestoreTopic; nil: tiered storage is off.
 	restorer atomic.Pointer[TopicRestorer]
 	cluster  atomic.Pointer[ClusterBackend] // nil outside a cluster (SetCluster)
+	aclStore atomic.Pointer[ACLStore]       // nil: no Acls service (SetACLStore)
 	opts     Options
 	started  time.Time
 
@@ -121,6 +122,7 @@ func New(opts Options) (*Server, error) {
 	sqv1.RegisterGroupsServer(s.grpc, &groupsService{s: s})
 	sqv1.RegisterClusterServer(s.grpc, &clusterService{s: s})
 	sqv1.RegisterMessagingServer(s.grpc, &messagingService{s: s})
+	sqv1.RegisterAclsServer(s.grpc, &aclsService{s: s})
 	reflection.Register(s.grpc)
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Failed TLS handshakes and the like go to the server's log, at

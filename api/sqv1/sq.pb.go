@@ -4636,6 +4636,447 @@ func (x *CommitGroupOffsetsResponse) GetOffsets() []*OffsetEntry {
 	return nil
 }
 
+// AclBinding allows or denies one principal one operation on the
+// resources a pattern names. Values are the lower-case words of the
+// textual form (`sq acl list` prints it).
+type AclBinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "User:NAME", or "User:*" for every principal.
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// "allow" or "deny".
+	Permission string `protobuf:"bytes,2,opt,name=permission,proto3" json:"permission,omitempty"`
+	// read, write, create, delete, describe, alter, clusteraction or all.
+	Operation string `protobuf:"bytes,3,opt,name=operation,proto3" json:"operation,omitempty"`
+	// "topic", "group" or "cluster".
+	ResourceType string `protobuf:"bytes,4,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	// The topic or group name ("*": all of them; a prefix when
+	// pattern_type is "prefixed"); empty for the cluster.
+	ResourceName string `protobuf:"bytes,5,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	// "literal" or "prefixed".
+	PatternType   string `protobuf:"bytes,6,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclBinding) Reset() {
+	*x = AclBinding{}
+	mi := &file_sq_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclBinding) ProtoMessage() {}
+
+func (x *AclBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
+func (*AclBinding) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *AclBinding) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+func (x *AclBinding) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *AclBinding) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *AclBinding) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPatternType() string {
+	if x != nil {
+		return x.PatternType
+	}
+	return ""
+}
+
+// AclFilter selects bindings; each empty field matches anything. With
+// pattern_type "match" it selects every binding that applies to the
+// resource (resource_type, resource_name): the literal name, the
+// wildcard and every prefix.
+type AclFilter struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Principal    string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Permission   string                 `protobuf:"bytes,2,opt,name=permission,proto3" json:"permission,omitempty"`
+	Operation    string                 `protobuf:"bytes,3,opt,name=operation,proto3" json:"operation,omitempty"`
+	ResourceType string                 `protobuf:"bytes,4,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	ResourceName string                 `protobuf:"bytes,5,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	// "", "literal", "prefixed" or "match".
+	PatternType   string `protobuf:"bytes,6,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclFilter) Reset() {
+	*x = AclFilter{}
+	mi := &file_sq_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclFilter) ProtoMessage() {}
+
+func (x *AclFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
+func (*AclFilter) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *AclFilter) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclFilter) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+func (x *AclFilter) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *AclFilter) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *AclFilter) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclFilter) GetPatternType() string {
+	if x != nil {
+		return x.PatternType
+	}
+	return ""
+}
+
+type CreateAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*AclBinding          `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsRequest) Reset() {
+	*x = CreateAclsRequest{}
+	mi := &file_sq_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsRequest) ProtoMessage() {}
+
+func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
+func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *CreateAclsRequest) GetAcls() []*AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+type CreateAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsResponse) Reset() {
+	*x = CreateAclsResponse{}
+	mi := &file_sq_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsResponse) ProtoMessage() {}
+
+func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
+func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{70}
+}
+
+type ListAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filter        *AclFilter             `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAclsRequest) Reset() {
+	*x = ListAclsRequest{}
+	mi := &file_sq_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAclsRequest) ProtoMessage() {}
+
+func (x *ListAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAclsRequest.ProtoReflect.Descriptor instead.
+func (*ListAclsRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *ListAclsRequest) GetFilter() *AclFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+type ListAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*AclBinding          `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAclsResponse) Reset() {
+	*x = ListAclsResponse{}
+	mi := &file_sq_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAclsResponse) ProtoMessage() {}
+
+func (x *ListAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAclsResponse.ProtoReflect.Descriptor instead.
+func (*ListAclsResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ListAclsResponse) GetAcls() []*AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+type DeleteAclsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At least one filter; an empty filter selects every binding.
+	Filters       []*AclFilter `protobuf:"bytes,1,rep,name=filters,proto3" json:"filters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsRequest) Reset() {
+	*x = DeleteAclsRequest{}
+	mi := &file_sq_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsRequest) ProtoMessage() {}
+
+func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *DeleteAclsRequest) GetFilters() []*AclFilter {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
+type DeleteAclsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bindings removed.
+	Deleted       []*AclBinding `protobuf:"bytes,1,rep,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsResponse) Reset() {
+	*x = DeleteAclsResponse{}
+	mi := &file_sq_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsResponse) ProtoMessage() {}
+
+func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *DeleteAclsResponse) GetDeleted() []*AclBinding {
+	if x != nil {
+		return x.Deleted
+	}
+	return nil
+}
+
 var File_sq_proto protoreflect.FileDescriptor
 
 const file_sq_proto_rawDesc = "" +
@@ -5006,7 +5447,37 @@ const file_sq_proto_rawDesc = "" +
 	"generation\x12,\n" +
 	"\aoffsets\x18\x04 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets\"J\n" +
 	"\x1aCommitGroupOffsetsResponse\x12,\n" +
-	"\aoffsets\x18\x01 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets*r\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets\"\xd5\x01\n" +
+	"\n" +
+	"AclBinding\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x02 \x01(\tR\n" +
+	"permission\x12\x1c\n" +
+	"\toperation\x18\x03 \x01(\tR\toperation\x12#\n" +
+	"\rresource_type\x18\x04 \x01(\tR\fresourceType\x12#\n" +
+	"\rresource_name\x18\x05 \x01(\tR\fresourceName\x12!\n" +
+	"\fpattern_type\x18\x06 \x01(\tR\vpatternType\"\xd4\x01\n" +
+	"\tAclFilter\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x02 \x01(\tR\n" +
+	"permission\x12\x1c\n" +
+	"\toperation\x18\x03 \x01(\tR\toperation\x12#\n" +
+	"\rresource_type\x18\x04 \x01(\tR\fresourceType\x12#\n" +
+	"\rresource_name\x18\x05 \x01(\tR\fresourceName\x12!\n" +
+	"\fpattern_type\x18\x06 \x01(\tR\vpatternType\":\n" +
+	"\x11CreateAclsRequest\x12%\n" +
+	"\x04acls\x18\x01 \x03(\v2\x11.sq.v1.AclBindingR\x04acls\"\x14\n" +
+	"\x12CreateAclsResponse\";\n" +
+	"\x0fListAclsRequest\x12(\n" +
+	"\x06filter\x18\x01 \x01(\v2\x10.sq.v1.AclFilterR\x06filter\"9\n" +
+	"\x10ListAclsResponse\x12%\n" +
+	"\x04acls\x18\x01 \x03(\v2\x11.sq.v1.AclBindingR\x04acls\"?\n" +
+	"\x11DeleteAclsRequest\x12*\n" +
+	"\afilters\x18\x01 \x03(\v2\x10.sq.v1.AclFilterR\afilters\"A\n" +
+	"\x12DeleteAclsResponse\x12+\n" +
+	"\adeleted\x18\x01 \x03(\v2\x11.sq.v1.AclBindingR\adeleted*r\n" +
 	"\n" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -5054,7 +5525,13 @@ const file_sq_proto_rawDesc = "" +
 	"\tSubscribe\x12\x17.sq.v1.SubscribeRequest\x1a\x18.sq.v1.SubscribeResponse0\x01\x12J\n" +
 	"\rCommitOffsets\x12\x1b.sq.v1.CommitOffsetsRequest\x1a\x1c.sq.v1.CommitOffsetsResponse\x12G\n" +
 	"\fFetchOffsets\x12\x1a.sq.v1.FetchOffsetsRequest\x1a\x1b.sq.v1.FetchOffsetsResponse\x12M\n" +
-	"\x0eInitProducerId\x12\x1c.sq.v1.InitProducerIdRequest\x1a\x1d.sq.v1.InitProducerIdResponseB'Z%github.com/seedqueue/sq/api/sqv1;sqv1b\x06proto3"
+	"\x0eInitProducerId\x12\x1c.sq.v1.InitProducerIdRequest\x1a\x1d.sq.v1.InitProducerIdResponse2\xc9\x01\n" +
+	"\x04Acls\x12A\n" +
+	"\n" +
+	"CreateAcls\x12\x18.sq.v1.CreateAclsRequest\x1a\x19.sq.v1.CreateAclsResponse\x12;\n" +
+	"\bListAcls\x12\x16.sq.v1.ListAclsRequest\x1a\x17.sq.v1.ListAclsResponse\x12A\n" +
+	"\n" +
+	"DeleteAcls\x12\x18.sq.v1.DeleteAclsRequest\x1a\x19.sq.v1.DeleteAclsResponseB'Z%github.com/seedqueue/sq/api/sqv1;sqv1b\x06proto3"
 
 var (
 	file_sq_proto_rawDescOnce sync.Once
@@ -5069,7 +5546,7 @@ func file_sq_proto_rawDescGZIP() []byte {
 }
 
 var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_sq_proto_goTypes = []any{
 	(Durability)(0),                    // 0: sq.v1.Durability
 	(Acks)(0),                          // 1: sq.v1.Acks
@@ -5141,6 +5618,14 @@ var file_sq_proto_goTypes = []any{
 	(*LeaveGroupResponse)(nil),         // 67: sq.v1.LeaveGroupResponse
 	(*CommitGroupOffsetsRequest)(nil),  // 68: sq.v1.CommitGroupOffsetsRequest
 	(*CommitGroupOffsetsResponse)(nil), // 69: sq.v1.CommitGroupOffsetsResponse
+	(*AclBinding)(nil),                 // 70: sq.v1.AclBinding
+	(*AclFilter)(nil),                  // 71: sq.v1.AclFilter
+	(*CreateAclsRequest)(nil),          // 72: sq.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),         // 73: sq.v1.CreateAclsResponse
+	(*ListAclsRequest)(nil),            // 74: sq.v1.ListAclsRequest
+	(*ListAclsResponse)(nil),           // 75: sq.v1.ListAclsResponse
+	(*DeleteAclsRequest)(nil),          // 76: sq.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),         // 77: sq.v1.DeleteAclsResponse
 }
 var file_sq_proto_depIdxs = []int32{
 	5,  // 0: sq.v1.PartitionInfo.remote:type_name -> sq.v1.RemoteLogStats
@@ -5175,65 +5660,76 @@ var file_sq_proto_depIdxs = []int32{
 	61, // 29: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
 	56, // 30: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
 	56, // 31: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	7,  // 32: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
-	9,  // 33: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
-	11, // 34: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
-	13, // 35: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
-	15, // 36: sq.v1.Topics.RestoreTopic:input_type -> sq.v1.RestoreTopicRequest
-	17, // 37: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
-	19, // 38: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
-	21, // 39: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
-	24, // 40: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
-	29, // 41: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
-	31, // 42: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
-	62, // 43: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
-	64, // 44: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
-	66, // 45: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
-	68, // 46: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
-	33, // 47: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
-	35, // 48: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
-	38, // 49: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
-	40, // 50: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
-	42, // 51: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
-	44, // 52: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
-	48, // 53: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
-	48, // 54: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
-	53, // 55: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
-	57, // 56: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
-	59, // 57: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
-	50, // 58: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
-	8,  // 59: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
-	10, // 60: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
-	12, // 61: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
-	14, // 62: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
-	16, // 63: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
-	18, // 64: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
-	20, // 65: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
-	23, // 66: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
-	28, // 67: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
-	30, // 68: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
-	32, // 69: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
-	63, // 70: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
-	65, // 71: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
-	67, // 72: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
-	69, // 73: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
-	34, // 74: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
-	37, // 75: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
-	39, // 76: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
-	41, // 77: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
-	43, // 78: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
-	45, // 79: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
-	49, // 80: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
-	52, // 81: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
-	55, // 82: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
-	58, // 83: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
-	60, // 84: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
-	51, // 85: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
-	59, // [59:86] is the sub-list for method output_type
-	32, // [32:59] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	70, // 32: sq.v1.CreateAclsRequest.acls:type_name -> sq.v1.AclBinding
+	71, // 33: sq.v1.ListAclsRequest.filter:type_name -> sq.v1.AclFilter
+	70, // 34: sq.v1.ListAclsResponse.acls:type_name -> sq.v1.AclBinding
+	71, // 35: sq.v1.DeleteAclsRequest.filters:type_name -> sq.v1.AclFilter
+	70, // 36: sq.v1.DeleteAclsResponse.deleted:type_name -> sq.v1.AclBinding
+	7,  // 37: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
+	9,  // 38: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
+	11, // 39: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
+	13, // 40: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
+	15, // 41: sq.v1.Topics.RestoreTopic:input_type -> sq.v1.RestoreTopicRequest
+	17, // 42: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
+	19, // 43: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
+	21, // 44: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
+	24, // 45: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
+	29, // 46: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
+	31, // 47: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
+	62, // 48: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
+	64, // 49: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
+	66, // 50: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
+	68, // 51: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
+	33, // 52: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
+	35, // 53: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
+	38, // 54: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
+	40, // 55: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
+	42, // 56: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
+	44, // 57: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
+	48, // 58: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
+	48, // 59: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
+	53, // 60: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
+	57, // 61: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
+	59, // 62: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
+	50, // 63: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
+	72, // 64: sq.v1.Acls.CreateAcls:input_type -> sq.v1.CreateAclsRequest
+	74, // 65: sq.v1.Acls.ListAcls:input_type -> sq.v1.ListAclsRequest
+	76, // 66: sq.v1.Acls.DeleteAcls:input_type -> sq.v1.DeleteAclsRequest
+	8,  // 67: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
+	10, // 68: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
+	12, // 69: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
+	14, // 70: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
+	16, // 71: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
+	18, // 72: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
+	20, // 73: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
+	23, // 74: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
+	28, // 75: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
+	30, // 76: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
+	32, // 77: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
+	63, // 78: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
+	65, // 79: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
+	67, // 80: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
+	69, // 81: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
+	34, // 82: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
+	37, // 83: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
+	39, // 84: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
+	41, // 85: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
+	43, // 86: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
+	45, // 87: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
+	49, // 88: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
+	52, // 89: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
+	55, // 90: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
+	58, // 91: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
+	60, // 92: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
+	51, // 93: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
+	73, // 94: sq.v1.Acls.CreateAcls:output_type -> sq.v1.CreateAclsResponse
+	75, // 95: sq.v1.Acls.ListAcls:output_type -> sq.v1.ListAclsResponse
+	77, // 96: sq.v1.Acls.DeleteAcls:output_type -> sq.v1.DeleteAclsResponse
+	67, // [67:97] is the sub-list for method output_type
+	37, // [37:67] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_sq_proto_init() }
@@ -5250,9 +5746,9 @@ func file_sq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sq_proto_rawDesc), len(file_sq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   67,
+			NumMessages:   75,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_sq_proto_goTypes,
 		DependencyIndexes: file_sq_proto_depIdxs,

@@ -31,7 +31,8 @@ type Event struct {
 	Plane string
 	// Action names the operation, "<resource kind>.<verb>": topic.create,
 	// topic.alter, topic.delete, topic.restore, partitions.create,
-	// group.delete, group.reset-offsets, cluster.remove-node.
+	// group.delete, group.reset-offsets, cluster.remove-node, acl.create,
+	// acl.delete.
 	Action string
 	// Resource is the topic, group or node the request names.
 	Resource string
