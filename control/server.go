@@ -112,8 +112,8 @@ func New(opts Options) (*Server, error) {
 		grpc.InitialConnWindowSize(streamWindowBytes),
 		grpc.StatsHandler(recvStats{s}),
 		grpc.ForceServerCodecV2(budgetCodec{s: s, base: encoding.GetCodecV2("proto")}),
-		grpc.ChainUnaryInterceptor(s.decodeUnary, s.metrics.unaryInterceptor, s.auditUnary),
-		grpc.ChainStreamInterceptor(s.decodeStream, s.metrics.streamInterceptor),
+		grpc.ChainUnaryInterceptor(s.decodeUnary, s.metrics.unaryInterceptor, s.auditUnary, s.authorizeUnary),
+		grpc.ChainStreamInterceptor(s.decodeStream, s.metrics.streamInterceptor, s.authorizeStream),
 	)...)
 	s.health = health.NewServer()
 	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)

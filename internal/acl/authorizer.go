@@ -224,3 +224,32 @@ func implies(granted, op Operation) bool {
 	}
 	return false
 }
+
+// Check is one authorization a request needs: Op on Resource, or with
+// AnyOfType, Op on at least one resource of Resource.Type
+// (AuthorizeAnyOf).
+type Check struct {
+	Op        Operation
+	Resource  Resource
+	AnyOfType bool
+}
+
+// CheckAll returns nil when principal passes every check, else the
+// AUTHORIZATION_FAILED of the first it fails (counted).
+func (a *Authorizer) CheckAll(principal string, checks []Check) error {
+	if !a.Enabled() {
+		return nil
+	}
+	for _, c := range checks {
+		if c.AnyOfType {
+			if !a.AuthorizeAnyOf(principal, c.Op, c.Resource.Type) {
+				return api.NewError(api.CodeAuthorizationFailed, "principal %s may not %s any %s (no ACL allows it; sq acl add)", principal, c.Op, c.Resource.Type)
+			}
+			continue
+		}
+		if err := a.Check(principal, c.Op, c.Resource); err != nil {
+			return err
+		}
+	}
+	return nil
+}

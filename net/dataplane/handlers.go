@@ -68,6 +68,9 @@ func (c *conn) checkFrameSize(req request, r *response) *response {
 // dispatch runs the request and builds its response. An error means the
 // response could not be encoded; broker errors travel inside the response.
 func (c *conn) dispatch(req request) (*response, error) {
+	if err := c.authorize(req); err != nil {
+		return c.buildError(req, err), nil
+	}
 	switch req.kind {
 	case api.Frame_Which_metadataRequest:
 		return c.metadata(req)
@@ -215,7 +218,7 @@ func (c *conn) metadata(req request) (*response, error) {
 	var missing []string
 	var invalid error // the first name that cannot be a topic's
 	if len(req.topics) == 0 {
-		topics = c.srv.broker.ListTopics()
+		topics = c.describableTopics(c.srv.broker.ListTopics())
 	} else {
 		for _, name := range req.topics {
 			if err := engine.ValidateTopicName(name); err != nil {
@@ -330,7 +333,7 @@ func (c *conn) describeTopic(req request) (*response, error) {
 }
 
 func (c *conn) listTopics(req request) (*response, error) {
-	topics := c.srv.broker.ListTopics()
+	topics := c.describableTopics(c.srv.broker.ListTopics())
 	r, f, err := newResponse(req)
 	if err != nil {
 		return nil, err
