@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -276,6 +277,9 @@ func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 	var repl atomic.Pointer[gossip.Replicator]
 	o.Logger, o.Registerer = log, cp.srv.Registry()
 	o.OnApply = func(prev, next *meta.State) {
+		if cp.authz != nil && (prev == nil || !slices.Equal(prev.ACLs, next.ACLs)) {
+			cp.authz.SetBindings(next.ACLs)
+		}
 		rec.OnApply(prev, next) // the local topics first: the replicator acts on them
 		if r := repl.Load(); r != nil {
 			r.OnApply(prev, next) // a pass, once the replicator runs
@@ -287,6 +291,7 @@ func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 		return nil, err
 	}
 	cp.srv.SetCluster(node)
+	cp.srv.SetACLStore(node)
 	b := gossip.NewBroker(cp.srv.Traced(eng), node.BrokerCluster(), rec, gossip.BrokerOptions{Logger: log,
 		OffsetsTopicPartitions: c.OffsetsTopicPartitions, OffsetsTopicReplicationFactor: c.OffsetsTopicReplicationFactor})
 	r := gossip.NewReplicator(eng, node.BrokerCluster(), gossip.ReplicatorOptions{NodeID: c.NodeID, Logger: log, Dial: replicaDialer(c.NodeID, tlsr)})

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/seedqueue/sq/control"
+	"github.com/seedqueue/sq/internal/acl"
 	"github.com/seedqueue/sq/control/telemetry"
 	"github.com/seedqueue/sq/internal/tlsconf"
 )
@@ -65,6 +66,9 @@ type controlPlane struct {
 	hooks *hooks
 	// httpAddr is the bound HTTP address; empty without --http-host.
 	httpAddr string
+	// authz checks the requests of both planes; nil without
+	// --authorization.
+	authz *acl.Authorizer
 }
 
 // startControl creates the control server, starts OpenTelemetry export
@@ -102,10 +106,19 @@ func startControl(ctx context.Context, c *config, log *slog.Logger, tlsr *tlscon
 	if tlsr != nil {
 		opts.TLS = tlsr.ServerConfig()
 	}
+	authz, denied, err := c.newAuthorizer(tlsr, log)
+	if err != nil {
+		tel.Shutdown(ctx)
+		return nil, err
+	}
+	opts.Authorizer, cp.authz = authz, authz
 	srv, err := control.New(opts)
 	if err != nil {
 		tel.Shutdown(ctx)
 		return nil, err
+	}
+	if denied != nil {
+		srv.Registry().MustRegister(denied)
 	}
 	registry.Store(srv.Registry())
 	cp.srv, cp.tel = srv, tel

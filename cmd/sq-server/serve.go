@@ -191,6 +191,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		FrameReadTimeout:        c.FrameReadTimeout,
 		MaxConnections:          c.MaxConnections,
 		MaxConnectionsPerIP:     c.MaxConnectionsPerIP,
+		Authorizer:              cp.authz,
 	})
 	if err != nil {
 		if grpcLn != nil {
