@@ -68,8 +68,12 @@ func (c *conn) checkFrameSize(req request, r *response) *response {
 // dispatch runs the request and builds its response. An error means the
 // response could not be encoded; broker errors travel inside the response.
 func (c *conn) dispatch(req request) (*response, error) {
-	if err := c.authorize(req); err != nil {
-		return c.buildError(req, err), nil
+	// A publish is checked in its chain (queuePublish), so that the
+	// publishes chained behind a refused one fail too.
+	if req.kind != api.Frame_Which_publishRequest {
+		if err := c.authorize(req); err != nil {
+			return c.buildError(req, err), nil
+		}
 	}
 	switch req.kind {
 	case api.Frame_Which_metadataRequest:
@@ -519,6 +523,9 @@ func (c *conn) queuePublish(req request) (*engine.Pending, error) {
 	}
 	if req.acks != api.Acks_all && req.acks != api.Acks_leader {
 		return nil, api.NewError(api.CodeInvalidRequest, "publish acks %d: want all (0) or leader (1)", uint16(req.acks))
+	}
+	if err := c.authorize(req); err != nil {
+		return nil, err
 	}
 	ab, ok := c.srv.broker.(AsyncAppender)
 	if !ok {
