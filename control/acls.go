@@ -2,7 +2,6 @@ package control
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/seedqueue/sq/api/sqv1"
@@ -113,7 +112,7 @@ func aclsText(ms []*sqv1.AclBinding) string {
 func filtersText(ms []*sqv1.AclFilter) string {
 	s := make([]string, len(ms))
 	for i, m := range ms {
-		s[i] = fmt.Sprintf("%+v", acl.FilterFromProto(m))
+		s[i] = acl.FilterFromProto(m).String()
 	}
 	return strings.Join(s, "; ")
 }

@@ -2,6 +2,8 @@ package control_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"crypto/tls"
 	"slices"
 	"sync"
@@ -76,6 +78,11 @@ type authzNode struct {
 
 func startAuthzNode(t *testing.T) *authzNode {
 	t.Helper()
+	return startAuthzNodeLog(t, quietLogger())
+}
+
+func startAuthzNodeLog(t *testing.T, log *slog.Logger) *authzNode {
+	t.Helper()
 	ca := tlstest.NewCA(t, "sq-test-ca")
 	server := ca.Issue(t, tlstest.Options{CommonName: "localhost"})
 	a, err := acl.New(acl.Options{Enabled: true, SuperUsers: []string{"User:CN=admin"}})
@@ -83,7 +90,7 @@ func startAuthzNode(t *testing.T) *authzNode {
 		t.Fatal(err)
 	}
 	store := &memACLs{authz: a}
-	srv, err := control.New(control.Options{NodeID: "n1", Logger: quietLogger(), Authorizer: a, SubscribeMaxWait: 50 * time.Millisecond,
+	srv, err := control.New(control.Options{NodeID: "n1", Logger: log, Authorizer: a, SubscribeMaxWait: 50 * time.Millisecond,
 		TLS: &tls.Config{Certificates: []tls.Certificate{server.TLS(t)}, ClientCAs: ca.Pool(),
 			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}})
 	if err != nil {
@@ -392,5 +399,46 @@ func TestACLService(t *testing.T) {
 	}
 	if _, err := cl.DeleteAcls(ctx, &sqv1.DeleteAclsRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("delete without a filter: %v", err)
+	}
+}
+
+// TestACLChangesAreAudited: every ACL change is audited with its
+// principal (the client certificate's), address and result, a refused
+// one included.
+func TestACLChangesAreAudited(t *testing.T) {
+	var logs lockedBuffer
+	n := startAuthzNodeLog(t, slog.New(slog.NewJSONHandler(&logs, nil)))
+	ctx := context.Background()
+	b, err := acl.Parse("User:CN=alice allow read topic:t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &sqv1.CreateAclsRequest{Acls: []*sqv1.AclBinding{acl.ToProto(b)}}
+	if _, err := sqv1.NewAclsClient(n.conn(t, "admin")).CreateAcls(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqv1.NewAclsClient(n.conn(t, "alice")).CreateAcls(ctx, req); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("alice creating an ACL: %v", err)
+	}
+	if _, err := sqv1.NewAclsClient(n.conn(t, "admin")).DeleteAcls(ctx, &sqv1.DeleteAclsRequest{Filters: []*sqv1.AclFilter{{Principal: "User:CN=alice"}}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ action, principal, resource, result string }{
+		{"acl.create", "User:CN=admin", "User:CN=alice allow read topic:t", "ok"},
+		{"acl.create", "User:CN=alice", "User:CN=alice allow read topic:t", "AUTHORIZATION_FAILED: "},
+		{"acl.delete", "User:CN=admin", "User:CN=alice", "ok"},
+	}
+	got := logs.auditLines(t)
+	if len(got) != len(want) {
+		t.Fatalf("%d audit lines, want %d: %v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		g := got[i]
+		result, _ := g["result"].(string)
+		resource, _ := g["resource"].(string)
+		if g["action"] != w.action || g["principal"] != w.principal || !strings.Contains(resource, w.resource) ||
+			!strings.HasPrefix(result, w.result) || !strings.HasPrefix(g["remote"].(string), "127.0.0.1:") {
+			t.Errorf("audit line %d: %v, want %s of %s by %s: %s…", i, g, w.action, w.resource, w.principal, w.result)
+		}
 	}
 }

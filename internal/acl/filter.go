@@ -1,5 +1,7 @@
 package acl
 
+import "strings"
+
 // Match is the Filter pattern type that selects every binding whose
 // pattern applies to the filter's resource (Kafka's
 // PatternType.MATCH): the literal name, the wildcard, and every prefix of
@@ -91,4 +93,23 @@ func Select(bs []Binding, fs []Filter) []Binding {
 		}
 	}
 	return out
+}
+
+// String writes the set fields of f as key=value pairs
+// ("principal=User:alice type=topic name=orders"), "all" when none is
+// set.
+func (f Filter) String() string {
+	var parts []string
+	for _, kv := range [][2]string{
+		{"principal", f.Principal}, {"permission", string(f.Permission)}, {"operation", string(f.Operation)},
+		{"type", string(f.Type)}, {"name", f.Name}, {"pattern", string(f.PatternType)},
+	} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+formatToken(kv[1]))
+		}
+	}
+	if len(parts) == 0 {
+		return "all"
+	}
+	return strings.Join(parts, " ")
 }
