@@ -310,6 +310,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 	root.AddCommand(newClusterCommand(g))
 	root.AddCommand(newBenchCommand(g))
 	root.AddCommand(newGroupCommand(g))
+	root.AddCommand(newACLCommand(g))
 	return root
 }
 
