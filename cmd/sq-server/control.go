@@ -15,8 +15,8 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/seedqueue/sq/control"
-	"github.com/seedqueue/sq/internal/acl"
 	"github.com/seedqueue/sq/control/telemetry"
+	"github.com/seedqueue/sq/internal/acl"
 	"github.com/seedqueue/sq/internal/tlsconf"
 )
 
