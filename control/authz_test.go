@@ -2,10 +2,10 @@ package control_test
 
 import (
 	"context"
-	"log/slog"
-	"strings"
 	"crypto/tls"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
