@@ -171,3 +171,21 @@ func (c *conn) describableGroups(gs []engine.GroupSummary) []engine.GroupSummary
 	}
 	return out
 }
+
+// describableOffsets returns the offsets of os whose topic the
+// connection's principal may describe (Kafka's OffsetFetch; os itself
+// when authorization is off).
+func (c *conn) describableOffsets(os []engine.OffsetCommit) []engine.OffsetCommit {
+	a := c.srv.opts.Authorizer
+	if !a.Enabled() {
+		return os
+	}
+	p := connPrincipal(c)
+	var out []engine.OffsetCommit
+	for _, o := range os {
+		if a.Allowed(p, acl.Describe, acl.TopicResource(o.Topic)) {
+			out = append(out, o)
+		}
+	}
+	return out
+}

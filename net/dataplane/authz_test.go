@@ -348,3 +348,42 @@ func TestDataplaneAuthorization(t *testing.T) {
 		}
 	}
 }
+
+// TestDataplaneFetchOffsetsFiltered: a fetchOffsets of every topic of a
+// group holds only the topics the principal may describe.
+func TestDataplaneFetchOffsetsFiltered(t *testing.T) {
+	e := startAuthzServer(t)
+	adm := e.client("admin")
+	for _, name := range []string{"t", "u"} {
+		adm.createTopic(name, 1)
+		adm.publish(name, 0, buildBatch(t, []byte("a")))
+		if authzRefused(adm.call(commitReq("g", name), nil)) {
+			t.Fatal("the super user was refused")
+		}
+	}
+	fetchAll := func(c *testClient) []string {
+		r := c.call(func(f api.Frame) error {
+			req, err := f.NewFetchOffsetsRequest()
+			if err != nil {
+				return err
+			}
+			return req.SetGroup("g")
+		}, nil)
+		expectWhich(t, r, api.Frame_Which_fetchOffsetsResponse)
+		fo, _ := r.f.FetchOffsetsResponse()
+		l, _ := fo.Offsets()
+		var topics []string
+		for i := range l.Len() {
+			name, _ := l.At(i).Topic()
+			topics = append(topics, name)
+		}
+		return topics
+	}
+	if got := fetchAll(adm); len(got) != 2 {
+		t.Fatalf("the super user sees %v, want t and u", got)
+	}
+	e.authz.SetBindings(bindingsOf(t, "User:CN=alice allow describe group:g", "User:CN=alice allow read topic:t"))
+	if got := fetchAll(e.client("alice")); len(got) != 1 || got[0] != "t" {
+		t.Fatalf("alice sees the offsets of %v, want only t", got)
+	}
+}

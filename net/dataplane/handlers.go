@@ -620,6 +620,7 @@ func (c *conn) commitOffsets(req request) (*response, error) {
 
 func (c *conn) fetchOffsets(req request) (*response, error) {
 	out, berr := c.srv.broker.FetchOffsets(req.group, req.topic)
+	out = c.describableOffsets(out)
 	r, f, err := newResponse(req)
 	if err != nil {
 		return nil, err
