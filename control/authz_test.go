@@ -442,3 +442,31 @@ func TestACLChangesAreAudited(t *testing.T) {
 		}
 	}
 }
+
+// TestGRPCFetchOffsetsFiltered: FetchOffsets of every topic of a group
+// holds only the topics the principal may describe.
+func TestGRPCFetchOffsetsFiltered(t *testing.T) {
+	n := startAuthzNode(t)
+	ctx := context.Background()
+	adm := n.conn(t, "admin")
+	for _, name := range []string{"t", "u"} {
+		if _, err := sqv1.NewTopicsClient(adm).CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: name, Partitions: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sqv1.NewMessagingClient(adm).Publish(ctx, &sqv1.PublishRequest{Topic: name, Records: []*sqv1.Record{{Value: []byte("a")}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sqv1.NewMessagingClient(adm).CommitOffsets(ctx, &sqv1.CommitOffsetsRequest{Group: "g", Offsets: []*sqv1.OffsetEntry{{Topic: name, Offset: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.acls.set(t, "User:CN=alice allow describe group:g", "User:CN=alice allow read topic:t")
+	r, err := sqv1.NewMessagingClient(n.conn(t, "alice")).FetchOffsets(ctx, &sqv1.FetchOffsetsRequest{Group: "g"})
+	if err != nil || len(r.GetOffsets()) != 1 || r.GetOffsets()[0].GetTopic() != "t" {
+		t.Fatalf("alice's FetchOffsets of every topic: %v, %v; want only t", r.GetOffsets(), err)
+	}
+	r, err = sqv1.NewMessagingClient(adm).FetchOffsets(ctx, &sqv1.FetchOffsetsRequest{Group: "g"})
+	if err != nil || len(r.GetOffsets()) != 2 {
+		t.Fatalf("the super user's FetchOffsets: %v, %v", r.GetOffsets(), err)
+	}
+}
