@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"strings"
+
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/internal/acl"
@@ -121,7 +123,8 @@ func fetchOffsetsChecks(req request) []acl.Check {
 
 // authorize returns the refusal of req by the connection's principal:
 // nil when allowed or authorization is off; AUTHORIZATION_FAILED for a
-// request kind without a rule.
+// request kind without a rule. A frame member that is not a request (a
+// response sent by a client) passes, to be answered INVALID_REQUEST.
 func (c *conn) authorize(req request) error {
 	a := c.srv.opts.Authorizer
 	if !a.Enabled() {
@@ -129,6 +132,9 @@ func (c *conn) authorize(req request) error {
 	}
 	rule, ok := requestRules[req.kind]
 	if !ok {
+		if !strings.HasSuffix(req.kind.String(), "Request") {
+			return nil
+		}
 		return api.NewError(api.CodeAuthorizationFailed, "request %v has no authorization rule", req.kind)
 	}
 	if rule == nil {
@@ -159,8 +165,11 @@ func (c *conn) describableTopics(ts []engine.TopicInfo) []engine.TopicInfo {
 // ListGroups).
 func (c *conn) describableGroups(gs []engine.GroupSummary) []engine.GroupSummary {
 	a := c.srv.opts.Authorizer
+	if !a.Enabled() {
+		return gs
+	}
 	p := connPrincipal(c)
-	if !a.Enabled() || a.Allowed(p, acl.Describe, acl.ClusterResource()) {
+	if a.Allowed(p, acl.Describe, acl.ClusterResource()) {
 		return gs
 	}
 	var out []engine.GroupSummary
