@@ -198,3 +198,22 @@ func (c *conn) describableOffsets(os []engine.OffsetCommit) []engine.OffsetCommi
 	}
 	return out
 }
+
+// auditRefusal writes the audit line of an audited request (a create,
+// alter or delete) that authorization refused, as its handler would
+// have with the refusal.
+func (c *conn) auditRefusal(req request, err error) {
+	switch req.kind {
+	case api.Frame_Which_createTopicRequest:
+		c.audit("topic.create", req.name, err)
+	case api.Frame_Which_deleteTopicRequest:
+		c.audit("topic.delete", req.name, err)
+	case api.Frame_Which_createPartitionsRequest:
+		c.audit("partitions.create", req.name, err)
+	case api.Frame_Which_deleteGroupRequest:
+		c.audit("group.delete", req.ext.(*groupReq).group, err)
+	case api.Frame_Which_resetOffsetsRequest:
+		g := req.ext.(*groupReq)
+		c.audit("group.reset-offsets", g.group+" "+g.topic, err)
+	}
+}

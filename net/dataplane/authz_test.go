@@ -22,6 +22,7 @@ type authzEnv struct {
 	authz *acl.Authorizer
 	ca    *tlstest.CA
 	pool  *x509.CertPool
+	logs  *logBuffer
 }
 
 const (
@@ -37,8 +38,9 @@ func startAuthzServer(t *testing.T) *authzEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs := &logBuffer{}
 	srv, err := New(openEngine(t), Options{NodeID: "node-1", ServerVersion: "test", Authorizer: a,
-		Logger: slog.New(slog.DiscardHandler)})
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func startAuthzServer(t *testing.T) *authzEnv {
 			t.Errorf("Serve returned %v", err)
 		}
 	})
-	return &authzEnv{t: t, addr: ln.Addr().String(), authz: a, ca: ca, pool: ca.Pool()}
+	return &authzEnv{t: t, addr: ln.Addr().String(), authz: a, ca: ca, pool: ca.Pool(), logs: logs}
 }
 
 // client connects with a certificate of common name cn and completes the
@@ -385,5 +387,25 @@ func TestDataplaneFetchOffsetsFiltered(t *testing.T) {
 	e.authz.SetBindings(bindingsOf(t, "User:CN=alice allow describe group:g", "User:CN=alice allow read topic:t"))
 	if got := fetchAll(e.client("alice")); len(got) != 1 || got[0] != "t" {
 		t.Fatalf("alice sees the offsets of %v, want only t", got)
+	}
+}
+
+// TestDataplaneRefusalAudited: a create or delete refused by
+// authorization is audited with the certificate's principal and the
+// refusal.
+func TestDataplaneRefusalAudited(t *testing.T) {
+	e := startAuthzServer(t)
+	c := e.client("alice")
+	if !authzRefused(c.call(createTopicReq("x", 1), nil)) {
+		t.Fatal("alice created a topic without an ACL")
+	}
+	if !authzRefused(c.call(deleteTopicReq("x"), nil)) {
+		t.Fatal("alice deleted a topic without an ACL")
+	}
+	for _, action := range []string{"action=topic.create", "action=topic.delete"} {
+		lines := e.logs.lines("msg=audit", action, "resource=x", `principal="User:CN=alice"`, `result="AUTHORIZATION_FAILED: `)
+		if len(lines) != 1 {
+			t.Errorf("%d audit lines of a refused %s, want 1; log:\n%s", len(lines), action, e.logs)
+		}
 	}
 }

@@ -72,6 +72,7 @@ func (c *conn) dispatch(req request) (*response, error) {
 	// publishes chained behind a refused one fail too.
 	if req.kind != api.Frame_Which_publishRequest {
 		if err := c.authorize(req); err != nil {
+			c.auditRefusal(req, err)
 			return c.buildError(req, err), nil
 		}
 	}
