@@ -97,8 +97,6 @@ func authorized(build func(api.Frame) error, tail []byte) func(c *testClient) bo
 	return func(c *testClient) bool { return !authzRefused(c.call(build, tail)) }
 }
 
-func groupFrame(build func(f api.Frame) error) func(api.Frame) error { return build }
-
 func joinReq(group string, topics ...string) func(api.Frame) error {
 	return func(f api.Frame) error {
 		r, err := f.NewJoinGroupRequest()
@@ -211,46 +209,46 @@ var dataplaneAuthzRows = []dataplaneAuthzRow{
 		allow: []string{"User:CN=alice allow read topic:t"}, deny: "User:CN=alice deny read topic:t"},
 	{kind: api.Frame_Which_commitOffsetsRequest, do: authorized(commitReq("g", "t"), nil),
 		allow: []string{"User:CN=alice allow read group:g", "User:CN=alice allow read topic:t"}, deny: "User:CN=alice deny read topic:t"},
-	{kind: api.Frame_Which_fetchOffsetsRequest, do: authorized(groupFrame(func(f api.Frame) error {
+	{kind: api.Frame_Which_fetchOffsetsRequest, do: authorized(func(f api.Frame) error {
 		r, err := f.NewFetchOffsetsRequest()
 		if err != nil {
 			return err
 		}
 		r.SetTopic("t")
 		return r.SetGroup("g")
-	}), nil), allow: []string{"User:CN=alice allow describe group:g", "User:CN=alice allow describe topic:t"}, deny: "User:CN=alice deny describe group:g"},
+	}, nil), allow: []string{"User:CN=alice allow describe group:g", "User:CN=alice allow describe topic:t"}, deny: "User:CN=alice deny describe group:g"},
 	{kind: api.Frame_Which_deleteTopicRequest, do: authorized(deleteTopicReq("gone"), nil),
 		allow: []string{"User:CN=alice allow delete topic:gone"}, deny: "User:CN=alice deny delete topic:gone"},
 	{kind: api.Frame_Which_listOffsetsRequest, do: authorized(listOffsetsReq("t", 0, 0), nil),
 		allow: []string{"User:CN=alice allow describe topic:t"}, deny: "User:CN=alice deny describe topic:t"},
 	{kind: api.Frame_Which_joinGroupRequest, do: authorized(joinReq("g", "t"), nil),
 		allow: []string{"User:CN=alice allow read group:g", "User:CN=alice allow describe topic:t"}, deny: "User:CN=alice deny read group:*"},
-	{kind: api.Frame_Which_heartbeatRequest, do: authorized(groupFrame(func(f api.Frame) error {
+	{kind: api.Frame_Which_heartbeatRequest, do: authorized(func(f api.Frame) error {
 		r, err := f.NewHeartbeatRequest()
 		if err != nil {
 			return err
 		}
 		return r.SetGroup("g")
-	}), nil), allow: []string{"User:CN=alice allow read group:g"}, deny: "User:CN=alice deny read group:g"},
-	{kind: api.Frame_Which_leaveGroupRequest, do: authorized(groupFrame(func(f api.Frame) error {
+	}, nil), allow: []string{"User:CN=alice allow read group:g"}, deny: "User:CN=alice deny read group:g"},
+	{kind: api.Frame_Which_leaveGroupRequest, do: authorized(func(f api.Frame) error {
 		r, err := f.NewLeaveGroupRequest()
 		if err != nil {
 			return err
 		}
 		return r.SetGroup("g")
-	}), nil), allow: []string{"User:CN=alice allow read group:g"}, deny: "User:CN=alice deny read group:g"},
-	{kind: api.Frame_Which_listGroupsRequest, do: visibleTopic(groupFrame(func(f api.Frame) error {
+	}, nil), allow: []string{"User:CN=alice allow read group:g"}, deny: "User:CN=alice deny read group:g"},
+	{kind: api.Frame_Which_listGroupsRequest, do: visibleTopic(func(f api.Frame) error {
 		_, err := f.NewListGroupsRequest()
 		return err
-	})), allow: []string{"User:CN=alice allow describe group:g"}, deny: "User:CN=alice deny describe group:g"},
-	{kind: api.Frame_Which_describeGroupRequest, do: authorized(groupFrame(func(f api.Frame) error {
+	}), allow: []string{"User:CN=alice allow describe group:g"}, deny: "User:CN=alice deny describe group:g"},
+	{kind: api.Frame_Which_describeGroupRequest, do: authorized(func(f api.Frame) error {
 		r, err := f.NewDescribeGroupRequest()
 		if err != nil {
 			return err
 		}
 		return r.SetGroup("g")
-	}), nil), allow: []string{"User:CN=alice allow describe group:g"}, deny: "User:CN=alice deny describe group:g"},
-	{kind: api.Frame_Which_resetOffsetsRequest, do: authorized(groupFrame(func(f api.Frame) error {
+	}, nil), allow: []string{"User:CN=alice allow describe group:g"}, deny: "User:CN=alice deny describe group:g"},
+	{kind: api.Frame_Which_resetOffsetsRequest, do: authorized(func(f api.Frame) error {
 		r, err := f.NewResetOffsetsRequest()
 		if err != nil {
 			return err
@@ -259,14 +257,14 @@ var dataplaneAuthzRows = []dataplaneAuthzRow{
 			return err
 		}
 		return r.SetGroup("g")
-	}), nil), allow: []string{"User:CN=alice allow read group:g", "User:CN=alice allow read topic:t"}, deny: "User:CN=alice deny read group:g"},
-	{kind: api.Frame_Which_deleteGroupRequest, do: authorized(groupFrame(func(f api.Frame) error {
+	}, nil), allow: []string{"User:CN=alice allow read group:g", "User:CN=alice allow read topic:t"}, deny: "User:CN=alice deny read group:g"},
+	{kind: api.Frame_Which_deleteGroupRequest, do: authorized(func(f api.Frame) error {
 		r, err := f.NewDeleteGroupRequest()
 		if err != nil {
 			return err
 		}
 		return r.SetGroup("nogroup")
-	}), nil), allow: []string{"User:CN=alice allow delete group:nogroup"}, deny: "User:CN=alice deny delete group:nogroup"},
+	}, nil), allow: []string{"User:CN=alice allow delete group:nogroup"}, deny: "User:CN=alice deny delete group:nogroup"},
 	{kind: api.Frame_Which_subscribeRequest, do: authorized(subscribeReq("nosuchtopic", 0, 0, 1<<20), nil),
 		allow: []string{"User:CN=alice allow read topic:nosuchtopic"}, deny: "User:CN=alice deny read topic:nosuchtopic"},
 	// Credit and unsubscribe act on the connection's own
