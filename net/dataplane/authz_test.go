@@ -131,7 +131,7 @@ func commitReq(group, topic string) func(api.Frame) error {
 	}
 }
 
-// visible reports whether a listing built by build shows topic "t" (or
+// visibleTopic reports whether a listing built by build shows topic "t" (or
 // group "g" for a group listing).
 func visibleTopic(build func(api.Frame) error) func(c *testClient) bool {
 	return func(c *testClient) bool {
