@@ -36,9 +36,11 @@
 // PERMISSION is allow or deny; OPERATION one of read, write, create,
 // delete, describe, alter, clusteraction, all; RESOURCE is cluster,
 // topic:NAME or group:NAME. A NAME ending in "*" (other than "*" alone)
-// is a prefix. A principal or name holding a blank, a double quote, a
-// backslash or a character that is not printable is written as a Go
-// quoted string ("User:CN=John Smith" in quotes), and a quoted name is literal
-// unless a "*" follows the closing quote. Format writes every Binding
-// so that Parse reads it back.
+// is a prefix. A principal or name that is empty or holds a blank, a
+// double quote, a backslash or a character that is not printable is
+// written as a Go quoted string ("\"User:CN=John Smith\" allow read
+// topic:t"); a quoted name is literal unless a "*" follows the closing
+// quote, and a literal name that ends in "*" is written quoted
+// (group:"jobs*"). Format writes every valid Binding so that Parse reads
+// it back to the same Binding (FuzzParse, FuzzFormat).
 package acl
