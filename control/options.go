@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/internal/acl"
 	"github.com/seedqueue/sq/internal/quota"
 
 	"go.opentelemetry.io/otel/trace"
@@ -105,6 +106,12 @@ type Options struct {
 	// budget. It also bounds a Subscribe response's wait for room (then
 	// THROTTLED). Default DefaultRecvTimeout.
 	RecvTimeout time.Duration
+	// Authorizer, when enabled, checks every sq.v1 call against the
+	// ACLs (authz.go; docs/security.md, "Authorization"): a call it
+	// refuses fails with AUTHORIZATION_FAILED (gRPC PermissionDenied), and
+	// listings hold only what the caller may describe. Nil (the default)
+	// or disabled: every call is allowed.
+	Authorizer *acl.Authorizer
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.

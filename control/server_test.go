@@ -296,6 +296,20 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 			}
 			return err
 		},
+		// A node without an ACL store (outside a cluster) has no ACLs
+		// to change.
+		"Acls.CreateAcls": func() error {
+			_, err := sqv1.NewAclsClient(n.conn).CreateAcls(ctx, &sqv1.CreateAclsRequest{})
+			return notClustered(err)
+		},
+		"Acls.ListAcls": func() error {
+			_, err := sqv1.NewAclsClient(n.conn).ListAcls(ctx, &sqv1.ListAclsRequest{})
+			return notClustered(err)
+		},
+		"Acls.DeleteAcls": func() error {
+			_, err := sqv1.NewAclsClient(n.conn).DeleteAcls(ctx, &sqv1.DeleteAclsRequest{})
+			return notClustered(err)
+		},
 		"Messaging.InitProducerId": func() error {
 			r, err := msg.InitProducerId(ctx, &sqv1.InitProducerIdRequest{})
 			if err == nil && r.ProducerId < 0 {

@@ -5224,6 +5224,447 @@ func (x *ListQuotasResponse) GetQuotas() []*QuotaEntry {
 	return nil
 }
 
+// AclBinding allows or denies one principal one operation on the
+// resources a pattern names. Values are the lower-case words of the
+// textual form (`sq acl list` prints it).
+type AclBinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "User:NAME", or "User:*" for every principal.
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// "allow" or "deny".
+	Permission string `protobuf:"bytes,2,opt,name=permission,proto3" json:"permission,omitempty"`
+	// read, write, create, delete, describe, alter, clusteraction or all.
+	Operation string `protobuf:"bytes,3,opt,name=operation,proto3" json:"operation,omitempty"`
+	// "topic", "group" or "cluster".
+	ResourceType string `protobuf:"bytes,4,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	// The topic or group name ("*": all of them; a prefix when
+	// pattern_type is "prefixed"); empty for the cluster.
+	ResourceName string `protobuf:"bytes,5,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	// "literal" or "prefixed".
+	PatternType   string `protobuf:"bytes,6,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclBinding) Reset() {
+	*x = AclBinding{}
+	mi := &file_sq_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclBinding) ProtoMessage() {}
+
+func (x *AclBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
+func (*AclBinding) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *AclBinding) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+func (x *AclBinding) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *AclBinding) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *AclBinding) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPatternType() string {
+	if x != nil {
+		return x.PatternType
+	}
+	return ""
+}
+
+// AclFilter selects bindings; each empty field matches anything. With
+// pattern_type "match" it selects every binding that applies to the
+// resource (resource_type, resource_name): the literal name, the
+// wildcard and every prefix.
+type AclFilter struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Principal    string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Permission   string                 `protobuf:"bytes,2,opt,name=permission,proto3" json:"permission,omitempty"`
+	Operation    string                 `protobuf:"bytes,3,opt,name=operation,proto3" json:"operation,omitempty"`
+	ResourceType string                 `protobuf:"bytes,4,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	ResourceName string                 `protobuf:"bytes,5,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	// "", "literal", "prefixed" or "match".
+	PatternType   string `protobuf:"bytes,6,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclFilter) Reset() {
+	*x = AclFilter{}
+	mi := &file_sq_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclFilter) ProtoMessage() {}
+
+func (x *AclFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
+func (*AclFilter) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *AclFilter) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclFilter) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+func (x *AclFilter) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *AclFilter) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *AclFilter) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclFilter) GetPatternType() string {
+	if x != nil {
+		return x.PatternType
+	}
+	return ""
+}
+
+type CreateAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*AclBinding          `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsRequest) Reset() {
+	*x = CreateAclsRequest{}
+	mi := &file_sq_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsRequest) ProtoMessage() {}
+
+func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
+func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *CreateAclsRequest) GetAcls() []*AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+type CreateAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsResponse) Reset() {
+	*x = CreateAclsResponse{}
+	mi := &file_sq_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsResponse) ProtoMessage() {}
+
+func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
+func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{81}
+}
+
+type ListAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filter        *AclFilter             `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAclsRequest) Reset() {
+	*x = ListAclsRequest{}
+	mi := &file_sq_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAclsRequest) ProtoMessage() {}
+
+func (x *ListAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAclsRequest.ProtoReflect.Descriptor instead.
+func (*ListAclsRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ListAclsRequest) GetFilter() *AclFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+type ListAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*AclBinding          `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAclsResponse) Reset() {
+	*x = ListAclsResponse{}
+	mi := &file_sq_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAclsResponse) ProtoMessage() {}
+
+func (x *ListAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAclsResponse.ProtoReflect.Descriptor instead.
+func (*ListAclsResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *ListAclsResponse) GetAcls() []*AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+type DeleteAclsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At least one filter; an empty filter selects every binding.
+	Filters       []*AclFilter `protobuf:"bytes,1,rep,name=filters,proto3" json:"filters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsRequest) Reset() {
+	*x = DeleteAclsRequest{}
+	mi := &file_sq_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsRequest) ProtoMessage() {}
+
+func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *DeleteAclsRequest) GetFilters() []*AclFilter {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
+type DeleteAclsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bindings removed.
+	Deleted       []*AclBinding `protobuf:"bytes,1,rep,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsResponse) Reset() {
+	*x = DeleteAclsResponse{}
+	mi := &file_sq_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsResponse) ProtoMessage() {}
+
+func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *DeleteAclsResponse) GetDeleted() []*AclBinding {
+	if x != nil {
+		return x.Deleted
+	}
+	return nil
+}
+
 var File_sq_proto protoreflect.FileDescriptor
 
 const file_sq_proto_rawDesc = "" +
@@ -5627,7 +6068,37 @@ const file_sq_proto_rawDesc = "" +
 	"\x13RemoveQuotaResponse\"\x13\n" +
 	"\x11ListQuotasRequest\"?\n" +
 	"\x12ListQuotasResponse\x12)\n" +
-	"\x06quotas\x18\x01 \x03(\v2\x11.sq.v1.QuotaEntryR\x06quotas*r\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x11.sq.v1.QuotaEntryR\x06quotas\"\xd5\x01\n" +
+	"\n" +
+	"AclBinding\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x02 \x01(\tR\n" +
+	"permission\x12\x1c\n" +
+	"\toperation\x18\x03 \x01(\tR\toperation\x12#\n" +
+	"\rresource_type\x18\x04 \x01(\tR\fresourceType\x12#\n" +
+	"\rresource_name\x18\x05 \x01(\tR\fresourceName\x12!\n" +
+	"\fpattern_type\x18\x06 \x01(\tR\vpatternType\"\xd4\x01\n" +
+	"\tAclFilter\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x02 \x01(\tR\n" +
+	"permission\x12\x1c\n" +
+	"\toperation\x18\x03 \x01(\tR\toperation\x12#\n" +
+	"\rresource_type\x18\x04 \x01(\tR\fresourceType\x12#\n" +
+	"\rresource_name\x18\x05 \x01(\tR\fresourceName\x12!\n" +
+	"\fpattern_type\x18\x06 \x01(\tR\vpatternType\":\n" +
+	"\x11CreateAclsRequest\x12%\n" +
+	"\x04acls\x18\x01 \x03(\v2\x11.sq.v1.AclBindingR\x04acls\"\x14\n" +
+	"\x12CreateAclsResponse\";\n" +
+	"\x0fListAclsRequest\x12(\n" +
+	"\x06filter\x18\x01 \x01(\v2\x10.sq.v1.AclFilterR\x06filter\"9\n" +
+	"\x10ListAclsResponse\x12%\n" +
+	"\x04acls\x18\x01 \x03(\v2\x11.sq.v1.AclBindingR\x04acls\"?\n" +
+	"\x11DeleteAclsRequest\x12*\n" +
+	"\afilters\x18\x01 \x03(\v2\x10.sq.v1.AclFilterR\afilters\"A\n" +
+	"\x12DeleteAclsResponse\x12+\n" +
+	"\adeleted\x18\x01 \x03(\v2\x11.sq.v1.AclBindingR\adeleted*r\n" +
 	"\n" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -5682,7 +6153,13 @@ const file_sq_proto_rawDesc = "" +
 	"\bSetQuota\x12\x16.sq.v1.SetQuotaRequest\x1a\x17.sq.v1.SetQuotaResponse\x12D\n" +
 	"\vRemoveQuota\x12\x19.sq.v1.RemoveQuotaRequest\x1a\x1a.sq.v1.RemoveQuotaResponse\x12A\n" +
 	"\n" +
-	"ListQuotas\x12\x18.sq.v1.ListQuotasRequest\x1a\x19.sq.v1.ListQuotasResponseB'Z%github.com/seedqueue/sq/api/sqv1;sqv1b\x06proto3"
+	"ListQuotas\x12\x18.sq.v1.ListQuotasRequest\x1a\x19.sq.v1.ListQuotasResponse2\xc9\x01\n" +
+	"\x04Acls\x12A\n" +
+	"\n" +
+	"CreateAcls\x12\x18.sq.v1.CreateAclsRequest\x1a\x19.sq.v1.CreateAclsResponse\x12;\n" +
+	"\bListAcls\x12\x16.sq.v1.ListAclsRequest\x1a\x17.sq.v1.ListAclsResponse\x12A\n" +
+	"\n" +
+	"DeleteAcls\x12\x18.sq.v1.DeleteAclsRequest\x1a\x19.sq.v1.DeleteAclsResponseB'Z%github.com/seedqueue/sq/api/sqv1;sqv1b\x06proto3"
 
 var (
 	file_sq_proto_rawDescOnce sync.Once
@@ -5697,7 +6174,7 @@ func file_sq_proto_rawDescGZIP() []byte {
 }
 
 var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_sq_proto_goTypes = []any{
 	(Durability)(0),                    // 0: sq.v1.Durability
 	(Acks)(0),                          // 1: sq.v1.Acks
@@ -5780,6 +6257,14 @@ var file_sq_proto_goTypes = []any{
 	(*RemoveQuotaResponse)(nil),        // 78: sq.v1.RemoveQuotaResponse
 	(*ListQuotasRequest)(nil),          // 79: sq.v1.ListQuotasRequest
 	(*ListQuotasResponse)(nil),         // 80: sq.v1.ListQuotasResponse
+	(*AclBinding)(nil),                 // 81: sq.v1.AclBinding
+	(*AclFilter)(nil),                  // 82: sq.v1.AclFilter
+	(*CreateAclsRequest)(nil),          // 83: sq.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),         // 84: sq.v1.CreateAclsResponse
+	(*ListAclsRequest)(nil),            // 85: sq.v1.ListAclsRequest
+	(*ListAclsResponse)(nil),           // 86: sq.v1.ListAclsResponse
+	(*DeleteAclsRequest)(nil),          // 87: sq.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),         // 88: sq.v1.DeleteAclsResponse
 }
 var file_sq_proto_depIdxs = []int32{
 	5,  // 0: sq.v1.PartitionInfo.remote:type_name -> sq.v1.RemoteLogStats
@@ -5816,75 +6301,86 @@ var file_sq_proto_depIdxs = []int32{
 	60, // 31: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
 	74, // 32: sq.v1.SetQuotaResponse.quota:type_name -> sq.v1.QuotaEntry
 	74, // 33: sq.v1.ListQuotasResponse.quotas:type_name -> sq.v1.QuotaEntry
-	7,  // 34: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
-	9,  // 35: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
-	11, // 36: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
-	13, // 37: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
-	15, // 38: sq.v1.Topics.RestoreTopic:input_type -> sq.v1.RestoreTopicRequest
-	17, // 39: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
-	19, // 40: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
-	21, // 41: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
-	24, // 42: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
-	29, // 43: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
-	31, // 44: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
-	66, // 45: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
-	68, // 46: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
-	70, // 47: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
-	72, // 48: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
-	33, // 49: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
-	35, // 50: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
-	38, // 51: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
-	40, // 52: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
-	42, // 53: sq.v1.Cluster.DrainNode:input_type -> sq.v1.DrainNodeRequest
-	44, // 54: sq.v1.Cluster.UndrainNode:input_type -> sq.v1.UndrainNodeRequest
-	46, // 55: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
-	48, // 56: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
-	52, // 57: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
-	52, // 58: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
-	57, // 59: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
-	61, // 60: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
-	63, // 61: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
-	54, // 62: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
-	75, // 63: sq.v1.Quotas.SetQuota:input_type -> sq.v1.SetQuotaRequest
-	77, // 64: sq.v1.Quotas.RemoveQuota:input_type -> sq.v1.RemoveQuotaRequest
-	79, // 65: sq.v1.Quotas.ListQuotas:input_type -> sq.v1.ListQuotasRequest
-	8,  // 66: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
-	10, // 67: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
-	12, // 68: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
-	14, // 69: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
-	16, // 70: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
-	18, // 71: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
-	20, // 72: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
-	23, // 73: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
-	28, // 74: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
-	30, // 75: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
-	32, // 76: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
-	67, // 77: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
-	69, // 78: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
-	71, // 79: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
-	73, // 80: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
-	34, // 81: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
-	37, // 82: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
-	39, // 83: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
-	41, // 84: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
-	43, // 85: sq.v1.Cluster.DrainNode:output_type -> sq.v1.DrainNodeResponse
-	45, // 86: sq.v1.Cluster.UndrainNode:output_type -> sq.v1.UndrainNodeResponse
-	47, // 87: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
-	49, // 88: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
-	53, // 89: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
-	56, // 90: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
-	59, // 91: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
-	62, // 92: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
-	64, // 93: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
-	55, // 94: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
-	76, // 95: sq.v1.Quotas.SetQuota:output_type -> sq.v1.SetQuotaResponse
-	78, // 96: sq.v1.Quotas.RemoveQuota:output_type -> sq.v1.RemoveQuotaResponse
-	80, // 97: sq.v1.Quotas.ListQuotas:output_type -> sq.v1.ListQuotasResponse
-	66, // [66:98] is the sub-list for method output_type
-	34, // [34:66] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	81, // 34: sq.v1.CreateAclsRequest.acls:type_name -> sq.v1.AclBinding
+	82, // 35: sq.v1.ListAclsRequest.filter:type_name -> sq.v1.AclFilter
+	81, // 36: sq.v1.ListAclsResponse.acls:type_name -> sq.v1.AclBinding
+	82, // 37: sq.v1.DeleteAclsRequest.filters:type_name -> sq.v1.AclFilter
+	81, // 38: sq.v1.DeleteAclsResponse.deleted:type_name -> sq.v1.AclBinding
+	7,  // 39: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
+	9,  // 40: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
+	11, // 41: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
+	13, // 42: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
+	15, // 43: sq.v1.Topics.RestoreTopic:input_type -> sq.v1.RestoreTopicRequest
+	17, // 44: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
+	19, // 45: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
+	21, // 46: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
+	24, // 47: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
+	29, // 48: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
+	31, // 49: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
+	66, // 50: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
+	68, // 51: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
+	70, // 52: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
+	72, // 53: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
+	33, // 54: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
+	35, // 55: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
+	38, // 56: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
+	40, // 57: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
+	42, // 58: sq.v1.Cluster.DrainNode:input_type -> sq.v1.DrainNodeRequest
+	44, // 59: sq.v1.Cluster.UndrainNode:input_type -> sq.v1.UndrainNodeRequest
+	46, // 60: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
+	48, // 61: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
+	52, // 62: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
+	52, // 63: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
+	57, // 64: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
+	61, // 65: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
+	63, // 66: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
+	54, // 67: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
+	75, // 68: sq.v1.Quotas.SetQuota:input_type -> sq.v1.SetQuotaRequest
+	77, // 69: sq.v1.Quotas.RemoveQuota:input_type -> sq.v1.RemoveQuotaRequest
+	79, // 70: sq.v1.Quotas.ListQuotas:input_type -> sq.v1.ListQuotasRequest
+	83, // 71: sq.v1.Acls.CreateAcls:input_type -> sq.v1.CreateAclsRequest
+	85, // 72: sq.v1.Acls.ListAcls:input_type -> sq.v1.ListAclsRequest
+	87, // 73: sq.v1.Acls.DeleteAcls:input_type -> sq.v1.DeleteAclsRequest
+	8,  // 74: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
+	10, // 75: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
+	12, // 76: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
+	14, // 77: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
+	16, // 78: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
+	18, // 79: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
+	20, // 80: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
+	23, // 81: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
+	28, // 82: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
+	30, // 83: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
+	32, // 84: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
+	67, // 85: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
+	69, // 86: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
+	71, // 87: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
+	73, // 88: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
+	34, // 89: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
+	37, // 90: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
+	39, // 91: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
+	41, // 92: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
+	43, // 93: sq.v1.Cluster.DrainNode:output_type -> sq.v1.DrainNodeResponse
+	45, // 94: sq.v1.Cluster.UndrainNode:output_type -> sq.v1.UndrainNodeResponse
+	47, // 95: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
+	49, // 96: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
+	53, // 97: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
+	56, // 98: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
+	59, // 99: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
+	62, // 100: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
+	64, // 101: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
+	55, // 102: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
+	76, // 103: sq.v1.Quotas.SetQuota:output_type -> sq.v1.SetQuotaResponse
+	78, // 104: sq.v1.Quotas.RemoveQuota:output_type -> sq.v1.RemoveQuotaResponse
+	80, // 105: sq.v1.Quotas.ListQuotas:output_type -> sq.v1.ListQuotasResponse
+	84, // 106: sq.v1.Acls.CreateAcls:output_type -> sq.v1.CreateAclsResponse
+	86, // 107: sq.v1.Acls.ListAcls:output_type -> sq.v1.ListAclsResponse
+	88, // 108: sq.v1.Acls.DeleteAcls:output_type -> sq.v1.DeleteAclsResponse
+	74, // [74:109] is the sub-list for method output_type
+	39, // [39:74] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_sq_proto_init() }
@@ -5901,9 +6397,9 @@ func file_sq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sq_proto_rawDesc), len(file_sq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   78,
+			NumMessages:   86,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   6,
 		},
 		GoTypes:           file_sq_proto_goTypes,
 		DependencyIndexes: file_sq_proto_depIdxs,

@@ -1791,3 +1791,203 @@ var Quotas_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "sq.proto",
 }
+
+const (
+	Acls_CreateAcls_FullMethodName = "/sq.v1.Acls/CreateAcls"
+	Acls_ListAcls_FullMethodName   = "/sq.v1.Acls/ListAcls"
+	Acls_DeleteAcls_FullMethodName = "/sq.v1.Acls/DeleteAcls"
+)
+
+// AclsClient is the client API for Acls service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Acls manages the access control lists that authorization checks
+// (docs/security.md, "Authorization"): Kafka's CreateAcls, DescribeAcls
+// and DeleteAcls (KIP-11, KIP-140). Each call needs alter (create,
+// delete) or describe (list) on the cluster when authorization is on.
+type AclsClient interface {
+	// CreateAcls adds bindings (one already present is kept once).
+	// INVALID_REQUEST names the first invalid binding; nothing is added then.
+	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
+	// ListAcls returns the bindings the filter selects, sorted by principal,
+	// resource type, pattern type, name, operation and permission.
+	ListAcls(ctx context.Context, in *ListAclsRequest, opts ...grpc.CallOption) (*ListAclsResponse, error)
+	// DeleteAcls removes every binding one of the filters selects and
+	// returns them.
+	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
+}
+
+type aclsClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewAclsClient(cc grpc.ClientConnInterface) AclsClient {
+	return &aclsClient{cc}
+}
+
+func (c *aclsClient) CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateAclsResponse)
+	err := c.cc.Invoke(ctx, Acls_CreateAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *aclsClient) ListAcls(ctx context.Context, in *ListAclsRequest, opts ...grpc.CallOption) (*ListAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAclsResponse)
+	err := c.cc.Invoke(ctx, Acls_ListAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *aclsClient) DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteAclsResponse)
+	err := c.cc.Invoke(ctx, Acls_DeleteAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AclsServer is the server API for Acls service.
+// All implementations must embed UnimplementedAclsServer
+// for forward compatibility.
+//
+// Acls manages the access control lists that authorization checks
+// (docs/security.md, "Authorization"): Kafka's CreateAcls, DescribeAcls
+// and DeleteAcls (KIP-11, KIP-140). Each call needs alter (create,
+// delete) or describe (list) on the cluster when authorization is on.
+type AclsServer interface {
+	// CreateAcls adds bindings (one already present is kept once).
+	// INVALID_REQUEST names the first invalid binding; nothing is added then.
+	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
+	// ListAcls returns the bindings the filter selects, sorted by principal,
+	// resource type, pattern type, name, operation and permission.
+	ListAcls(context.Context, *ListAclsRequest) (*ListAclsResponse, error)
+	// DeleteAcls removes every binding one of the filters selects and
+	// returns them.
+	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
+	mustEmbedUnimplementedAclsServer()
+}
+
+// UnimplementedAclsServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedAclsServer struct{}
+
+func (UnimplementedAclsServer) CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateAcls not implemented")
+}
+func (UnimplementedAclsServer) ListAcls(context.Context, *ListAclsRequest) (*ListAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAcls not implemented")
+}
+func (UnimplementedAclsServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
+}
+func (UnimplementedAclsServer) mustEmbedUnimplementedAclsServer() {}
+func (UnimplementedAclsServer) testEmbeddedByValue()              {}
+
+// UnsafeAclsServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to AclsServer will
+// result in compilation errors.
+type UnsafeAclsServer interface {
+	mustEmbedUnimplementedAclsServer()
+}
+
+func RegisterAclsServer(s grpc.ServiceRegistrar, srv AclsServer) {
+	// If the following call panics, it indicates UnimplementedAclsServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Acls_ServiceDesc, srv)
+}
+
+func _Acls_CreateAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AclsServer).CreateAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Acls_CreateAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AclsServer).CreateAcls(ctx, req.(*CreateAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Acls_ListAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AclsServer).ListAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Acls_ListAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AclsServer).ListAcls(ctx, req.(*ListAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Acls_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AclsServer).DeleteAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Acls_DeleteAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AclsServer).DeleteAcls(ctx, req.(*DeleteAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Acls_ServiceDesc is the grpc.ServiceDesc for Acls service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Acls_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "sq.v1.Acls",
+	HandlerType: (*AclsServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "CreateAcls",
+			Handler:    _Acls_CreateAcls_Handler,
+		},
+		{
+			MethodName: "ListAcls",
+			Handler:    _Acls_ListAcls_Handler,
+		},
+		{
+			MethodName: "DeleteAcls",
+			Handler:    _Acls_DeleteAcls_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "sq.proto",
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -284,6 +285,9 @@ func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 		if prev == nil || !maps.Equal(prev.Quotas, next.Quotas) {
 			cp.quotas.SetTable(gossip.QuotaTable(next))
 		}
+		if cp.authz != nil && (prev == nil || !slices.Equal(prev.ACLs, next.ACLs)) {
+			cp.authz.SetBindings(next.ACLs)
+		}
 		rec.OnApply(prev, next) // the local topics first: the replicator acts on them
 		if r := repl.Load(); r != nil {
 			r.OnApply(prev, next) // a pass, once the replicator runs
@@ -295,6 +299,7 @@ func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 		return nil, err
 	}
 	cp.srv.SetCluster(node)
+	cp.srv.SetACLStore(node)
 	b := gossip.NewBroker(cp.srv.Traced(eng), node.BrokerCluster(), rec, gossip.BrokerOptions{Logger: log,
 		OffsetsTopicPartitions: c.OffsetsTopicPartitions, OffsetsTopicReplicationFactor: c.OffsetsTopicReplicationFactor})
 	r := gossip.NewReplicator(eng, node.BrokerCluster(), gossip.ReplicatorOptions{NodeID: c.NodeID, Logger: log, Dial: replicaDialer(c.NodeID, tlsr)})

@@ -104,6 +104,11 @@ type config struct {
 	TLSKey        string
 	TLSClientCA   string
 	GossipKeyFile string
+	// Authorization turns ACL checks on for every request of both planes
+	// (default deny); SuperUsers lists principals allowed everything
+	// (authz.go).
+	Authorization bool
+	SuperUsers    string
 
 	hooks *hooks // tests only
 }
@@ -196,6 +201,8 @@ var flagSpecs = []flagSpec{
 	{"tls-key", "SQ_TLS_KEY", "PEM private key of --tls-cert"},
 	{"tls-client-ca", "SQ_TLS_CLIENT_CA", "PEM CA bundle for mutual TLS: every client of every plane must present a certificate it signed, and nodes verify each other against it (empty: no client certificate asked for); needs --tls-cert"},
 	{"gossip-key-file", "SQ_GOSSIP_KEY_FILE", "file holding the AES key (16, 24 or 32 bytes, raw or base64) that encrypts gossip (memberlist) traffic; every node of the cluster needs the same key (empty: gossip in plaintext)"},
+	{"authorization", "SQ_AUTHORIZATION", "check every request of the data plane and the gRPC control plane against the ACLs (sq acl): without an ACL that allows it, a request is refused with AUTHORIZATION_FAILED (default off: everything allowed)"},
+	{"super-users", "SQ_SUPER_USERS", "comma-separated principals allowed everything when --authorization is on (User:NAME; a certificate subject keeps its own commas: User:CN=ops,O=shop,User:admin); the node's own certificate subject is one automatically"},
 	{"log-level", "SQ_LOG_LEVEL", "log level: debug, info, warn, error"},
 	{"log-format", "SQ_LOG_FORMAT", "log format: text or json"},
 }
@@ -242,6 +249,8 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.TLSKey, "tls-key", "", "")
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", "", "")
 	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "")
+	fs.BoolVar(&c.Authorization, "authorization", false, "")
+	fs.StringVar(&c.SuperUsers, "super-users", "", "")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "")
 	for _, s := range flagSpecs {
@@ -315,6 +324,7 @@ func (c *config) validate() error {
 	errs = append(errs, c.validateCluster()...)
 	errs = append(errs, c.validateTier()...)
 	errs = append(errs, c.validateTLS()...)
+	errs = append(errs, c.validateAuthz()...)
 	switch c.IOBackend {
 	case ring.ModeAuto, ring.ModeUring, ring.ModePortable:
 	default:

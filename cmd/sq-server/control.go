@@ -16,6 +16,7 @@ import (
 
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/control/telemetry"
+	"github.com/seedqueue/sq/internal/acl"
 	"github.com/seedqueue/sq/internal/quota"
 	"github.com/seedqueue/sq/internal/tlsconf"
 )
@@ -68,6 +69,9 @@ type controlPlane struct {
 	httpAddr string
 	// quotas are the client byte-rate quotas of both planes.
 	quotas *quota.Manager
+	// authz checks the requests of both planes; nil without
+	// --authorization.
+	authz *acl.Authorizer
 }
 
 // startControl creates the control server, starts OpenTelemetry export
@@ -108,12 +112,21 @@ func startControl(ctx context.Context, c *config, log *slog.Logger, tlsr *tlscon
 	// The byte-rate quotas both planes enforce; the cluster metadata
 	// fills them (startCluster).
 	opts.Quotas = quota.New(quota.Options{})
+	authz, denied, err := c.newAuthorizer(tlsr, log)
+	if err != nil {
+		tel.Shutdown(ctx)
+		return nil, err
+	}
+	opts.Authorizer, cp.authz = authz, authz
 	srv, err := control.New(opts)
 	if err != nil {
 		tel.Shutdown(ctx)
 		return nil, err
 	}
 	srv.Registry().MustRegister(opts.Quotas.Collectors()...)
+	if denied != nil {
+		srv.Registry().MustRegister(denied)
+	}
 	registry.Store(srv.Registry())
 	cp.srv, cp.tel, cp.quotas = srv, tel, opts.Quotas
 	if c.HTTPHost == "" {

@@ -192,6 +192,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		MaxConnections:          c.MaxConnections,
 		MaxConnectionsPerIP:     c.MaxConnectionsPerIP,
 		Quotas:                  cp.quotas,
+		Authorizer:              cp.authz,
 	})
 	if err != nil {
 		if grpcLn != nil {

@@ -311,6 +311,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 	root.AddCommand(newBenchCommand(g))
 	root.AddCommand(newGroupCommand(g))
 	root.AddCommand(newQuotaCommand(g))
+	root.AddCommand(newACLCommand(g))
 	return root
 }
 

@@ -58,6 +58,10 @@ func (s *State) Apply(c Command) Result {
 		return s.applySetQuota(c)
 	case OpRemoveQuota:
 		return s.applyRemoveQuota(c)
+	case OpCreateACLs:
+		return s.applyCreateACLs(c)
+	case OpDeleteACLs:
+		return s.applyDeleteACLs(c)
 	}
 	return refused(api.CodeInvalidRequest, "unknown metadata op %q", c.Op)
 }

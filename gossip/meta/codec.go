@@ -17,7 +17,7 @@ var knownOps = map[Op]bool{
 	OpSetLeaders: true, OpMarkData: true, OpImport: true,
 	OpAssignGroup: true, OpUnassignGroup: true, OpSetISR: true,
 	OpAllocateProducerIDs: true, OpDrainNode: true, OpUndrainNode: true,
-	OpSetQuota: true, OpRemoveQuota: true,
+	OpSetQuota: true, OpRemoveQuota: true, OpCreateACLs: true, OpDeleteACLs: true,
 }
 
 // Encode returns the log entry of c: the byte CommandVersion (1), then

@@ -24,7 +24,8 @@
 // were imported, the coordinator of every consumer group (Groups, chosen
 // by ChooseCoordinator), the next producer id not yet reserved
 // (NextProducerID), and the removed nodes with their data directory
-// ids (Removed, the newest MaxRemovedNodes). Topic ids are random UUIDs
+// ids (Removed, the newest MaxRemovedNodes), and the access control
+// bindings (ACLs, package internal/acl). Topic ids are random UUIDs
 // made by the controller (KIP-516, "Topic Identifiers"): a command on a
 // topic names it and carries its id, so a command decided before a delete and create again
 // is refused with UNKNOWN_TOPIC_ID instead of touching the new topic. Ids
@@ -99,6 +100,12 @@
 //	                   MaxQuotas (State.Quotas; quotas.go).
 //	remove-quota       Name: removes the entity's quotas; INVALID_REQUEST
 //	                   when it has none.
+//	create-acls        ACLs (valid acl.Bindings) added to State.ACLs, kept
+//	                   sorted by acl.Compare without duplicates, at most
+//	                   MaxACLs (INVALID_REQUEST otherwise; nothing added).
+//	delete-acls        removes every binding one of ACLFilters selects
+//	                   (Result.ACLs: those removed); INVALID_REQUEST for
+//	                   an invalid filter.
 //
 // Commands that name a topic answer UNKNOWN_TOPIC for an unknown name,
 // UNKNOWN_TOPIC_ID when the topic's id is another, and INVALID_REQUEST

@@ -46,6 +46,7 @@ func (s *State) Clone() *State {
 		}
 	}
 	c.Quotas = cloneQuotas(s.Quotas)
+	c.ACLs = cloneSlice(s.ACLs)
 	return c
 }
 

@@ -3,6 +3,7 @@ package meta
 import (
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/acl"
 )
 
 // Node is a member of the cluster as the metadata log records it: its id
@@ -94,6 +95,10 @@ type State struct {
 	// quota under DefaultQuotaEntity (quotas.go). Omitted from the encoding
 	// when empty, so the Hash of a cluster without quotas does not change.
 	Quotas map[string]Quota `json:"quotas,omitempty"`
+	// ACLs are the access control bindings (create-acls, delete-acls),
+	// sorted by acl.Compare without duplicates. Omitted from the encoding
+	// when empty, so the Hash of a cluster without ACLs does not change.
+	ACLs []acl.Binding `json:"acls,omitempty"`
 }
 
 // RemovedNode is a node removed from the cluster: its id and the id of
@@ -187,6 +192,12 @@ const (
 	// OpRemoveQuota removes the quotas of principal Command.Name (or
 	// DefaultQuotaEntity).
 	OpRemoveQuota Op = "remove-quota"
+	// OpCreateACLs adds Command.ACLs (valid bindings; one already present
+	// is kept once) to State.ACLs (acl.go).
+	OpCreateACLs Op = "create-acls"
+	// OpDeleteACLs removes from State.ACLs every binding one of
+	// Command.ACLFilters selects; Result.ACLs are the bindings removed.
+	OpDeleteACLs Op = "delete-acls"
 )
 
 // LeaderChange is one leadership decision of the controller.
@@ -236,6 +247,10 @@ type Command struct {
 	Shutdown bool `json:"shutdown,omitempty"`
 	// Quota is the quotas of a set-quota.
 	Quota *Quota `json:"quota,omitempty"`
+	// ACLs are the bindings of a create-acls.
+	ACLs []acl.Binding `json:"acls,omitempty"`
+	// ACLFilters select the bindings a delete-acls removes.
+	ACLFilters []acl.Filter `json:"acl_filters,omitempty"`
 }
 
 // Result is the outcome of applying one Command.
@@ -254,4 +269,6 @@ type Result struct {
 	// allocate-producer-ids reserved: [ProducerIDStart,
 	// ProducerIDStart+ProducerIDBlock).
 	ProducerIDStart int64 `json:"producer_id_start,omitempty"`
+	// ACLs are the bindings a delete-acls removed.
+	ACLs []acl.Binding `json:"acls,omitempty"`
 }

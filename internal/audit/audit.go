@@ -32,7 +32,7 @@ type Event struct {
 	// Action names the operation, "<resource kind>.<verb>": topic.create,
 	// topic.alter, topic.delete, topic.restore, partitions.create,
 	// group.delete, group.reset-offsets, cluster.remove-node, cluster.drain,
-	// cluster.undrain, quota.set, quota.remove.
+	// cluster.undrain, quota.set, quota.remove, acl.create, acl.delete.
 	Action string
 	// Resource is the topic, group or node the request names.
 	Resource string

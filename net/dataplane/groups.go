@@ -320,6 +320,7 @@ func encodeSummary(w api.GroupSummary, s engine.GroupSummary) error {
 }
 
 func (c *conn) listGroupsResponse(req request, groups []engine.GroupSummary) (*response, error) {
+	groups = c.describableGroups(groups)
 	r, f, err := newResponse(req)
 	if err != nil {
 		return nil, err

@@ -72,6 +72,14 @@ func (c *conn) checkFrameSize(req request, r *response) *response {
 // dispatch runs the request and builds its response. An error means the
 // response could not be encoded; broker errors travel inside the response.
 func (c *conn) dispatch(req request) (*response, error) {
+	// A publish is checked in its chain (queuePublish), so that the
+	// publishes chained behind a refused one fail too.
+	if req.kind != api.Frame_Which_publishRequest {
+		if err := c.authorize(req); err != nil {
+			c.auditRefusal(req, err)
+			return c.buildError(req, err), nil
+		}
+	}
 	switch req.kind {
 	case api.Frame_Which_metadataRequest:
 		return c.metadata(req)
@@ -219,7 +227,7 @@ func (c *conn) metadata(req request) (*response, error) {
 	var missing []string
 	var invalid error // the first name that cannot be a topic's
 	if len(req.topics) == 0 {
-		topics = c.srv.broker.ListTopics()
+		topics = c.describableTopics(c.srv.broker.ListTopics())
 	} else {
 		for _, name := range req.topics {
 			if err := engine.ValidateTopicName(name); err != nil {
@@ -334,7 +342,7 @@ func (c *conn) describeTopic(req request) (*response, error) {
 }
 
 func (c *conn) listTopics(req request) (*response, error) {
-	topics := c.srv.broker.ListTopics()
+	topics := c.describableTopics(c.srv.broker.ListTopics())
 	r, f, err := newResponse(req)
 	if err != nil {
 		return nil, err
@@ -522,6 +530,9 @@ func (c *conn) queuePublish(req request) (*engine.Pending, error) {
 	if req.acks != api.Acks_all && req.acks != api.Acks_leader {
 		return nil, api.NewError(api.CodeInvalidRequest, "publish acks %d: want all (0) or leader (1)", uint16(req.acks))
 	}
+	if err := c.authorize(req); err != nil {
+		return nil, err
+	}
 	ab, ok := c.srv.broker.(AsyncAppender)
 	if !ok {
 		return nil, nil
@@ -616,6 +627,7 @@ func (c *conn) commitOffsets(req request) (*response, error) {
 
 func (c *conn) fetchOffsets(req request) (*response, error) {
 	out, berr := c.srv.broker.FetchOffsets(req.group, req.topic)
+	out = c.describableOffsets(out)
 	r, f, err := newResponse(req)
 	if err != nil {
 		return nil, err

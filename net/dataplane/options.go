@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/internal/acl"
 	"github.com/seedqueue/sq/internal/quota"
 )
 
@@ -125,6 +126,12 @@ type Options struct {
 	// address is closed at once, as beyond MaxConnections, and counted in
 	// Stats.RejectedConnectionsPerIP. 0 (the default) sets no bound.
 	MaxConnectionsPerIP int
+	// Authorizer, when enabled, checks every request against the ACLs
+	// (authz.go; docs/security.md, "Authorization"): a request it refuses
+	// is answered with AUTHORIZATION_FAILED, and listings hold only what
+	// the connection's principal may describe. Nil (the default) or
+	// disabled: every request is allowed.
+	Authorizer *acl.Authorizer
 	// Logger receives one line per closed connection and per unexpected
 	// error. Default slog.Default().
 	Logger *slog.Logger
