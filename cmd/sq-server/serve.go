@@ -109,6 +109,8 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		DataDir:             c.DataDir,
 		SyncPolicy:          c.SyncPolicy,
 		SegmentBytes:        c.SegmentBytes,
+		RetentionMs:         c.RetentionMs,
+		RetentionBytes:      c.RetentionBytes,
 		LocalRetentionMs:    c.LocalRetentionMs,
 		LocalRetentionBytes: c.LocalRetentionBytes,
 		MaxRecordBytes:      c.MaxRecord,
