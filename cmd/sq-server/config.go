@@ -266,22 +266,12 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	}
 }
 
-// applyEnv sets every flag not given on the command line from its
-// environment variable, so a flag wins over its variable.
+// applyEnv sets every flag of fs not given on the command line from its
+// SQ_* variable, so a flag wins over its variable (resolveSettings
+// without a config file).
 func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
-	var errs []error
-	for _, s := range flagSpecs {
-		f := fs.Lookup(s.name)
-		if f == nil || f.Changed {
-			continue
-		}
-		if v := getenv(s.env); v != "" {
-			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", s.env, v, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
+	_, err := resolveSettings(fs, "", getenv)
+	return err
 }
 
 func (c *config) validate() error {

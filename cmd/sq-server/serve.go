@@ -42,9 +42,10 @@ const telemetryFlushTimeout = 3 * time.Second
 func newRootCommand() *cobra.Command {
 	var c config
 	root := &cobra.Command{
-		Use:           "sq-server",
-		Short:         "SQ (SeedQueue) broker node",
-		Long:          "sq-server runs one SQ broker node. Every flag can also be set with its environment variable; a flag wins.\n\n" + envTable(),
+		Use:   "sq-server",
+		Short: "SQ (SeedQueue) broker node",
+		Long: "sq-server runs one SQ broker node. Every flag can also be set with its environment variable, or in the " +
+			"config file (--config) under its name; a flag wins over its variable, which wins over the file.\n\n" + envTable(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
@@ -56,7 +57,7 @@ func newRootCommand() *cobra.Command {
 		Short: "Run the broker until SIGINT or SIGTERM",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd.Flags(), os.Getenv); err != nil {
+			if _, err := c.resolve(cmd.Root().PersistentFlags(), os.Getenv); err != nil {
 				return err
 			}
 			if err := c.validate(); err != nil {
@@ -67,7 +68,7 @@ func newRootCommand() *cobra.Command {
 			return run(ctx, &c, c.logger())
 		},
 	}
-	root.AddCommand(serve)
+	root.AddCommand(serve, newConfigCommand(&c, os.Getenv))
 	return root
 }
 
