@@ -94,6 +94,8 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	watchTLS(wctx, tlsr, c.hooks.tlsPollInterval(), log)
+	hup := notifyHUP() // the other settings reload once the engine is open
+	defer signal.Stop(hup)
 	if tlsr != nil {
 		c.hooks.tlsLoaded(tlsr)
 	}
@@ -131,6 +133,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		backend.Close()
 		return err
 	}
+	c.watchReload(wctx, hup, eng, os.Getenv, log)
 	defer func() {
 		if err := backend.Close(); err != nil {
 			log.Warn("closing the I/O backend", "err", err)
