@@ -89,6 +89,11 @@ type config struct {
 	RetentionMs    int64
 	RetentionBytes int64
 
+	// RequireDurableFS makes serve refuse a data directory on a file
+	// system whose fsync does not make data durable on this host
+	// (tmpfs, ramfs, overlayfs, NFS; hostcheck.go).
+	RequireDurableFS bool
+
 	// ConfigFile is --config: the TOML or YAML file of settings below
 	// the flags and SQ_* variables (configfile.go); empty: none.
 	ConfigFile string
@@ -200,6 +205,7 @@ var flagSpecs = []flagSpec{
 	{"local-retention-ms", "SQ_LOCAL_RETENTION_MS", "default local.retention.ms of topics: with tiered storage, how long records stay on local disk (ms), at most the topic's retention.ms (--retention-ms by default); -2 the same as retention.ms; -1 unlimited (refused while --retention-ms is limited); takes effect with tiered storage"},
 	{"local-retention-bytes", "SQ_LOCAL_RETENTION_BYTES", "default local.retention.bytes of topics: with tiered storage, the local disk bound of each partition in bytes, at most the topic's retention.bytes; -2 the same as retention.bytes; -1 unlimited; takes effect with tiered storage"},
 	{"io-backend", "SQ_IO_BACKEND", "write-path I/O backend: auto, uring (io_uring; fails if the kernel refuses it) or portable (pwritev + fdatasync)"},
+	{"require-durable-fs", "SQ_REQUIRE_DURABLE_FS", "refuse to start when the data directory is on tmpfs, ramfs, overlayfs or NFS (without it: a WARN at start); sq-server check reports it"},
 	{"min-free-bytes", "SQ_MIN_FREE_BYTES", "free-space floor of the data directory's file system: publishes get DISK_FULL below it; auto = 5% of the file system's size, at most 256 MiB (computed at start), or a byte count (0 disables)"},
 	{"max-open-segment-files", "SQ_MAX_OPEN_SEGMENT_FILES", "bound of the file descriptors and memory mappings held by segments, server-wide: idle sealed segments are closed past it, least recently read first; active segments (4 each) count, and past it a partition whose log is synced closes its own until its next append"},
 	{"max-inflight-request-bytes", "SQ_MAX_INFLIGHT_REQUEST_BYTES", "request bytes all data-plane connections together may hold in memory (frames being read or served, publish batches until appended); when spent, connections stop being read until requests are answered"},
@@ -247,6 +253,7 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.Int64Var(&c.LocalRetentionMs, "local-retention-ms", engine.LocalRetentionDefault, "")
 	fs.Int64Var(&c.LocalRetentionBytes, "local-retention-bytes", engine.LocalRetentionDefault, "")
 	fs.StringVar(&c.IOBackend, "io-backend", ring.ModeAuto, "")
+	fs.BoolVar(&c.RequireDurableFS, "require-durable-fs", false, "")
 	c.MinFreeBytes = engine.MinFreeAuto
 	fs.Var(minFreeFlag{&c.MinFreeBytes}, "min-free-bytes", "")
 	fs.IntVar(&c.MaxSegFiles, "max-open-segment-files", segment.DefaultMaxOpenSegmentFiles, "")

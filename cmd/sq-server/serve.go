@@ -39,8 +39,10 @@ const controlGrace = 2 * time.Second
 // exporters.
 const telemetryFlushTimeout = 3 * time.Second
 
-func newRootCommand() *cobra.Command {
-	var c config
+func newRootCommand() *cobra.Command { return newRootFor(new(config)) }
+
+// newRootFor is the root command, its settings resolved into c.
+func newRootFor(c *config) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "sq-server",
 		Short: "SQ (SeedQueue) broker node",
@@ -51,7 +53,7 @@ func newRootCommand() *cobra.Command {
 		Version:       version,
 	}
 	root.SetVersionTemplate(buildinfo.String("sq-server") + "\n")
-	bindFlags(root.PersistentFlags(), &c)
+	bindFlags(root.PersistentFlags(), c)
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the broker until SIGINT or SIGTERM",
@@ -65,10 +67,10 @@ func newRootCommand() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return run(ctx, &c, c.logger())
+			return run(ctx, c, c.logger())
 		},
 	}
-	root.AddCommand(serve, newConfigCommand(&c, os.Getenv))
+	root.AddCommand(serve, newConfigCommand(c, os.Getenv), newCheckCommand(c, os.Getenv))
 	return root
 }
 
@@ -80,6 +82,9 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	}
 	log.Info("starting sq-server", "version", version, "build", buildinfo.String("sq-server"), "node_id", c.NodeID, "cluster_id", c.ClusterID, "data_dir", c.DataDir)
 	logIgnored(c, log)
+	if err := c.logHostChecks(c.hostChecks(c.hooks.probe()), log); err != nil {
+		return err
+	}
 	backend, _, err := ring.Select(c.IOBackend, log) // logs the backend and why, once
 	if err != nil {
 		return err
@@ -96,6 +101,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	watchTLS(wctx, tlsr, c.hooks.tlsPollInterval(), log)
 	hup := notifyHUP() // the other settings reload once the engine is open
 	defer signal.Stop(hup)
+	startWatchdog(wctx, log)
 	if tlsr != nil {
 		c.hooks.tlsLoaded(tlsr)
 	}
@@ -246,6 +252,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(dataLn) }()
 	cp.srv.SetReady(true)
+	sdNotify(log, sdReady) // the condition of /readyz: storage recovered, metadata caught up
 
 	select {
 	case <-ctx.Done():
@@ -258,6 +265,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		err = errRemoved
 	}
 	cp.srv.StartShutdown() // /readyz 503 and health NOT_SERVING from now on
+	sdNotify(log, sdStopping)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	// Both planes drain at once. Long-lived control-plane streams (health
