@@ -30,7 +30,7 @@ all: check build
 build:
 	$(GO) build -ldflags "-X github.com/seedqueue/sq/internal/buildinfo.Version=$(VERSION)" -o $(BIN)/ ./cmd/sq-server ./cmd/sq
 
-# `make package` builds the .deb and .rpm (nfpm NFPM_VERSION, run with go
+# `make package` builds the .deb and .rpm of the package seedqueue (nfpm NFPM_VERSION, run with go
 # run so that SQ's go.mod does not carry it) for ARCH into DIST, the
 # binaries staged in $(BIN)/package:
 # sq-server and sq statically linked, the systemd unit, /etc/sq/sq-server.toml,
@@ -44,7 +44,7 @@ PKG_VERSION ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' 2>/dev/null) &
 
 package:
 	rm -rf $(BIN)/package && mkdir -p $(DIST) $(BIN)/package
-	rm -f $(DIST)/sq_*.deb $(DIST)/sq-*.rpm
+	rm -f $(DIST)/seedqueue_*.deb $(DIST)/seedqueue-*.rpm
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath \
 		-ldflags "-s -w -X github.com/seedqueue/sq/internal/buildinfo.Version=$(PKG_VERSION)" -o $(BIN)/package/ ./cmd/sq-server ./cmd/sq
 	for p in deb rpm; do \

@@ -73,13 +73,13 @@ func TestDebInstall(t *testing.T) {
 	dist := t.TempDir()
 	const version = "0.1.0~citest"
 	run(t, "make", "-C", "..", "package", "DIST="+dist, "PKG_VERSION="+version)
-	debs, _ := filepath.Glob(filepath.Join(dist, "sq_*.deb"))
-	rpms, _ := filepath.Glob(filepath.Join(dist, "sq-*.rpm"))
+	debs, _ := filepath.Glob(filepath.Join(dist, "seedqueue_*.deb"))
+	rpms, _ := filepath.Glob(filepath.Join(dist, "seedqueue-*.rpm"))
 	if len(debs) != 1 || len(rpms) != 1 {
 		t.Fatalf("make package built %v and %v, want one .deb and one .rpm", debs, rpms)
 	}
 	run(t, "dpkg", "-i", debs[0])
-	t.Cleanup(func() { exec.Command("dpkg", "--purge", "sq").Run() })
+	t.Cleanup(func() { exec.Command("dpkg", "--purge", "seedqueue").Run() })
 
 	if out := run(t, "/usr/bin/sq-server", "--version"); !strings.Contains(out, version) {
 		t.Errorf("sq-server --version = %q, want %s", out, version)
@@ -107,7 +107,7 @@ func TestDebInstall(t *testing.T) {
 		verifyUnit(t, "/usr/lib/systemd/system/sq-server.service")
 	}
 
-	run(t, "dpkg", "--purge", "sq")
+	run(t, "dpkg", "--purge", "seedqueue")
 	for _, gone := range []string{"/usr/bin/sq-server", "/usr/bin/sq", "/usr/lib/systemd/system/sq-server.service", "/etc/sq/sq-server.toml"} {
 		if _, err := os.Stat(gone); err == nil {
 			t.Errorf("%s still there after dpkg --purge", gone)
