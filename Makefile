@@ -6,6 +6,8 @@
 #   make sim       the replication simulator, SEED (default random, printed) for STEPS
 #   make check     gofmt + go vet
 #   make build     build bin/sq-server and bin/sq
+#   make package   build the .deb and .rpm of sq-server and sq into dist/
+#                  (nfpm; docs/operations.md)
 #   make generate  regenerate the Cap'n Proto and protobuf code (needs Debian's
 #                  capnproto and protobuf-compiler)
 #   make jepsen    the Jepsen-style cluster test, JEPSEN_ROUNDS rounds on 3 and
@@ -21,12 +23,36 @@ CAPNP_GO_VERSION := v3.1.0-alpha.2
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build run test fuzz check fmt vet generate tools clean bench bench-partitions bench-peers bench-cluster sim jepsen tier-test
+.PHONY: package all build run test fuzz check fmt vet generate tools clean bench bench-partitions bench-peers bench-cluster sim jepsen tier-test
 
 all: check build
 
 build:
 	$(GO) build -ldflags "-X github.com/seedqueue/sq/internal/buildinfo.Version=$(VERSION)" -o $(BIN)/ ./cmd/sq-server ./cmd/sq
+
+# `make package` builds the .deb and .rpm of the package seedqueue (nfpm NFPM_VERSION, run with go
+# run so that SQ's go.mod does not carry it) for ARCH into DIST, the
+# binaries staged in $(BIN)/package:
+# sq-server and sq statically linked, the systemd unit, /etc/sq/sq-server.toml,
+# the sq user and /var/lib/sq (packaging/). PKG_VERSION is the latest vX.Y.Z
+# tag (commits since it as +N.gHASH), else 0.1.0~git<hash>: package
+# versions start with a digit.
+NFPM_VERSION := v2.45.2
+DIST      ?= dist
+ARCH      ?= $(shell $(GO) env GOARCH)
+PKG_VERSION ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' 2>/dev/null) && echo "$${v\#v}" | sed 's/-/+/; s/-/./g' || echo "0.1.0~git$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)")
+
+package:
+	rm -rf $(BIN)/package && mkdir -p $(DIST) $(BIN)/package
+	rm -f $(DIST)/seedqueue_*.deb $(DIST)/seedqueue-*.rpm
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath \
+		-ldflags "-s -w -X github.com/seedqueue/sq/internal/buildinfo.Version=$(PKG_VERSION)" -o $(BIN)/package/ ./cmd/sq-server ./cmd/sq
+	for p in deb rpm; do \
+		VERSION='$(PKG_VERSION)' ARCH='$(ARCH)' \
+			$(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION) package \
+			--config packaging/nfpm.yaml --packager $$p --target $(DIST)/ || exit 1; \
+	done
+	@ls -l $(DIST)/*.deb $(DIST)/*.rpm
 
 run: build
 	./$(BIN)/sq-server serve $(ARGS)
@@ -104,7 +130,7 @@ generate: tools
 		--go-grpc_out=api/sqv1 --go-grpc_opt=paths=source_relative sq.proto
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)
 
 # BENCHTIME bounds each benchmark of `make bench`; raise it for figures
 # worth quoting (docs/performance.md says which were used).

@@ -24,7 +24,10 @@ import (
 type Engine struct {
 	opts Options
 	log  *slog.Logger
-	lock *dirLock
+	// defaults are the defaults of new topics (SetTopicDefaults); they
+	// start as opts'.
+	defaults atomic.Pointer[TopicDefaults]
+	lock     *dirLock
 
 	mu       sync.RWMutex
 	topics   map[string]*topic
@@ -114,6 +117,7 @@ func Open(opts Options) (*Engine, error) {
 	e := &Engine{opts: opts, log: opts.Logger, lock: lock, topics: map[string]*topic{}, closing: make(chan struct{}),
 		openSem: make(chan struct{}, openParallelism()), files: segment.NewFileCache(opts.MaxOpenSegmentFiles),
 		ckpBudget: newCheckpointBudget(checkpointsPerSec)}
+	e.defaults.Store(new(opts.topicDefaults()))
 	// The floor comes first: partitions bound their preallocation by it.
 	e.disk = newDiskFloor(opts)
 	if err := e.open(); err != nil {

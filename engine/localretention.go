@@ -7,18 +7,18 @@ import (
 )
 
 // resolveLocalRetention resolves c's local.retention.ms and
-// local.retention.bytes (0: the server's default, o.LocalRetentionMs and
-// o.LocalRetentionBytes) and checks them against retention.ms and
+// local.retention.bytes (0: the server's default, d.LocalRetentionMs and
+// d.LocalRetentionBytes) and checks them against retention.ms and
 // retention.bytes, which c holds resolved: an INVALID_CONFIG *api.Error
 // names the first bad one. The rules are Kafka's (KIP-405,
 // LogConfig.validateRemoteStorageRetention*): below -2 is refused and,
 // when the whole log is bounded, the local part may not be unlimited (-1)
 // nor larger than it; -2 (the same as the whole log) always fits.
-func resolveLocalRetention(c *TopicConfig, o *Options) error {
-	if err := resolveLocalLimit(&c.LocalRetentionMs, o.LocalRetentionMs, c.RetentionMs, localMsNames); err != nil {
+func resolveLocalRetention(c *TopicConfig, d TopicDefaults) error {
+	if err := resolveLocalLimit(&c.LocalRetentionMs, d.LocalRetentionMs, c.RetentionMs, localMsNames); err != nil {
 		return err
 	}
-	return resolveLocalLimit(&c.LocalRetentionBytes, o.LocalRetentionBytes, c.RetentionBytes, localBytesNames)
+	return resolveLocalLimit(&c.LocalRetentionBytes, d.LocalRetentionBytes, c.RetentionBytes, localBytesNames)
 }
 
 // localLimitNames name one local retention setting and its whole-log

@@ -56,6 +56,7 @@ func (m *topicMeta) UnmarshalJSON(b []byte) error {
 // such as retention.ms still goes through. prev is nil at create.
 func (e *Engine) resolveConfig(c TopicConfig, prev *TopicConfig) (TopicConfig, error) {
 	o := &e.opts
+	d := e.TopicDefaults()
 	if c.SyncPolicy == "" {
 		c.SyncPolicy = o.SyncPolicy
 	}
@@ -78,13 +79,13 @@ func (e *Engine) resolveConfig(c TopicConfig, prev *TopicConfig) (TopicConfig, e
 	}
 	switch {
 	case c.RetentionBytes == 0:
-		c.RetentionBytes = -1
+		c.RetentionBytes = d.RetentionBytes
 	case c.RetentionBytes < -1:
 		return c, api.NewError(api.CodeInvalidConfig, "retention.bytes %d: want -1 (unlimited) or a positive size", c.RetentionBytes)
 	}
 	switch {
 	case c.RetentionMs == 0:
-		c.RetentionMs = o.RetentionMs
+		c.RetentionMs = d.RetentionMs
 	case c.RetentionMs < -1:
 		return c, api.NewError(api.CodeInvalidConfig, "retention.ms %d: want -1 (unlimited) or a positive duration", c.RetentionMs)
 	}
@@ -100,7 +101,7 @@ func (e *Engine) resolveConfig(c TopicConfig, prev *TopicConfig) (TopicConfig, e
 	case c.MaxRecordBytes < 0 || int(c.MaxRecordBytes) > o.MaxRecordBytes && (prev == nil || prev.MaxRecordBytes != c.MaxRecordBytes):
 		return c, api.NewError(api.CodeInvalidConfig, "max.record.bytes %d out of range [1, %d]", c.MaxRecordBytes, o.MaxRecordBytes)
 	}
-	if err := resolveLocalRetention(&c, o); err != nil {
+	if err := resolveLocalRetention(&c, d); err != nil {
 		return c, err
 	}
 	if c.ReplicationFactor < 0 {

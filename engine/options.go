@@ -46,9 +46,15 @@ type Options struct {
 	MaxRecordBytes int
 	// MaxBatchBytes bounds one batch (16 MiB).
 	MaxBatchBytes int
-	// RetentionMs and SegmentMs are the defaults of new topics (7 days).
+	// RetentionMs and SegmentMs are the defaults of new topics (7 days;
+	// RetentionMs -1: unlimited). RetentionMs may change while the engine
+	// runs (SetTopicDefaults).
 	RetentionMs int64
 	SegmentMs   int64
+	// RetentionBytes is the default retention.bytes of each partition of
+	// new topics (0: -1, unlimited); it may change while the engine runs
+	// (SetTopicDefaults).
+	RetentionBytes int64
 	// LocalRetentionMs and LocalRetentionBytes are the defaults of
 	// local.retention.ms and local.retention.bytes of new topics
 	// (TopicConfig): -2 (LocalRetentionDefault, the default: the same as
@@ -159,6 +165,9 @@ func (o *Options) Defaults() {
 	if o.RetentionMs == 0 {
 		o.RetentionMs = DefaultRetentionMs
 	}
+	if o.RetentionBytes == 0 {
+		o.RetentionBytes = -1
+	}
 	if o.SegmentMs == 0 {
 		o.SegmentMs = DefaultSegmentMs
 	}
@@ -235,12 +244,8 @@ func (o *Options) Validate() error {
 	if o.MaxOpenSegmentFiles < 1 {
 		errs = append(errs, fmt.Errorf("max open segment files %d must be positive", o.MaxOpenSegmentFiles))
 	}
-	if err := checkLocalLimit(o.LocalRetentionMs, o.RetentionMs, localMsNames); err != nil {
-		errs = append(errs, fmt.Errorf("default local.retention.ms %d: %w", o.LocalRetentionMs, err))
-	}
-	// A topic's retention.bytes defaults to -1 (unlimited).
-	if err := checkLocalLimit(o.LocalRetentionBytes, -1, localBytesNames); err != nil {
-		errs = append(errs, fmt.Errorf("default local.retention.bytes %d: %w", o.LocalRetentionBytes, err))
+	if err := o.topicDefaults().validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -85,6 +85,26 @@ type config struct {
 	// retention.ms / retention.bytes, -1 unlimited, else positive.
 	LocalRetentionMs    int64
 	LocalRetentionBytes int64
+	// RetentionMs and RetentionBytes are the retention.ms and
+	// retention.bytes of topics created without them (engine.Options of
+	// the same names): -1 unlimited, else positive. They, the local
+	// retentions and LogLevel change live on SIGHUP (reload.go).
+	RetentionMs    int64
+	RetentionBytes int64
+
+	// RequireDurableFS makes serve refuse a data directory on a file
+	// system whose fsync does not make data durable on this host
+	// (tmpfs, ramfs, overlayfs, NFS; hostcheck.go).
+	RequireDurableFS bool
+
+	// ConfigFile is --config: the TOML or YAML file of settings below
+	// the flags and SQ_* variables (configfile.go); empty: none.
+	ConfigFile string
+	// flags is the flag set the settings were resolved from, and level
+	// the live log level of logger(); both set by serve (nil in tests
+	// that call run directly), for the SIGHUP reload.
+	flags *pflag.FlagSet
+	level *slog.LevelVar
 
 	// MaxInflightRequestBytes, FrameReadTimeout and MaxConnections bound
 	// the data plane's memory (dataplane.Options of the same names).
@@ -161,6 +181,7 @@ type flagSpec struct {
 // The flags of the server, in the order of the README's table. Each flag
 // may also be set by its environment variable; the flag wins.
 var flagSpecs = []flagSpec{
+	{"config", "SQ_CONFIG", "TOML (.toml) or YAML (.yaml, .yml) file holding settings under their flag names; a flag or variable wins over it (sq-server config print shows the effective values and their sources)"},
 	{"grpc-host", "SQ_GRPC_HOST", "gRPC control-plane listen address: topics, groups, cluster, publish/subscribe, health, reflection (empty: not served)"},
 	{"capnp-host", "SQ_CAPNP_HOST", "Cap'n Proto data-plane listen address (port 0 picks a free port)"},
 	{"http-host", "SQ_HTTP_HOST", "HTTP listen address of /healthz, /readyz and /metrics (empty: not served)"},
@@ -188,9 +209,12 @@ var flagSpecs = []flagSpec{
 	{"max-batch-bytes", "SQ_MAX_BATCH_BYTES", "largest batch in bytes"},
 	{"max-frame-bytes", "SQ_MAX_FRAME_BYTES", "largest Cap'n Proto frame (without records) in bytes"},
 	{"segment-bytes", "SQ_SEGMENT_BYTES", "default segment size of topics in bytes"},
-	{"local-retention-ms", "SQ_LOCAL_RETENTION_MS", "default local.retention.ms of topics: with tiered storage, how long records stay on local disk (ms), at most the topic's retention.ms (default 7 days); -2 the same as retention.ms; -1 unlimited (refused while the default retention.ms is limited); takes effect with tiered storage"},
+	{"retention-ms", "SQ_RETENTION_MS", "default retention.ms of topics: how long records are kept (ms; -1 unlimited); reloaded on SIGHUP, for topics created afterwards"},
+	{"retention-bytes", "SQ_RETENTION_BYTES", "default retention.bytes of topics: the size bound of each partition's log in bytes (-1 unlimited); reloaded on SIGHUP, for topics created afterwards"},
+	{"local-retention-ms", "SQ_LOCAL_RETENTION_MS", "default local.retention.ms of topics: with tiered storage, how long records stay on local disk (ms), at most the topic's retention.ms (--retention-ms by default); -2 the same as retention.ms; -1 unlimited (refused while --retention-ms is limited); takes effect with tiered storage"},
 	{"local-retention-bytes", "SQ_LOCAL_RETENTION_BYTES", "default local.retention.bytes of topics: with tiered storage, the local disk bound of each partition in bytes, at most the topic's retention.bytes; -2 the same as retention.bytes; -1 unlimited; takes effect with tiered storage"},
 	{"io-backend", "SQ_IO_BACKEND", "write-path I/O backend: auto, uring (io_uring; fails if the kernel refuses it) or portable (pwritev + fdatasync)"},
+	{"require-durable-fs", "SQ_REQUIRE_DURABLE_FS", "refuse to start when the data directory is on tmpfs, ramfs, overlayfs or NFS (without it: a WARN at start); sq-server check reports it"},
 	{"min-free-bytes", "SQ_MIN_FREE_BYTES", "free-space floor of the data directory's file system: publishes get DISK_FULL below it; auto = 5% of the file system's size, at most 256 MiB (computed at start), or a byte count (0 disables)"},
 	{"max-open-segment-files", "SQ_MAX_OPEN_SEGMENT_FILES", "bound of the file descriptors and memory mappings held by segments, server-wide: idle sealed segments are closed past it, least recently read first; active segments (4 each) count, and past it a partition whose log is synced closes its own until its next append"},
 	{"max-inflight-request-bytes", "SQ_MAX_INFLIGHT_REQUEST_BYTES", "request bytes all data-plane connections together may hold in memory (frames being read or served, publish batches until appended); when spent, connections stop being read until requests are answered"},
@@ -208,6 +232,7 @@ var flagSpecs = []flagSpec{
 }
 
 func bindFlags(fs *pflag.FlagSet, c *config) {
+	fs.StringVar(&c.ConfigFile, "config", "", "")
 	fs.StringVar(&c.GRPCHost, "grpc-host", "127.0.0.1:6060", "")
 	fs.StringVar(&c.CapnpHost, "capnp-host", "127.0.0.1:6064", "")
 	fs.StringVar(&c.HTTPHost, "http-host", "127.0.0.1:6062", "")
@@ -235,9 +260,12 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.IntVar(&c.MaxBatch, "max-batch-bytes", api.DefaultMaxBatchBytes, "")
 	fs.IntVar(&c.MaxFrame, "max-frame-bytes", api.DefaultMaxFrameBytes, "")
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", engine.DefaultSegmentBytes, "")
+	fs.Int64Var(&c.RetentionMs, "retention-ms", engine.DefaultRetentionMs, "")
+	fs.Int64Var(&c.RetentionBytes, "retention-bytes", -1, "")
 	fs.Int64Var(&c.LocalRetentionMs, "local-retention-ms", engine.LocalRetentionDefault, "")
 	fs.Int64Var(&c.LocalRetentionBytes, "local-retention-bytes", engine.LocalRetentionDefault, "")
 	fs.StringVar(&c.IOBackend, "io-backend", ring.ModeAuto, "")
+	fs.BoolVar(&c.RequireDurableFS, "require-durable-fs", false, "")
 	c.MinFreeBytes = engine.MinFreeAuto
 	fs.Var(minFreeFlag{&c.MinFreeBytes}, "min-free-bytes", "")
 	fs.IntVar(&c.MaxSegFiles, "max-open-segment-files", segment.DefaultMaxOpenSegmentFiles, "")
@@ -259,22 +287,12 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	}
 }
 
-// applyEnv sets every flag not given on the command line from its
-// environment variable, so a flag wins over its variable.
+// applyEnv sets every flag of fs not given on the command line from its
+// SQ_* variable, so a flag wins over its variable (resolveSettings
+// without a config file).
 func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
-	var errs []error
-	for _, s := range flagSpecs {
-		f := fs.Lookup(s.name)
-		if f == nil || f.Changed {
-			continue
-		}
-		if v := getenv(s.env); v != "" {
-			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", s.env, v, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
+	_, err := resolveSettings(fs, "", getenv)
+	return err
 }
 
 func (c *config) validate() error {
@@ -339,30 +357,36 @@ func (c *config) validate() error {
 	return errors.Join(errs...)
 }
 
-// validateLocalRetention checks --local-retention-ms and
-// --local-retention-bytes: -2, -1 or positive (0 is refused: in a topic
-// request it means "the server's default", which these flags set), and
-// --local-retention-ms within the default retention.ms of topics
-// (engine.DefaultRetentionMs), as Kafka checks log.local.retention.ms
-// against log.retention.ms. A topic's retention.bytes defaults to
-// unlimited, so any --local-retention-bytes fits it.
+// validateLocalRetention checks --retention-ms and --retention-bytes
+// (-1 or positive) and --local-retention-ms and --local-retention-bytes:
+// -2, -1 or positive (0 is refused: in a topic request it means "the
+// server's default", which these flags set), and each local one within
+// its whole-log default, as Kafka checks log.local.retention.ms against
+// log.retention.ms.
 func (c *config) validateLocalRetention() []error {
 	var errs []error
 	for _, f := range []struct {
-		flag, total string
-		v           int64
-	}{
-		{"--local-retention-ms", "retention.ms", c.LocalRetentionMs},
-		{"--local-retention-bytes", "retention.bytes", c.LocalRetentionBytes},
-	} {
-		if f.v < engine.LocalRetentionDefault || f.v == 0 {
-			errs = append(errs, fmt.Errorf("%s %d: want -2 (the same as the topic's %s), -1 (unlimited) or a positive value", f.flag, f.v, f.total))
+		flag string
+		v    int64
+	}{{"--retention-ms", c.RetentionMs}, {"--retention-bytes", c.RetentionBytes}} {
+		if f.v == 0 || f.v < -1 {
+			errs = append(errs, fmt.Errorf("%s %d: want -1 (unlimited) or a positive value", f.flag, f.v))
 		}
 	}
-	const total = engine.DefaultRetentionMs
-	if ms := c.LocalRetentionMs; ms == -1 || ms > total {
-		errs = append(errs, fmt.Errorf("--local-retention-ms %d: the default retention.ms of topics is %d (7 days), and the local part of a log cannot outlast the whole log: want -2 (the same as retention.ms) or at most %d",
-			ms, total, total))
+	for _, f := range []struct {
+		flag, total, totalFlag string
+		v, bound               int64
+	}{
+		{"--local-retention-ms", "retention.ms", "--retention-ms", c.LocalRetentionMs, c.RetentionMs},
+		{"--local-retention-bytes", "retention.bytes", "--retention-bytes", c.LocalRetentionBytes, c.RetentionBytes},
+	} {
+		switch {
+		case f.v < engine.LocalRetentionDefault || f.v == 0:
+			errs = append(errs, fmt.Errorf("%s %d: want -2 (the same as the topic's %s), -1 (unlimited) or a positive value", f.flag, f.v, f.total))
+		case f.bound > 0 && (f.v == -1 || f.v > f.bound):
+			errs = append(errs, fmt.Errorf("%s %d: the default %s of topics is %d (%s), and the local part of a log cannot outlast the whole log: want -2 (the same as %s) or at most %d",
+				f.flag, f.v, f.total, f.bound, f.totalFlag, f.total, f.bound))
+		}
 	}
 	return errs
 }
@@ -380,6 +404,9 @@ func parseLevel(s string) (slog.Level, error) {
 // kind (message, topic, partition, ...) every 10 s, each later line
 // carrying suppressed=N (internal/ratelog; README "Logs").
 func (c *config) logger() *slog.Logger {
+	if c.level == nil {
+		c.level = new(slog.LevelVar)
+	}
 	return slog.New(ratelog.New(c.logHandler(os.Stderr), ratelog.Options{}))
 }
 
@@ -387,7 +414,12 @@ func (c *config) logger() *slog.Logger {
 // to w.
 func (c *config) logHandler(w io.Writer) slog.Handler {
 	level, _ := parseLevel(c.LogLevel)
-	ho := &slog.HandlerOptions{Level: level}
+	var lv slog.Leveler = level
+	if c.level != nil {
+		c.level.Set(level)
+		lv = c.level
+	}
+	ho := &slog.HandlerOptions{Level: lv}
 	if c.LogFormat == "json" {
 		return slog.NewJSONHandler(w, ho)
 	}

@@ -35,6 +35,17 @@ type hooks struct {
 	// tlsPoll is the period of the TLS files' change check; 0: the
 	// default (tlsconf.DefaultPollInterval).
 	tlsPoll time.Duration
+	// hostProbe, when set, replaces the host readers of the start-up
+	// checks (hostcheck.go).
+	hostProbe *hostProbe
+}
+
+// probe is the host probe of the start-up checks.
+func (h *hooks) probe() hostProbe {
+	if h != nil && h.hostProbe != nil {
+		return *h.hostProbe
+	}
+	return defaultHostProbe()
 }
 
 func (h *hooks) tlsLoaded(r *tlsconf.Reloader) {

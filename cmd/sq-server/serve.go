@@ -39,24 +39,27 @@ const controlGrace = 2 * time.Second
 // exporters.
 const telemetryFlushTimeout = 3 * time.Second
 
-func newRootCommand() *cobra.Command {
-	var c config
+func newRootCommand() *cobra.Command { return newRootFor(new(config)) }
+
+// newRootFor is the root command, its settings resolved into c.
+func newRootFor(c *config) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "sq-server",
-		Short:         "SQ (SeedQueue) broker node",
-		Long:          "sq-server runs one SQ broker node. Every flag can also be set with its environment variable; a flag wins.\n\n" + envTable(),
+		Use:   "sq-server",
+		Short: "SQ (SeedQueue) broker node",
+		Long: "sq-server runs one SQ broker node. Every flag can also be set with its environment variable, or in the " +
+			"config file (--config) under its name; a flag wins over its variable, which wins over the file.\n\n" + envTable(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
 	}
 	root.SetVersionTemplate(buildinfo.String("sq-server") + "\n")
-	bindFlags(root.PersistentFlags(), &c)
+	bindFlags(root.PersistentFlags(), c)
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the broker until SIGINT or SIGTERM",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd.Flags(), os.Getenv); err != nil {
+			if _, err := c.resolve(cmd.Root().PersistentFlags(), os.Getenv); err != nil {
 				return err
 			}
 			if err := c.validate(); err != nil {
@@ -64,10 +67,10 @@ func newRootCommand() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return run(ctx, &c, c.logger())
+			return run(ctx, c, c.logger())
 		},
 	}
-	root.AddCommand(serve)
+	root.AddCommand(serve, newConfigCommand(c, os.Getenv), newCheckCommand(c, os.Getenv))
 	return root
 }
 
@@ -79,6 +82,9 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	}
 	log.Info("starting sq-server", "version", version, "build", buildinfo.String("sq-server"), "node_id", c.NodeID, "cluster_id", c.ClusterID, "data_dir", c.DataDir)
 	logIgnored(c, log)
+	if err := c.logHostChecks(c.hostChecks(c.hooks.probe()), log); err != nil {
+		return err
+	}
 	backend, _, err := ring.Select(c.IOBackend, log) // logs the backend and why, once
 	if err != nil {
 		return err
@@ -93,6 +99,9 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	watchTLS(wctx, tlsr, c.hooks.tlsPollInterval(), log)
+	hup := notifyHUP() // the other settings reload once the engine is open
+	defer signal.Stop(hup)
+	startWatchdog(wctx, log)
 	if tlsr != nil {
 		c.hooks.tlsLoaded(tlsr)
 	}
@@ -109,6 +118,8 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		DataDir:             c.DataDir,
 		SyncPolicy:          c.SyncPolicy,
 		SegmentBytes:        c.SegmentBytes,
+		RetentionMs:         c.RetentionMs,
+		RetentionBytes:      c.RetentionBytes,
 		LocalRetentionMs:    c.LocalRetentionMs,
 		LocalRetentionBytes: c.LocalRetentionBytes,
 		MaxRecordBytes:      c.MaxRecord,
@@ -128,6 +139,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		backend.Close()
 		return err
 	}
+	c.watchReload(wctx, hup, eng, os.Getenv, log)
 	defer func() {
 		if err := backend.Close(); err != nil {
 			log.Warn("closing the I/O backend", "err", err)
@@ -242,6 +254,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(dataLn) }()
 	cp.srv.SetReady(true)
+	sdNotify(log, sdReady) // the condition of /readyz: storage recovered, metadata caught up
 
 	select {
 	case <-ctx.Done():
@@ -259,6 +272,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		cl.controlledShutdown(c.ControlledShutdownTimeout, log)
 	}
 	cp.srv.StartShutdown() // /readyz 503 and health NOT_SERVING from now on
+	sdNotify(log, sdStopping)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	// Both planes drain at once. Long-lived control-plane streams (health

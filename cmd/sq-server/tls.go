@@ -56,7 +56,8 @@ func (c *config) loadTLS(log *slog.Logger) (*tlsconf.Reloader, error) {
 // SIGHUP (through r.Reload) and when a file's size or modification time
 // changes (polled every interval). A failed reload keeps the current
 // pair and logs an ERROR. Without TLS (r nil) a SIGHUP is logged and
-// otherwise ignored: SIGHUP's default action would end the process.
+// otherwise left to the settings' reload (reload.go): SIGHUP's default
+// action would end the process.
 func watchTLS(ctx context.Context, r *tlsconf.Reloader, interval time.Duration, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -68,7 +69,7 @@ func watchTLS(ctx context.Context, r *tlsconf.Reloader, interval time.Duration, 
 				return
 			case <-hup:
 				if r == nil {
-					log.Info("SIGHUP: nothing to reload (no --tls-cert)")
+					log.Info("SIGHUP: no TLS certificate to reload (no --tls-cert)")
 					continue
 				}
 				log.Info("SIGHUP: reloading the TLS certificate")

@@ -560,7 +560,7 @@ func TestSIGHUPWithoutTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(t, 30*time.Second, "the SIGHUP logged", func() bool {
-		return strings.Contains(s.logs.String(), "SIGHUP: nothing to reload")
+		return strings.Contains(s.logs.String(), "SIGHUP: no TLS certificate to reload")
 	})
 	publishFetch(t, s.addrs["capnp"], nil, "after-hup", "still served")
 }
