@@ -266,13 +266,15 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	case <-removed:
 		err = errRemoved
 	}
+	// STOPPING=1 as the stop begins: the controlled shutdown below can
+	// take up to --controlled-shutdown-timeout.
+	sdNotify(log, sdStopping)
 	if cl != nil && err == nil {
 		// Both planes still serve: clients are told NOT_LEADER with the
 		// new leaders, and followers fetch from them.
 		cl.controlledShutdown(c.ControlledShutdownTimeout, log)
 	}
 	cp.srv.StartShutdown() // /readyz 503 and health NOT_SERVING from now on
-	sdNotify(log, sdStopping)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	// Both planes drain at once. Long-lived control-plane streams (health
