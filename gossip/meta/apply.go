@@ -50,6 +50,10 @@ func (s *State) Apply(c Command) Result {
 		return s.applySetISR(c)
 	case OpAllocateProducerIDs:
 		return s.applyAllocateProducerIDs(c)
+	case OpUpsertUser:
+		return s.applyUpsertUser(c)
+	case OpDeleteUser:
+		return s.applyDeleteUser(c)
 	}
 	return refused(api.CodeInvalidRequest, "unknown metadata op %q", c.Op)
 }

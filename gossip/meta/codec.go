@@ -17,6 +17,7 @@ var knownOps = map[Op]bool{
 	OpSetLeaders: true, OpMarkData: true, OpImport: true,
 	OpAssignGroup: true, OpUnassignGroup: true, OpSetISR: true,
 	OpAllocateProducerIDs: true,
+	OpUpsertUser:          true, OpDeleteUser: true,
 }
 
 // Encode returns the log entry of c: the byte CommandVersion (1), then

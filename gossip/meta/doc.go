@@ -84,6 +84,11 @@
 //	                   ids [NextProducerID, NextProducerID+ProducerIDBlock)
 //	                   for it (Result.ProducerIDStart) and moves
 //	                   NextProducerID past them.
+//	upsert-user        Name, Credential: creates the user or replaces its
+//	                   SCRAM credential (salt, iterations, StoredKey,
+//	                   ServerKey; never a password); INVALID_REQUEST for a
+//	                   bad name or credential or beyond MaxUsers users.
+//	delete-user        Name: INVALID_REQUEST when the user does not exist.
 //
 // Commands that name a topic answer UNKNOWN_TOPIC for an unknown name,
 // UNKNOWN_TOPIC_ID when the topic's id is another, and INVALID_REQUEST

@@ -39,6 +39,7 @@ func (s *State) Clone() *State {
 	}
 	c.Removed = cloneSlice(s.Removed)
 	c.NextProducerID = s.NextProducerID
+	c.Users = cloneUsers(s.Users)
 	return c
 }
 

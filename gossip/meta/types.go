@@ -3,6 +3,7 @@ package meta
 import (
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/authn"
 )
 
 // Node is a member of the cluster as the metadata log records it: its id
@@ -85,6 +86,10 @@ type State struct {
 	// allocate-producer-ids. Omitted from the encoding when zero, so the
 	// Hash of a cluster that never reserved one does not change.
 	NextProducerID int64 `json:"next_producer_id,omitempty"`
+	// Users are the SCRAM credentials of the users by name (upsert-user,
+	// users.go). Omitted from the encoding when empty, so the Hash of a
+	// cluster without users does not change.
+	Users map[string]authn.Credential `json:"users,omitempty"`
 }
 
 // RemovedNode is a node removed from the cluster: its id and the id of
@@ -205,6 +210,8 @@ type Command struct {
 	Epoch uint32 `json:"epoch,omitempty"`
 	// ISR is the in-sync set of a set-isr (node ids).
 	ISR []string `json:"isr,omitempty"`
+	// Credential is the credential of an upsert-user.
+	Credential *authn.Credential `json:"credential,omitempty"`
 }
 
 // Result is the outcome of applying one Command.
