@@ -4636,6 +4636,563 @@ func (x *CommitGroupOffsetsResponse) GetOffsets() []*OffsetEntry {
 	return nil
 }
 
+// ScramCredential is a user's stored SCRAM credential (RFC 5802 §3).
+type ScramCredential struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SCRAM-SHA-256.
+	Mechanism string `protobuf:"bytes,1,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	// PBKDF2 iterations, 4096 to 16384.
+	Iterations int32 `protobuf:"varint,2,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	// 1 to 64 bytes.
+	Salt []byte `protobuf:"bytes,3,opt,name=salt,proto3" json:"salt,omitempty"`
+	// H(ClientKey), 32 bytes.
+	StoredKey []byte `protobuf:"bytes,4,opt,name=stored_key,json=storedKey,proto3" json:"stored_key,omitempty"`
+	// HMAC(SaltedPassword, "Server Key"), 32 bytes.
+	ServerKey     []byte `protobuf:"bytes,5,opt,name=server_key,json=serverKey,proto3" json:"server_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScramCredential) Reset() {
+	*x = ScramCredential{}
+	mi := &file_sq_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScramCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScramCredential) ProtoMessage() {}
+
+func (x *ScramCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScramCredential.ProtoReflect.Descriptor instead.
+func (*ScramCredential) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *ScramCredential) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *ScramCredential) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *ScramCredential) GetSalt() []byte {
+	if x != nil {
+		return x.Salt
+	}
+	return nil
+}
+
+func (x *ScramCredential) GetStoredKey() []byte {
+	if x != nil {
+		return x.StoredKey
+	}
+	return nil
+}
+
+func (x *ScramCredential) GetServerKey() []byte {
+	if x != nil {
+		return x.ServerKey
+	}
+	return nil
+}
+
+type CreateUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Types that are valid to be assigned to Secret:
+	//
+	//	*CreateUserRequest_Password
+	//	*CreateUserRequest_Credential
+	Secret isCreateUserRequest_Secret `protobuf_oneof:"secret"`
+	// The iterations for a password; 0: 4096.
+	Iterations    int32 `protobuf:"varint,4,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserRequest) Reset() {
+	*x = CreateUserRequest{}
+	mi := &file_sq_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserRequest) ProtoMessage() {}
+
+func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
+func (*CreateUserRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *CreateUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateUserRequest) GetSecret() isCreateUserRequest_Secret {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+func (x *CreateUserRequest) GetPassword() string {
+	if x != nil {
+		if x, ok := x.Secret.(*CreateUserRequest_Password); ok {
+			return x.Password
+		}
+	}
+	return ""
+}
+
+func (x *CreateUserRequest) GetCredential() *ScramCredential {
+	if x != nil {
+		if x, ok := x.Secret.(*CreateUserRequest_Credential); ok {
+			return x.Credential
+		}
+	}
+	return nil
+}
+
+func (x *CreateUserRequest) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+type isCreateUserRequest_Secret interface {
+	isCreateUserRequest_Secret()
+}
+
+type CreateUserRequest_Password struct {
+	// The password (SASLprep'd, salted and hashed by the server).
+	Password string `protobuf:"bytes,2,opt,name=password,proto3,oneof"`
+}
+
+type CreateUserRequest_Credential struct {
+	// A credential the client derived.
+	Credential *ScramCredential `protobuf:"bytes,3,opt,name=credential,proto3,oneof"`
+}
+
+func (*CreateUserRequest_Password) isCreateUserRequest_Secret() {}
+
+func (*CreateUserRequest_Credential) isCreateUserRequest_Secret() {}
+
+type CreateUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserResponse) Reset() {
+	*x = CreateUserResponse{}
+	mi := &file_sq_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserResponse) ProtoMessage() {}
+
+func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
+func (*CreateUserResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{69}
+}
+
+type DeleteUserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserRequest) Reset() {
+	*x = DeleteUserRequest{}
+	mi := &file_sq_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserRequest) ProtoMessage() {}
+
+func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserRequest.ProtoReflect.Descriptor instead.
+func (*DeleteUserRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *DeleteUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserResponse) Reset() {
+	*x = DeleteUserResponse{}
+	mi := &file_sq_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserResponse) ProtoMessage() {}
+
+func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserResponse.ProtoReflect.Descriptor instead.
+func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{71}
+}
+
+type ListUsersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersRequest) Reset() {
+	*x = ListUsersRequest{}
+	mi := &file_sq_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersRequest) ProtoMessage() {}
+
+func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
+func (*ListUsersRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{72}
+}
+
+type UserInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Mechanism     string                 `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	Iterations    int32                  `protobuf:"varint,3,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserInfo) Reset() {
+	*x = UserInfo{}
+	mi := &file_sq_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserInfo) ProtoMessage() {}
+
+func (x *UserInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserInfo.ProtoReflect.Descriptor instead.
+func (*UserInfo) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *UserInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UserInfo) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *UserInfo) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+type ListUsersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In name order.
+	Users         []*UserInfo `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersResponse) Reset() {
+	*x = ListUsersResponse{}
+	mi := &file_sq_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersResponse) ProtoMessage() {}
+
+func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
+func (*ListUsersResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ListUsersResponse) GetUsers() []*UserInfo {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+type AuthenticateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SCRAM-SHA-256; read from the first message only.
+	Mechanism string `protobuf:"bytes,1,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	// The next client message of the exchange.
+	AuthBytes     []byte `protobuf:"bytes,2,opt,name=auth_bytes,json=authBytes,proto3" json:"auth_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthenticateRequest) Reset() {
+	*x = AuthenticateRequest{}
+	mi := &file_sq_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthenticateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthenticateRequest) ProtoMessage() {}
+
+func (x *AuthenticateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthenticateRequest.ProtoReflect.Descriptor instead.
+func (*AuthenticateRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *AuthenticateRequest) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *AuthenticateRequest) GetAuthBytes() []byte {
+	if x != nil {
+		return x.AuthBytes
+	}
+	return nil
+}
+
+type AuthenticateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's next message of the exchange.
+	AuthBytes []byte `protobuf:"bytes,1,opt,name=auth_bytes,json=authBytes,proto3" json:"auth_bytes,omitempty"`
+	// Set on the last response: the session token.
+	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	// The token's lifetime, ms.
+	SessionLifetimeMs int64 `protobuf:"varint,3,opt,name=session_lifetime_ms,json=sessionLifetimeMs,proto3" json:"session_lifetime_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *AuthenticateResponse) Reset() {
+	*x = AuthenticateResponse{}
+	mi := &file_sq_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthenticateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthenticateResponse) ProtoMessage() {}
+
+func (x *AuthenticateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthenticateResponse.ProtoReflect.Descriptor instead.
+func (*AuthenticateResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *AuthenticateResponse) GetAuthBytes() []byte {
+	if x != nil {
+		return x.AuthBytes
+	}
+	return nil
+}
+
+func (x *AuthenticateResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *AuthenticateResponse) GetSessionLifetimeMs() int64 {
+	if x != nil {
+		return x.SessionLifetimeMs
+	}
+	return 0
+}
+
 var File_sq_proto protoreflect.FileDescriptor
 
 const file_sq_proto_rawDesc = "" +
@@ -5006,7 +5563,49 @@ const file_sq_proto_rawDesc = "" +
 	"generation\x12,\n" +
 	"\aoffsets\x18\x04 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets\"J\n" +
 	"\x1aCommitGroupOffsetsResponse\x12,\n" +
-	"\aoffsets\x18\x01 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets*r\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x12.sq.v1.OffsetEntryR\aoffsets\"\xa1\x01\n" +
+	"\x0fScramCredential\x12\x1c\n" +
+	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x02 \x01(\x05R\n" +
+	"iterations\x12\x12\n" +
+	"\x04salt\x18\x03 \x01(\fR\x04salt\x12\x1d\n" +
+	"\n" +
+	"stored_key\x18\x04 \x01(\fR\tstoredKey\x12\x1d\n" +
+	"\n" +
+	"server_key\x18\x05 \x01(\fR\tserverKey\"\xa9\x01\n" +
+	"\x11CreateUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\bpassword\x18\x02 \x01(\tH\x00R\bpassword\x128\n" +
+	"\n" +
+	"credential\x18\x03 \x01(\v2\x16.sq.v1.ScramCredentialH\x00R\n" +
+	"credential\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x04 \x01(\x05R\n" +
+	"iterationsB\b\n" +
+	"\x06secret\"\x14\n" +
+	"\x12CreateUserResponse\"'\n" +
+	"\x11DeleteUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x14\n" +
+	"\x12DeleteUserResponse\"\x12\n" +
+	"\x10ListUsersRequest\"\\\n" +
+	"\bUserInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tmechanism\x18\x02 \x01(\tR\tmechanism\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x03 \x01(\x05R\n" +
+	"iterations\":\n" +
+	"\x11ListUsersResponse\x12%\n" +
+	"\x05users\x18\x01 \x03(\v2\x0f.sq.v1.UserInfoR\x05users\"R\n" +
+	"\x13AuthenticateRequest\x12\x1c\n" +
+	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12\x1d\n" +
+	"\n" +
+	"auth_bytes\x18\x02 \x01(\fR\tauthBytes\"{\n" +
+	"\x14AuthenticateResponse\x12\x1d\n" +
+	"\n" +
+	"auth_bytes\x18\x01 \x01(\fR\tauthBytes\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12.\n" +
+	"\x13session_lifetime_ms\x18\x03 \x01(\x03R\x11sessionLifetimeMs*r\n" +
 	"\n" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -5047,7 +5646,14 @@ const file_sq_proto_rawDesc = "" +
 	"\n" +
 	"RemoveNode\x12\x18.sq.v1.RemoveNodeRequest\x1a\x19.sq.v1.RemoveNodeResponse\x12/\n" +
 	"\x04Join\x12\x12.sq.v1.JoinRequest\x1a\x13.sq.v1.JoinResponse\x128\n" +
-	"\aPropose\x12\x15.sq.v1.ProposeRequest\x1a\x16.sq.v1.ProposeResponse2\xb3\x03\n" +
+	"\aPropose\x12\x15.sq.v1.ProposeRequest\x1a\x16.sq.v1.ProposeResponse2\x9a\x02\n" +
+	"\x05Users\x12A\n" +
+	"\n" +
+	"CreateUser\x12\x18.sq.v1.CreateUserRequest\x1a\x19.sq.v1.CreateUserResponse\x12A\n" +
+	"\n" +
+	"DeleteUser\x12\x18.sq.v1.DeleteUserRequest\x1a\x19.sq.v1.DeleteUserResponse\x12>\n" +
+	"\tListUsers\x12\x17.sq.v1.ListUsersRequest\x1a\x18.sq.v1.ListUsersResponse\x12K\n" +
+	"\fAuthenticate\x12\x1a.sq.v1.AuthenticateRequest\x1a\x1b.sq.v1.AuthenticateResponse(\x010\x012\xb3\x03\n" +
 	"\tMessaging\x128\n" +
 	"\aPublish\x12\x15.sq.v1.PublishRequest\x1a\x16.sq.v1.PublishResponse\x12F\n" +
 	"\rPublishStream\x12\x15.sq.v1.PublishRequest\x1a\x1c.sq.v1.PublishStreamResponse(\x01\x12@\n" +
@@ -5069,7 +5675,7 @@ func file_sq_proto_rawDescGZIP() []byte {
 }
 
 var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_sq_proto_goTypes = []any{
 	(Durability)(0),                    // 0: sq.v1.Durability
 	(Acks)(0),                          // 1: sq.v1.Acks
@@ -5141,6 +5747,16 @@ var file_sq_proto_goTypes = []any{
 	(*LeaveGroupResponse)(nil),         // 67: sq.v1.LeaveGroupResponse
 	(*CommitGroupOffsetsRequest)(nil),  // 68: sq.v1.CommitGroupOffsetsRequest
 	(*CommitGroupOffsetsResponse)(nil), // 69: sq.v1.CommitGroupOffsetsResponse
+	(*ScramCredential)(nil),            // 70: sq.v1.ScramCredential
+	(*CreateUserRequest)(nil),          // 71: sq.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),         // 72: sq.v1.CreateUserResponse
+	(*DeleteUserRequest)(nil),          // 73: sq.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),         // 74: sq.v1.DeleteUserResponse
+	(*ListUsersRequest)(nil),           // 75: sq.v1.ListUsersRequest
+	(*UserInfo)(nil),                   // 76: sq.v1.UserInfo
+	(*ListUsersResponse)(nil),          // 77: sq.v1.ListUsersResponse
+	(*AuthenticateRequest)(nil),        // 78: sq.v1.AuthenticateRequest
+	(*AuthenticateResponse)(nil),       // 79: sq.v1.AuthenticateResponse
 }
 var file_sq_proto_depIdxs = []int32{
 	5,  // 0: sq.v1.PartitionInfo.remote:type_name -> sq.v1.RemoteLogStats
@@ -5175,65 +5791,75 @@ var file_sq_proto_depIdxs = []int32{
 	61, // 29: sq.v1.HeartbeatResponse.assignment:type_name -> sq.v1.TopicPartitions
 	56, // 30: sq.v1.CommitGroupOffsetsRequest.offsets:type_name -> sq.v1.OffsetEntry
 	56, // 31: sq.v1.CommitGroupOffsetsResponse.offsets:type_name -> sq.v1.OffsetEntry
-	7,  // 32: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
-	9,  // 33: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
-	11, // 34: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
-	13, // 35: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
-	15, // 36: sq.v1.Topics.RestoreTopic:input_type -> sq.v1.RestoreTopicRequest
-	17, // 37: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
-	19, // 38: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
-	21, // 39: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
-	24, // 40: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
-	29, // 41: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
-	31, // 42: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
-	62, // 43: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
-	64, // 44: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
-	66, // 45: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
-	68, // 46: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
-	33, // 47: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
-	35, // 48: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
-	38, // 49: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
-	40, // 50: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
-	42, // 51: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
-	44, // 52: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
-	48, // 53: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
-	48, // 54: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
-	53, // 55: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
-	57, // 56: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
-	59, // 57: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
-	50, // 58: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
-	8,  // 59: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
-	10, // 60: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
-	12, // 61: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
-	14, // 62: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
-	16, // 63: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
-	18, // 64: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
-	20, // 65: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
-	23, // 66: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
-	28, // 67: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
-	30, // 68: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
-	32, // 69: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
-	63, // 70: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
-	65, // 71: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
-	67, // 72: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
-	69, // 73: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
-	34, // 74: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
-	37, // 75: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
-	39, // 76: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
-	41, // 77: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
-	43, // 78: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
-	45, // 79: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
-	49, // 80: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
-	52, // 81: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
-	55, // 82: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
-	58, // 83: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
-	60, // 84: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
-	51, // 85: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
-	59, // [59:86] is the sub-list for method output_type
-	32, // [32:59] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	70, // 32: sq.v1.CreateUserRequest.credential:type_name -> sq.v1.ScramCredential
+	76, // 33: sq.v1.ListUsersResponse.users:type_name -> sq.v1.UserInfo
+	7,  // 34: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
+	9,  // 35: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
+	11, // 36: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
+	13, // 37: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
+	15, // 38: sq.v1.Topics.RestoreTopic:input_type -> sq.v1.RestoreTopicRequest
+	17, // 39: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
+	19, // 40: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
+	21, // 41: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
+	24, // 42: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
+	29, // 43: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
+	31, // 44: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
+	62, // 45: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
+	64, // 46: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
+	66, // 47: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
+	68, // 48: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
+	33, // 49: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
+	35, // 50: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
+	38, // 51: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
+	40, // 52: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
+	42, // 53: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
+	44, // 54: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
+	71, // 55: sq.v1.Users.CreateUser:input_type -> sq.v1.CreateUserRequest
+	73, // 56: sq.v1.Users.DeleteUser:input_type -> sq.v1.DeleteUserRequest
+	75, // 57: sq.v1.Users.ListUsers:input_type -> sq.v1.ListUsersRequest
+	78, // 58: sq.v1.Users.Authenticate:input_type -> sq.v1.AuthenticateRequest
+	48, // 59: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
+	48, // 60: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
+	53, // 61: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
+	57, // 62: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
+	59, // 63: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
+	50, // 64: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
+	8,  // 65: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
+	10, // 66: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
+	12, // 67: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
+	14, // 68: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
+	16, // 69: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
+	18, // 70: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
+	20, // 71: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
+	23, // 72: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
+	28, // 73: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
+	30, // 74: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
+	32, // 75: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
+	63, // 76: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
+	65, // 77: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
+	67, // 78: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
+	69, // 79: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
+	34, // 80: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
+	37, // 81: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
+	39, // 82: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
+	41, // 83: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
+	43, // 84: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
+	45, // 85: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
+	72, // 86: sq.v1.Users.CreateUser:output_type -> sq.v1.CreateUserResponse
+	74, // 87: sq.v1.Users.DeleteUser:output_type -> sq.v1.DeleteUserResponse
+	77, // 88: sq.v1.Users.ListUsers:output_type -> sq.v1.ListUsersResponse
+	79, // 89: sq.v1.Users.Authenticate:output_type -> sq.v1.AuthenticateResponse
+	49, // 90: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
+	52, // 91: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
+	55, // 92: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
+	58, // 93: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
+	60, // 94: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
+	51, // 95: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
+	65, // [65:96] is the sub-list for method output_type
+	34, // [34:65] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_sq_proto_init() }
@@ -5244,15 +5870,19 @@ func file_sq_proto_init() {
 	file_sq_proto_msgTypes[6].OneofWrappers = []any{}
 	file_sq_proto_msgTypes[44].OneofWrappers = []any{}
 	file_sq_proto_msgTypes[51].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[68].OneofWrappers = []any{
+		(*CreateUserRequest_Password)(nil),
+		(*CreateUserRequest_Credential)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sq_proto_rawDesc), len(file_sq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   67,
+			NumMessages:   77,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_sq_proto_goTypes,
 		DependencyIndexes: file_sq_proto_depIdxs,

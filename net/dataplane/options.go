@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/internal/authn"
 )
 
 // Defaults applied by Options.Defaults to zero fields.
@@ -124,6 +125,14 @@ type Options struct {
 	// address is closed at once, as beyond MaxConnections, and counted in
 	// Stats.RejectedConnectionsPerIP. 0 (the default) sets no bound.
 	MaxConnectionsPerIP int
+	// Authenticator runs the SASL exchanges of SaslAuthenticate requests
+	// (SCRAM-SHA-256, sasl.go). Nil: every exchange is refused with
+	// AUTHENTICATION_FAILED (no user store).
+	Authenticator *authn.Authenticator
+	// AuthRequired refuses every request of a connection that is not
+	// authenticated (by a SASL exchange or a verified client certificate)
+	// with AUTHENTICATION_FAILED, but the handshake and SaslAuthenticate.
+	AuthRequired bool
 	// Logger receives one line per closed connection and per unexpected
 	// error. Default slog.Default().
 	Logger *slog.Logger
