@@ -34,6 +34,8 @@ var auditedMethods = map[string]struct {
 	}},
 	sqv1.Groups_DeleteGroup_FullMethodName: {"group.delete", func(r any) string { return r.(*sqv1.DeleteGroupRequest).GetGroup() }},
 	sqv1.Cluster_RemoveNode_FullMethodName: {"cluster.remove-node", func(r any) string { return r.(*sqv1.RemoveNodeRequest).GetNodeId() }},
+	sqv1.Users_CreateUser_FullMethodName:   {"user.create", func(r any) string { return r.(*sqv1.CreateUserRequest).GetName() }},
+	sqv1.Users_DeleteUser_FullMethodName:   {"user.delete", func(r any) string { return r.(*sqv1.DeleteUserRequest).GetName() }},
 }
 
 // auditUnary writes the audit line of each call of auditedMethods once

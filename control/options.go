@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/internal/authn"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -104,6 +105,21 @@ type Options struct {
 	// budget. It also bounds a Subscribe response's wait for room (then
 	// THROTTLED). Default DefaultRecvTimeout.
 	RecvTimeout time.Duration
+	// Authenticator runs the SCRAM exchanges of Users.Authenticate and
+	// checks the passwords of /metrics (authn.go). Nil: no user store;
+	// Authenticate fails with AUTHENTICATION_FAILED.
+	Authenticator *authn.Authenticator
+	// Sessions holds the tokens Authenticate issues. Default
+	// authn.NewSessions(0, 0, Now).
+	Sessions *authn.Sessions
+	// AuthRequired refuses every call that is not authenticated (by a
+	// session token or a verified client certificate) with
+	// AUTHENTICATION_FAILED, but grpc.health.v1 and Users.Authenticate.
+	AuthRequired bool
+	// MetricsAuth makes /metrics require a verified client certificate
+	// or HTTP Basic credentials of a SCRAM user; /healthz and /readyz
+	// stay anonymous.
+	MetricsAuth bool
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -147,6 +163,9 @@ func (o *Options) Defaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Sessions == nil {
+		o.Sessions = authn.NewSessions(0, 0, o.Now)
 	}
 }
 

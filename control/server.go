@@ -57,6 +57,7 @@ type Server struct {
 	// restorer serves RestoreTopic; nil: tiered storage is off.
 	restorer atomic.Pointer[TopicRestorer]
 	cluster  atomic.Pointer[ClusterBackend] // nil outside a cluster (SetCluster)
+	users    atomic.Pointer[UserBackend]    // nil until SetUsers (users.go)
 	opts     Options
 	started  time.Time
 
@@ -111,8 +112,8 @@ func New(opts Options) (*Server, error) {
 		grpc.InitialConnWindowSize(streamWindowBytes),
 		grpc.StatsHandler(recvStats{s}),
 		grpc.ForceServerCodecV2(budgetCodec{s: s, base: encoding.GetCodecV2("proto")}),
-		grpc.ChainUnaryInterceptor(s.decodeUnary, s.metrics.unaryInterceptor, s.auditUnary),
-		grpc.ChainStreamInterceptor(s.decodeStream, s.metrics.streamInterceptor),
+		grpc.ChainUnaryInterceptor(s.authUnary, s.decodeUnary, s.metrics.unaryInterceptor, s.auditUnary),
+		grpc.ChainStreamInterceptor(s.authStream, s.decodeStream, s.metrics.streamInterceptor),
 	)...)
 	s.health = health.NewServer()
 	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
@@ -121,6 +122,7 @@ func New(opts Options) (*Server, error) {
 	sqv1.RegisterGroupsServer(s.grpc, &groupsService{s: s})
 	sqv1.RegisterClusterServer(s.grpc, &clusterService{s: s})
 	sqv1.RegisterMessagingServer(s.grpc, &messagingService{s: s})
+	sqv1.RegisterUsersServer(s.grpc, &usersService{s: s})
 	reflection.Register(s.grpc)
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Failed TLS handshakes and the like go to the server's log, at

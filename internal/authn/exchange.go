@@ -187,3 +187,28 @@ func (e *Exchange) User() string {
 // Credential returns the credential the user authenticated with (valid
 // once the exchange succeeded).
 func (e *Exchange) Credential() Credential { return e.cred }
+
+// Store returns the Authenticator's Store.
+func (a *Authenticator) Store() Store { return a.store }
+
+// CheckPassword authenticates user with a plain password (HTTP Basic
+// authentication of /metrics) under the same brute-force rules as an
+// exchange: it waits the Limiter's delay for source and user, then
+// compares. AUTHENTICATION_FAILED when the password is wrong or the user
+// unknown, or the Store's error.
+func (a *Authenticator) CheckPassword(ctx context.Context, source, user, password string) error {
+	e := &Exchange{a: a, source: source, user: user}
+	if err := e.wait(ctx); err != nil {
+		return err
+	}
+	c, ok, err := a.store.Credential(user)
+	if err != nil {
+		return api.WrapError(api.CodeAuthenticationFailed, err, "%s", err.Error())
+	}
+	if !ok || !c.CheckPassword(password) {
+		a.limiter.Failed(source, user)
+		return failed(user)
+	}
+	a.limiter.Succeeded(source, user)
+	return nil
+}
