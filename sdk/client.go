@@ -63,6 +63,12 @@ type ClientConfig struct {
 	// client certificates (--tls-client-ca). A failed TLS handshake is a
 	// *TLSError (ErrTLS). Nil: plaintext.
 	TLSConfig *tls.Config
+	// SASL, when set, authenticates every connection after its handshake
+	// (SCRAM{User, Password}); a refusal fails the dial with an error
+	// matching api.ErrAuthenticationFailed, not retried. Nil: the
+	// connection is anonymous (or authenticated by its client
+	// certificate).
+	SASL SASLMechanism
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {
@@ -297,7 +303,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 		}
 		return nil, err
 	}
-	cn, err := dialConn(ctx, c.cfg.Dialer, c.cfg.TLSConfig, c.cfg.Addr, c.cfg.ClientID, c.cfg.DialTimeout, c.cfg.Logger)
+	cn, err := dialConn(ctx, c.cfg.Dialer, c.cfg.TLSConfig, c.cfg.SASL, c.cfg.Addr, c.cfg.ClientID, c.cfg.DialTimeout, c.cfg.Logger)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
