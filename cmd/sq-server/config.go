@@ -102,6 +102,11 @@ type config struct {
 	TLSClientCA   string
 	GossipKeyFile string
 
+	// AuthRequired refuses unauthenticated requests on the data plane
+	// and gRPC; MetricsAuth protects /metrics (auth.go).
+	AuthRequired bool
+	MetricsAuth  bool
+
 	hooks *hooks // tests only
 }
 
@@ -192,6 +197,8 @@ var flagSpecs = []flagSpec{
 	{"tls-key", "SQ_TLS_KEY", "PEM private key of --tls-cert"},
 	{"tls-client-ca", "SQ_TLS_CLIENT_CA", "PEM CA bundle for mutual TLS: every client of every plane must present a certificate it signed, and nodes verify each other against it (empty: no client certificate asked for); needs --tls-cert"},
 	{"gossip-key-file", "SQ_GOSSIP_KEY_FILE", "file holding the AES key (16, 24 or 32 bytes, raw or base64) that encrypts gossip (memberlist) traffic; every node of the cluster needs the same key (empty: gossip in plaintext)"},
+	{"auth-required", "SQ_AUTH_REQUIRED", "refuse every request of the data plane and gRPC that is not authenticated (SCRAM-SHA-256 user or verified client certificate) with AUTHENTICATION_FAILED; health checks stay anonymous. In a cluster it needs --tls-client-ca: nodes authenticate to each other by certificate"},
+	{"metrics-auth", "SQ_METRICS_AUTH", "/metrics requires HTTP Basic credentials of a user or a verified client certificate (/healthz and /readyz stay anonymous)"},
 	{"log-level", "SQ_LOG_LEVEL", "log level: debug, info, warn, error"},
 	{"log-format", "SQ_LOG_FORMAT", "log format: text or json"},
 }
@@ -237,6 +244,8 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.TLSKey, "tls-key", "", "")
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", "", "")
 	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "")
+	fs.BoolVar(&c.AuthRequired, "auth-required", false, "")
+	fs.BoolVar(&c.MetricsAuth, "metrics-auth", false, "")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "")
 	for _, s := range flagSpecs {
@@ -275,6 +284,7 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("--max-open-segment-files %d must be positive", c.MaxSegFiles))
 	}
 	errs = append(errs, c.validateLocalRetention()...)
+	errs = append(errs, c.validateAuth()...)
 	if c.NodeID == "" {
 		errs = append(errs, errors.New("--node-id must not be empty"))
 	}

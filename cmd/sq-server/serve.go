@@ -96,6 +96,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	if tlsr != nil {
 		c.hooks.tlsLoaded(tlsr)
 	}
+	c.warnAuth(log)
 	cp, err := startControl(ctx, c, log, tlsr)
 	if err != nil {
 		backend.Close()
@@ -191,6 +192,8 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		FrameReadTimeout:        c.FrameReadTimeout,
 		MaxConnections:          c.MaxConnections,
 		MaxConnectionsPerIP:     c.MaxConnectionsPerIP,
+		Authenticator:           cp.auth,
+		AuthRequired:            c.AuthRequired,
 	})
 	if err != nil {
 		if grpcLn != nil {
@@ -235,7 +238,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		// Each connection's handshake runs on its first read, on the
 		// connection's own goroutine, never in the accept loop, and
 		// within --frame-read-timeout.
-		dataLn = tlsconf.NewListener(dataLn, tlsr.ServerConfig(), c.FrameReadTimeout)
+		dataLn = tlsconf.NewListener(dataLn, c.clientPlaneTLS(tlsr.ServerConfig()), c.FrameReadTimeout)
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(dataLn) }()

@@ -372,6 +372,7 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 	}
 	b := newBenchRun(addr, f, bar, lines)
 	b.tls = g.tlsConf
+	b.sasl = g.sasl
 	if b.timeout, err = g.connectTimeout(cmd); err != nil {
 		return err
 	}
