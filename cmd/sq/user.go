@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -61,17 +60,32 @@ func (g *globals) saslConfig(cmd *cobra.Command) (sdk.SASLMechanism, error) {
 	return sdk.SCRAM{User: user, Password: password}, nil
 }
 
-// readPasswordLine reads the first line of r, without its line end.
+// readPasswordLine reads the first line of r, without its line end. It
+// reads byte by byte, so that the rest of the input is left for the
+// command (sq produce reads its records there).
 func readPasswordLine(r io.Reader) (string, error) {
-	line, err := bufio.NewReader(r).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return "", fmt.Errorf("--password-stdin: %w", err)
+	var line []byte
+	b := make([]byte, 1)
+	for {
+		n, err := r.Read(b)
+		if n == 1 {
+			if b[0] == '\n' {
+				break
+			}
+			line = append(line, b[0])
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("--password-stdin: %w", err)
+		}
 	}
-	line = strings.TrimRight(line, "\r\n")
-	if line == "" {
+	pw := strings.TrimRight(string(line), "\r")
+	if pw == "" {
 		return "", errors.New("--password-stdin: standard input holds no password")
 	}
-	return line, nil
+	return pw, nil
 }
 
 // newUserCommand is `sq user`: the SCRAM users of the cluster.
