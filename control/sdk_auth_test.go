@@ -3,6 +3,7 @@ package control_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,5 +114,31 @@ func TestSDKSCRAM(t *testing.T) {
 	defer gc.Close()
 	if msgs, err := gc.Poll(ctx); err != nil || len(msgs) == 0 {
 		t.Fatalf("GrpcConsumer: %d records, %v", len(msgs), err)
+	}
+}
+
+// TestSDKTokenRenewed: a token the node no longer knows (expired on the
+// server's clock here; a restart does the same) is replaced by a new
+// exchange, and the unary call that met the refusal is retried once.
+func TestSDKTokenRenewed(t *testing.T) {
+	var skew atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	n, _ := authNode(t, func(o *control.Options) {
+		o.AuthRequired = true
+		o.Sessions = authn.NewSessions(time.Hour, 0, now)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := sdk.NewAdmin(sdk.AdminConfig{GrpcConfig: sdk.GrpcConfig{Addr: n.grpcAddr, SASL: sdk.SCRAM{User: "alice", Password: "pw"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.ListTopics(ctx); err != nil {
+		t.Fatal(err)
+	}
+	skew.Store(int64(2 * time.Hour))
+	if _, err := a.ListTopics(ctx); err != nil {
+		t.Fatalf("after the token expired on the server: %v", err)
 	}
 }
