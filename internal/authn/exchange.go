@@ -24,7 +24,7 @@ type Store interface {
 }
 
 // ErrUnavailable is the Store error of a node that has no user store.
-var ErrUnavailable = errors.New("users are unavailable on this node: it runs without the metadata log (the gRPC plane is off); authenticate with a client certificate")
+var ErrUnavailable = errors.New("users are unavailable on this node: it runs without the metadata log (the gRPC plane is off) or has not joined its cluster yet; without --grpc-host authenticate with a client certificate")
 
 // Authenticator runs the server side of SCRAM-SHA-256 exchanges against a
 // Store, slowing brute force with a Limiter. Safe for concurrent use.
