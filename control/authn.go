@@ -17,9 +17,9 @@ import (
 // (its session token); requestPrincipal reads it.
 type userKey struct{}
 
-// anonymousMethods may be called without credentials even with
-// Options.AuthRequired: health checks and the exchange that yields the
-// credentials.
+// anonymousMethod reports whether method may be called without
+// credentials even with Options.AuthRequired: health checks and the
+// exchange that yields the credentials.
 func anonymousMethod(method string) bool {
 	return strings.HasPrefix(method, "/grpc.health.v1.Health/") || method == "/sq.v1.Users/Authenticate"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -106,18 +107,8 @@ func (u *usersService) ListUsers(context.Context, *sqv1.ListUsersRequest) (*sqv1
 	for name, c := range users {
 		out.Users = append(out.Users, &sqv1.UserInfo{Name: name, Mechanism: c.Mechanism, Iterations: int32(c.Iterations)})
 	}
-	slices.SortFunc(out.Users, func(a, b *sqv1.UserInfo) int { return cmpStrings(a.Name, b.Name) })
+	slices.SortFunc(out.Users, func(a, b *sqv1.UserInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
-}
-
-func cmpStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Authenticate implements sq.v1.Users: one SCRAM exchange, then a session
