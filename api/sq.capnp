@@ -619,6 +619,28 @@ struct UnsubscribeResponse {
   error @0 :WireError;
 }
 
+# SaslAuthenticateRequest carries one client message of a SASL exchange
+# after the handshake (Kafka's SaslHandshake and SaslAuthenticate folded in
+# one, KIP-43 and KIP-152): the first names the mechanism (SCRAM-SHA-256,
+# RFC 7677) and carries the client-first message, the second the
+# client-final one. The server answers it before it reads the next
+# request, so requests sent after it see its outcome. On success the
+# connection's principal is User:<name> for its lifetime.
+struct SaslAuthenticateRequest {
+  mechanism @0 :Text;  # read from the first request only
+  authBytes @1 :Data;
+}
+
+# SaslAuthenticateResponse carries the server's next message; complete is
+# set on the last one (server-final, after which the client checks the
+# server's signature). An error (AUTHENTICATION_FAILED) ends the exchange;
+# a new one may start.
+struct SaslAuthenticateResponse {
+  authBytes @0 :Data;
+  complete  @1 :Bool;
+  error     @2 :WireError;
+}
+
 # Frame is the root of every data-plane message. A response carries the
 # correlationId of its request; responses may arrive in any order.
 struct Frame {
@@ -674,5 +696,7 @@ struct Frame {
     offsetForLeaderEpochResponse @48 :OffsetForLeaderEpochResponse;
     initProducerIdRequest        @49 :InitProducerIdRequest;
     initProducerIdResponse       @50 :InitProducerIdResponse;
+    saslAuthenticateRequest      @51 :SaslAuthenticateRequest;
+    saslAuthenticateResponse     @52 :SaslAuthenticateResponse;
   }
 }

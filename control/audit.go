@@ -42,6 +42,8 @@ var auditedMethods = map[string]struct {
 	sqv1.Quotas_RemoveQuota_FullMethodName: {"quota.remove", func(r any) string { return quotaResource(r.(*sqv1.RemoveQuotaRequest)) }},
 	sqv1.Acls_CreateAcls_FullMethodName:    {"acl.create", func(r any) string { return aclsText(r.(*sqv1.CreateAclsRequest).GetAcls()) }},
 	sqv1.Acls_DeleteAcls_FullMethodName:    {"acl.delete", func(r any) string { return filtersText(r.(*sqv1.DeleteAclsRequest).GetFilters()) }},
+	sqv1.Users_CreateUser_FullMethodName:   {"user.create", func(r any) string { return r.(*sqv1.CreateUserRequest).GetName() }},
+	sqv1.Users_DeleteUser_FullMethodName:   {"user.delete", func(r any) string { return r.(*sqv1.DeleteUserRequest).GetName() }},
 }
 
 // auditUnary writes the audit line of each call of auditedMethods once

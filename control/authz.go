@@ -143,6 +143,15 @@ var grpcRules = map[string]grpcRule{
 	sqv1.Quotas_SetQuota_FullMethodName:    onCluster(acl.Alter),
 	sqv1.Quotas_RemoveQuota_FullMethodName: onCluster(acl.Alter),
 	sqv1.Quotas_ListQuotas_FullMethodName:  onCluster(acl.Describe),
+
+	// Users: Kafka's AlterUserScramCredentials needs alter and
+	// DescribeUserScramCredentials describe on the cluster (KIP-554).
+	// Authenticate is how a client gets an identity: open, as the
+	// data plane's SASL exchange.
+	sqv1.Users_CreateUser_FullMethodName:   onCluster(acl.Alter),
+	sqv1.Users_DeleteUser_FullMethodName:   onCluster(acl.Alter),
+	sqv1.Users_ListUsers_FullMethodName:    onCluster(acl.Describe),
+	sqv1.Users_Authenticate_FullMethodName: {},
 }
 
 func filterTopics(a *acl.Authorizer, p string, resp any) {

@@ -148,6 +148,8 @@ type grpcAuthzRow struct {
 	do     func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool
 	allow  []string
 	deny   string
+	// open rows need no ACL (Users.Authenticate).
+	open bool
 }
 
 const (
@@ -170,97 +172,97 @@ var grpcAuthzRows = []grpcAuthzRow{
 	{sqv1.Topics_CreateTopic_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := topicsOf(cc).CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "new", Partitions: 1})
 		return passed(t, err)
-	}, []string{"User:CN=alice allow create topic:ne*"}, "User:CN=alice deny create topic:new"},
+	}, []string{"User:CN=alice allow create topic:ne*"}, "User:CN=alice deny create topic:new", false},
 	{sqv1.Topics_AlterTopicConfig_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := topicsOf(cc).AlterTopicConfig(ctx, &sqv1.AlterTopicConfigRequest{Name: "t"})
 		return passed(t, err)
-	}, []string{"User:CN=alice allow alter topic:t"}, "User:CN=alice deny alter topic:t"},
+	}, []string{"User:CN=alice allow alter topic:t"}, "User:CN=alice deny alter topic:t", false},
 	{sqv1.Topics_CreatePartitions_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := topicsOf(cc).CreatePartitions(ctx, &sqv1.CreatePartitionsRequest{Name: "t", TotalCount: 1})
 		return passed(t, err)
-	}, []string{"User:CN=alice allow alter topic:t"}, "User:CN=alice deny all topic:t"},
+	}, []string{"User:CN=alice allow alter topic:t"}, "User:CN=alice deny all topic:t", false},
 	{sqv1.Topics_DeleteTopic_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := topicsOf(cc).DeleteTopic(ctx, &sqv1.DeleteTopicRequest{Name: "gone"})
 		return passed(t, err)
-	}, []string{"User:CN=alice allow delete topic:gone"}, "User:CN=alice deny delete topic:gone"},
+	}, []string{"User:CN=alice allow delete topic:gone"}, "User:CN=alice deny delete topic:gone", false},
 	{sqv1.Topics_RestoreTopic_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := topicsOf(cc).RestoreTopic(ctx, &sqv1.RestoreTopicRequest{Name: "old"})
 		return passed(t, err)
-	}, []string{"User:CN=alice allow create topic:old"}, "User:CN=alice deny create topic:old"},
+	}, []string{"User:CN=alice allow create topic:old"}, "User:CN=alice deny create topic:old", false},
 	{sqv1.Topics_ListTopics_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		r, err := topicsOf(cc).ListTopics(ctx, &sqv1.ListTopicsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return slices.ContainsFunc(r.GetTopics(), func(x *sqv1.TopicInfo) bool { return x.GetName() == "t" })
-	}, []string{readT}, "User:CN=alice deny describe topic:t"},
+	}, []string{readT}, "User:CN=alice deny describe topic:t", false},
 	{sqv1.Topics_DescribeTopic_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := topicsOf(cc).DescribeTopic(ctx, &sqv1.DescribeTopicRequest{Name: "t"})
 		return passed(t, err)
-	}, []string{"User:CN=alice allow describe topic:t"}, "User:* deny describe topic:*"},
+	}, []string{"User:CN=alice allow describe topic:t"}, "User:* deny describe topic:*", false},
 	{sqv1.Groups_ListGroups_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		r, err := groupsOf(cc).ListGroups(ctx, &sqv1.ListGroupsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return slices.ContainsFunc(r.GetGroups(), func(x *sqv1.GroupSummary) bool { return x.GetGroup() == "g" })
-	}, []string{"User:CN=alice allow describe group:g"}, "User:CN=alice deny describe group:g"},
+	}, []string{"User:CN=alice allow describe group:g"}, "User:CN=alice deny describe group:g", false},
 	{sqv1.Groups_DescribeGroup_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := groupsOf(cc).DescribeGroup(ctx, &sqv1.DescribeGroupRequest{Group: "g"})
 		return passed(t, err)
-	}, []string{readG}, "User:CN=alice deny describe group:g"},
+	}, []string{readG}, "User:CN=alice deny describe group:g", false},
 	{sqv1.Groups_ResetOffsets_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := groupsOf(cc).ResetOffsets(ctx, &sqv1.ResetOffsetsRequest{Group: "g", Topic: "t", To: "earliest"})
 		return passed(t, err)
-	}, []string{readG, readT}, "User:CN=alice deny read topic:t"},
+	}, []string{readG, readT}, "User:CN=alice deny read topic:t", false},
 	{sqv1.Groups_DeleteGroup_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := groupsOf(cc).DeleteGroup(ctx, &sqv1.DeleteGroupRequest{Group: "nogroup"})
 		return passed(t, err)
-	}, []string{"User:CN=alice allow delete group:no*"}, "User:CN=alice deny delete group:nogroup"},
+	}, []string{"User:CN=alice allow delete group:no*"}, "User:CN=alice deny delete group:nogroup", false},
 	{sqv1.Groups_JoinGroup_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := groupsOf(cc).JoinGroup(ctx, &sqv1.JoinGroupRequest{Group: "j", Topics: []string{"t"}})
 		return passed(t, err)
-	}, []string{"User:CN=alice allow read group:j", readT}, "User:CN=alice deny describe topic:t"},
+	}, []string{"User:CN=alice allow read group:j", readT}, "User:CN=alice deny describe topic:t", false},
 	{sqv1.Groups_Heartbeat_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := groupsOf(cc).Heartbeat(ctx, &sqv1.HeartbeatRequest{Group: "g", MemberId: "m"})
 		return passed(t, err)
-	}, []string{readG}, "User:CN=alice deny read group:g"},
+	}, []string{readG}, "User:CN=alice deny read group:g", false},
 	{sqv1.Groups_LeaveGroup_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := groupsOf(cc).LeaveGroup(ctx, &sqv1.LeaveGroupRequest{Group: "g", MemberId: "m"})
 		return passed(t, err)
-	}, []string{readG}, "User:CN=alice deny all group:g"},
+	}, []string{readG}, "User:CN=alice deny all group:g", false},
 	{sqv1.Groups_CommitGroupOffsets_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := groupsOf(cc).CommitGroupOffsets(ctx, &sqv1.CommitGroupOffsetsRequest{Group: "g", MemberId: "m", Offsets: authzOffsets})
 		return passed(t, err)
-	}, []string{readG, readT}, "User:CN=alice deny read group:g"},
+	}, []string{readG, readT}, "User:CN=alice deny read group:g", false},
 	{sqv1.Cluster_NodeInfo_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := clusterOf(cc).NodeInfo(ctx, &sqv1.NodeInfoRequest{})
 		return passed(t, err)
-	}, []string{descCl}, "User:CN=alice deny describe cluster"},
+	}, []string{descCl}, "User:CN=alice deny describe cluster", false},
 	{sqv1.Cluster_Members_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := clusterOf(cc).Members(ctx, &sqv1.MembersRequest{})
 		return passed(t, err)
-	}, []string{alterC}, "User:CN=alice deny describe cluster"},
+	}, []string{alterC}, "User:CN=alice deny describe cluster", false},
 	{sqv1.Cluster_Info_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := clusterOf(cc).Info(ctx, &sqv1.ClusterInfoRequest{})
 		return passed(t, err)
-	}, []string{descCl}, "User:* deny all cluster"},
+	}, []string{descCl}, "User:* deny all cluster", false},
 	{sqv1.Cluster_RemoveNode_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := clusterOf(cc).RemoveNode(ctx, &sqv1.RemoveNodeRequest{NodeId: "x"})
 		return passed(t, err)
-	}, []string{alterC}, "User:CN=alice deny alter cluster"},
+	}, []string{alterC}, "User:CN=alice deny alter cluster", false},
 	{sqv1.Cluster_Join_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := clusterOf(cc).Join(ctx, &sqv1.JoinRequest{ClusterId: "cx", NodeId: "d"})
 		return passed(t, err)
-	}, []string{"User:CN=alice allow clusteraction cluster"}, "User:CN=alice deny clusteraction cluster"},
+	}, []string{"User:CN=alice allow clusteraction cluster"}, "User:CN=alice deny clusteraction cluster", false},
 	{sqv1.Cluster_Propose_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := clusterOf(cc).Propose(ctx, &sqv1.ProposeRequest{Command: []byte("c")})
 		return passed(t, err)
-	}, []string{"User:CN=alice allow all cluster"}, "User:CN=alice deny clusteraction cluster"},
+	}, []string{"User:CN=alice allow all cluster"}, "User:CN=alice deny clusteraction cluster", false},
 	{sqv1.Messaging_Publish_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := msgOf(cc).Publish(ctx, &sqv1.PublishRequest{Topic: "t", Records: []*sqv1.Record{{Value: []byte("v")}}})
 		return passed(t, err)
-	}, []string{"User:CN=alice allow write topic:t"}, "User:CN=alice deny write topic:t"},
+	}, []string{"User:CN=alice allow write topic:t"}, "User:CN=alice deny write topic:t", false},
 	{sqv1.Messaging_PublishStream_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		s, err := msgOf(cc).PublishStream(ctx)
 		if err != nil {
@@ -271,7 +273,7 @@ var grpcAuthzRows = []grpcAuthzRow{
 		}
 		_, err = s.CloseAndRecv()
 		return passed(t, err)
-	}, []string{"User:CN=alice allow write topic:t*"}, "User:CN=alice deny write topic:t"},
+	}, []string{"User:CN=alice allow write topic:t*"}, "User:CN=alice deny write topic:t", false},
 	{sqv1.Messaging_Subscribe_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -281,51 +283,73 @@ var grpcAuthzRows = []grpcAuthzRow{
 		}
 		_, err = s.Recv()
 		return passed(t, err)
-	}, []string{readT}, "User:CN=alice deny read topic:t"},
+	}, []string{readT}, "User:CN=alice deny read topic:t", false},
 	{sqv1.Messaging_CommitOffsets_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := msgOf(cc).CommitOffsets(ctx, &sqv1.CommitOffsetsRequest{Group: "g", Offsets: authzOffsets})
 		return passed(t, err)
-	}, []string{readG, readT}, "User:CN=alice deny read topic:t"},
+	}, []string{readG, readT}, "User:CN=alice deny read topic:t", false},
 	{sqv1.Messaging_FetchOffsets_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := msgOf(cc).FetchOffsets(ctx, &sqv1.FetchOffsetsRequest{Group: "g", Topic: "t"})
 		return passed(t, err)
-	}, []string{readG, readT}, "User:CN=alice deny describe group:g"},
+	}, []string{readG, readT}, "User:CN=alice deny describe group:g", false},
 	{sqv1.Messaging_InitProducerId_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := msgOf(cc).InitProducerId(ctx, &sqv1.InitProducerIdRequest{})
 		return passed(t, err)
-	}, []string{"User:CN=alice allow write topic:x-*"}, "User:CN=alice deny write topic:*"},
+	}, []string{"User:CN=alice allow write topic:x-*"}, "User:CN=alice deny write topic:*", false},
 	{sqv1.Cluster_DrainNode_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := clusterOf(cc).DrainNode(ctx, &sqv1.DrainNodeRequest{NodeId: "x"})
 		return passed(t, err)
-	}, []string{alterC}, "User:CN=alice deny alter cluster"},
+	}, []string{alterC}, "User:CN=alice deny alter cluster", false},
 	{sqv1.Cluster_UndrainNode_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := clusterOf(cc).UndrainNode(ctx, &sqv1.UndrainNodeRequest{NodeId: "x"})
 		return passed(t, err)
-	}, []string{alterC}, "User:CN=alice deny alter cluster"},
+	}, []string{alterC}, "User:CN=alice deny alter cluster", false},
 	{sqv1.Quotas_SetQuota_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := sqv1.NewQuotasClient(cc).SetQuota(ctx, &sqv1.SetQuotaRequest{Principal: "bob", ProduceBytesPerSec: 1 << 20})
 		return passed(t, err)
-	}, []string{alterC}, "User:CN=alice deny alter cluster"},
+	}, []string{alterC}, "User:CN=alice deny alter cluster", false},
 	{sqv1.Quotas_RemoveQuota_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := sqv1.NewQuotasClient(cc).RemoveQuota(ctx, &sqv1.RemoveQuotaRequest{Principal: "bob"})
 		return passed(t, err)
-	}, []string{alterC}, "User:CN=alice deny alter cluster"},
+	}, []string{alterC}, "User:CN=alice deny alter cluster", false},
 	{sqv1.Quotas_ListQuotas_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := sqv1.NewQuotasClient(cc).ListQuotas(ctx, &sqv1.ListQuotasRequest{})
 		return passed(t, err)
-	}, []string{descCl}, "User:CN=alice deny describe cluster"},
+	}, []string{descCl}, "User:CN=alice deny describe cluster", false},
+	{method: sqv1.Users_CreateUser_FullMethodName, do: func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
+		_, err := sqv1.NewUsersClient(cc).CreateUser(ctx, &sqv1.CreateUserRequest{Name: "u", Secret: &sqv1.CreateUserRequest_Password{Password: "p"}})
+		return passed(t, err)
+	}, allow: []string{alterC}, deny: "User:CN=alice deny alter cluster"},
+	{method: sqv1.Users_DeleteUser_FullMethodName, do: func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
+		_, err := sqv1.NewUsersClient(cc).DeleteUser(ctx, &sqv1.DeleteUserRequest{Name: "u"})
+		return passed(t, err)
+	}, allow: []string{alterC}, deny: "User:CN=alice deny alter cluster"},
+	{method: sqv1.Users_ListUsers_FullMethodName, do: func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
+		_, err := sqv1.NewUsersClient(cc).ListUsers(ctx, &sqv1.ListUsersRequest{})
+		return passed(t, err)
+	}, allow: []string{descCl}, deny: "User:CN=alice deny describe cluster"},
+	{method: sqv1.Users_Authenticate_FullMethodName, open: true, do: func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
+		st, err := sqv1.NewUsersClient(cc).Authenticate(ctx)
+		if err == nil {
+			err = st.Send(&sqv1.AuthenticateRequest{Mechanism: "SCRAM-SHA-256", AuthBytes: []byte("n,,n=u,r=x")})
+		}
+		if err == nil {
+			_, err = st.Recv()
+		}
+		return passed(t, err)
+	}},
 	{sqv1.Acls_CreateAcls_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := aclsOf(cc).CreateAcls(ctx, &sqv1.CreateAclsRequest{})
 		return passed(t, err)
-	}, []string{alterC}, "User:CN=alice deny alter cluster"},
+	}, []string{alterC}, "User:CN=alice deny alter cluster", false},
 	{sqv1.Acls_ListAcls_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := aclsOf(cc).ListAcls(ctx, &sqv1.ListAclsRequest{})
 		return passed(t, err)
-	}, []string{descCl}, "User:CN=alice deny describe cluster"},
+	}, []string{descCl}, "User:CN=alice deny describe cluster", false},
 	{sqv1.Acls_DeleteAcls_FullMethodName, func(t *testing.T, ctx context.Context, cc *grpc.ClientConn) bool {
 		_, err := aclsOf(cc).DeleteAcls(ctx, &sqv1.DeleteAclsRequest{})
 		return passed(t, err)
-	}, []string{alterC}, "User:CN=alice deny alter cluster"},
+	}, []string{alterC}, "User:CN=alice deny alter cluster", false},
 }
 
 // TestGRPCAuthorization: for every sq.v1 method, a client with a valid
@@ -355,6 +379,12 @@ func TestGRPCAuthorization(t *testing.T) {
 		covered[row.method] = true
 		t.Run(row.method, func(t *testing.T) {
 			n.acls.set(t)
+			if row.open {
+				if !row.do(t, ctx, alice) || !row.do(t, ctx, bob) {
+					t.Fatal("an open method was refused")
+				}
+				return
+			}
 			if row.do(t, ctx, alice) {
 				t.Fatal("allowed without an ACL")
 			}

@@ -19,7 +19,10 @@ import (
 //	              ClusterBackend's Ready is nil (joined, caught up with the
 //	              metadata log), with the reason in the body (readiness). Failed partitions leave the node ready: the
 //	              body lists them after "degraded:"
-//	GET /metrics  the Prometheus text exposition format
+//	GET /metrics  the Prometheus text exposition format; with
+//	              Options.MetricsAuth only for a verified client
+//	              certificate or HTTP Basic credentials of a user (401
+//	              otherwise)
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -52,7 +55,7 @@ func (s *Server) Handler() http.Handler {
 			}
 		}
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", s.metricsAuth(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	return mux
 }
 

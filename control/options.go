@@ -9,6 +9,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/internal/acl"
+	"github.com/seedqueue/sq/internal/authn"
 	"github.com/seedqueue/sq/internal/quota"
 
 	"go.opentelemetry.io/otel/trace"
@@ -112,6 +113,21 @@ type Options struct {
 	// listings hold only what the caller may describe. Nil (the default)
 	// or disabled: every call is allowed.
 	Authorizer *acl.Authorizer
+	// Authenticator runs the SCRAM exchanges of Users.Authenticate and
+	// checks the passwords of /metrics (authn.go). Nil: no user store;
+	// Authenticate fails with AUTHENTICATION_FAILED.
+	Authenticator *authn.Authenticator
+	// Sessions holds the tokens Authenticate issues. Default
+	// authn.NewSessions(0, 0, Now).
+	Sessions *authn.Sessions
+	// AuthRequired refuses every call that is not authenticated (by a
+	// session token or a verified client certificate) with
+	// AUTHENTICATION_FAILED, but grpc.health.v1 and Users.Authenticate.
+	AuthRequired bool
+	// MetricsAuth makes /metrics require a verified client certificate
+	// or HTTP Basic credentials of a SCRAM user; /healthz and /readyz
+	// stay anonymous.
+	MetricsAuth bool
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -160,6 +176,9 @@ func (o *Options) Defaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Sessions == nil {
+		o.Sessions = authn.NewSessions(0, 0, o.Now)
 	}
 }
 

@@ -58,6 +58,7 @@ type Server struct {
 	restorer atomic.Pointer[TopicRestorer]
 	cluster  atomic.Pointer[ClusterBackend] // nil outside a cluster (SetCluster)
 	aclStore atomic.Pointer[ACLStore]       // nil: no Acls service (SetACLStore)
+	users    atomic.Pointer[UserBackend]    // nil until SetUsers (users.go)
 	opts     Options
 	started  time.Time
 
@@ -112,8 +113,8 @@ func New(opts Options) (*Server, error) {
 		grpc.InitialConnWindowSize(streamWindowBytes),
 		grpc.StatsHandler(recvStats{s}),
 		grpc.ForceServerCodecV2(budgetCodec{s: s, base: encoding.GetCodecV2("proto")}),
-		grpc.ChainUnaryInterceptor(s.decodeUnary, s.metrics.unaryInterceptor, s.auditUnary, s.authorizeUnary),
-		grpc.ChainStreamInterceptor(s.decodeStream, s.metrics.streamInterceptor, s.authorizeStream),
+		grpc.ChainUnaryInterceptor(s.authUnary, s.decodeUnary, s.metrics.unaryInterceptor, s.auditUnary, s.authorizeUnary),
+		grpc.ChainStreamInterceptor(s.authStream, s.decodeStream, s.metrics.streamInterceptor, s.authorizeStream),
 	)...)
 	s.health = health.NewServer()
 	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
@@ -124,6 +125,7 @@ func New(opts Options) (*Server, error) {
 	sqv1.RegisterMessagingServer(s.grpc, &messagingService{s: s})
 	sqv1.RegisterQuotasServer(s.grpc, &quotasService{s: s})
 	sqv1.RegisterAclsServer(s.grpc, &aclsService{s: s})
+	sqv1.RegisterUsersServer(s.grpc, &usersService{s: s})
 	reflection.Register(s.grpc)
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Failed TLS handshakes and the like go to the server's log, at

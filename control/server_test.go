@@ -101,6 +101,7 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 	cluster := sqv1.NewClusterClient(n.conn)
 	msg := sqv1.NewMessagingClient(n.conn)
 	quotas := sqv1.NewQuotasClient(n.conn)
+	users := sqv1.NewUsersClient(n.conn)
 	if _, err := topics.CreateTopic(ctx, &sqv1.CreateTopicRequest{Name: "every", Partitions: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -310,6 +311,33 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 			_, err := sqv1.NewAclsClient(n.conn).DeleteAcls(ctx, &sqv1.DeleteAclsRequest{})
 			return notClustered(err)
 		},
+		// A node without the metadata log has no users (authn_test.go
+		// covers the Users service with a store).
+		"Users.CreateUser": func() error {
+			_, err := users.CreateUser(ctx, &sqv1.CreateUserRequest{Name: "u", Secret: &sqv1.CreateUserRequest_Password{Password: "p"}})
+			return noUsers(err)
+		},
+		"Users.DeleteUser": func() error {
+			_, err := users.DeleteUser(ctx, &sqv1.DeleteUserRequest{Name: "u"})
+			return noUsers(err)
+		},
+		"Users.ListUsers": func() error {
+			_, err := users.ListUsers(ctx, &sqv1.ListUsersRequest{})
+			return noUsers(err)
+		},
+		"Users.Authenticate": func() error {
+			st, err := users.Authenticate(ctx)
+			if err == nil {
+				err = st.Send(&sqv1.AuthenticateRequest{Mechanism: "SCRAM-SHA-256", AuthBytes: []byte("n,,n=u,r=x")})
+			}
+			if err == nil {
+				_, err = st.Recv()
+			}
+			if status.Code(err) == codes.Unauthenticated {
+				return nil
+			}
+			return fmt.Errorf("Authenticate without a user store: %v, want Unauthenticated", err)
+		},
 		"Messaging.InitProducerId": func() error {
 			r, err := msg.InitProducerId(ctx, &sqv1.InitProducerIdRequest{})
 			if err == nil && r.ProducerId < 0 {
@@ -359,6 +387,14 @@ func TestReflectionListsServicesAndEveryRPCAnswers(t *testing.T) {
 
 // notClustered returns nil when err is the refusal of a node outside a
 // cluster, else an error saying what err is.
+// noUsers passes the refusal of a node without a user store.
+func noUsers(err error) error {
+	if status.Code(err) == codes.FailedPrecondition {
+		return nil
+	}
+	return fmt.Errorf("without a user store: %v, want FailedPrecondition", err)
+}
+
 func notClustered(err error) error {
 	if st, _ := status.FromError(err); st.Code() != codes.FailedPrecondition || st.Message() != "this node is not part of a cluster" {
 		return fmt.Errorf("got %v, want FailedPrecondition \"this node is not part of a cluster\"", err)

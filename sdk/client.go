@@ -67,6 +67,12 @@ type ClientConfig struct {
 	// throttleStats are shared by the Clients made from this config
 	// (newClient sets them; Client.ThrottleStats).
 	throttleStats *throttleCounters
+	// SASL, when set, authenticates every connection after its handshake
+	// (SCRAM{User, Password}); a refusal fails the dial with an error
+	// matching api.ErrAuthenticationFailed, not retried. Nil: the
+	// connection is anonymous (or authenticated by its client
+	// certificate).
+	SASL SASLMechanism
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {
@@ -309,7 +315,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 		}
 		return nil, err
 	}
-	cn, err := dialConn(ctx, c.cfg.Dialer, c.cfg.TLSConfig, c.cfg.Addr, c.cfg.ClientID, c.cfg.DialTimeout, c.cfg.Logger)
+	cn, err := dialConn(ctx, c.cfg.Dialer, c.cfg.TLSConfig, c.cfg.SASL, c.cfg.Addr, c.cfg.ClientID, c.cfg.DialTimeout, c.cfg.Logger)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {

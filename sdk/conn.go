@@ -96,10 +96,23 @@ type conn struct {
 // dialConn connects to addr (over TLS with tlsCfg when not nil) and
 // performs the handshake. The dial plus handshake is bounded by ctx and
 // by timeout.
-func dialConn(ctx context.Context, dial DialFunc, tlsCfg *tls.Config, addr, clientID string, timeout time.Duration, log *slog.Logger) (*conn, error) {
+func dialConn(ctx context.Context, dial DialFunc, tlsCfg *tls.Config, sasl SASLMechanism, addr, clientID string, timeout time.Duration, log *slog.Logger) (*conn, error) {
 	nc, br, limits, err := dialHandshake(ctx, dial, tlsCfg, addr, clientID, timeout)
 	if err != nil {
 		return nil, err
+	}
+	if sasl != nil {
+		deadline := time.Now().Add(timeout)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+			deadline = dl
+		}
+		if err := saslDataPlane(nc, br, limits.MaxFrameBytes, sasl, deadline); err != nil {
+			nc.Close()
+			if authFailure(err) {
+				return nil, permanent{err}
+			}
+			return nil, err
+		}
 	}
 	return startConn(nc, br, limits, log), nil
 }

@@ -206,6 +206,9 @@ type ConsumerConfig struct {
 	// TLSConfig, when set, makes every connection TLS, as
 	// ClientConfig.TLSConfig. Nil: plaintext.
 	TLSConfig *tls.Config
+	// SASL, when set, authenticates every connection, as
+	// ClientConfig.SASL (SCRAM{User, Password}). Nil: anonymous.
+	SASL SASLMechanism
 	// CloseTimeout bounds Close as a whole, as the timeout of Kafka's
 	// consumer close (KIP-102): the final commit (with AutoCommit) and
 	// leaving the group share it, so against a server that stopped
@@ -418,6 +421,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		Logger:              cfg.Logger,
 		Dialer:              cfg.Dialer,
 		TLSConfig:           cfg.TLSConfig,
+		SASL:                cfg.SASL,
 	})
 	if err != nil {
 		return nil, err

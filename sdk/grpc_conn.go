@@ -58,6 +58,12 @@ type GrpcConfig struct {
 	// of the address dialed; RootCAs nil: the system roots; Certificates
 	// for a server with --tls-client-ca. Nil: plaintext.
 	TLSConfig *tls.Config
+	// SASL, when set, authenticates the calls (SCRAM{User, Password}):
+	// the first call to a node runs Users.Authenticate and every call
+	// carries its session token, renewed before it expires. A refusal
+	// fails the call with an error matching api.ErrAuthenticationFailed.
+	// Nil: anonymous calls (or authenticated by the client certificate).
+	SASL SASLMechanism
 }
 
 func (c *GrpcConfig) defaults() {
@@ -92,9 +98,17 @@ func dialGrpc(c GrpcConfig) (*grpc.ClientConn, error) {
 			return dial(ctx, "tcp", addr)
 		}))
 	}
+	var sc *scramCreds
+	if c.SASL != nil {
+		sc = &scramCreds{mech: c.SASL}
+		opts = append(slices.Clip(opts), grpc.WithPerRPCCredentials(sc), grpc.WithChainUnaryInterceptor(sc.retryUnary))
+	}
 	conn, err := grpc.NewClient(c.Addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: gRPC client for %s: %w", ErrConnection, c.Addr, err)
+	}
+	if sc != nil {
+		sc.conn = conn // before the first call: NewClient does not connect
 	}
 	return conn, nil
 }

@@ -129,6 +129,9 @@ type ProducerConfig struct {
 	// TLSConfig, when set, makes every connection TLS, as
 	// ClientConfig.TLSConfig. Nil: plaintext.
 	TLSConfig *tls.Config
+	// SASL, when set, authenticates every connection, as
+	// ClientConfig.SASL (SCRAM{User, Password}). Nil: anonymous.
+	SASL SASLMechanism
 }
 
 // ProducerMessage is one record to send. Build it with NewProducerMessage
@@ -268,6 +271,7 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 		Logger:              cfg.Logger,
 		Dialer:              cfg.Dialer,
 		TLSConfig:           cfg.TLSConfig,
+		SASL:                cfg.SASL,
 	})
 	if err != nil {
 		return nil, err

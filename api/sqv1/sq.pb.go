@@ -5665,6 +5665,563 @@ func (x *DeleteAclsResponse) GetDeleted() []*AclBinding {
 	return nil
 }
 
+// ScramCredential is a user's stored SCRAM credential (RFC 5802 §3).
+type ScramCredential struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SCRAM-SHA-256.
+	Mechanism string `protobuf:"bytes,1,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	// PBKDF2 iterations, 4096 to 16384.
+	Iterations int32 `protobuf:"varint,2,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	// 1 to 64 bytes.
+	Salt []byte `protobuf:"bytes,3,opt,name=salt,proto3" json:"salt,omitempty"`
+	// H(ClientKey), 32 bytes.
+	StoredKey []byte `protobuf:"bytes,4,opt,name=stored_key,json=storedKey,proto3" json:"stored_key,omitempty"`
+	// HMAC(SaltedPassword, "Server Key"), 32 bytes.
+	ServerKey     []byte `protobuf:"bytes,5,opt,name=server_key,json=serverKey,proto3" json:"server_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScramCredential) Reset() {
+	*x = ScramCredential{}
+	mi := &file_sq_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScramCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScramCredential) ProtoMessage() {}
+
+func (x *ScramCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScramCredential.ProtoReflect.Descriptor instead.
+func (*ScramCredential) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *ScramCredential) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *ScramCredential) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *ScramCredential) GetSalt() []byte {
+	if x != nil {
+		return x.Salt
+	}
+	return nil
+}
+
+func (x *ScramCredential) GetStoredKey() []byte {
+	if x != nil {
+		return x.StoredKey
+	}
+	return nil
+}
+
+func (x *ScramCredential) GetServerKey() []byte {
+	if x != nil {
+		return x.ServerKey
+	}
+	return nil
+}
+
+type CreateUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Types that are valid to be assigned to Secret:
+	//
+	//	*CreateUserRequest_Password
+	//	*CreateUserRequest_Credential
+	Secret isCreateUserRequest_Secret `protobuf_oneof:"secret"`
+	// The iterations for a password; 0: 4096.
+	Iterations    int32 `protobuf:"varint,4,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserRequest) Reset() {
+	*x = CreateUserRequest{}
+	mi := &file_sq_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserRequest) ProtoMessage() {}
+
+func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
+func (*CreateUserRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *CreateUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateUserRequest) GetSecret() isCreateUserRequest_Secret {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+func (x *CreateUserRequest) GetPassword() string {
+	if x != nil {
+		if x, ok := x.Secret.(*CreateUserRequest_Password); ok {
+			return x.Password
+		}
+	}
+	return ""
+}
+
+func (x *CreateUserRequest) GetCredential() *ScramCredential {
+	if x != nil {
+		if x, ok := x.Secret.(*CreateUserRequest_Credential); ok {
+			return x.Credential
+		}
+	}
+	return nil
+}
+
+func (x *CreateUserRequest) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+type isCreateUserRequest_Secret interface {
+	isCreateUserRequest_Secret()
+}
+
+type CreateUserRequest_Password struct {
+	// The password (SASLprep'd, salted and hashed by the server).
+	Password string `protobuf:"bytes,2,opt,name=password,proto3,oneof"`
+}
+
+type CreateUserRequest_Credential struct {
+	// A credential the client derived.
+	Credential *ScramCredential `protobuf:"bytes,3,opt,name=credential,proto3,oneof"`
+}
+
+func (*CreateUserRequest_Password) isCreateUserRequest_Secret() {}
+
+func (*CreateUserRequest_Credential) isCreateUserRequest_Secret() {}
+
+type CreateUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserResponse) Reset() {
+	*x = CreateUserResponse{}
+	mi := &file_sq_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserResponse) ProtoMessage() {}
+
+func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
+func (*CreateUserResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{88}
+}
+
+type DeleteUserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserRequest) Reset() {
+	*x = DeleteUserRequest{}
+	mi := &file_sq_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserRequest) ProtoMessage() {}
+
+func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserRequest.ProtoReflect.Descriptor instead.
+func (*DeleteUserRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *DeleteUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserResponse) Reset() {
+	*x = DeleteUserResponse{}
+	mi := &file_sq_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserResponse) ProtoMessage() {}
+
+func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserResponse.ProtoReflect.Descriptor instead.
+func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{90}
+}
+
+type ListUsersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersRequest) Reset() {
+	*x = ListUsersRequest{}
+	mi := &file_sq_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersRequest) ProtoMessage() {}
+
+func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
+func (*ListUsersRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{91}
+}
+
+type UserInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Mechanism     string                 `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	Iterations    int32                  `protobuf:"varint,3,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserInfo) Reset() {
+	*x = UserInfo{}
+	mi := &file_sq_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserInfo) ProtoMessage() {}
+
+func (x *UserInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserInfo.ProtoReflect.Descriptor instead.
+func (*UserInfo) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *UserInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UserInfo) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *UserInfo) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+type ListUsersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In name order.
+	Users         []*UserInfo `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersResponse) Reset() {
+	*x = ListUsersResponse{}
+	mi := &file_sq_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersResponse) ProtoMessage() {}
+
+func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
+func (*ListUsersResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *ListUsersResponse) GetUsers() []*UserInfo {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+type AuthenticateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SCRAM-SHA-256; read from the first message only.
+	Mechanism string `protobuf:"bytes,1,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	// The next client message of the exchange.
+	AuthBytes     []byte `protobuf:"bytes,2,opt,name=auth_bytes,json=authBytes,proto3" json:"auth_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthenticateRequest) Reset() {
+	*x = AuthenticateRequest{}
+	mi := &file_sq_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthenticateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthenticateRequest) ProtoMessage() {}
+
+func (x *AuthenticateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthenticateRequest.ProtoReflect.Descriptor instead.
+func (*AuthenticateRequest) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *AuthenticateRequest) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *AuthenticateRequest) GetAuthBytes() []byte {
+	if x != nil {
+		return x.AuthBytes
+	}
+	return nil
+}
+
+type AuthenticateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's next message of the exchange.
+	AuthBytes []byte `protobuf:"bytes,1,opt,name=auth_bytes,json=authBytes,proto3" json:"auth_bytes,omitempty"`
+	// Set on the last response: the session token.
+	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	// The token's lifetime, ms.
+	SessionLifetimeMs int64 `protobuf:"varint,3,opt,name=session_lifetime_ms,json=sessionLifetimeMs,proto3" json:"session_lifetime_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *AuthenticateResponse) Reset() {
+	*x = AuthenticateResponse{}
+	mi := &file_sq_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthenticateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthenticateResponse) ProtoMessage() {}
+
+func (x *AuthenticateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sq_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthenticateResponse.ProtoReflect.Descriptor instead.
+func (*AuthenticateResponse) Descriptor() ([]byte, []int) {
+	return file_sq_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *AuthenticateResponse) GetAuthBytes() []byte {
+	if x != nil {
+		return x.AuthBytes
+	}
+	return nil
+}
+
+func (x *AuthenticateResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *AuthenticateResponse) GetSessionLifetimeMs() int64 {
+	if x != nil {
+		return x.SessionLifetimeMs
+	}
+	return 0
+}
+
 var File_sq_proto protoreflect.FileDescriptor
 
 const file_sq_proto_rawDesc = "" +
@@ -6098,7 +6655,49 @@ const file_sq_proto_rawDesc = "" +
 	"\x11DeleteAclsRequest\x12*\n" +
 	"\afilters\x18\x01 \x03(\v2\x10.sq.v1.AclFilterR\afilters\"A\n" +
 	"\x12DeleteAclsResponse\x12+\n" +
-	"\adeleted\x18\x01 \x03(\v2\x11.sq.v1.AclBindingR\adeleted*r\n" +
+	"\adeleted\x18\x01 \x03(\v2\x11.sq.v1.AclBindingR\adeleted\"\xa1\x01\n" +
+	"\x0fScramCredential\x12\x1c\n" +
+	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x02 \x01(\x05R\n" +
+	"iterations\x12\x12\n" +
+	"\x04salt\x18\x03 \x01(\fR\x04salt\x12\x1d\n" +
+	"\n" +
+	"stored_key\x18\x04 \x01(\fR\tstoredKey\x12\x1d\n" +
+	"\n" +
+	"server_key\x18\x05 \x01(\fR\tserverKey\"\xa9\x01\n" +
+	"\x11CreateUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\bpassword\x18\x02 \x01(\tH\x00R\bpassword\x128\n" +
+	"\n" +
+	"credential\x18\x03 \x01(\v2\x16.sq.v1.ScramCredentialH\x00R\n" +
+	"credential\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x04 \x01(\x05R\n" +
+	"iterationsB\b\n" +
+	"\x06secret\"\x14\n" +
+	"\x12CreateUserResponse\"'\n" +
+	"\x11DeleteUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x14\n" +
+	"\x12DeleteUserResponse\"\x12\n" +
+	"\x10ListUsersRequest\"\\\n" +
+	"\bUserInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tmechanism\x18\x02 \x01(\tR\tmechanism\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x03 \x01(\x05R\n" +
+	"iterations\":\n" +
+	"\x11ListUsersResponse\x12%\n" +
+	"\x05users\x18\x01 \x03(\v2\x0f.sq.v1.UserInfoR\x05users\"R\n" +
+	"\x13AuthenticateRequest\x12\x1c\n" +
+	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12\x1d\n" +
+	"\n" +
+	"auth_bytes\x18\x02 \x01(\fR\tauthBytes\"{\n" +
+	"\x14AuthenticateResponse\x12\x1d\n" +
+	"\n" +
+	"auth_bytes\x18\x01 \x01(\fR\tauthBytes\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12.\n" +
+	"\x13session_lifetime_ms\x18\x03 \x01(\x03R\x11sessionLifetimeMs*r\n" +
 	"\n" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -6141,7 +6740,14 @@ const file_sq_proto_rawDesc = "" +
 	"\tDrainNode\x12\x17.sq.v1.DrainNodeRequest\x1a\x18.sq.v1.DrainNodeResponse\x12D\n" +
 	"\vUndrainNode\x12\x19.sq.v1.UndrainNodeRequest\x1a\x1a.sq.v1.UndrainNodeResponse\x12/\n" +
 	"\x04Join\x12\x12.sq.v1.JoinRequest\x1a\x13.sq.v1.JoinResponse\x128\n" +
-	"\aPropose\x12\x15.sq.v1.ProposeRequest\x1a\x16.sq.v1.ProposeResponse2\xb3\x03\n" +
+	"\aPropose\x12\x15.sq.v1.ProposeRequest\x1a\x16.sq.v1.ProposeResponse2\x9a\x02\n" +
+	"\x05Users\x12A\n" +
+	"\n" +
+	"CreateUser\x12\x18.sq.v1.CreateUserRequest\x1a\x19.sq.v1.CreateUserResponse\x12A\n" +
+	"\n" +
+	"DeleteUser\x12\x18.sq.v1.DeleteUserRequest\x1a\x19.sq.v1.DeleteUserResponse\x12>\n" +
+	"\tListUsers\x12\x17.sq.v1.ListUsersRequest\x1a\x18.sq.v1.ListUsersResponse\x12K\n" +
+	"\fAuthenticate\x12\x1a.sq.v1.AuthenticateRequest\x1a\x1b.sq.v1.AuthenticateResponse(\x010\x012\xb3\x03\n" +
 	"\tMessaging\x128\n" +
 	"\aPublish\x12\x15.sq.v1.PublishRequest\x1a\x16.sq.v1.PublishResponse\x12F\n" +
 	"\rPublishStream\x12\x15.sq.v1.PublishRequest\x1a\x1c.sq.v1.PublishStreamResponse(\x01\x12@\n" +
@@ -6174,7 +6780,7 @@ func file_sq_proto_rawDescGZIP() []byte {
 }
 
 var file_sq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
+var file_sq_proto_msgTypes = make([]protoimpl.MessageInfo, 96)
 var file_sq_proto_goTypes = []any{
 	(Durability)(0),                    // 0: sq.v1.Durability
 	(Acks)(0),                          // 1: sq.v1.Acks
@@ -6265,6 +6871,16 @@ var file_sq_proto_goTypes = []any{
 	(*ListAclsResponse)(nil),           // 86: sq.v1.ListAclsResponse
 	(*DeleteAclsRequest)(nil),          // 87: sq.v1.DeleteAclsRequest
 	(*DeleteAclsResponse)(nil),         // 88: sq.v1.DeleteAclsResponse
+	(*ScramCredential)(nil),            // 89: sq.v1.ScramCredential
+	(*CreateUserRequest)(nil),          // 90: sq.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),         // 91: sq.v1.CreateUserResponse
+	(*DeleteUserRequest)(nil),          // 92: sq.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),         // 93: sq.v1.DeleteUserResponse
+	(*ListUsersRequest)(nil),           // 94: sq.v1.ListUsersRequest
+	(*UserInfo)(nil),                   // 95: sq.v1.UserInfo
+	(*ListUsersResponse)(nil),          // 96: sq.v1.ListUsersResponse
+	(*AuthenticateRequest)(nil),        // 97: sq.v1.AuthenticateRequest
+	(*AuthenticateResponse)(nil),       // 98: sq.v1.AuthenticateResponse
 }
 var file_sq_proto_depIdxs = []int32{
 	5,  // 0: sq.v1.PartitionInfo.remote:type_name -> sq.v1.RemoteLogStats
@@ -6306,81 +6922,91 @@ var file_sq_proto_depIdxs = []int32{
 	81, // 36: sq.v1.ListAclsResponse.acls:type_name -> sq.v1.AclBinding
 	82, // 37: sq.v1.DeleteAclsRequest.filters:type_name -> sq.v1.AclFilter
 	81, // 38: sq.v1.DeleteAclsResponse.deleted:type_name -> sq.v1.AclBinding
-	7,  // 39: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
-	9,  // 40: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
-	11, // 41: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
-	13, // 42: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
-	15, // 43: sq.v1.Topics.RestoreTopic:input_type -> sq.v1.RestoreTopicRequest
-	17, // 44: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
-	19, // 45: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
-	21, // 46: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
-	24, // 47: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
-	29, // 48: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
-	31, // 49: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
-	66, // 50: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
-	68, // 51: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
-	70, // 52: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
-	72, // 53: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
-	33, // 54: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
-	35, // 55: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
-	38, // 56: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
-	40, // 57: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
-	42, // 58: sq.v1.Cluster.DrainNode:input_type -> sq.v1.DrainNodeRequest
-	44, // 59: sq.v1.Cluster.UndrainNode:input_type -> sq.v1.UndrainNodeRequest
-	46, // 60: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
-	48, // 61: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
-	52, // 62: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
-	52, // 63: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
-	57, // 64: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
-	61, // 65: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
-	63, // 66: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
-	54, // 67: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
-	75, // 68: sq.v1.Quotas.SetQuota:input_type -> sq.v1.SetQuotaRequest
-	77, // 69: sq.v1.Quotas.RemoveQuota:input_type -> sq.v1.RemoveQuotaRequest
-	79, // 70: sq.v1.Quotas.ListQuotas:input_type -> sq.v1.ListQuotasRequest
-	83, // 71: sq.v1.Acls.CreateAcls:input_type -> sq.v1.CreateAclsRequest
-	85, // 72: sq.v1.Acls.ListAcls:input_type -> sq.v1.ListAclsRequest
-	87, // 73: sq.v1.Acls.DeleteAcls:input_type -> sq.v1.DeleteAclsRequest
-	8,  // 74: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
-	10, // 75: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
-	12, // 76: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
-	14, // 77: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
-	16, // 78: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
-	18, // 79: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
-	20, // 80: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
-	23, // 81: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
-	28, // 82: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
-	30, // 83: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
-	32, // 84: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
-	67, // 85: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
-	69, // 86: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
-	71, // 87: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
-	73, // 88: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
-	34, // 89: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
-	37, // 90: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
-	39, // 91: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
-	41, // 92: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
-	43, // 93: sq.v1.Cluster.DrainNode:output_type -> sq.v1.DrainNodeResponse
-	45, // 94: sq.v1.Cluster.UndrainNode:output_type -> sq.v1.UndrainNodeResponse
-	47, // 95: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
-	49, // 96: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
-	53, // 97: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
-	56, // 98: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
-	59, // 99: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
-	62, // 100: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
-	64, // 101: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
-	55, // 102: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
-	76, // 103: sq.v1.Quotas.SetQuota:output_type -> sq.v1.SetQuotaResponse
-	78, // 104: sq.v1.Quotas.RemoveQuota:output_type -> sq.v1.RemoveQuotaResponse
-	80, // 105: sq.v1.Quotas.ListQuotas:output_type -> sq.v1.ListQuotasResponse
-	84, // 106: sq.v1.Acls.CreateAcls:output_type -> sq.v1.CreateAclsResponse
-	86, // 107: sq.v1.Acls.ListAcls:output_type -> sq.v1.ListAclsResponse
-	88, // 108: sq.v1.Acls.DeleteAcls:output_type -> sq.v1.DeleteAclsResponse
-	74, // [74:109] is the sub-list for method output_type
-	39, // [39:74] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	89, // 39: sq.v1.CreateUserRequest.credential:type_name -> sq.v1.ScramCredential
+	95, // 40: sq.v1.ListUsersResponse.users:type_name -> sq.v1.UserInfo
+	7,  // 41: sq.v1.Topics.CreateTopic:input_type -> sq.v1.CreateTopicRequest
+	9,  // 42: sq.v1.Topics.AlterTopicConfig:input_type -> sq.v1.AlterTopicConfigRequest
+	11, // 43: sq.v1.Topics.CreatePartitions:input_type -> sq.v1.CreatePartitionsRequest
+	13, // 44: sq.v1.Topics.DeleteTopic:input_type -> sq.v1.DeleteTopicRequest
+	15, // 45: sq.v1.Topics.RestoreTopic:input_type -> sq.v1.RestoreTopicRequest
+	17, // 46: sq.v1.Topics.ListTopics:input_type -> sq.v1.ListTopicsRequest
+	19, // 47: sq.v1.Topics.DescribeTopic:input_type -> sq.v1.DescribeTopicRequest
+	21, // 48: sq.v1.Groups.ListGroups:input_type -> sq.v1.ListGroupsRequest
+	24, // 49: sq.v1.Groups.DescribeGroup:input_type -> sq.v1.DescribeGroupRequest
+	29, // 50: sq.v1.Groups.ResetOffsets:input_type -> sq.v1.ResetOffsetsRequest
+	31, // 51: sq.v1.Groups.DeleteGroup:input_type -> sq.v1.DeleteGroupRequest
+	66, // 52: sq.v1.Groups.JoinGroup:input_type -> sq.v1.JoinGroupRequest
+	68, // 53: sq.v1.Groups.Heartbeat:input_type -> sq.v1.HeartbeatRequest
+	70, // 54: sq.v1.Groups.LeaveGroup:input_type -> sq.v1.LeaveGroupRequest
+	72, // 55: sq.v1.Groups.CommitGroupOffsets:input_type -> sq.v1.CommitGroupOffsetsRequest
+	33, // 56: sq.v1.Cluster.NodeInfo:input_type -> sq.v1.NodeInfoRequest
+	35, // 57: sq.v1.Cluster.Members:input_type -> sq.v1.MembersRequest
+	38, // 58: sq.v1.Cluster.Info:input_type -> sq.v1.ClusterInfoRequest
+	40, // 59: sq.v1.Cluster.RemoveNode:input_type -> sq.v1.RemoveNodeRequest
+	42, // 60: sq.v1.Cluster.DrainNode:input_type -> sq.v1.DrainNodeRequest
+	44, // 61: sq.v1.Cluster.UndrainNode:input_type -> sq.v1.UndrainNodeRequest
+	46, // 62: sq.v1.Cluster.Join:input_type -> sq.v1.JoinRequest
+	48, // 63: sq.v1.Cluster.Propose:input_type -> sq.v1.ProposeRequest
+	90, // 64: sq.v1.Users.CreateUser:input_type -> sq.v1.CreateUserRequest
+	92, // 65: sq.v1.Users.DeleteUser:input_type -> sq.v1.DeleteUserRequest
+	94, // 66: sq.v1.Users.ListUsers:input_type -> sq.v1.ListUsersRequest
+	97, // 67: sq.v1.Users.Authenticate:input_type -> sq.v1.AuthenticateRequest
+	52, // 68: sq.v1.Messaging.Publish:input_type -> sq.v1.PublishRequest
+	52, // 69: sq.v1.Messaging.PublishStream:input_type -> sq.v1.PublishRequest
+	57, // 70: sq.v1.Messaging.Subscribe:input_type -> sq.v1.SubscribeRequest
+	61, // 71: sq.v1.Messaging.CommitOffsets:input_type -> sq.v1.CommitOffsetsRequest
+	63, // 72: sq.v1.Messaging.FetchOffsets:input_type -> sq.v1.FetchOffsetsRequest
+	54, // 73: sq.v1.Messaging.InitProducerId:input_type -> sq.v1.InitProducerIdRequest
+	75, // 74: sq.v1.Quotas.SetQuota:input_type -> sq.v1.SetQuotaRequest
+	77, // 75: sq.v1.Quotas.RemoveQuota:input_type -> sq.v1.RemoveQuotaRequest
+	79, // 76: sq.v1.Quotas.ListQuotas:input_type -> sq.v1.ListQuotasRequest
+	83, // 77: sq.v1.Acls.CreateAcls:input_type -> sq.v1.CreateAclsRequest
+	85, // 78: sq.v1.Acls.ListAcls:input_type -> sq.v1.ListAclsRequest
+	87, // 79: sq.v1.Acls.DeleteAcls:input_type -> sq.v1.DeleteAclsRequest
+	8,  // 80: sq.v1.Topics.CreateTopic:output_type -> sq.v1.CreateTopicResponse
+	10, // 81: sq.v1.Topics.AlterTopicConfig:output_type -> sq.v1.AlterTopicConfigResponse
+	12, // 82: sq.v1.Topics.CreatePartitions:output_type -> sq.v1.CreatePartitionsResponse
+	14, // 83: sq.v1.Topics.DeleteTopic:output_type -> sq.v1.DeleteTopicResponse
+	16, // 84: sq.v1.Topics.RestoreTopic:output_type -> sq.v1.RestoreTopicResponse
+	18, // 85: sq.v1.Topics.ListTopics:output_type -> sq.v1.ListTopicsResponse
+	20, // 86: sq.v1.Topics.DescribeTopic:output_type -> sq.v1.DescribeTopicResponse
+	23, // 87: sq.v1.Groups.ListGroups:output_type -> sq.v1.ListGroupsResponse
+	28, // 88: sq.v1.Groups.DescribeGroup:output_type -> sq.v1.DescribeGroupResponse
+	30, // 89: sq.v1.Groups.ResetOffsets:output_type -> sq.v1.ResetOffsetsResponse
+	32, // 90: sq.v1.Groups.DeleteGroup:output_type -> sq.v1.DeleteGroupResponse
+	67, // 91: sq.v1.Groups.JoinGroup:output_type -> sq.v1.JoinGroupResponse
+	69, // 92: sq.v1.Groups.Heartbeat:output_type -> sq.v1.HeartbeatResponse
+	71, // 93: sq.v1.Groups.LeaveGroup:output_type -> sq.v1.LeaveGroupResponse
+	73, // 94: sq.v1.Groups.CommitGroupOffsets:output_type -> sq.v1.CommitGroupOffsetsResponse
+	34, // 95: sq.v1.Cluster.NodeInfo:output_type -> sq.v1.NodeInfoResponse
+	37, // 96: sq.v1.Cluster.Members:output_type -> sq.v1.MembersResponse
+	39, // 97: sq.v1.Cluster.Info:output_type -> sq.v1.ClusterInfoResponse
+	41, // 98: sq.v1.Cluster.RemoveNode:output_type -> sq.v1.RemoveNodeResponse
+	43, // 99: sq.v1.Cluster.DrainNode:output_type -> sq.v1.DrainNodeResponse
+	45, // 100: sq.v1.Cluster.UndrainNode:output_type -> sq.v1.UndrainNodeResponse
+	47, // 101: sq.v1.Cluster.Join:output_type -> sq.v1.JoinResponse
+	49, // 102: sq.v1.Cluster.Propose:output_type -> sq.v1.ProposeResponse
+	91, // 103: sq.v1.Users.CreateUser:output_type -> sq.v1.CreateUserResponse
+	93, // 104: sq.v1.Users.DeleteUser:output_type -> sq.v1.DeleteUserResponse
+	96, // 105: sq.v1.Users.ListUsers:output_type -> sq.v1.ListUsersResponse
+	98, // 106: sq.v1.Users.Authenticate:output_type -> sq.v1.AuthenticateResponse
+	53, // 107: sq.v1.Messaging.Publish:output_type -> sq.v1.PublishResponse
+	56, // 108: sq.v1.Messaging.PublishStream:output_type -> sq.v1.PublishStreamResponse
+	59, // 109: sq.v1.Messaging.Subscribe:output_type -> sq.v1.SubscribeResponse
+	62, // 110: sq.v1.Messaging.CommitOffsets:output_type -> sq.v1.CommitOffsetsResponse
+	64, // 111: sq.v1.Messaging.FetchOffsets:output_type -> sq.v1.FetchOffsetsResponse
+	55, // 112: sq.v1.Messaging.InitProducerId:output_type -> sq.v1.InitProducerIdResponse
+	76, // 113: sq.v1.Quotas.SetQuota:output_type -> sq.v1.SetQuotaResponse
+	78, // 114: sq.v1.Quotas.RemoveQuota:output_type -> sq.v1.RemoveQuotaResponse
+	80, // 115: sq.v1.Quotas.ListQuotas:output_type -> sq.v1.ListQuotasResponse
+	84, // 116: sq.v1.Acls.CreateAcls:output_type -> sq.v1.CreateAclsResponse
+	86, // 117: sq.v1.Acls.ListAcls:output_type -> sq.v1.ListAclsResponse
+	88, // 118: sq.v1.Acls.DeleteAcls:output_type -> sq.v1.DeleteAclsResponse
+	80, // [80:119] is the sub-list for method output_type
+	41, // [41:80] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_sq_proto_init() }
@@ -6391,15 +7017,19 @@ func file_sq_proto_init() {
 	file_sq_proto_msgTypes[6].OneofWrappers = []any{}
 	file_sq_proto_msgTypes[48].OneofWrappers = []any{}
 	file_sq_proto_msgTypes[55].OneofWrappers = []any{}
+	file_sq_proto_msgTypes[87].OneofWrappers = []any{
+		(*CreateUserRequest_Password)(nil),
+		(*CreateUserRequest_Credential)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sq_proto_rawDesc), len(file_sq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   86,
+			NumMessages:   96,
 			NumExtensions: 0,
-			NumServices:   6,
+			NumServices:   7,
 		},
 		GoTypes:           file_sq_proto_goTypes,
 		DependencyIndexes: file_sq_proto_depIdxs,

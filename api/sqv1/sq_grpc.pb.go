@@ -1250,6 +1250,259 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	Users_CreateUser_FullMethodName   = "/sq.v1.Users/CreateUser"
+	Users_DeleteUser_FullMethodName   = "/sq.v1.Users/DeleteUser"
+	Users_ListUsers_FullMethodName    = "/sq.v1.Users/ListUsers"
+	Users_Authenticate_FullMethodName = "/sq.v1.Users/Authenticate"
+)
+
+// UsersClient is the client API for Users service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Users manages the users of SCRAM-SHA-256 authentication (RFC 5802, RFC
+// 7677; docs/security.md, "Authentication") in the replicated metadata,
+// and authenticates gRPC clients. Changes are forwarded to the controller
+// and audited. Errors: InvalidArgument (a bad name, password or
+// credential, an unknown user to delete), FailedPrecondition (a node
+// without the metadata log), Unauthenticated (AUTHENTICATION_FAILED).
+type UsersClient interface {
+	// CreateUser creates a user or replaces its credential, from a password
+	// (salted and hashed by the server) or from a credential salted by the
+	// client (the password then never leaves it).
+	CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error)
+	// DeleteUser deletes a user. Connections it authenticated stay open;
+	// its gRPC session tokens are refused from then on.
+	DeleteUser(ctx context.Context, in *DeleteUserRequest, opts ...grpc.CallOption) (*DeleteUserResponse, error)
+	// ListUsers lists the users: names, mechanism and iterations (never a
+	// salt or key).
+	ListUsers(ctx context.Context, in *ListUsersRequest, opts ...grpc.CallOption) (*ListUsersResponse, error)
+	// Authenticate runs one SCRAM exchange (SASL, as Kafka's
+	// SaslAuthenticate, KIP-152): the client sends the client-first message
+	// with the mechanism, the server answers the server-first one, the
+	// client sends the client-final one and the server answers the
+	// server-final one with a session token. Later calls to this node carry
+	// the token as the metadata "authorization: Bearer <token>". Always
+	// allowed without credentials.
+	Authenticate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AuthenticateRequest, AuthenticateResponse], error)
+}
+
+type usersClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewUsersClient(cc grpc.ClientConnInterface) UsersClient {
+	return &usersClient{cc}
+}
+
+func (c *usersClient) CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateUserResponse)
+	err := c.cc.Invoke(ctx, Users_CreateUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *usersClient) DeleteUser(ctx context.Context, in *DeleteUserRequest, opts ...grpc.CallOption) (*DeleteUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteUserResponse)
+	err := c.cc.Invoke(ctx, Users_DeleteUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *usersClient) ListUsers(ctx context.Context, in *ListUsersRequest, opts ...grpc.CallOption) (*ListUsersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListUsersResponse)
+	err := c.cc.Invoke(ctx, Users_ListUsers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *usersClient) Authenticate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AuthenticateRequest, AuthenticateResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Users_ServiceDesc.Streams[0], Users_Authenticate_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AuthenticateRequest, AuthenticateResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Users_AuthenticateClient = grpc.BidiStreamingClient[AuthenticateRequest, AuthenticateResponse]
+
+// UsersServer is the server API for Users service.
+// All implementations must embed UnimplementedUsersServer
+// for forward compatibility.
+//
+// Users manages the users of SCRAM-SHA-256 authentication (RFC 5802, RFC
+// 7677; docs/security.md, "Authentication") in the replicated metadata,
+// and authenticates gRPC clients. Changes are forwarded to the controller
+// and audited. Errors: InvalidArgument (a bad name, password or
+// credential, an unknown user to delete), FailedPrecondition (a node
+// without the metadata log), Unauthenticated (AUTHENTICATION_FAILED).
+type UsersServer interface {
+	// CreateUser creates a user or replaces its credential, from a password
+	// (salted and hashed by the server) or from a credential salted by the
+	// client (the password then never leaves it).
+	CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error)
+	// DeleteUser deletes a user. Connections it authenticated stay open;
+	// its gRPC session tokens are refused from then on.
+	DeleteUser(context.Context, *DeleteUserRequest) (*DeleteUserResponse, error)
+	// ListUsers lists the users: names, mechanism and iterations (never a
+	// salt or key).
+	ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error)
+	// Authenticate runs one SCRAM exchange (SASL, as Kafka's
+	// SaslAuthenticate, KIP-152): the client sends the client-first message
+	// with the mechanism, the server answers the server-first one, the
+	// client sends the client-final one and the server answers the
+	// server-final one with a session token. Later calls to this node carry
+	// the token as the metadata "authorization: Bearer <token>". Always
+	// allowed without credentials.
+	Authenticate(grpc.BidiStreamingServer[AuthenticateRequest, AuthenticateResponse]) error
+	mustEmbedUnimplementedUsersServer()
+}
+
+// UnimplementedUsersServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedUsersServer struct{}
+
+func (UnimplementedUsersServer) CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateUser not implemented")
+}
+func (UnimplementedUsersServer) DeleteUser(context.Context, *DeleteUserRequest) (*DeleteUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteUser not implemented")
+}
+func (UnimplementedUsersServer) ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListUsers not implemented")
+}
+func (UnimplementedUsersServer) Authenticate(grpc.BidiStreamingServer[AuthenticateRequest, AuthenticateResponse]) error {
+	return status.Error(codes.Unimplemented, "method Authenticate not implemented")
+}
+func (UnimplementedUsersServer) mustEmbedUnimplementedUsersServer() {}
+func (UnimplementedUsersServer) testEmbeddedByValue()               {}
+
+// UnsafeUsersServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to UsersServer will
+// result in compilation errors.
+type UnsafeUsersServer interface {
+	mustEmbedUnimplementedUsersServer()
+}
+
+func RegisterUsersServer(s grpc.ServiceRegistrar, srv UsersServer) {
+	// If the following call panics, it indicates UnimplementedUsersServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Users_ServiceDesc, srv)
+}
+
+func _Users_CreateUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UsersServer).CreateUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Users_CreateUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UsersServer).CreateUser(ctx, req.(*CreateUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Users_DeleteUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UsersServer).DeleteUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Users_DeleteUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UsersServer).DeleteUser(ctx, req.(*DeleteUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Users_ListUsers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListUsersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UsersServer).ListUsers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Users_ListUsers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UsersServer).ListUsers(ctx, req.(*ListUsersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Users_Authenticate_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(UsersServer).Authenticate(&grpc.GenericServerStream[AuthenticateRequest, AuthenticateResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Users_AuthenticateServer = grpc.BidiStreamingServer[AuthenticateRequest, AuthenticateResponse]
+
+// Users_ServiceDesc is the grpc.ServiceDesc for Users service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Users_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "sq.v1.Users",
+	HandlerType: (*UsersServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "CreateUser",
+			Handler:    _Users_CreateUser_Handler,
+		},
+		{
+			MethodName: "DeleteUser",
+			Handler:    _Users_DeleteUser_Handler,
+		},
+		{
+			MethodName: "ListUsers",
+			Handler:    _Users_ListUsers_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Authenticate",
+			Handler:       _Users_Authenticate_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
+	Metadata: "sq.proto",
+}
+
+const (
 	Messaging_Publish_FullMethodName        = "/sq.v1.Messaging/Publish"
 	Messaging_PublishStream_FullMethodName  = "/sq.v1.Messaging/PublishStream"
 	Messaging_Subscribe_FullMethodName      = "/sq.v1.Messaging/Subscribe"

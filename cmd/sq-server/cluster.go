@@ -300,6 +300,8 @@ func startCluster(ctx context.Context, c *config, log *slog.Logger, cp *controlP
 	}
 	cp.srv.SetCluster(node)
 	cp.srv.SetACLStore(node)
+	cp.users.Set(node)
+	cp.srv.SetUsers(node)
 	b := gossip.NewBroker(cp.srv.Traced(eng), node.BrokerCluster(), rec, gossip.BrokerOptions{Logger: log,
 		OffsetsTopicPartitions: c.OffsetsTopicPartitions, OffsetsTopicReplicationFactor: c.OffsetsTopicReplicationFactor})
 	r := gossip.NewReplicator(eng, node.BrokerCluster(), gossip.ReplicatorOptions{NodeID: c.NodeID, Logger: log, Dial: replicaDialer(c.NodeID, tlsr)})

@@ -130,6 +130,11 @@ type config struct {
 	Authorization bool
 	SuperUsers    string
 
+	// AuthRequired refuses unauthenticated requests on the data plane
+	// and gRPC; MetricsAuth protects /metrics (auth.go).
+	AuthRequired bool
+	MetricsAuth  bool
+
 	hooks *hooks // tests only
 }
 
@@ -227,6 +232,8 @@ var flagSpecs = []flagSpec{
 	{"gossip-key-file", "SQ_GOSSIP_KEY_FILE", "file holding the AES key (16, 24 or 32 bytes, raw or base64) that encrypts gossip (memberlist) traffic; every node of the cluster needs the same key (empty: gossip in plaintext)"},
 	{"authorization", "SQ_AUTHORIZATION", "check every request of the data plane and the gRPC control plane against the ACLs (sq acl): without an ACL that allows it, a request is refused with AUTHORIZATION_FAILED (default off: everything allowed)"},
 	{"super-users", "SQ_SUPER_USERS", "comma-separated principals allowed everything when --authorization is on (User:NAME; a certificate subject keeps its own commas: User:CN=ops,O=shop,User:admin); the node's own certificate subject is one automatically"},
+	{"auth-required", "SQ_AUTH_REQUIRED", "refuse every request of the data plane and gRPC that is not authenticated (SCRAM-SHA-256 user or verified client certificate) with AUTHENTICATION_FAILED; health checks stay anonymous. In a cluster it needs --tls-client-ca: nodes authenticate to each other by certificate"},
+	{"metrics-auth", "SQ_METRICS_AUTH", "/metrics requires HTTP Basic credentials of a user or a verified client certificate (/healthz and /readyz stay anonymous)"},
 	{"log-level", "SQ_LOG_LEVEL", "log level: debug, info, warn, error"},
 	{"log-format", "SQ_LOG_FORMAT", "log format: text or json"},
 }
@@ -279,6 +286,8 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "")
 	fs.BoolVar(&c.Authorization, "authorization", false, "")
 	fs.StringVar(&c.SuperUsers, "super-users", "", "")
+	fs.BoolVar(&c.AuthRequired, "auth-required", false, "")
+	fs.BoolVar(&c.MetricsAuth, "metrics-auth", false, "")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "")
 	for _, s := range flagSpecs {
@@ -307,6 +316,7 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("--max-open-segment-files %d must be positive", c.MaxSegFiles))
 	}
 	errs = append(errs, c.validateLocalRetention()...)
+	errs = append(errs, c.validateAuth()...)
 	if c.NodeID == "" {
 		errs = append(errs, errors.New("--node-id must not be empty"))
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/seedqueue/sq/control"
 	"github.com/seedqueue/sq/control/telemetry"
 	"github.com/seedqueue/sq/internal/acl"
+	"github.com/seedqueue/sq/internal/authn"
 	"github.com/seedqueue/sq/internal/quota"
 	"github.com/seedqueue/sq/internal/tlsconf"
 )
@@ -83,6 +84,10 @@ type controlPlane struct {
 	// authz checks the requests of both planes; nil without
 	// --authorization.
 	authz *acl.Authorizer
+	// users is the user store both planes authenticate against, set once
+	// the cluster node runs; auth runs their SCRAM exchanges (auth.go).
+	users *authn.StoreRef
+	auth  *authn.Authenticator
 }
 
 // startControl creates the control server, starts OpenTelemetry export
@@ -92,7 +97,8 @@ type controlPlane struct {
 //
 // With tlsr (--tls-cert) both gRPC and HTTP serve TLS only.
 func startControl(ctx context.Context, c *config, log *slog.Logger, tlsr *tlsconf.Reloader) (*controlPlane, error) {
-	cp := &controlPlane{log: log, errs: make(chan error, 2), grpcH: c.GRPCHost, hooks: c.hooks}
+	cp := &controlPlane{log: log, errs: make(chan error, 2), grpcH: c.GRPCHost, hooks: c.hooks, users: &authn.StoreRef{}}
+	cp.auth = authn.NewAuthenticator(cp.users, nil)
 	opts := control.Options{NodeID: c.NodeID, ClusterID: c.ClusterID, Version: version,
 		GRPCAddr: c.GRPCHost, CapnpAddr: c.CapnpHost, HTTPAddr: c.HTTPHost, MaxBatchBytes: c.MaxBatch, Logger: log,
 		MaxConnections: c.MaxConnections, MaxConnectionsPerIP: c.MaxConnectionsPerIP, MaxInflightRequestBytes: c.MaxInflightRequestBytes, RecvTimeout: c.FrameReadTimeout}
@@ -117,8 +123,9 @@ func startControl(ctx context.Context, c *config, log *slog.Logger, tlsr *tlscon
 		log.Info("OpenTelemetry export on", "service_name", tel.ServiceName)
 	}
 	opts.Tracer = tel.Tracer
+	opts.Authenticator, opts.AuthRequired, opts.MetricsAuth = cp.auth, c.AuthRequired, c.MetricsAuth
 	if tlsr != nil {
-		opts.TLS = tlsr.ServerConfig()
+		opts.TLS = c.clientPlaneTLS(tlsr.ServerConfig())
 	}
 	// The byte-rate quotas both planes enforce; the cluster metadata
 	// fills them (startCluster).

@@ -105,6 +105,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 	if tlsr != nil {
 		c.hooks.tlsLoaded(tlsr)
 	}
+	c.warnAuth(log)
 	cp, err := startControl(ctx, c, log, tlsr)
 	if err != nil {
 		backend.Close()
@@ -205,6 +206,8 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		MaxConnectionsPerIP:     c.MaxConnectionsPerIP,
 		Quotas:                  cp.quotas,
 		Authorizer:              cp.authz,
+		Authenticator:           cp.auth,
+		AuthRequired:            c.AuthRequired,
 	})
 	if err != nil {
 		if grpcLn != nil {
@@ -249,7 +252,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		// Each connection's handshake runs on its first read, on the
 		// connection's own goroutine, never in the accept loop, and
 		// within --frame-read-timeout.
-		dataLn = tlsconf.NewListener(dataLn, tlsr.ServerConfig(), c.FrameReadTimeout)
+		dataLn = tlsconf.NewListener(dataLn, c.clientPlaneTLS(tlsr.ServerConfig()), c.FrameReadTimeout)
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(dataLn) }()

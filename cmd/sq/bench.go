@@ -290,7 +290,7 @@ func benchIOBackends(ctx context.Context, g *globals, cmd *cobra.Command, admin 
 	for i, id := range ids {
 		wg.Go(func() {
 			if addr := grpcOf[id]; addr != "" {
-				per[i] = nodeIOBackend(ctx, addr, g.tlsConf)
+				per[i] = nodeIOBackend(ctx, addr, g.tlsConf, g.sasl)
 			} else {
 				per[i] = benchIOBackend(ctx, g, cmd)
 			}
@@ -320,9 +320,10 @@ func adminIOBackend(ctx context.Context, a *sdk.Admin) string {
 }
 
 // nodeIOBackend asks the control plane at addr for its node's I/O
-// backend; "unknown" when it does not answer within a few seconds.
-func nodeIOBackend(ctx context.Context, addr string, tc *tls.Config) string {
-	a, err := sdk.NewAdmin(sdk.AdminConfig{GrpcConfig: sdk.GrpcConfig{Addr: addr, RequestTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second, TLSConfig: tc}})
+// backend (over TLS with tc, authenticated with sasl, when not nil);
+// "unknown" when it does not answer within a few seconds.
+func nodeIOBackend(ctx context.Context, addr string, tc *tls.Config, sasl sdk.SASLMechanism) string {
+	a, err := sdk.NewAdmin(sdk.AdminConfig{GrpcConfig: sdk.GrpcConfig{Addr: addr, RequestTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second, TLSConfig: tc, SASL: sasl}})
 	if err != nil {
 		return "unknown"
 	}
@@ -372,6 +373,7 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 	}
 	b := newBenchRun(addr, f, bar, lines)
 	b.tls = g.tlsConf
+	b.sasl = g.sasl
 	if b.timeout, err = g.connectTimeout(cmd); err != nil {
 		return err
 	}

@@ -61,8 +61,9 @@ func (h *hist) recordSince(now int64, values [][]byte) {
 // benchRun is one `sq bench` run.
 type benchRun struct {
 	addr     string
-	timeout  time.Duration // --timeout: bounds each dial plus handshake; 0: the SDK's default
-	tls      *tls.Config   // the TLS flags' configuration; nil: plaintext
+	timeout  time.Duration     // --timeout: bounds each dial plus handshake; 0: the SDK's default
+	tls      *tls.Config       // the TLS flags' configuration; nil: plaintext
+	sasl     sdk.SASLMechanism // --user's credentials; nil: anonymous
 	f        benchFlags
 	progress io.Writer // where the progress bar goes; nil: no bar
 	lines    io.Writer // where progress lines go (stderr not a terminal); nil: none
@@ -197,7 +198,7 @@ func (b *benchRun) produce(ctx context.Context) error {
 func (b *benchRun) producer(ctx, pctx context.Context, id int, n int64, start time.Time) error {
 	acks, _ := sdk.ParseAcks(b.f.acks) // checked by validate
 	bp, err := sdk.NewBatchProducer(ctx, sdk.BatchProducerConfig{
-		ProducerConfig: sdk.ProducerConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-%d", id), DialTimeout: b.timeout, Acks: acks, TLSConfig: b.tls},
+		ProducerConfig: sdk.ProducerConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-%d", id), DialTimeout: b.timeout, Acks: acks, TLSConfig: b.tls, SASL: b.sasl},
 		Linger:         benchLinger(b.f.linger),
 		BatchBytes:     b.f.batchBytes,
 		MaxInFlight:    b.f.inFlight,
@@ -343,7 +344,7 @@ type benchConsumers struct {
 func (b *benchRun) startConsumers(ctx context.Context) (*benchConsumers, error) {
 	bc := &benchConsumers{stop: make(chan struct{}), readers: make(chan struct{})}
 	for i := range b.f.consumers {
-		c, err := dialRouter(ctx, b.addr, fmt.Sprintf("sq-bench-consumer-%d", i), b.timeout, b.tls)
+		c, err := dialRouter(ctx, b.addr, fmt.Sprintf("sq-bench-consumer-%d", i), b.timeout, b.tls, b.sasl)
 		if err != nil {
 			bc.close()
 			return nil, &benchConnectError{who: "consumer", id: i, of: b.f.consumers, err: err}

@@ -157,8 +157,9 @@ type consumeSession struct {
 	start   startSpec
 	fromMs  int64 // --from-time in Unix ms, when given
 	addr    string
-	timeout time.Duration // --timeout: the consumer's dial
-	tls     *tls.Config   // the TLS flags' configuration; nil: plaintext
+	timeout time.Duration     // --timeout: the consumer's dial
+	tls     *tls.Config       // the TLS flags' configuration; nil: plaintext
+	sasl    sdk.SASLMechanism // --user's credentials; nil: anonymous
 	out     *recordWriter
 	stderr  io.Writer
 	probe   serverProbe
@@ -217,7 +218,7 @@ func runConsume(cmd *cobra.Command, g *globals, f consumeFlags) error {
 		return err
 	}
 	stderr := &syncWriter{w: g.stderr}
-	s := &consumeSession{r: r, f: f, start: start, fromMs: fromMs, addr: g.addr(cmd), timeout: timeout, tls: g.tlsConf, out: out, stderr: stderr,
+	s := &consumeSession{r: r, f: f, start: start, fromMs: fromMs, addr: g.addr(cmd), timeout: timeout, tls: g.tlsConf, sasl: g.sasl, out: out, stderr: stderr,
 		probe: serverProbe{addr: g.addr(cmd), topic: f.topic, follow: f.follow, timeout: timeout, stderr: stderr, reading: "reading " + f.topic},
 		pos:   map[uint32]uint64{}, end: map[uint32]uint64{}, cut: map[uint32]bool{}}
 	ctx := cmd.Context()
@@ -441,7 +442,7 @@ func (s *consumeSession) readToEnd(ctx context.Context) error {
 // from its position; bounded by the high watermarks at start when toEnd.
 // Records lost to retention while reading are said on stderr.
 func (s *consumeSession) consumerConfig(parts []uint32, toEnd bool) sdk.ConsumerConfig {
-	cfg := consumerBase(s.addr, s.f.topic, s.timeout, s.tls)
+	cfg := consumerBase(s.addr, s.f.topic, s.timeout, s.tls, s.sasl)
 	// Fetched, not pushed: at most one response per partition is read
 	// ahead of what was printed.
 	cfg.UseFetch = true

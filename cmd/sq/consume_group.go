@@ -59,6 +59,7 @@ type groupSession struct {
 	next    map[uint32]uint64 // offset after the last record printed
 	timeout time.Duration     // --timeout: each dial plus handshake, and each probe
 	tls     *tls.Config       // the TLS flags' configuration; nil: plaintext
+	sasl    sdk.SASLMechanism // --user's credentials; nil: anonymous
 	probe   serverProbe
 	stalls  fetchStalls // partitions that cannot be read for now
 	printed int64
@@ -134,7 +135,7 @@ func newGroupSession(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 		return nil, err
 	}
 	stderr := &syncWriter{w: g.stderr}
-	return &groupSession{f: f, addr: g.addr(cmd), timeout: timeout, tls: g.tlsConf, out: out, stderr: stderr,
+	return &groupSession{f: f, addr: g.addr(cmd), timeout: timeout, tls: g.tlsConf, sasl: g.sasl, out: out, stderr: stderr,
 		end: map[uint32]uint64{}, next: map[uint32]uint64{},
 		probe: serverProbe{addr: g.addr(cmd), topic: f.topic, follow: f.follow, timeout: timeout, stderr: stderr,
 			reading: fmt.Sprintf("reading %s as group %s", f.topic, f.group)}}, nil
@@ -144,7 +145,7 @@ func newGroupSession(cmd *cobra.Command, g *globals, f consumeFlags, out *record
 // partitions without a committed offset start at from; dials are bounded
 // by --timeout, as every other connection of sq.
 func (s *groupSession) consumerConfig(from sdk.StartPosition) sdk.ConsumerConfig {
-	cfg := consumerBase(s.addr, s.f.topic, s.timeout, s.tls)
+	cfg := consumerBase(s.addr, s.f.topic, s.timeout, s.tls, s.sasl)
 	cfg.ConsumerGroup = s.f.group
 	cfg.AutoCommitMarked = true
 	cfg.AutoCommitInterval = commitInterval

@@ -26,10 +26,11 @@ var newConsumer = sdk.NewConsumer
 // from: the server at addr reached within timeout (--timeout), topic,
 // long polls of followMaxWait, each request bounded by consumeRequestTimeout
 // and reconnections at most consumeReconnectBackoffMax apart, over TLS
-// with tc when it is not nil.
-func consumerBase(addr, topic string, timeout time.Duration, tc *tls.Config) sdk.ConsumerConfig {
+// with tc when it is not nil, authenticated with sasl when it is not nil.
+func consumerBase(addr, topic string, timeout time.Duration, tc *tls.Config, sasl sdk.SASLMechanism) sdk.ConsumerConfig {
 	return sdk.ConsumerConfig{
 		TLSConfig:           tc,
+		SASL:                sasl,
 		Addr:                addr,
 		ClientID:            "sq-cli",
 		Topic:               topic,

@@ -44,7 +44,7 @@ func (g *globals) admin(cmd *cobra.Command) (*sdk.Admin, error) {
 		return nil, err
 	}
 	addr := g.controlAddr(cmd)
-	a, err := sdk.NewAdmin(sdk.AdminConfig{GrpcConfig: sdk.GrpcConfig{Addr: addr, RequestTimeout: 30 * time.Second, ConnectTimeout: timeout, TLSConfig: g.tlsConf}})
+	a, err := sdk.NewAdmin(sdk.AdminConfig{GrpcConfig: sdk.GrpcConfig{Addr: addr, RequestTimeout: 30 * time.Second, ConnectTimeout: timeout, TLSConfig: g.tlsConf, SASL: g.sasl}})
 	if err != nil {
 		return nil, controlError(addr, err)
 	}

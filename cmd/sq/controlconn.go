@@ -11,8 +11,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/seedqueue/sq/api"
@@ -48,22 +46,13 @@ func (g *globals) controlConn(cmd *cobra.Command) (*controlConn, error) {
 		return nil, err
 	}
 	addr := g.controlAddr(cmd)
-	creds := insecure.NewCredentials()
-	if g.tlsConf != nil {
-		creds = credentials.NewTLS(g.tlsConf)
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		a.Close()
-		return nil, controlError(addr, err)
-	}
+	conn := a.Conn() // with the TLS and SASL credentials of the flags
 	return &controlConn{addr: addr, admin: a, conn: conn,
 		cluster: sqv1.NewClusterClient(conn), topics: sqv1.NewTopicsClient(conn)}, nil
 }
 
-// Close closes both connections.
+// Close closes the connection.
 func (c *controlConn) Close() {
-	c.conn.Close()
 	c.admin.Close()
 }
 

@@ -194,10 +194,14 @@ type globals struct {
 	// tlsConfig is the TLS configuration of every connection, set before
 	// each command runs from the TLS flags; nil: plaintext.
 	tlsConf *tls.Config
-	getenv  func(string) string
-	stdin   io.Reader
-	stdout  io.Writer
-	stderr  io.Writer
+	auth    authFlags // --user, --password-stdin (user.go)
+	// sasl authenticates every connection, set before each command runs
+	// from --user and its password; nil: anonymous.
+	sasl   sdk.SASLMechanism
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
 }
 
 // addr returns the server address: --server when given, else SQ_SERVER,
@@ -288,7 +292,10 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 				return err
 			}
 			var err error
-			g.tlsConf, err = g.tlsConfig(cmd)
+			if g.tlsConf, err = g.tlsConfig(cmd); err != nil {
+				return err
+			}
+			g.sasl, err = g.saslConfig(cmd)
 			return err
 		},
 	}
@@ -305,6 +312,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 	root.PersistentFlags().Var((*durationFlag)(&g.timeout), "timeout",
 		"bound on connecting to the server plus its handshake (data plane) or first call (control plane), e.g. 2s (env "+timeoutEnv+"; the flag wins)")
 	bindTLSFlags(root, &g.tls)
+	bindAuthFlags(root, &g.auth)
 	root.AddCommand(newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g))
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newClusterCommand(g))
@@ -312,6 +320,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer, getenv func(strin
 	root.AddCommand(newGroupCommand(g))
 	root.AddCommand(newQuotaCommand(g))
 	root.AddCommand(newACLCommand(g))
+	root.AddCommand(newUserCommand(g))
 	return root
 }
 
@@ -336,7 +345,7 @@ func (g *globals) dial(cmd *cobra.Command) (*sdk.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := sdk.Dial(cmd.Context(), sdk.ClientConfig{Addr: addr, ClientID: "sq-cli", DialTimeout: timeout, TLSConfig: g.tlsConf})
+	c, err := sdk.Dial(cmd.Context(), sdk.ClientConfig{Addr: addr, ClientID: "sq-cli", DialTimeout: timeout, TLSConfig: g.tlsConf, SASL: g.sasl})
 	if err != nil {
 		return nil, connectError(addr, err)
 	}

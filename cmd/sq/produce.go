@@ -243,7 +243,7 @@ func runProduce(cmd *cobra.Command, g *globals, f produceFlags) error {
 	if err != nil {
 		return err
 	}
-	p, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: addr, ClientID: "sq-cli", DialTimeout: timeout, Acks: pin.acks, TLSConfig: g.tlsConf})
+	p, err := sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: addr, ClientID: "sq-cli", DialTimeout: timeout, Acks: pin.acks, TLSConfig: g.tlsConf, SASL: g.sasl})
 	if err != nil {
 		return connectError(addr, err)
 	}

@@ -50,9 +50,10 @@ func onLeader[T any](ctx context.Context, r *sdk.Producer, topic string, p uint3
 // dialRouter connects to addr within timeout and returns the routing
 // core for requests sent on a Client: an sdk.Producer through which no
 // record is sent (onLeader). clientID names it to the server; tc, when
-// not nil, makes its connections TLS.
-func dialRouter(ctx context.Context, addr, clientID string, timeout time.Duration, tc *tls.Config) (*sdk.Producer, error) {
-	return sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: addr, ClientID: clientID, DialTimeout: timeout, TLSConfig: tc})
+// not nil, makes its connections TLS; sasl, when not nil, authenticates
+// them.
+func dialRouter(ctx context.Context, addr, clientID string, timeout time.Duration, tc *tls.Config, sasl sdk.SASLMechanism) (*sdk.Producer, error) {
+	return sdk.NewProducer(ctx, sdk.ProducerConfig{Addr: addr, ClientID: clientID, DialTimeout: timeout, TLSConfig: tc, SASL: sasl})
 }
 
 // dialRouter is g.dial for commands that send partition requests on a
@@ -64,7 +65,7 @@ func (g *globals) dialRouter(cmd *cobra.Command) (*sdk.Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := dialRouter(cmd.Context(), addr, "sq-cli", timeout, g.tlsConf)
+	r, err := dialRouter(cmd.Context(), addr, "sq-cli", timeout, g.tlsConf, g.sasl)
 	if err != nil {
 		return nil, connectError(addr, err)
 	}

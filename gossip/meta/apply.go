@@ -62,6 +62,10 @@ func (s *State) Apply(c Command) Result {
 		return s.applyCreateACLs(c)
 	case OpDeleteACLs:
 		return s.applyDeleteACLs(c)
+	case OpUpsertUser:
+		return s.applyUpsertUser(c)
+	case OpDeleteUser:
+		return s.applyDeleteUser(c)
 	}
 	return refused(api.CodeInvalidRequest, "unknown metadata op %q", c.Op)
 }

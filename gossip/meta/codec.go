@@ -18,6 +18,7 @@ var knownOps = map[Op]bool{
 	OpAssignGroup: true, OpUnassignGroup: true, OpSetISR: true,
 	OpAllocateProducerIDs: true, OpDrainNode: true, OpUndrainNode: true,
 	OpSetQuota: true, OpRemoveQuota: true, OpCreateACLs: true, OpDeleteACLs: true,
+	OpUpsertUser: true, OpDeleteUser: true,
 }
 
 // Encode returns the log entry of c: the byte CommandVersion (1), then

@@ -106,6 +106,11 @@
 //	delete-acls        removes every binding one of ACLFilters selects
 //	                   (Result.ACLs: those removed); INVALID_REQUEST for
 //	                   an invalid filter.
+//	upsert-user        Name, Credential: creates the user or replaces its
+//	                   SCRAM credential (salt, iterations, StoredKey,
+//	                   ServerKey; never a password); INVALID_REQUEST for a
+//	                   bad name or credential or beyond MaxUsers users.
+//	delete-user        Name: INVALID_REQUEST when the user does not exist.
 //
 // Commands that name a topic answer UNKNOWN_TOPIC for an unknown name,
 // UNKNOWN_TOPIC_ID when the topic's id is another, and INVALID_REQUEST

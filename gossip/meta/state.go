@@ -47,6 +47,7 @@ func (s *State) Clone() *State {
 	}
 	c.Quotas = cloneQuotas(s.Quotas)
 	c.ACLs = cloneSlice(s.ACLs)
+	c.Users = cloneUsers(s.Users)
 	return c
 }
 

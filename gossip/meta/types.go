@@ -4,6 +4,7 @@ import (
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/internal/acl"
+	"github.com/seedqueue/sq/internal/authn"
 )
 
 // Node is a member of the cluster as the metadata log records it: its id
@@ -99,6 +100,10 @@ type State struct {
 	// sorted by acl.Compare without duplicates. Omitted from the encoding
 	// when empty, so the Hash of a cluster without ACLs does not change.
 	ACLs []acl.Binding `json:"acls,omitempty"`
+	// Users are the SCRAM credentials of the users by name (upsert-user,
+	// users.go). Omitted from the encoding when empty, so the Hash of a
+	// cluster without users does not change.
+	Users map[string]authn.Credential `json:"users,omitempty"`
 }
 
 // RemovedNode is a node removed from the cluster: its id and the id of
@@ -251,6 +256,8 @@ type Command struct {
 	ACLs []acl.Binding `json:"acls,omitempty"`
 	// ACLFilters select the bindings a delete-acls removes.
 	ACLFilters []acl.Filter `json:"acl_filters,omitempty"`
+	// Credential is the credential of an upsert-user.
+	Credential *authn.Credential `json:"credential,omitempty"`
 }
 
 // Result is the outcome of applying one Command.

@@ -1,6 +1,6 @@
 // Package audit writes the servers' audit lines: one line for every
 // request that creates, alters or deletes something (topics, partitions,
-// consumer groups and their offsets, cluster members), on either plane,
+// consumer groups and their offsets, cluster members, users), on either plane,
 // with who asked, from where, and how it ended (docs/security.md,
 // "Audit log").
 //
@@ -8,8 +8,9 @@
 // attributes action (for example "topic.create"), resource (the topic,
 // group or node), principal, remote (the client's address), plane ("grpc"
 // or "dataplane") and result ("ok", or the error code and text). The
-// principal is Kafka's form: "User:" and the subject of the client's
-// verified TLS certificate under mutual TLS, else "User:ANONYMOUS". Audit
+// principal is Kafka's form: "User:" and the name of a SCRAM-authenticated
+// user, else the subject of the client's verified TLS certificate under
+// mutual TLS, else "User:ANONYMOUS". Audit
 // lines are never dropped by the server's log rate limit.
 package audit
 
@@ -32,7 +33,8 @@ type Event struct {
 	// Action names the operation, "<resource kind>.<verb>": topic.create,
 	// topic.alter, topic.delete, topic.restore, partitions.create,
 	// group.delete, group.reset-offsets, cluster.remove-node, cluster.drain,
-	// cluster.undrain, quota.set, quota.remove, acl.create, acl.delete.
+	// cluster.undrain, quota.set, quota.remove, acl.create, acl.delete,
+	// user.create (a user created or its credential replaced), user.delete.
 	Action string
 	// Resource is the topic, group or node the request names.
 	Resource string

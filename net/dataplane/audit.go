@@ -14,9 +14,14 @@ func (c *conn) audit(action, resource string, err error) {
 		Principal: connPrincipal(c), Remote: c.remote, Err: err})
 }
 
-// connPrincipal is the principal of c: the subject of its verified client
-// certificate under mutual TLS, else audit.Anonymous.
+// connPrincipal is the principal of c: "User:<name>" once a SCRAM
+// exchange authenticated it (sasl.go; it wins over a certificate), else
+// the subject of its verified client certificate under mutual TLS, else
+// audit.Anonymous.
 func connPrincipal(c *conn) string {
+	if u := c.user.Load(); u != nil {
+		return "User:" + *u
+	}
 	if t, ok := c.nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
 		cs := t.ConnectionState()
 		return audit.Principal(&cs)

@@ -188,6 +188,9 @@ var authzTopicID = api.TopicID{1}
 // test).
 var dataplaneAuthzRows = []dataplaneAuthzRow{
 	{kind: api.Frame_Which_handshakeRequest, open: true, do: authorized(handshakeReq, nil)},
+	// No user store here: the exchange fails with AUTHENTICATION_FAILED,
+	// never AUTHORIZATION_FAILED.
+	{kind: api.Frame_Which_saslAuthenticateRequest, open: true, do: authorized(saslReq("SCRAM-SHA-256", []byte("n,,n=alice,r=abc")), nil)},
 	{kind: api.Frame_Which_metadataRequest, do: authorized(metadataReq("t"), nil),
 		allow: []string{"User:CN=alice allow describe topic:t"}, deny: "User:CN=alice deny describe topic:*"},
 	{kind: api.Frame_Which_metadataRequest, do: visibleTopic(metadataReq()),

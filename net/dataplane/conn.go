@@ -18,6 +18,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/authn"
 	"github.com/seedqueue/sq/internal/outcome"
 )
 
@@ -80,6 +81,12 @@ type conn struct {
 
 	// subs are the push subscriptions (subscribe.go).
 	subs subscriptions
+
+	// sasl is the connection's SASL exchange in progress (sasl.go); only
+	// the reader touches it. user is the SCRAM-authenticated user, set
+	// once.
+	sasl *authn.Exchange
+	user atomic.Pointer[string]
 
 	mu        sync.Mutex
 	reason    error      // why the connection closes; first one wins
@@ -375,6 +382,9 @@ func (c *conn) readLoop() error {
 		if c.srv.shutting.Load() {
 			c.releaseRequest(&req)
 			c.send(c.buildError(req, api.NewError(api.CodeShuttingDown, "server is shutting down")))
+			continue
+		}
+		if c.authGate(&req) {
 			continue
 		}
 		if req.kind == api.Frame_Which_publishRequest {

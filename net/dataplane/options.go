@@ -8,6 +8,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/internal/acl"
+	"github.com/seedqueue/sq/internal/authn"
 	"github.com/seedqueue/sq/internal/quota"
 )
 
@@ -132,6 +133,14 @@ type Options struct {
 	// the connection's principal may describe. Nil (the default) or
 	// disabled: every request is allowed.
 	Authorizer *acl.Authorizer
+	// Authenticator runs the SASL exchanges of SaslAuthenticate requests
+	// (SCRAM-SHA-256, sasl.go). Nil: every exchange is refused with
+	// AUTHENTICATION_FAILED (no user store).
+	Authenticator *authn.Authenticator
+	// AuthRequired refuses every request of a connection that is not
+	// authenticated (by a SASL exchange or a verified client certificate)
+	// with AUTHENTICATION_FAILED, but the handshake and SaslAuthenticate.
+	AuthRequired bool
 	// Logger receives one line per closed connection and per unexpected
 	// error. Default slog.Default().
 	Logger *slog.Logger

@@ -134,6 +134,8 @@ func parseFrame(f api.Frame) (request, error) {
 		err = parseStorageAdmin(f, &req)
 	case api.Frame_Which_replicaFetchRequest, api.Frame_Which_offsetForLeaderEpochRequest, api.Frame_Which_initProducerIdRequest:
 		err = parseRepl(f, &req)
+	case api.Frame_Which_saslAuthenticateRequest:
+		err = parseSASL(f, &req)
 	default:
 		var ok bool
 		if ok, err = parseExt(f, &req); !ok {
