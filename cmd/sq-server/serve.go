@@ -67,7 +67,7 @@ func newRootCommand() *cobra.Command {
 			return run(ctx, &c, c.logger())
 		},
 	}
-	root.AddCommand(serve)
+	root.AddCommand(serve, newProbeCommand(&c))
 	return root
 }
 
