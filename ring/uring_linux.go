@@ -215,7 +215,7 @@ func (u *uring) unmap() {
 	if u.sqes != nil {
 		unix.Munmap(u.sqes)
 	}
-	if u.cqMem != nil && len(u.cqMem) > 0 && &u.cqMem[0] != &u.sqMem[0] {
+	if len(u.cqMem) > 0 && &u.cqMem[0] != &u.sqMem[0] {
 		unix.Munmap(u.cqMem)
 	}
 	if u.sqMem != nil {

@@ -220,7 +220,7 @@ func (c *conn) readLoopSafe() (err error) {
 // classify returns the close reason and its log level for the reader's
 // error. A reason recorded earlier (shutdown, idle, forced close, failed
 // write) takes precedence in setReason.
-func (c *conn) classify(err error) (error, slog.Level) {
+func (c *conn) classify(err error) (error, slog.Level) { //nolint:staticcheck // ST1008: the error is the close reason, a value, not classify's failure
 	switch {
 	case errors.Is(err, io.EOF):
 		return errors.New("client closed the connection"), slog.LevelDebug
