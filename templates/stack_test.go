@@ -196,7 +196,7 @@ func (s *stack) startS3(t *testing.T) {
 		t.Fatalf("S3 endpoint %s: %v", endpoint, err)
 	}
 	srv := &http.Server{Handler: s.s3, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(l)
+	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { srv.Close() })
 	t.Logf("S3 endpoint %s: gofakes3 on %s in the client namespace, bucket %s created (as minio-init does)", endpoint, addr, bucket)
 }

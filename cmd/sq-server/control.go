@@ -104,7 +104,7 @@ func startControl(ctx context.Context, c *config, log *slog.Logger, tlsr *tlscon
 	}
 	srv, err := control.New(opts)
 	if err != nil {
-		tel.Shutdown(ctx)
+		_ = tel.Shutdown(ctx)
 		return nil, err
 	}
 	registry.Store(srv.Registry())
@@ -114,7 +114,7 @@ func startControl(ctx context.Context, c *config, log *slog.Logger, tlsr *tlscon
 	}
 	ln, err := net.Listen("tcp", c.HTTPHost)
 	if err != nil {
-		tel.Shutdown(ctx)
+		_ = tel.Shutdown(ctx)
 		return nil, listenError("http", "--http-host", "SQ_HTTP_HOST", c.HTTPHost, err)
 	}
 	cp.httpAddr = ln.Addr().String()

@@ -18,13 +18,13 @@ func probeNode(readyCode int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/healthz":
-			w.Write([]byte("ok\n"))
+			_, _ = w.Write([]byte("ok\n"))
 		case "/readyz":
 			w.WriteHeader(readyCode)
 			if readyCode == http.StatusOK {
-				w.Write([]byte("ready\n"))
+				_, _ = w.Write([]byte("ready\n"))
 			} else {
-				w.Write([]byte("not ready: cluster: not joined yet\nmore\n"))
+				_, _ = w.Write([]byte("not ready: cluster: not joined yet\nmore\n"))
 			}
 		default:
 			http.NotFound(w, r)

@@ -101,7 +101,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		backend.Close()
 		return err
 	}
-	defer cp.shutdown(context.Background()) // after a failed start; idempotent
+	defer func() { _ = cp.shutdown(context.Background()) }() // after a failed start; idempotent
 	if c.hooks != nil && c.hooks.beforeRecovery != nil {
 		c.hooks.beforeRecovery()
 	}

@@ -198,8 +198,8 @@ const closeLinger = time.Second
 // the half-close the client reads every response, then EOF, and closes.
 func (c *conn) closeGracefully() {
 	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-		c.nc.SetReadDeadline(time.Now().Add(closeLinger))
-		io.Copy(io.Discard, c.nc)
+		_ = c.nc.SetReadDeadline(time.Now().Add(closeLinger))
+		_, _ = io.Copy(io.Discard, c.nc)
 	}
 	c.nc.Close()
 }
@@ -262,7 +262,7 @@ func (c *conn) stopReading(reason error, level slog.Level) {
 		return
 	}
 	c.readStopped = true
-	c.nc.SetReadDeadline(time.Unix(1, 0))
+	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
 	c.mu.Unlock()
 	c.readCancel()
 }
@@ -273,7 +273,7 @@ func (c *conn) setReadDeadline(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.readStopped {
-		c.nc.SetReadDeadline(t)
+		_ = c.nc.SetReadDeadline(t)
 	}
 }
 
@@ -488,7 +488,7 @@ func (c *conn) writeLoop() {
 
 func (c *conn) write(r *response) error {
 	if d := c.srv.opts.WriteTimeout; d > 0 {
-		c.nc.SetWriteDeadline(time.Now().Add(d))
+		_ = c.nc.SetWriteDeadline(time.Now().Add(d))
 	}
 	if r.fetch != nil && len(r.fetch.Bufs) > 0 {
 		return api.WriteFrame(c.nc, r.msg, r.fetch.Bufs...)
