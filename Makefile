@@ -12,6 +12,19 @@
 #                  capnproto and protobuf-compiler)
 #   make jepsen    the Jepsen-style cluster test, JEPSEN_ROUNDS rounds on 3 and
 #                  on 5 nodes (needs root, ip and nft)
+#   make lint      golangci-lint (installed into bin/tools on first use) on
+#                  the whole tree, with .golangci.yml
+#   make develop   build and run one node with debug logging (data in ./data)
+#   make ci        what CI runs (.ci/run)
+#   make local-up / local-down
+#                  the container stack of templates/docker-compose.yaml (3
+#                  nodes, MinIO, Jaeger, Prometheus, Grafana; README
+#                  "Container stack"); needs Docker with compose
+#   make image     the sq-server container image (templates/sq-server.Dockerfile)
+#   make dashboard-png
+#                  run the stack test and plot every panel of the Grafana
+#                  dashboard into docs/dashboard/ (needs root, ip, nft and
+#                  Debian's prometheus)
 
 GO        ?= go
 BIN       := bin
@@ -23,7 +36,7 @@ CAPNP_GO_VERSION := v3.1.0-alpha.2
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: package all build run test fuzz check fmt vet generate tools clean bench bench-partitions bench-peers bench-cluster sim jepsen tier-test
+.PHONY: package all build run develop test fuzz check fmt vet lint generate tools clean bench bench-partitions bench-peers bench-cluster sim jepsen tier-test ci local-up local-down image dashboard-png
 
 all: check build
 
@@ -56,6 +69,52 @@ package:
 
 run: build
 	./$(BIN)/sq-server serve $(ARGS)
+
+# One node on the default ports with debug logging, data in ./data (the
+# seed's `develop` task); ARGS adds flags.
+develop: build
+	./$(BIN)/sq-server serve --log-level debug $(ARGS)
+
+# golangci-lint at a fixed version, built with go install into bin/tools
+# the first time (a minute or two); .golangci.yml names the linters.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(BIN)/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+$(GOLANGCI_LINT):
+	mkdir -p $(BIN)/tools
+	GOBIN=$(abspath $(BIN)/tools) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(BIN)/tools/golangci-lint $@
+
+lint: $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
+	cd $(PEERS_DIR) && $(abspath $(GOLANGCI_LINT)) run --config $(abspath .golangci.yml) ./...
+
+ci:
+	./.ci/run
+
+# The container stack. VERSION goes into the image's binaries (the
+# compose file passes SQ_VERSION as the build argument VERSION).
+COMPOSE ?= docker compose
+COMPOSE_FILE := templates/docker-compose.yaml
+
+local-up:
+	SQ_VERSION=$(VERSION) $(COMPOSE) -f $(COMPOSE_FILE) up -d --build
+
+local-down:
+	$(COMPOSE) -f $(COMPOSE_FILE) down
+
+image:
+	docker build -f templates/sq-server.Dockerfile --build-arg VERSION=$(VERSION) -t sq-server:$(VERSION) .
+
+# TestStack (templates/stack_test.go) with a run of DASHBOARD_SECONDS of
+# traffic, then each Prometheus panel of templates/grafana/dashboards/sq.json
+# plotted from that run into docs/dashboard/panel-ID.png (docs/dashboard.md
+# shows them). As root, with ip, nft and Debian's prometheus.
+DASHBOARD_SECONDS ?= 180
+
+dashboard-png:
+	CI=true SQ_DASHBOARD_PNG=$(abspath docs/dashboard) SQ_DASHBOARD_SECONDS=$(DASHBOARD_SECONDS) \
+		$(GO) test -count=1 -timeout 15m -v -run '^TestStack$$' ./templates/
 
 # benchmarks/peers is a module of its own (the peers' clients and servers
 # stay out of SQ's go.mod): `go ... ./...` at the root skips it, so check

@@ -129,7 +129,7 @@ func directLoop(mode string, f, d *os.File, n, rec int, h *hdrhistogram.Histogra
 	if err != nil {
 		return err
 	}
-	defer unix.Munmap(tail)
+	defer func() { _ = unix.Munmap(tail) }()
 	var end int64
 	for range n {
 		start := time.Now()

@@ -169,7 +169,9 @@ func mpServe(tb testing.TB, eng *engine.Engine) string {
 	go func() { served <- srv.Serve(ln) }()
 	tb.Cleanup(func() {
 		srv.Close()
-		<-served
+		if err := <-served; err != nil {
+			tb.Logf("serve after close: %v", err)
+		}
 	})
 	return ln.Addr().String()
 }

@@ -116,8 +116,8 @@ func serve(t *testing.T, eng control.Engine, backend control.ClusterBackend) *se
 	}
 	gl, hl := listen(t), listen(t)
 	done := make(chan struct{}, 2)
-	go func() { srv.ServeGRPC(gl); done <- struct{}{} }()
-	go func() { srv.ServeHTTP(hl); done <- struct{}{} }()
+	go func() { _ = srv.ServeGRPC(gl); done <- struct{}{} }()
+	go func() { _ = srv.ServeHTTP(hl); done <- struct{}{} }()
 	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func serve(t *testing.T, eng control.Engine, backend control.ClusterBackend) *se
 		conn.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		srv.Shutdown(ctx)
+		_ = srv.Shutdown(ctx)
 		<-done
 		<-done
 	})

@@ -26,7 +26,7 @@ func TestGRPCMaxConnections(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_ = extra.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if _, err := io.Copy(io.Discard, extra); err != nil {
 			t.Fatalf("connection %d beyond the limit: %v, want it closed by the server", i, err)
 		}
@@ -53,7 +53,7 @@ func TestGRPCMaxConcurrentStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
 	// Client preface, then an empty SETTINGS frame (RFC 9113 §3.4, §6.5).
 	if _, err := nc.Write(append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 4, 0, 0, 0, 0, 0)); err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func dialGRPCFrom(t *testing.T, addr, from string) net.Conn {
 		t.Skipf("dial from %s: %v (no such loopback address here)", from, err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
 	return nc
 }
 

@@ -153,7 +153,7 @@ func (c budgetCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		// broken wire format) are the client's fault: INVALID_REQUEST
 		// through the interceptor, not the INTERNAL grpc makes of a codec
 		// error.
-		c.s.releaseDecoded(v)
+		_ = c.s.releaseDecoded(v)
 		c.s.decoded.Store(v, api.NewError(api.CodeInvalidRequest, "control: request is not a valid %s: %v",
 			m.ProtoReflect().Descriptor().FullName(), err))
 		return nil
@@ -186,7 +186,7 @@ func (s *Server) decodeUnary(ctx context.Context, req any, _ *grpc.UnaryServerIn
 	if err := s.refusal(req); err != nil {
 		return nil, ToStatus(err)
 	}
-	defer s.releaseDecoded(req)
+	defer func() { _ = s.releaseDecoded(req) }()
 	return h(ctx, req)
 }
 
@@ -217,7 +217,7 @@ type releasingStream struct {
 
 func (r *releasingStream) release() {
 	if r.prev != nil {
-		r.s.releaseDecoded(r.prev)
+		_ = r.s.releaseDecoded(r.prev)
 		r.prev = nil
 	}
 }
@@ -227,7 +227,7 @@ func (r *releasingStream) release() {
 func (r *releasingStream) RecvMsg(m any) error {
 	r.release()
 	if err := r.ServerStream.RecvMsg(m); err != nil {
-		r.s.releaseDecoded(m)
+		_ = r.s.releaseDecoded(m)
 		return err
 	}
 	if err := r.s.refusal(m); err != nil {

@@ -50,8 +50,8 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			}
 			p.conns = append(p.conns, in, out)
 			p.mu.Unlock()
-			p.wg.Go(func() { io.Copy(out, in); out.Close() })
-			p.wg.Go(func() { io.Copy(in, out); in.Close() })
+			p.wg.Go(func() { _, _ = io.Copy(out, in); out.Close() })
+			p.wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
 		}
 	})
 	t.Cleanup(p.close)

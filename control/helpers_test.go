@@ -73,9 +73,9 @@ func startNodeWith(t *testing.T, opts control.Options, tune func(*engine.Options
 		t.Fatal(err)
 	}
 	done := make(chan struct{}, 3)
-	go func() { srv.ServeGRPC(gl); done <- struct{}{} }()
-	go func() { srv.ServeHTTP(hl); done <- struct{}{} }()
-	go func() { n.dp.Serve(srv.CountConns(cl, "capnp")); done <- struct{}{} }()
+	go func() { _ = srv.ServeGRPC(gl); done <- struct{}{} }()
+	go func() { _ = srv.ServeHTTP(hl); done <- struct{}{} }()
+	go func() { _ = n.dp.Serve(srv.CountConns(cl, "capnp")); done <- struct{}{} }()
 	srv.SetReady(true)
 	eventually(t, "HTTP serving", func() bool {
 		resp, err := http.Get("http://" + n.httpAddr + "/healthz")
@@ -92,8 +92,8 @@ func startNodeWith(t *testing.T, opts control.Options, tune func(*engine.Options
 		n.conn.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		srv.Shutdown(ctx)
-		n.dp.Shutdown(ctx)
+		_ = srv.Shutdown(ctx)
+		_ = n.dp.Shutdown(ctx)
 		for range 3 {
 			<-done
 		}

@@ -27,17 +27,17 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Write([]byte("ok\n"))
+		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		switch {
 		case s.stopping.Load():
 			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte("shutting down\n"))
+			_, _ = w.Write([]byte("shutting down\n"))
 		case !s.ready.Load():
 			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte(s.notReadyText() + "\n"))
+			_, _ = w.Write([]byte(s.notReadyText() + "\n"))
 		default:
 			if err := s.engineHealth(); err != nil {
 				w.WriteHeader(http.StatusServiceUnavailable)
@@ -49,7 +49,7 @@ func (s *Server) Handler() http.Handler {
 				fmt.Fprintf(w, "not ready: cluster: %v\n", err)
 				return
 			}
-			w.Write([]byte("ready\n"))
+			_, _ = w.Write([]byte("ready\n"))
 			if err := s.failedPartitions(); err != nil {
 				fmt.Fprintf(w, "degraded:\n%v\n", err)
 			}

@@ -21,7 +21,7 @@ func TestReadinessFollowsGroupOffsetsFailure(t *testing.T) {
 	}
 	hl := listen(t)
 	done := make(chan struct{})
-	go func() { srv.ServeHTTP(hl); close(done) }()
+	go func() { _ = srv.ServeHTTP(hl); close(done) }()
 	defer func() {
 		if err := srv.Shutdown(context.Background()); err != nil {
 			t.Error(err)

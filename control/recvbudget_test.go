@@ -86,12 +86,12 @@ func TestGRPCRequestBudget(t *testing.T) {
 		{"publish stalled mid-message", func(t *testing.T, n *node, ctx context.Context) {
 			cc := stallingClient(t, n.grpcAddr, 128<<10)
 			req := &sqv1.PublishRequest{Topic: "t", Records: []*sqv1.Record{{Value: make([]byte, batch-4096)}}}
-			go sqv1.NewMessagingClient(cc).Publish(ctx, req)
+			go func() { _, _ = sqv1.NewMessagingClient(cc).Publish(ctx, req) }()
 		}},
 		{"create topic stalled mid-message", func(t *testing.T, n *node, ctx context.Context) {
 			cc := stallingClient(t, n.grpcAddr, 128<<10)
 			req := &sqv1.CreateTopicRequest{Name: string(make([]byte, batch-4096)), Partitions: 1}
-			go sqv1.NewTopicsClient(cc).CreateTopic(ctx, req)
+			go func() { _, _ = sqv1.NewTopicsClient(cc).CreateTopic(ctx, req) }()
 		}},
 		{"publish stream sending nothing", func(t *testing.T, n *node, ctx context.Context) {
 			cc, err := grpc.NewClient(n.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -93,7 +93,7 @@ func TestSDKSubscribersEnd(t *testing.T) {
 					if err == nil {
 						t.Fatal("ended without an error at Close")
 					}
-					endsBy(t, "Close", closed)
+					_ = endsBy(t, "Close", closed)
 					// The server's loops for this subscriber end too.
 					eventually(t, "the server's long polls to end", func() bool { return n.eng.InFlight() == 0 })
 				}

@@ -28,8 +28,8 @@ func TestReadinessAndHealthFollowRecoveryAndShutdown(t *testing.T) {
 	}
 	gl, hl := listen(t), listen(t)
 	done := make(chan struct{}, 2)
-	go func() { srv.ServeGRPC(gl); done <- struct{}{} }()
-	go func() { srv.ServeHTTP(hl); done <- struct{}{} }()
+	go func() { _ = srv.ServeGRPC(gl); done <- struct{}{} }()
+	go func() { _ = srv.ServeHTTP(hl); done <- struct{}{} }()
 	base := "http://" + hl.Addr().String()
 	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -588,7 +588,7 @@ func listServices(t *testing.T, conn *grpc.ClientConn) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.CloseSend()
+	defer func() { _ = st.CloseSend() }()
 	if err := st.Send(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_ListServices{ListServices: "*"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func (e *Engine) AlterTopicConfig(name string, change TopicConfigChange) (TopicI
 	if err := e.writeTopicMeta(m); err != nil {
 		// A failed directory fsync may follow the rename that put the new
 		// file in place: put the old content back (best effort).
-		e.writeTopicMeta(old)
+		_ = e.writeTopicMeta(old)
 		return TopicInfo{}, storageError("alter topic config", err)
 	}
 	t.state.Store(e.newTopicState(m, t.parts()))

@@ -121,8 +121,8 @@ func Open(opts Options) (*Engine, error) {
 	// The floor comes first: partitions bound their preallocation by it.
 	e.disk = newDiskFloor(opts)
 	if err := e.open(); err != nil {
-		e.closeTopics()
-		lock.release()
+		_ = e.closeTopics()
+		_ = lock.release()
 		return nil, err
 	}
 	if opts.RetentionCheckInterval > 0 {
@@ -166,7 +166,7 @@ func (e *Engine) open() error {
 		if errs[i] != nil {
 			for _, t := range topics {
 				if t != nil {
-					closeParts(t.parts())
+					_ = closeParts(t.parts())
 				}
 			}
 			return errs[i]
@@ -382,7 +382,7 @@ func (e *Engine) createTopicAt(m topicMeta, starts []uint64) (TopicInfo, error) 
 		if err != nil {
 			return TopicInfo{}, storageError("create topic: move a deleted topic's directory away", err)
 		}
-		fsys.RemoveAll(to)
+		_ = fsys.RemoveAll(to)
 	}
 	if err := fsys.RemoveAll(dir); err != nil {
 		return TopicInfo{}, storageError("create topic", err)
@@ -411,15 +411,15 @@ func (e *Engine) createTopicAt(m topicMeta, starts []uint64) (TopicInfo, error) 
 	}
 	if err != nil {
 		if t != nil {
-			closeParts(t.parts())
+			_ = closeParts(t.parts())
 		}
 		// The metadata file first: a failed directory fsync may follow a
 		// rename that put it in place. Best effort; what stays is a topic
 		// without acknowledged records.
 		if fsys.Remove(filepath.Join(e.metaDir(), name+".json")) == nil {
-			fsys.SyncDir(e.metaDir())
+			_ = fsys.SyncDir(e.metaDir())
 		}
-		fsys.RemoveAll(dir)
+		_ = fsys.RemoveAll(dir)
 		return TopicInfo{}, storageError("create topic", err)
 	}
 	e.mu.Lock()

@@ -538,7 +538,7 @@ func TestOffsetsTornTail(t *testing.T) {
 	if _, err := e.CreateTopic("t", 1, TopicConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	e.Append(context.Background(), "t", 0, mkBatch(t, "a", "b"))
+	_, _ = e.Append(context.Background(), "t", 0, mkBatch(t, "a", "b"))
 	if _, err := e.CommitOffsets("g", "", -1, []OffsetCommit{{Topic: "t", Offset: 2}}); err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +548,7 @@ func TestOffsetsTornTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Write([]byte{50, 0, 0, 0, 1, 2, 3, 4, '{'}) // a torn record
+	_, _ = f.Write([]byte{50, 0, 0, 0, 1, 2, 3, 4, '{'}) // a torn record
 	f.Close()
 	e2 := openTest(t, opts)
 	got, _ := e2.FetchOffsets("g", "t")
@@ -574,8 +574,8 @@ func TestTopicMetadataPersists(t *testing.T) {
 	}
 	e.Close()
 	// Leftover temporary and orphan files are handled at start.
-	os.WriteFile(filepath.Join(opts.DataDir, "meta", "topics", "x.json.sqtmp"), []byte("{"), 0o644)
-	os.MkdirAll(filepath.Join(opts.DataDir, "topics", "orphan", "0"), 0o755)
+	_ = os.WriteFile(filepath.Join(opts.DataDir, "meta", "topics", "x.json.sqtmp"), []byte("{"), 0o644)
+	_ = os.MkdirAll(filepath.Join(opts.DataDir, "topics", "orphan", "0"), 0o755)
 	e2 := openTest(t, opts)
 	info, err := e2.DescribeTopic("cfg")
 	if err != nil {

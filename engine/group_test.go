@@ -283,7 +283,7 @@ func TestGroupAdmin(t *testing.T) {
 	if gs := e.ListGroups(); len(gs) != 1 || gs[0].Members != 1 {
 		t.Fatalf("list: %+v", gs)
 	}
-	e.LeaveGroup("g", a.id)
+	_ = e.LeaveGroup("g", a.id)
 	if _, err := e.Append(context.Background(), "t", 1, mkBatch(t, "x", "y")); err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestGroupAdmin(t *testing.T) {
 func TestUnknownGroup(t *testing.T) {
 	e, _ := groupEngine(t, 1)
 	a := join(t, e, time.Second)
-	e.LeaveGroup("g", a.id) // members gone, nothing committed
+	_ = e.LeaveGroup("g", a.id) // members gone, nothing committed
 	for _, name := range []string{"nosuch", "g"} {
 		if _, err := e.DescribeGroup(name); codeOf(err) != api.CodeUnknownGroup || api.IsRetriable(err) {
 			t.Errorf("describe %s: %v", name, err)
@@ -346,8 +346,8 @@ func TestListAndDescribeAgreeOnGeneration(t *testing.T) {
 	if err != nil || len(res) != 1 || res[0].Err != nil {
 		t.Fatalf("commit: %+v, %v", res, err)
 	}
-	e.LeaveGroup("g", b.id)
-	e.LeaveGroup("g", a.id)
+	_ = e.LeaveGroup("g", b.id)
+	_ = e.LeaveGroup("g", a.id)
 	if _, err := e.ResetOffsets("g", "t", ResetEarliest, 0); err != nil {
 		t.Fatal(err)
 	}

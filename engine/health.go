@@ -24,7 +24,7 @@ type SegmentFileStats struct {
 // an open or a mapping failed for want of descriptors or mappings, it
 // first checks whether one can be made now (segment.FileCache.Recheck).
 func (e *Engine) SegmentFiles() SegmentFileStats {
-	e.files.Recheck(e.opts.FS, e.opts.DataDir)
+	_ = e.files.Recheck(e.opts.FS, e.opts.DataDir)
 	st := e.files.Stats()
 	return SegmentFileStats{Max: st.Max, Files: st.Files, Mappings: st.Mappings, Cached: st.Cached,
 		Evictions: st.Evictions, Err: st.Err}

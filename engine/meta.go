@@ -133,7 +133,7 @@ func writeFileAtomic(fs ring.FS, path string, data []byte) error {
 		return err
 	}
 	if err := fs.Rename(tmp, path); err != nil {
-		fs.Remove(tmp)
+		_ = fs.Remove(tmp)
 		return err
 	}
 	return fs.SyncDir(filepath.Dir(path))
@@ -151,7 +151,7 @@ func writeTemp(fs ring.FS, path string, data []byte) (string, error) {
 		return "", err
 	}
 	if err := writeSyncClose(f, data); err != nil {
-		fs.Remove(tmp)
+		_ = fs.Remove(tmp)
 		return "", err
 	}
 	return tmp, nil

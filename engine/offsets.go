@@ -432,7 +432,7 @@ func (s *offsetStore) rewriteLocked(skip string) error {
 		return err
 	}
 	if err := s.fs.Rename(tmp, path); err != nil {
-		s.fs.Remove(tmp)
+		_ = s.fs.Remove(tmp)
 		return err // the old file is in place and s.f still writes to it
 	}
 	// From here the old file is unlinked: a commit must not go to s.f,

@@ -32,9 +32,9 @@ func TestLostMetadataKeepsData(t *testing.T) {
 			case "deleted":
 				os.Remove(meta)
 			case "truncated":
-				os.Truncate(meta, 7)
+				_ = os.Truncate(meta, 7)
 			case "garbage":
-				os.WriteFile(meta, []byte("\x00\x01not json"), 0o644)
+				_ = os.WriteFile(meta, []byte("\x00\x01not json"), 0o644)
 			}
 			e2 := openTest(t, opts)
 			if got := readAll(t, e2, "fine", 0); len(got) != 2 {

@@ -60,18 +60,18 @@ func (e *Engine) CreatePartitions(name string, total int) (TopicInfo, error) {
 	}
 	added := e.openParts(m, policy, cur, total)
 	if err := usableNewParts(added); err != nil {
-		closeParts(added)
+		_ = closeParts(added)
 		return TopicInfo{}, err
 	}
 	grown := m
 	grown.Partitions = total
 	if err := e.writeTopicMeta(grown); err != nil {
-		closeParts(added)
+		_ = closeParts(added)
 		// A failed directory fsync may follow the rename that put the
 		// new file in place: put the old content back (best effort; if
 		// the new count survives, the next start opens the new, empty
 		// partitions).
-		e.writeTopicMeta(m)
+		_ = e.writeTopicMeta(m)
 		return TopicInfo{}, storageError("create partitions", err)
 	}
 	parts := make([]*partition, 0, total)

@@ -321,7 +321,7 @@ func TestProducerStateBound(t *testing.T) {
 	if err != nil || off != 77 {
 		t.Fatalf("decode: %d, %v", off, err)
 	}
-	if fmt.Sprint(back.encode(77)) != fmt.Sprint(s.encode(77)) {
+	if string(back.encode(77)) != string(s.encode(77)) {
 		t.Fatal("snapshot does not round-trip")
 	}
 }

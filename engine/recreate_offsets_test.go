@@ -16,7 +16,7 @@ func TestRecreatedTopicDropsGroupOffsets(t *testing.T) {
 	if _, err := e.CreateTopic("t", 1, TopicConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	e.Append(context.Background(), "t", 0, mkBatch(t, "a", "b"))
+	_, _ = e.Append(context.Background(), "t", 0, mkBatch(t, "a", "b"))
 	if _, err := e.CommitOffsets("g", "", -1, []OffsetCommit{{Topic: "t", Offset: 2}}); err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func TestReplicaCrashAtEveryPoint(t *testing.T) {
 		for off := uint64(25); off < 45; off++ {
 			bs = append(bs, replicaBatch(t, off, 4))
 		}
-		e.AppendReplica(ctx, replTopic, replTopicID, 0, bs, 25)
+		_, _ = e.AppendReplica(ctx, replTopic, replTopicID, 0, bs, 25)
 	}
 	fs, _, e := setup(t)
 	before := fs.Counted()

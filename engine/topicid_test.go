@@ -73,7 +73,7 @@ func TestTopicIDAssignedToOldMetadata(t *testing.T) {
 		if _, err := e.CreateTopic(name, 1, TopicConfig{}); err != nil {
 			t.Fatal(err)
 		}
-		e.Append(context.Background(), name, 0, mkBatch(t, "a", "b", "c"))
+		_, _ = e.Append(context.Background(), name, 0, mkBatch(t, "a", "b", "c"))
 	}
 	if _, err := e.CommitOffsets("g", "", -1, []OffsetCommit{{Topic: "old1", Offset: 2}, {Topic: "old2", Offset: 3}}); err != nil {
 		t.Fatal(err)
@@ -164,13 +164,13 @@ func TestTopicIDStaleRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 10 {
-		e.Append(ctx, "t", 0, mkBatch(t, "old"))
+		_, _ = e.Append(ctx, "t", 0, mkBatch(t, "old"))
 	}
 	if _, err := e.CommitOffsets("g", "", -1, []OffsetCommit{{Topic: "t", Offset: 10}}); err != nil {
 		t.Fatal(err)
 	}
 	old, cur := recreate(t, e, "t", 3)
-	e.Append(ctx, "t", 0, mkBatch(t, "new1", "new2"))
+	_, _ = e.Append(ctx, "t", 0, mkBatch(t, "new1", "new2"))
 
 	for _, p := range []int{0, 1, 2} {
 		if _, err := e.FetchID(ctx, "t", old, p, 0, 1<<20, 0); codeOf(err) != api.CodeUnknownTopicID || api.IsRetriable(err) {
@@ -261,7 +261,7 @@ func TestTopicIDCommitRacesRecreate(t *testing.T) {
 	if _, err := e.CreateTopic("t", 1, TopicConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	e.Append(context.Background(), "t", 0, mkBatch(t, "a", "b"))
+	_, _ = e.Append(context.Background(), "t", 0, mkBatch(t, "a", "b"))
 	old, cur := recreate(t, e, "t", 1)
 	// The write half of a commit whose check passed against the old topic.
 	stale, err := e.offsets.commitIDs(offsetRecord{Group: "g", Generation: -1, Offsets: []offsetEntry{
@@ -288,12 +288,12 @@ func TestTopicIDGroupState(t *testing.T) {
 	if _, err := e.CreateTopic("t", 1, TopicConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	e.Append(context.Background(), "t", 0, mkBatch(t, "a", "b", "c"))
+	_, _ = e.Append(context.Background(), "t", 0, mkBatch(t, "a", "b", "c"))
 	if _, err := e.CommitOffsets("g", "", -1, []OffsetCommit{{Topic: "t", Offset: 3}}); err != nil {
 		t.Fatal(err)
 	}
 	_, cur := recreate(t, e, "t", 1)
-	e.Append(context.Background(), "t", 0, mkBatch(t, "x"))
+	_, _ = e.Append(context.Background(), "t", 0, mkBatch(t, "x"))
 	if _, err := e.CommitOffsets("h", "", -1, []OffsetCommit{{Topic: "t", Offset: 1}}); err != nil {
 		t.Fatal(err)
 	}

@@ -79,12 +79,12 @@ func newGroupCluster(t *testing.T, ids ...string) (*fakeMeta, map[string]*groupN
 		srv.SetEngine(n.b)
 		n.srv = srv
 		done := make(chan struct{})
-		go func() { srv.ServeGRPC(lns[id]); close(done) }()
+		go func() { _ = srv.ServeGRPC(lns[id]); close(done) }()
 		srv.SetReady(true)
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			srv.Shutdown(ctx)
+			_ = srv.Shutdown(ctx)
 			<-done
 		})
 		nodes[id] = n
@@ -359,7 +359,7 @@ func TestGroupCoordinatorNotAvailable(t *testing.T) {
 	// COORDINATOR_NOT_AVAILABLE too.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	coord.srv.Shutdown(ctx)
+	_ = coord.srv.Shutdown(ctx)
 	check("stopped")
 	// Nothing moved the group elsewhere meanwhile.
 	if got := offsetsLeader(m.state0(), "g"); got != coord.id {

@@ -103,7 +103,7 @@ func startTestNode(t *testing.T, o Options) (*clusterNode, error) {
 	cs := &clusterServer{}
 	srv := grpc.NewServer()
 	sqv1.RegisterClusterServer(srv, cs)
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }()
 	o.GRPCAddr = ln.Addr().String()
 	o.DataAddr = ln.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

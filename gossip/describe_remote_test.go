@@ -88,7 +88,7 @@ func TestPeerDescribeRemoteStats(t *testing.T) {
 		{Partition: 0, LogEndOffset: 5, Remote: &sqv1.RemoteLogStats{LogStartOffset: 1, EndOffset: 4, Segments: 2, Bytes: 300, LagSegments: 1, LagBytes: 100}},
 		{Partition: 1, LogEndOffset: 5},
 	}}})
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }()
 	defer srv.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -104,7 +104,7 @@ func TestMemberlistInvalidMsgType(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+		_, _ = c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 		c.Close()
 	}
 	eventually(t, 10*time.Second, "the three messages logged", func() bool {

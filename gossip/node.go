@@ -84,18 +84,18 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 	n := &Node{opts: o, ident: id, log: o.Logger.With("component", "cluster"), conns: newConnPool(o.Dial, o.TLSClient), removedCh: make(chan struct{})}
 	hasState, err := n.startRaft(dir)
 	if err != nil {
-		n.shutdown(ctx, false)
+		_ = n.shutdown(ctx, false)
 		return nil, err
 	}
 	if n.mem, err = startMembership(o, n.raftAddr); err != nil {
-		n.shutdown(ctx, false)
+		_ = n.shutdown(ctx, false)
 		return nil, err
 	}
 	n.gossipAddr = n.mem.addr()
 	n.started = time.Now()
 	n.met = newMetrics(n)
 	if err := n.met.register(o.Registerer); err != nil {
-		n.shutdown(ctx, false)
+		_ = n.shutdown(ctx, false)
 		return nil, err
 	}
 	n.log.Info("cluster node started", "node_id", o.NodeID, "cluster_id", o.ClusterID,
@@ -106,7 +106,7 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 				n.log.Error("recording the removal in node.json", "err", merr)
 			}
 		}
-		n.shutdown(ctx, false)
+		_ = n.shutdown(ctx, false)
 		return nil, err
 	}
 	lctx, cancel := context.WithCancel(context.Background())

@@ -38,7 +38,7 @@ func TestPeerDescribeKeepsTheCatalogError(t *testing.T) {
 		}
 		srv := grpc.NewServer()
 		sqv1.RegisterTopicsServer(srv, refusingTopics{err: api.NewError(api.AsError(want).Code, "refused by the peer")})
-		go srv.Serve(ln)
+		go func() { _ = srv.Serve(ln) }()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		peer := "peer-" + api.AsError(want).Code.String()
 		res, err := n.ProposeCommand(ctx, meta.Command{Op: meta.OpRegisterNode, Node: &meta.Node{ID: peer, GRPCAddr: ln.Addr().String(), DataAddr: ln.Addr().String()}})

@@ -196,7 +196,7 @@ func (s snapshot) Persist(sink raft.SnapshotSink) error {
 		_, err = sink.Write(append(hdr[:], b...))
 	}
 	if err != nil {
-		sink.Cancel()
+		_ = sink.Cancel()
 		return fmt.Errorf("gossip: persist snapshot: %w", err)
 	}
 	return sink.Close()

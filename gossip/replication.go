@@ -348,8 +348,8 @@ func (r *Replicator) syncPartition(s *meta.State, t *meta.Topic, i int, p meta.P
 		}
 		pr.epoch = ^uint32(0) // try again at the next pass
 	}
-	switch {
-	case p.Leader == r.self:
+	switch p.Leader {
+	case r.self:
 		if pr.epoch == p.LeaderEpoch && pr.leader == r.self {
 			if pr.resync || !slices.Equal(pr.isr, p.ISR) || pr.minISR != minISR {
 				if err := r.store.UpdateISR(t.Name, t.ID, i, p.LeaderEpoch, p.ISR, minISR); err != nil {

@@ -54,7 +54,7 @@ func TestOSFSEngineCalls(t *testing.T) {
 	if err := OS.MkdirAll(tree, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(tree, "seg"), nil, 0o644)
+	_ = os.WriteFile(filepath.Join(tree, "seg"), nil, 0o644)
 	if err := OS.RemoveAll(filepath.Join(dir, "t")); err != nil {
 		t.Fatal(err)
 	}

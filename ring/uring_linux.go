@@ -213,13 +213,13 @@ func (u *uring) mapRings(p *uringParams) error {
 // unmap releases the mappings that exist.
 func (u *uring) unmap() {
 	if u.sqes != nil {
-		unix.Munmap(u.sqes)
+		_ = unix.Munmap(u.sqes)
 	}
-	if u.cqMem != nil && len(u.cqMem) > 0 && &u.cqMem[0] != &u.sqMem[0] {
-		unix.Munmap(u.cqMem)
+	if len(u.cqMem) > 0 && &u.cqMem[0] != &u.sqMem[0] {
+		_ = unix.Munmap(u.cqMem)
 	}
 	if u.sqMem != nil {
-		unix.Munmap(u.sqMem)
+		_ = unix.Munmap(u.sqMem)
 	}
 	u.sqes, u.cqMem, u.sqMem = nil, nil, nil
 }

@@ -122,7 +122,7 @@ func TestConsumerPollEnds(t *testing.T) {
 			}
 			closed := make(chan error, 1)
 			go func() { closed <- c.Close() }()
-			ends(t, "Close", closed)
+			_ = ends(t, "Close", closed)
 		})
 	}
 }
@@ -146,7 +146,7 @@ func TestConsumerResubscribesAfterBackoff(t *testing.T) {
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
-	ends(t, "Close", closed)
+	_ = ends(t, "Close", closed)
 }
 
 // stop stops a waiting call the given way: cancel its context, or Close
@@ -156,7 +156,7 @@ func stop(way string, cancel context.CancelFunc, closeFn func() error) {
 		cancel()
 		return
 	}
-	go closeFn()
+	go func() { _ = closeFn() }()
 }
 
 // stopErr is the error a call stopped the given way returns.

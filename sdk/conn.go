@@ -183,7 +183,7 @@ func dialHandshake(ctx context.Context, dial DialFunc, tlsCfg *tls.Config, addr,
 	}
 	_ = nc.SetDeadline(deadline)
 	// Ctrl-C (a cancelled ctx) ends a handshake in progress at once.
-	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	// The buffered reader is shared by the handshake's FrameReader and the
 	// one built from the server's limits (bufio.NewReaderSize returns br
 	// itself), so nothing read ahead is lost between the two.

@@ -226,8 +226,7 @@ func (c *Consumer) commitPartitions(ctx context.Context, ps []uint32) error {
 // and records what was stored. Per-partition failures are joined.
 func (c *Consumer) sendCommits(ctx context.Context, g groupState, offs []OffsetCommit) error {
 	var res []OffsetCommit
-	var err error
-	err = retryCoordinator(ctx, c.client.cfg.RequestTimeout, func() error {
+	err := retryCoordinator(ctx, c.client.cfg.RequestTimeout, func() error {
 		var err error
 		if g.memberID == "" {
 			res, err = c.client.commitOffsets(ctx, c.cfg.ConsumerGroup, "", -1, offs)

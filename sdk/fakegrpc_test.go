@@ -82,7 +82,7 @@ func newFakeGrpcCluster(t *testing.T, n int, topic string, parts int) *fakeGrpcC
 		sqv1.RegisterClusterServer(srv, node)
 		sqv1.RegisterMessagingServer(srv, node)
 		done := make(chan struct{})
-		go func() { srv.Serve(countingListener{ln, &fc.accepts}); close(done) }()
+		go func() { _ = srv.Serve(countingListener{ln, &fc.accepts}); close(done) }()
 		node.stop = sync.OnceFunc(func() { srv.Stop(); <-done })
 		t.Cleanup(node.stop)
 		fc.nodes = append(fc.nodes, node)

@@ -98,13 +98,13 @@ func serveFlaky(t *testing.T, f *flakyCoordinator) (string, string) {
 		t.Fatal(err)
 	}
 	served := make(chan struct{}, 2)
-	go func() { dp.Serve(dln); served <- struct{}{} }()
-	go func() { ctl.ServeGRPC(gln); served <- struct{}{} }()
+	go func() { _ = dp.Serve(dln); served <- struct{}{} }()
+	go func() { _ = ctl.ServeGRPC(gln); served <- struct{}{} }()
 	ctl.SetReady(true)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		ctl.Shutdown(ctx)
+		_ = ctl.Shutdown(ctx)
 		dp.Close()
 		<-served
 		<-served

@@ -65,7 +65,7 @@ func (rb *restartableBroker) stop() {
 		return
 	}
 	rb.srv.Close()
-	<-rb.served
+	<-rb.served //nolint:errcheck // Serve's result after Close says only that it stopped
 	rb.eng.Close()
 	rb.srv = nil
 }

@@ -90,7 +90,9 @@ func startBrokerOpts(t *testing.T, dopts dataplane.Options) *broker {
 	go func() { served <- srv.Serve(ln) }()
 	t.Cleanup(func() {
 		srv.Close()
-		<-served
+		if err := <-served; err != nil {
+			t.Logf("serve after close: %v", err)
+		}
 		eng.Close()
 	})
 	return &broker{addr: ln.Addr().String(), eng: eng, clock: clock}

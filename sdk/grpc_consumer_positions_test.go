@@ -28,12 +28,12 @@ func serveGrpc(t *testing.T, b *broker) string {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { ctl.ServeGRPC(ln); close(done) }()
+	go func() { _ = ctl.ServeGRPC(ln); close(done) }()
 	ctl.SetReady(true)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		ctl.Shutdown(ctx)
+		_ = ctl.Shutdown(ctx)
 		<-done
 	})
 	return ln.Addr().String()

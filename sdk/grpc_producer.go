@@ -317,7 +317,7 @@ func (p *GrpcProducer) sendPartition(ctx context.Context, k topicPartition, msgs
 		}
 		if free && err != nil && leaderGone(err) {
 			if np, ok := p.core.replace(k.topic, k.partition); ok && moves < maxMoves && ctx.Err() == nil && time.Now().Before(deadline) {
-				p.broke(run, k, req, err)
+				_ = p.broke(run, k, req, err)
 				run.release()
 				moves++
 				p.cfg.Logger.Debug("keyless records moved off a failed leader", "topic", k.topic, "from", k.partition, "to", np)

@@ -60,12 +60,12 @@ func TestGrpcProducerRetriesMetadataWithinTheDeliveryTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := make(chan struct{})
-	go func() { ctl.ServeGRPC(ln); close(served) }()
+	go func() { _ = ctl.ServeGRPC(ln); close(served) }()
 	ctl.SetReady(true)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		ctl.Shutdown(ctx)
+		_ = ctl.Shutdown(ctx)
 		<-served
 	}()
 	var s sent

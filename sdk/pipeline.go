@@ -542,12 +542,12 @@ func (w *window) replace(head *flight, again []*flight) bool {
 	}
 	to := topicPartition{tp.topic, np}
 	moved := []*pbatch{head.b}
-	w.broke(head, nil) // its sequence leaves the partition: a hole in the run
+	_ = w.broke(head, nil) // its sequence leaves the partition: a hole in the run
 	var kept []*flight
 	for _, f := range again {
 		if keyless(f.b.msgs) && !f.final {
 			moved = append(moved, f.b)
-			w.broke(f, nil)
+			_ = w.broke(f, nil)
 		} else {
 			kept = append(kept, f)
 		}

@@ -334,7 +334,7 @@ func TestCanceledSendBatchLeavesItsRecordsAlone(t *testing.T) {
 	}
 	acancel()      // the partition goes on to the cancelled call's batch
 	value[0] = 'X' // the caller's again
-	ends(t, "the Send waiting to retry", aerr)
+	_ = ends(t, "the Send waiting to retry", aerr)
 	waitFor(t, 10*time.Second, "the partition goroutine to end", func() bool { return pipelineGoroutines() == 0 })
 	if got := s.records("t", 0); len(got) != 0 {
 		t.Fatalf("stored %q, want nothing", got)

@@ -166,7 +166,7 @@ func probeHTTP1(ctx context.Context, dial DialFunc, addr string) string {
 		return ""
 	}
 	defer nc.Close()
-	defer context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })()
+	defer context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })()
 	if _, err := fmt.Fprintf(nc, httpProbe, addr); err != nil {
 		return ""
 	}
@@ -412,7 +412,7 @@ func probeTLSRefusal(ctx context.Context, dial DialFunc, addr string, cfg *tls.C
 	if wait <= 0 {
 		return nil
 	}
-	nc.SetDeadline(time.Now().Add(wait))
+	_ = nc.SetDeadline(time.Now().Add(wait))
 	c := withServerName(cfg, addr).Clone()
 	c.NextProtos = []string{"h2"}
 	tc := tls.Client(nc, c)

@@ -57,14 +57,14 @@ func grpcServer(t *testing.T) string {
 	}
 	s := grpc.NewServer()
 	done := make(chan struct{})
-	go func() { defer close(done); s.Serve(ln) }()
+	go func() { defer close(done); _ = s.Serve(ln) }()
 	t.Cleanup(func() { s.Stop(); <-done })
 	return ln.Addr().String()
 }
 
 func httpServer(t *testing.T, tls bool) string {
 	t.Helper()
-	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	var s *httptest.Server
 	if tls {
 		s = httptest.NewTLSServer(h)
@@ -96,7 +96,7 @@ func tlsServer(t *testing.T) string {
 
 // sshServer sends an SSH identification string and waits.
 func sshServer(t *testing.T) string {
-	return testnet.Listen(t, func(nc net.Conn) { nc.Write([]byte("SSH-2.0-OpenSSH_9.6p1\r\n")); testnet.Silent(nc) })
+	return testnet.Listen(t, func(nc net.Conn) { _, _ = nc.Write([]byte("SSH-2.0-OpenSSH_9.6p1\r\n")); testnet.Silent(nc) })
 }
 
 func TestDialNamesTheProtocolThatAnswers(t *testing.T) {
@@ -109,15 +109,18 @@ func TestDialNamesTheProtocolThatAnswers(t *testing.T) {
 		{"HTTP/1.1", func(t *testing.T) string { return httpServer(t, false) }, SpeaksHTTP1},
 		{"HTTPS", func(t *testing.T) string { return httpServer(t, true) }, SpeaksTLS},
 		{"TLS alert", func(t *testing.T) string {
-			return testnet.Listen(t, func(nc net.Conn) { nc.Write([]byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46}); testnet.Silent(nc) })
+			return testnet.Listen(t, func(nc net.Conn) {
+				_, _ = nc.Write([]byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46})
+				testnet.Silent(nc)
+			})
 		}, SpeaksTLS},
 		{"TLS, closing on a record that is no ClientHello", tlsServer, SpeaksTLS},
 		{"SSH", sshServer, SpeaksSSH},
 		{"garbage", func(t *testing.T) string {
-			return testnet.Listen(t, func(nc net.Conn) { nc.Write([]byte("+OK POP3 server ready\r\n")); testnet.Silent(nc) })
+			return testnet.Listen(t, func(nc net.Conn) { _, _ = nc.Write([]byte("+OK POP3 server ready\r\n")); testnet.Silent(nc) })
 		}, SpeaksUnknown},
 		{"garbage, then close", func(t *testing.T) string {
-			return testnet.Listen(t, func(nc net.Conn) { nc.Write([]byte("?")); nc.Close() })
+			return testnet.Listen(t, func(nc net.Conn) { _, _ = nc.Write([]byte("?")); nc.Close() })
 		}, SpeaksUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

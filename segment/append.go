@@ -420,7 +420,7 @@ func (l *Log) createSegment(base uint64) (*segment, error) {
 	}
 	if err != nil {
 		for _, f := range []*ring.File{&s.file, &s.idx, &s.tidx} {
-			l.closeHeld(f)
+			_ = l.closeHeld(f)
 		}
 		// Best effort: a leftover empty file is removed or reused at the
 		// next recovery.

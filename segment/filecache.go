@@ -148,9 +148,9 @@ func (c *FileCache) Recheck(fsys ring.FS, dir string) error {
 	}
 	switch {
 	case err == nil:
-		c.observe(nil)
+		_ = c.observe(nil)
 	case isExhaustion(err):
-		c.observe(fmt.Errorf("segment: recheck: %w", err))
+		_ = c.observe(fmt.Errorf("segment: recheck: %w", err))
 	}
 	return c.Err()
 }
@@ -246,7 +246,7 @@ func (l *Log) openHeld(open func(string) (ring.File, error), path string) (ring.
 	if err != nil {
 		return nil, l.files.observe(err)
 	}
-	l.files.observe(nil)
+	_ = l.files.observe(nil)
 	l.files.addFiles(1)
 	return f, nil
 }

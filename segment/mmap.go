@@ -28,7 +28,7 @@ func newMapping(f ring.File, size int64, c *FileCache) (*mapping, error) {
 	if err != nil {
 		return nil, c.observe(fmt.Errorf("segment: mmap %s (%d bytes): %w", f.Name(), size, err))
 	}
-	c.observe(nil)
+	_ = c.observe(nil)
 	c.maps.Add(1)
 	m := &mapping{data: data, c: c}
 	m.refs.Store(1)

@@ -215,7 +215,7 @@ func (l *Log) closeFiles() {
 	for _, s := range l.segs {
 		l.dropMapping(s)
 		for _, f := range []*ring.File{&s.file, &s.idx, &s.tidx} {
-			l.closeHeld(f)
+			_ = l.closeHeld(f)
 		}
 	}
 }

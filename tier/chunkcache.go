@@ -77,7 +77,7 @@ func (id ChunkID) fileName() string {
 	binary.LittleEndian.PutUint64(b[12:], uint64(id.ChunkBytes))
 	binary.LittleEndian.PutUint64(b[20:], uint64(id.Index))
 	h.Write(b[:])
-	io.WriteString(h, id.Key)
+	_, _ = io.WriteString(h, id.Key)
 	return chunkPrefix + hex.EncodeToString(h.Sum(nil)) + chunkSuffix
 }
 

@@ -94,14 +94,14 @@ func (k fault) String() string {
 func serverError(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/xml")
 	w.WriteHeader(http.StatusInternalServerError)
-	io.WriteString(w, "<Error><Code>InternalError</Code><Message>injected</Message></Error>")
+	_, _ = io.WriteString(w, "<Error><Code>InternalError</Code><Message>injected</Message></Error>")
 }
 
 // apply does k to the request (the hook answers it).
 func (f *faultS3) apply(k fault, w http.ResponseWriter, r *http.Request) {
 	switch k {
 	case cut:
-		io.CopyN(io.Discard, r.Body, 1<<20)
+		_, _ = io.CopyN(io.Discard, r.Body, 1<<20)
 		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
 			conn.Close()
 			return
@@ -110,7 +110,7 @@ func (f *faultS3) apply(k fault, w http.ResponseWriter, r *http.Request) {
 	case lose, stallAfter:
 		f.Inner.ServeHTTP(httptest.NewRecorder(), r)
 	default:
-		io.Copy(io.Discard, r.Body)
+		_, _ = io.Copy(io.Discard, r.Body)
 	}
 	switch k {
 	case refuse, lose:

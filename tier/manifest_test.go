@@ -139,7 +139,7 @@ func TestLatestManifest(t *testing.T) {
 		}
 	}
 	// A stray object under the manifest prefix is ignored.
-	s.Put(t.Context(), p.ManifestListPrefix()+"notes.txt", bytes.NewReader([]byte("x")), 1, tier.PutOptions{})
+	_, _ = s.Put(t.Context(), p.ManifestListPrefix()+"notes.txt", bytes.NewReader([]byte("x")), 1, tier.PutOptions{})
 	scan, err = tier.LatestManifest(t.Context(), s, p)
 	if err != nil || scan.Manifest == nil || scan.Manifest.Version != 3 || len(scan.Manifest.Segments) != 3 || scan.NextVersion != 4 {
 		t.Fatalf("three manifests: %+v, %v; want version 3, next 4", scan, err)

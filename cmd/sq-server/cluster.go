@@ -86,8 +86,8 @@ func (c *config) validateCluster() []error {
 			}
 		}
 	}
-	if c.AdvertiseHost != "" && net.ParseIP(c.AdvertiseHost) == nil {
-		errs = append(errs, fmt.Errorf("--advertise-host %q: want an IP address", c.AdvertiseHost))
+	if c.AdvertiseHost != "" && net.ParseIP(c.AdvertiseHost) == nil && !validHostName(c.AdvertiseHost) {
+		errs = append(errs, fmt.Errorf("--advertise-host %q: want an IP address or a host name (letters, digits, '-' and '.')", c.AdvertiseHost))
 	}
 	if c.DefaultReplicationFactor < 0 {
 		errs = append(errs, fmt.Errorf("--default-replication-factor %d must not be negative (0: min(3, live nodes))", c.DefaultReplicationFactor))
@@ -153,22 +153,29 @@ func (c *config) clusterListen(flag string, off int) (string, error) {
 }
 
 // advertise returns the host others reach a listener on listenHost at:
-// --advertise-host, else the listener's IP, else (for 0.0.0.0, :: or no
+// --advertise-host (a host name resolved now, at start), else the listener's IP, else (for 0.0.0.0, :: or no
 // host) the first private IPv4 address of the host's interfaces (RFC
 // 1918), else the first non-loopback IPv4.
 func (c *config) advertise(listenHost string, addrs func() ([]net.Addr, error)) (string, error) {
 	if c.AdvertiseHost != "" {
-		return c.AdvertiseHost, nil
+		if net.ParseIP(c.AdvertiseHost) != nil {
+			return c.AdvertiseHost, nil
+		}
+		ip, err := resolveHost(c.AdvertiseHost)
+		if err != nil {
+			return "", fmt.Errorf("--advertise-host %q: %w", c.AdvertiseHost, err)
+		}
+		return ip, nil
 	}
 	if ip := net.ParseIP(listenHost); ip != nil && !ip.IsUnspecified() {
 		return ip.String(), nil
 	}
 	if listenHost != "" && net.ParseIP(listenHost) == nil {
-		ips, err := net.LookupIP(listenHost)
-		if err != nil || len(ips) == 0 {
-			return "", fmt.Errorf("resolve %q to advertise it: %v; set --advertise-host", listenHost, err)
+		ip, err := resolveHost(listenHost)
+		if err != nil {
+			return "", fmt.Errorf("%w to advertise it; set --advertise-host", err)
 		}
-		return ips[0].String(), nil
+		return ip, nil
 	}
 	as, err := addrs()
 	if err != nil {
@@ -191,6 +198,41 @@ func (c *config) advertise(listenHost string, addrs func() ([]net.Addr, error)) 
 		return "", errors.New("no IPv4 address on the host's interfaces to advertise; set --advertise-host")
 	}
 	return fallback, nil
+}
+
+// resolveHost returns the first IPv4 address name resolves to (hosts
+// file, then DNS, as the resolver is configured), else its first address.
+func resolveHost(name string) (string, error) {
+	ips, err := net.LookupIP(name)
+	if err != nil || len(ips) == 0 {
+		return "", fmt.Errorf("resolve %q: %v", name, err)
+	}
+	for _, ip := range ips {
+		if ip.To4() != nil {
+			return ip.String(), nil
+		}
+	}
+	return ips[0].String(), nil
+}
+
+// validHostName reports whether s is a syntactically valid host name
+// (RFC 1123 section 2.1: labels of letters, digits and '-', not starting
+// or ending with '-', at most 63 bytes each, 253 in all).
+func validHostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(strings.TrimSuffix(s, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // listeners are the bound addresses of the node's planes (host:port, the

@@ -67,7 +67,7 @@ func TestClusterFlags(t *testing.T) {
 		{"bad gossip host", []string{"--gossip-host", "nowhere"}, []string{"--gossip-host"}},
 		{"bad raft port", []string{"--raft-host", "127.0.0.1:70000"}, []string{"--raft-host"}},
 		{"port above the range", []string{"--grpc-host", "127.0.0.1:65530"}, []string{"above 65535"}},
-		{"advertise a name", []string{"--advertise-host", "example.org"}, []string{"--advertise-host", "IP address"}},
+		{"advertise a bad name", []string{"--advertise-host", "sq_1!"}, []string{"--advertise-host", "IP address or a host name"}},
 		{"negative rf", []string{"--default-replication-factor", "-1"}, []string{"--default-replication-factor -1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,6 +105,8 @@ func TestAdvertiseHost(t *testing.T) {
 		err                bool
 	}{
 		{"flag", "10.9.9.9", "0.0.0.0", ifs("10.0.0.1/24"), "10.9.9.9", false},
+		{"flag, a name resolved", "localhost", "0.0.0.0", ifs("10.0.0.1/24"), "127.0.0.1", false},
+		{"flag, a name not resolved", "sq-no-such-host.invalid", "0.0.0.0", ifs("10.0.0.1/24"), "", true},
 		{"listener ip", "", "127.0.0.1", ifs("10.0.0.1/24"), "127.0.0.1", false},
 		{"unspecified v4", "", "0.0.0.0", ifs("127.0.0.1/8", "169.254.1.1/16", "203.0.113.9/24", "10.0.0.2/24"), "10.0.0.2", false},
 		{"unspecified v6", "", "::", ifs("::1/128", "203.0.113.9/24"), "203.0.113.9", false},

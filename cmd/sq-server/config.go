@@ -196,7 +196,7 @@ var flagSpecs = []flagSpec{
 	{"cluster-id", "SQ_CLUSTER_ID", "cluster identifier: nodes of another cluster are refused; a data directory keeps the one it first started with"},
 	{"gossip-host", "SQ_GOSSIP_HOST", "gossip (memberlist, TCP and UDP) listen address (empty: the gRPC host's IP, port = gRPC port + 6; gRPC port 0: port 0)"},
 	{"raft-host", "SQ_RAFT_HOST", "Raft (cluster metadata) listen address (empty: the gRPC host's IP, port = gRPC port + 7; gRPC port 0: port 0)"},
-	{"advertise-host", "SQ_ADVERTISE_HOST", "host (an IP address) other nodes and clients use to reach this node (empty: the listen address's IP; for 0.0.0.0 or ::, the host's first private IPv4)"},
+	{"advertise-host", "SQ_ADVERTISE_HOST", "host other nodes and clients use to reach this node: an IP address, or a host name resolved at start (a compose service name, say) (empty: the listen address's IP; for 0.0.0.0 or ::, the host's first private IPv4)"},
 	{"default-replication-factor", "SQ_DEFAULT_REPLICATION_FACTOR", "replication factor of topics created without one (0: min(3, live nodes))"},
 	{"replica-lag-time-max-ms", "SQ_REPLICA_LAG_TIME_MAX_MS", "replica.lag.time.max.ms: a follower that has not caught up with its partition's leader for this long (ms) leaves the in-sync set, through the metadata log"},
 	{"scrub-interval", "SQ_SCRUB_INTERVAL", "period of the verification of sealed segments' CRCs (a Go duration, e.g. 24h); a replica whose segment fails it is not eligible as leader"},

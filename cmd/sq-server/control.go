@@ -138,7 +138,7 @@ func startControl(ctx context.Context, c *config, log *slog.Logger, tlsr *tlscon
 	opts.Authorizer, cp.authz = authz, authz
 	srv, err := control.New(opts)
 	if err != nil {
-		tel.Shutdown(ctx)
+		_ = tel.Shutdown(ctx)
 		return nil, err
 	}
 	srv.Registry().MustRegister(opts.Quotas.Collectors()...)
@@ -152,7 +152,7 @@ func startControl(ctx context.Context, c *config, log *slog.Logger, tlsr *tlscon
 	}
 	ln, err := net.Listen("tcp", c.HTTPHost)
 	if err != nil {
-		tel.Shutdown(ctx)
+		_ = tel.Shutdown(ctx)
 		return nil, listenError("http", "--http-host", "SQ_HTTP_HOST", c.HTTPHost, err)
 	}
 	cp.httpAddr = ln.Addr().String()

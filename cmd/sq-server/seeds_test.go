@@ -59,7 +59,7 @@ func joiningServer(t *testing.T, seeds []string) (httpAddr func() string, logs *
 		}
 		return runErr
 	}
-	t.Cleanup(func() { stop() })
+	t.Cleanup(func() { _ = stop() })
 	httpAddr = func() string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -104,7 +104,7 @@ func TestSeedsThatAreNotNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := grpc.NewServer()
-	go other.Serve(gln)
+	go func() { _ = other.Serve(gln) }()
 	defer other.Stop()
 	webAddr := strings.TrimPrefix(web.URL, "http://")
 	seeds := []string{refused, webAddr, gln.Addr().String()}

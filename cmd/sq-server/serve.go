@@ -70,7 +70,7 @@ func newRootFor(c *config) *cobra.Command {
 			return run(ctx, c, c.logger())
 		},
 	}
-	root.AddCommand(serve, newConfigCommand(c, os.Getenv), newCheckCommand(c, os.Getenv))
+	root.AddCommand(serve, newConfigCommand(c, os.Getenv), newCheckCommand(c, os.Getenv), newProbeCommand(c))
 	return root
 }
 
@@ -111,7 +111,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		backend.Close()
 		return err
 	}
-	defer cp.shutdown(context.Background()) // after a failed start; idempotent
+	defer func() { _ = cp.shutdown(context.Background()) }() // after a failed start; idempotent
 	if c.hooks != nil && c.hooks.beforeRecovery != nil {
 		c.hooks.beforeRecovery()
 	}

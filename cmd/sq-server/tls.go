@@ -73,7 +73,7 @@ func watchTLS(ctx context.Context, r *tlsconf.Reloader, interval time.Duration, 
 					continue
 				}
 				log.Info("SIGHUP: reloading the TLS certificate")
-				r.Reload() // logs its outcome
+				_ = r.Reload() // logs its outcome
 			}
 		}
 	}()

@@ -61,7 +61,7 @@ func newClusterInfoCommand(g *globals) *cobra.Command {
 			}
 			ci, err := c.cluster.Info(cmd.Context(), &sqv1.ClusterInfoRequest{})
 			if status.Code(err) == codes.Unimplemented {
-				ci, err = nil, nil // a server from before clustering: no metadata state
+				ci = nil // a server from before clustering: no metadata state
 			} else if err != nil {
 				return c.callError("Cluster.Info", err)
 			}

@@ -45,8 +45,8 @@ func countingProxy(t *testing.T, target string) (string, func() int64) {
 			}
 			track(in)
 			track(out)
-			wg.Go(func() { io.Copy(out, in); out.Close() })
-			wg.Go(func() { io.Copy(in, out); in.Close() })
+			wg.Go(func() { _, _ = io.Copy(out, in); out.Close() })
+			wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
 		}
 	})
 	t.Cleanup(func() {

@@ -105,7 +105,7 @@ func atoiCount(args []string) int {
 	for i, a := range args {
 		if a == "-c" && i+1 < len(args) {
 			var n int
-			fmt.Sscan(args[i+1], &n)
+			_, _ = fmt.Sscan(args[i+1], &n)
 			return n
 		}
 	}

@@ -123,7 +123,7 @@ func TestConsumeSaysTheServerWasLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := make(chan struct{})
-	go func() { srv.Serve(ln); close(served) }()
+	go func() { _ = srv.Serve(ln); close(served) }()
 	defer func() { stop(); <-served }()
 	addr := ln.Addr().String()
 	produceTo(t, addr, "a\nb\n", "0")

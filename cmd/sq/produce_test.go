@@ -189,7 +189,7 @@ func TestProduceOpenFIFOInterrupted(t *testing.T) {
 	// With a writer, the open completes and sq goes on to connect.
 	go func() {
 		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
-			w.Write([]byte("x"))
+			_, _ = w.Write([]byte("x"))
 			w.Close()
 		}
 	}()

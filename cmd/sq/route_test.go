@@ -204,7 +204,7 @@ func startSplitCluster(t *testing.T) *splitCluster {
 		gs := grpc.NewServer()
 		sqv1.RegisterClusterServer(gs, nodeInfoServer{id: c.nodes[i].ID, backend: backend})
 		done := make(chan struct{})
-		go func() { gs.Serve(ln); close(done) }()
+		go func() { _ = gs.Serve(ln); close(done) }()
 		t.Cleanup(func() { gs.Stop(); <-done })
 		c.nodes[i].GRPCAddr = ln.Addr().String()
 	}
@@ -214,7 +214,7 @@ func startSplitCluster(t *testing.T) *splitCluster {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})
-		go func() { srv.Serve(lns[i]); close(done) }()
+		go func() { _ = srv.Serve(lns[i]); close(done) }()
 		stop := sync.OnceFunc(func() { srv.Close(); <-done })
 		c.stops = append(c.stops, stop)
 		t.Cleanup(stop)

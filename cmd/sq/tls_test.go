@@ -54,10 +54,10 @@ func serveTLS(t *testing.T, cert tls.Certificate, clientCA *tlstest.CA) (data, c
 		t.Fatal(err)
 	}
 	gdone, ddone := make(chan struct{}), make(chan struct{})
-	go func() { srv.ServeGRPC(gln); close(gdone) }()
-	go func() { dp.Serve(tls.NewListener(dln, cfg)); close(ddone) }()
+	go func() { _ = srv.ServeGRPC(gln); close(gdone) }()
+	go func() { _ = dp.Serve(tls.NewListener(dln, cfg)); close(ddone) }()
 	t.Cleanup(func() {
-		srv.Shutdown(context.Background())
+		_ = srv.Shutdown(context.Background())
 		dp.Close()
 		<-gdone
 		<-ddone

@@ -47,7 +47,7 @@ func TestPrometheusMetricsExportedOverOTLP(t *testing.T) {
 	rcv := &metricsReceiver{names: map[string]float64{}}
 	gs := grpc.NewServer()
 	collectormetrics.RegisterMetricsServiceServer(gs, rcv)
-	go gs.Serve(ln)
+	go func() { _ = gs.Serve(ln) }()
 	defer gs.Stop()
 
 	reg := prometheus.NewRegistry()

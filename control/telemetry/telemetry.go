@@ -98,7 +98,7 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 	if metricsOn {
 		exp, err := otlpmetricgrpc.New(ctx, metricOptions(getenv)...)
 		if err != nil {
-			t.Shutdown(ctx)
+			_ = t.Shutdown(ctx)
 			return nil, fmt.Errorf("telemetry: OTLP metric exporter: %w", err)
 		}
 		ropts := []sdkmetric.PeriodicReaderOption{sdkmetric.WithProducer(promb.NewMetricProducer(promb.WithGatherer(opts.Gatherer)))}

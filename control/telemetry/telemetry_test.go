@@ -51,7 +51,7 @@ func startReceiver(t *testing.T) (*receiver, string) {
 	r := &receiver{got: make(chan struct{}, 1)}
 	gs := grpc.NewServer()
 	collectortrace.RegisterTraceServiceServer(gs, r)
-	go gs.Serve(ln)
+	go func() { _ = gs.Serve(ln) }()
 	t.Cleanup(gs.Stop)
 	return r, "http://" + ln.Addr().String()
 }

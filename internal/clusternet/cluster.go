@@ -75,6 +75,7 @@ type Node struct {
 	mu    sync.Mutex
 	procs []*Process // every process started, the current one last
 	args  []string   // arguments of the last Start
+	env   []string   // environment added by the last StartEnv
 }
 
 var seq atomic.Int64
@@ -271,6 +272,14 @@ func (n *Node) ServerArgs(extra ...string) []string {
 // when the node's previous process still runs or the server does not
 // start.
 func (n *Node) Start(args ...string) *Process {
+	n.c.t.Helper()
+	return n.StartEnv(nil, args...)
+}
+
+// StartEnv is Start with env (KEY=value items, SQ_* ones included) added
+// to the process's environment after SQ_DATA_DIR, so an SQ_DATA_DIR in
+// env wins. Restart uses the same env.
+func (n *Node) StartEnv(env []string, args ...string) *Process {
 	t := n.c.t
 	t.Helper()
 	if p := n.current(); p != nil && p.running() {
@@ -279,14 +288,14 @@ func (n *Node) Start(args ...string) *Process {
 	// Not tied to a context: cleanup stops it, after the test's context ends.
 	cmd := n.Command(context.Background(), n.c.cfg.ServerBin, args...)
 	cmd.Dir = n.Dir
-	cmd.Env = append(cmd.Env, "SQ_DATA_DIR="+n.DataDir)
+	cmd.Env = append(append(cmd.Env, "SQ_DATA_DIR="+n.DataDir), env...)
 	p, err := start(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.mu.Lock()
 	n.procs = append(n.procs, p)
-	n.args = args
+	n.args, n.env = args, env
 	n.mu.Unlock()
 	addr, err := p.waitListening(n.c.cfg.StartTimeout)
 	if err != nil {
@@ -300,17 +309,17 @@ func (n *Node) Start(args ...string) *Process {
 	return p
 }
 
-// Restart starts the node again with the arguments of its last Start, on
+// Restart starts the node again with the arguments (and env) of its last Start, on
 // the same directories, after Kill, Stop or a crash.
 func (n *Node) Restart() *Process {
 	n.c.t.Helper()
 	n.mu.Lock()
-	args := n.args
+	args, env := n.args, n.env
 	n.mu.Unlock()
 	if args == nil {
 		n.c.t.Fatalf("clusternet: node %d: Restart before Start", n.Index)
 	}
-	return n.Start(args...)
+	return n.StartEnv(env, args...)
 }
 
 // Process returns the node's current (last started) process, nil before

@@ -62,7 +62,7 @@ func startFakeS3(t *testing.T, c *clusternet.Cluster) *fakeS3 {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(l)
+	go func() { _ = srv.Serve(l) }()
 	local := httptest.NewServer(h)
 	t.Cleanup(func() {
 		f.Release()

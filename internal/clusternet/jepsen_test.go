@@ -150,7 +150,6 @@ type jepsenRun struct {
 	mu    sync.Mutex
 	reads []jepsen.Read
 	hws   []jepsen.HWObservation
-	seq   int
 
 	// What the previous round leaves to the next.
 	prev     map[uint32][]string

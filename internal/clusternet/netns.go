@@ -226,8 +226,10 @@ func killInside(name string) error {
 	}
 }
 
-// deleteNetns kills what runs in the namespace and deletes it.
+// deleteNetns kills what runs in the namespace and deletes it, with its
+// configuration files (SetHosts).
 func deleteNetns(name string) error {
+	_ = os.RemoveAll(netnsEtc + "/" + name)
 	if _, err := os.Stat(netnsDir + "/" + name); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -45,7 +45,7 @@ type h2Staller struct {
 func newH2Staller(t *testing.T, addr string) *h2Staller {
 	s := &h2Staller{nc: dialRaw(t, addr), win: map[uint32]int64{}, conn: 65535, init: 65535}
 	s.cond = sync.NewCond(&s.mu)
-	s.write(append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), h2Frame(4, 0, 0, nil)...))
+	_ = s.write(append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), h2Frame(4, 0, 0, nil)...))
 	go s.read()
 	return s
 }
@@ -88,7 +88,7 @@ func (s *h2Staller) read() {
 					s.init = v
 				}
 			}
-			go s.write(h2Frame(4, 1, 0, nil))
+			go func() { _ = s.write(h2Frame(4, 1, 0, nil)) }()
 		case typ == 8: // WINDOW_UPDATE
 			inc := int64(binary.BigEndian.Uint32(p) & 0x7fffffff)
 			if id == 0 {
@@ -99,7 +99,7 @@ func (s *h2Staller) read() {
 		case typ == 3: // RST_STREAM
 			delete(s.win, id)
 		case typ == 6 && flags&1 == 0: // PING
-			go s.write(h2Frame(6, 1, 0, p))
+			go func() { _ = s.write(h2Frame(6, 1, 0, p)) }()
 		}
 		s.cond.Broadcast()
 		s.mu.Unlock()
@@ -117,7 +117,7 @@ func (s *h2Staller) open(id uint32, path string) {
 	s.mu.Lock()
 	s.win[id] = s.init
 	s.mu.Unlock()
-	s.write(h2Frame(1, 4, id, hb)) // HEADERS, END_HEADERS
+	_ = s.write(h2Frame(1, 4, id, hb)) // HEADERS, END_HEADERS
 }
 
 // stall sends on stream id a message of declared bytes but its last byte.
@@ -311,7 +311,7 @@ const api16MiB = 16 << 20
 func (s *h2Staller) request(id uint32, msg []byte) {
 	b := make([]byte, 5, 5+len(msg))
 	binary.BigEndian.PutUint32(b[1:], uint32(len(msg)))
-	s.write(h2Frame(0, 1, id, append(b, msg...))) // DATA, END_STREAM
+	_ = s.write(h2Frame(0, 1, id, append(b, msg...))) // DATA, END_STREAM
 }
 
 // TestGRPCMemoryBoundAgainstUnreadSubscriptions runs a real sq-server

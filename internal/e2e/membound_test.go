@@ -161,7 +161,7 @@ func TestMemoryBoundAgainstClaims(t *testing.T) {
 				nc := dialRaw(t, srv.addr)
 				conns = append(conns, nc)
 				writers.Go(func() {
-					nc.Write(hs)
+					_, _ = nc.Write(hs)
 					for _, b := range tc.send {
 						if _, err := nc.Write(b); err != nil {
 							return

@@ -61,7 +61,9 @@ func TestPipelinedPublishKeepsOrderAcrossFailedWrites(t *testing.T) {
 	go func() { served <- srv.Serve(ln) }()
 	defer func() {
 		srv.Close()
-		<-served
+		if err := <-served; err != nil {
+			t.Logf("data plane after Close: %v", err)
+		}
 	}()
 	for _, after := range []int{5, 20, 40} {
 		fs.Inject(faultfs.Rule{Ops: faultfs.OpWrite, Path: "*.log", After: after, Times: 1, Err: syscall.ENOSPC})

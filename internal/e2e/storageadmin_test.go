@@ -131,7 +131,9 @@ func startInProcess(t *testing.T) *inProcess {
 	t.Cleanup(func() {
 		p.client.Close()
 		srv.Close()
-		<-served
+		if err := <-served; err != nil {
+			t.Logf("serve after close: %v", err)
+		}
 		if err := eng.Close(); err != nil {
 			t.Errorf("engine close: %v", err)
 		}

@@ -17,16 +17,16 @@ func tree(t *testing.T, fs *FS, root string, adopted bool) {
 	t.Helper()
 	sub := filepath.Join(root, "t", "0")
 	if adopted {
-		os.MkdirAll(sub, 0o755)
-		os.WriteFile(filepath.Join(root, "t", "a"), []byte("A"), 0o644)
-		os.WriteFile(filepath.Join(sub, "seg"), []byte("SEG"), 0o644)
+		_ = os.MkdirAll(sub, 0o755)
+		_ = os.WriteFile(filepath.Join(root, "t", "a"), []byte("A"), 0o644)
+		_ = os.WriteFile(filepath.Join(sub, "seg"), []byte("SEG"), 0o644)
 		return
 	}
 	if err := fs.MkdirAll(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	write(t, fs, filepath.Join(root, "t", "a"), "A").Sync()
-	write(t, fs, filepath.Join(sub, "seg"), "SEG").Sync()
+	_ = write(t, fs, filepath.Join(root, "t", "a"), "A").Sync()
+	_ = write(t, fs, filepath.Join(sub, "seg"), "SEG").Sync()
 	for _, d := range []string{sub, filepath.Join(root, "t"), root} {
 		if err := fs.SyncDir(d); err != nil {
 			t.Fatal(err)
@@ -58,7 +58,7 @@ func TestRemoveAllCrash(t *testing.T) {
 				t.Fatal("RemoveAll left a file")
 			}
 			if tc.syncDir {
-				fs.SyncDir(root)
+				_ = fs.SyncDir(root)
 			}
 			fs.Crash()
 			if err := fs.Restore(nil); err != nil {
@@ -94,14 +94,14 @@ func TestDirRenameCrash(t *testing.T) {
 			fs := New(root, nil)
 			tree(t, fs, root, tc.adopted)
 			trash := filepath.Join(root, "trash")
-			fs.MkdirAll(trash, 0o755)
-			fs.SyncDir(root)
+			_ = fs.MkdirAll(trash, 0o755)
+			_ = fs.SyncDir(root)
 			if err := fs.Rename(filepath.Join(root, "t"), filepath.Join(trash, "x")); err != nil {
 				t.Fatal(err)
 			}
 			if tc.syncDir {
-				fs.SyncDir(root)
-				fs.SyncDir(trash)
+				_ = fs.SyncDir(root)
+				_ = fs.SyncDir(trash)
 			}
 			fs.Crash()
 			if err := fs.Restore(nil); err != nil {

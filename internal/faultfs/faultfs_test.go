@@ -37,33 +37,33 @@ func content(t *testing.T, path string) (string, bool) {
 // directory entries are those of the last Sync and SyncDir.
 func TestCrashKeepsOnlySynced(t *testing.T) {
 	root := t.TempDir()
-	os.WriteFile(filepath.Join(root, "old"), []byte("adopted"), 0o644)
+	_ = os.WriteFile(filepath.Join(root, "old"), []byte("adopted"), 0o644)
 	fs := New(root, nil)
 	sub := filepath.Join(root, "d")
 	if err := fs.MkdirAll(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	fs.SyncDir(root)
+	_ = fs.SyncDir(root)
 	a := write(t, fs, filepath.Join(sub, "a"), "synced")
-	fs.Backend().Sync(a)
-	fs.SyncDir(sub)
-	fs.Backend().WriteAt(a, [][]byte{[]byte("-lost")}, 6)
+	_ = fs.Backend().Sync(a)
+	_ = fs.SyncDir(sub)
+	_, _ = fs.Backend().WriteAt(a, [][]byte{[]byte("-lost")}, 6)
 	c := write(t, fs, filepath.Join(sub, "c.tmp"), "renamed")
-	c.Sync()
-	fs.Rename(filepath.Join(sub, "c.tmp"), filepath.Join(sub, "c"))
-	fs.SyncDir(sub)
+	_ = c.Sync()
+	_ = fs.Rename(filepath.Join(sub, "c.tmp"), filepath.Join(sub, "c"))
+	_ = fs.SyncDir(sub)
 	b := write(t, fs, filepath.Join(sub, "b"), "never durable name")
-	b.Sync()
-	fs.Remove(filepath.Join(root, "old")) // removal not durable
+	_ = b.Sync()
+	_ = fs.Remove(filepath.Join(root, "old")) // removal not durable
 	nd := filepath.Join(root, "nd")
-	fs.MkdirAll(nd, 0o755) // directory entry not durable
-	write(t, fs, filepath.Join(nd, "x"), "x").Sync()
-	fs.SyncDir(nd)
+	_ = fs.MkdirAll(nd, 0o755) // directory entry not durable
+	_ = write(t, fs, filepath.Join(nd, "x"), "x").Sync()
+	_ = fs.SyncDir(nd)
 	osDir := filepath.Join(root, "made-with-os") // after root was adopted
-	os.Mkdir(osDir, 0o755)
+	_ = os.Mkdir(osDir, 0o755)
 	y := write(t, fs, filepath.Join(osDir, "y"), "y")
-	y.Sync()
-	fs.SyncDir(osDir)
+	_ = y.Sync()
+	_ = fs.SyncDir(osDir)
 	y.Close()
 	fs.Crash()
 	if _, err := fs.Backend().WriteAt(a, [][]byte{[]byte("z")}, 0); !errors.Is(err, ErrCrashed) {
@@ -134,8 +134,8 @@ func TestCrashAfterAndTorn(t *testing.T) {
 	root := t.TempDir()
 	fs := New(root, nil)
 	f := write(t, fs, filepath.Join(root, "f"), "aaaa")
-	f.Sync()
-	fs.SyncDir(root)
+	_ = f.Sync()
+	_ = fs.SyncDir(root)
 	fs.CrashAfter(2)
 	if _, err := fs.Backend().WriteAt(f, [][]byte{[]byte("bbbbbbbb")}, 0); err != nil {
 		t.Fatal(err)
@@ -164,17 +164,17 @@ func TestSyncDirSeesPackageOS(t *testing.T) {
 	root := t.TempDir()
 	fs := New(root, nil)
 	topic := filepath.Join(root, "t")
-	fs.MkdirAll(topic, 0o755)
-	fs.SyncDir(root)
+	_ = fs.MkdirAll(topic, 0o755)
+	_ = fs.SyncDir(root)
 	f := write(t, fs, filepath.Join(topic, "seg"), "data")
-	f.Sync()
+	_ = f.Sync()
 	f.Close()
-	fs.SyncDir(topic)
+	_ = fs.SyncDir(topic)
 	if err := os.Rename(topic, filepath.Join(root, "trash")); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(root, "made-with-os"), []byte("os"), 0o644)
-	fs.SyncDir(root)
+	_ = os.WriteFile(filepath.Join(root, "made-with-os"), []byte("os"), 0o644)
+	_ = fs.SyncDir(root)
 	fs.Crash()
 	if err := fs.Restore(nil); err != nil {
 		t.Fatal(err)

@@ -75,7 +75,7 @@ type rule struct {
 }
 
 // fire reports whether r fails this call; fs.mu is held.
-func (r *rule) fire(op Op, path string) (error, bool, bool) {
+func (r *rule) fire(op Op, path string) (error, bool, bool) { //nolint:staticcheck // ST1008: the error is the failure to inject, not fire's own
 	if r.Ops&op == 0 {
 		return nil, false, false
 	}

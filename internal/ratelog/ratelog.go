@@ -193,7 +193,7 @@ func (st *state) endWindow(key string, e *entry) {
 // emit logs r through h with suppressed=n.
 func emit(h slog.Handler, r slog.Record, n int) {
 	r.AddAttrs(slog.Int("suppressed", n))
-	h.Handle(context.Background(), r)
+	_ = h.Handle(context.Background(), r)
 }
 
 // Flush ends every window now: the kinds with dropped repeats are logged

@@ -232,7 +232,7 @@ func (r *Reloader) Watch(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			r.Poll()
+			_, _ = r.Poll()
 		}
 	}
 }

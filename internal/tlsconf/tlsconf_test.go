@@ -122,7 +122,7 @@ func TestListenerBoundsTheHandshake(t *testing.T) {
 	go func() {
 		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: ca.Pool()})
 		if err == nil {
-			c.Write([]byte("x"))
+			_, _ = c.Write([]byte("x"))
 			c.Close()
 		}
 	}()
@@ -162,7 +162,7 @@ func TestPeerConfigFollowsTheClientCA(t *testing.T) {
 			if err != nil {
 				return
 			}
-			go func() { c.(*tls.Conn).Handshake(); c.Close() }()
+			go func() { _ = c.(*tls.Conn).Handshake(); c.Close() }()
 		}
 	}()
 	dial := func(cfg *tls.Config) error {

@@ -133,7 +133,7 @@ func TestPushEndsWithItsConnection(t *testing.T) {
 		{"client closes", func(p *pipeConn) { p.client.Close() }, true},
 		{"unsubscribe", func(p *pipeConn) { p.send(9, unsubscribeReq(1)) }, false},
 		{"server Close", func(p *pipeConn) { go p.srv.Close() }, true},
-		{"server Shutdown", func(p *pipeConn) { go p.srv.Shutdown(context.Background()) }, true},
+		{"server Shutdown", func(p *pipeConn) { go func() { _ = p.srv.Shutdown(context.Background()) }() }, true},
 	}
 	for _, tc := range ends {
 		for _, empty := range []bool{false, true} {

@@ -209,8 +209,8 @@ const closeLinger = time.Second
 // the half-close the client reads every response, then EOF, and closes.
 func (c *conn) closeGracefully() {
 	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-		c.nc.SetReadDeadline(time.Now().Add(closeLinger))
-		io.Copy(io.Discard, c.nc)
+		_ = c.nc.SetReadDeadline(time.Now().Add(closeLinger))
+		_, _ = io.Copy(io.Discard, c.nc)
 	}
 	c.nc.Close()
 }
@@ -231,7 +231,7 @@ func (c *conn) readLoopSafe() (err error) {
 // classify returns the close reason and its log level for the reader's
 // error. A reason recorded earlier (shutdown, idle, forced close, failed
 // write) takes precedence in setReason.
-func (c *conn) classify(err error) (error, slog.Level) {
+func (c *conn) classify(err error) (error, slog.Level) { //nolint:staticcheck // ST1008: the error is the close reason, a value, not classify's failure
 	switch {
 	case errors.Is(err, io.EOF):
 		return errors.New("client closed the connection"), slog.LevelDebug
@@ -273,7 +273,7 @@ func (c *conn) stopReading(reason error, level slog.Level) {
 		return
 	}
 	c.readStopped = true
-	c.nc.SetReadDeadline(time.Unix(1, 0))
+	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
 	c.mu.Unlock()
 	c.readCancel()
 }
@@ -284,7 +284,7 @@ func (c *conn) setReadDeadline(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.readStopped {
-		c.nc.SetReadDeadline(t)
+		_ = c.nc.SetReadDeadline(t)
 	}
 }
 
@@ -502,7 +502,7 @@ func (c *conn) writeLoop() {
 
 func (c *conn) write(r *response) error {
 	if d := c.srv.opts.WriteTimeout; d > 0 {
-		c.nc.SetWriteDeadline(time.Now().Add(d))
+		_ = c.nc.SetWriteDeadline(time.Now().Add(d))
 	}
 	if r.fetch != nil && len(r.fetch.Bufs) > 0 {
 		return api.WriteFrame(c.nc, r.msg, r.fetch.Bufs...)

@@ -73,7 +73,7 @@ func TestBadStreamsCloseOnlyTheirConnection(t *testing.T) {
 					t.Fatal(err)
 				}
 				if tc.halfClose {
-					bad.nc.(interface{ CloseWrite() error }).CloseWrite()
+					_ = bad.nc.(interface{ CloseWrite() error }).CloseWrite()
 				}
 				replies := bad.expectClosed()
 				var after runtime.MemStats

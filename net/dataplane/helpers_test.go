@@ -208,7 +208,7 @@ func (c *testClient) recv() reply {
 }
 
 func (c *testClient) tryRecv() (reply, error) {
-	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	msg, f, err := c.fr.ReadFrame()
 	if err != nil {
 		return reply{}, err

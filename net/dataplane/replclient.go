@@ -121,9 +121,9 @@ func Dial(ctx context.Context, addr, nodeID string, opts ReplicaClientOptions) (
 // deadline of ctx bounds both.
 func (c *ReplicaClient) handshake(ctx context.Context) error {
 	if d, ok := ctx.Deadline(); ok {
-		c.nc.SetDeadline(d)
+		_ = c.nc.SetDeadline(d)
 	}
-	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Now()) })
+	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Now()) })
 	defer stop()
 	msg, f, err := api.NewFrameMessage(0)
 	if err != nil {
@@ -176,7 +176,7 @@ func (c *ReplicaClient) handshake(ctx context.Context) error {
 	c.maxFrame = max(hr.MaxFrameBytes(), api.DefaultMaxFrameBytes)
 	c.maxTail = max(hr.MaxBatchBytes(), api.DefaultMaxBatchBytes)
 	c.slots = make(chan struct{}, max(hr.MaxInFlight(), 1))
-	c.nc.SetDeadline(time.Time{})
+	_ = c.nc.SetDeadline(time.Time{})
 	return nil
 }
 
@@ -424,8 +424,8 @@ func (c *ReplicaClient) write(ctx context.Context, msg *capnp.Message) (started 
 	if !ok {
 		d = time.Now().Add(defaultReplicaWriteTimeout)
 	}
-	c.nc.SetWriteDeadline(d)
-	stop := context.AfterFunc(ctx, func() { c.nc.SetWriteDeadline(time.Now()) })
+	_ = c.nc.SetWriteDeadline(d)
+	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetWriteDeadline(time.Now()) })
 	defer stop()
 	return true, api.WriteFrame(c.nc, msg)
 }

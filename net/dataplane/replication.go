@@ -45,17 +45,8 @@ type replReq struct {
 	durableOffset uint64
 }
 
-// isReplFrame reports whether kind is served by this file.
-func isReplFrame(kind api.Frame_Which) bool {
-	switch kind {
-	case api.Frame_Which_replicaFetchRequest, api.Frame_Which_offsetForLeaderEpochRequest,
-		api.Frame_Which_initProducerIdRequest:
-		return true
-	}
-	return false
-}
-
-// parseRepl decodes the frames of isReplFrame into req. A missing topic id
+// parseRepl decodes the replication frames (replica fetch, offset for
+// leader epoch, init producer id) into req. A missing topic id
 // is refused (idErr): a replica never reads a partition by name alone, so
 // that a topic deleted and created again under the same name never mixes.
 func parseRepl(f api.Frame, req *request) error {
@@ -109,7 +100,7 @@ func replicaTopicID(has bool, get func() ([]byte, error)) (api.TopicID, error) {
 	return id, err
 }
 
-// dispatchRepl serves the frames of isReplFrame.
+// dispatchRepl serves the replication frames of parseRepl.
 func (c *conn) dispatchRepl(req request) (*response, error) {
 	x, _ := req.ext.(*replReq)
 	if x == nil {

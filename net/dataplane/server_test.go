@@ -340,10 +340,10 @@ func TestCommitAndFetchOffsets(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			l.At(0).SetTopic("t")
+			_ = l.At(0).SetTopic("t")
 			l.At(0).SetOffset(2)
-			l.At(0).SetMetadata("m")
-			l.At(1).SetTopic("ghost")
+			_ = l.At(0).SetMetadata("m")
+			_ = l.At(1).SetTopic("ghost")
 			return nil
 		}, nil)
 		expectWhich(t, r, api.Frame_Which_commitOffsetsResponse)
@@ -360,7 +360,7 @@ func TestCommitAndFetchOffsets(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			req.SetTopic("t")
+			_ = req.SetTopic("t")
 			return req.SetGroup("g")
 		}, nil)
 		expectWhich(t, r, api.Frame_Which_fetchOffsetsResponse)
@@ -593,7 +593,7 @@ func TestManyClientsPipelining(t *testing.T) {
 						next++
 						total++
 						var seq int
-						fmt.Sscan(string(rec.Value), &seq)
+						_, _ = fmt.Sscan(string(rec.Value), &seq)
 						if prev, ok := last[string(rec.Key)]; ok && seq <= prev {
 							t.Fatalf("partition %d: producer %s sent %d after %d", part, rec.Key, seq, prev)
 						}

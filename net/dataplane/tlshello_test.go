@@ -17,7 +17,7 @@ func TestTLSClientHelloIsNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(time.Minute)) // guards against a hang only
+	_ = nc.SetDeadline(time.Now().Add(time.Minute)) // guards against a hang only
 	if err := tls.Client(nc, &tls.Config{ServerName: "localhost"}).Handshake(); err == nil {
 		t.Fatal("a TLS handshake with the plaintext data plane succeeded")
 	}

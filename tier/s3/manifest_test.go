@@ -72,7 +72,7 @@ func TestManifestOnS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	buf.ReadFrom(obj.Contents)
+	_, _ = buf.ReadFrom(obj.Contents)
 	obj.Contents.Close()
 	b := buf.Bytes()
 	i := bytes.Index(b, []byte(`"last_offset":3999`))

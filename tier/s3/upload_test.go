@@ -79,7 +79,7 @@ func TestMultipartAbortedOnFailure(t *testing.T) {
 	s := f.store(t, func(o *Options) { o.MultipartBytes = MinPartBytes; o.MaxAttempts = 2 })
 	f.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "2" {
-			io.Copy(io.Discard, r.Body)
+			_, _ = io.Copy(io.Discard, r.Body)
 			http.Error(w, "<Error><Code>InternalError</Code></Error>", http.StatusInternalServerError)
 			return true
 		}
@@ -117,10 +117,10 @@ func TestRetriesTransientFailures(t *testing.T) {
 	failures.Store(2)
 	f.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodPut && failures.Add(-1) >= 0 {
-			io.Copy(io.Discard, r.Body)
+			_, _ = io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, "<Error><Code>ServiceUnavailable</Code><Message>busy</Message></Error>")
+			_, _ = io.WriteString(w, "<Error><Code>ServiceUnavailable</Code><Message>busy</Message></Error>")
 			return true
 		}
 		return false
@@ -248,7 +248,7 @@ func TestGetConnectionBrokenMidBody(t *testing.T) {
 		w.Header().Set("Content-Length", "1000")
 		w.Header().Set("Content-Range", "bytes 500-1499/100000")
 		w.WriteHeader(http.StatusPartialContent)
-		w.Write(tiertest.Data(1500)[500:600])
+		_, _ = w.Write(tiertest.Data(1500)[500:600])
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler) // the connection drops after 100 of 1000 bytes
 	})
