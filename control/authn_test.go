@@ -232,7 +232,9 @@ func TestAuthenticateRPC(t *testing.T) {
 		}
 	}
 	pw2, _ := authn.NewCredential("pw2", 0)
-	users.UpsertUser(ctx, "bob", pw2)
+	if err := users.UpsertUser(ctx, "bob", pw2); err != nil {
+		t.Fatal(err)
+	}
 	list := sqv1.NewTopicsClient(n.conn)
 	if _, err := list.ListTopics(ctx, &sqv1.ListTopicsRequest{}); err != nil {
 		t.Fatalf("anonymous without AuthRequired: %v", err)
@@ -248,7 +250,9 @@ func TestAuthenticateRPC(t *testing.T) {
 		t.Fatalf("with a token: %v", err)
 	}
 	changed, _ := authn.NewCredential("changed", 0)
-	users.UpsertUser(ctx, "bob", changed)
+	if err := users.UpsertUser(ctx, "bob", changed); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := list.ListTopics(withToken(ctx, tok), &sqv1.ListTopicsRequest{}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("token after a password change: %v", err)
 	}

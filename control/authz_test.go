@@ -102,11 +102,11 @@ func startAuthzNodeLog(t *testing.T, log *slog.Logger) *authzNode {
 	srv.SetReady(true)
 	gl := listen(t)
 	done := make(chan struct{})
-	go func() { srv.ServeGRPC(gl); close(done) }()
+	go func() { _ = srv.ServeGRPC(gl); close(done) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		srv.Shutdown(ctx)
+		_ = srv.Shutdown(ctx)
 		<-done
 	})
 	return &authzNode{acls: store, ca: ca, addr: gl.Addr().String()}

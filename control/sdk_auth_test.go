@@ -30,11 +30,11 @@ func TestSDKSCRAM(t *testing.T) {
 	}
 	ln := listen(t)
 	served := make(chan struct{})
-	go func() { dp.Serve(ln); close(served) }()
+	go func() { _ = dp.Serve(ln); close(served) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		dp.Shutdown(ctx)
+		_ = dp.Shutdown(ctx)
 		<-served
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -79,7 +79,7 @@ func TestDebInstall(t *testing.T) {
 		t.Fatalf("make package built %v and %v, want one .deb and one .rpm", debs, rpms)
 	}
 	run(t, "dpkg", "-i", debs[0])
-	t.Cleanup(func() { exec.Command("dpkg", "--purge", "seedqueue").Run() })
+	t.Cleanup(func() { _ = exec.Command("dpkg", "--purge", "seedqueue").Run() })
 
 	if out := run(t, "/usr/bin/sq-server", "--version"); !strings.Contains(out, version) {
 		t.Errorf("sq-server --version = %q, want %s", out, version)

@@ -70,7 +70,7 @@ func (c *scramCreds) token(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fromStatus(err)
 	}
-	defer st.CloseSend()
+	defer func() { _ = st.CloseSend() }()
 	var last *sqv1.AuthenticateResponse
 	err = runSASL(c.mech, func(mech string, msg []byte) ([]byte, bool, error) {
 		if err := st.Send(&sqv1.AuthenticateRequest{Mechanism: mech, AuthBytes: msg}); err != nil {

@@ -54,14 +54,14 @@ func startQuotaNode(t *testing.T, table quota.Table) *quotaNode {
 		}
 	}
 	done := make(chan struct{}, 2)
-	go func() { dp.Serve(lns[0]); done <- struct{}{} }()
-	go func() { ctl.ServeGRPC(lns[1]); done <- struct{}{} }()
+	go func() { _ = dp.Serve(lns[0]); done <- struct{}{} }()
+	go func() { _ = ctl.ServeGRPC(lns[1]); done <- struct{}{} }()
 	ctl.SetReady(true)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		ctl.Shutdown(ctx)
-		dp.Shutdown(ctx)
+		_ = ctl.Shutdown(ctx)
+		_ = dp.Shutdown(ctx)
 		<-done
 		<-done
 		eng.Close()

@@ -86,7 +86,7 @@ func runSASL(m SASLMechanism, step func(mechanism string, msg []byte) (resp []by
 // buffered reader and maxFrame the server's frame limit.
 func saslDataPlane(nc net.Conn, br *bufio.Reader, maxFrame uint32, m SASLMechanism, deadline time.Time) error {
 	_ = nc.SetDeadline(deadline)
-	defer nc.SetDeadline(time.Time{})
+	defer func() { _ = nc.SetDeadline(time.Time{}) }()
 	fr := api.NewFrameReader(br, maxFrame, 0)
 	var id uint64
 	return runSASL(m, func(mech string, msg []byte) ([]byte, bool, error) {

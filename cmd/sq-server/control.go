@@ -132,7 +132,7 @@ func startControl(ctx context.Context, c *config, log *slog.Logger, tlsr *tlscon
 	opts.Quotas = quota.New(quota.Options{})
 	authz, denied, err := c.newAuthorizer(tlsr, log)
 	if err != nil {
-		tel.Shutdown(ctx)
+		_ = tel.Shutdown(ctx)
 		return nil, err
 	}
 	opts.Authorizer, cp.authz = authz, authz

@@ -88,8 +88,10 @@ data-dir = "/nonexistent/overridden-by-the-flag"
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-exited
+			_ = cmd.Process.Kill()
+			if err := <-exited; err != nil {
+				t.Log(err) // killed: "signal: killed"
+			}
 		}
 	})
 

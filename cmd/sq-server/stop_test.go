@@ -72,7 +72,9 @@ func TestStopFinishesInFlightAppends(t *testing.T) {
 			addr, stop, done = startForStop(t, args...)
 			defer func() {
 				stop()
-				<-done
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
 			}()
 			checkStored(t, addr, acked)
 		})

@@ -62,9 +62,9 @@ func startACLControl(t *testing.T, store control.ACLStore) string {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { srv.ServeGRPC(ln); close(done) }()
+	go func() { _ = srv.ServeGRPC(ln); close(done) }()
 	t.Cleanup(func() {
-		srv.Shutdown(context.Background())
+		_ = srv.Shutdown(context.Background())
 		<-done
 		eng.Close()
 	})

@@ -133,9 +133,9 @@ func TestUserCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { srv.ServeGRPC(ln); close(done) }()
+	go func() { _ = srv.ServeGRPC(ln); close(done) }()
 	t.Cleanup(func() {
-		srv.Shutdown(context.Background())
+		_ = srv.Shutdown(context.Background())
 		<-done
 		eng.Close()
 	})

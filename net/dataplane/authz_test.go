@@ -109,7 +109,7 @@ func joinReq(group string, topics ...string) func(api.Frame) error {
 			return err
 		}
 		for i, t := range topics {
-			l.Set(i, t)
+			_ = l.Set(i, t)
 		}
 		return r.SetGroup(group)
 	}
@@ -126,7 +126,7 @@ func commitReq(group, topic string) func(api.Frame) error {
 		if err != nil {
 			return err
 		}
-		l.At(0).SetTopic(topic)
+		_ = l.At(0).SetTopic(topic)
 		return r.SetGroup(group)
 	}
 }
@@ -217,7 +217,7 @@ var dataplaneAuthzRows = []dataplaneAuthzRow{
 		if err != nil {
 			return err
 		}
-		r.SetTopic("t")
+		_ = r.SetTopic("t")
 		return r.SetGroup("g")
 	}, nil), allow: []string{"User:CN=alice allow describe group:g", "User:CN=alice allow describe topic:t"}, deny: "User:CN=alice deny describe group:g"},
 	{kind: api.Frame_Which_deleteTopicRequest, do: authorized(deleteTopicReq("gone"), nil),

@@ -289,7 +289,12 @@ func TestCertAuthenticates(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- h.srv.Serve(ln) }()
-	t.Cleanup(func() { ln.Close(); <-served })
+	t.Cleanup(func() {
+		_ = ln.Close()
+		if err := <-served; err != nil {
+			t.Log(err)
+		}
+	})
 	dialTLS := func(certs []tls.Certificate) *testClient {
 		nc, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: certs})
 		if err != nil {
