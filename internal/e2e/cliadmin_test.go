@@ -163,7 +163,7 @@ func TestCLIAdminJSON(t *testing.T) {
 	var info map[string]any
 	decodeOne(t, "cluster info", r.stdout, &info)
 	want := []string{"applied_index", "capnp_address", "cluster_id", "commit_index", "controller_id", "data_bytes", "data_dir",
-		"data_dir_free_bytes", "data_dir_total_bytes", "grpc_address", "http_address", "io_backend", "last_log_index",
+		"data_dir_free_bytes", "data_dir_total_bytes", "drained_nodes", "grpc_address", "http_address", "io_backend", "last_log_index",
 		"leaderless_partitions", "member_count", "members", "metadata_hash", "node_id", "orphaned_topics", "partition_count", "raft_state",
 		"raft_term", "ready", "topic_count", "uptime_ms", "version", "voter_count"}
 	if !slices.Equal(keysOf(info), want) || info["capnp_address"] != srv.addr || info["topic_count"] != 1.0 {
