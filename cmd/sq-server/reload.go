@@ -84,7 +84,13 @@ func (c *config) reload(eng topicDefaulter, getenv func(string) string, log *slo
 	var nc config
 	fs := pflag.NewFlagSet("reload", pflag.ContinueOnError)
 	bindFlags(fs, &nc)
-	c.flags.Visit(func(f *pflag.Flag) { // the command line, as given at start
+	// The command line, as given at start: Changed, not Visit, which
+	// sees only the flags parsed by this very set (cobra parses the
+	// persistent flags into the subcommand's set, sharing the *Flag).
+	c.flags.VisitAll(func(f *pflag.Flag) {
+		if !f.Changed {
+			return
+		}
 		if g := fs.Lookup(f.Name); g != nil {
 			copyFlag(g, f)
 			g.Changed = true
