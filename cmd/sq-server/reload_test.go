@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/ratelog"
 	"github.com/seedqueue/sq/internal/testutil"
 )
 
@@ -222,5 +223,37 @@ func TestReloadAfterCobraParse(t *testing.T) {
 					c.RetentionMs, c.MaxConnections, c.level.Level())
 			}
 		})
+	}
+}
+
+// TestReloadLinesNotLimited: through the server's repeat limiter
+// (internal/ratelog), a reload logs every changed setting that waits for
+// a restart, and every failed reload logs its error, even seconds
+// apart: each line answers an operator's SIGHUP.
+func TestReloadLinesNotLimited(t *testing.T) {
+	path := writeConfig(t, "sq.toml", "max-connections = 100\nmax-connections-per-ip = 10\n")
+	c := resolvedConfig(t, nil, "--config", path)
+	logs := testutil.NewLogBuffer()
+	log := slog.New(ratelog.New(slog.NewTextHandler(logs, nil), ratelog.Options{}))
+	steps := []struct {
+		file string
+		want []string
+	}{
+		{"max-connections = 200\nmax-connections-per-ip = 20\n", []string{
+			`setting=max-connections from=100 to=200`, `setting=max-connections-per-ip from=10 to=20`}},
+		{"max-connections = [\n", []string{`toml:1`}},
+		{"max-connections = -1\n", []string{`--max-connections -1 must be at least 1`}},
+		{"max-connections = \"many\"\n", []string{`max-connections = \"many\"`}},
+	}
+	for _, st := range steps {
+		if err := os.WriteFile(path, []byte(st.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.reloadLogged(&fakeDefaulter{}, func(string) string { return "" }, log)
+		for _, w := range st.want {
+			if !strings.Contains(logs.String(), w) {
+				t.Errorf("after a reload of %q: no line with %q in:\n%s", st.file, w, logs.String())
+			}
+		}
 	}
 }
