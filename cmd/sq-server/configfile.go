@@ -119,11 +119,12 @@ func setFlag(f *pflag.Flag, v string) error {
 }
 
 // unknownHint suggests the setting nearest to the unknown key k (edit
-// distance at most 3), or says where the settings are listed.
+// distance at most 3, case ignored: keys are lower case), or says where
+// the settings are listed.
 func unknownHint(fs *pflag.FlagSet, k string) string {
 	best, dist := "", 4
 	fs.VisitAll(func(f *pflag.Flag) {
-		if d := editDistance(k, f.Name); d < dist && f.Name != configFlag {
+		if d := editDistance(strings.ToLower(k), f.Name); d < dist && f.Name != configFlag {
 			best, dist = f.Name, d
 		}
 	})
@@ -241,6 +242,8 @@ func tomlScalar(v any) (string, error) {
 		return strings.Join(parts, ","), nil
 	case map[string]any:
 		return "", errors.New("want a value, not a table: settings are flat, under their flag names")
+	case []map[string]any:
+		return "", errors.New("want a value, not an array of tables: settings are flat, under their flag names")
 	}
 	return "", fmt.Errorf("unsupported value of type %T", v)
 }
