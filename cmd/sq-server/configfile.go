@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -252,9 +253,21 @@ func isList(v any) bool { _, ok := v.([]any); return ok }
 
 // parseYAML reads a YAML mapping of flag names to scalars or sequences of
 // scalars; the lines are the parser's. An empty document holds nothing.
+// A second document (after a "---" line) is an error: the settings would
+// be silently ignored.
 func parseYAML(path string, b []byte) (map[string]fileValue, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	var doc, next yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := dec.Decode(&next); err == nil {
+		line := next.Line
+		if len(next.Content) > 0 {
+			line = next.Content[0].Line
+		}
+		return nil, fmt.Errorf("%s:%d: a second YAML document (after ---): put every setting in one mapping", path, line)
+	} else if !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(doc.Content) == 0 {

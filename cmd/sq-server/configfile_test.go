@@ -135,6 +135,7 @@ func TestConfigFileErrors(t *testing.T) {
 		{"sq.toml", "[[tls]]\ncert = \"a.pem\"\n", []string{"sq.toml:1: tls: want a value, not an array of tables"}},
 		{"sq.yaml", "NODE-ID: n1\n", []string{"sq.yaml:1: unknown setting \"NODE-ID\"", `did you mean "node-id"`}},
 		{"sq.toml", "Max-Connections = 10\n", []string{"sq.toml:1: unknown setting \"Max-Connections\"", `did you mean "max-connections"`}},
+		{"sq.yaml", "node-id: n1\n---\nlog-level: debug\n", []string{"sq.yaml:3: a second YAML document"}},
 		{"sq.json", "{}", []string{`unknown extension ".json": want .toml, .yaml or .yml`}},
 	} {
 		t.Run(tc.name+" "+strings.SplitN(tc.body, "\n", 2)[0], func(t *testing.T) {
