@@ -26,6 +26,27 @@ var unsafeFS = map[int64]string{
 	0x6969:     "nfs",
 }
 
+// knownFS names the common local file systems by their statfs(2) f_type
+// (linux/magic.h), for the check's OK line.
+var knownFS = map[int64]string{
+	0xef53:     "ext2/ext3/ext4",
+	0x58465342: "xfs",
+	0x9123683e: "btrfs",
+	0x2fc12fc1: "zfs",
+	0xf2f52010: "f2fs",
+}
+
+// fsName is the name of the file system type t, or its number in hex.
+func fsName(t int64) string {
+	if n, ok := knownFS[t]; ok {
+		return n
+	}
+	if n, ok := unsafeFS[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("type 0x%x", t)
+}
+
 // checkLevel is the outcome of one host check.
 type checkLevel int
 
@@ -150,7 +171,7 @@ func (c *config) checkDataDir(p hostProbe) []checkResult {
 	if r := c.checkDataDirAccess(p, dir); r.level != checkOK {
 		out = append(out, r)
 	}
-	fsr := checkResult{name: "file system", msg: fmt.Sprintf("%s on a file system of type 0x%x", dir, fsType)}
+	fsr := checkResult{name: "file system", msg: fmt.Sprintf("%s on %s", dir, fsName(fsType))}
 	if name, bad := unsafeFS[fsType]; bad {
 		fsr.level = checkWarn
 		if c.RequireDurableFS {

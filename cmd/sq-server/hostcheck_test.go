@@ -262,3 +262,16 @@ func TestDataDirAccessCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestFSName: the check's OK line names the common file systems, and
+// gives the number of the others.
+func TestFSName(t *testing.T) {
+	for _, tc := range []struct {
+		t    int64
+		want string
+	}{{ext4Magic, "ext2/ext3/ext4"}, {0x58465342, "xfs"}, {0x01021994, "tmpfs"}, {0x12345678, "type 0x12345678"}} {
+		if got := fsName(tc.t); got != tc.want {
+			t.Errorf("fsName(%#x) = %q, want %q", tc.t, got, tc.want)
+		}
+	}
+}
