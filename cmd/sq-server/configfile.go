@@ -215,7 +215,8 @@ func tomlKeyLine(b []byte, k string) int {
 
 // tomlScalar is a TOML value in the syntax of a flag: strings as they
 // are, numbers in decimal, booleans as true or false, arrays of those
-// joined with commas.
+// joined with commas, as the flag reads a list (an item may hold commas
+// of its own: --super-users keeps a certificate subject's).
 func tomlScalar(v any) (string, error) {
 	switch v := v.(type) {
 	case string:
@@ -235,8 +236,8 @@ func tomlScalar(v any) (string, error) {
 		parts := make([]string, len(v))
 		for i, e := range v {
 			s, err := tomlScalar(e)
-			if err != nil || strings.Contains(s, ",") || isList(e) {
-				return "", errors.New("want a list of strings or numbers without commas")
+			if err != nil || isList(e) {
+				return "", errors.New("want a list of strings or numbers")
 			}
 			parts[i] = s
 		}
@@ -296,7 +297,8 @@ func parseYAML(path string, b []byte) (map[string]fileValue, error) {
 }
 
 // yamlScalar is a YAML value in the syntax of a flag: a scalar as
-// written (null: empty), a sequence of scalars joined with commas.
+// written (null: empty), a sequence of scalars joined with commas, as
+// tomlScalar.
 func yamlScalar(v *yaml.Node) (string, error) {
 	switch v.Kind {
 	case yaml.ScalarNode:
@@ -307,8 +309,8 @@ func yamlScalar(v *yaml.Node) (string, error) {
 	case yaml.SequenceNode:
 		parts := make([]string, len(v.Content))
 		for i, e := range v.Content {
-			if e.Kind != yaml.ScalarNode || strings.Contains(e.Value, ",") {
-				return "", errors.New("want a list of strings or numbers without commas")
+			if e.Kind != yaml.ScalarNode {
+				return "", errors.New("want a list of strings or numbers")
 			}
 			parts[i] = e.Value
 		}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/seedqueue/sq/internal/acl"
 )
 
 // writeConfig writes a config file named name with body in a temporary
@@ -180,5 +182,29 @@ func TestEnvNames(t *testing.T) {
 		if got := envName(s.name); got != s.env {
 			t.Errorf("--%s: help says %s, settings read %s", s.name, s.env, got)
 		}
+	}
+}
+
+// TestConfigFileListWithCommas: a list item may hold commas of its own,
+// as a certificate subject in super-users does: the list is joined as
+// the flag reads it, and the flag's parser gets every principal whole.
+func TestConfigFileListWithCommas(t *testing.T) {
+	for name, body := range map[string]string{
+		"sq.toml": "super-users = [\"User:CN=ops,O=shop\", \"User:admin\"]\n",
+		"sq.yaml": "super-users: [\"User:CN=ops,O=shop\", \"User:admin\"]\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, out, err := configPrint(t, nil, "--config", writeConfig(t, name, body))
+			if err != nil {
+				t.Fatalf("config print: %v\n%s", err, out)
+			}
+			if want := [2]string{`"User:CN=ops,O=shop,User:admin"`, "file"}; got["super-users"] != want {
+				t.Fatalf("super-users = %v, want %v", got["super-users"], want)
+			}
+			supers, err := acl.ParseSuperUsers("User:CN=ops,O=shop,User:admin")
+			if err != nil || len(supers) != 2 {
+				t.Fatalf("ParseSuperUsers = %v, %v; want 2 principals", supers, err)
+			}
+		})
 	}
 }
