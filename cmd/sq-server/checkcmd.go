@@ -14,9 +14,9 @@ import (
 func newCheckCommand(c *config, getenv func(string) string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "check",
-		Short: "Check the host for serve (open files, memory maps, data directory's file system and free space, io_uring); non-zero exit on a failure",
+		Short: "Check the host for serve (open files, memory maps, the data directory, its file system and free space, io_uring); non-zero exit on a failure",
 		Long: "Run the checks serve runs at start, with the same settings (flags, SQ_* variables, --config): RLIMIT_NOFILE against " +
-			"--max-open-segment-files + --max-connections + 256, vm.max_map_count, the data directory's file system (tmpfs, ramfs, overlayfs " +
+			"--max-open-segment-files + --max-connections + 256, vm.max_map_count, that this user can create the data directory's files (access(2)), its file system (tmpfs, ramfs, overlayfs " +
 			"and NFS are unsafe; a failure with --require-durable-fs) and free space against --min-free-bytes, and kernel.io_uring_disabled. " +
 			"Prints one line per check and the fix of each that is not OK; exits 1 when one fails (WARN alone exits 0).",
 		Args: cobra.NoArgs,

@@ -349,6 +349,7 @@ func (c *config) validate() error {
 	if c.MaxConnectionsPerIP < 0 {
 		errs = append(errs, fmt.Errorf("--max-connections-per-ip %d must be 0 (no bound) or more", c.MaxConnectionsPerIP))
 	}
+	errs = append(errs, c.validateNames()...)
 	errs = append(errs, c.validateCluster()...)
 	errs = append(errs, c.validateTier()...)
 	errs = append(errs, c.validateTLS()...)
@@ -365,6 +366,44 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// The bounds of --segment-bytes, the engine's (engine.Options.Validate):
+// 4 KiB to 4 GiB - 1, a segment's offsets being 32-bit positions.
+const (
+	minSegmentBytes = 4 << 10
+	maxSegmentBytes = 1<<32 - 1
+)
+
+// validateNames checks what serve would otherwise refuse only once it
+// opens the engine or a listener, with a message that does not name the
+// setting: the data plane's address (it cannot be turned off: an empty
+// one would listen on every interface), the HTTP address when set, the
+// cluster id, and --segment-bytes (0: the engine's default) within the
+// engine's bounds and above --max-batch-bytes.
+func (c *config) validateNames() []error {
+	var errs []error
+	if c.CapnpHost == "" {
+		errs = append(errs, errors.New("--capnp-host must not be empty: the data plane is always served (127.0.0.1:6064 by default; port 0 picks a free port)"))
+	} else if _, err := hostPort(c.CapnpHost); err != nil {
+		errs = append(errs, fmt.Errorf("--capnp-host %q: %w", c.CapnpHost, err))
+	}
+	if c.HTTPHost != "" {
+		if _, err := hostPort(c.HTTPHost); err != nil {
+			errs = append(errs, fmt.Errorf("--http-host %q: %w", c.HTTPHost, err))
+		}
+	}
+	if c.ClusterID == "" {
+		errs = append(errs, errors.New("--cluster-id must not be empty"))
+	}
+	switch {
+	case c.SegmentBytes == 0:
+	case c.SegmentBytes < minSegmentBytes || c.SegmentBytes > maxSegmentBytes:
+		errs = append(errs, fmt.Errorf("--segment-bytes %d out of range [%d, %d]", c.SegmentBytes, minSegmentBytes, int64(maxSegmentBytes)))
+	case c.SegmentBytes < int64(c.MaxBatch):
+		errs = append(errs, fmt.Errorf("--segment-bytes %d is smaller than --max-batch-bytes %d: a batch must fit in a segment", c.SegmentBytes, c.MaxBatch))
+	}
+	return errs
 }
 
 // validateLocalRetention checks --retention-ms and --retention-bytes

@@ -226,3 +226,39 @@ func TestReplicationFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateNames: what serve refused only once it opened the engine or
+// a listener (an engine error without the flag's name) or did not refuse
+// at all (an empty --capnp-host listened on every interface) is refused
+// by validate, naming the flag, so that config print fails as serve does.
+func TestValidateNames(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // "" valid
+	}{
+		{args: nil},
+		{args: []string{"--segment-bytes", "0"}},
+		{args: []string{"--segment-bytes", "16777216"}},
+		{args: []string{"--segment-bytes", "-5"}, want: "--segment-bytes -5 out of range [4096, 4294967295]"},
+		{args: []string{"--segment-bytes", "4294967296"}, want: "--segment-bytes 4294967296 out of range"},
+		{args: []string{"--segment-bytes", "8192"}, want: "--segment-bytes 8192 is smaller than --max-batch-bytes 16777216"},
+		{args: []string{"--capnp-host", ""}, want: "--capnp-host must not be empty"},
+		{args: []string{"--capnp-host", "nohost"}, want: `--capnp-host "nohost"`},
+		{args: []string{"--http-host", ""}},
+		{args: []string{"--http-host", "127.0.0.1:99999"}, want: `--http-host "127.0.0.1:99999"`},
+		{args: []string{"--cluster-id", ""}, want: "--cluster-id must not be empty"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := parseConfig(t, nil, tc.args...)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("validate() = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -119,11 +120,12 @@ func setFlag(f *pflag.Flag, v string) error {
 }
 
 // unknownHint suggests the setting nearest to the unknown key k (edit
-// distance at most 3), or says where the settings are listed.
+// distance at most 3, case ignored: keys are lower case), or says where
+// the settings are listed.
 func unknownHint(fs *pflag.FlagSet, k string) string {
 	best, dist := "", 4
 	fs.VisitAll(func(f *pflag.Flag) {
-		if d := editDistance(k, f.Name); d < dist && f.Name != configFlag {
+		if d := editDistance(strings.ToLower(k), f.Name); d < dist && f.Name != configFlag {
 			best, dist = f.Name, d
 		}
 	})
@@ -213,7 +215,8 @@ func tomlKeyLine(b []byte, k string) int {
 
 // tomlScalar is a TOML value in the syntax of a flag: strings as they
 // are, numbers in decimal, booleans as true or false, arrays of those
-// joined with commas.
+// joined with commas, as the flag reads a list (an item may hold commas
+// of its own: --super-users keeps a certificate subject's).
 func tomlScalar(v any) (string, error) {
 	switch v := v.(type) {
 	case string:
@@ -233,14 +236,16 @@ func tomlScalar(v any) (string, error) {
 		parts := make([]string, len(v))
 		for i, e := range v {
 			s, err := tomlScalar(e)
-			if err != nil || strings.Contains(s, ",") || isList(e) {
-				return "", errors.New("want a list of strings or numbers without commas")
+			if err != nil || isList(e) {
+				return "", errors.New("want a list of strings or numbers")
 			}
 			parts[i] = s
 		}
 		return strings.Join(parts, ","), nil
 	case map[string]any:
 		return "", errors.New("want a value, not a table: settings are flat, under their flag names")
+	case []map[string]any:
+		return "", errors.New("want a value, not an array of tables: settings are flat, under their flag names")
 	}
 	return "", fmt.Errorf("unsupported value of type %T", v)
 }
@@ -249,9 +254,21 @@ func isList(v any) bool { _, ok := v.([]any); return ok }
 
 // parseYAML reads a YAML mapping of flag names to scalars or sequences of
 // scalars; the lines are the parser's. An empty document holds nothing.
+// A second document (after a "---" line) is an error: the settings would
+// be silently ignored.
 func parseYAML(path string, b []byte) (map[string]fileValue, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	var doc, next yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := dec.Decode(&next); err == nil {
+		line := next.Line
+		if len(next.Content) > 0 {
+			line = next.Content[0].Line
+		}
+		return nil, fmt.Errorf("%s:%d: a second YAML document (after ---): put every setting in one mapping", path, line)
+	} else if !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(doc.Content) == 0 {
@@ -280,7 +297,8 @@ func parseYAML(path string, b []byte) (map[string]fileValue, error) {
 }
 
 // yamlScalar is a YAML value in the syntax of a flag: a scalar as
-// written (null: empty), a sequence of scalars joined with commas.
+// written (null: empty), a sequence of scalars joined with commas, as
+// tomlScalar.
 func yamlScalar(v *yaml.Node) (string, error) {
 	switch v.Kind {
 	case yaml.ScalarNode:
@@ -291,8 +309,8 @@ func yamlScalar(v *yaml.Node) (string, error) {
 	case yaml.SequenceNode:
 		parts := make([]string, len(v.Content))
 		for i, e := range v.Content {
-			if e.Kind != yaml.ScalarNode || strings.Contains(e.Value, ",") {
-				return "", errors.New("want a list of strings or numbers without commas")
+			if e.Kind != yaml.ScalarNode {
+				return "", errors.New("want a list of strings or numbers")
 			}
 			parts[i] = e.Value
 		}

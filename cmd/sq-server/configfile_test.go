@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/seedqueue/sq/internal/acl"
 )
 
 // writeConfig writes a config file named name with body in a temporary
@@ -132,6 +134,10 @@ func TestConfigFileErrors(t *testing.T) {
 		{"sq.yaml", "node-id: n1\nnode-id: n2\n", []string{"sq.yaml", "node-id"}},
 		{"sq.toml", "node-id = n1\n", []string{"sq.toml:1:"}},
 		{"sq.yaml", "- a\n- b\n", []string{"sq.yaml:1: want a mapping"}},
+		{"sq.toml", "[[tls]]\ncert = \"a.pem\"\n", []string{"sq.toml:1: tls: want a value, not an array of tables"}},
+		{"sq.yaml", "NODE-ID: n1\n", []string{"sq.yaml:1: unknown setting \"NODE-ID\"", `did you mean "node-id"`}},
+		{"sq.toml", "Max-Connections = 10\n", []string{"sq.toml:1: unknown setting \"Max-Connections\"", `did you mean "max-connections"`}},
+		{"sq.yaml", "node-id: n1\n---\nlog-level: debug\n", []string{"sq.yaml:3: a second YAML document"}},
 		{"sq.json", "{}", []string{`unknown extension ".json": want .toml, .yaml or .yml`}},
 	} {
 		t.Run(tc.name+" "+strings.SplitN(tc.body, "\n", 2)[0], func(t *testing.T) {
@@ -176,5 +182,29 @@ func TestEnvNames(t *testing.T) {
 		if got := envName(s.name); got != s.env {
 			t.Errorf("--%s: help says %s, settings read %s", s.name, s.env, got)
 		}
+	}
+}
+
+// TestConfigFileListWithCommas: a list item may hold commas of its own,
+// as a certificate subject in super-users does: the list is joined as
+// the flag reads it, and the flag's parser gets every principal whole.
+func TestConfigFileListWithCommas(t *testing.T) {
+	for name, body := range map[string]string{
+		"sq.toml": "super-users = [\"User:CN=ops,O=shop\", \"User:admin\"]\n",
+		"sq.yaml": "super-users: [\"User:CN=ops,O=shop\", \"User:admin\"]\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, out, err := configPrint(t, nil, "--config", writeConfig(t, name, body))
+			if err != nil {
+				t.Fatalf("config print: %v\n%s", err, out)
+			}
+			if want := [2]string{`"User:CN=ops,O=shop,User:admin"`, "file"}; got["super-users"] != want {
+				t.Fatalf("super-users = %v, want %v", got["super-users"], want)
+			}
+			supers, err := acl.ParseSuperUsers("User:CN=ops,O=shop,User:admin")
+			if err != nil || len(supers) != 2 {
+				t.Fatalf("ParseSuperUsers = %v, %v; want 2 principals", supers, err)
+			}
+		})
 	}
 }

@@ -26,6 +26,27 @@ var unsafeFS = map[int64]string{
 	0x6969:     "nfs",
 }
 
+// knownFS names the common local file systems by their statfs(2) f_type
+// (linux/magic.h), for the check's OK line.
+var knownFS = map[int64]string{
+	0xef53:     "ext2/ext3/ext4",
+	0x58465342: "xfs",
+	0x9123683e: "btrfs",
+	0x2fc12fc1: "zfs",
+	0xf2f52010: "f2fs",
+}
+
+// fsName is the name of the file system type t, or its number in hex.
+func fsName(t int64) string {
+	if n, ok := knownFS[t]; ok {
+		return n
+	}
+	if n, ok := unsafeFS[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("type 0x%x", t)
+}
+
 // checkLevel is the outcome of one host check.
 type checkLevel int
 
@@ -64,6 +85,10 @@ type hostProbe struct {
 	// sysctl returns the value of a sysctl (kernel.io_uring_disabled)
 	// from /proc/sys, trimmed; fs.ErrNotExist when the kernel lacks it.
 	sysctl func(name string) (string, error)
+	// writable returns nil when this process may create files in the
+	// directory dir (access(2) with W_OK|X_OK: the permissions, and
+	// EROFS for a read-only mount).
+	writable func(dir string) error
 }
 
 // readSysctl reads /proc/sys/<name with dots as slashes> (sysctl(8)).
@@ -131,9 +156,10 @@ func (c *config) checkMapCount(p hostProbe) checkResult {
 	return r
 }
 
-// checkDataDir checks the file system of the data directory, or of its
-// nearest existing parent before the first start: its type (unsafeFS)
-// and its free space against the floor of --min-free-bytes.
+// checkDataDir checks the data directory, or its nearest existing parent
+// before the first start: that serve can use it (checkDataDirAccess), its
+// file system's type (unsafeFS) and its free space against the floor of
+// --min-free-bytes.
 func (c *config) checkDataDir(p hostProbe) []checkResult {
 	dir := existingDir(c.DataDir)
 	fsType, total, avail, err := p.statfs(dir)
@@ -141,7 +167,11 @@ func (c *config) checkDataDir(p hostProbe) []checkResult {
 		return []checkResult{{name: "data directory", level: checkFail, msg: fmt.Sprintf("statfs %s: %v", dir, err),
 			fix: "create the data directory (--data-dir) and make it readable by the server's user"}}
 	}
-	fsr := checkResult{name: "file system", msg: fmt.Sprintf("%s on a file system of type 0x%x", dir, fsType)}
+	var out []checkResult
+	if r := c.checkDataDirAccess(p, dir); r.level != checkOK {
+		out = append(out, r)
+	}
+	fsr := checkResult{name: "file system", msg: fmt.Sprintf("%s on %s", dir, fsName(fsType))}
 	if name, bad := unsafeFS[fsType]; bad {
 		fsr.level = checkWarn
 		if c.RequireDurableFS {
@@ -165,7 +195,32 @@ func (c *config) checkDataDir(p hostProbe) []checkResult {
 	default:
 		free.msg = fmt.Sprintf("%d bytes available >= floor %d", avail, floor)
 	}
-	return []checkResult{fsr, free}
+	return append(out, fsr, free)
+}
+
+// checkDataDirAccess checks that serve can use the data directory: a
+// directory this user may create files in, or, before the first start,
+// a path serve can create (its nearest existing parent, dir, a writable
+// directory). As root only a read-only mount fails it.
+func (c *config) checkDataDirAccess(p hostProbe, dir string) checkResult {
+	r := checkResult{name: "data directory"}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		r.level, r.msg = checkFail, fmt.Sprintf("--data-dir %s: %s is not a directory", c.DataDir, dir)
+		r.fix = "give --data-dir a directory, or a path that does not exist yet (serve creates it)"
+		return r
+	}
+	exists := filepath.Clean(dir) == filepath.Clean(c.DataDir)
+	if err := p.writable(dir); err != nil {
+		r.level = checkFail
+		if exists {
+			r.msg = fmt.Sprintf("data directory %s is not writable by this user (uid %d): %v", dir, os.Getuid(), err)
+			r.fix = fmt.Sprintf("make it the server's user's: chown -R sq:sq %s (the package's user), or run as its owner", dir)
+		} else {
+			r.msg = fmt.Sprintf("data directory %s does not exist, and serve cannot create it: %s is not writable by this user (uid %d): %v", c.DataDir, dir, os.Getuid(), err)
+			r.fix = fmt.Sprintf("create it for the server's user: install -d -o sq -g sq -m 0750 %s", c.DataDir)
+		}
+	}
+	return r
 }
 
 // unsafeWhy says what the file system does to durability.

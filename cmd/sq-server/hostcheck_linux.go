@@ -21,5 +21,8 @@ func defaultHostProbe() hostProbe {
 			return rl.Cur, rl.Max, err
 		},
 		sysctl: readSysctl,
+		writable: func(dir string) error {
+			return unix.Access(dir, unix.W_OK|unix.X_OK)
+		},
 	}
 }

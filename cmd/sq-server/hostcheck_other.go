@@ -15,8 +15,9 @@ var errNotLinux = errors.New("host checks need Linux")
 // reader's error or, for sysctls, their absence.
 func defaultHostProbe() hostProbe {
 	return hostProbe{
-		statfs: func(string) (int64, int64, int64, error) { return 0, 0, 0, errNotLinux },
-		nofile: func() (uint64, uint64, error) { return 0, 0, errNotLinux },
-		sysctl: func(string) (string, error) { return "", fs.ErrNotExist },
+		statfs:   func(string) (int64, int64, int64, error) { return 0, 0, 0, errNotLinux },
+		nofile:   func() (uint64, uint64, error) { return 0, 0, errNotLinux },
+		sysctl:   func(string) (string, error) { return "", fs.ErrNotExist },
+		writable: func(string) error { return errNotLinux },
 	}
 }

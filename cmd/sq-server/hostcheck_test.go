@@ -6,7 +6,10 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/seedqueue/sq/internal/testutil"
@@ -26,6 +29,7 @@ type fakeHost struct {
 	soft, hard  uint64
 	sysctls     map[string]string // absent: fs.ErrNotExist
 	sysctlError error
+	writableErr error // of every directory
 }
 
 func (h fakeHost) probe() hostProbe {
@@ -42,6 +46,7 @@ func (h fakeHost) probe() hostProbe {
 			}
 			return v, nil
 		},
+		writable: func(string) error { return h.writableErr },
 	}
 }
 
@@ -81,6 +86,10 @@ func TestHostChecks(t *testing.T) {
 		{name: "ext4 with --require-durable-fs", args: []string{"--require-durable-fs"}},
 		{name: "statfs fails", host: func(h *fakeHost) { h.statfsErr = errors.New("permission denied") }, check: "data directory", level: checkFail,
 			msg: "permission denied", fix: "create the data directory"},
+		{name: "data directory not writable", host: func(h *fakeHost) { h.writableErr = syscall.EACCES }, check: "data directory", level: checkFail,
+			msg: "is not writable by this user", fix: "chown -R sq:sq"},
+		{name: "data directory on a read-only mount", host: func(h *fakeHost) { h.writableErr = syscall.EROFS }, check: "data directory", level: checkFail,
+			msg: "read-only file system", fix: "chown"},
 		{name: "free below the auto floor", host: func(h *fakeHost) { h.total, h.avail = 1*gib, 10<<20 }, check: "free space", level: checkFail,
 			msg: "10485760 bytes available", fix: "--min-free-bytes"},
 		{name: "free below an absolute floor", args: []string{"--min-free-bytes", "1073741824"}, host: func(h *fakeHost) { h.avail = gib - 1 },
@@ -200,5 +209,69 @@ func TestCheckCommand(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDataDirAccessCheck: check fails, with the fix, on a data directory
+// serve could not use: a file, a path under a file, or a missing one
+// whose nearest existing parent is not writable; a missing one under a
+// writable parent is OK (serve creates it).
+func TestDataDirAccessCheck(t *testing.T) {
+	base := t.TempDir()
+	file := filepath.Join(base, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name        string
+		dir         string
+		writableErr error
+		msg, fix    string // "" OK
+	}{
+		{name: "exists", dir: base},
+		{name: "missing under a writable parent", dir: filepath.Join(base, "a", "b")},
+		{name: "a file", dir: file, msg: "is not a directory", fix: "give --data-dir a directory"},
+		{name: "under a file", dir: filepath.Join(file, "d"), msg: file + " is not a directory"},
+		{name: "missing under a parent not writable", dir: filepath.Join(base, "a", "b"), writableErr: syscall.EACCES,
+			msg: "does not exist, and serve cannot create it: " + base + " is not writable", fix: "install -d -o sq -g sq -m 0750 " + filepath.Join(base, "a", "b")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig(t, nil, "--data-dir", tc.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := goodHost()
+			h.writableErr = tc.writableErr
+			var got *checkResult
+			for _, r := range c.hostChecks(h.probe()) {
+				if r.name == "data directory" {
+					got = &r
+				} else if r.level != checkOK && tc.msg != "" {
+					t.Errorf("%s: %v %s, want OK", r.name, r.level, r.msg)
+				}
+			}
+			switch {
+			case tc.msg == "" && got != nil:
+				t.Fatalf("data directory: %v %q, want no finding", got.level, got.msg)
+			case tc.msg == "":
+			case got == nil:
+				t.Fatalf("no data directory finding, want one with %q", tc.msg)
+			case got.level != checkFail || !strings.Contains(got.msg, tc.msg) || !strings.Contains(got.fix, tc.fix):
+				t.Fatalf("data directory: %v %q fix %q; want FAIL, %q, fix with %q", got.level, got.msg, got.fix, tc.msg, tc.fix)
+			}
+		})
+	}
+}
+
+// TestFSName: the check's OK line names the common file systems, and
+// gives the number of the others.
+func TestFSName(t *testing.T) {
+	for _, tc := range []struct {
+		t    int64
+		want string
+	}{{ext4Magic, "ext2/ext3/ext4"}, {0x58465342, "xfs"}, {0x01021994, "tmpfs"}, {0x12345678, "type 0x12345678"}} {
+		if got := fsName(tc.t); got != tc.want {
+			t.Errorf("fsName(%#x) = %q, want %q", tc.t, got, tc.want)
+		}
 	}
 }

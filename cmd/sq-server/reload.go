@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/ratelog"
 )
 
 // liveSettings are the settings a SIGHUP applies without a restart: the
@@ -62,12 +63,19 @@ func (c *config) watchReload(ctx context.Context, hup chan os.Signal, eng topicD
 			case <-ctx.Done():
 				return
 			case <-hup:
-				if _, err := c.reload(eng, getenv, log); err != nil {
-					log.Error("SIGHUP: configuration not reloaded; the current one stays", "err", err)
-				}
+				c.reloadLogged(eng, getenv, log)
 			}
 		}
 	}()
+}
+
+// reloadLogged is one SIGHUP's reload, its failure logged as an ERROR.
+// Every line of a reload is logged, however close to the previous one
+// (ratelog.Unlimited): each answers an operator's command.
+func (c *config) reloadLogged(eng topicDefaulter, getenv func(string) string, log *slog.Logger) {
+	if _, err := c.reload(eng, getenv, log); err != nil {
+		log.ErrorContext(ratelog.Unlimited(context.Background()), "SIGHUP: configuration not reloaded; the current one stays", "err", err)
+	}
 }
 
 // reload resolves the settings again as at start (the same command line,
@@ -84,7 +92,13 @@ func (c *config) reload(eng topicDefaulter, getenv func(string) string, log *slo
 	var nc config
 	fs := pflag.NewFlagSet("reload", pflag.ContinueOnError)
 	bindFlags(fs, &nc)
-	c.flags.Visit(func(f *pflag.Flag) { // the command line, as given at start
+	// The command line, as given at start: Changed, not Visit, which
+	// sees only the flags parsed by this very set (cobra parses the
+	// persistent flags into the subcommand's set, sharing the *Flag).
+	c.flags.VisitAll(func(f *pflag.Flag) {
+		if !f.Changed {
+			return
+		}
 		if g := fs.Lookup(f.Name); g != nil {
 			copyFlag(g, f)
 			g.Changed = true
@@ -114,13 +128,14 @@ func (c *config) reload(eng topicDefaulter, getenv func(string) string, log *slo
 			return reloadResult{}, err
 		}
 	}
+	ctx := ratelog.Unlimited(context.Background()) // one line per setting
 	for _, ch := range res.applied {
-		log.Info("SIGHUP: setting changed", "setting", ch.name, "from", ch.from, "to", ch.to, "source", ch.source)
+		log.InfoContext(ctx, "SIGHUP: setting changed", "setting", ch.name, "from", ch.from, "to", ch.to, "source", ch.source)
 	}
 	for _, ch := range res.restart {
-		log.Warn("SIGHUP: setting changed, takes effect at the next restart", "setting", ch.name, "from", ch.from, "to", ch.to, "source", ch.source)
+		log.WarnContext(ctx, "SIGHUP: setting changed, takes effect at the next restart", "setting", ch.name, "from", ch.from, "to", ch.to, "source", ch.source)
 	}
-	log.Info("SIGHUP: configuration reloaded", "file", nc.ConfigFile, "applied", len(res.applied), "need_restart", len(res.restart))
+	log.InfoContext(ctx, "SIGHUP: configuration reloaded", "file", nc.ConfigFile, "applied", len(res.applied), "need_restart", len(res.restart))
 	return res, nil
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/seedqueue/sq/engine"
+	"github.com/seedqueue/sq/internal/ratelog"
 	"github.com/seedqueue/sq/internal/testutil"
 )
 
@@ -166,5 +168,92 @@ func TestSIGHUPReloadsLogLevel(t *testing.T) {
 	}
 	if !log.Enabled(context.Background(), slog.LevelDebug) {
 		t.Fatal("debug still disabled after the reload")
+	}
+}
+
+// TestReloadAfterCobraParse: a reload of settings parsed by the root
+// command, as `sq-server --config FILE --max-connections N serve` parses
+// them (cobra parses the persistent flags into the subcommand's flag
+// set), still reads the config file and keeps the command line's flags
+// and the variables: the file's retention-ms is neither lost nor
+// replaced by the default.
+func TestReloadAfterCobraParse(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args func(path string) []string
+		env  map[string]string
+	}{
+		{name: "flags before the subcommand", args: func(p string) []string {
+			return []string{"--config", p, "--max-connections", "300", "config", "print"}
+		}},
+		{name: "flags after the subcommand", args: func(p string) []string {
+			return []string{"config", "print", "--config", p, "--max-connections", "300"}
+		}},
+		{name: "config file from SQ_CONFIG", args: func(string) []string {
+			return []string{"--max-connections", "300", "config", "print"}
+		}, env: map[string]string{"SQ_CONFIG": "<path>"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeConfig(t, "sq.toml", "log-level = \"info\"\nretention-ms = 3600000\nmax-connections = 100\n")
+			for k, v := range tc.env {
+				t.Setenv(k, strings.ReplaceAll(v, "<path>", path))
+			}
+			c := &config{level: new(slog.LevelVar)}
+			root := newRootFor(c)
+			root.SetArgs(tc.args(path))
+			root.SetOut(io.Discard)
+			if err := root.Execute(); err != nil {
+				t.Fatalf("config print: %v", err)
+			}
+			if c.RetentionMs != 3600000 || c.MaxConnections != 300 {
+				t.Fatalf("at start: retention-ms %d, max-connections %d; want 3600000, 300", c.RetentionMs, c.MaxConnections)
+			}
+			if err := os.WriteFile(path, []byte("log-level = \"debug\"\nretention-ms = 7200000\nmax-connections = 100\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			res, err := c.reload(&fakeDefaulter{}, os.Getenv, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatalf("reload() = %v", err)
+			}
+			if !slices.Equal(names(res.applied), []string{"log-level", "retention-ms"}) || len(res.restart) != 0 {
+				t.Errorf("applied %v, restart %v; want [log-level retention-ms], []", names(res.applied), names(res.restart))
+			}
+			if c.RetentionMs != 7200000 || c.MaxConnections != 300 || c.level.Level() != slog.LevelDebug {
+				t.Errorf("after the reload: retention-ms %d, max-connections %d, level %v; want 7200000, 300, DEBUG",
+					c.RetentionMs, c.MaxConnections, c.level.Level())
+			}
+		})
+	}
+}
+
+// TestReloadLinesNotLimited: through the server's repeat limiter
+// (internal/ratelog), a reload logs every changed setting that waits for
+// a restart, and every failed reload logs its error, even seconds
+// apart: each line answers an operator's SIGHUP.
+func TestReloadLinesNotLimited(t *testing.T) {
+	path := writeConfig(t, "sq.toml", "max-connections = 100\nmax-connections-per-ip = 10\n")
+	c := resolvedConfig(t, nil, "--config", path)
+	logs := testutil.NewLogBuffer()
+	log := slog.New(ratelog.New(slog.NewTextHandler(logs, nil), ratelog.Options{}))
+	steps := []struct {
+		file string
+		want []string
+	}{
+		{"max-connections = 200\nmax-connections-per-ip = 20\n", []string{
+			`setting=max-connections from=100 to=200`, `setting=max-connections-per-ip from=10 to=20`}},
+		{"max-connections = [\n", []string{`toml:1`}},
+		{"max-connections = -1\n", []string{`--max-connections -1 must be at least 1`}},
+		{"max-connections = \"many\"\n", []string{`max-connections = \"many\"`}},
+	}
+	for _, st := range steps {
+		if err := os.WriteFile(path, []byte(st.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.reloadLogged(&fakeDefaulter{}, func(string) string { return "" }, log)
+		for _, w := range st.want {
+			if !strings.Contains(logs.String(), w) {
+				t.Errorf("after a reload of %q: no line with %q in:\n%s", st.file, w, logs.String())
+			}
+		}
 	}
 }

@@ -37,7 +37,7 @@ func newClusterDrainCommand(g *globals) *cobra.Command {
 			fmt.Fprintf(g.stdout, "drained node %s; leadership of %d partition%s moved to in-sync followers\n",
 				id, r.MovedPartitions, plural(int(r.MovedPartitions)))
 			if rest := r.GetRemainingPartitions(); len(rest) > 0 {
-				fmt.Fprintf(g.stdout, "still led by %s (no other alive in-sync replica yet): %s\n", id, strings.Join(rest, ", "))
+				fmt.Fprintf(g.stdout, "still led by %s (no other alive, undrained in-sync replica yet): %s\n", id, strings.Join(rest, ", "))
 			}
 			return nil
 		},

@@ -41,7 +41,7 @@ func TestClusterDrainAndUndrain(t *testing.T) {
 		out  string
 		fail string
 	}{
-		{args: []string{"drain", "b"}, out: "drained node b; leadership of 3 partitions moved to in-sync followers\nstill led by b (no other alive in-sync replica yet): orders-5\n"},
+		{args: []string{"drain", "b"}, out: "drained node b; leadership of 3 partitions moved to in-sync followers\nstill led by b (no other alive, undrained in-sync replica yet): orders-5\n"},
 		{args: []string{"undrain", "b"}, out: "node b is no longer drained\n"},
 		{args: []string{"drain", "b"}, err: api.NewError(api.CodeNoQuorum, "no Raft majority"), fail: "cannot drain node b: NO_QUORUM: no Raft majority"},
 		{args: []string{"undrain", "b"}, err: api.NewError(api.CodeNoQuorum, "no Raft majority"), fail: "cannot undrain node b: NO_QUORUM: no Raft majority"},
