@@ -359,6 +359,7 @@ func (n *Node) tick(ctx context.Context) {
 		return
 	}
 	n.rejoinGossip()
+	n.probeRemoval(ctx)
 	if n.raft.State() != raft.Leader {
 		return
 	}
@@ -389,4 +390,46 @@ func (n *Node) aliveForController(id string) bool {
 		return true
 	}
 	return n.mem.state(id) == StateUnknown && time.Since(n.started) < 5*n.opts.ControllerInterval
+}
+
+// removalProbeAfter is how long this node goes without a Raft leader
+// before it asks the other nodes whether it was removed (probeRemoval),
+// and the least time between two probes.
+const removalProbeAfter = 10 * time.Second
+
+// probeRemoval covers a removal this node could not see in its own log:
+// Raft stops replicating to a removed server as soon as the change is
+// appended, so a node removed while its replication lagged may never
+// apply the remove-node entry, and Raft does not shut a removed follower
+// down; it stays a candidate without a leader. After removalProbeAfter
+// without a leader it joins again through its seeds or the peers its Raft
+// state lists (what a restarted node does): a node that was removed is
+// refused (checkRemoved) and notices its removal; one cut off by the
+// network gets no answer, and one that is still a member is registered
+// as it was. One probe at a time, each bounded by removalProbeAfter.
+func (n *Node) probeRemoval(ctx context.Context) {
+	now := time.Now()
+	if leader, _ := n.raft.LeaderWithID(); leader != "" || n.raft.State() == raft.Shutdown {
+		n.leaderlessSince = time.Time{}
+		return
+	}
+	if n.leaderlessSince.IsZero() {
+		n.leaderlessSince = now
+	}
+	if now.Sub(n.leaderlessSince) < removalProbeAfter || now.Sub(n.lastProbe) < removalProbeAfter {
+		return
+	}
+	targets := n.rejoinTargets()
+	if len(targets) == 0 || !n.probing.CompareAndSwap(false, true) {
+		return
+	}
+	n.lastProbe = now
+	n.goLoop(func() {
+		defer n.probing.Store(false)
+		pctx, cancel := context.WithTimeout(ctx, removalProbeAfter)
+		defer cancel()
+		if err := n.joinSeeds(pctx, targets); IsRemoved(err) {
+			n.noticeRemoval("a node refused its rejoin after " + removalProbeAfter.String() + " without a Raft leader: " + err.Error())
+		}
+	})
 }

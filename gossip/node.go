@@ -50,6 +50,13 @@ type Node struct {
 	removedCh chan struct{}
 	closing   atomic.Bool
 
+	// leaderlessSince is when this node last saw Raft without a leader
+	// begin (zero while it has one); probing is set while a removal probe
+	// runs (probeRemoval). Both belong to the controller loop.
+	leaderlessSince time.Time
+	lastProbe       time.Time
+	probing         atomic.Bool
+
 	raftStop    sync.Once // stopRaft
 	raftStopErr error
 	loopStop    context.CancelFunc
