@@ -207,9 +207,15 @@ func (a *Authenticator) Store() Store { return a.store }
 // CheckPassword authenticates user with a plain password (HTTP Basic
 // authentication of /metrics) under the same brute-force rules as an
 // exchange: it waits the Limiter's delay for source and user, then
-// compares. AUTHENTICATION_FAILED when the password is wrong or the user
-// unknown, or the Store's error.
+// compares. AUTHENTICATION_FAILED when the password is wrong, the user
+// unknown or its name invalid (ValidateUserName), or the Store's error.
 func (a *Authenticator) CheckPassword(ctx context.Context, source, user, password string) error {
+	if err := ValidateUserName(user); err != nil {
+		// A name no user can have is neither looked up nor kept by the
+		// Limiter, as in an exchange.
+		e := &Exchange{a: a, source: source, badName: err}
+		return e.fail()
+	}
 	e := &Exchange{a: a, source: source, user: user}
 	if err := e.wait(ctx); err != nil {
 		return err

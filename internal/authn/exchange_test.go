@@ -210,3 +210,26 @@ func TestExchangeBadUserName(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckPasswordBadUserName: HTTP Basic credentials with a user name no
+// user can have fail without the Limiter keeping the name.
+func TestCheckPasswordBadUserName(t *testing.T) {
+	for _, user := range []string{strings.Repeat("u", 1<<20), "al\x00ice", ""} {
+		a := NewAuthenticator(newStore(t, map[string]string{"alice": "pw"}), nil)
+		err := a.CheckPassword(context.Background(), "h:1", user, "pw")
+		if !errors.Is(err, api.ErrAuthenticationFailed) || len(err.Error()) > 200 {
+			t.Fatalf("CheckPassword(%.20q) = %.300v", user, err)
+		}
+		a.limiter.mu.Lock()
+		for k := range a.limiter.m {
+			if len(k) > 100 {
+				t.Errorf("the Limiter keeps a key of %d bytes", len(k))
+			}
+		}
+		a.limiter.mu.Unlock()
+	}
+	a := NewAuthenticator(newStore(t, map[string]string{"alice": "pw"}), nil)
+	if err := a.CheckPassword(context.Background(), "h:1", "alice", "pw"); err != nil {
+		t.Fatalf("alice: %v", err)
+	}
+}
