@@ -60,6 +60,13 @@ func TestSASLHostile(t *testing.T) {
 			}
 		})
 	}
+	// The refusal of a request says how to authenticate.
+	r := c.call(listTopicsReq, nil)
+	expectWhich(t, r, api.Frame_Which_errorResponse)
+	w, _ := r.f.ErrorResponse()
+	if err := api.FromWire(w); !strings.Contains(err.Error(), "sq --user") {
+		t.Fatalf("refusal without a hint: %v", err)
+	}
 	a.Limiter().Succeeded(c.nc.LocalAddr().String(), "alice")
 	if err := c.saslLogin("alice", "pw"); err != nil {
 		t.Fatalf("login after the hostile exchanges: %v", err)
