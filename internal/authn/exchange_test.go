@@ -182,6 +182,7 @@ func TestExchangeBadUserName(t *testing.T) {
 		{"a megabyte", strings.Repeat("u", 1<<20), "at most 255"},
 		{"just over the bound", strings.Repeat("u", MaxUserNameBytes+1), "at most 255"},
 		{"control character", "al\x01ice", "control character"},
+		{"the anonymous principal's name", "ANONYMOUS", "reserved"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
