@@ -25,11 +25,13 @@ func anonymousMethod(method string) bool {
 }
 
 // bearerToken returns the token of the call's "authorization: Bearer
-// <token>" metadata, "" without one.
+// <token>" metadata, "" without one. The scheme's case does not matter
+// (RFC 7235 §2.1: "bearer" is "Bearer").
 func bearerToken(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, v := range md.Get("authorization") {
-		if tok, ok := strings.CutPrefix(v, "Bearer "); ok {
+		scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " ")
+		if ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(tok)
 		}
 	}

@@ -279,15 +279,21 @@ func TestUsersRPC(t *testing.T) {
 	if cr, _, _ := users.Credential("carol"); !bytes.Equal(cr.StoredKey, c.StoredKey) {
 		t.Fatal("pre-salted credential not stored as given")
 	}
-	bad := []*sqv1.CreateUserRequest{
-		{Name: "dave"},
-		{Name: "", Secret: &sqv1.CreateUserRequest_Password{Password: "pw"}},
-		{Name: "dave", Secret: &sqv1.CreateUserRequest_Password{Password: "pw"}, Iterations: 10},
-		{Name: "dave", Secret: &sqv1.CreateUserRequest_Credential{Credential: &sqv1.ScramCredential{Mechanism: "SCRAM-SHA-256", Iterations: 4096}}},
+	bad := []struct {
+		req  *sqv1.CreateUserRequest
+		want string // said once, without authn's "authn: invalid" prefix
+	}{
+		{&sqv1.CreateUserRequest{Name: "dave"}, "a password or a credential is required"},
+		{&sqv1.CreateUserRequest{Name: "", Secret: &sqv1.CreateUserRequest_Password{Password: "pw"}}, "empty user name"},
+		{&sqv1.CreateUserRequest{Name: " x", Secret: &sqv1.CreateUserRequest_Password{Password: "pw"}}, "begins or ends with a space"},
+		{&sqv1.CreateUserRequest{Name: "dave", Secret: &sqv1.CreateUserRequest_Password{Password: "pw"}, Iterations: 10}, "iterations must be"},
+		{&sqv1.CreateUserRequest{Name: "dave", Secret: &sqv1.CreateUserRequest_Credential{Credential: &sqv1.ScramCredential{Mechanism: "SCRAM-SHA-256", Iterations: 4096}}}, `user "dave": `},
 	}
 	for i, r := range bad {
-		if _, err := uc.CreateUser(ctx, r); status.Code(err) != codes.InvalidArgument {
-			t.Errorf("bad request %d: %v", i, err)
+		_, err := uc.CreateUser(ctx, r.req)
+		msg := status.Convert(err).Message()
+		if status.Code(err) != codes.InvalidArgument || strings.Count(msg, r.want) != 1 || strings.Contains(msg, "authn:") {
+			t.Errorf("bad request %d: %v, want InvalidArgument saying %q once", i, err, r.want)
 		}
 	}
 	l, err := uc.ListUsers(ctx, &sqv1.ListUsersRequest{})

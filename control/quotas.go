@@ -6,6 +6,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/sqv1"
+	"github.com/seedqueue/sq/internal/acl"
 )
 
 // QuotaBackend stores the client byte-rate quotas in the cluster
@@ -34,8 +35,8 @@ func (s *Server) quotaBackend() QuotaBackend {
 }
 
 // principalArg returns the principal a quota request names: "alice" is
-// "User:alice". INVALID_REQUEST for none (without the default entity) or
-// for both.
+// "User:alice". INVALID_REQUEST for none (without the default entity),
+// for both, for a principal without a name ("User:") and for "User:*".
 func principalArg(principal string, def bool) (string, error) {
 	switch {
 	case def && principal != "":
@@ -44,8 +45,16 @@ func principalArg(principal string, def bool) (string, error) {
 		return "", nil
 	case strings.TrimSpace(principal) == "":
 		return "", invalid("principal is empty: name a principal (User:<name>), or set default_entity")
-	case !strings.HasPrefix(principal, "User:"):
-		return "User:" + principal, nil
+	case !strings.HasPrefix(principal, acl.PrincipalPrefix):
+		principal = acl.PrincipalPrefix + principal
+	}
+	if err := acl.ValidatePrincipal(principal); err != nil {
+		return "", invalid("%s", strings.TrimPrefix(err.Error(), acl.ErrInvalid.Error()+": "))
+	}
+	if principal == acl.AnyPrincipal {
+		// A quota is looked up by the client's own principal: one keyed
+		// User:* would never apply.
+		return "", invalid("principal %q: a quota for every principal is the default (default_entity, sq quota set --default)", principal)
 	}
 	return principal, nil
 }

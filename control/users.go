@@ -49,6 +49,12 @@ type usersService struct {
 	s *Server
 }
 
+// invalidText is the text of a refusal of authn (ErrInvalid's "authn:
+// invalid: " left out: the code says it), said once.
+func invalidText(err error) string {
+	return strings.TrimPrefix(err.Error(), authn.ErrInvalid.Error()+": ")
+}
+
 // CreateUser implements sq.v1.Users.
 func (u *usersService) CreateUser(ctx context.Context, req *sqv1.CreateUserRequest) (*sqv1.CreateUserResponse, error) {
 	b, err := u.s.userBackend()
@@ -56,7 +62,7 @@ func (u *usersService) CreateUser(ctx context.Context, req *sqv1.CreateUserReque
 		return nil, err
 	}
 	if err := authn.ValidateUserName(req.GetName()); err != nil {
-		return nil, ToStatus(api.WrapError(api.CodeInvalidRequest, err, "%v", err))
+		return nil, ToStatus(api.NewError(api.CodeInvalidRequest, "%s", invalidText(err)))
 	}
 	var cred authn.Credential
 	switch {
@@ -76,7 +82,7 @@ func (u *usersService) CreateUser(ctx context.Context, req *sqv1.CreateUserReque
 		err = errors.New("a password or a credential is required")
 	}
 	if err != nil {
-		return nil, ToStatus(api.WrapError(api.CodeInvalidRequest, err, "user %q: %v", req.GetName(), err))
+		return nil, ToStatus(api.NewError(api.CodeInvalidRequest, "user %q: %s", req.GetName(), invalidText(err)))
 	}
 	if err := b.UpsertUser(ctx, req.GetName(), cred); err != nil {
 		return nil, ToStatus(err)

@@ -36,13 +36,13 @@ func (a *Admin) CreateUser(ctx context.Context, name, password string, iteration
 	}
 	c, err := scram.SHA256.NewClient(name, password, "")
 	if err != nil {
-		return api.WrapError(api.CodeInvalidRequest, err, "user %q: password: %v", name, err)
+		return api.WrapError(api.CodeInvalidRequest, err, "user %q", name)
 	}
 	salt := make([]byte, scramSaltBytes)
 	_, _ = rand.Read(salt)
 	sc, err := c.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt), Iters: iterations})
 	if err != nil {
-		return api.WrapError(api.CodeInvalidRequest, err, "user %q: %v", name, err)
+		return api.WrapError(api.CodeInvalidRequest, err, "user %q", name)
 	}
 	_, err = unary(ctx, a.cfg.RequestTimeout, sqv1.NewUsersClient(a.conn).CreateUser, &sqv1.CreateUserRequest{Name: name,
 		Secret: &sqv1.CreateUserRequest_Credential{Credential: &sqv1.ScramCredential{Mechanism: scramMechanism,

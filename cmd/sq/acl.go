@@ -87,12 +87,33 @@ func (f *aclFlags) resources(pt acl.PatternType) []acl.Pattern {
 	return out
 }
 
+// aclLines returns the ACLs of the arguments of `sq acl add`: each
+// argument is one ACL, or several, one per line (the output of sq acl
+// list, given back as "$(sq acl list)"); blank lines are skipped, but an
+// argument with nothing else stays, to be refused. The textual form
+// quotes a newline inside a name, so a line is never part of one ACL.
+func aclLines(args []string) []string {
+	var out []string
+	for _, a := range args {
+		n := len(out)
+		for _, l := range strings.Split(a, "\n") {
+			if l = strings.TrimSuffix(l, "\r"); strings.TrimSpace(l) != "" {
+				out = append(out, l)
+			}
+		}
+		if len(out) == n {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // bindings returns the ACLs of `sq acl add`: each argument in the
 // textual form, and every principal × operation × resource of the flags.
 func (f *aclFlags) bindings(args []string) ([]acl.Binding, error) {
 	var out []acl.Binding
 	var errs []error
-	for _, a := range args {
+	for _, a := range aclLines(args) {
 		b, err := acl.Parse(a)
 		if err != nil {
 			errs = append(errs, err)
@@ -185,7 +206,8 @@ func newACLAddCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "add [ACL...]",
 		Short: "Add ACLs, given as arguments or with flags",
-		Long: "Add ACLs: each argument is one ACL in the textual form (see sq acl --help), and\n" +
+		Long: "Add ACLs: each argument is one ACL in the textual form (see sq acl --help), or\n" +
+			"several, one per line (sq acl list's output: sq acl add \"$(sq acl list)\"), and\n" +
 			"the flags add one ACL for every --principal, --operation and resource (--topic,\n" +
 			"--group, --cluster) given, as Kafka's kafka-acls --add does. An ACL present\n" +
 			"already is kept once. Needs alter on the cluster when authorization is on.",

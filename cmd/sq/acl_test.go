@@ -138,3 +138,39 @@ func TestACLCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestACLListIntoAdd: the output of sq acl list, given back whole as one
+// argument ("$(sq acl list)"), adds the same ACLs; a bad line among
+// them is named, and an argument of blank lines is refused.
+func TestACLListIntoAdd(t *testing.T) {
+	store := &memACLStore{}
+	ctl := startACLControl(t, store)
+	run := func(args ...string) (string, error) {
+		return runSQ(t, nil, append([]string{"--control", ctl, "acl"}, args...)...)
+	}
+	if _, err := run("add", "User:alice allow read topic:orders", `"User:CN=John Smith,O=shop" deny all group:*`,
+		"User:bob allow write topic:logs-*"); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := run("list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run("remove", "--all"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("add", strings.ReplaceAll(listed, "\n", "\r\n")+"\n\n"); err != nil || strings.Count(out, "added: ") != 3 {
+		t.Fatalf("add of the listing: %v\n%s", err, out)
+	}
+	if again, err := run("list"); err != nil || again != listed {
+		t.Fatalf("listed after the round trip:\n%s\nwant:\n%s (%v)", again, listed, err)
+	}
+	for _, tc := range []struct{ arg, want string }{
+		{"User:a allow read topic:t\nUser:a allow wrte topic:t", `operation "wrte"`},
+		{"\n \n", "want 4 fields"},
+	} {
+		if _, err := run("add", tc.arg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("sq acl add %q: %v, want %q", tc.arg, err, tc.want)
+		}
+	}
+}

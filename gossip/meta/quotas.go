@@ -86,6 +86,9 @@ func (s *State) applySetQuota(c Command) Result {
 // with INVALID_REQUEST when it has none.
 func (s *State) applyRemoveQuota(c Command) Result {
 	if _, ok := s.Quotas[c.Name]; !ok {
+		if c.Name == DefaultQuotaEntity {
+			return refused(api.CodeInvalidRequest, "no default quota is set")
+		}
 		return refused(api.CodeInvalidRequest, "principal %q has no quota", c.Name)
 	}
 	delete(s.Quotas, c.Name)

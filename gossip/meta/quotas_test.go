@@ -44,6 +44,7 @@ func TestApplyQuotas(t *testing.T) {
 		{Command{Op: OpRemoveQuota, Name: "User:a"}, 0, "",
 			map[string]Quota{DefaultQuotaEntity: {FetchBytesPerSec: 5}}},
 		{Command{Op: OpRemoveQuota, Name: DefaultQuotaEntity}, 0, "", nil},
+		{Command{Op: OpRemoveQuota, Name: DefaultQuotaEntity}, api.CodeInvalidRequest, "no default quota is set", nil},
 	}
 	s := base(t)
 	empty := s.Hash()

@@ -171,6 +171,10 @@ func (p Pattern) Validate() error {
 		return invalid("%s name %q is not valid UTF-8", p.Type, p.Name)
 	case p.PatternType == Prefixed && p.Name == Wildcard:
 		return invalid("prefix %q: the wildcard is literal (%s:*)", Wildcard, p.Type)
+	case p.Type == Topic && p.Name != Wildcard && strings.Contains(p.Name, Wildcard):
+		// No topic name holds '*' (engine's names: [a-zA-Z0-9._-]), so
+		// such a pattern would never match: a glob typed by mistake.
+		return invalid("topic name %q holds *, which no topic name may: a prefix has one * at its end (topic:orders-*), every topic is topic:*", p.Name)
 	}
 	return nil
 }

@@ -137,14 +137,27 @@ func (a *Authorizer) Check(principal string, op Operation, r Resource) error {
 	if a.Authorize(principal, op, r) {
 		return nil
 	}
-	return Refusal(principal, op, r)
+	return Refusal(principal, op, r, a.denied(principal, op, r))
 }
 
-// Refusal is the AUTHORIZATION_FAILED error of principal refused op on r.
-func Refusal(principal string, op Operation, r Resource) error {
+// denied reports whether a deny binding (the principal's or User:*'s)
+// matches op on r: the refusal then comes from it, not from a missing
+// allow.
+func (a *Authorizer) denied(principal string, op Operation, r Resource) bool {
+	ix := a.acls.Load()
+	return denies(ix.byPrincipal[principal], op, r) || denies(ix.byPrincipal[AnyPrincipal], op, r)
+}
+
+// Refusal is the AUTHORIZATION_FAILED error of principal refused op on
+// r; byDeny says a deny ACL matched (deny wins over every allow), else
+// no ACL allowed it.
+func Refusal(principal string, op Operation, r Resource, byDeny bool) error {
 	what := string(r.Type)
 	if r.Type != Cluster {
 		what = fmt.Sprintf("%s %q", r.Type, r.Name)
+	}
+	if byDeny {
+		return api.NewError(api.CodeAuthorizationFailed, "principal %s may not %s %s (a deny ACL matches it, and deny wins over allow; sq acl list)", principal, op, what)
 	}
 	return api.NewError(api.CodeAuthorizationFailed, "principal %s may not %s %s (no ACL allows it; sq acl add)", principal, op, what)
 }

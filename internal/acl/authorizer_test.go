@@ -3,6 +3,7 @@ package acl
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/seedqueue/sq/api"
@@ -149,5 +150,35 @@ func TestSuperUsers(t *testing.T) {
 	}
 	if _, err := New(Options{SuperUsers: []string{"alice"}}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("New with a bad super user: %v", err)
+	}
+}
+
+// TestCheckNamesTheDeny: a request refused by a deny ACL says so (deny
+// wins over the allow the user may be looking at), and one without an
+// allow says no ACL allows it.
+func TestCheckNamesTheDeny(t *testing.T) {
+	tests := []struct {
+		name string
+		acls []string
+		res  Resource
+		want string
+	}{
+		{"denied despite a prefixed allow", []string{"User:app allow write topic:logs-*", "User:app deny write topic:logs-b"}, TopicResource("logs-b"), "a deny ACL matches it"},
+		{"denied for every principal", []string{"User:app allow write topic:logs-*", "User:* deny all topic:logs-b"}, TopicResource("logs-b"), "a deny ACL matches it"},
+		{"no allow", []string{"User:app allow write topic:logs-*"}, TopicResource("orders"), "no ACL allows it"},
+		{"a deny of another topic", []string{"User:app deny write topic:logs-b"}, TopicResource("orders"), "no ACL allows it"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := New(Options{Enabled: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.SetBindings(mustParse(t, tt.acls...))
+			err = a.Check("User:app", Write, tt.res)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Check = %v, want an error saying %q", err, tt.want)
+			}
+		})
 	}
 }

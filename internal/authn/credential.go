@@ -135,13 +135,20 @@ func (c Credential) Clone() Credential {
 	return c
 }
 
+// AnonymousUserName is the name no user may take: User:ANONYMOUS is the
+// principal of clients without credentials (Kafka's), so a user of that
+// name would authenticate and still be treated as anonymous.
+const AnonymousUserName = "ANONYMOUS"
+
 // ValidateUserName returns an error of class ErrInvalid unless name is 1
 // to MaxUserNameBytes bytes of valid UTF-8 without control characters
-// or spaces at either end.
+// or spaces at either end, and not AnonymousUserName.
 func ValidateUserName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: empty user name", ErrInvalid)
+	case name == AnonymousUserName:
+		return fmt.Errorf("%w: user name %q is reserved: User:%s is the principal of clients without credentials", ErrInvalid, name, name)
 	case len(name) > MaxUserNameBytes:
 		return fmt.Errorf("%w: user name of %d bytes, at most %d", ErrInvalid, len(name), MaxUserNameBytes)
 	case !utf8.ValidString(name):

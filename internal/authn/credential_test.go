@@ -50,6 +50,7 @@ func TestValidateUserName(t *testing.T) {
 		"alice": true, "svc,orders=1": true, "Ünïcode": true,
 		"": false, " alice": false, "alice ": false, "a\nb": false, "\xff": false,
 		strings.Repeat("a", 256): false, strings.Repeat("a", 255): true,
+		AnonymousUserName: false, "anonymous": true,
 	} {
 		if err := ValidateUserName(name); (err == nil) != ok {
 			t.Errorf("%q: %v", name, err)

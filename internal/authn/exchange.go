@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/xdg-go/scram"
@@ -85,6 +86,7 @@ type Exchange struct {
 	cred     Credential // the user's, when known
 	known    bool
 	storeErr error
+	badName  error // the client-first message's user name is not a valid one
 	steps    int
 	ok       bool
 }
@@ -92,7 +94,15 @@ type Exchange struct {
 // lookup is the exchange's scram.CredentialLookup. An unknown user gets a
 // fake credential derived from the process secret (the same salt on every
 // attempt, as a real user's), which no proof matches.
+//
+// A name no user can have (ValidateUserName: over MaxUserNameBytes, a
+// control character) ends the exchange without being kept: neither the
+// Limiter's records nor the error hold a client's megabyte-long name.
 func (e *Exchange) lookup(name string) (scram.StoredCredentials, error) {
+	if err := ValidateUserName(name); err != nil {
+		e.badName = err
+		return scram.StoredCredentials{}, err
+	}
 	e.user = name
 	c, ok, err := e.a.store.Credential(name)
 	if err != nil {
@@ -173,6 +183,9 @@ func (e *Exchange) fail() error {
 		return api.WrapError(api.CodeAuthenticationFailed, e.storeErr, "%s", e.storeErr.Error())
 	}
 	e.a.limiter.Failed(e.source, e.user)
+	if e.badName != nil {
+		return api.NewError(api.CodeAuthenticationFailed, "SCRAM authentication failed: %s", strings.TrimPrefix(e.badName.Error(), ErrInvalid.Error()+": "))
+	}
 	return failed(e.user)
 }
 
@@ -194,9 +207,15 @@ func (a *Authenticator) Store() Store { return a.store }
 // CheckPassword authenticates user with a plain password (HTTP Basic
 // authentication of /metrics) under the same brute-force rules as an
 // exchange: it waits the Limiter's delay for source and user, then
-// compares. AUTHENTICATION_FAILED when the password is wrong or the user
-// unknown, or the Store's error.
+// compares. AUTHENTICATION_FAILED when the password is wrong, the user
+// unknown or its name invalid (ValidateUserName), or the Store's error.
 func (a *Authenticator) CheckPassword(ctx context.Context, source, user, password string) error {
+	if err := ValidateUserName(user); err != nil {
+		// A name no user can have is neither looked up nor kept by the
+		// Limiter, as in an exchange.
+		e := &Exchange{a: a, source: source, badName: err}
+		return e.fail()
+	}
 	e := &Exchange{a: a, source: source, user: user}
 	if err := e.wait(ctx); err != nil {
 		return err

@@ -173,3 +173,64 @@ func TestBruteForceDelay(t *testing.T) {
 		}
 	})
 }
+
+// TestExchangeBadUserName: a client-first message whose user name no user
+// can have fails with AUTHENTICATION_FAILED saying why, without echoing
+// the name and without the Limiter keeping it.
+func TestExchangeBadUserName(t *testing.T) {
+	tests := []struct{ name, user, want string }{
+		{"a megabyte", strings.Repeat("u", 1<<20), "at most 255"},
+		{"just over the bound", strings.Repeat("u", MaxUserNameBytes+1), "at most 255"},
+		{"control character", "al\x01ice", "control character"},
+		{"the anonymous principal's name", "ANONYMOUS", "reserved"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := NewAuthenticator(newStore(t, map[string]string{"alice": "pw"}), nil)
+			e, err := a.Start(MechanismSCRAMSHA256, "h:1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = e.Step(context.Background(), []byte("n,,n="+tt.user+",r=abcdefgh"))
+			if !errors.Is(err, api.ErrAuthenticationFailed) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Step = %v, want AUTHENTICATION_FAILED saying %q", err, tt.want)
+			}
+			if len(err.Error()) > 200 {
+				t.Errorf("error of %d bytes echoes the name", len(err.Error()))
+			}
+			a.limiter.mu.Lock()
+			defer a.limiter.mu.Unlock()
+			for k := range a.limiter.m {
+				if len(k) > 100 {
+					t.Errorf("the Limiter keeps a key of %d bytes", len(k))
+				}
+			}
+			if len(a.limiter.m) == 0 {
+				t.Error("the failure was not counted against the source")
+			}
+		})
+	}
+}
+
+// TestCheckPasswordBadUserName: HTTP Basic credentials with a user name no
+// user can have fail without the Limiter keeping the name.
+func TestCheckPasswordBadUserName(t *testing.T) {
+	for _, user := range []string{strings.Repeat("u", 1<<20), "al\x00ice", ""} {
+		a := NewAuthenticator(newStore(t, map[string]string{"alice": "pw"}), nil)
+		err := a.CheckPassword(context.Background(), "h:1", user, "pw")
+		if !errors.Is(err, api.ErrAuthenticationFailed) || len(err.Error()) > 200 {
+			t.Fatalf("CheckPassword(%.20q) = %.300v", user, err)
+		}
+		a.limiter.mu.Lock()
+		for k := range a.limiter.m {
+			if len(k) > 100 {
+				t.Errorf("the Limiter keeps a key of %d bytes", len(k))
+			}
+		}
+		a.limiter.mu.Unlock()
+	}
+	a := NewAuthenticator(newStore(t, map[string]string{"alice": "pw"}), nil)
+	if err := a.CheckPassword(context.Background(), "h:1", "alice", "pw"); err != nil {
+		t.Fatalf("alice: %v", err)
+	}
+}

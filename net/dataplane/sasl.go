@@ -51,10 +51,14 @@ func (c *conn) authGate(req *request) bool {
 		return false
 	}
 	c.releaseRequest(req)
-	c.send(c.buildError(*req, api.NewError(api.CodeAuthenticationFailed,
-		"authentication required: authenticate with SASL %s or a client certificate first", "SCRAM-SHA-256")))
+	c.send(c.buildError(*req, api.NewError(api.CodeAuthenticationFailed, "%s", authRequiredText)))
 	return true
 }
+
+// authRequiredText is the AUTHENTICATION_FAILED text of a request of a
+// connection not authenticated under Options.AuthRequired; it names the
+// ways in, as the control plane's refusal does.
+const authRequiredText = "authentication required: authenticate with SASL SCRAM-SHA-256 (sq --user, SDK SASL) or a client certificate first"
 
 // saslStep runs one step of the connection's SASL exchange (the first
 // request starts it) and builds the response. A failed step ends the
