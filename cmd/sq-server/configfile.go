@@ -80,7 +80,7 @@ func resolveSettings(fs *pflag.FlagSet, file string, getenv func(string) string)
 			sources[f.Name] = sourceFlag
 		case v != "":
 			sources[f.Name] = sourceEnv
-			if err := f.Value.Set(v); err != nil {
+			if err := setValue(f, v); err != nil {
 				errs = append(errs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
 			}
 		case fv.line > 0:
@@ -116,7 +116,17 @@ func setFlag(f *pflag.Flag, v string) error {
 		}
 		return sv.Replace(strings.Split(v, ","))
 	}
-	return f.Value.Set(v)
+	return setValue(f, v)
+}
+
+// setValue sets f from v, with an error that says what a switch takes
+// instead of strconv's ("parsing "yes": invalid syntax").
+func setValue(f *pflag.Flag, v string) error {
+	err := f.Value.Set(v)
+	if ne := (*strconv.NumError)(nil); err != nil && f.Value.Type() == "bool" && errors.As(err, &ne) {
+		return errors.New("want true or false (or 1, 0, t, f)")
+	}
+	return err
 }
 
 // unknownHint suggests the setting nearest to the unknown key k (edit

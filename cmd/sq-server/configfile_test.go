@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/seedqueue/sq/internal/acl"
 )
@@ -135,6 +138,8 @@ func TestConfigFileErrors(t *testing.T) {
 		{"sq.toml", "node-id = n1\n", []string{"sq.toml:1:"}},
 		{"sq.yaml", "- a\n- b\n", []string{"sq.yaml:1: want a mapping"}},
 		{"sq.toml", "[[tls]]\ncert = \"a.pem\"\n", []string{"sq.toml:1: tls: want a value, not an array of tables"}},
+		{"sq.toml", "auth-required = \"yes\"\n", []string{"sq.toml:1: auth-required = \"yes\": want true or false"}},
+		{"sq.yaml", "metrics-auth: maybe\n", []string{"sq.yaml:1: metrics-auth = \"maybe\": want true or false"}},
 		{"sq.yaml", "NODE-ID: n1\n", []string{"sq.yaml:1: unknown setting \"NODE-ID\"", `did you mean "node-id"`}},
 		{"sq.toml", "Max-Connections = 10\n", []string{"sq.toml:1: unknown setting \"Max-Connections\"", `did you mean "max-connections"`}},
 		{"sq.yaml", "node-id: n1\n---\nlog-level: debug\n", []string{"sq.yaml:3: a second YAML document"}},
@@ -206,5 +211,25 @@ func TestConfigFileListWithCommas(t *testing.T) {
 				t.Fatalf("ParseSuperUsers = %v, %v; want 2 principals", supers, err)
 			}
 		})
+	}
+}
+
+// TestEnvSwitchError: a switch's SQ_* variable that is not a boolean is
+// refused naming the variable and what it takes, not strconv's text.
+func TestEnvSwitchError(t *testing.T) {
+	for _, v := range []string{"yes", "on", "enabled"} {
+		c := &config{level: new(slog.LevelVar)}
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		bindFlags(fs, c)
+		_, err := c.resolve(fs, func(k string) string {
+			if k == "SQ_AUTH_REQUIRED" {
+				return v
+			}
+			return ""
+		})
+		want := `SQ_AUTH_REQUIRED="` + v + `": want true or false`
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "strconv") {
+			t.Errorf("SQ_AUTH_REQUIRED=%s: %v, want %q", v, err, want)
+		}
 	}
 }
