@@ -154,9 +154,20 @@ func BenchmarkConsumeCatchUp(b *testing.B) {
 // partition, and reports ack latency percentiles measured from each
 // record's intended send time (coordinated-omission safe). One op is one
 // record; run it with -benchtime=Nx for a fixed count.
+//
+// Beside the ack latency it reports, from the same run, what the tail is
+// made of (docs/performance.md, "Ack latency at a fixed rate"): the
+// fdatasync latency of every commit (fsync-p50-ms, fsync-p99-ms,
+// fsync-max-ms, through engine.Observer), the commits per second
+// (syncs/s) and records per commit, the garbage collector's
+// stop-the-world pauses (gc-pause-p99-ms, gc-pause-max-ms, gc-cycles,
+// runtime/metrics /sched/pauses/total/gc:seconds) and the time goroutines
+// waited to run once runnable (sched-p99-ms, /sched/latencies:seconds).
 func BenchmarkPublishLatencyAtRate(b *testing.B) {
 	const rate = 100_000
-	addr := hpServe(b, hpEngine(b, "every-batch", 1))
+	syncs := &syncRecorder{h: hdrhistogram.New(1, 60_000_000, 3)}
+	eng := hpEngineObserved(b, "every-batch", 1, syncs)
+	addr := hpServe(b, eng)
 	var mu sync.Mutex
 	h := hdrhistogram.New(1, 60_000_000, 3)
 	bp := hpProducer(b, addr, sdk.BatchProducerConfig{
@@ -173,7 +184,10 @@ func BenchmarkPublishLatencyAtRate(b *testing.B) {
 	ctx := context.Background()
 	interval := time.Second / rate
 	slab := make([]byte, 0)
+	syncs.reset()
+	rt0 := readTailMetrics()
 	b.ReportAllocs()
+	b.ResetTimer()
 	start := time.Now()
 	for i := range b.N {
 		intended := start.Add(time.Duration(i) * interval)
@@ -194,10 +208,24 @@ func BenchmarkPublishLatencyAtRate(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
+	rt1 := readTailMetrics()
 	mu.Lock()
 	defer mu.Unlock()
 	b.ReportMetric(float64(h.ValueAtQuantile(50))/1000, "p50-ms")
 	b.ReportMetric(float64(h.ValueAtQuantile(99))/1000, "p99-ms")
 	b.ReportMetric(float64(h.ValueAtQuantile(99.9))/1000, "p999-ms")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	sh, n := syncs.snapshot()
+	b.ReportMetric(float64(sh.ValueAtQuantile(50))/1000, "fsync-p50-ms")
+	b.ReportMetric(float64(sh.ValueAtQuantile(99))/1000, "fsync-p99-ms")
+	b.ReportMetric(float64(sh.Max())/1000, "fsync-max-ms")
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "syncs/s")
+	if n > 0 {
+		b.ReportMetric(float64(b.N)/float64(n), "records/sync")
+	}
+	gc := rt1.gcPauses.sub(rt0.gcPauses)
+	b.ReportMetric(gc.quantile(0.99)*1000, "gc-pause-p99-ms")
+	b.ReportMetric(gc.max()*1000, "gc-pause-max-ms")
+	b.ReportMetric(float64(rt1.gcCycles-rt0.gcCycles), "gc-cycles")
+	b.ReportMetric(rt1.sched.sub(rt0.sched).quantile(0.99)*1000, "sched-p99-ms")
 }
