@@ -87,6 +87,15 @@ func (pd *Pending) Wait(ctx context.Context) (AppendResult, error) {
 	return res, err
 }
 
+// Done returns a channel that is closed once the engine no longer holds
+// the batch given to AppendAsync: its commit wrote it (or refused it) and
+// is over with it. Replicas and consumers read the log, never this
+// buffer, so the caller may reuse the buffer once Done is closed, even
+// before Wait returns (a replicated wait) and after a Wait cut short by
+// its ctx (the batch was then still queued; Done closes once it is
+// committed, or refused at the partition's close).
+func (pd *Pending) Done() <-chan struct{} { return pd.req.done }
+
 // done ends the append's in-flight count and reports it to the observer.
 func (pd *Pending) done(res AppendResult, err error) {
 	e := pd.e

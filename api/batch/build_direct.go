@@ -84,27 +84,65 @@ func (b *Builder) encodeRecords(seg []byte) int {
 	putList(seg, 8, 16, 7, 5*n)
 	le.PutUint64(seg[16:], uint64(n)<<2|2<<32|3<<48)
 	at := 24 + 40*n
-	_ = seg[at-1]
-	hdrs := b.hdrs
-	for i := range b.recs {
-		p := &b.recs[i]
-		r := seg[24+40*i : 24+40*i+40]
-		le.PutUint64(r[0:], uint64(uint32(i)))
-		le.PutUint64(r[8:], uint64(p.ts-b.firstTs))
-		if p.key == nil {
-			le.PutUint64(r[16:], 0)
+	recs, firstTs := b.recs, b.firstTs
+	keys, hdrs := b.keys, b.hdrs
+	nextKey, nextHdr := -1, -1 // the records keys[0] and hdrs[0] belong to
+	if len(keys) > 0 {
+		nextKey = keys[0].rec
+	}
+	if len(hdrs) > 0 {
+		nextHdr = hdrs[0].rec
+	}
+	for i := range recs {
+		p := &recs[i]
+		o := 24 + 40*i
+		r := seg[o : o+40 : o+40] // one bounds check for the record's words
+		le.PutUint64(r[0:8], uint64(uint32(i)))
+		le.PutUint64(r[8:16], uint64(p.ts-firstTs))
+		if i != nextKey {
+			le.PutUint64(r[16:24], 0)
 		} else {
-			at = putData(seg, 24+40*i+16, at, p.key)
+			k := keys[0].key
+			le.PutUint64(r[16:24], dataPointer(o+16, at, len(k)))
+			at = putBytes(seg, at, k)
+			keys = keys[1:]
+			nextKey = -1
+			if len(keys) > 0 {
+				nextKey = keys[0].rec
+			}
 		}
-		at = putData(seg, 24+40*i+24, at, p.value)
-		if len(hdrs) == 0 || hdrs[0].rec != i {
-			le.PutUint64(r[32:], 0)
-		} else {
-			at = putHeaders(seg, 24+40*i+32, at, hdrs[0].headers)
-			hdrs = hdrs[1:]
+		le.PutUint64(r[24:32], dataPointer(o+24, at, len(p.value)))
+		at = putBytes(seg, at, p.value)
+		if i != nextHdr {
+			le.PutUint64(r[32:40], 0)
+			continue
+		}
+		at = putHeaders(seg, o+32, at, hdrs[0].headers)
+		hdrs = hdrs[1:]
+		nextHdr = -1
+		if len(hdrs) > 0 {
+			nextHdr = hdrs[0].rec
 		}
 	}
 	return at
+}
+
+// dataPointer returns the near pointer, at byte ptrAt, to a Data list of n
+// bytes that starts at byte at, after ptrAt (a multiple of 8 from it).
+func dataPointer(ptrAt, at, n int) uint64 {
+	return uint64(uint32(at-ptrAt-8)>>3<<2) | 1 | 2<<32 | uint64(n)<<35
+}
+
+// putBytes copies v to byte at of seg, padded with zeros to a word, and
+// returns the end of the padded bytes.
+func putBytes(seg []byte, at int, v []byte) int {
+	end := at + pad8(len(v))
+	if end > at {
+		dst := seg[at:end:end]
+		binary.LittleEndian.PutUint64(dst[len(dst)-8:], 0) // the padding
+		copy(dst, v)
+	}
+	return end
 }
 
 // putList writes at byte ptrAt of seg a near pointer to a list of count
@@ -118,13 +156,8 @@ func putList(seg []byte, ptrAt, at int, elem uint64, count int) {
 // putData writes v as a Data list at byte at of seg, padded to a word,
 // with its pointer at ptrAt, and returns the end of the padded bytes.
 func putData(seg []byte, ptrAt, at int, v []byte) int {
-	putList(seg, ptrAt, at, 2, len(v))
-	end := at + pad8(len(v))
-	if end > at {
-		binary.LittleEndian.PutUint64(seg[end-8:], 0) // the padding
-	}
-	copy(seg[at:end], v)
-	return end
+	binary.LittleEndian.PutUint64(seg[ptrAt:], dataPointer(ptrAt, at, len(v)))
+	return putBytes(seg, at, v)
 }
 
 // putHeaders writes hs as a list of Header at byte at of seg, with its
@@ -179,31 +212,66 @@ func bufferClass(n int) (idx, size int, ok bool) {
 	return (k-15)*classesPerPow2 + j - 1, 1<<k + j*step, true
 }
 
+// boxes holds spare *[]byte, the boxes bufferPools hold buffers in, so
+// that giving a buffer back allocates nothing either.
+var boxes sync.Pool
+
 // getBuffer returns a buffer of n bytes, from the pool when n is in the
 // pooled range (its capacity is then its class's). Its contents are not
 // zeroed.
 func getBuffer(n int) []byte {
-	idx, size, ok := bufferClass(n)
-	if !ok {
-		return make([]byte, n)
+	if b := PooledBuffer(n); b != nil {
+		return b
 	}
-	if p, _ := bufferPools[idx].Get().(*[]byte); p != nil {
-		return (*p)[:n]
+	if _, size, ok := bufferClass(n); ok {
+		return make([]byte, n, size)
 	}
-	return make([]byte, n, size)
+	return make([]byte, n)
 }
 
-// ReleaseBuffer gives b, a batch of Build, back for reuse by a later
-// Build, once nothing reads it any more (the SDK: once the server
-// acknowledged it). Neither b nor any slice of it may be used afterwards.
-// Only buffers whose capacity is one of the pool's classes (those of
-// Build from 64 KiB to 64 MiB) are kept; for any other b it does nothing.
+// NewBuffer returns a buffer of n bytes (not zeroed) for a batch, from
+// the pool of Build's buffers when n is within the pooled range (64 KiB to
+// 64 MiB; its capacity is then its class's, up to 1/8 more than n) and
+// freshly allocated otherwise. Give it back with ReleaseBuffer once nothing
+// reads it. net/dataplane reads each publish's records tail into such a
+// buffer.
+func NewBuffer(n int) []byte { return getBuffer(n) }
+
+// PooledBuffer returns a buffer of n bytes (not zeroed) that the pool
+// holds, or nil when it holds none of n's class or n is outside the pooled
+// range. It never allocates, so a reader that must not allocate on a
+// peer's word alone may take it before the bytes arrive.
+func PooledBuffer(n int) []byte {
+	idx, _, ok := bufferClass(n)
+	if !ok {
+		return nil
+	}
+	p, _ := bufferPools[idx].Get().(*[]byte)
+	if p == nil {
+		return nil
+	}
+	b := (*p)[:n]
+	*p = nil
+	boxes.Put(p)
+	return b
+}
+
+// ReleaseBuffer gives b, a batch of Build or a buffer of NewBuffer or
+// PooledBuffer, back for reuse, once nothing reads it any more (the SDK:
+// once the server acknowledged it; net/dataplane: once the engine no
+// longer holds the batch). Neither b nor any slice of it may be used
+// afterwards. Only buffers whose capacity is one of the pool's classes
+// (those of Build from 64 KiB to 64 MiB) are kept; for any other b it does
+// nothing.
 func ReleaseBuffer(b []byte) {
 	idx, size, ok := bufferClass(cap(b))
 	if !ok || size != cap(b) {
 		return
 	}
-	p := new([]byte) // the pool holds pointers: a slice would be boxed anyway
+	p, _ := boxes.Get().(*[]byte)
+	if p == nil {
+		p = new([]byte) // the pool holds pointers: a slice would be boxed anyway
+	}
 	*p = b[:0]
 	bufferPools[idx].Put(p)
 }

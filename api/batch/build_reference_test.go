@@ -35,12 +35,16 @@ func (b *Builder) encode(seg *capnp.Segment) error {
 	for _, h := range b.hdrs {
 		headers[h.rec] = h.headers
 	}
+	keys := make([][]byte, len(b.recs))
+	for _, k := range b.keys {
+		keys[k.rec] = k.key
+	}
 	for i, p := range b.recs {
 		r := list.At(i)
 		r.SetOffsetDelta(uint32(i))
 		r.SetTimestampDelta(p.ts - b.firstTs)
-		if p.key != nil {
-			if err := r.SetKey(p.key); err != nil {
+		if keys[i] != nil {
+			if err := r.SetKey(keys[i]); err != nil {
 				return err
 			}
 		}

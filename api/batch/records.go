@@ -285,10 +285,12 @@ func (it *Iter) Err() error {
 // Build: do not modify them in between.
 type Builder struct {
 	recs    []pending
+	keys    []pendingKey     // of the records that have a key, in order
 	hdrs    []pendingHeaders // of the records that have headers, in order
 	bytes   int
 	firstTs int64
 	maxTs   int64
+	lastTs  int64          // of the last record added: Add's fast path keeps it
 	prod    producerFields // stamped by Build when set
 	// oversize: a key, value or header list added is over maxListLen.
 	oversize bool
@@ -311,11 +313,19 @@ func (b *Builder) SetProducer(id int64, epoch int16, baseSequence int32) {
 	b.prod = producerFields{set: id >= 0, id: id, epoch: epoch, seq: baseSequence}
 }
 
-// pending is one added record. Headers, which few records have, are kept
-// apart (pendingHeaders), so that the common record takes 56 bytes.
+// pending is one added record. Keys and headers are kept apart
+// (pendingKey, pendingHeaders), so that the common record, without either,
+// takes 32 bytes: Add's stores and Build's loads of this state are a good
+// part of the cost of a batch of small records.
 type pending struct {
-	key, value []byte
-	ts         int64
+	value []byte
+	ts    int64
+}
+
+// pendingKey is the key of record rec (not nil; an empty key is a key).
+type pendingKey struct {
+	rec int
+	key []byte
 }
 
 // pendingHeaders are the headers of record rec, and their share of
@@ -331,24 +341,35 @@ func (b *Builder) Add(key, value []byte, headers []RecordHeader, timestampMs int
 	if timestampMs == 0 {
 		timestampMs = time.Now().UnixMilli()
 	}
-	if len(b.recs) == 0 || timestampMs < b.firstTs {
-		if len(b.recs) == 0 {
-			b.maxTs = timestampMs
-		}
-		b.firstTs = timestampMs
-	}
-	if timestampMs > b.maxTs {
+	switch {
+	case len(b.recs) == 0:
+		b.firstTs, b.maxTs = timestampMs, timestampMs
+	case timestampMs < b.firstTs:
+		b.firstTs = timestampMs // firstTs <= maxTs: not also above it
+	case timestampMs > b.maxTs:
 		b.maxTs = timestampMs
 	}
-	if len(headers) > 0 {
-		b.hdrs = append(b.hdrs, pendingHeaders{rec: len(b.recs), headers: headers, bound: headersBound(headers)})
-		b.oversize = b.oversize || headersTooLong(headers)
+	bound := 40 + pad8(len(key)) + pad8(len(value))
+	if key != nil {
+		b.keys = append(b.keys, pendingKey{rec: len(b.recs), key: key})
 	}
-	b.recs = append(b.recs, pending{key: key, value: value, ts: timestampMs})
-	if len(key) > maxListLen || len(value) > maxListLen {
+	if len(headers) > 0 {
+		bound += b.addHeaders(headers)
+	}
+	b.recs = append(b.recs, pending{value: value, ts: timestampMs})
+	if len(key)|len(value) > maxListLen {
 		b.oversize = true
 	}
-	b.bytes += EncodedRecordBound(key, value, headers)
+	b.bytes += bound
+}
+
+// addHeaders keeps the headers of the record Add is adding and returns
+// their share of EncodedRecordBound.
+func (b *Builder) addHeaders(headers []RecordHeader) int {
+	bound := headersBound(headers)
+	b.hdrs = append(b.hdrs, pendingHeaders{rec: len(b.recs), headers: headers, bound: bound})
+	b.oversize = b.oversize || headersTooLong(headers)
+	return bound
 }
 
 // Overhead is the size in bytes of a batch without records: the header,
@@ -391,6 +412,8 @@ func (b *Builder) EstimatedSize() int {
 func (b *Builder) Reset() {
 	clear(b.recs)
 	b.recs = b.recs[:0]
+	clear(b.keys)
+	b.keys = b.keys[:0]
 	clear(b.hdrs)
 	b.hdrs = b.hdrs[:0]
 	b.bytes = 0

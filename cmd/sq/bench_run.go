@@ -197,6 +197,7 @@ func (b *benchRun) produce(ctx context.Context) error {
 // Close waits for the records in flight.
 func (b *benchRun) producer(ctx, pctx context.Context, id int, n int64, start time.Time) error {
 	acks, _ := sdk.ParseAcks(b.f.acks) // checked by validate
+	slabs := newBenchSlabs(b.f.recordSize)
 	bp, err := sdk.NewBatchProducer(ctx, sdk.BatchProducerConfig{
 		ProducerConfig: sdk.ProducerConfig{Addr: b.addr, ClientID: fmt.Sprintf("sq-bench-%d", id), DialTimeout: b.timeout, Acks: acks, TLSConfig: b.tls, SASL: b.sasl},
 		Linger:         benchLinger(b.f.linger),
@@ -211,8 +212,10 @@ func (b *benchRun) producer(ctx, pctx context.Context, id int, n int64, start ti
 			}
 			b.ack.recordSince(now, vals)
 			b.produced.Add(int64(len(a.Messages)))
+			slabs.release(vals)
 		},
 		OnError: func(e sdk.BatchError) {
+			defer releaseMessages(slabs, e.Messages)
 			if ctx.Err() != nil && errors.Is(e.Err, context.Canceled) {
 				return // cut short by Ctrl-C: counted as not acknowledged
 			}
@@ -225,18 +228,13 @@ func (b *benchRun) producer(ctx, pctx context.Context, id int, n int64, start ti
 	}
 	sched := benchSchedule{rate: b.f.rate, producers: b.f.producers, id: id}
 	keys := benchKeys(b.f.keys, id)
-	var slab []byte
 	var sendErr error
 	for i := int64(0); n == 0 || i < n; i++ {
 		intended, ok := b.waitTurn(pctx, sched, i, n, start)
 		if !ok || pctx.Err() != nil {
 			break
 		}
-		if len(slab) < b.f.recordSize {
-			slab = make([]byte, max(slabBytes, b.f.recordSize))
-		}
-		v := slab[:b.f.recordSize:b.f.recordSize]
-		slab = slab[b.f.recordSize:]
+		v := slabs.next()
 		if len(v) >= 8 {
 			binary.LittleEndian.PutUint64(v, uint64(intended.UnixNano()))
 		}
@@ -259,6 +257,15 @@ func (b *benchRun) producer(ctx, pctx context.Context, id int, n int64, start ti
 		return sendErr
 	}
 	return nil
+}
+
+// releaseMessages gives the values of failed records back to slabs.
+func releaseMessages(slabs *benchSlabs, msgs []sdk.ProducerMessage) {
+	vals := make([][]byte, len(msgs))
+	for i := range msgs {
+		vals[i] = msgs[i].Value
+	}
+	slabs.release(vals)
 }
 
 // waitTurn waits until the intended send time of the producer's record i

@@ -381,6 +381,7 @@ func (c *conn) readLoop() error {
 		}
 		if c.srv.shutting.Load() {
 			c.releaseRequest(&req)
+			c.releaseTail(req.tail)
 			c.send(c.buildError(req, api.NewError(api.CodeShuttingDown, "server is shutting down")))
 			continue
 		}

@@ -479,7 +479,9 @@ func (c *conn) appendInOrder(req request) (res engine.AppendResult, err error) {
 	if err != nil || pd == nil {
 		return res, err
 	}
-	return pd.Wait(c.ctx)
+	res, err = pd.Wait(c.ctx)
+	c.releaseTailAfter(pd, req.tail)
+	return res, err
 }
 
 // queueLinked queues the publish (or, with a synchronous broker, appends
@@ -499,9 +501,14 @@ func (c *conn) queueLinked(req request) (pd *engine.Pending, res engine.AppendRe
 		}()
 	}
 	pd, err = c.queuePublish(req)
-	if err == nil && pd == nil {
-		// A synchronous broker: the next publish waits for this one.
+	switch {
+	case err == nil && pd == nil:
+		// A synchronous broker: the next publish waits for this one. Its
+		// tail is left to the garbage collector: Append may hold it past
+		// a wait cut short.
 		res, err = c.srv.broker.Append(c.appendCtx(req), req.topic, int(req.partition), req.tail)
+	case err != nil:
+		c.releaseTail(req.tail) // refused before the broker kept it
 	}
 	return pd, res, err
 }

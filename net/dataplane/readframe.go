@@ -12,6 +12,7 @@ import (
 	"capnproto.org/go/capnp/v3"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/engine"
 )
 
@@ -212,7 +213,7 @@ func (c *conn) readFrame(t *frameTimer) (msg *capnp.Message, f api.Frame, held i
 }
 
 // readTail reads the records tail of req. A publish's tail is read into a
-// buffer that Append will own, once both budgets have room for it; the
+// pooled batch buffer (readTailBuffer) that Append will own, once both budgets have room for it; the
 // frame's share of the server budget is given back first, so the reader
 // never waits while holding any of it. Any other tail is read and dropped
 // without a buffer of its size.
@@ -237,10 +238,67 @@ func (c *conn) readTail(req *request, t *frameTimer) error {
 	if err != nil {
 		return err
 	}
-	if req.tail, err = readGrowing(c.br, nil, int(n)); err != nil {
+	if req.tail, err = readTailBuffer(c.br, int(n), c.srv.releaseBuffer); err != nil {
 		return frameErr("records tail", err)
 	}
 	return nil
+}
+
+// releaseTail gives a publish's records tail back to the pool of batch
+// buffers (Server.releaseBuffer, batch.ReleaseBuffer) once nothing holds
+// it: the engine is done with it (releaseTailAfter) or it never reached
+// the broker. Each tail is given back at most once, and never while the
+// broker may still hold it.
+func (c *conn) releaseTail(tail []byte) { c.srv.releaseBuffer(tail) }
+
+// releaseTailAfter gives tail, the batch queued as pd, back once the engine
+// no longer holds it (pd.Done): at once when the wait for pd saw the
+// commit, otherwise (a wait cut short by the connection's end) from a
+// goroutine that waits for the commit.
+func (c *conn) releaseTailAfter(pd *engine.Pending, tail []byte) {
+	select {
+	case <-pd.Done():
+		c.releaseTail(tail)
+	default:
+		go func() {
+			<-pd.Done()
+			c.releaseTail(tail)
+		}()
+	}
+}
+
+// readTailBuffer reads a publish's n-byte records tail into a batch buffer
+// (batch.NewBuffer), which release gives back. A buffer of n's size that
+// the pool holds is filled at once; otherwise, as in readGrowing, the
+// buffer grows with the bytes that arrive, each step taken from the pool
+// and the one it replaces given back. On an error nothing is kept.
+func readTailBuffer(r io.Reader, n int, release func([]byte)) ([]byte, error) {
+	if b := batch.PooledBuffer(n); b != nil {
+		if _, err := io.ReadFull(r, b); err != nil {
+			release(b)
+			return nil, err
+		}
+		return b, nil
+	}
+	b := batch.NewBuffer(min(n, firstChunkBytes))[:0]
+	for len(b) < n {
+		if len(b) == min(n, cap(b)) {
+			nb := batch.NewBuffer(min(n, cap(b)*growFactor))[:len(b)]
+			copy(nb, b)
+			release(b)
+			b = nb
+		}
+		m, err := r.Read(b[len(b):min(n, cap(b))])
+		b = b[:len(b)+m]
+		if err != nil && len(b) < n {
+			release(b)
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // checkListLen refuses a list with more elements than its frame could hold

@@ -21,7 +21,9 @@ type request struct {
 	// recordsLength of a publish request, or of a tail-carrying frame the
 	// server does not serve (read and dropped).
 	tailLen uint32
-	// tail is the publish batch, read into a fresh buffer that Append owns.
+	// tail is the publish batch, read into a pooled batch buffer that the
+	// broker owns once it is queued; releaseTail gives it back once the
+	// broker holds it no more (see queueLinked).
 	tail []byte
 	// held is what the request holds of the server's budget
 	// (Options.MaxInFlightRequestBytes): its frame, or for a publish its

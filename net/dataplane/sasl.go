@@ -51,6 +51,7 @@ func (c *conn) authGate(req *request) bool {
 		return false
 	}
 	c.releaseRequest(req)
+	c.releaseTail(req.tail) // a publish refused before any broker saw it
 	c.send(c.buildError(*req, api.NewError(api.CodeAuthenticationFailed, "%s", authRequiredText)))
 	return true
 }

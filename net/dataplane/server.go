@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seedqueue/sq/api"
+	"github.com/seedqueue/sq/api/batch"
 	"github.com/seedqueue/sq/engine"
 	"github.com/seedqueue/sq/internal/connlimit"
 	"github.com/seedqueue/sq/internal/ratelog"
@@ -64,7 +65,10 @@ var _ Broker = (*engine.Engine)(nil)
 // publish once the previous one to the partition has returned.
 type AsyncAppender interface {
 	// AppendAsync queues batch behind after (nil: not chained) and returns
-	// once it is queued; the Pending's Wait returns the outcome.
+	// once it is queued; the Pending's Wait returns the outcome. The
+	// broker holds batch until the Pending's Done is closed, and not at
+	// all when it returns an error: the server then gives the buffer back
+	// to its pool (conn.releaseTail).
 	AppendAsync(ctx context.Context, topic string, partition int, batch []byte, after *engine.Pending) (*engine.Pending, error)
 }
 
@@ -115,6 +119,10 @@ type Server struct {
 	closed    bool
 	// connWG counts connection and accept goroutines.
 	connWG sync.WaitGroup
+
+	// releaseBuffer gives a publish's records tail back to the pool of
+	// batch buffers: batch.ReleaseBuffer (tests poison what it is given).
+	releaseBuffer func([]byte)
 }
 
 // New returns a Server for broker. It applies opts.Defaults and fails with
@@ -151,6 +159,7 @@ func New(broker Broker, opts Options) (*Server, error) {
 		listeners:      make(map[net.Listener]struct{}),
 		conns:          make(map[*conn]struct{}),
 		perIP:          connlimit.NewPerIP(opts.MaxConnectionsPerIP),
+		releaseBuffer:  batch.ReleaseBuffer,
 	}, nil
 }
 
