@@ -36,12 +36,21 @@ type request struct {
 	// chained is the publish request's chained flag: it fails with prev's
 	// error if prev fails.
 	chained bool
-	// acks is the publish request's acks (api.Acks_all when unset).
+	// acks is the publish request's acks (api.Acks_all when unset), or a
+	// publishBatches request's.
 	acks api.Acks
 
+	// publishBatchesRequest: its entries, in order, each served as a
+	// publish of its own (publishbatches.go); entriesErr, when set,
+	// refuses the whole request (INVALID_REQUEST), whose tail is read and
+	// dropped.
+	entries    []pubEntry
+	entriesErr error
+
 	// handshakeRequest
-	clientID        string
-	protocolVersion uint16
+	clientID           string
+	protocolVersion    uint16
+	maxProtocolVersion uint16
 
 	// metadataRequest
 	topics []string
@@ -111,6 +120,8 @@ func parseFrame(f api.Frame) (request, error) {
 				req.topic = boundTopic(req.topic)
 			}
 		}
+	case api.Frame_Which_publishBatchesRequest:
+		err = parsePublishBatches(f, &req)
 	case api.Frame_Which_fetchRequest:
 		var r api.FetchRequest
 		if r, err = f.FetchRequest(); err == nil {
@@ -157,6 +168,7 @@ func parseHandshake(f api.Frame, req *request) error {
 		return err
 	}
 	req.protocolVersion = r.ProtocolVersion()
+	req.maxProtocolVersion = r.MaxProtocolVersion()
 	req.clientID, err = r.ClientId()
 	return err
 }
