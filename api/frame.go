@@ -5,15 +5,36 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 
 	"capnproto.org/go/capnp/v3"
 )
 
-// ProtocolVersion is the data-plane protocol version this build speaks,
-// exchanged in the handshake. A server answers a different version with
-// UNSUPPORTED_VERSION.
-const ProtocolVersion uint16 = 1
+// Data-plane protocol versions, negotiated in the handshake
+// (docs/architecture.md §4): the client states the lowest version it speaks
+// in HandshakeRequest.protocolVersion and the highest in
+// maxProtocolVersion; the server answers the highest version both speak,
+// or UNSUPPORTED_VERSION when protocolVersion is outside
+// [MinProtocolVersion, ProtocolVersion].
+const (
+	// ProtocolVersion is the highest version this build speaks.
+	ProtocolVersion uint16 = 2
+	// MinProtocolVersion is the lowest version this build speaks: version
+	// 1, served by every release.
+	MinProtocolVersion uint16 = 1
+	// PublishBatchesVersion is the first version that serves
+	// publishBatchesRequest; a connection on an earlier one publishes with
+	// one PublishRequest per batch.
+	PublishBatchesVersion uint16 = 2
+)
+
+// MaxPublishEntries bounds the entries of one PublishBatchesRequest; a
+// request with more is refused whole with INVALID_REQUEST. 1,024 entries
+// keep the request's Cap'n Proto part near 64 KiB and its response, whose
+// entries may each carry an error text, under the default 1 MiB
+// maxFrameBytes.
+const MaxPublishEntries = 1024
 
 // Default limits of the data plane (docs/architecture.md §4), stated by the server in its
 // handshake response.
@@ -98,12 +119,20 @@ func (fr *FrameReader) ReadTail(n uint32, dst []byte) ([]byte, error) {
 
 // TailLength returns the length of the records tail that follows f on the
 // stream: recordsLength of a publish request, fetch response, replica fetch
-// response or push, 0 otherwise.
+// response or push, the sum of its entries' recordsLength for a
+// publishBatches request (math.MaxUint32 when the sum passes it, over
+// every reader's limit), 0 otherwise.
 func TailLength(f Frame) uint32 {
 	switch f.Which() {
 	case Frame_Which_publishRequest:
 		if r, err := f.PublishRequest(); err == nil {
 			return r.RecordsLength()
+		}
+	case Frame_Which_publishBatchesRequest:
+		if r, err := f.PublishBatchesRequest(); err == nil {
+			if l, err := r.Entries(); err == nil {
+				return PublishBatchesTail(l)
+			}
 		}
 	case Frame_Which_fetchResponse:
 		if r, err := f.FetchResponse(); err == nil {
@@ -119,6 +148,20 @@ func TailLength(f Frame) uint32 {
 		}
 	}
 	return 0
+}
+
+// PublishBatchesTail returns the records tail of a PublishBatchesRequest
+// with entries l: the sum of their recordsLength, saturated at
+// math.MaxUint32.
+func PublishBatchesTail(l PublishBatchesEntry_List) uint32 {
+	var n uint64
+	for i := 0; i < l.Len(); i++ {
+		n += uint64(l.At(i).RecordsLength())
+		if n >= math.MaxUint32 {
+			return math.MaxUint32
+		}
+	}
+	return uint32(n)
 }
 
 // NewFrameMessage returns a new single-segment message whose root is an empty Frame

@@ -6,7 +6,7 @@
 #   [Cap'n Proto message, standard stream framing, root Frame]
 #   [recordsLength raw bytes: zero or more batches, docs/architecture.md §3.2]
 #
-# Only publish requests, fetch responses, replica fetch responses and push
+# Only publish requests (one batch, or many in publishBatches), fetch responses, replica fetch responses and push
 # batches carry a records tail; every other frame has none.
 @0x9a75c6f4cee24081;
 
@@ -87,10 +87,20 @@ enum Acks {
 
 struct HandshakeRequest {
   clientId        @0 :Text;
+  # protocolVersion: the lowest version the client speaks. A client that
+  # speaks several versions sends the lowest here and the highest in
+  # maxProtocolVersion, so that a server that predates the field (which
+  # compares protocolVersion alone) still accepts it.
   protocolVersion @1 :UInt16;
+  # maxProtocolVersion: the highest version the client speaks; 0 (a client
+  # that predates the field): protocolVersion alone. The server answers
+  # the highest version both speak (docs/architecture.md §4).
+  maxProtocolVersion @2 :UInt16;
 }
 
 struct HandshakeResponse {
+  # protocolVersion: the version the connection speaks, the highest one
+  # both sides speak. 2 and later: publishBatches is served.
   protocolVersion  @0 :UInt16;
   serverVersion    @1 :Text;
   nodeId           @2 :Text;
@@ -264,6 +274,38 @@ struct PublishResponse {
   # over its produce byte-rate quota (KIP-219); the server holds such
   # requests of this connection back meanwhile. 0: not throttled.
   throttleTimeMs @8 :UInt32;
+}
+
+# PublishBatchesEntry is one batch of a PublishBatchesRequest: recordsLength
+# bytes of the request's records tail, for one partition, with the chained
+# flag of PublishRequest.
+struct PublishBatchesEntry {
+  topic         @0 :Text;
+  partition     @1 :UInt32;
+  recordsLength @2 :UInt32;
+  chained       @3 :Bool;
+}
+
+# PublishBatchesRequest appends the batches of many partitions in one
+# request, as Kafka's ProduceRequest does (protocol version 2 and later).
+# The records tail is the entries' batches in order, each recordsLength
+# bytes; its total is bounded by the handshake's maxBatchBytes, the entries
+# by 1024 (api.MaxPublishEntries). Each entry is checked, queued and
+# answered as a PublishRequest of its own: one partition's error does not
+# fail the others. Two entries of one partition are appended in their
+# order, the later one chained to the earlier when it says so.
+struct PublishBatchesRequest {
+  entries @0 :List(PublishBatchesEntry);
+  acks    @1 :Acks;   # for every entry
+}
+
+# PublishBatchesResponse answers every entry of the request, in its order,
+# with the fields of a PublishResponse (its throttleTimeMs left 0). error
+# set: the whole request was refused (then results is empty).
+struct PublishBatchesResponse {
+  results        @0 :List(PublishResponse);
+  throttleTimeMs @1 :UInt32;   # as PublishResponse's, for the whole request
+  error          @2 :WireError;
 }
 
 # FetchRequest reads batches from offset. The response holds at least one
@@ -698,5 +740,7 @@ struct Frame {
     initProducerIdResponse       @50 :InitProducerIdResponse;
     saslAuthenticateRequest      @51 :SaslAuthenticateRequest;
     saslAuthenticateResponse     @52 :SaslAuthenticateResponse;
+    publishBatchesRequest        @53 :PublishBatchesRequest;
+    publishBatchesResponse       @54 :PublishBatchesResponse;
   }
 }

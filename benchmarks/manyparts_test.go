@@ -37,8 +37,10 @@ const (
 //  2. publish 200,000 records of 100 B values with 100,000 distinct keys
 //     (k0..k99999 in turn, placed by the default key partitioner) from
 //     one BatchProducer with its defaults (5 ms linger) and MaxInFlight
-//     inflight (0: the default, 32 batches in flight over all partitions;
-//     256: the server's default bound of requests per connection), then
+//     inflight (0: the default, 32 requests in flight over all partitions,
+//     each a publishBatches request carrying the batches of many
+//     partitions; 256: the server's default bound of requests per
+//     connection), then
 //     Flush (records/s: acknowledged records per second);
 //  3. read, of this process (server and client together), VmRSS
 //     (rss-MiB), VmHWM (peak-rss-MiB), the open file descriptors

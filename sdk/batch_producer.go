@@ -14,7 +14,7 @@ const (
 	DefaultLinger       = 5 * time.Millisecond
 	DefaultBatchBytes   = 1 << 20 // 1 MiB, capped at the server's maxBatchBytes
 	DefaultBatchRecords = 16384   // records per batch
-	DefaultMaxInFlight  = 32      // batches in flight over all partitions
+	DefaultMaxInFlight  = 32      // publish requests in flight over all partitions
 	// DefaultMaxInFlightPerPartition is the batches of one partition in
 	// flight at once (pipelined on one connection).
 	DefaultMaxInFlightPerPartition = 4
@@ -45,8 +45,12 @@ type BatchProducerConfig struct {
 	// BatchRecords closes a batch when it holds this many records. Default
 	// 16384.
 	BatchRecords int
-	// MaxInFlight bounds the batches sent and not yet acknowledged, over all
-	// partitions. Default 32.
+	// MaxInFlight bounds the publish requests sent and not yet answered,
+	// over all partitions. Default 32. Against a server that speaks
+	// publishBatches (protocol version 2) one request carries the ready
+	// batches of every partition its connection's node leads (up to 1,024,
+	// within the server's maxBatchBytes), so the batches in flight may be
+	// many more; against an older server each batch is a request.
 	MaxInFlight int
 	// MaxInFlightPerPartition bounds the batches of one partition sent and
 	// not yet acknowledged (Kafka's max.in.flight.requests.per.connection).

@@ -134,8 +134,13 @@ type Limits struct {
 	MaxBatchBytes  uint32 // one batch, and the records tail of a publish
 	MaxFrameBytes  uint32 // the Cap'n Proto part of one frame
 	MaxInFlight    uint32 // requests the server serves at once per connection
-	ServerVersion  string
-	NodeID         string
+	// ProtocolVersion is the data-plane protocol version the connection
+	// speaks, negotiated in the handshake (api.ProtocolVersion); from
+	// api.PublishBatchesVersion on, the produce pipeline sends the batches
+	// of many partitions in one publishBatches request.
+	ProtocolVersion uint16
+	ServerVersion   string
+	NodeID          string
 }
 
 func (l Limits) withDefaults() Limits {

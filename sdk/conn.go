@@ -28,6 +28,9 @@ type response struct {
 	f    api.Frame
 	tail []byte
 	err  error
+	// entry is the index, in a publishBatches response, of the result of
+	// the batch this response is for (pubbatch.go).
+	entry int
 }
 
 // call is one request waiting for its response.
@@ -37,13 +40,40 @@ type call struct {
 	// stream, for a subscribe, receives every push frame; the call ends
 	// with a push without records (subscribe.go).
 	stream *pushStream
+	// fan, for a publishBatches request, are the calls of its entries:
+	// each receives the response (or the failure) with its index as
+	// entry, instead of ch. onDone, when set, runs once with the response.
+	fan    []*call
+	onDone func()
+	// delivered makes deliver run once: a publishBatches request that
+	// failed while being issued may also be failed by the connection.
+	delivered atomic.Bool
+}
+
+// deliver hands r, the response to cl or the connection's failure, to its
+// waiter (each entry's, for a publishBatches request). Called once per call.
+func (cl *call) deliver(r response) {
+	if cl.delivered.Swap(true) {
+		return
+	}
+	if cl.onDone != nil {
+		cl.onDone()
+	}
+	if cl.fan == nil {
+		cl.ch <- r
+		return
+	}
+	for i, e := range cl.fan {
+		r.entry = i
+		e.ch <- r
+	}
 }
 
 // outFrame is one frame queued for the writer goroutine.
 type outFrame struct {
-	id   uint64 // the frame's correlation id
-	msg  *capnp.Message
-	tail []byte
+	id    uint64 // the frame's correlation id
+	msg   *capnp.Message
+	tails [][]byte
 }
 
 // writeDrain bounds how long a connection whose write failed keeps reading
@@ -91,6 +121,11 @@ type conn struct {
 	// kept): the reader sets it, the Client's publishes and fetches wait
 	// it out (throttle.go).
 	throttle atomic.Pointer[throttleState]
+
+	// pubq gathers the pipeline's batches into publishBatches requests
+	// when the server speaks api.PublishBatchesVersion (pubbatch.go); nil
+	// otherwise.
+	pubq *pubQueue
 }
 
 // dialConn connects to addr (over TLS with tlsCfg when not nil) and
@@ -135,6 +170,11 @@ func startConn(nc net.Conn, br *bufio.Reader, limits Limits, log *slog.Logger) *
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
+	if limits.ProtocolVersion >= api.PublishBatchesVersion {
+		c.pubq = &pubQueue{wake: make(chan struct{}, 1)}
+		c.wg.Add(1)
+		go c.pubSender()
+	}
 	return c
 }
 
@@ -216,7 +256,10 @@ func handshake(ctx context.Context, dial DialFunc, nc net.Conn, br *bufio.Reader
 	if err := req.SetClientId(clientID); err != nil {
 		return Limits{}, err
 	}
-	req.SetProtocolVersion(api.ProtocolVersion)
+	// The lowest version and the highest: a server that predates
+	// maxProtocolVersion reads the lowest, which every server speaks.
+	req.SetProtocolVersion(api.MinProtocolVersion)
+	req.SetMaxProtocolVersion(api.ProtocolVersion)
 	if err := api.WriteFrame(nc, msg); err != nil {
 		if isTimeout(err) && ctx.Err() == nil {
 			return Limits{}, &ConnectTimeoutError{Addr: addr, Timeout: timeout, Stage: "handshake"}
@@ -255,6 +298,8 @@ func handshake(ctx context.Context, dial DialFunc, nc net.Conn, br *bufio.Reader
 		MaxBatchBytes:  hr.MaxBatchBytes(),
 		MaxFrameBytes:  hr.MaxFrameBytes(),
 		MaxInFlight:    hr.MaxInFlight(),
+		// 0 from no server; read as 1, the only version then.
+		ProtocolVersion: max(hr.ProtocolVersion(), api.MinProtocolVersion),
 	}
 	lim.ServerVersion, _ = hr.ServerVersion()
 	lim.NodeID, _ = hr.NodeId()
@@ -284,7 +329,10 @@ func wireErr(we api.WireError) error {
 // the frame is queued; the frames of successive calls are written in that
 // order. Errors: ctx's error, or ErrConnection once the connection (or its
 // writer) has failed.
-func (c *conn) issue(ctx context.Context, cl *call, build func(api.Frame) error, tail []byte) (uint64, error) {
+func (c *conn) issue(ctx context.Context, cl *call, build func(api.Frame) error, tail ...[]byte) (uint64, error) {
+	if len(tail) == 1 && len(tail[0]) == 0 {
+		tail = nil
+	}
 	if cl != nil {
 		select {
 		case c.sem <- struct{}{}:
@@ -320,7 +368,7 @@ func (c *conn) issue(ctx context.Context, cl *call, build func(api.Frame) error,
 		return 0, fmt.Errorf("sdk: encode request: %w", err)
 	}
 	select {
-	case c.out <- outFrame{id: id, msg: msg, tail: tail}:
+	case c.out <- outFrame{id: id, msg: msg, tails: tail}:
 		c.issued.Add(1)
 		return id, nil
 	case <-ctx.Done():
@@ -430,7 +478,7 @@ func (c *conn) writeFailed(id uint64, cause error) {
 		if cl.stream != nil {
 			cl.stream.put(response{err: err})
 		} else {
-			cl.ch <- response{err: err}
+			cl.deliver(response{err: err})
 		}
 	}
 	if drained {
@@ -474,7 +522,7 @@ func (c *conn) fail(cause error) {
 			cl.stream.put(response{err: err})
 			continue
 		}
-		cl.ch <- response{err: err}
+		cl.deliver(response{err: err})
 	}
 }
 
@@ -489,12 +537,7 @@ func (c *conn) writeLoop() {
 	for {
 		select {
 		case of := <-c.out:
-			var err error
-			if len(of.tail) > 0 {
-				err = api.WriteFrame(c.nc, of.msg, of.tail)
-			} else {
-				err = api.WriteFrame(c.nc, of.msg)
-			}
+			err := api.WriteFrame(c.nc, of.msg, of.tails...)
 			if err != nil {
 				c.writeFailed(of.id, fmt.Errorf("write: %w", err))
 				return
@@ -548,7 +591,7 @@ func (c *conn) readLoop() {
 			continue
 		}
 		<-c.sem
-		cl.ch <- response{f: f, tail: tail}
+		cl.deliver(response{f: f, tail: tail})
 		if drained {
 			c.fail(c.failure())
 			return

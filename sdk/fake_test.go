@@ -66,9 +66,11 @@ func newFakeServer(t testing.TB) *fakeServer {
 // newFakeNode is newFakeServer for node id of cluster fc (nil: none).
 func newFakeNode(t testing.TB, id string, fc *fakeCluster) *fakeServer {
 	s := &fakeServer{
-		t:        t,
-		cluster:  fc,
-		limits:   Limits{MaxRecordBytes: 1 << 10, MaxBatchBytes: 16 << 10, MaxFrameBytes: 64 << 10, MaxInFlight: 16, ServerVersion: "fake", NodeID: id},
+		t:       t,
+		cluster: fc,
+		// Version 1: the fake predates publishBatches.
+		limits: Limits{MaxRecordBytes: 1 << 10, MaxBatchBytes: 16 << 10, MaxFrameBytes: 64 << 10, MaxInFlight: 16,
+			ProtocolVersion: api.MinProtocolVersion, ServerVersion: "fake", NodeID: id},
 		topics:   map[string]*fakeTopic{},
 		groups:   map[string]map[topicPartition]uint64{},
 		failures: map[topicPartition][]api.Code{},

@@ -30,7 +30,10 @@ func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}, l
 	switch req.Which() {
 	case api.Frame_Which_handshakeRequest:
 		r, _ := f.NewHandshakeResponse()
-		r.SetProtocolVersion(api.ProtocolVersion)
+		// The fake speaks version 1 alone, as a server that predates
+		// publishBatches: the SDK's produce pipeline sends one publish
+		// per batch to it.
+		r.SetProtocolVersion(s.limits.ProtocolVersion)
 		must(r.SetServerVersion(s.limits.ServerVersion))
 		must(r.SetNodeId(s.limits.NodeID))
 		r.SetMaxRecordBytes(s.limits.MaxRecordBytes)
@@ -43,7 +46,7 @@ func (s *fakeServer) handle(req api.Frame, tail []byte, stopped chan struct{}, l
 		s.mu.Unlock()
 		if reject != 0 {
 			setErr(r.NewError, api.NewError(reject, "rejected"))
-		} else if hr.ProtocolVersion() != api.ProtocolVersion {
+		} else if hr.ProtocolVersion() != api.MinProtocolVersion {
 			setErr(r.NewError, api.NewError(api.CodeUnsupportedVersion, "version %d", hr.ProtocolVersion()))
 		}
 	case api.Frame_Which_publishRequest:

@@ -14,13 +14,15 @@ import (
 // (docs/architecture.md §4.2): per partition, an open batch that gathers
 // records for Linger (BatchProducer only), a queue of closed batches, and a
 // window of up to window batches in flight on one connection, resolved and
-// retried in order. One goroutine (run) serves a partition while it has
+// retried in order. sem bounds the requests in flight over all partitions:
+// one per batch on a connection that sends each batch as a publish of its
+// own, one per publishBatches request otherwise (pubbatch.go). One goroutine (run) serves a partition while it has
 // batches open, queued or in flight, and ends when it is idle.
 type pipeline struct {
 	p      *Producer       // client, retry policy and metadata cache
 	linger time.Duration   // how long an open batch waits; LingerNone: until the partition has nothing in flight
 	window int             // batches of one partition in flight
-	sem    chan struct{}   // one token per batch in flight, over all partitions
+	sem    chan struct{}   // one token per request in flight, over all partitions
 	ctx    context.Context // ends the pipeline: nothing more is sent, waits stop
 
 	// closing is called, with mu held, when a partition's open batch is
@@ -217,7 +219,11 @@ type window struct {
 	// stalled: a batch of win failed before it was sent; nothing more is
 	// sent until it is first in line, so nothing overtakes it.
 	stalled bool
-	builder batch.Builder
+	// batching: the last batch sent went to a connection that gathers
+	// batches into publishBatches requests, so the next one takes no
+	// token of pipeline.sem of its own.
+	batching bool
+	builder  batch.Builder
 }
 
 // run is the goroutine of one partition: it takes the partition's batches
@@ -386,15 +392,22 @@ func (w *window) send(f *flight) bool {
 	var want *conn
 	if n := len(w.win); n > 0 {
 		want = w.win[n-1].pc.cn // not stalled: every flight of win was sent
-		select {
-		case pl.sem <- struct{}{}:
-		default:
-			return false // other partitions hold the tokens: wait for ours
-		}
-	} else {
-		pl.sem <- struct{}{}
 	}
-	f.held = true
+	// A batch takes a token of the bound on requests in flight when it is
+	// a request of its own; on a connection that gathers batches into
+	// publishBatches requests, the request takes it (pubbatch.go).
+	if !w.batching {
+		if want != nil {
+			select {
+			case pl.sem <- struct{}{}:
+			default:
+				return false // other partitions hold the tokens: wait for ours
+			}
+		} else {
+			pl.sem <- struct{}{}
+		}
+		f.held = true
+	}
 	b := f.b
 	switch {
 	case f.err != nil:
@@ -408,9 +421,19 @@ func (w *window) send(f *flight) bool {
 	default:
 		w.publish(f, want)
 	}
+	if f.pc != nil {
+		if f.pc.batched && f.held {
+			f.held = false
+			<-pl.sem
+		}
+		w.batching = f.pc.batched
+	}
 	if errors.Is(f.err, errConnSwitched) {
-		f.err, f.held = nil, false
-		<-pl.sem
+		f.err = nil
+		if f.held {
+			f.held = false
+			<-pl.sem
+		}
 		return false
 	}
 	if f.err != nil {
@@ -452,7 +475,11 @@ func (w *window) publish(f *flight, want *conn) {
 		}
 		return
 	}
-	f.pc, f.err = c.startPublish(ctx, want, tp.topic, tp.partition, f.data, want != nil, pl.p.cfg.Acks)
+	var gate *sendCall
+	if g := b.group; g != nil {
+		gate = g.call
+	}
+	f.pc, f.err = c.startPublish(ctx, want, tp.topic, tp.partition, f.data, want != nil, pl.p.cfg.Acks, pl.sem, gate)
 	if f.err != nil && ctx.Err() != nil && b.ctx.Err() == nil {
 		f.err, f.final = pl.p.expired(f.last), true
 	}

@@ -57,12 +57,16 @@ func (c *Client) ThrottleStats() ThrottleStats {
 }
 
 // frameThrottle returns the throttle time a response frame reports: the
-// throttleTimeMs of a publish or fetch response or of a push.
+// throttleTimeMs of a publish, publishBatches or fetch response or of a push.
 func frameThrottle(f api.Frame) time.Duration {
 	var ms uint32
 	switch f.Which() {
 	case api.Frame_Which_publishResponse:
 		if r, err := f.PublishResponse(); err == nil {
+			ms = r.ThrottleTimeMs()
+		}
+	case api.Frame_Which_publishBatchesResponse:
+		if r, err := f.PublishBatchesResponse(); err == nil {
 			ms = r.ThrottleTimeMs()
 		}
 	case api.Frame_Which_fetchResponse:

@@ -54,10 +54,24 @@ var requestRules = map[api.Frame_Which]requestRule{
 		}
 		return checks
 	},
-	api.Frame_Which_createTopicRequest:      onNamed(acl.Create),
-	api.Frame_Which_describeTopicRequest:    onNamed(acl.Describe),
-	api.Frame_Which_listTopicsRequest:       nil, // filtered
-	api.Frame_Which_publishRequest:          onTopic(acl.Write),
+	api.Frame_Which_createTopicRequest:   onNamed(acl.Create),
+	api.Frame_Which_describeTopicRequest: onNamed(acl.Describe),
+	api.Frame_Which_listTopicsRequest:    nil, // filtered
+	api.Frame_Which_publishRequest:       onTopic(acl.Write),
+	// Each entry is checked as a publish of its own (publishBatches), so
+	// that a refused topic fails its entries only; this rule is the
+	// whole request's, Write on every topic it names.
+	api.Frame_Which_publishBatchesRequest: func(req request) []acl.Check {
+		var checks []acl.Check
+		seen := map[string]bool{}
+		for _, e := range req.entries {
+			if !seen[e.topic] {
+				seen[e.topic] = true
+				checks = append(checks, topicCheck(acl.Write, e.topic))
+			}
+		}
+		return checks
+	},
 	api.Frame_Which_fetchRequest:            onTopic(acl.Read),
 	api.Frame_Which_commitOffsetsRequest:    commitChecks,
 	api.Frame_Which_fetchOffsetsRequest:     fetchOffsetsChecks,

@@ -78,7 +78,8 @@ func (e *authzEnv) client(cn string) *testClient {
 }
 
 // authzRefused reports whether r is the refusal of authorization: an
-// errorResponse, or a publish response, with AUTHORIZATION_FAILED.
+// errorResponse, or a publish response (or an entry of a publishBatches
+// response), with AUTHORIZATION_FAILED.
 func authzRefused(r reply) bool {
 	switch r.f.Which() {
 	case api.Frame_Which_errorResponse:
@@ -87,6 +88,21 @@ func authzRefused(r reply) bool {
 	case api.Frame_Which_publishResponse:
 		p, err := r.f.PublishResponse()
 		return err == nil && wireErr(p.Error()) == api.CodeAuthorizationFailed
+	case api.Frame_Which_publishBatchesResponse:
+		// Refused when an entry was.
+		p, err := r.f.PublishBatchesResponse()
+		if err != nil {
+			return false
+		}
+		l, err := p.Results()
+		if err != nil {
+			return false
+		}
+		for i := 0; i < l.Len(); i++ {
+			if wireErr(l.At(i).Error()) == api.CodeAuthorizationFailed {
+				return true
+			}
+		}
 	}
 	return false
 }
@@ -206,6 +222,11 @@ var dataplaneAuthzRows = []dataplaneAuthzRow{
 	{kind: api.Frame_Which_publishRequest, do: func(c *testClient) bool {
 		b := buildBatch(c.t, []byte("v"))
 		return authorized(publishReq("t", 0, len(b)), b)(c)
+	},
+		allow: []string{"User:CN=alice allow write topic:t"}, deny: "User:CN=alice deny write topic:t"},
+	{kind: api.Frame_Which_publishBatchesRequest, do: func(c *testClient) bool {
+		b := buildBatch(c.t, []byte("v"))
+		return authorized(publishBatchesReq(api.Acks_all, batchEntry{"t", 0, b, false}), b)(c)
 	},
 		allow: []string{"User:CN=alice allow write topic:t"}, deny: "User:CN=alice deny write topic:t"},
 	{kind: api.Frame_Which_fetchRequest, do: authorized(fetchReq("t", 0, 0, 1<<20, 0), nil),

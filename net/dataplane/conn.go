@@ -388,8 +388,14 @@ func (c *conn) readLoop() error {
 		if c.authGate(&req) {
 			continue
 		}
-		if req.kind == api.Frame_Which_publishRequest {
-			req.prev, req.link = c.chainPublish(req)
+		switch req.kind {
+		case api.Frame_Which_publishRequest:
+			req.prev, req.link = c.chainPublish(partitionKey{req.topic, req.partition})
+		case api.Frame_Which_publishBatchesRequest:
+			for i := range req.entries {
+				e := &req.entries[i]
+				e.prev, e.link = c.chainPublish(partitionKey{e.topic, e.partition})
+			}
 		}
 		c.handlers.Add(1)
 		go c.handle(req)
@@ -416,9 +422,9 @@ type pubLink struct {
 // to one partition gets them appended in the order it sent them (as a
 // Kafka producer does): each is queued in the engine once the previous one
 // is queued, without waiting for its commit. Publishes to different
-// partitions run at once. The reader calls it in stream order.
-func (c *conn) chainPublish(req request) (prev, link *pubLink) {
-	k := partitionKey{req.topic, req.partition}
+// partitions run at once. The reader calls it in stream order, and for the
+// entries of a publishBatches request in their order.
+func (c *conn) chainPublish(k partitionKey) (prev, link *pubLink) {
 	link = &pubLink{queued: make(chan struct{})}
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()

@@ -44,12 +44,17 @@
 //  2. Handshake. The first frame must be a handshakeRequest and must arrive
 //     within Options.HandshakeTimeout. The reply states protocolVersion,
 //     nodeId, serverVersion and the limits (maxRecordBytes, maxBatchBytes,
-//     maxFrameBytes, maxInFlight). A different protocolVersion is answered
-//     with UNSUPPORTED_VERSION, any other first frame with an errorResponse
-//     INVALID_REQUEST; either way the connection closes after the reply.
+//     maxFrameBytes, maxInFlight). protocolVersion is the highest version
+//     both sides speak (the client states the lowest it speaks in
+//     protocolVersion and the highest in maxProtocolVersion); a
+//     protocolVersion outside [api.MinProtocolVersion, api.ProtocolVersion]
+//     is answered with UNSUPPORTED_VERSION, any other first frame with an
+//     errorResponse INVALID_REQUEST; either way the connection closes after
+//     the reply.
 //  3. Requests. The reader takes one of Options.MaxInFlightPerConn slots,
 //     reads a frame and its tail, and starts a goroutine for the request. A
-//     publish tail is read into a fresh buffer whose ownership passes to
+//     publish tail (or a publishBatches tail, whose entries are then queued
+//     as publishes of their own, all before any is waited for) is read into a fresh buffer whose ownership passes to
 //     Broker.Append, once Options.MaxInFlightBytesPerConn and the server's
 //     budget leave room for it. When the slots or a budget run out the
 //     reader stops reading, so a fast client is slowed by TCP flow control,

@@ -85,6 +85,9 @@ func FuzzServerFrame(f *testing.F) {
 		{{publishAcksReq("t", len(bb), api.Acks_leader), bb}, {replicaFetchReq("t", fuzzTopicID, 0, 5, 1<<10, 10), nil}},
 		{{replicaFetchReq("t", fuzzTopicID, 0, 4, 0, 0), nil}, {offsetForLeaderEpochReq("t", fuzzTopicID, 5), nil}, {initProducerIDReq, nil}},
 		{{offsetForLeaderEpochReq("t", api.TopicID{}, 1), nil}, {publishAcksReq("t", len(bb), 9), bb}},
+		{{publishBatchesReq(api.Acks_all, batchEntry{"t", 0, bb, false}), bb}},
+		{{publishBatchesReq(api.Acks_leader, batchEntry{"t", 0, bb, false}, batchEntry{"t", 0, bb, true}, batchEntry{"u", 2, nil, false}),
+			batchesTail([]batchEntry{{"t", 0, bb, false}, {"t", 0, bb, true}})}, {fetchReq("t", 0, 0, 0, 0), nil}},
 	}
 	for _, s := range seeds {
 		var raw, fixed []byte
@@ -252,6 +255,26 @@ func fixRecordsLength(seg, tail []byte) []byte {
 			return nil
 		}
 		st, tail = capnp.Struct(r), fixBatch(tail)
+	case api.Frame_Which_publishBatchesRequest:
+		// The first entry gets the whole tail as its batch, the others
+		// none (each refused on its own).
+		r, err := fr.PublishBatchesRequest()
+		if err != nil {
+			return nil
+		}
+		l, err := r.Entries()
+		if err != nil || l.Len() == 0 {
+			return nil
+		}
+		for i := 0; i < l.Len(); i++ {
+			if capnp.Struct(l.At(i)).Size().DataSize < 8 {
+				return nil
+			}
+			l.At(i).SetRecordsLength(0)
+		}
+		tail = fixBatch(tail)
+		l.At(0).SetRecordsLength(uint32(len(tail)))
+		return tail
 	case api.Frame_Which_fetchResponse:
 		r, err := fr.FetchResponse()
 		if err != nil {

@@ -73,8 +73,9 @@ func (c *conn) checkFrameSize(req request, r *response) *response {
 // response could not be encoded; broker errors travel inside the response.
 func (c *conn) dispatch(req request) (*response, error) {
 	// A publish is checked in its chain (queuePublish), so that the
-	// publishes chained behind a refused one fail too.
-	if req.kind != api.Frame_Which_publishRequest {
+	// publishes chained behind a refused one fail too; so is each entry
+	// of a publishBatches request.
+	if req.kind != api.Frame_Which_publishRequest && req.kind != api.Frame_Which_publishBatchesRequest {
 		if err := c.authorize(req); err != nil {
 			c.auditRefusal(req, err)
 			return c.buildError(req, err), nil
@@ -91,6 +92,8 @@ func (c *conn) dispatch(req request) (*response, error) {
 		return c.listTopics(req)
 	case api.Frame_Which_publishRequest:
 		return c.publish(req)
+	case api.Frame_Which_publishBatchesRequest:
+		return c.publishBatches(req)
 	case api.Frame_Which_fetchRequest:
 		return c.fetch(req)
 	case api.Frame_Which_commitOffsetsRequest:
@@ -193,7 +196,8 @@ func (c *conn) fillHandshake(req request, f api.Frame) (refusal error, err error
 		return nil, err
 	}
 	o := &c.srv.opts
-	h.SetProtocolVersion(api.ProtocolVersion)
+	version, ok := negotiateVersion(req.protocolVersion, req.maxProtocolVersion)
+	h.SetProtocolVersion(version)
 	h.SetMaxRecordBytes(clampU32(c.srv.broker.Limits().MaxRecordBytes))
 	h.SetMaxBatchBytes(c.srv.maxBatchBytes)
 	h.SetMaxFrameBytes(o.MaxFrameBytes)
@@ -205,13 +209,26 @@ func (c *conn) fillHandshake(req request, f api.Frame) (refusal error, err error
 		return nil, err
 	}
 	switch {
-	case req.protocolVersion != api.ProtocolVersion:
+	case !ok:
 		refusal = api.NewError(api.CodeUnsupportedVersion,
-			"protocol version %d not supported; this server speaks %d", req.protocolVersion, api.ProtocolVersion)
+			"protocol version %d not supported; this server speaks %d to %d", req.protocolVersion, api.MinProtocolVersion, api.ProtocolVersion)
 	case c.srv.shutting.Load():
 		refusal = api.NewError(api.CodeShuttingDown, "server is shutting down")
 	}
 	return refusal, setErr(refusal, h.NewError)
+}
+
+// negotiateVersion returns the protocol version of a connection whose
+// client speaks versions lo to hi (hi 0: lo alone, a client that predates
+// maxProtocolVersion): the highest one both sides speak. ok is false when
+// lo is outside [api.MinProtocolVersion, api.ProtocolVersion]; the
+// version returned is then api.ProtocolVersion, the server's, for the
+// refusal.
+func negotiateVersion(lo, hi uint16) (version uint16, ok bool) {
+	if lo < api.MinProtocolVersion || lo > api.ProtocolVersion {
+		return api.ProtocolVersion, false
+	}
+	return max(lo, min(hi, api.ProtocolVersion)), true
 }
 
 func (c *conn) metadata(req request) (*response, error) {
@@ -480,7 +497,9 @@ func (c *conn) appendInOrder(req request) (res engine.AppendResult, err error) {
 		return res, err
 	}
 	res, err = pd.Wait(c.ctx)
-	c.releaseTailAfter(pd, req.tail)
+	if !req.sharedTail {
+		c.releaseTailAfter(pd, req.tail)
+	}
 	return res, err
 }
 
@@ -507,7 +526,7 @@ func (c *conn) queueLinked(req request) (pd *engine.Pending, res engine.AppendRe
 		// tail is left to the garbage collector: Append may hold it past
 		// a wait cut short.
 		res, err = c.srv.broker.Append(c.appendCtx(req), req.topic, int(req.partition), req.tail)
-	case err != nil:
+	case err != nil && !req.sharedTail:
 		c.releaseTail(req.tail) // refused before the broker kept it
 	}
 	return pd, res, err

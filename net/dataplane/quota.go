@@ -49,7 +49,7 @@ func throttleMs(d time.Duration) uint32 {
 // consumer keeps its group membership.
 func quotaKind(k api.Frame_Which) bool {
 	switch k {
-	case api.Frame_Which_publishRequest, api.Frame_Which_fetchRequest, api.Frame_Which_subscribeRequest:
+	case api.Frame_Which_publishRequest, api.Frame_Which_publishBatchesRequest, api.Frame_Which_fetchRequest, api.Frame_Which_subscribeRequest:
 		return true
 	}
 	return false

@@ -212,14 +212,16 @@ func (c *conn) readFrame(t *frameTimer) (msg *capnp.Message, f api.Frame, held i
 	return msg, f, held, nil
 }
 
-// readTail reads the records tail of req. A publish's tail is read into a
-// pooled batch buffer (readTailBuffer) that Append will own, once both budgets have room for it; the
+// readTail reads the records tail of req. A publish's tail (or a
+// publishBatches request's, charged entryOverheadBytes more per entry) is
+// read into a pooled batch buffer (readTailBuffer) that Append will own,
+// once both budgets have room for it; the
 // frame's share of the server budget is given back first, so the reader
 // never waits while holding any of it. Any other tail is read and dropped
 // without a buffer of its size.
 func (c *conn) readTail(req *request, t *frameTimer) error {
 	n := int64(req.tailLen)
-	if req.kind != api.Frame_Which_publishRequest {
+	if req.kind != api.Frame_Which_publishRequest && req.kind != api.Frame_Which_publishBatchesRequest {
 		if _, err := io.CopyN(io.Discard, c.br, n); err != nil {
 			return frameErr("records tail", err)
 		}
@@ -231,7 +233,7 @@ func (c *conn) readTail(req *request, t *frameTimer) error {
 	ctx, cancel := t.waitCtx()
 	var err error
 	if req.tailHeld, err = c.tailBudget.acquire(ctx, n); err == nil {
-		req.held, err = c.srv.budget.acquire(ctx, n+requestOverheadBytes)
+		req.held, err = c.srv.budget.acquire(ctx, n+requestOverheadBytes+int64(len(req.entries))*entryOverheadBytes)
 	}
 	cancel()
 	t.resume()

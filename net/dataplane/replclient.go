@@ -131,7 +131,9 @@ func (c *ReplicaClient) handshake(ctx context.Context) error {
 	}
 	h, err := f.NewHandshakeRequest()
 	if err == nil {
-		h.SetProtocolVersion(api.ProtocolVersion)
+		// Version 1 serves replication: a node of an older release,
+		// which speaks 1 alone, accepts it during a rolling upgrade.
+		h.SetProtocolVersion(api.MinProtocolVersion)
 		err = h.SetClientId("replica:" + c.nodeID)
 	}
 	if err == nil {

@@ -25,6 +25,10 @@ type request struct {
 	// broker owns once it is queued; releaseTail gives it back once the
 	// broker holds it no more (see queueLinked).
 	tail []byte
+	// sharedTail marks an entry of a publishBatches request, whose tail is
+	// a part of the request's buffer: it is never given back on its own
+	// (the request gives the whole buffer back: queueEntries).
+	sharedTail bool
 	// held is what the request holds of the server's budget
 	// (Options.MaxInFlightRequestBytes): its frame, or for a publish its
 	// tail, plus requestOverheadBytes. tailHeld is what its tail holds of
@@ -38,12 +42,21 @@ type request struct {
 	// chained is the publish request's chained flag: it fails with prev's
 	// error if prev fails.
 	chained bool
-	// acks is the publish request's acks (api.Acks_all when unset).
+	// acks is the publish request's acks (api.Acks_all when unset), or a
+	// publishBatches request's.
 	acks api.Acks
 
+	// publishBatchesRequest: its entries, in order, each served as a
+	// publish of its own (publishbatches.go); entriesErr, when set,
+	// refuses the whole request (INVALID_REQUEST), whose tail is read and
+	// dropped.
+	entries    []pubEntry
+	entriesErr error
+
 	// handshakeRequest
-	clientID        string
-	protocolVersion uint16
+	clientID           string
+	protocolVersion    uint16
+	maxProtocolVersion uint16
 
 	// metadataRequest
 	topics []string
@@ -113,6 +126,8 @@ func parseFrame(f api.Frame) (request, error) {
 				req.topic = boundTopic(req.topic)
 			}
 		}
+	case api.Frame_Which_publishBatchesRequest:
+		err = parsePublishBatches(f, &req)
 	case api.Frame_Which_fetchRequest:
 		var r api.FetchRequest
 		if r, err = f.FetchRequest(); err == nil {
@@ -159,6 +174,7 @@ func parseHandshake(f api.Frame, req *request) error {
 		return err
 	}
 	req.protocolVersion = r.ProtocolVersion()
+	req.maxProtocolVersion = r.MaxProtocolVersion()
 	req.clientID, err = r.ClientId()
 	return err
 }

@@ -101,6 +101,7 @@ func authRows(t *testing.T) []authRow {
 		simple(api.Frame_Which_describeTopicRequest, describeTopicReq("t")),
 		simple(api.Frame_Which_listTopicsRequest, listTopicsReq),
 		{kind: api.Frame_Which_publishRequest, build: publishReq("t", 0, len(b)), tail: b},
+		{kind: api.Frame_Which_publishBatchesRequest, build: publishBatchesReq(api.Acks_all, batchEntry{"t", 0, b, false}), tail: b},
 		simple(api.Frame_Which_fetchRequest, fetchReq("t", 0, 0, 1024, 0)),
 		simple(api.Frame_Which_commitOffsetsRequest, func(f api.Frame) error {
 			r, err := f.NewCommitOffsetsRequest()

@@ -311,3 +311,59 @@ func TestReadTailBuffer(t *testing.T) {
 		}
 	}
 }
+
+// A publishBatches request's records tail is one buffer, whose parts are
+// the entries' batches: it is given back whole, once, after the commits
+// of every entry queued from it, and no entry gives its part back on its
+// own, stored or refused (an entry's part given back alone would let the
+// pool hand out memory that the request's other entries still use). The
+// log then holds exactly what the stored entries sent.
+func TestPublishBatchesTailGivenBackWhole(t *testing.T) {
+	rec, setup := poisonTails(t)
+	h := startServer(t, openEngine(t), Options{}, setup)
+	c, _ := connect(t, h.addr)
+	c.createTopic("t", 2)
+	bad := valueBatch(t, 3, 700, 100)
+	bad[len(bad)-1] ^= 0xFF // the CRC no longer matches
+	entries := []batchEntry{
+		{"t", 0, valueBatch(t, 1, 1000, 100), false},
+		{"t", 1, valueBatch(t, 2, 800, 100), false},
+		{"t", 0, bad, false},                          // refused alone
+		{"t", 7, valueBatch(t, 4, 600, 100), false},   // no such partition
+		{"t", 1, valueBatch(t, 5, 900, 100), false},   // stored after the refused ones
+		{"nope", 0, valueBatch(t, 6, 10, 100), false}, // no such topic
+	}
+	p := c.publishBatches(entries...)
+	l, err := p.Results()
+	if err != nil || l.Len() != len(entries) {
+		t.Fatalf("%d results (%v), want %d", l.Len(), err, len(entries))
+	}
+	wantErr := []bool{false, false, true, true, false, true}
+	for i := range entries {
+		if got := api.FromWire(mustWire(l.At(i).Error())) != nil; got != wantErr[i] {
+			t.Errorf("entry %d refused: %v, want %v", i, got, wantErr[i])
+		}
+	}
+	whole := len(batchesTail(entries))
+	waitFor(t, "the request's tail to be given back", func() bool { return rec.count(whole) == 1 })
+	for i, e := range entries {
+		if n := rec.count(len(e.batch)); n != 0 {
+			t.Errorf("entry %d's part of the tail (%d bytes) was given back on its own %d times", i, len(e.batch), n)
+		}
+	}
+	want := [2][][]byte{
+		batchValues(t, entries[0].batch),
+		append(batchValues(t, entries[1].batch), batchValues(t, entries[4].batch)...),
+	}
+	for part := range 2 {
+		got := fetchAll(t, c, "t", uint32(part))
+		if len(got) != len(want[part]) {
+			t.Fatalf("partition %d holds %d records, want %d", part, len(got), len(want[part]))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], want[part][i]) {
+				t.Fatalf("partition %d record %d differs from what was sent", part, i)
+			}
+		}
+	}
+}
