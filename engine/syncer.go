@@ -90,7 +90,9 @@ func newSyncer(be ring.Backend, fsDir ring.File, fsMin int) *syncer {
 	}
 	if fss, ok := be.(ring.FSSyncer); ok && fsDir != nil && fsMin > 0 {
 		if reports, _ := ring.SyncFSReportsErrors(); reports {
-			s.fs, s.fsDir, s.fsMin = fss, fsDir, fsMin
+			// One pass at a time, of everything queued: what arrives
+			// during a pass waits for the next, as in a group commit.
+			s.fs, s.fsDir, s.fsMin, s.limit = fss, fsDir, fsMin, 1
 		}
 	}
 	if s.fs == nil && fsDir != nil {
@@ -161,9 +163,10 @@ func (s *syncer) startLocked() {
 	}
 }
 
-// takeLocked removes the next pass from the queue: every file queued for
-// one syncfs(2) (fs true) when there are at least fsMin, up to
-// syncEachFilesMax for one SyncEach, otherwise the first file alone.
+// takeLocked removes the next pass from the queue: with syncfs, every
+// file queued, for one syncfs(2) (fs true) when there are at least fsMin;
+// otherwise up to syncEachFilesMax for one SyncEach, or the first file
+// alone.
 // While a syncfs pass is in flight it takes nothing: what arrives
 // meanwhile waits for the next pass, which covers it with one call too.
 // s.mu is held.
@@ -172,9 +175,9 @@ func (s *syncer) takeLocked() (pass []*syncReq, fs bool) {
 	switch {
 	case n == 0 || s.fsBusy:
 		return nil, false
-	case s.fs != nil && n >= s.fsMin:
-		s.fsBusy = true
-		fs = true
+	case s.fs != nil:
+		fs = n >= s.fsMin
+		s.fsBusy = fs
 	case s.each != nil:
 		n = min(n, syncEachFilesMax)
 	default:
