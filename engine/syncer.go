@@ -14,7 +14,12 @@ const (
 	// the whole engine, each of which blocks an OS thread: Go's runtime
 	// stops the process past 10,000 threads (debug.SetMaxThreads), and
 	// partitions committing by the thousand would otherwise reach it.
-	syncCallsMax = 64
+	// It is high because the syncs in flight at once are what the file
+	// system shares (ext4 commits the metadata of every fdatasync waiting
+	// in one journal commit), so a lower bound may cost throughput; at
+	// 1,024 threads it stays a tenth of Go's limit (docs/performance.md,
+	// "Many partitions on one node (P8)").
+	syncCallsMax = 1024
 	// syncEachCallsMax bounds the SyncEach calls (one io_uring_enter(2)
 	// of up to syncEachFilesMax IORING_OP_FSYNC each) in flight at once
 	// with a backend that has them (ring.EachSyncer): few calls, many
@@ -40,7 +45,7 @@ var syncFSMinFiles = 0
 // to the syncer and waits on a channel, holding no OS thread, for that
 // file's own result. The syncer runs the files handed to it in passes with
 // bounded concurrency: at most syncCallsMax backend Sync calls of one file
-// each, or, with a backend that syncs many files in one call and reports
+// each (each holds an OS thread while it runs), or, with a backend that syncs many files in one call and reports
 // each one's outcome (ring.EachSyncer: io_uring), at most
 // syncEachCallsMax calls of up to syncEachFilesMax files each (optionally
 // one syncfs(2) for a pass of many files: syncFSMinFiles). Every file is
@@ -99,6 +104,13 @@ func newSyncer(be ring.Backend, fsDir ring.File, fsMin int) *syncer {
 		fsDir.Close()
 	}
 	return s
+}
+
+// setLimit sets the bound of backend sync calls in flight (tests).
+func (s *syncer) setLimit(n int) {
+	s.mu.Lock()
+	s.limit = n
+	s.mu.Unlock()
 }
 
 // close releases the data directory opened for syncfs(2), if any. Every

@@ -195,7 +195,9 @@ func TestSyncerFailsOnlyItsPartition(t *testing.T) {
 	gate := newGate(opts.Backend)
 	opts.Backend = gate
 	e := openTest(t, opts)
-	const parts = syncCallsMax + 36
+	const bound = 16
+	e.syncer.setLimit(bound)
+	const parts = bound + 36
 	if _, err := e.CreateTopic("t", parts, TopicConfig{}); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +224,7 @@ func TestSyncerFailsOnlyItsPartition(t *testing.T) {
 	}
 	// The first sync runs inline, the others in passes up to the bound;
 	// the rest wait in the queue.
-	pollUntil(t, "syncs in flight", func() bool { return gate.heldCount() == min(parts, syncCallsMax) })
+	pollUntil(t, "syncs in flight", func() bool { return gate.heldCount() == bound })
 	gate.mu.Lock()
 	gate.hold = nil
 	close(gate.release)
@@ -250,20 +252,23 @@ func TestSyncerFailsOnlyItsPartition(t *testing.T) {
 			t.Fatalf("partition %d after the failure: %+v, %v", p, res, err)
 		}
 	}
-	if m := gate.maxIn.Load(); m > syncCallsMax {
-		t.Fatalf("%d Sync calls in flight at once, bound %d", m, syncCallsMax)
+	if m := gate.maxIn.Load(); m > bound {
+		t.Fatalf("%d Sync calls in flight at once, bound %d", m, bound)
 	}
 }
 
-// TestSyncerBoundHolds: with more partitions committing than the bound,
-// the Sync calls in flight through the backend reach syncCallsMax and never
-// pass it; every batch is acknowledged once its sync returns.
+// TestSyncerBoundHolds: with more partitions committing than the bound
+// (lowered to 32 here; syncCallsMax otherwise), the Sync calls in flight
+// through the backend reach it and never pass it; every batch is
+// acknowledged once its sync returns.
 func TestSyncerBoundHolds(t *testing.T) {
 	opts := testOptions(t.TempDir())
 	gate := newGate(ring.NewPortable())
 	opts.Backend = gate
 	e := openTest(t, opts)
-	parts := syncCallsMax*2 + 7
+	const bound = 32
+	e.syncer.setLimit(bound)
+	parts := bound*2 + 7
 	if _, err := e.CreateTopic("t", parts, TopicConfig{}); err != nil {
 		t.Fatal(err)
 	}
@@ -279,14 +284,14 @@ func TestSyncerBoundHolds(t *testing.T) {
 		}
 		pds[p] = pd
 	}
-	pollUntil(t, "the bound reached", func() bool { return gate.heldCount() == syncCallsMax })
+	pollUntil(t, "the bound reached", func() bool { return gate.heldCount() == bound })
 	pollUntil(t, "the rest queued", func() bool {
 		e.syncer.mu.Lock()
 		defer e.syncer.mu.Unlock()
-		return len(e.syncer.queue) == parts-syncCallsMax
+		return len(e.syncer.queue) == parts-bound
 	})
-	if n := gate.in.Load(); n != syncCallsMax {
-		t.Fatalf("%d Sync calls in flight, want the bound %d", n, syncCallsMax)
+	if n := gate.in.Load(); n != bound {
+		t.Fatalf("%d Sync calls in flight, want the bound %d", n, bound)
 	}
 	gate.mu.Lock()
 	gate.hold = nil
@@ -297,8 +302,8 @@ func TestSyncerBoundHolds(t *testing.T) {
 			t.Fatalf("partition %d: %+v, %v", p, res, err)
 		}
 	}
-	if m := gate.maxIn.Load(); m != syncCallsMax {
-		t.Fatalf("at most %d Sync calls in flight, want the bound %d", m, syncCallsMax)
+	if m := gate.maxIn.Load(); m != bound {
+		t.Fatalf("at most %d Sync calls in flight, want the bound %d", m, bound)
 	}
 }
 
