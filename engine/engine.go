@@ -15,6 +15,7 @@ import (
 
 	"github.com/seedqueue/sq/api"
 	"github.com/seedqueue/sq/api/batch"
+	"github.com/seedqueue/sq/ring"
 	"github.com/seedqueue/sq/segment"
 )
 
@@ -39,6 +40,7 @@ type Engine struct {
 	obs observing
 
 	files     *segment.FileCache // open segment files and mappings of every partition
+	syncer    *syncer            // the backend of every partition's log: shared sync passes
 	ckpBudget *checkpointBudget  // periodic recovery-point checkpoints of every partition
 
 	disk      *diskFloor    // nil: no free-space floor
@@ -117,11 +119,13 @@ func Open(opts Options) (*Engine, error) {
 	e := &Engine{opts: opts, log: opts.Logger, lock: lock, topics: map[string]*topic{}, closing: make(chan struct{}),
 		openSem: make(chan struct{}, openParallelism()), files: segment.NewFileCache(opts.MaxOpenSegmentFiles),
 		ckpBudget: newCheckpointBudget(checkpointsPerSec)}
+	e.syncer = e.newSyncer()
 	e.defaults.Store(new(opts.topicDefaults()))
 	// The floor comes first: partitions bound their preallocation by it.
 	e.disk = newDiskFloor(opts)
 	if err := e.open(); err != nil {
 		_ = e.closeTopics()
+		_ = e.syncer.close()
 		_ = lock.release()
 		return nil, err
 	}
@@ -257,7 +261,7 @@ func (e *Engine) openParts(m topicMeta, policy SyncPolicy, from, to int) []*part
 		wg.Go(func() {
 			defer func() { <-e.openSem }()
 			dir := filepath.Join(e.topicDir(m.Name), strconv.Itoa(i))
-			lg, err := segment.Open(dir, e.opts.FS, e.opts.Backend, e.segmentOptions(m.Config, policy, m.CreatedMs))
+			lg, err := segment.Open(dir, e.opts.FS, e.syncer, e.segmentOptions(m.Config, policy, m.CreatedMs))
 			p := newPartition(m.Name, i, dir, lg, policy, e.opts.Now, e.log, e.opts.FS, e.opts.Replication, e.ckpBudget)
 			p.obs = e.opts.Observer
 			if err != nil {
@@ -274,6 +278,22 @@ func (e *Engine) openParts(m topicMeta, policy SyncPolicy, from, to int) []*part
 	}
 	wg.Wait()
 	return parts
+}
+
+// newSyncer returns the engine's syncer over opts.Backend; with
+// syncFSMinFiles set it opens the data directory for syncfs(2), and falls
+// back to per-file syncs when that fails.
+func (e *Engine) newSyncer() *syncer {
+	var dir ring.File
+	if syncFSMinFiles > 0 {
+		d, err := e.opts.FS.Open(e.opts.DataDir)
+		if err != nil {
+			e.log.Warn("cannot open the data directory for syncfs; syncing each file on its own", "err", err)
+		} else {
+			dir = d
+		}
+	}
+	return newSyncer(e.opts.Backend, dir, syncFSMinFiles)
 }
 
 // openParallelism bounds the partitions opened (recovered) at once: enough
@@ -617,6 +637,7 @@ func (e *Engine) Close() error {
 		if e.offsets != nil {
 			err = errors.Join(err, e.offsets.close())
 		}
+		err = errors.Join(err, e.syncer.close())
 		e.closeErr = errors.Join(err, e.lock.release())
 	})
 	return e.closeErr

@@ -58,7 +58,10 @@ type FetchEvent struct {
 type SyncEvent struct {
 	Topic     string
 	Partition int
-	Duration  time.Duration
+	// Duration runs from the hand-off of the log's file to the engine's
+	// syncer to its result: a wait for a sync slot (docs/architecture.md
+	// §3.3) is included.
+	Duration time.Duration
 	// Batches is the number of batches the sync made durable (the group
 	// commit size under every-batch).
 	Batches int

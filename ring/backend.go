@@ -41,3 +41,34 @@ func (*Portable) Name() string { return "portable" }
 
 // Close does nothing and returns nil.
 func (*Portable) Close() error { return nil }
+
+// EachSyncer is implemented by backends that fdatasync many files in one
+// call and report each file's outcome: the io_uring backend submits one
+// IORING_OP_FSYNC (IORING_FSYNC_DATASYNC) per file, up to its submission
+// queue's size in one io_uring_enter(2), and the kernel runs them
+// concurrently. A caller that syncs files on behalf of several owners
+// (the engine's syncer) uses it to answer each owner with its own file's
+// result, which Backend.Sync, joining the errors, does not tell apart.
+type EachSyncer interface {
+	// SyncEach makes the data written to every file of files durable, as
+	// Backend.Sync does, and returns one error per file, by index (nil:
+	// that file is durable). As after Backend.Sync, a file whose sync
+	// failed must be treated as having lost its written data.
+	SyncEach(files []File) []error
+}
+
+// FSSyncer is implemented by backends that can write back and commit a
+// whole file system in one call (syncfs(2)): the portable backend and
+// the io_uring backend (through its portable part) on Linux.
+type FSSyncer interface {
+	// SyncFS writes back every dirty file of the file system holding f
+	// and waits for it to be durable (syncfs(2)). It returns the first
+	// write-back error recorded anywhere on that file system since the
+	// previous SyncFS through f (or since f was opened), which does not
+	// say which file lost data; Linux reports such errors only since 5.8
+	// (SyncFSReportsErrors), earlier kernels return 0 regardless. The
+	// per-file error state that fdatasync(2) reports is left as it was:
+	// after a failed SyncFS, an fdatasync of each file still tells which
+	// one failed.
+	SyncFS(f File) error
+}

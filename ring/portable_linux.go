@@ -112,3 +112,34 @@ func (*Portable) Allocate(f File, off, n int64) error {
 
 // Truncate calls ftruncate(2).
 func (*Portable) Truncate(f File, size int64) error { return f.Truncate(size) }
+
+// SyncFS calls syncfs(2) on the file system holding f.
+func (*Portable) SyncFS(f File) error {
+	for {
+		err := unix.Syncfs(int(f.Fd()))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "syncfs", Path: f.Name(), Err: err}
+		}
+		return nil
+	}
+}
+
+// SyncFSReportsErrors reports whether syncfs(2) returns write-back errors
+// on this kernel (Linux 5.8 and later, which report them through the
+// superblock's errseq_t; earlier kernels return 0 even when data was
+// lost), and the kernel release read from uname(2).
+func SyncFSReportsErrors() (bool, string) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return false, "uname: " + err.Error()
+	}
+	rel := unix.ByteSliceToString(u.Release[:])
+	var major, minor int
+	if _, err := fmt.Sscanf(rel, "%d.%d", &major, &minor); err != nil {
+		return false, rel
+	}
+	return major > 5 || major == 5 && minor >= 8, rel
+}

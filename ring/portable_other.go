@@ -52,3 +52,6 @@ func (*Portable) Allocate(f File, off, n int64) error {
 
 // Truncate calls ftruncate(2).
 func (*Portable) Truncate(f File, size int64) error { return f.Truncate(size) }
+
+// SyncFSReportsErrors reports false: syncfs(2) is used on Linux only.
+func SyncFSReportsErrors() (bool, string) { return false, "syncfs is Linux-only" }

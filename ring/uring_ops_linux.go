@@ -219,3 +219,44 @@ func syncFiles(submit submitFunc, per int, files []File) error {
 	}
 	return errors.Join(errs...)
 }
+
+// SyncEach fdatasyncs every file like Sync, up to 255 or 256 per
+// io_uring_enter(2), and returns each file's error by index.
+func (b *uringBackend) SyncEach(files []File) []error {
+	return syncFilesEach(b.submit, b.per, files)
+}
+
+// syncFilesEach is syncFiles reporting each file's error by index. A sync
+// that reports -EINTR or -EAGAIN is resubmitted.
+func syncFilesEach(submit submitFunc, per int, files []File) []error {
+	errs := make([]error, len(files))
+	todo := make([]int, len(files)) // indexes into files still to sync
+	for i := range todo {
+		todo[i] = i
+	}
+	for len(todo) > 0 {
+		chunk := todo[:min(per, len(todo))]
+		todo = todo[len(chunk):]
+		ops := make([]op, len(chunk))
+		for k, i := range chunk {
+			ops[k] = op{opcode: ioringOpFsync, fd: int32(files[i].Fd()), opFlags: ioringFsyncDatasync}
+		}
+		res, err := submit(ops)
+		if err != nil {
+			for _, i := range chunk {
+				errs[i] = fmt.Errorf("ring: io_uring fdatasync of %s: %w", files[i].Name(), err)
+			}
+			continue
+		}
+		for k, r := range res {
+			i := chunk[k]
+			switch {
+			case r == -int32(unix.EINTR) || r == -int32(unix.EAGAIN):
+				todo = append(todo, i)
+			case r < 0:
+				errs[i] = &os.PathError{Op: "fdatasync", Path: files[i].Name(), Err: unix.Errno(-r)}
+			}
+		}
+	}
+	return errs
+}
