@@ -70,7 +70,9 @@ func TestBatchProducerGathersPartitionsIntoOneRequest(t *testing.T) {
 		last := -1
 		for _, v := range vs {
 			var i int
-			fmt.Sscan(v, &i)
+			if _, err := fmt.Sscan(v, &i); err != nil {
+				t.Fatalf("partition %d: record %q: %v", p, v, err)
+			}
 			if i <= last {
 				t.Fatalf("partition %d: record %d stored after %d", p, i, last)
 			}

@@ -290,7 +290,6 @@ type Builder struct {
 	bytes   int
 	firstTs int64
 	maxTs   int64
-	lastTs  int64          // of the last record added: Add's fast path keeps it
 	prod    producerFields // stamped by Build when set
 	// oversize: a key, value or header list added is over maxListLen.
 	oversize bool
