@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -170,17 +169,7 @@ func BenchmarkFrameDecode(b *testing.B) {
 // policy and one topic "t" of partitions partitions.
 func hpEngine(tb testing.TB, policy string, partitions int) *engine.Engine {
 	tb.Helper()
-	opts := engine.Options{DataDir: tb.TempDir(), SyncPolicy: policy, Logger: slog.New(slog.DiscardHandler)}
-	opts.Defaults()
-	eng, err := engine.Open(opts)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { eng.Close() })
-	if _, err := eng.CreateTopic("t", partitions, engine.TopicConfig{}); err != nil {
-		tb.Fatal(err)
-	}
-	return eng
+	return hpEngineObserved(tb, policy, partitions, nil)
 }
 
 // BenchmarkFetchMmap measures engine.Fetch of up to 1 MiB from a log of

@@ -13,7 +13,9 @@ import (
 	"github.com/seedqueue/sq/engine"
 )
 
-// hpEngineObserved is hpEngine with obs receiving the engine's events.
+// hpEngineObserved opens an engine in a temporary directory with sync
+// policy policy and one topic "t" of partitions partitions, closed when
+// the benchmark ends; obs, when not nil, receives the engine's events.
 func hpEngineObserved(tb testing.TB, policy string, partitions int, obs engine.Observer) *engine.Engine {
 	tb.Helper()
 	opts := engine.Options{DataDir: tb.TempDir(), SyncPolicy: policy, Logger: slog.New(slog.DiscardHandler), Observer: obs}
