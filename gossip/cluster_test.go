@@ -79,8 +79,8 @@ func testOptions(t *testing.T, id, dir string) Options {
 		NodeID: id, ClusterID: "test", DataDir: dir,
 		HeartbeatTimeout: 400 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond,
 		LeaderLeaseTimeout: 200 * time.Millisecond, ControllerInterval: 200 * time.Millisecond,
-		ProposeTimeout: 5 * time.Second,
-		Logger:         testLogger(t),
+		ProposeTimeout: 5 * time.Second, RemovalProbeAfter: 2 * time.Second,
+		Logger: testLogger(t),
 		Memberlist: func(c *memberlist.Config) {
 			c.ProbeInterval = 200 * time.Millisecond
 			c.ProbeTimeout = 100 * time.Millisecond

@@ -392,23 +392,18 @@ func (n *Node) aliveForController(id string) bool {
 	return n.mem.state(id) == StateUnknown && time.Since(n.started) < 5*n.opts.ControllerInterval
 }
 
-// removalProbeAfter is how long this node goes without a Raft leader
-// before it asks the other nodes whether it was removed (probeRemoval),
-// and the least time between two probes.
-const removalProbeAfter = 10 * time.Second
-
 // probeRemoval covers a removal this node could not see in its own log:
 // Raft stops replicating to a removed server as soon as the change is
 // appended, so a node removed while its replication lagged may never
 // apply the remove-node entry, and Raft does not shut a removed follower
-// down; it stays a candidate without a leader. After removalProbeAfter
+// down; it stays a candidate without a leader. After RemovalProbeAfter
 // without a leader it joins again through its seeds or the peers its Raft
 // state lists (what a restarted node does): a node that was removed is
 // refused (checkRemoved) and notices its removal; one cut off by the
 // network gets no answer, and one that is still a member is registered
-// as it was. One probe at a time, each bounded by removalProbeAfter.
+// as it was. One probe at a time, each bounded by RemovalProbeAfter.
 func (n *Node) probeRemoval(ctx context.Context) {
-	now := time.Now()
+	now, after := time.Now(), n.opts.RemovalProbeAfter
 	if leader, _ := n.raft.LeaderWithID(); leader != "" || n.raft.State() == raft.Shutdown {
 		n.leaderlessSince = time.Time{}
 		return
@@ -416,7 +411,7 @@ func (n *Node) probeRemoval(ctx context.Context) {
 	if n.leaderlessSince.IsZero() {
 		n.leaderlessSince = now
 	}
-	if now.Sub(n.leaderlessSince) < removalProbeAfter || now.Sub(n.lastProbe) < removalProbeAfter {
+	if now.Sub(n.leaderlessSince) < after || now.Sub(n.lastProbe) < after {
 		return
 	}
 	targets := n.rejoinTargets()
@@ -426,10 +421,10 @@ func (n *Node) probeRemoval(ctx context.Context) {
 	n.lastProbe = now
 	n.goLoop(func() {
 		defer n.probing.Store(false)
-		pctx, cancel := context.WithTimeout(ctx, removalProbeAfter)
+		pctx, cancel := context.WithTimeout(ctx, after)
 		defer cancel()
 		if err := n.joinSeeds(pctx, targets); IsRemoved(err) {
-			n.noticeRemoval("a node refused its rejoin after " + removalProbeAfter.String() + " without a Raft leader: " + err.Error())
+			n.noticeRemoval("a node refused its rejoin after " + after.String() + " without a Raft leader: " + err.Error())
 		}
 	})
 }

@@ -28,6 +28,8 @@ const (
 	// DefaultControllerInterval is the period of the controller's check of
 	// the partitions led by nodes that are not alive.
 	DefaultControllerInterval = 3 * time.Second
+	// DefaultRemovalProbeAfter is the default of Options.RemovalProbeAfter.
+	DefaultRemovalProbeAfter = 10 * time.Second
 	// DefaultJoinBackoffMax caps the pause between join attempts.
 	DefaultJoinBackoffMax = 2 * time.Second
 	// DefaultMaxVoters is the most Raft voters; later joiners are
@@ -129,6 +131,11 @@ type Options struct {
 	ProposeTimeout time.Duration
 	// ControllerInterval is the period of the controller's liveness check.
 	ControllerInterval time.Duration
+	// RemovalProbeAfter is how long a node goes without a Raft leader
+	// before it asks the other nodes whether it was removed from the
+	// cluster, and the least time between two such probes (see
+	// probeRemoval); default DefaultRemovalProbeAfter.
+	RemovalProbeAfter time.Duration
 	// JoinBackoffMax caps the pause between join attempts at the seeds.
 	JoinBackoffMax time.Duration
 	// MaxVoters is the most Raft voters (at most 5 makes sense).
@@ -155,6 +162,7 @@ func (o Options) Defaults() Options {
 	set(&o.ProposeTimeout, DefaultProposeTimeout)
 	set(&o.ControllerInterval, DefaultControllerInterval)
 	set(&o.JoinBackoffMax, DefaultJoinBackoffMax)
+	set(&o.RemovalProbeAfter, DefaultRemovalProbeAfter)
 	if o.MaxVoters == 0 {
 		o.MaxVoters = DefaultMaxVoters
 	}

@@ -87,7 +87,7 @@ func TestRemoveNode(t *testing.T) {
 			t.Errorf("partition %+v still placed on %s or leaderless", p, victim.ID())
 		}
 	}
-	eventually(t, 10*time.Second, "the removed node notices and stops its raft", func() bool {
+	eventually(t, 30*time.Second, "the removed node notices and stops its raft", func() bool {
 		err := victim.Ready()
 		return err != nil && strings.Contains(err.Error(), "removed") && victim.raft.State() == raft.Shutdown
 	})
