@@ -207,3 +207,49 @@ func TestRemovedWhileStopped(t *testing.T) {
 	fresh.Seeds = []string{other.addr}
 	waitReady(t, mustStart(t, fresh))
 }
+
+// A node removed while Raft cannot reach it never applies the
+// remove-node entry (Raft stops replicating to it once the change is
+// appended): it learns of the removal by the probe it sends after
+// RemovalProbeAfter without a Raft leader, which the cluster refuses.
+func TestRemovedWhileCutOffFromRaft(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	eventually(t, 10*time.Second, "a controller", func() bool { return controllerOf(nodes) != nil })
+	ctl := controllerOf(nodes)
+	var victim, other *clusterNode
+	for _, n := range nodes {
+		switch {
+		case n == ctl:
+		case victim == nil:
+			victim = n
+		default:
+			other = n
+		}
+	}
+	// The victim's Raft listener goes away: the leader's AppendEntries
+	// no longer reach it, while its gRPC (the probe's path) still works.
+	if err := victim.trans.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, victim.ID()+" without a Raft leader", func() bool {
+		leader, _ := victim.raft.LeaderWithID()
+		return leader == ""
+	})
+	if _, err := other.RemoveNode(ctx, victim.ID()); err != nil {
+		t.Fatalf("remove %s: %v", victim.ID(), err)
+	}
+	if _, ok := victim.State().RemovedDataDir(victim.ident.DataDirID); ok {
+		t.Fatal("the cut-off node applied its own removal; the test does not reach the probe")
+	}
+	select {
+	case <-victim.Removed():
+	case <-time.After(3*victim.opts.RemovalProbeAfter + 20*time.Second):
+		t.Fatal("the cut-off removed node did not learn of its removal")
+	}
+	if err := victim.Ready(); err == nil || !strings.Contains(err.Error(), "removed") {
+		t.Errorf("Ready after the removal: %v", err)
+	}
+	checkRemovedDir(t, victim.dir)
+}
