@@ -303,7 +303,6 @@ func TestDirectWritesFallback(t *testing.T) {
 // ring.DirectAlign would, writing nothing.
 type einvalBackend struct {
 	ring.Backend
-	direct map[string]bool
 }
 
 func (b *einvalBackend) WriteAt(f ring.File, bufs [][]byte, off int64) (int64, error) {
