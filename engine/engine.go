@@ -210,6 +210,7 @@ func (e *Engine) segmentOptions(c TopicConfig, pol SyncPolicy, createdMs int64) 
 		SegmentBytes:       c.SegmentBytes,
 		IndexIntervalBytes: e.opts.IndexIntervalBytes,
 		PreallocBytes:      e.opts.PreallocBytes,
+		DirectWrites:       e.opts.DirectWrites,
 		AllocRoom:          e.allocRoom(),
 		Allocated:          e.allocated(),
 		MaxBatchBytes:      e.opts.MaxBatchBytes,

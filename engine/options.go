@@ -42,6 +42,11 @@ type Options struct {
 	// PreallocBytes is the largest fallocate step of active segments (16
 	// MiB); steps start at 1 MiB and double (segment.Options).
 	PreallocBytes int64
+	// DirectWrites writes the active segments' batches with O_DIRECT
+	// rather than through the page cache (segment.Options.DirectWrites);
+	// where the file system refuses it, a partition writes through the
+	// page cache and logs it once.
+	DirectWrites bool
 	// MaxRecordBytes bounds key+value+headers of one record (1 MiB).
 	MaxRecordBytes int
 	// MaxBatchBytes bounds one batch (16 MiB).

@@ -8,9 +8,9 @@ import (
 
 // dsyncWriter returns the backend as a ring.DsyncWriter when
 // Options.DsyncWrites asks for dsync writes and the backend has them, nil
-// otherwise.
+// otherwise (and under Options.DirectWrites, which ignores DsyncWrites).
 func (l *Log) dsyncWriter() ring.DsyncWriter {
-	if !l.opts.DsyncWrites {
+	if !l.opts.DsyncWrites || l.opts.DirectWrites {
 		return nil
 	}
 	dw, _ := l.be.(ring.DsyncWriter)
@@ -24,6 +24,11 @@ func (l *Log) dsyncWriter() ring.DsyncWriter {
 // puts the Log in the failed state and returns an error wrapping
 // ErrFailed.
 func (l *Log) writeData(f ring.File, bufs [][]byte, pos int64) (int64, error) {
+	if l.opts.DirectWrites {
+		if n, ok, err := l.writeDirect(f, bufs, pos); ok {
+			return n, err
+		}
+	}
 	dw := l.dsyncWriter()
 	if dw == nil {
 		return l.be.WriteAt(f, bufs, pos)

@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -49,12 +50,17 @@ func (b *faultyBackend) Allocate(f ring.File, off, n int64) error {
 // overwrites it, and bytes the failed write left past the new end do not
 // come back as batches after a crash.
 func TestFailedWrite(t *testing.T) {
-	for _, fail := range []string{"write", "allocate"} {
-		t.Run(fail, func(t *testing.T) {
+	for _, c := range []struct {
+		fail   string
+		direct bool
+	}{{"write", false}, {"allocate", false}, {"write", true}, {"allocate", true}} {
+		fail := c.fail
+		t.Run(fmt.Sprintf("%s/direct=%v", fail, c.direct), func(t *testing.T) {
 			dir := t.TempDir()
 			be := &faultyBackend{Backend: ring.NewPortable()}
 			opts := smallOptions()
 			opts.SegmentBytes = 1 << 20
+			opts.DirectWrites = c.direct
 			l, err := Open(dir, ring.OS, be, opts)
 			if err != nil {
 				t.Fatal(err)

@@ -256,6 +256,9 @@ func (l *Log) closeHeld(f *ring.File) error {
 	if *f == nil {
 		return nil
 	}
+	if f != &l.direct.f {
+		l.closeDirectFor(*f)
+	}
 	err := (*f).Close()
 	*f = nil
 	l.files.addFiles(-1)

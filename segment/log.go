@@ -82,6 +82,10 @@ type Log struct {
 	// for a later segment's first real time (recoverTimeIndex).
 	undated []undated
 
+	// direct is the O_DIRECT descriptor of the active segment under
+	// Options.DirectWrites (direct.go).
+	direct directWriter
+
 	warnMu    sync.Mutex    // guards unwritten
 	unwritten unwrittenWarn // rate limit of warnUnwritten
 

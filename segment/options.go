@@ -106,6 +106,15 @@ type Options struct {
 	// would sync each append instead of one per interval. A failed dsync
 	// write puts the Log in the failed state, as a failed Sync does.
 	DsyncWrites bool
+	// DirectWrites: write the active segment's batches with O_DIRECT,
+	// from an aligned copy of whole blocks (direct.go), rather than
+	// through the page cache; Sync still fdatasyncs (the device's cache
+	// and the file's extents). Where the file system or the FS seam
+	// refuses O_DIRECT the Log writes through the page cache, logging
+	// it once. Readers are unaffected but read newly written bytes from
+	// the device rather than from memory. DsyncWrites is ignored under
+	// DirectWrites.
+	DirectWrites bool
 	// MinAppendTime is the earliest plausible broker append time (Unix
 	// ms), such as the creation time of the log's topic; 0: none. At Open
 	// a time index entry before it is damage (the index is rebuilt, dating

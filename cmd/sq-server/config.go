@@ -74,6 +74,7 @@ type config struct {
 	MaxFrame           int
 	SegmentBytes       int64
 	IOBackend          string
+	DirectWrites       bool
 	MinFreeBytes       int64
 	MaxSegFiles        int
 	LogLevel           string
@@ -219,9 +220,10 @@ var flagSpecs = []flagSpec{
 	{"local-retention-ms", "SQ_LOCAL_RETENTION_MS", "default local.retention.ms of topics: with tiered storage, how long records stay on local disk (ms), at most the topic's retention.ms (--retention-ms by default); -2 the same as retention.ms; -1 unlimited (refused while --retention-ms is limited); takes effect with tiered storage"},
 	{"local-retention-bytes", "SQ_LOCAL_RETENTION_BYTES", "default local.retention.bytes of topics: with tiered storage, the local disk bound of each partition in bytes, at most the topic's retention.bytes; -2 the same as retention.bytes; -1 unlimited; takes effect with tiered storage"},
 	{"io-backend", "SQ_IO_BACKEND", "write-path I/O backend: auto, uring (io_uring; fails if the kernel refuses it) or portable (pwritev + fdatasync)"},
+	{"direct-writes", "SQ_DIRECT_WRITES", "write partitions' records to disk with O_DIRECT (whole 4 KiB blocks from an aligned copy) instead of through the page cache; consumers then read new records from the disk; where the file system refuses O_DIRECT (tmpfs) a partition writes through the page cache and logs a WARN; see docs/storage.md"},
 	{"require-durable-fs", "SQ_REQUIRE_DURABLE_FS", "refuse to start when the data directory is on tmpfs, ramfs, overlayfs or NFS (without it: a WARN at start); sq-server check reports it"},
 	{"min-free-bytes", "SQ_MIN_FREE_BYTES", "free-space floor of the data directory's file system: publishes get DISK_FULL below it; auto = 5% of the file system's size, at most 256 MiB (computed at start), or a byte count (0 disables)"},
-	{"max-open-segment-files", "SQ_MAX_OPEN_SEGMENT_FILES", "bound of the file descriptors and memory mappings held by segments, server-wide: idle sealed segments are closed past it, least recently read first; active segments (4 each) count, and past it a partition whose log is synced closes its own until its next append"},
+	{"max-open-segment-files", "SQ_MAX_OPEN_SEGMENT_FILES", "bound of the file descriptors and memory mappings held by segments, server-wide: idle sealed segments are closed past it, least recently read first; active segments (4 each, 5 with --direct-writes) count, and past it a partition whose log is synced closes its own until its next append"},
 	{"max-inflight-request-bytes", "SQ_MAX_INFLIGHT_REQUEST_BYTES", "request bytes all data-plane connections together may hold in memory (frames being read or served, publish batches until appended); when spent, connections stop being read until requests are answered"},
 	{"frame-read-timeout", "SQ_FRAME_READ_TIMEOUT", "longest read of one data-plane frame and its records, from its first byte (e.g. 30s); a slower connection is closed"},
 	{"max-connections", "SQ_MAX_CONNECTIONS", "most open connections of the data plane, and of the gRPC control plane; one more is accepted and closed at once"},
@@ -272,6 +274,7 @@ func bindFlags(fs *pflag.FlagSet, c *config) {
 	fs.Int64Var(&c.LocalRetentionMs, "local-retention-ms", engine.LocalRetentionDefault, "")
 	fs.Int64Var(&c.LocalRetentionBytes, "local-retention-bytes", engine.LocalRetentionDefault, "")
 	fs.StringVar(&c.IOBackend, "io-backend", ring.ModeAuto, "")
+	fs.BoolVar(&c.DirectWrites, "direct-writes", false, "")
 	fs.BoolVar(&c.RequireDurableFS, "require-durable-fs", false, "")
 	c.MinFreeBytes = engine.MinFreeAuto
 	fs.Var(minFreeFlag{&c.MinFreeBytes}, "min-free-bytes", "")

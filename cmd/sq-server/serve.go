@@ -126,6 +126,7 @@ func run(ctx context.Context, c *config, log *slog.Logger) error {
 		MaxRecordBytes:      c.MaxRecord,
 		MaxBatchBytes:       c.MaxBatch,
 		Backend:             backend,
+		DirectWrites:        c.DirectWrites,
 		MinFreeBytes:        c.MinFreeBytes,
 		Logger:              log,
 		MaxOpenSegmentFiles: c.MaxSegFiles,

@@ -128,6 +128,9 @@ func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
 		// roll.
 		{"1 MiB segments", []string{"--segment-bytes", "1048576", "--max-batch-bytes", "262144", "--max-record-bytes", "65536"}, false},
 		{"SIGTERM under load", nil, true},
+		// O_DIRECT writes of whole blocks (the partial last block is
+		// rewritten by each append), killed mid-write, rolls included.
+		{"direct writes", []string{"--direct-writes", "--segment-bytes", "1048576", "--max-batch-bytes", "262144", "--max-record-bytes", "65536"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
