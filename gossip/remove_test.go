@@ -134,21 +134,9 @@ func checkRemovedDir(t *testing.T, dir string) {
 // directory is refused from then on; a join of that data directory is
 // refused by the cluster, and a new data directory of the same id joins.
 func TestRemovedWhileStopped(t *testing.T) {
-	nodes := startCluster(t, 3)
+	ctl, victim, other := threeNodeRoles(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	eventually(t, 10*time.Second, "a controller", func() bool { return controllerOf(nodes) != nil })
-	ctl := controllerOf(nodes)
-	var victim, other *clusterNode
-	for _, n := range nodes {
-		switch {
-		case n == ctl:
-		case victim == nil:
-			victim = n
-		default:
-			other = n
-		}
-	}
 	o := victim.opts
 	victim.stop(t)
 	eventually(t, 10*time.Second, victim.ID()+" gone at the controller", func() bool { return !ctl.Alive(victim.ID()) })
@@ -213,21 +201,9 @@ func TestRemovedWhileStopped(t *testing.T) {
 // appended): it learns of the removal by the probe it sends after
 // RemovalProbeAfter without a Raft leader, which the cluster refuses.
 func TestRemovedWhileCutOffFromRaft(t *testing.T) {
-	nodes := startCluster(t, 3)
+	_, victim, other := threeNodeRoles(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	eventually(t, 10*time.Second, "a controller", func() bool { return controllerOf(nodes) != nil })
-	ctl := controllerOf(nodes)
-	var victim, other *clusterNode
-	for _, n := range nodes {
-		switch {
-		case n == ctl:
-		case victim == nil:
-			victim = n
-		default:
-			other = n
-		}
-	}
 	// The victim's Raft listener goes away: the leader's AppendEntries
 	// no longer reach it, while its gRPC (the probe's path) still works.
 	if err := victim.trans.Close(); err != nil {
@@ -252,4 +228,23 @@ func TestRemovedWhileCutOffFromRaft(t *testing.T) {
 		t.Errorf("Ready after the removal: %v", err)
 	}
 	checkRemovedDir(t, victim.dir)
+}
+
+// threeNodeRoles starts a 3-node cluster, waits for its controller and
+// returns it and the two other nodes.
+func threeNodeRoles(t *testing.T) (ctl, victim, other *clusterNode) {
+	t.Helper()
+	nodes := startCluster(t, 3)
+	eventually(t, 10*time.Second, "a controller", func() bool { return controllerOf(nodes) != nil })
+	ctl = controllerOf(nodes)
+	for _, n := range nodes {
+		switch {
+		case n == ctl:
+		case victim == nil:
+			victim = n
+		default:
+			other = n
+		}
+	}
+	return ctl, victim, other
 }
